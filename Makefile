@@ -1,0 +1,100 @@
+# curlguard - build, test, demo, install.  See README.md.
+#
+#   make              build/libcurlguard.so and build/curlguard
+#   make check        the whole test suite (unit + integration); installs missing deps
+#   make check-asan   the same suite with ASan+UBSan builds
+#   make demo         a real batch of curl calls through the guard against the mock provider
+#   make install      PREFIX=/usr/local (DESTDIR honoured)
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+CC ?= cc
+PYTHON ?= /usr/bin/python3
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+# The interposer must know deprecated options too (CURLOPT_PUT, PROGRESSFUNCTION, ...).
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -DCURL_DISABLE_DEPRECATION -O2 -g $(WARN)
+SAN_FLAGS :=
+ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+CFLAGS ?=
+ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+
+LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
+            src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
+            src/digest.c src/rng.c src/url.c src/clock.c src/log.c
+LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+# Everything but the shim: linked into the unit tests.
+CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
+LIB_LDLIBS := -ldl -lpthread -lcjson -lm
+
+CLI_SRCS := cli/main.c cli/run.c cli/plan.c
+CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
+
+UNIT_SRCS := $(wildcard tests/unit/test-*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all check check-unit check-integration check-asan demo install uninstall clean deps bench
+
+all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
+	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard src/*.h) | $(BUILD)/obj/cli
+	$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
+
+$(BUILD)/libcurlguard.so: $(LIB_OBJS)
+	$(CC) $(ALL_CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
+	  -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
+
+$(BUILD)/curlguard: $(CLI_OBJS) $(BUILD)/obj/backoff.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm
+
+$(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
+	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+
+$(BUILD)/tests/test-%: tests/unit/test-%.c $(CORE_OBJS) | $(BUILD)/tests
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
+
+$(BUILD)/obj $(BUILD)/obj/cli $(BUILD)/tests:
+	mkdir -p $@
+
+deps:
+	@scripts/install-deps --check >/dev/null 2>&1 || scripts/install-deps
+
+check: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS)
+	@scripts/run-tests $(BUILD)
+
+check-unit: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS)
+	@scripts/run-tests $(BUILD) unit
+
+check-integration: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/run-tests $(BUILD) integration
+
+# The same suite against ASan+UBSan builds in build-asan/.
+check-asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all \
+	  $(UNIT_SRCS:tests/unit/%.c=build-asan/tests/%)
+	@CG_SANITIZE=1 scripts/run-tests build-asan
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo $(BUILD)
+
+install: $(BUILD)/libcurlguard.so $(BUILD)/curlguard
+	install -d $(DESTDIR)$(PREFIX)/lib/curlguard $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/libcurlguard.so $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
+	install -m 0755 $(BUILD)/curlguard $(DESTDIR)$(PREFIX)/bin/curlguard
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/curlguard $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
+	-rmdir $(DESTDIR)$(PREFIX)/lib/curlguard
+
+clean:
+	rm -rf build build-asan

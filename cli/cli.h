@@ -1,0 +1,22 @@
+/* cli.h - the curlguard command (SPEC section 6).
+ *
+ * Exit codes: 0 success, 2 usage error, 1 any other error; every error is one line
+ * on stderr starting "curlguard: ". */
+#ifndef CG_CLI_H
+#define CG_CLI_H
+
+#define CG_EXIT_OK 0
+#define CG_EXIT_ERROR 1
+#define CG_EXIT_USAGE 2
+
+/* `curlguard run [--config F] -- CMD ARGS...`: exec CMD with the interposer preloaded
+ * and enabled.  Returns only on failure. */
+int cg_cli_run(int argc, char **argv);
+
+/* `curlguard plan ...`: the worst-case retry timeline. */
+int cg_cli_plan(int argc, char **argv);
+
+/* Print "curlguard: <msg>" on stderr. */
+void cg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

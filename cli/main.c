@@ -1,0 +1,51 @@
+/* main.c - `curlguard` command dispatch. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef CG_VERSION
+#define CG_VERSION "0.1.0"
+#endif
+
+static const char cg__usage[] =
+    "usage: curlguard COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  run [--config F] -- CMD ARGS...   run CMD with the guard preloaded and enabled\n"
+    "  plan --budget S --attempt-timeout S --base S --cap S [--max-attempts N] [--json]\n"
+    "                                    worst-case retry timeline for a deadline\n"
+    "  help                              this text\n"
+    "  version                           print the version\n";
+
+void cg_cli_error(const char *fmt, ...) {
+  va_list ap;
+  fputs("curlguard: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(cg__usage, stderr);
+    return CG_EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "run") == 0)
+    return cg_cli_run(argc - 1, argv + 1);
+  if (strcmp(argv[1], "plan") == 0)
+    return cg_cli_plan(argc - 1, argv + 1);
+  if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "-h") == 0) {
+    fputs(cg__usage, stdout);
+    return CG_EXIT_OK;
+  }
+  if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("curlguard %s\n", CG_VERSION);
+    return CG_EXIT_OK;
+  }
+  cg_cli_error("unknown command \"%s\" (try: curlguard help)", argv[1]);
+  return CG_EXIT_USAGE;
+}

@@ -1,0 +1,249 @@
+/* run.c - `curlguard run [--config F] -- CMD ARGS...`.
+ *
+ * Finds libcurlguard.so (CURLGUARD_LIB, else next to this executable, else
+ * ../lib/curlguard/ from it, as `make install` lays it out), prepends it to LD_PRELOAD,
+ * sets CURLGUARD=1 (and CURLGUARD_CONFIG), and execs CMD.  Before that it looks at
+ * CMD's ELF file and warns, in words, when the guard cannot reach it: a static binary
+ * (the dynamic loader, hence LD_PRELOAD, never runs) or a program that does not link
+ * libcurl (it is still guarded if it loads libcurl at run time, as pycurl does).
+ */
+#include "cli.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Locate libcurlguard.so into `out`.  0 on success. */
+static int cg__find_lib(char *out, size_t len) {
+  const char *env = getenv("CURLGUARD_LIB");
+  char exe[PATH_MAX - 64];
+  ssize_t n;
+  char *slash;
+
+  if (env && env[0]) {
+    snprintf(out, len, "%s", env);
+    return access(out, R_OK) == 0 ? 0 : -1;
+  }
+  n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0)
+    return -1;
+  exe[n] = '\0';
+  slash = strrchr(exe, '/');
+  if (!slash)
+    return -1;
+  *slash = '\0';
+  if ((size_t) snprintf(out, len, "%s/libcurlguard.so", exe) < len && access(out, R_OK) == 0)
+    return 0;
+  if ((size_t) snprintf(out, len, "%s/../lib/curlguard/libcurlguard.so", exe) < len &&
+      access(out, R_OK) == 0)
+    return 0;
+  return -1;
+}
+
+/* Resolve `cmd` through PATH as execvp would.  0 on success. */
+static int cg__which(const char *cmd, char *out, size_t len) {
+  const char *path = getenv("PATH");
+  const char *p;
+
+  if (strchr(cmd, '/')) {
+    snprintf(out, len, "%s", cmd);
+    return access(out, X_OK) == 0 ? 0 : -1;
+  }
+  if (!path)
+    path = "/usr/local/bin:/usr/bin:/bin";
+  for (p = path; *p;) {
+    size_t dl = strcspn(p, ":");
+    snprintf(out, len, "%.*s/%s", (int) (dl ? dl : 1), dl ? p : ".", cmd);
+    if (access(out, X_OK) == 0) {
+      struct stat st;
+      if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
+        return 0;
+    }
+    p += dl;
+    if (*p == ':')
+      p++;
+  }
+  return -1;
+}
+
+/* The ELF interpreter of `path` into `interp` (empty when static).  Returns 0 for an
+ * ELF file, 1 for a "#!" script (its interpreter path in `interp`), -1 otherwise. */
+static int cg__inspect(const char *path, char *interp, size_t len) {
+  unsigned char buf[4096];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+  Elf64_Ehdr eh;
+  int i;
+
+  interp[0] = '\0';
+  if (fd < 0)
+    return -1;
+  n = read(fd, buf, sizeof(buf) - 1);
+  if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
+    size_t s = 2, e;
+    buf[n] = '\0';
+    while (buf[s] == ' ' || buf[s] == '\t')
+      s++;
+    e = s + strcspn((char *) buf + s, " \t\n");
+    snprintf(interp, len, "%.*s", (int) (e - s), buf + s);
+    close(fd);
+    return 1;
+  }
+  if (n < (ssize_t) sizeof(eh) || memcmp(buf, ELFMAG, SELFMAG) != 0 ||
+      buf[EI_CLASS] != ELFCLASS64) {
+    close(fd);
+    return -1;
+  }
+  memcpy(&eh, buf, sizeof(eh));
+  for (i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    if (pread(fd, &ph, sizeof(ph), (off_t) (eh.e_phoff + (Elf64_Off) i * eh.e_phentsize)) !=
+        (ssize_t) sizeof(ph))
+      break;
+    if (ph.p_type == PT_INTERP && ph.p_filesz > 0 && ph.p_filesz < len) {
+      if (pread(fd, interp, ph.p_filesz, (off_t) ph.p_offset) == (ssize_t) ph.p_filesz)
+        interp[ph.p_filesz - 1] = '\0';
+      break;
+    }
+  }
+  close(fd);
+  return 0;
+}
+
+/* Whether the dynamic loader `interp` lists a libcurl among `path`'s libraries
+ * ("ld.so --list", what ldd(1) runs; it does not run the program).  -1 unknown. */
+static int cg__links_libcurl(const char *interp, const char *path) {
+  int pipefd[2], status, found = 0;
+  pid_t pid;
+  char buf[4096];
+  char acc[65536];
+  size_t used = 0;
+  ssize_t n;
+
+  if (pipe2(pipefd, O_CLOEXEC) != 0)
+    return -1;
+  pid = fork();
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(pipefd[1], STDOUT_FILENO);
+    if (null >= 0)
+      dup2(null, STDERR_FILENO);
+    unsetenv("LD_PRELOAD");
+    execl(interp, interp, "--list", path, (char *) NULL);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) {
+    size_t take = (size_t) n < sizeof(acc) - 1 - used ? (size_t) n : sizeof(acc) - 1 - used;
+    memcpy(acc + used, buf, take);
+    used += take;
+  }
+  acc[used] = '\0';
+  close(pipefd[0]);
+  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return -1;
+  found = strstr(acc, "libcurl.so") != NULL || strstr(acc, "libcurl-gnutls.so") != NULL ||
+          strstr(acc, "libcurl-nss.so") != NULL;
+  return found;
+}
+
+/* Warn when CMD cannot be guarded, in words a user understands. */
+static void cg__check_target(const char *cmd) {
+  char path[PATH_MAX], interp[PATH_MAX];
+  int kind, links;
+
+  if (cg__which(cmd, path, sizeof(path)) != 0)
+    return; /* execvp will report it */
+  kind = cg__inspect(path, interp, sizeof(interp));
+  if (kind == 1) {
+    char script_interp[PATH_MAX];
+    /* A script: what matters is its interpreter, e.g. python3 loading pycurl. */
+    if (interp[0] == '\0' || cg__inspect(interp, script_interp, sizeof(script_interp)) != 0)
+      return;
+    if (script_interp[0] == '\0')
+      cg_cli_error("warning: %s runs under %s, a static binary: LD_PRELOAD cannot reach "
+                   "it, so the guard will not see its requests", cmd, interp);
+    return;
+  }
+  if (kind != 0)
+    return;
+  if (interp[0] == '\0') {
+    cg_cli_error("warning: %s is a static binary: LD_PRELOAD cannot reach it, so the "
+                 "guard will not see its requests", cmd);
+    return;
+  }
+  links = cg__links_libcurl(interp, path);
+  if (links == 0)
+    cg_cli_error("warning: %s does not use libcurl (no libcurl among its libraries); it "
+                 "is guarded only if it loads libcurl at run time, as pycurl does", cmd);
+}
+
+int cg_cli_run(int argc, char **argv) {
+  const char *config = NULL;
+  const char *old;
+  char lib[PATH_MAX];
+  char *preload;
+  int i;
+  size_t need;
+
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    }
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      config = argv[++i];
+    } else if (strncmp(argv[i], "--config=", 9) == 0) {
+      config = argv[i] + 9;
+    } else if (argv[i][0] == '-') {
+      cg_cli_error("run: unknown option \"%s\" (usage: curlguard run [--config F] -- CMD "
+                   "ARGS...)", argv[i]);
+      return CG_EXIT_USAGE;
+    } else {
+      break; /* CMD without "--" */
+    }
+  }
+  if (i >= argc) {
+    cg_cli_error("run: no command given (usage: curlguard run [--config F] -- CMD ARGS...)");
+    return CG_EXIT_USAGE;
+  }
+  if (config && access(config, R_OK) != 0) {
+    cg_cli_error("run: config file %s: %s", config, strerror(errno));
+    return CG_EXIT_USAGE;
+  }
+  if (cg__find_lib(lib, sizeof(lib)) != 0) {
+    cg_cli_error("run: cannot find libcurlguard.so next to this program or in "
+                 "../lib/curlguard/ (set CURLGUARD_LIB)");
+    return CG_EXIT_ERROR;
+  }
+  cg__check_target(argv[i]);
+
+  old = getenv("LD_PRELOAD");
+  need = strlen(lib) + (old ? strlen(old) + 1 : 0) + 1;
+  preload = malloc(need);
+  if (!preload) {
+    cg_cli_error("run: out of memory");
+    return CG_EXIT_ERROR;
+  }
+  snprintf(preload, need, "%s%s%s", lib, old && old[0] ? ":" : "", old ? old : "");
+  setenv("LD_PRELOAD", preload, 1);
+  setenv("CURLGUARD", "1", 1);
+  if (config)
+    setenv("CURLGUARD_CONFIG", config, 1);
+  free(preload);
+  execvp(argv[i], argv + i);
+  cg_cli_error("run: cannot run %s: %s", argv[i], strerror(errno));
+  return errno == ENOENT ? 127 : 126;
+}

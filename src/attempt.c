@@ -1,0 +1,393 @@
+/* attempt.c - one attempt: wrapped callbacks, hold or stream, restore (see attempt.h). */
+#include "attempt.h"
+
+#include "log.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum cg_kind { CG_KIND_WRITE = 0, CG_KIND_HEADER = 1 };
+
+struct cg_event {
+  struct cg_event *next;
+  enum cg_kind kind;
+  size_t len;
+  char data[];
+};
+
+/* ---- calling the host, as libcurl would ---- */
+
+/* Call the host's body writer.  Returns what it returned. */
+static size_t cg__host_write(struct cg_attempt *a, char *p, size_t n) {
+  const struct cg_handle *h = a->h;
+  if (h->write_fn)
+    return h->write_fn(p, 1, n, h->write_data);
+  return fwrite(p, 1, n, (FILE *) h->write_data);
+}
+
+/* Call the host's header writer, or drop the line when the host asked for none. */
+static size_t cg__host_header(struct cg_attempt *a, char *p, size_t n) {
+  const struct cg_handle *h = a->h;
+  if (h->header_fn)
+    return h->header_fn(p, 1, n, h->header_data);
+  if (!h->header_data)
+    return n; /* headers are not delivered at all */
+  if (h->write_fn)
+    return h->write_fn(p, 1, n, h->header_data);
+  return fwrite(p, 1, n, (FILE *) h->header_data);
+}
+
+static size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p, size_t n) {
+  size_t r = k == CG_KIND_WRITE ? cg__host_write(a, p, n) : cg__host_header(a, p, n);
+  if (r != n && r != CURL_WRITEFUNC_PAUSE) {
+    a->host_aborted = 1;
+    /* libcurl's own wording (lib/sendf.c), so the host sees the usual text. */
+    snprintf(a->errbuf, sizeof(a->errbuf), "%s",
+             k == CG_KIND_WRITE ? "Failure writing output to destination"
+                                : "Failed writing header");
+  }
+  if (r == n)
+    a->delivered = 1;
+  return r;
+}
+
+/* ---- the held list ---- */
+
+static int cg__hold(struct cg_attempt *a, enum cg_kind k, const char *p, size_t n) {
+  struct cg_event *e = malloc(sizeof(*e) + n);
+  if (!e)
+    return -1;
+  e->next = NULL;
+  e->kind = k;
+  e->len = n;
+  memcpy(e->data, p, n);
+  if (a->tail)
+    a->tail->next = e;
+  else
+    a->head = e;
+  a->tail = e;
+  a->held_bytes += n;
+  return 0;
+}
+
+static void cg__drop_head(struct cg_attempt *a) {
+  struct cg_event *e = a->head;
+  a->head = e->next;
+  if (!a->head)
+    a->tail = NULL;
+  a->held_bytes -= e->len;
+  free(e);
+}
+
+/* Hand held events to the host.  0: all delivered (mode becomes STREAM); 1: the host
+ * paused (events stay held, mode FLUSHING); -1: the host refused data. */
+static int cg__flush(struct cg_attempt *a) {
+  a->mode = CG_MODE_FLUSHING;
+  while (a->head) {
+    struct cg_event *e = a->head;
+    size_t r = cg__host(a, e->kind, e->data, e->len);
+    if (r == CURL_WRITEFUNC_PAUSE)
+      return 1;
+    if (r != e->len)
+      return -1;
+    cg__drop_head(a);
+  }
+  a->mode = CG_MODE_STREAM;
+  return 0;
+}
+
+/* ---- response headers the guard reads ---- */
+
+static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
+  while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+    n--;
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(dst, v, n);
+  dst[n] = '\0';
+}
+
+/* Look at one header line of the current response. */
+static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
+  static const struct {
+    const char *name;
+    size_t off, cap;
+  } wanted[] = {
+    {"retry-after", offsetof(struct cg_hints, retry_after), sizeof(((struct cg_hints *) 0)->retry_after)},
+    {"retry-after-ms", offsetof(struct cg_hints, retry_after_ms), sizeof(((struct cg_hints *) 0)->retry_after_ms)},
+    {"x-should-retry", offsetof(struct cg_hints, should_retry), sizeof(((struct cg_hints *) 0)->should_retry)},
+    {"date", offsetof(struct cg_hints, date), sizeof(((struct cg_hints *) 0)->date)},
+  };
+  const char *colon = memchr(p, ':', n);
+  size_t nl, i;
+  const char *v;
+
+  if (!colon)
+    return;
+  nl = (size_t) (colon - p);
+  v = colon + 1;
+  while (v < p + n && (*v == ' ' || *v == '\t'))
+    v++;
+  if (nl == 8 && strncasecmp(p, "location", 8) == 0) {
+    a->hints.has_location = 1;
+    return;
+  }
+  for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+    if (strlen(wanted[i].name) == nl && strncasecmp(p, wanted[i].name, nl) == 0) {
+      cg__hint_copy((char *) &a->hints + wanted[i].off, wanted[i].cap, v,
+                    (size_t) (p + n - v));
+      return;
+    }
+  }
+}
+
+/* "HTTP/1.1 503 Service Unavailable" -> 503; 0 if not a status line. */
+static long cg__status_line(const char *p, size_t n) {
+  size_t i = 5;
+  long s = 0;
+  int digits = 0;
+
+  if (n < 12 || strncmp(p, "HTTP/", 5) != 0)
+    return 0;
+  while (i < n && p[i] != ' ')
+    i++;
+  while (i < n && p[i] == ' ')
+    i++;
+  while (i < n && isdigit((unsigned char) p[i]) && digits < 3) {
+    s = s * 10 + (p[i] - '0');
+    i++;
+    digits++;
+  }
+  return digits == 3 ? s : 0;
+}
+
+/* Whether a held response can be handed over now.  Called after each header line. */
+static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of_headers) {
+  long s = a->status;
+  int follows = a->h->followlocation && s >= 300 && s < 400;
+
+  if (status_line)
+    return s >= 200 && s < 400 && !(follows && s != 304); /* redirects: wait for Location */
+  if (!end_of_headers)
+    return 0;
+  if (s < 200)
+    return 0; /* 1xx: the real response follows */
+  if (s < 400)
+    return !(follows && a->hints.has_location);
+  return !(a->preview && a->preview(a, a->preview_arg));
+}
+
+/* ---- libcurl-facing callbacks ---- */
+
+/* Common tail of both data callbacks, once the bytes are accounted for. */
+static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t n,
+                          int ready) {
+  size_t skip, r;
+  int rc;
+
+  /* After a pause, libcurl delivers the paused bytes again: we hold them already. */
+  skip = a->dup_skip[k] < n ? a->dup_skip[k] : n;
+
+  if (a->mode == CG_MODE_STREAM) {
+    r = cg__host(a, k, p + skip, n - skip);
+    if (r == CURL_WRITEFUNC_PAUSE) {
+      a->dup_skip[k] = skip;
+      return CURL_WRITEFUNC_PAUSE;
+    }
+    a->dup_skip[k] = 0;
+    return r == n - skip ? n : 0;
+  }
+  if (a->mode == CG_MODE_HOLD) {
+    if (cg__hold(a, k, p, n) == 0) {
+      if (a->held_bytes > CG_HOLD_MAX)
+        ready = 1;
+      if (!ready)
+        return n;
+      skip = n; /* the bytes are in the held list now */
+    } else {
+      /* Out of memory: stop holding; hand over what is held, then these bytes. */
+      cg_warn_once("hold-oom", "out of memory holding a response; handing it over");
+    }
+  }
+  /* HOLD that became ready, or FLUSHING: hand over what is held, then the rest. */
+  rc = cg__flush(a);
+  if (rc == 1) {
+    a->dup_skip[k] = skip;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  if (rc < 0)
+    return 0;
+  if (skip < n) {
+    r = cg__host(a, k, p + skip, n - skip);
+    if (r == CURL_WRITEFUNC_PAUSE) {
+      a->dup_skip[k] = skip;
+      return CURL_WRITEFUNC_PAUSE;
+    }
+    if (r != n - skip)
+      return 0;
+  }
+  a->dup_skip[k] = 0;
+  return n;
+}
+
+static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
+  struct cg_attempt *a = arg;
+  size_t n = size * nmemb;
+  a->bytes_body += (int64_t) n;
+  return cg__on_data(a, CG_KIND_WRITE, p, n, 0);
+}
+
+static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
+  struct cg_attempt *a = arg;
+  size_t n = size * nmemb;
+  int status_line = 0, end = 0, ready = 0;
+  long s;
+
+  a->bytes_header += (int64_t) n;
+  if (a->dup_skip[CG_KIND_HEADER] == 0) {
+    /* A fresh line (not the repeat of a paused one): look at it. */
+    if ((s = cg__status_line(p, n)) != 0) {
+      a->status = s;
+      memset(&a->hints, 0, sizeof(a->hints));
+      status_line = 1;
+    } else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n')) {
+      end = 1;
+    } else {
+      cg__parse_header(a, p, n);
+    }
+    if (a->mode == CG_MODE_HOLD)
+      ready = cg__ready_to_stream(a, status_line, end);
+  }
+  return cg__on_data(a, CG_KIND_HEADER, p, n, ready);
+}
+
+static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+                           curl_off_t ultotal, curl_off_t ulnow) {
+  struct cg_attempt *a = arg;
+  const struct cg_handle *h = a->h;
+  int r;
+
+  if (h->noprogress)
+    return 0;
+  if (h->xferinfo_fn)
+    r = h->xferinfo_fn(h->progress_data, dltotal, dlnow, ultotal, ulnow);
+  else if (h->progress_fn)
+    r = h->progress_fn(h->progress_data, (double) dltotal, (double) dlnow,
+                       (double) ultotal, (double) ulnow);
+  else
+    return CURL_PROGRESSFUNC_CONTINUE; /* libcurl draws its own meter, as without us */
+  if (r != 0 && r != CURL_PROGRESSFUNC_CONTINUE)
+    a->host_aborted = 1;
+  return r;
+}
+
+static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
+  struct cg_attempt *a = arg;
+  const struct cg_handle *h = a->h;
+  size_t r = h->read_fn(p, size, nmemb, h->read_data);
+
+  if (r == CURL_READFUNC_ABORT) {
+    a->host_aborted = 1;
+  } else if (r != CURL_READFUNC_PAUSE && r > 0 && r <= size * nmemb) {
+    a->read_bytes += (int64_t) r;
+    if (a->digest)
+      cg_digest_update(a->digest, p, r);
+  }
+  return r;
+}
+
+/* ---- install and restore ---- */
+
+void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn preview,
+                     void *preview_arg, struct cg_digest *digest) {
+  memset(a, 0, sizeof(*a));
+  a->h = h;
+  a->preview = preview;
+  a->preview_arg = preview_arg;
+  a->mode = CG_MODE_HOLD;
+  a->digest = digest;
+  a->wrap_read = h->read_fn != NULL;
+}
+
+CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms) {
+  CURL *c = a->h->curl;
+  CURLcode (*set)(CURL *, CURLoption, ...) = a->h->lib->easy_setopt;
+  CURLcode rc = CURLE_OK;
+
+#define CG_SET(opt, val)                                                                  \
+  do {                                                                                    \
+    CURLcode r_ = set(c, opt, val);                                                       \
+    if (r_ != CURLE_OK && rc == CURLE_OK)                                                 \
+      rc = r_;                                                                            \
+  } while (0)
+  CG_SET(CURLOPT_WRITEFUNCTION, cg__write_cb);
+  CG_SET(CURLOPT_WRITEDATA, (void *) a);
+  CG_SET(CURLOPT_HEADERFUNCTION, cg__header_cb);
+  CG_SET(CURLOPT_HEADERDATA, (void *) a);
+  CG_SET(CURLOPT_XFERINFOFUNCTION, cg__xferinfo_cb);
+  CG_SET(CURLOPT_XFERINFODATA, (void *) a);
+  CG_SET(CURLOPT_NOPROGRESS, 0L);
+  CG_SET(CURLOPT_ERRORBUFFER, a->errbuf);
+  CG_SET(CURLOPT_TIMEOUT_MS, timeout_ms);
+  CG_SET(CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
+  if (a->wrap_read) {
+    CG_SET(CURLOPT_READFUNCTION, cg__read_cb);
+    CG_SET(CURLOPT_READDATA, (void *) a);
+  }
+#undef CG_SET
+  return rc;
+}
+
+void cg_attempt_restore(struct cg_attempt *a) {
+  const struct cg_handle *h = a->h;
+  CURL *c = h->curl;
+  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+
+  set(c, CURLOPT_WRITEFUNCTION, h->write_fn); /* NULL: libcurl's fwrite default */
+  set(c, CURLOPT_WRITEDATA, h->write_data);
+  set(c, CURLOPT_HEADERFUNCTION, h->header_fn);
+  set(c, CURLOPT_HEADERDATA, h->header_data);
+  /* XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback flag
+   * (lib/setopt.c): the one set last decides it, so set the host's xferinfo and then,
+   * if the flag would differ from the host's, the host's progress function. */
+  set(c, CURLOPT_XFERINFOFUNCTION, h->xferinfo_fn);
+  if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
+    set(c, CURLOPT_PROGRESSFUNCTION, h->progress_fn);
+  set(c, CURLOPT_XFERINFODATA, h->progress_data);
+  set(c, CURLOPT_NOPROGRESS, h->noprogress);
+  set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
+  set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+  set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
+  if (a->wrap_read) {
+    set(c, CURLOPT_READFUNCTION, h->read_fn);
+    set(c, CURLOPT_READDATA, h->read_data);
+  }
+}
+
+CURLcode cg_attempt_deliver(struct cg_attempt *a) {
+  while (a->head) {
+    struct cg_event *e = a->head;
+    size_t r = cg__host(a, e->kind, e->data, e->len);
+    /* The transfer is over and cannot be paused any more: a pause now is taken as
+     * "accepted", the way the data would have been delivered after the resume. */
+    if (r != e->len && r != CURL_WRITEFUNC_PAUSE) {
+      cg_attempt_discard(a);
+      return CURLE_WRITE_ERROR;
+    }
+    cg__drop_head(a);
+  }
+  a->mode = CG_MODE_STREAM;
+  return CURLE_OK;
+}
+
+void cg_attempt_discard(struct cg_attempt *a) {
+  while (a->head)
+    cg__drop_head(a);
+}
+
+void cg_attempt_free(struct cg_attempt *a) {
+  cg_attempt_discard(a);
+}

@@ -1,0 +1,98 @@
+/* attempt.h - one attempt of a guarded call: the host's callbacks wrapped, the
+ * response held back or streamed, every option put back afterwards.
+ *
+ * Holding: a response is held (kept in memory, not shown to the host) while it may
+ * still be retried.  The decision to hand it over is taken as early as possible:
+ *   - at a 2xx/3xx status line (unless a redirect will be followed): stream at once;
+ *   - at the end of a 4xx/5xx response's headers: the guard's preview says whether
+ *     this response would be retried; if not, stream it;
+ *   - when more than CG_HOLD_MAX bytes are held: stream (too big to be an error page);
+ *   - at the end of the transfer: the guard decides; held bytes are replayed to the
+ *     host's callbacks (cg_attempt_deliver) or dropped (cg_attempt_discard).
+ * Streaming responses therefore still stream, and bytes of an attempt that is retried
+ * never reach the host.
+ *
+ * Host callbacks are called as libcurl would call them (lib/sendf.c chop_write):
+ * body -> write function (fwrite to WRITEDATA, stdout by default); headers -> header
+ * function, or the write function with HEADERDATA when only HEADERDATA is set, or
+ * nowhere.  Their return values are honoured: a short write or CURL_WRITEFUNC_ERROR
+ * ends the transfer (host abort, never retried), CURL_WRITEFUNC_PAUSE pauses it.
+ */
+#ifndef CG_ATTEMPT_H
+#define CG_ATTEMPT_H
+
+#include "classify.h"
+#include "digest.h"
+#include "handle.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+
+#define CG_HOLD_MAX (1024 * 1024) /* bytes of a response held back at most */
+
+enum cg_mode { CG_MODE_HOLD, CG_MODE_FLUSHING, CG_MODE_STREAM };
+
+struct cg_event; /* one held callback invocation */
+struct cg_attempt;
+
+/* Asked at the end of a 4xx/5xx response's headers: 1 if the guard would retry this
+ * response (keep holding it), 0 to hand it to the host now. */
+typedef int (*cg_preview_fn)(struct cg_attempt *a, void *arg);
+
+/* Values of the current response's headers that the guard reads (cut to fit). */
+struct cg_hints {
+  char retry_after[96];
+  char retry_after_ms[32];
+  char should_retry[16];
+  char date[64];
+  int has_location;
+};
+
+struct cg_attempt {
+  struct cg_handle *h;
+  cg_preview_fn preview;
+  void *preview_arg;
+
+  enum cg_mode mode;
+  struct cg_event *head, *tail;
+  size_t held_bytes;
+  size_t dup_skip[2];      /* bytes libcurl will deliver again after a pause, per kind */
+
+  long status;             /* of the last status line seen */
+  struct cg_hints hints;   /* of the last response */
+  int host_aborted;        /* a host callback refused data or asked to abort */
+  int delivered;           /* some bytes of this attempt reached the host */
+  enum cg_guard_stop guard_stop;
+
+  int wrap_read;           /* the host's read callback is wrapped */
+  int64_t read_bytes;      /* bytes the host's read callback handed out */
+  struct cg_digest *digest;/* of the body read through the callback, or NULL */
+
+  int64_t bytes_header, bytes_body;
+  char errbuf[CURL_ERROR_SIZE];
+};
+
+/* Prepare `a` for an attempt on `h`.  `digest` may be NULL. */
+void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn preview,
+                     void *preview_arg, struct cg_digest *digest);
+
+/* Point the handle's callbacks, error buffer and limits at the attempt.  Limits in ms;
+ * 0 leaves libcurl's default.  Returns CURLE_OK or the first setopt error (then
+ * nothing needs restoring beyond cg_attempt_restore). */
+CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms);
+
+/* Put back every option cg_attempt_install changed, from the shadow. */
+void cg_attempt_restore(struct cg_attempt *a);
+
+/* Hand the held response to the host's callbacks, in order, as libcurl would have.
+ * Returns CURLE_OK, or CURLE_WRITE_ERROR when a host callback refused data (the error
+ * text is then in a->errbuf, as libcurl words it). */
+CURLcode cg_attempt_deliver(struct cg_attempt *a);
+
+/* Drop the held response. */
+void cg_attempt_discard(struct cg_attempt *a);
+
+/* Free what the attempt holds (held events). */
+void cg_attempt_free(struct cg_attempt *a);
+
+#endif

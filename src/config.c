@@ -1,0 +1,372 @@
+/* config.c - environment + JSON config file -> one snapshot per process (see config.h). */
+#include "config.h"
+
+#include "log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CG_CONFIG_FILE_MAX (1 << 20) /* bytes; larger config files are refused */
+
+enum cg__type { CG_T_LONG, CG_T_DOUBLE, CG_T_STRING, CG_T_JITTER, CG_T_HOSTS };
+
+/* One tunable: its variable, its config-file key, where it lives, its range. */
+struct cg__key {
+  const char *env;
+  const char *json;
+  enum cg__type type;
+  size_t offset;
+  double min, max;
+};
+
+#define CG_OFF(f) offsetof(struct cg_config, f)
+static const struct cg__key cg__keys[] = {
+  {"CURLGUARD_LOG", "log", CG_T_STRING, CG_OFF(log_path), 0, 0},
+  {"CURLGUARD_STATE", "state", CG_T_STRING, CG_OFF(state_path), 0, 0},
+  {"CURLGUARD_HOSTS", "hosts", CG_T_HOSTS, CG_OFF(hosts), 0, 0},
+  {"CURLGUARD_TASK_ID", "task_id", CG_T_STRING, CG_OFF(task_id), 0, 0},
+  {"CURLGUARD_PRICES", "prices", CG_T_STRING, CG_OFF(prices_path), 0, 0},
+  {"CURLGUARD_REQUEST_ID_HEADER", "request_id_header", CG_T_STRING,
+   CG_OFF(request_id_header), 0, 0},
+  {"CURLGUARD_CONNECT_TIMEOUT_MS", "connect_timeout_ms", CG_T_LONG,
+   CG_OFF(connect_timeout_ms), 1, 86400000},
+  {"CURLGUARD_FIRST_BYTE_TIMEOUT_MS", "first_byte_timeout_ms", CG_T_LONG,
+   CG_OFF(first_byte_timeout_ms), 1, 86400000},
+  {"CURLGUARD_READ_TIMEOUT_MS", "read_timeout_ms", CG_T_LONG, CG_OFF(read_timeout_ms), 1,
+   86400000},
+  {"CURLGUARD_DEADLINE_MS", "deadline_ms", CG_T_LONG, CG_OFF(deadline_ms), 1, 86400000},
+  {"CURLGUARD_MAX_ATTEMPTS", "max_attempts", CG_T_LONG, CG_OFF(max_attempts), 1, 100},
+  {"CURLGUARD_BACKOFF_BASE_MS", "backoff_base_ms", CG_T_LONG, CG_OFF(backoff_base_ms), 0,
+   3600000},
+  {"CURLGUARD_BACKOFF_CAP_MS", "backoff_cap_ms", CG_T_LONG, CG_OFF(backoff_cap_ms), 0,
+   3600000},
+  {"CURLGUARD_MAX_RETRY_AFTER_MS", "max_retry_after_ms", CG_T_LONG,
+   CG_OFF(max_retry_after_ms), 0, 86400000},
+  {"CURLGUARD_JITTER", "jitter", CG_T_JITTER, CG_OFF(jitter), 0, 0},
+  {"CURLGUARD_RPM", "rpm", CG_T_DOUBLE, CG_OFF(rpm), 0, 1e9},
+  {"CURLGUARD_TPM", "tpm", CG_T_DOUBLE, CG_OFF(tpm), 0, 1e12},
+  {"CURLGUARD_MAX_INFLIGHT", "max_inflight", CG_T_LONG, CG_OFF(max_inflight), 0, 1000000},
+};
+#define CG_NKEYS (sizeof(cg__keys) / sizeof(cg__keys[0]))
+
+/* Keys a config file may carry that are read by later parts of the product. */
+static const char *const cg__known_other[] = {"pools", NULL};
+
+int cg_jitter_parse(const char *s) {
+  static const char *const names[] = {"full", "equal", "decorrelated", "none"};
+  size_t i;
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcasecmp(s, names[i]) == 0)
+      return (int) i;
+  return -1;
+}
+
+static void cg__free_hosts(struct cg_config *c) {
+  size_t i;
+  if (!c->hosts)
+    return;
+  for (i = 0; i < c->nhosts; i++)
+    free(c->hosts[i]);
+  free(c->hosts);
+  c->hosts = NULL;
+  c->nhosts = 0;
+}
+
+/* Replace the host list with the comma-separated globs in `s`.  0 on success. */
+static int cg__set_hosts(struct cg_config *c, const char *s) {
+  char *copy = strdup(s), *save = NULL, *tok;
+  char **list;
+  size_t n = 0, cap = 4;
+
+  list = calloc(cap + 1, sizeof(*list));
+  if (!copy || !list) {
+    free(copy);
+    free(list);
+    return -1;
+  }
+  for (tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+    if (n == cap) {
+      char **bigger = realloc(list, (cap * 2 + 1) * sizeof(*list));
+      if (!bigger)
+        break;
+      list = bigger;
+      cap *= 2;
+    }
+    list[n] = strdup(tok);
+    if (list[n])
+      n++;
+  }
+  list[n] = NULL;
+  free(copy);
+  if (n == 0) {
+    free(list);
+    return -1;
+  }
+  cg__free_hosts(c);
+  c->hosts = list;
+  c->nhosts = n;
+  return 0;
+}
+
+/* Parse a decimal number filling the whole string, within [min, max]. */
+static int cg__parse_number(const char *s, double min, double max, double *out) {
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod(s, &end);
+  if (errno || end == s || *end != '\0' || !isfinite(v) || v < min || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+/* Apply one textual value (from the environment or a JSON string) to key `k`. */
+static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const char *s,
+                          const char *origin) {
+  char *base = (char *) c + k->offset;
+  double v;
+  int j;
+
+  switch (k->type) {
+  case CG_T_STRING: {
+    char *copy;
+    if (s[0] == '\0' || (k->offset == CG_OFF(log_path) && strcasecmp(s, "off") == 0)) {
+      copy = NULL; /* empty or "off": none */
+    } else if (!(copy = strdup(s))) {
+      return -1;
+    }
+    free(*(char **) base);
+    *(char **) base = copy;
+    return 0;
+  }
+  case CG_T_HOSTS:
+    if (cg__set_hosts(c, s) == 0)
+      return 0;
+    break;
+  case CG_T_JITTER:
+    j = cg_jitter_parse(s);
+    if (j >= 0) {
+      *(enum cg_jitter *) base = (enum cg_jitter) j;
+      return 0;
+    }
+    break;
+  case CG_T_LONG:
+    if (cg__parse_number(s, k->min, k->max, &v) == 0 && v == floor(v)) {
+      *(long *) base = (long) v;
+      return 0;
+    }
+    break;
+  case CG_T_DOUBLE:
+    if (cg__parse_number(s, k->min, k->max, &v) == 0) {
+      *(double *) base = v;
+      return 0;
+    }
+    break;
+  }
+  cg_warn("%s: malformed value for %s: \"%.60s\"; using the default", origin,
+          origin[0] == 'e' ? k->env : k->json, s);
+  return 1;
+}
+
+/* Apply one JSON value to key `k`. */
+static int cg__apply_json(struct cg_config *c, const struct cg__key *k, const cJSON *v,
+                          const char *origin) {
+  char buf[64];
+
+  if (cJSON_IsString(v))
+    return cg__apply_text(c, k, v->valuestring, origin);
+  if (cJSON_IsNumber(v) && (k->type == CG_T_LONG || k->type == CG_T_DOUBLE)) {
+    snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
+    return cg__apply_text(c, k, buf, origin);
+  }
+  if (cJSON_IsArray(v) && k->type == CG_T_HOSTS) {
+    char joined[4096] = "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+      if (!cJSON_IsString(e))
+        goto bad;
+      if (joined[0])
+        strncat(joined, ",", sizeof(joined) - strlen(joined) - 1);
+      strncat(joined, e->valuestring, sizeof(joined) - strlen(joined) - 1);
+    }
+    return cg__apply_text(c, k, joined, origin);
+  }
+  if (cJSON_IsNull(v))
+    return 0;
+bad:
+  cg_warn("%s: wrong type for \"%s\"; using the default", origin, k->json);
+  return 1;
+}
+
+/* Read the JSON config file at `path` into `c`.  Returns the number of problems. */
+static int cg__load_file(struct cg_config *c, const char *path) {
+  FILE *f = fopen(path, "re");
+  struct stat st;
+  char *text = NULL;
+  cJSON *root = NULL, *item;
+  int problems = 0;
+  size_t n;
+
+  if (!f) {
+    cg_warn("config %s: %s; using defaults", path, strerror(errno));
+    return 1;
+  }
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CG_CONFIG_FILE_MAX) {
+    cg_warn("config %s: not a regular file under 1 MiB; using defaults", path);
+    fclose(f);
+    return 1;
+  }
+  text = malloc((size_t) st.st_size + 1);
+  if (!text) {
+    fclose(f);
+    return 1;
+  }
+  n = fread(text, 1, (size_t) st.st_size, f);
+  text[n] = '\0';
+  fclose(f);
+  root = cJSON_ParseWithLength(text, n);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cg_warn("config %s: not a JSON object; using defaults", path);
+    cJSON_Delete(root);
+    return 1;
+  }
+  cJSON_ArrayForEach(item, root) {
+    size_t i;
+    int found = 0;
+    for (i = 0; i < CG_NKEYS; i++) {
+      if (strcmp(item->string, cg__keys[i].json) == 0) {
+        problems += cg__apply_json(c, &cg__keys[i], item, "config");
+        found = 1;
+        break;
+      }
+    }
+    for (i = 0; !found && cg__known_other[i]; i++)
+      found = strcmp(item->string, cg__known_other[i]) == 0;
+    if (!found) {
+      cg_warn("config %s: unknown key \"%.60s\" ignored", path, item->string);
+      problems++;
+    }
+  }
+  cJSON_Delete(root);
+  return problems;
+}
+
+static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
+  const char *state_home = env("XDG_STATE_HOME");
+  const char *home = env("HOME");
+  char buf[4096];
+
+  memset(c, 0, sizeof(*c));
+  c->connect_timeout_ms = 10000;
+  c->first_byte_timeout_ms = 120000;
+  c->read_timeout_ms = 120000;
+  c->deadline_ms = 600000;
+  c->max_attempts = 3;
+  c->backoff_base_ms = 1000;
+  c->backoff_cap_ms = 30000;
+  c->max_retry_after_ms = 60000;
+  c->jitter = CG_JITTER_FULL;
+  if (state_home && state_home[0] == '/')
+    snprintf(buf, sizeof(buf), "%s/curlguard/usage.jsonl", state_home);
+  else if (home && home[0] == '/')
+    snprintf(buf, sizeof(buf), "%s/.local/state/curlguard/usage.jsonl", home);
+  else
+    buf[0] = '\0';
+  c->log_path = buf[0] ? strdup(buf) : NULL;
+  snprintf(buf, sizeof(buf), "/dev/shm/curlguard-%u.state", (unsigned) getuid());
+  c->state_path = strdup(buf);
+  cg__set_hosts(c, "*");
+}
+
+static int cg__truthy(const char *v) {
+  return v && (strcmp(v, "1") == 0 || strcasecmp(v, "on") == 0 ||
+               strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
+}
+
+int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
+  const char *v;
+  int problems = 0;
+  size_t i;
+
+  cg__defaults(c, env);
+  v = env("CURLGUARD");
+  c->enabled = cg__truthy(v);
+  if (v && !c->enabled && strcmp(v, "0") != 0 && strcasecmp(v, "off") != 0 &&
+      strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0 && v[0] != '\0') {
+    cg_warn("CURLGUARD=\"%.40s\" is neither on nor off; the guard stays off", v);
+    problems++;
+  }
+  v = env("CURLGUARD_CONFIG");
+  if (v && v[0])
+    problems += cg__load_file(c, v);
+  for (i = 0; i < CG_NKEYS; i++) {
+    v = env(cg__keys[i].env);
+    if (v)
+      problems += cg__apply_text(c, &cg__keys[i], v, "environment");
+  }
+  if (c->backoff_cap_ms < c->backoff_base_ms) {
+    cg_warn("backoff cap %ld ms is below the base %ld ms; using the base as the cap",
+            c->backoff_cap_ms, c->backoff_base_ms);
+    c->backoff_cap_ms = c->backoff_base_ms;
+    problems++;
+  }
+  return problems;
+}
+
+void cg_config_free(struct cg_config *c) {
+  free(c->log_path);
+  free(c->state_path);
+  free(c->task_id);
+  free(c->prices_path);
+  free(c->request_id_header);
+  cg__free_hosts(c);
+  memset(c, 0, sizeof(*c));
+}
+
+static struct cg_config cg__config;
+static pthread_once_t cg__config_once = PTHREAD_ONCE_INIT;
+
+static const char *cg__real_getenv(const char *name) {
+  return getenv(name);
+}
+
+static void cg__config_init(void) {
+  cg_config_load(&cg__config, cg__real_getenv);
+}
+
+const struct cg_config *cg_config(void) {
+  pthread_once(&cg__config_once, cg__config_init);
+  return &cg__config;
+}
+
+int cg_config_enabled(void) {
+  static int cached = -1;
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    v = cg__truthy(getenv("CURLGUARD"));
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+int cg_config_host_guarded(const struct cg_config *c, const char *host) {
+  size_t i;
+  if (!host)
+    return 0;
+  for (i = 0; i < c->nhosts; i++)
+    if (fnmatch(c->hosts[i], host, FNM_CASEFOLD) == 0)
+      return 1;
+  return 0;
+}

@@ -1,0 +1,61 @@
+/* config.h - one immutable configuration snapshot per process.
+ *
+ * Sources, strongest first: environment variables (SPEC section 3), the JSON file named
+ * by CURLGUARD_CONFIG (SPEC section 4; keys are the variable names without the
+ * CURLGUARD_ prefix, in lower case), built-in defaults.  A malformed value is reported
+ * once on stderr ("curlguard: ...") and replaced by the default: the host always runs.
+ * Only CURLGUARD itself switches the guard on; the file cannot.
+ */
+#ifndef CG_CONFIG_H
+#define CG_CONFIG_H
+
+#include <stddef.h>
+
+enum cg_jitter { CG_JITTER_FULL, CG_JITTER_EQUAL, CG_JITTER_DECORRELATED, CG_JITTER_NONE };
+
+struct cg_config {
+  int enabled;               /* CURLGUARD: 1/on/true/yes */
+  char *log_path;            /* JSONL usage log; NULL = off; "-" = stderr */
+  char *state_path;          /* shared state file */
+  char **hosts;              /* host globs (fnmatch); NULL-terminated; "*" by default */
+  size_t nhosts;
+  char *task_id;             /* copied into every record, NULL = none */
+  char *prices_path;         /* price table, NULL = the shipped one */
+  char *request_id_header;   /* e.g. "Idempotency-Key", NULL = none */
+  long connect_timeout_ms;   /* DNS+TCP+TLS, default 10000 */
+  long first_byte_timeout_ms;/* request sent -> first byte, default 120000 */
+  long read_timeout_ms;      /* longest gap between bytes, default 120000 */
+  long deadline_ms;          /* whole call incl. retries, default 600000 */
+  long max_attempts;         /* upper bound on attempts per call, default 3 */
+  long backoff_base_ms;      /* default 1000 */
+  long backoff_cap_ms;       /* default 30000 */
+  long max_retry_after_ms;   /* server hints above this give up, default 60000 */
+  enum cg_jitter jitter;     /* default full */
+  double rpm, tpm;           /* default pool limits, 0 = unlimited */
+  long max_inflight;         /* 0 = unlimited */
+};
+
+/* A getenv()-like lookup, so tests can supply their own environment. */
+typedef const char *(*cg_getenv_fn)(const char *name);
+
+/* Fill `c` from `env` (and the file it names).  Returns the number of problems that
+ * were reported (each once, on stderr); `c` is always usable afterwards. */
+int cg_config_load(struct cg_config *c, cg_getenv_fn env);
+
+/* Free what cg_config_load allocated. */
+void cg_config_free(struct cg_config *c);
+
+/* The process-wide snapshot, loaded on first use from the real environment. */
+const struct cg_config *cg_config(void);
+
+/* Whether CURLGUARD is switched on in the real environment.  Reads nothing else:
+ * a disabled guard touches no file at all. */
+int cg_config_enabled(void);
+
+/* 1 if `host` matches one of the configured globs (case-insensitive). */
+int cg_config_host_guarded(const struct cg_config *c, const char *host);
+
+/* Parse a jitter mode name; returns -1 if unknown. */
+int cg_jitter_parse(const char *s);
+
+#endif

@@ -1,0 +1,52 @@
+/* digest.c - XXH3-128 body digests (see digest.h). */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "digest.h"
+
+#include <stdio.h>
+
+struct cg_digest {
+  XXH3_state_t *st;
+};
+
+static void cg__hex(XXH128_hash_t h, char out[CG_DIGEST_HEX]) {
+  snprintf(out, CG_DIGEST_HEX, "%016llx%016llx", (unsigned long long) h.high64,
+           (unsigned long long) h.low64);
+}
+
+void cg_digest_hex(const void *p, size_t n, char out[CG_DIGEST_HEX]) {
+  cg__hex(XXH3_128bits(p, n), out);
+}
+
+struct cg_digest *cg_digest_new(void) {
+  struct cg_digest *d = malloc(sizeof(*d));
+  if (!d)
+    return NULL;
+  d->st = XXH3_createState();
+  if (!d->st) {
+    free(d);
+    return NULL;
+  }
+  XXH3_128bits_reset(d->st);
+  return d;
+}
+
+void cg_digest_update(struct cg_digest *d, const void *p, size_t n) {
+  XXH3_128bits_update(d->st, p, n);
+}
+
+void cg_digest_final(struct cg_digest *d, char out[CG_DIGEST_HEX]) {
+  cg__hex(XXH3_128bits_digest(d->st), out);
+}
+
+void cg_digest_reset(struct cg_digest *d) {
+  XXH3_128bits_reset(d->st);
+}
+
+void cg_digest_free(struct cg_digest *d) {
+  if (d) {
+    XXH3_freeState(d->st);
+    free(d);
+  }
+}

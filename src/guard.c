@@ -1,0 +1,425 @@
+/* guard.c - the attempt loop of one guarded call (see guard.h). */
+#include "guard.h"
+
+#include "attempt.h"
+#include "backoff.h"
+#include "classify.h"
+#include "clock.h"
+#include "config.h"
+#include "digest.h"
+#include "log.h"
+#include "policy.h"
+#include "record.h"
+#include "rng.h"
+#include "url.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CG_MIN_ATTEMPT_MS 100   /* an attempt with less time left is not started */
+#define CG_MODEL_BODY_MAX (8 << 20) /* bytes of request body parsed for "model" */
+#define CG_PROGRESS_IDLE_MS 1000 /* host progress calls during waits, as libcurl idles */
+
+/* How the request body can be sent again. */
+enum cg_body { CG_BODY_NONE, CG_BODY_FIELDS, CG_BODY_READ_CB, CG_BODY_READ_FILE };
+
+/* One logical call: everything shared by its attempts. */
+struct cg_call {
+  struct cg_handle *h;
+  const struct cg_config *cfg;
+  const struct cg_lib *lib;
+  struct cg_url url;
+  const char *method;         /* the shadow's idea, before the first attempt */
+  int idempotent;
+  int64_t deadline_ms;        /* monotonic */
+  char request_id[128];
+  enum cg_body body;
+  long file_start;            /* CG_BODY_READ_FILE: position to rewind to */
+  char body_digest[CG_DIGEST_HEX];
+  int has_digest;
+  struct cg_digest *stream_digest; /* CG_BODY_READ_CB */
+  char *model;
+  int attempt;                /* 1-based number of the attempt under way */
+  int64_t prev_sleep_ms;
+};
+
+/* ---- before the first attempt ---- */
+
+static char *cg__body_model(const char *body, size_t len) {
+  const char *p = body, *end = body + len;
+  cJSON *root, *m;
+  char *model = NULL;
+
+  while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    p++;
+  if (p == end || *p != '{' || len > CG_MODEL_BODY_MAX)
+    return NULL;
+  root = cJSON_ParseWithLength(body, len);
+  m = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (cJSON_IsString(m) && m->valuestring[0])
+    model = strndup(m->valuestring, 200);
+  cJSON_Delete(root);
+  return model;
+}
+
+static void cg__prepare_body(struct cg_call *call) {
+  struct cg_handle *h = call->h;
+  size_t len = 0;
+  const char *body = cg_handle_body(h, &len);
+
+  if (body) {
+    call->body = CG_BODY_FIELDS;
+    cg_digest_hex(body, len, call->body_digest);
+    call->has_digest = 1;
+    call->model = cg__body_model(body, len);
+    return;
+  }
+  if (h->method != CG_M_POST && h->method != CG_M_PUT)
+    return; /* no body, or a mime/form body that libcurl rewinds itself */
+  if (h->read_fn) {
+    call->body = CG_BODY_READ_CB;
+    call->stream_digest = cg_digest_new();
+  } else if (h->read_data) {
+    call->body = CG_BODY_READ_FILE;
+    call->file_start = ftell((FILE *) h->read_data);
+  }
+}
+
+/* ---- classification and decision ---- */
+
+static int cg__should_retry_header(const struct cg_hints *hints) {
+  if (!hints->should_retry[0])
+    return -1;
+  if (strcasecmp(hints->should_retry, "true") == 0)
+    return 1;
+  if (strcasecmp(hints->should_retry, "false") == 0)
+    return 0;
+  return -1;
+}
+
+/* Whether the body can be sent again before the next attempt, judged before any
+ * rewinding: a consumed read-callback body needs the host's seek callback. */
+static int cg__body_replayable(const struct cg_call *call, const struct cg_attempt *a) {
+  switch (call->body) {
+  case CG_BODY_READ_CB:
+    return a->read_bytes == 0 || call->h->seek_fn != NULL;
+  case CG_BODY_READ_FILE:
+    return call->file_start >= 0;
+  case CG_BODY_NONE:
+  case CG_BODY_FIELDS:
+  default:
+    return 1;
+  }
+}
+
+/* Rewind the body for the next attempt, as libcurl rewinds for a resend
+ * (lib/transfer.c Curl_readrewind).  Returns 0 on success. */
+static int cg__rewind_body(struct cg_call *call, const struct cg_attempt *a) {
+  struct cg_handle *h = call->h;
+
+  switch (call->body) {
+  case CG_BODY_READ_CB:
+    if (a->read_bytes == 0)
+      return 0;
+    return h->seek_fn && h->seek_fn(h->seek_data, 0, SEEK_SET) == CURL_SEEKFUNC_OK ? 0 : -1;
+  case CG_BODY_READ_FILE:
+    return fseek((FILE *) h->read_data, call->file_start, SEEK_SET) == 0 ? 0 : -1;
+  case CG_BODY_NONE:
+  case CG_BODY_FIELDS:
+  default:
+    return 0;
+  }
+}
+
+static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
+                          const struct cg_verdict *v, struct cg_policy_in *in, int preview) {
+  const struct cg_config *cfg = call->cfg;
+
+  memset(in, 0, sizeof(*in));
+  in->verdict = *v;
+  in->idempotent = call->idempotent;
+  in->should_retry = v->outcome == CG_OUT_HTTP ? cg__should_retry_header(&a->hints) : -1;
+  in->body_replayable = cg__body_replayable(call, a);
+  in->attempt = call->attempt;
+  in->max_attempts = (int) cfg->max_attempts;
+  in->backoff_ms = preview ? 0
+                           : cg_backoff_ms(cfg->jitter, cfg->backoff_base_ms,
+                                           cfg->backoff_cap_ms, call->attempt,
+                                           call->prev_sleep_ms, cg_rand_unit());
+  in->hint_ms = v->outcome == CG_OUT_HTTP
+                    ? cg_hint_ms(a->hints.retry_after_ms, a->hints.retry_after,
+                                 a->hints.date[0] ? a->hints.date : NULL, cg_wall_ms(),
+                                 call->lib->getdate)
+                    : -1;
+  /* Clients told the same hint should not all wake at once: up to 10 % (<= 1 s) more. */
+  if (in->hint_ms >= 0 && !preview) {
+    int64_t spread = in->hint_ms / 10 < 1000 ? in->hint_ms / 10 : 1000;
+    in->hint_jitter_ms = cg_rand_range(1, spread > 1 ? spread : 1);
+  }
+  in->max_retry_after_ms = cfg->max_retry_after_ms;
+  in->time_left_ms = call->deadline_ms - cg_mono_ms();
+  in->min_attempt_ms = CG_MIN_ATTEMPT_MS;
+}
+
+/* Asked by the attempt at the end of a 4xx/5xx response's headers. */
+static int cg__preview(struct cg_attempt *a, void *arg) {
+  struct cg_call *call = arg;
+  struct cg_verdict v = {CG_OUT_HTTP, a->status, 1};
+  struct cg_policy_in in;
+  struct cg_policy_out out;
+
+  if (a->status < 400)
+    return 0;
+  cg__policy_in(call, a, &v, &in, 1);
+  cg_policy_decide(&in, &out);
+  return out.decision == CG_RETRY;
+}
+
+/* ---- after an attempt ---- */
+
+struct cg_info {
+  long status, request_size, header_size;
+  curl_off_t connect_us, pretransfer_us, starttransfer_us, total_us, up, down;
+  char method[32];
+};
+
+static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
+  CURLcode (*get)(CURL *, CURLINFO, ...) = call->lib->easy_getinfo;
+  CURL *c = call->h->curl;
+  char *m = NULL;
+
+  memset(i, 0, sizeof(*i));
+  get(c, CURLINFO_RESPONSE_CODE, &i->status);
+  get(c, CURLINFO_REQUEST_SIZE, &i->request_size);
+  get(c, CURLINFO_HEADER_SIZE, &i->header_size);
+  get(c, CURLINFO_CONNECT_TIME_T, &i->connect_us);
+  get(c, CURLINFO_PRETRANSFER_TIME_T, &i->pretransfer_us);
+  get(c, CURLINFO_STARTTRANSFER_TIME_T, &i->starttransfer_us);
+  get(c, CURLINFO_TOTAL_TIME_T, &i->total_us);
+  get(c, CURLINFO_SIZE_UPLOAD_T, &i->up);
+  get(c, CURLINFO_SIZE_DOWNLOAD_T, &i->down);
+  if (get(c, CURLINFO_EFFECTIVE_METHOD, &m) == CURLE_OK && m)
+    snprintf(i->method, sizeof(i->method), "%s", m);
+  else
+    snprintf(i->method, sizeof(i->method), "%s", call->method);
+}
+
+static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
+                            const struct cg_info *i, const struct cg_verdict *v,
+                            int curl_code, struct cg_record *r, char *outcome_buf,
+                            size_t outcome_len, char *digest_buf) {
+  cg_record_init(r);
+  r->ts_ms = cg_wall_ms();
+  r->pid = (long) getpid();
+  r->request_id = call->request_id;
+  r->task_id = call->cfg->task_id;
+  r->attempt = call->attempt;
+  r->method = i->method;
+  r->host = call->url.host;
+  r->path = call->url.path;
+  r->pool = call->url.host; /* one pool per host until pools are configured */
+  r->status = i->status > 0 ? i->status : CG_NULL_INT;
+  r->curl_code = curl_code;
+  r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
+  r->connect_ms = i->connect_us > 0 ? i->connect_us / 1000 : CG_NULL_INT;
+  r->ttfb_ms = i->starttransfer_us > 0 ? i->starttransfer_us / 1000 : CG_NULL_INT;
+  r->duration_ms = i->total_us / 1000;
+  r->bytes_sent = (int64_t) i->request_size + i->up;
+  r->bytes_received = (int64_t) i->header_size + i->down;
+  r->model = call->model;
+  r->possibly_billed = cg_policy_possibly_billed(v);
+  if (call->has_digest) {
+    r->body_digest = call->body_digest;
+  } else if (call->stream_digest && a->read_bytes > 0) {
+    cg_digest_final(call->stream_digest, digest_buf);
+    r->body_digest = digest_buf;
+  }
+}
+
+/* Wait `ms` before the next attempt.  A host progress callback keeps being called
+ * about once a second, as libcurl calls it while idle, and may abort the call.
+ * Returns 0, or 1 when the host aborted. */
+static int cg__wait(struct cg_call *call, int64_t ms) {
+  const struct cg_handle *h = call->h;
+  int64_t end = cg_mono_ms() + ms;
+  int progress = !h->noprogress && (h->xferinfo_fn || h->progress_fn);
+
+  for (;;) {
+    int64_t left = end - cg_mono_ms();
+    int r;
+    if (left <= 0)
+      return 0;
+    if (!progress) {
+      cg_sleep_ms(left);
+      return 0;
+    }
+    cg_sleep_ms(left < CG_PROGRESS_IDLE_MS ? left : CG_PROGRESS_IDLE_MS);
+    r = h->xferinfo_fn ? h->xferinfo_fn(h->progress_data, 0, 0, 0, 0)
+                       : h->progress_fn(h->progress_data, 0, 0, 0, 0);
+    if (r != 0 && r != CURL_PROGRESSFUNC_CONTINUE)
+      return 1;
+  }
+}
+
+static void cg__host_errbuf(const struct cg_handle *h, const char *msg) {
+  if (h->errorbuffer)
+    snprintf(h->errorbuffer, CURL_ERROR_SIZE, "%s", msg);
+}
+
+/* ---- the loop ---- */
+
+static void cg__call_init(struct cg_call *call, struct cg_handle *h,
+                          const struct cg_config *cfg) {
+  int64_t budget = cfg->deadline_ms;
+  char key[128];
+
+  memset(call, 0, sizeof(*call));
+  call->h = h;
+  call->cfg = cfg;
+  call->lib = h->lib;
+  call->method = cg_handle_method(h);
+  call->idempotent =
+      cg_method_idempotent(call->method) || cg_handle_header(h, "Idempotency-Key", NULL, 0);
+  if (h->timeout_ms > 0 && h->timeout_ms < budget)
+    budget = h->timeout_ms; /* the host's CURLOPT_TIMEOUT is a hard deadline */
+  call->deadline_ms = cg_mono_ms() + budget;
+  call->file_start = -1;
+  if (cfg->request_id_header &&
+      cg_handle_header(h, cfg->request_id_header, key, sizeof(key)))
+    snprintf(call->request_id, sizeof(call->request_id), "%s", key);
+  else
+    cg_uuid4(call->request_id);
+  cg__prepare_body(call);
+}
+
+static void cg__call_free(struct cg_call *call) {
+  free(call->model);
+  cg_digest_free(call->stream_digest);
+}
+
+/* Per-attempt limits: what is left of the deadline, and the connect timeout. */
+static void cg__limits(const struct cg_call *call, long *timeout_ms, long *connect_ms) {
+  int64_t left = call->deadline_ms - cg_mono_ms();
+  long conn = call->cfg->connect_timeout_ms;
+
+  if (left < 1)
+    left = 1;
+  if (call->h->connecttimeout_ms > 0 && call->h->connecttimeout_ms < conn)
+    conn = call->h->connecttimeout_ms;
+  if (conn > left)
+    conn = (long) left;
+  *timeout_ms = (long) left;
+  *connect_ms = conn;
+}
+
+static CURLcode cg__run(struct cg_call *call) {
+  struct cg_handle *h = call->h;
+  const struct cg_lib *lib = call->lib;
+  CURLcode rc = CURLE_OK;
+
+  for (call->attempt = 1;; call->attempt++) {
+    struct cg_attempt a;
+    struct cg_info info;
+    struct cg_facts facts;
+    struct cg_verdict v;
+    struct cg_policy_in in;
+    struct cg_policy_out out;
+    struct cg_record rec;
+    char outcome[24], digest[CG_DIGEST_HEX];
+    long timeout_ms, connect_ms;
+    int aborted_in_wait = 0;
+
+    if (call->stream_digest)
+      cg_digest_reset(call->stream_digest);
+    cg_attempt_init(&a, h, cg__preview, call, call->stream_digest);
+    cg__limits(call, &timeout_ms, &connect_ms);
+    h->in_perform = 1;
+    rc = cg_attempt_install(&a, timeout_ms, connect_ms);
+    if (rc == CURLE_OK)
+      rc = lib->easy_perform(h->curl);
+    cg_attempt_restore(&a);
+    h->in_perform = 0;
+
+    cg__getinfo(call, &info);
+    memset(&facts, 0, sizeof(facts));
+    facts.curl_code = rc;
+    facts.status = info.status;
+    facts.pretransfer_us = info.pretransfer_us;
+    facts.starttransfer_us = info.starttransfer_us;
+    facts.request_size = info.request_size;
+    facts.host_aborted = a.host_aborted;
+    facts.guard_stop = a.guard_stop;
+    cg_classify(&facts, &v);
+    cg__policy_in(call, &a, &v, &in, 0);
+    /* Bytes already handed to the host cannot be taken back. */
+    if (a.delivered && v.outcome != CG_OUT_OK) {
+      cg_policy_decide(&in, &out);
+      if (out.decision == CG_RETRY) {
+        out.decision = CG_GIVE_UP;
+        out.reason = "response_delivered";
+        out.sleep_ms = 0;
+      }
+    } else {
+      cg_policy_decide(&in, &out);
+    }
+    if (out.decision == CG_RETRY && cg__rewind_body(call, &a) != 0) {
+      out.decision = CG_GIVE_UP;
+      out.reason = "body_not_replayable";
+      out.sleep_ms = 0;
+    }
+
+    cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
+    if (out.decision == CG_RETRY) {
+      cg_attempt_discard(&a);
+      rec.backoff_ms = out.sleep_ms;
+      aborted_in_wait = cg__wait(call, out.sleep_ms);
+      if (aborted_in_wait) {
+        out.decision = CG_GIVE_UP;
+        out.reason = "aborted_by_host";
+      }
+    }
+    rec.final = out.decision != CG_RETRY;
+    rec.decision = cg_decision_name(out.decision);
+    rec.reason = out.reason;
+    cg_record_emit(call->cfg, &rec);
+
+    if (out.decision == CG_RETRY) {
+      call->prev_sleep_ms = out.sleep_ms;
+      cg_attempt_free(&a);
+      continue;
+    }
+    if (aborted_in_wait) {
+      cg_attempt_free(&a);
+      cg__host_errbuf(h, "Callback aborted");
+      return CURLE_ABORTED_BY_CALLBACK;
+    }
+    /* The final attempt: what the host gets. */
+    if (a.mode != CG_MODE_STREAM) {
+      CURLcode drc = cg_attempt_deliver(&a);
+      if (drc != CURLE_OK && rc == CURLE_OK)
+        rc = drc;
+    }
+    cg__host_errbuf(h, a.errbuf);
+    cg_attempt_free(&a);
+    return rc;
+  }
+}
+
+CURLcode cg_guard_perform(struct cg_handle *h) {
+  const struct cg_config *cfg = cg_config();
+  struct cg_call call;
+  struct cg_url url;
+  CURLcode rc;
+
+  if (!h->url || cg_url_parse(h->url, &url) != 0 || !cg_url_is_http(&url) ||
+      !cg_config_host_guarded(cfg, url.host))
+    return h->lib->easy_perform(h->curl);
+  cg__call_init(&call, h, cfg);
+  call.url = url;
+  rc = cg__run(&call);
+  cg__call_free(&call);
+  return rc;
+}

@@ -1,0 +1,108 @@
+/* handle.h - the per-handle shadow of the host's options.
+ *
+ * libcurl options are write-only, so the guard remembers the ones it needs: to know
+ * the request (URL, method, headers, body), to wrap the host's callbacks, and to put
+ * every option it changes for an attempt back afterwards.  The defaults below are
+ * libcurl's own (lib/url.c Curl_init_userdefined), so a restored handle behaves as
+ * if the guard had never touched it.
+ *
+ * Map: CURL* -> struct cg_handle, guarded by one mutex (fork-safe through
+ * pthread_atfork).  A shadow itself is only touched by the thread using its handle,
+ * as libcurl requires of the handle (libcurl-thread(3)).
+ */
+#ifndef CG_HANDLE_H
+#define CG_HANDLE_H
+
+#include "lib.h"
+#include "optval.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* libcurl's HTTPREQ_* of lib/urldata.h: what request the options ask for. */
+enum cg_method { CG_M_GET, CG_M_POST, CG_M_POST_FORM, CG_M_POST_MIME, CG_M_PUT, CG_M_HEAD };
+
+struct cg_handle {
+  CURL *curl;
+  const struct cg_lib *lib; /* the libcurl that created the handle, for its whole life */
+
+  /* The request. */
+  char *url;                 /* copy */
+  char *custom_request;      /* copy, NULL = none */
+  enum cg_method method;     /* as libcurl tracks data->set.method */
+  int nobody;                /* CURLOPT_NOBODY */
+  const char *postfields;    /* CURLOPT_POSTFIELDS, host-owned */
+  char *copypostfields;      /* copy of CURLOPT_COPYPOSTFIELDS data */
+  curl_off_t copypostfields_len;
+  curl_off_t postfieldsize;  /* -1 = unset (strlen) */
+  struct curl_slist *httpheader; /* host-owned */
+  long followlocation;
+
+  /* Callbacks and their data, as the host set them (NULL function = libcurl default). */
+  curl_write_callback write_fn;
+  void *write_data;          /* default stdout */
+  curl_write_callback header_fn;
+  void *header_data;         /* default NULL */
+  curl_read_callback read_fn;
+  void *read_data;           /* default stdin */
+  curl_seek_callback seek_fn;
+  void *seek_data;
+  curl_xferinfo_callback xferinfo_fn;
+  curl_progress_callback progress_fn;
+  void *progress_data;
+  long noprogress;           /* default 1 */
+  int progress_callback_set; /* libcurl's data->progress.callback */
+  char *errorbuffer;
+
+  /* Limits. */
+  long timeout_ms;           /* CURLOPT_TIMEOUT(_MS), 0 = none */
+  long connecttimeout_ms;    /* 0 = libcurl default */
+  long nosignal;
+
+  /* Non-zero while a guarded perform runs: options the guard overrides are then only
+   * recorded here, and the attempt picks the new value up from the shadow. */
+  int in_perform;
+};
+
+/* Create the shadow of a new handle (all defaults) and add it to the map.
+ * Returns NULL when out of memory (the handle then passes through). */
+struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib);
+
+/* The shadow of `curl`, or NULL if the guard does not know it. */
+struct cg_handle *cg_handle_get(CURL *curl);
+
+/* Remove and free the shadow of `curl` (no-op if unknown). */
+void cg_handle_remove(CURL *curl);
+
+/* Return the shadow to libcurl's defaults, as curl_easy_reset does (the lib stays). */
+void cg_handle_reset(struct cg_handle *h);
+
+/* Shadow a copy of `src` for the handle `dup`, as curl_easy_duphandle copies every
+ * option.  Returns NULL when out of memory. */
+struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup);
+
+/* 1 when the guard has option `opt` overridden while an attempt runs: a host that sets
+ * it from inside a callback then only changes the shadow, and the attempt picks the
+ * new value up from there.  The shim must not pass such an option to libcurl. */
+int cg_handle_overridden(const struct cg_handle *h, long opt);
+
+/* Record option `opt` with value `v`, which libcurl accepted, in the shadow. */
+void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v);
+
+/* The request body as libcurl will send it from POSTFIELDS/COPYPOSTFIELDS, or NULL
+ * when the body comes from a read callback, mime, or there is none.  `*len` gets its
+ * length in bytes. */
+const char *cg_handle_body(const struct cg_handle *h, size_t *len);
+
+/* The request method the options ask for ("GET", "POST", ..., or the custom one). */
+const char *cg_handle_method(const struct cg_handle *h);
+
+/* 1 if the request carries header `name` (case-insensitive); its value (trimmed,
+ * NUL-terminated) is copied into `val` of `vlen` bytes when given. */
+int cg_handle_header(const struct cg_handle *h, const char *name, char *val, size_t vlen);
+
+/* Number of shadows alive (for tests and stats). */
+size_t cg_handle_count(void);
+
+#endif

@@ -1,0 +1,157 @@
+/* lib.c - finding the real libcurl that a caller uses (see lib.h). */
+#include "lib.h"
+
+#include "log.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CG_MAX_LIBS 8
+#define CG_SITE_SLOTS 1024 /* power of two */
+
+/* Call-site cache: open addressing, keys published with release stores after the
+ * value, read with acquire loads.  Inserts happen under cg__lib_mutex. */
+struct cg__site {
+  uintptr_t key;
+  const struct cg_lib *lib;
+};
+
+static pthread_mutex_t cg__lib_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct cg_lib cg__libs[CG_MAX_LIBS];
+static void *cg__lib_keys[CG_MAX_LIBS]; /* address of the real curl_easy_perform */
+static int cg__nlibs;
+static struct cg__site cg__sites[CG_SITE_SLOTS];
+
+/* An address inside this very library, to recognise our own symbols. */
+static int cg__self_marker;
+
+static int cg__is_self(const void *addr) {
+  Dl_info a, b;
+  if (!addr)
+    return 0;
+  if (!dladdr(addr, &a) || !dladdr(&cg__self_marker, &b))
+    return 0;
+  return a.dli_fbase == b.dli_fbase;
+}
+
+/* Look `name` up in `scope` (a dlopen handle or RTLD_NEXT); NULL if absent or ours. */
+static void *cg__sym(void *scope, const char *name) {
+  void *p = dlsym(scope, name);
+  return cg__is_self(p) ? NULL : p;
+}
+
+/* Fill `out` from `scope`.  Returns 0 when every required symbol was found. */
+static int cg__load(void *scope, struct cg_lib *out) {
+  curl_version_info_data *(*version_info)(CURLversion);
+
+  memset(out, 0, sizeof(*out));
+#define CG_LOAD(field, name)                                                              \
+  do {                                                                                    \
+    *(void **) &out->field = cg__sym(scope, name);                                        \
+    if (!out->field)                                                                      \
+      return -1;                                                                          \
+  } while (0)
+  CG_LOAD(easy_init, "curl_easy_init");
+  CG_LOAD(easy_setopt, "curl_easy_setopt");
+  CG_LOAD(easy_perform, "curl_easy_perform");
+  CG_LOAD(easy_cleanup, "curl_easy_cleanup");
+  CG_LOAD(easy_reset, "curl_easy_reset");
+  CG_LOAD(easy_duphandle, "curl_easy_duphandle");
+  CG_LOAD(easy_getinfo, "curl_easy_getinfo");
+  CG_LOAD(easy_strerror, "curl_easy_strerror");
+  CG_LOAD(slist_append, "curl_slist_append");
+  CG_LOAD(slist_free_all, "curl_slist_free_all");
+  CG_LOAD(getdate, "curl_getdate");
+#undef CG_LOAD
+  *(void **) &version_info = cg__sym(scope, "curl_version_info");
+  if (version_info) {
+    curl_version_info_data *vi = version_info(CURLVERSION_NOW);
+    if (vi)
+      out->version_num = vi->version_num;
+  }
+  {
+    Dl_info info;
+    out->path = dladdr((void *) out->easy_perform, &info) && info.dli_fname
+                    ? info.dli_fname
+                    : "libcurl";
+  }
+  return 0;
+}
+
+/* Resolve the libcurl for `caller`; called with cg__lib_mutex held. */
+static const struct cg_lib *cg__resolve_locked(const void *caller) {
+  struct cg_lib tmp;
+  struct link_map *lm = NULL;
+  Dl_info info;
+  void *scope = RTLD_NEXT;
+  void *handle = NULL;
+  int i;
+
+  if (caller && dladdr1(caller, &info, (void **) &lm, RTLD_DL_LINKMAP) && lm &&
+      lm->l_name && lm->l_name[0] != '\0' && !cg__is_self(caller)) {
+    /* A shared object: search its own dependency scope first. */
+    handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle)
+      scope = handle;
+  }
+  if (cg__load(scope, &tmp) != 0) {
+    if (scope == RTLD_NEXT || cg__load(RTLD_NEXT, &tmp) != 0) {
+      if (handle)
+        dlclose(handle);
+      return NULL;
+    }
+  }
+  /* The handle stays open on purpose: it pins that libcurl for as long as we may
+   * call into it. */
+  for (i = 0; i < cg__nlibs; i++)
+    if (cg__lib_keys[i] == (void *) tmp.easy_perform)
+      return &cg__libs[i];
+  if (cg__nlibs == CG_MAX_LIBS)
+    return NULL;
+  cg__libs[cg__nlibs] = tmp;
+  cg__lib_keys[cg__nlibs] = (void *) tmp.easy_perform;
+  return &cg__libs[cg__nlibs++];
+}
+
+static size_t cg__slot(uintptr_t key) {
+  uint64_t h = (uint64_t) key * 0x9E3779B97F4A7C15ull;
+  return (size_t) (h >> 54) & (CG_SITE_SLOTS - 1);
+}
+
+const struct cg_lib *cg_lib_for_caller(const void *caller) {
+  uintptr_t key = (uintptr_t) caller;
+  const struct cg_lib *lib;
+  size_t i, probe;
+
+  if (key == 0)
+    key = 1;
+  for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
+    uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_ACQUIRE);
+    if (k == key)
+      return cg__sites[i].lib;
+    if (k == 0)
+      break;
+  }
+
+  pthread_mutex_lock(&cg__lib_mutex);
+  lib = cg__resolve_locked(caller);
+  if (lib) {
+    for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
+      uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_RELAXED);
+      if (k == key)
+        break;
+      if (k == 0) {
+        cg__sites[i].lib = lib;
+        __atomic_store_n(&cg__sites[i].key, key, __ATOMIC_RELEASE);
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&cg__lib_mutex);
+  if (!lib)
+    cg_warn_once("no-libcurl", "no usable libcurl found for this call; failing it");
+  return lib;
+}

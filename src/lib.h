@@ -1,0 +1,43 @@
+/* lib.h - finding the real libcurl that a caller uses.
+ *
+ * The interposer never links libcurl.  Each call is served by the libcurl that the
+ * calling object itself would have bound to:
+ *   - the object containing the caller's address is found with dladdr1();
+ *   - if it is a shared object other than the main program, its own dependency
+ *     scope is searched (dlopen(path, RTLD_NOLOAD) + dlsym on that handle), which
+ *     finds a libcurl loaded with RTLD_LOCAL (pycurl and most language bindings);
+ *   - otherwise (main program, or nothing found) dlsym(RTLD_NEXT, ...).
+ * The answer is cached per call site.  A process may hold both flavours
+ * (libcurl.so.4 and libcurl-gnutls.so.4); each gets its own struct cg_lib.
+ */
+#ifndef CG_LIB_H
+#define CG_LIB_H
+
+#include <curl/curl.h>
+#include <time.h>
+
+/* The real functions of one loaded libcurl.  Every pointer the guard needs is
+ * non-NULL in a struct returned by cg_lib_for_caller(); optional ones say so. */
+struct cg_lib {
+  const char *path; /* file name of the libcurl object, for messages */
+  CURL *(*easy_init)(void);
+  CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+  CURLcode (*easy_perform)(CURL *);
+  void (*easy_cleanup)(CURL *);
+  void (*easy_reset)(CURL *);
+  CURL *(*easy_duphandle)(CURL *);
+  CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+  const char *(*easy_strerror)(CURLcode);
+  struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+  void (*slist_free_all)(struct curl_slist *);
+  time_t (*getdate)(const char *, const time_t *);
+  /* libcurl version as 0xXXYYZZ (curl_version_info()->version_num). */
+  unsigned int version_num;
+};
+
+/* The libcurl that code at address `caller` (a return address) binds to, or NULL
+ * when no complete libcurl can be found (then a "curlguard:" line was printed once).
+ * Thread-safe; the result lives as long as the process. */
+const struct cg_lib *cg_lib_for_caller(const void *caller);
+
+#endif

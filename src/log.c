@@ -1,0 +1,67 @@
+/* log.c - one-line diagnostics for the host's stderr (see log.h). */
+#include "log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CG_WARN_KEYS 64
+
+static pthread_mutex_t cg__warn_mutex = PTHREAD_MUTEX_INITIALIZER;
+static char cg__warn_keys[CG_WARN_KEYS][32];
+static int cg__warn_nkeys;
+
+static void cg__vwarn(const char *fmt, va_list ap) {
+  char line[1024];
+  size_t pre = sizeof("curlguard: ") - 1;
+  int n;
+
+  memcpy(line, "curlguard: ", pre);
+  n = vsnprintf(line + pre, sizeof(line) - pre - 1, fmt, ap);
+  if (n < 0)
+    return;
+  if ((size_t) n > sizeof(line) - pre - 2)
+    n = (int) (sizeof(line) - pre - 2);
+  line[pre + (size_t) n] = '\n';
+  /* One write(2): a line never interleaves with another process's line. */
+  ssize_t rc = write(STDERR_FILENO, line, pre + (size_t) n + 1);
+  (void) rc;
+}
+
+void cg_warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cg__vwarn(fmt, ap);
+  va_end(ap);
+}
+
+/* Returns 1 when `key` was seen before, else remembers it and returns 0. */
+static int cg__warn_seen(const char *key) {
+  int i, seen = 0;
+
+  pthread_mutex_lock(&cg__warn_mutex);
+  for (i = 0; i < cg__warn_nkeys; i++) {
+    if (strncmp(cg__warn_keys[i], key, sizeof(cg__warn_keys[i]) - 1) == 0) {
+      seen = 1;
+      break;
+    }
+  }
+  if (!seen && cg__warn_nkeys < CG_WARN_KEYS) {
+    strncpy(cg__warn_keys[cg__warn_nkeys], key, sizeof(cg__warn_keys[0]) - 1);
+    cg__warn_nkeys++;
+  }
+  pthread_mutex_unlock(&cg__warn_mutex);
+  return seen;
+}
+
+void cg_warn_once(const char *key, const char *fmt, ...) {
+  va_list ap;
+
+  if (cg__warn_seen(key))
+    return;
+  va_start(ap, fmt);
+  cg__vwarn(fmt, ap);
+  va_end(ap);
+}

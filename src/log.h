@@ -1,0 +1,18 @@
+/* log.h - one-line diagnostics for the host's stderr.
+ *
+ * Every line starts with "curlguard: " and is written with a single write(2) so that it
+ * never interleaves with other processes' output.  These functions never fail loudly:
+ * a write error is ignored (the guard must never disturb its host).
+ */
+#ifndef CG_LOG_H
+#define CG_LOG_H
+
+/* Print "curlguard: <fmt>\n" on stderr.  Lines longer than 1 KiB are cut. */
+void cg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Like cg_warn, but only the first time this process sees `key` (a short string,
+ * e.g. "log-open").  At most 64 distinct keys are remembered; past that every call
+ * prints.  Thread-safe. */
+void cg_warn_once(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,123 @@
+/* policy.c - the default retry matrix and the retry decision (see policy.h). */
+#include "policy.h"
+
+#include <string.h>
+
+/* Outcome -> retry class, SPEC section 7.  HTTP statuses are looked up separately. */
+static const enum cg_retry_class cg__class[CG_OUT_COUNT] = {
+  [CG_OUT_OK] = CG_RC_FINAL,
+  [CG_OUT_HTTP] = CG_RC_FINAL, /* see cg__status_class */
+  [CG_OUT_DNS_ERROR] = CG_RC_SAFE,
+  [CG_OUT_CONNECT_REFUSED] = CG_RC_SAFE,
+  [CG_OUT_CONNECT_TIMEOUT] = CG_RC_SAFE,
+  [CG_OUT_TLS_ERROR] = CG_RC_SAFE,
+  [CG_OUT_FIRST_BYTE_TIMEOUT] = CG_RC_IDEMPOTENT,
+  [CG_OUT_READ_TIMEOUT] = CG_RC_IDEMPOTENT,
+  [CG_OUT_RESET_AFTER_SEND] = CG_RC_IDEMPOTENT,
+  [CG_OUT_PARTIAL_RESPONSE] = CG_RC_IDEMPOTENT,
+  [CG_OUT_ABORTED_BY_HOST] = CG_RC_FINAL,
+  [CG_OUT_CIRCUIT_OPEN] = CG_RC_FINAL,
+  [CG_OUT_LOCAL_RATE_LIMITED] = CG_RC_FINAL,
+  [CG_OUT_RETRY_BUDGET_EXHAUSTED] = CG_RC_FINAL,
+  [CG_OUT_DEADLINE] = CG_RC_FINAL,
+  [CG_OUT_CURL_ERROR] = CG_RC_FINAL,
+};
+
+/* HTTP statuses that are not final. */
+static const struct {
+  long status;
+  enum cg_retry_class cls;
+} cg__status_class[] = {
+  {408, CG_RC_SAFE},       /* Request Timeout: the server did not process it */
+  {429, CG_RC_SAFE},       /* Too Many Requests */
+  {502, CG_RC_SAFE},       /* Bad Gateway */
+  {503, CG_RC_SAFE},       /* Service Unavailable */
+  {500, CG_RC_IDEMPOTENT}, /* Internal Server Error: may have been processed */
+  {504, CG_RC_IDEMPOTENT}, /* Gateway Timeout: the upstream may have processed it */
+};
+
+enum cg_retry_class cg_policy_class(enum cg_outcome o, long status) {
+  size_t i;
+  if ((unsigned) o >= CG_OUT_COUNT)
+    return CG_RC_FINAL;
+  if (o != CG_OUT_HTTP)
+    return cg__class[o];
+  for (i = 0; i < sizeof(cg__status_class) / sizeof(cg__status_class[0]); i++)
+    if (cg__status_class[i].status == status)
+      return cg__status_class[i].cls;
+  return CG_RC_FINAL;
+}
+
+int cg_policy_possibly_billed(const struct cg_verdict *v) {
+  if (v->outcome == CG_OUT_ABORTED_BY_HOST)
+    return v->sent;
+  return cg_policy_class(v->outcome, v->status) == CG_RC_IDEMPOTENT;
+}
+
+int cg_method_idempotent(const char *m) {
+  static const char *const idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
+  size_t i;
+  for (i = 0; m && i < sizeof(idem) / sizeof(idem[0]); i++)
+    if (strcmp(m, idem[i]) == 0)
+      return 1;
+  return 0;
+}
+
+const char *cg_decision_name(enum cg_decision d) {
+  switch (d) {
+  case CG_DONE:
+    return "done";
+  case CG_RETRY:
+    return "retry";
+  case CG_GIVE_UP:
+  default:
+    return "give_up";
+  }
+}
+
+static void cg__set(struct cg_policy_out *out, enum cg_decision d, const char *reason) {
+  out->decision = d;
+  out->reason = reason;
+  out->sleep_ms = 0;
+}
+
+void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) {
+  const struct cg_verdict *v = &in->verdict;
+  enum cg_retry_class cls = cg_policy_class(v->outcome, v->status);
+  int64_t sleep;
+
+  if (v->outcome == CG_OUT_OK)
+    return cg__set(out, CG_DONE, "ok");
+  if (v->outcome == CG_OUT_ABORTED_BY_HOST)
+    return cg__set(out, CG_DONE, "aborted_by_host");
+
+  /* The server's word beats the status table, for HTTP answers. */
+  if (v->outcome == CG_OUT_HTTP && in->should_retry == 0)
+    return cg__set(out, CG_GIVE_UP, "should_retry_false");
+  if (v->outcome == CG_OUT_HTTP && in->should_retry == 1)
+    cls = CG_RC_SAFE;
+
+  if (cls == CG_RC_FINAL)
+    return cg__set(out, CG_DONE, v->outcome == CG_OUT_HTTP ? "final_status" : "final_error");
+  if (cls == CG_RC_IDEMPOTENT && !in->idempotent)
+    return cg__set(out, CG_GIVE_UP, "not_idempotent");
+  if (!in->body_replayable)
+    return cg__set(out, CG_GIVE_UP, "body_not_replayable");
+  if (in->attempt >= in->max_attempts)
+    return cg__set(out, CG_GIVE_UP, "max_attempts");
+
+  sleep = in->backoff_ms;
+  if (in->hint_ms >= 0) {
+    if (in->hint_ms > in->max_retry_after_ms)
+      return cg__set(out, CG_GIVE_UP, "retry_after_too_long");
+    if (in->hint_ms + in->hint_jitter_ms > sleep)
+      sleep = in->hint_ms + in->hint_jitter_ms;
+  }
+  if (sleep + in->min_attempt_ms > in->time_left_ms)
+    return cg__set(out, CG_GIVE_UP, "deadline");
+  out->decision = CG_RETRY;
+  out->reason = in->should_retry == 1 && v->outcome == CG_OUT_HTTP ? "should_retry_true"
+                : in->hint_ms >= 0                                ? "retry_after"
+                                                                  : "retryable";
+  out->sleep_ms = sleep;
+}

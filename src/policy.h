@@ -1,0 +1,67 @@
+/* policy.h - outcome x idempotency x server hints -> retry decision (SPEC section 7).
+ *
+ * The default matrix, as a table in policy.c:
+ *   never reached the server (dns, refused, connect timeout, tls)   retry, any method
+ *   reached, not processed (429, 503, 502, 408)                     retry, any method
+ *   reached, maybe processed (500, 504, timeouts after sending,
+ *     reset after send, partial response): possibly billed         retry only idempotent
+ *   anything else (2xx/3xx, other 4xx, 501, 505, host abort, ...)   final
+ * Idempotent: GET HEAD PUT DELETE OPTIONS TRACE (RFC 9110 section 9.2.2), or any request
+ * carrying an Idempotency-Key header.  "x-should-retry: true|false" from the server
+ * overrides the status verdict.  Pure: no I/O, no globals.
+ */
+#ifndef CG_POLICY_H
+#define CG_POLICY_H
+
+#include "classify.h"
+
+#include <stdint.h>
+
+/* How an outcome is treated by default. */
+enum cg_retry_class {
+  CG_RC_FINAL,       /* never retried */
+  CG_RC_SAFE,        /* did not reach the server, or was refused unprocessed: any method */
+  CG_RC_IDEMPOTENT,  /* may have been processed: only idempotent requests */
+};
+
+/* The retry class of an outcome (with its HTTP status for CG_OUT_HTTP). */
+enum cg_retry_class cg_policy_class(enum cg_outcome o, long status);
+
+/* 1 when an attempt with this outcome may have been processed (and billed) by the
+ * server without the client getting its answer. */
+int cg_policy_possibly_billed(const struct cg_verdict *v);
+
+/* 1 for the idempotent methods of RFC 9110 section 9.2.2 (case-sensitive, as methods are). */
+int cg_method_idempotent(const char *method);
+
+enum cg_decision { CG_DONE, CG_RETRY, CG_GIVE_UP };
+
+/* Everything the decision depends on. */
+struct cg_policy_in {
+  struct cg_verdict verdict;
+  int idempotent;          /* method is idempotent or an Idempotency-Key is present */
+  int should_retry;        /* x-should-retry: -1 absent, 0 false, 1 true */
+  int body_replayable;     /* the request body can be sent again */
+  int attempt;             /* 1-based number of the attempt just made */
+  int max_attempts;
+  int64_t backoff_ms;      /* computed backoff (jitter applied) before the next attempt */
+  int64_t hint_ms;         /* server hint (Retry-After / retry-after-ms), -1 none */
+  int64_t hint_jitter_ms;  /* small positive jitter added to a hint */
+  int64_t max_retry_after_ms;
+  int64_t time_left_ms;    /* until the call's deadline */
+  int64_t min_attempt_ms;  /* least time an attempt needs to be worth starting */
+};
+
+struct cg_policy_out {
+  enum cg_decision decision;
+  const char *reason;      /* short machine word, e.g. "retryable_status", "deadline" */
+  int64_t sleep_ms;        /* before the next attempt, when decision == CG_RETRY */
+};
+
+/* Decide what to do after one attempt. */
+void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out);
+
+/* Names for records: "done", "retry", "give_up". */
+const char *cg_decision_name(enum cg_decision d);
+
+#endif

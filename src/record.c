@@ -1,0 +1,171 @@
+/* record.c - one JSON line per attempt, one write(2) (see record.h). */
+#include "record.h"
+
+#include "clock.h"
+#include "log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void cg_record_init(struct cg_record *r) {
+  memset(r, 0, sizeof(*r));
+  r->status = CG_NULL_INT;
+  r->connect_ms = r->ttfb_ms = r->duration_ms = CG_NULL_INT;
+  r->prompt_tokens = r->completion_tokens = r->total_tokens = r->cached_tokens = CG_NULL_INT;
+  r->cost_usd = NAN;
+}
+
+static void cg__add_str(cJSON *o, const char *k, const char *v) {
+  if (v)
+    cJSON_AddStringToObject(o, k, v);
+  else
+    cJSON_AddNullToObject(o, k);
+}
+
+static void cg__add_int(cJSON *o, const char *k, int64_t v) {
+  if (v == CG_NULL_INT)
+    cJSON_AddNullToObject(o, k);
+  else
+    cJSON_AddNumberToObject(o, k, (double) v);
+}
+
+char *cg_record_json(const struct cg_record *r, size_t *len) {
+  cJSON *o = cJSON_CreateObject();
+  char ts[32], *text, *line;
+  size_t n;
+
+  if (!o)
+    return NULL;
+  cJSON_AddStringToObject(o, "ts", cg_rfc3339_ms(r->ts_ms, ts, sizeof(ts)));
+  cg__add_int(o, "pid", r->pid);
+  cg__add_str(o, "request_id", r->request_id);
+  cg__add_str(o, "task_id", r->task_id);
+  cg__add_int(o, "attempt", r->attempt);
+  cJSON_AddBoolToObject(o, "final", r->final != 0);
+  cg__add_str(o, "method", r->method);
+  cg__add_str(o, "host", r->host);
+  cg__add_str(o, "path", r->path);
+  cg__add_str(o, "pool", r->pool);
+  cg__add_int(o, "status", r->status);
+  cg__add_int(o, "curl_code", r->curl_code);
+  cg__add_str(o, "outcome", r->outcome);
+  cg__add_str(o, "decision", r->decision);
+  cg__add_str(o, "reason", r->reason);
+  cg__add_int(o, "queue_ms", r->queue_ms);
+  cg__add_int(o, "backoff_ms", r->backoff_ms);
+  cg__add_int(o, "connect_ms", r->connect_ms);
+  cg__add_int(o, "ttfb_ms", r->ttfb_ms);
+  cg__add_int(o, "duration_ms", r->duration_ms);
+  cg__add_int(o, "bytes_sent", r->bytes_sent);
+  cg__add_int(o, "bytes_received", r->bytes_received);
+  cg__add_str(o, "model", r->model);
+  cg__add_int(o, "prompt_tokens", r->prompt_tokens);
+  cg__add_int(o, "completion_tokens", r->completion_tokens);
+  cg__add_int(o, "total_tokens", r->total_tokens);
+  cg__add_int(o, "cached_tokens", r->cached_tokens);
+  if (isnan(r->cost_usd))
+    cJSON_AddNullToObject(o, "cost_usd");
+  else
+    cJSON_AddNumberToObject(o, "cost_usd", r->cost_usd);
+  cJSON_AddBoolToObject(o, "possibly_billed", r->possibly_billed != 0);
+  cg__add_str(o, "body_digest", r->body_digest);
+
+  text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!text)
+    return NULL;
+  n = strlen(text);
+  line = malloc(n + 2);
+  if (line) {
+    memcpy(line, text, n);
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    *len = n + 1;
+  }
+  cJSON_free(text);
+  return line;
+}
+
+/* ---- the log sink: opened once per process ---- */
+
+static pthread_mutex_t cg__log_mutex = PTHREAD_MUTEX_INITIALIZER;
+static int cg__log_fd = -2; /* -2 not tried yet, -1 unusable */
+
+/* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
+static int cg__mkdirs(const char *path) {
+  char buf[4096];
+  char *p;
+  size_t n = strlen(path);
+
+  if (n >= sizeof(buf))
+    return -1;
+  memcpy(buf, path, n + 1);
+  p = strrchr(buf, '/');
+  if (!p || p == buf)
+    return 0;
+  *p = '\0';
+  for (p = buf + 1; *p; p++) {
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return -1;
+      *p = '/';
+    }
+  }
+  if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+    return -1;
+  return 0;
+}
+
+static int cg__log_open(const struct cg_config *c) {
+  int fd;
+
+  if (!c->log_path)
+    return -1;
+  if (strcmp(c->log_path, "-") == 0)
+    return STDERR_FILENO;
+  if (cg__mkdirs(c->log_path) != 0) {
+    cg_warn("usage log %s: cannot create its directory: %s; records are not written",
+            c->log_path, strerror(errno));
+    return -1;
+  }
+  fd = open(c->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0) {
+    cg_warn("usage log %s: %s; records are not written", c->log_path, strerror(errno));
+    return -1;
+  }
+  return fd;
+}
+
+int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
+  char *line;
+  size_t len;
+  ssize_t w;
+  int fd;
+
+  pthread_mutex_lock(&cg__log_mutex);
+  if (cg__log_fd == -2)
+    cg__log_fd = cg__log_open(c);
+  fd = cg__log_fd;
+  pthread_mutex_unlock(&cg__log_mutex);
+  if (fd < 0)
+    return -1;
+  line = cg_record_json(r, &len);
+  if (!line) {
+    cg_warn_once("record-oom", "out of memory writing a usage record; record dropped");
+    return -1;
+  }
+  w = write(fd, line, len);
+  if (w != (ssize_t) len)
+    cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
+                 w < 0 ? strerror(errno) : "short write");
+  free(line);
+  return w == (ssize_t) len ? 0 : -1;
+}

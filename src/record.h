@@ -1,0 +1,59 @@
+/* record.h - one JSON line per attempt (SPEC section 5).
+ *
+ * Every required key is always present, null where unknown.  The line is written with
+ * one write(2) on an O_APPEND descriptor, so lines from concurrent processes never
+ * interleave (POSIX write(2) on regular files with O_APPEND; lines stay well under
+ * PIPE_BUF for the "-" stderr case).  Nothing here ever sees header values, bodies,
+ * query strings or keys: the caller passes only the fields below.
+ */
+#ifndef CG_RECORD_H
+#define CG_RECORD_H
+
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CG_NULL_INT INT64_MIN /* an integer field that is unknown -> null */
+
+struct cg_record {
+  int64_t ts_ms;             /* wall clock, ms since the epoch, when the attempt ended */
+  long pid;
+  const char *request_id;    /* same for every attempt of one call */
+  const char *task_id;       /* NULL -> null */
+  int attempt;               /* 1-based */
+  int final;                 /* last attempt of the call */
+  const char *method;
+  const char *host;
+  const char *path;          /* never with the query string */
+  const char *pool;
+  int64_t status;            /* HTTP status or CG_NULL_INT */
+  int curl_code;
+  const char *outcome;
+  const char *decision;      /* "done", "retry", "give_up" */
+  const char *reason;
+  int64_t queue_ms;          /* waiting for the rate limiter */
+  int64_t backoff_ms;        /* sleep before the next attempt (0 when final) */
+  int64_t connect_ms, ttfb_ms, duration_ms;   /* CG_NULL_INT when unknown */
+  int64_t bytes_sent, bytes_received;
+  const char *model;         /* NULL -> null */
+  int64_t prompt_tokens, completion_tokens, total_tokens, cached_tokens;
+  double cost_usd;           /* NaN -> null */
+  int possibly_billed;
+  const char *body_digest;   /* hex, NULL -> null */
+};
+
+/* Fill `r` with nulls / zeros. */
+void cg_record_init(struct cg_record *r);
+
+/* The record as one JSON object followed by '\n', malloc'd (caller frees), or NULL
+ * when out of memory.  `*len` gets its length. */
+char *cg_record_json(const struct cg_record *r, size_t *len);
+
+/* Append `r` to the usage log configured in `c` (CURLGUARD_LOG; "-" = stderr; NULL =
+ * off).  The log is opened once per process (directories created, mode 0600).  On
+ * any failure one "curlguard:" line says why and the record is dropped; the host's
+ * request is not affected.  Returns 0 when written. */
+int cg_record_emit(const struct cg_config *c, const struct cg_record *r);
+
+#endif

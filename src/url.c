@@ -1,0 +1,78 @@
+/* url.c - split a request URL into the parts the guard records (see url.h). */
+#include "url.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static void cg__copy_lower(char *dst, size_t cap, const char *src, size_t n) {
+  size_t i;
+  if (n >= cap)
+    n = cap - 1;
+  for (i = 0; i < n; i++)
+    dst[i] = (char) tolower((unsigned char) src[i]);
+  dst[n] = '\0';
+}
+
+int cg_url_parse(const char *url, struct cg_url *out) {
+  const char *p = url, *sep, *auth_end, *host, *host_end, *at;
+
+  memset(out, 0, sizeof(*out));
+  out->port = -1;
+  if (!url)
+    return -1;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  sep = strstr(p, "://");
+  if (sep && (size_t) (sep - p) < sizeof(out->scheme)) {
+    cg__copy_lower(out->scheme, sizeof(out->scheme), p, (size_t) (sep - p));
+    p = sep + 3;
+  } else {
+    strcpy(out->scheme, "http"); /* libcurl guesses http without a scheme */
+  }
+  auth_end = p + strcspn(p, "/?#");
+  at = memchr(p, '@', (size_t) (auth_end - p));
+  /* The last '@' ends the userinfo (it may itself contain '@' in a password). */
+  while (at) {
+    const char *next = memchr(at + 1, '@', (size_t) (auth_end - at - 1));
+    if (!next)
+      break;
+    at = next;
+  }
+  host = at ? at + 1 : p;
+  if (*host == '[') {
+    const char *close = memchr(host, ']', (size_t) (auth_end - host));
+    if (!close)
+      return -1;
+    cg__copy_lower(out->host, sizeof(out->host), host + 1, (size_t) (close - host - 1));
+    host_end = close + 1;
+  } else {
+    host_end = memchr(host, ':', (size_t) (auth_end - host));
+    if (!host_end)
+      host_end = auth_end;
+    cg__copy_lower(out->host, sizeof(out->host), host, (size_t) (host_end - host));
+  }
+  if (out->host[0] == '\0')
+    return -1;
+  if (*host_end == ':' && host_end + 1 < auth_end)
+    out->port = atoi(host_end + 1);
+  else if (strcmp(out->scheme, "http") == 0)
+    out->port = 80;
+  else if (strcmp(out->scheme, "https") == 0)
+    out->port = 443;
+  if (*auth_end == '/') {
+    size_t n = strcspn(auth_end, "?#");
+    if (n >= sizeof(out->path))
+      n = sizeof(out->path) - 1;
+    memcpy(out->path, auth_end, n);
+    out->path[n] = '\0';
+  } else {
+    strcpy(out->path, "/");
+  }
+  return 0;
+}
+
+int cg_url_is_http(const struct cg_url *u) {
+  return strcmp(u->scheme, "http") == 0 || strcmp(u->scheme, "https") == 0;
+}
