@@ -186,8 +186,9 @@ static void cg__check_target(const char *cmd) {
   }
   links = cg__links_libcurl(interp, path);
   if (links == 0)
-    cg_cli_error("warning: %s does not use libcurl (no libcurl among its libraries); it "
-                 "is guarded only if it loads libcurl at run time, as pycurl does", cmd);
+    cg_cli_error("warning: %s does not use libcurl (no libcurl among its libraries): only "
+                 "libcurl programs it starts, or libcurl it loads at run time (as pycurl "
+                 "does), are guarded", cmd);
 }
 
 int cg_cli_run(int argc, char **argv) {
@@ -245,5 +246,5 @@ int cg_cli_run(int argc, char **argv) {
   free(preload);
   execvp(argv[i], argv + i);
   cg_cli_error("run: cannot run %s: %s", argv[i], strerror(errno));
-  return errno == ENOENT ? 127 : 126;
+  return CG_EXIT_ERROR;
 }

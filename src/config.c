@@ -295,19 +295,23 @@ static int cg__truthy(const char *v) {
                strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
 }
 
+/* 1 for on, 0 for off or unset, -1 for a value that is neither. */
+static int cg__switch(const char *v) {
+  if (!v || v[0] == '\0' || strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0 ||
+      strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0)
+    return 0;
+  return cg__truthy(v) ? 1 : -1;
+}
+
 int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
   const char *v;
   int problems = 0;
   size_t i;
 
   cg__defaults(c, env);
-  v = env("CURLGUARD");
-  c->enabled = cg__truthy(v);
-  if (v && !c->enabled && strcmp(v, "0") != 0 && strcasecmp(v, "off") != 0 &&
-      strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0 && v[0] != '\0') {
-    cg_warn("CURLGUARD=\"%.40s\" is neither on nor off; the guard stays off", v);
+  c->enabled = cg__switch(env("CURLGUARD")) == 1;
+  if (cg__switch(env("CURLGUARD")) < 0)
     problems++;
-  }
   v = env("CURLGUARD_CONFIG");
   if (v && v[0])
     problems += cg__load_file(c, v);
@@ -355,7 +359,13 @@ int cg_config_enabled(void) {
   static int cached = -1;
   int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (v < 0) {
-    v = cg__truthy(getenv("CURLGUARD"));
+    const char *s = getenv("CURLGUARD");
+    v = cg__switch(s);
+    if (v < 0) {
+      cg_warn_once("switch", "CURLGUARD=\"%.40s\" is neither on (1, on) nor off (0, off); "
+                             "the guard stays off", s);
+      v = 0;
+    }
     __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
   }
   return v;
