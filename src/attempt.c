@@ -1,6 +1,7 @@
 /* attempt.c - one attempt: wrapped callbacks, hold or stream, restore (see attempt.h). */
 #include "attempt.h"
 
+#include "clock.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -120,6 +121,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     {"retry-after-ms", offsetof(struct cg_hints, retry_after_ms), sizeof(((struct cg_hints *) 0)->retry_after_ms)},
     {"x-should-retry", offsetof(struct cg_hints, should_retry), sizeof(((struct cg_hints *) 0)->should_retry)},
     {"date", offsetof(struct cg_hints, date), sizeof(((struct cg_hints *) 0)->date)},
+    {"content-type", offsetof(struct cg_hints, content_type), sizeof(((struct cg_hints *) 0)->content_type)},
   };
   const char *colon = memchr(p, ':', n);
   size_t nl, i;
@@ -164,19 +166,27 @@ static long cg__status_line(const char *p, size_t n) {
   return digits == 3 ? s : 0;
 }
 
+/* 1 for a streaming response (Server-Sent Events): it is never held whole. */
+static int cg__is_stream(const struct cg_hints *hints) {
+  return strncasecmp(hints->content_type, "text/event-stream", 17) == 0;
+}
+
 /* Whether a held response can be handed over now.  Called after each header line. */
 static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of_headers) {
   long s = a->status;
-  int follows = a->h->followlocation && s >= 300 && s < 400;
+  int follows = a->h->followlocation && s >= 300 && s < 400 && s != 304;
 
-  if (status_line)
-    return s >= 200 && s < 400 && !(follows && s != 304); /* redirects: wait for Location */
+  if (status_line) /* redirects and held bodies wait for the end of the headers */
+    return s >= 200 && s < 400 && !follows && !a->hold_body;
   if (!end_of_headers)
     return 0;
   if (s < 200)
     return 0; /* 1xx: the real response follows */
-  if (s < 400)
-    return !(follows && a->hints.has_location);
+  if (s < 400) {
+    if (follows && a->hints.has_location)
+      return 0; /* libcurl follows: the next response is the one that counts */
+    return !a->hold_body || cg__is_stream(&a->hints);
+  }
   return !(a->preview && a->preview(a, a->preview_arg));
 }
 
@@ -237,6 +247,7 @@ static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   size_t n = size * nmemb;
   a->bytes_body += (int64_t) n;
+  a->t_last_rx_ms = cg_mono_ms();
   return cg__on_data(a, CG_KIND_WRITE, p, n, 0);
 }
 
@@ -247,6 +258,7 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   long s;
 
   a->bytes_header += (int64_t) n;
+  a->t_last_rx_ms = cg_mono_ms();
   if (a->dup_skip[CG_KIND_HEADER] == 0) {
     /* A fresh line (not the repeat of a paused one): look at it. */
     if ((s = cg__status_line(p, n)) != 0) {
@@ -264,12 +276,44 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   return cg__on_data(a, CG_KIND_HEADER, p, n, ready);
 }
 
+/* The guard's own timers.  Returns 1 when the attempt must stop now. */
+static int cg__timers(struct cg_attempt *a, curl_off_t ulnow) {
+  int64_t now = cg_mono_ms();
+
+  if (a->t_last_rx_ms) {
+    if (a->read_timeout_ms > 0 && now - a->t_last_rx_ms >= a->read_timeout_ms) {
+      a->guard_stop = CG_STOP_IDLE;
+      return 1;
+    }
+    return 0;
+  }
+  /* Waiting for the first byte: the clock runs from the last sign of the request
+   * going out (libcurl starting to send, or upload progress). */
+  if (ulnow > a->last_ulnow) {
+    a->last_ulnow = ulnow;
+    a->t_sent_ms = now;
+  } else if (!a->t_sent_ms) {
+    curl_off_t pre = 0;
+    if (a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK &&
+        pre > 0)
+      a->t_sent_ms = now;
+  }
+  if (a->t_sent_ms && a->first_byte_timeout_ms > 0 &&
+      now - a->t_sent_ms >= a->first_byte_timeout_ms) {
+    a->guard_stop = CG_STOP_FIRST_BYTE;
+    return 1;
+  }
+  return 0;
+}
+
 static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
                            curl_off_t ultotal, curl_off_t ulnow) {
   struct cg_attempt *a = arg;
   const struct cg_handle *h = a->h;
   int r;
 
+  if (cg__timers(a, ulnow))
+    return 1; /* CURLE_ABORTED_BY_CALLBACK; the guard reports it as a timeout */
   if (h->noprogress)
     return 0;
   if (h->xferinfo_fn)
@@ -282,6 +326,32 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
   if (r != 0 && r != CURL_PROGRESSFUNC_CONTINUE)
     a->host_aborted = 1;
   return r;
+}
+
+static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port) {
+  struct cg_attempt *a = arg;
+  const struct cg_handle *h = a->h;
+  int64_t now = cg_mono_ms(), rx = a->bytes_header + a->bytes_body;
+
+  if (a->requests_sent > 0 && rx == a->rx_at_prereq) {
+    /* Sent before, nothing came back, and libcurl sends again: its silent re-send. */
+    a->libcurl_resends++;
+    if (a->resend_mode == CG_RESEND_BLOCK ||
+        (a->resend_mode == CG_RESEND_AUTO && now - a->t_prereq_ms >= CG_RESEND_AUTO_MS)) {
+      a->guard_stop = CG_STOP_RESEND;
+      return CURL_PREREQFUNC_ABORT;
+    }
+  }
+  a->requests_sent++;
+  a->rx_at_prereq = rx;
+  a->t_prereq_ms = now;
+  if (h->prereq_fn) {
+    int r = h->prereq_fn(h->prereq_data, ip, local_ip, port, local_port);
+    if (r != CURL_PREREQFUNC_OK)
+      a->host_aborted = 1;
+    return r;
+  }
+  return CURL_PREREQFUNC_OK;
 }
 
 static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
@@ -310,6 +380,8 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
   a->mode = CG_MODE_HOLD;
   a->digest = digest;
   a->wrap_read = h->read_fn != NULL;
+  a->watch_resend = h->lib->version_num >= 0x075000; /* PREREQFUNCTION: 7.80.0 */
+  a->resend_mode = CG_RESEND_ALLOW;
 }
 
 CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms) {
@@ -336,6 +408,12 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
   if (a->wrap_read) {
     CG_SET(CURLOPT_READFUNCTION, cg__read_cb);
     CG_SET(CURLOPT_READDATA, (void *) a);
+  }
+  if (a->headers)
+    CG_SET(CURLOPT_HTTPHEADER, a->headers);
+  if (a->watch_resend) {
+    CG_SET(CURLOPT_PREREQFUNCTION, cg__prereq_cb);
+    CG_SET(CURLOPT_PREREQDATA, (void *) a);
   }
 #undef CG_SET
   return rc;
@@ -364,6 +442,11 @@ void cg_attempt_restore(struct cg_attempt *a) {
   if (a->wrap_read) {
     set(c, CURLOPT_READFUNCTION, h->read_fn);
     set(c, CURLOPT_READDATA, h->read_data);
+  }
+  set(c, CURLOPT_HTTPHEADER, h->httpheader);
+  if (a->watch_resend) {
+    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn);
+    set(c, CURLOPT_PREREQDATA, h->prereq_data);
   }
 }
 

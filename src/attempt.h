@@ -3,7 +3,9 @@
  *
  * Holding: a response is held (kept in memory, not shown to the host) while it may
  * still be retried.  The decision to hand it over is taken as early as possible:
- *   - at a 2xx/3xx status line (unless a redirect will be followed): stream at once;
+ *   - at a 2xx/3xx status line (unless a redirect will be followed): stream at once,
+ *     except when `hold_body` is set (idempotent requests, which can be retried if the
+ *     body is cut): then a non-streaming (not text/event-stream) body is held whole;
  *   - at the end of a 4xx/5xx response's headers: the guard's preview says whether
  *     this response would be retried; if not, stream it;
  *   - when more than CG_HOLD_MAX bytes are held: stream (too big to be an error page);
@@ -22,6 +24,7 @@
 #define CG_ATTEMPT_H
 
 #include "classify.h"
+#include "config.h"
 #include "digest.h"
 #include "handle.h"
 
@@ -45,6 +48,7 @@ struct cg_hints {
   char retry_after_ms[32];
   char should_retry[16];
   char date[64];
+  char content_type[64];
   int has_location;
 };
 
@@ -52,6 +56,7 @@ struct cg_attempt {
   struct cg_handle *h;
   cg_preview_fn preview;
   void *preview_arg;
+  int hold_body;           /* hold a 2xx body until complete (see above) */
 
   enum cg_mode mode;
   struct cg_event *head, *tail;
@@ -70,6 +75,29 @@ struct cg_attempt {
 
   int64_t bytes_header, bytes_body;
   char errbuf[CURL_ERROR_SIZE];
+
+  /* Split timeouts, checked in the progress callback (no helper thread): libcurl calls
+   * it at least about once a second while a transfer idles, so they fire within about
+   * a second of their value (measured: see README). 0 = off. */
+  long first_byte_timeout_ms; /* request sent -> first response byte */
+  long read_timeout_ms;       /* longest gap between received bytes */
+  int64_t t_sent_ms;          /* last upload progress, or when sending began; 0 = not yet */
+  int64_t t_last_rx_ms;       /* last response byte; 0 = none yet */
+  curl_off_t last_ulnow;
+
+  /* libcurl's silent re-send on a dead reused connection, seen through
+   * CURLOPT_PREREQFUNCTION (called right before each request is sent, libcurl >= 7.80):
+   * a second call with no response byte since the first is a re-send. */
+  int watch_resend;           /* the prereq callback is installed */
+  enum cg_resend resend_mode; /* what to do with a re-send (CG_RESEND_ALLOW: let it go) */
+  int requests_sent;
+  int libcurl_resends;        /* re-sends libcurl made (and, if blocked, tried) */
+  int64_t rx_at_prereq;       /* response bytes seen at the last prereq call */
+  int64_t t_prereq_ms;
+
+  /* A request header list the guard installs for the attempt (host's + its own), or
+   * NULL to leave the host's. */
+  struct curl_slist *headers;
 };
 
 /* Prepare `a` for an attempt on `h`.  `digest` may be NULL. */

@@ -53,6 +53,11 @@ void cg_classify(const struct cg_facts *f, struct cg_verdict *out) {
   case CG_STOP_IDLE:
     out->outcome = CG_OUT_READ_TIMEOUT;
     return;
+  case CG_STOP_RESEND:
+    /* The request went out on a connection that then died without a byte back. */
+    out->sent = 1;
+    out->outcome = CG_OUT_RESET_AFTER_SEND;
+    return;
   case CG_STOP_DEADLINE:
   case CG_STOP_NONE:
     break;

@@ -32,7 +32,13 @@ enum cg_outcome {
 };
 
 /* Which timer of the guard's own ended the attempt, if any. */
-enum cg_guard_stop { CG_STOP_NONE, CG_STOP_FIRST_BYTE, CG_STOP_IDLE, CG_STOP_DEADLINE };
+enum cg_guard_stop {
+  CG_STOP_NONE,
+  CG_STOP_FIRST_BYTE, /* first-byte timeout */
+  CG_STOP_IDLE,       /* idle-read timeout */
+  CG_STOP_DEADLINE,
+  CG_STOP_RESEND,     /* libcurl was about to re-send the request silently; blocked */
+};
 
 /* What is known after one attempt. */
 struct cg_facts {

@@ -18,7 +18,9 @@
 
 #define CG_CONFIG_FILE_MAX (1 << 20) /* bytes; larger config files are refused */
 
-enum cg__type { CG_T_LONG, CG_T_DOUBLE, CG_T_STRING, CG_T_JITTER, CG_T_HOSTS };
+enum cg__type {
+  CG_T_LONG, CG_T_DOUBLE, CG_T_STRING, CG_T_JITTER, CG_T_HOSTS, CG_T_RESEND, CG_T_RETRY_ON
+};
 
 /* One tunable: its variable, its config-file key, where it lives, its range. */
 struct cg__key {
@@ -56,6 +58,10 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_RPM", "rpm", CG_T_DOUBLE, CG_OFF(rpm), 0, 1e9},
   {"CURLGUARD_TPM", "tpm", CG_T_DOUBLE, CG_OFF(tpm), 0, 1e12},
   {"CURLGUARD_MAX_INFLIGHT", "max_inflight", CG_T_LONG, CG_OFF(max_inflight), 0, 1000000},
+  {"CURLGUARD_SILENT_RESEND", "silent_resend", CG_T_RESEND, CG_OFF(silent_resend), 0, 0},
+  {"CURLGUARD_RETRY_ON", "retry_on", CG_T_RETRY_ON, CG_OFF(retry_on), 0, 0},
+  {"CURLGUARD_REPEAT_WINDOW_MS", "repeat_window_ms", CG_T_LONG, CG_OFF(repeat_window_ms), 0,
+   86400000},
 };
 #define CG_NKEYS (sizeof(cg__keys) / sizeof(cg__keys[0]))
 
@@ -69,6 +75,53 @@ int cg_jitter_parse(const char *s) {
     if (strcasecmp(s, names[i]) == 0)
       return (int) i;
   return -1;
+}
+
+int cg_retry_on_parse(struct cg_config *c, const char *s) {
+  static const char *const classes[] = {"never", "any", "idempotent"}; /* = cg_retry_class */
+  struct cg_retry_rule rules[CG_RETRY_RULES_MAX];
+  size_t n = 0;
+  const char *p = s;
+
+  while (*p) {
+    size_t len = strcspn(p, ","), name_len, i;
+    const char *eq = memchr(p, '=', len);
+    int cls = -1;
+
+    while (len && (*p == ' ' || *p == '\t'))
+      p++, len--;
+    if (len == 0) {
+      p += *p == ',';
+      continue;
+    }
+    if (!eq || n == CG_RETRY_RULES_MAX)
+      return -1;
+    name_len = (size_t) (eq - p);
+    while (name_len && p[name_len - 1] == ' ')
+      name_len--;
+    if (name_len == 0 || name_len >= sizeof(rules[0].outcome))
+      return -1;
+    for (i = 0; i < 3; i++) {
+      size_t vl = strlen(classes[i]);
+      const char *v = eq + 1;
+      while (*v == ' ')
+        v++;
+      if (strncasecmp(v, classes[i], vl) == 0 &&
+          (v[vl] == ',' || v[vl] == '\0' || v[vl] == ' '))
+        cls = (int) i;
+    }
+    if (cls < 0)
+      return -1;
+    memcpy(rules[n].outcome, p, name_len);
+    rules[n].outcome[name_len] = '\0';
+    rules[n].cls = cls;
+    n++;
+    p += len;
+    p += *p == ',';
+  }
+  memcpy(c->retry_on, rules, n * sizeof(rules[0]));
+  c->nretry_on = n;
+  return 0;
 }
 
 static void cg__free_hosts(struct cg_config *c) {
@@ -154,6 +207,20 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
     if (cg__set_hosts(c, s) == 0)
       return 0;
     break;
+  case CG_T_RESEND:
+    j = strcasecmp(s, "auto") == 0    ? CG_RESEND_AUTO
+        : strcasecmp(s, "allow") == 0 ? CG_RESEND_ALLOW
+        : strcasecmp(s, "block") == 0 ? CG_RESEND_BLOCK
+                                      : -1;
+    if (j >= 0) {
+      *(enum cg_resend *) base = (enum cg_resend) j;
+      return 0;
+    }
+    break;
+  case CG_T_RETRY_ON:
+    if (cg_retry_on_parse(c, s) == 0)
+      return 0;
+    break;
   case CG_T_JITTER:
     j = cg_jitter_parse(s);
     if (j >= 0) {
@@ -199,6 +266,17 @@ static int cg__apply_json(struct cg_config *c, const struct cg__key *k, const cJ
       if (joined[0])
         strncat(joined, ",", sizeof(joined) - strlen(joined) - 1);
       strncat(joined, e->valuestring, sizeof(joined) - strlen(joined) - 1);
+    }
+    return cg__apply_text(c, k, joined, origin);
+  }
+  if (cJSON_IsObject(v) && k->type == CG_T_RETRY_ON) {
+    char joined[2048] = "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+      if (!cJSON_IsString(e))
+        goto bad;
+      snprintf(joined + strlen(joined), sizeof(joined) - strlen(joined), "%s%s=%s",
+               joined[0] ? "," : "", e->string, e->valuestring);
     }
     return cg__apply_text(c, k, joined, origin);
   }
@@ -278,6 +356,8 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->backoff_cap_ms = 30000;
   c->max_retry_after_ms = 60000;
   c->jitter = CG_JITTER_FULL;
+  c->silent_resend = CG_RESEND_AUTO;
+  c->repeat_window_ms = 60000;
   if (state_home && state_home[0] == '/')
     snprintf(buf, sizeof(buf), "%s/curlguard/usage.jsonl", state_home);
   else if (home && home[0] == '/')

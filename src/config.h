@@ -13,6 +13,26 @@
 
 enum cg_jitter { CG_JITTER_FULL, CG_JITTER_EQUAL, CG_JITTER_DECORRELATED, CG_JITTER_NONE };
 
+/* What to do when libcurl is about to re-send a request by itself because a reused
+ * keep-alive connection died before any response byte (lib/transfer.c
+ * Curl_retry_request).  For idempotent requests it is always allowed. */
+enum cg_resend {
+  CG_RESEND_AUTO,  /* block for non-idempotent requests when the dead connection held
+                    * the request for CG_RESEND_AUTO_MS or more (it may have been
+                    * processed); a connection that died at once was closed idle */
+  CG_RESEND_ALLOW, /* libcurl's behaviour: detected and recorded only */
+  CG_RESEND_BLOCK, /* never for non-idempotent requests */
+};
+#define CG_RESEND_AUTO_MS 1000
+
+/* A retry_on rule: outcome name ("http_500", "read_timeout", "http_4xx" wildcard
+ * digits allowed as 'x') -> treatment. */
+struct cg_retry_rule {
+  char outcome[24];
+  int cls; /* enum cg_retry_class of policy.h */
+};
+#define CG_RETRY_RULES_MAX 32
+
 struct cg_config {
   int enabled;               /* CURLGUARD: 1/on/true/yes */
   char *log_path;            /* JSONL usage log; NULL = off; "-" = stderr */
@@ -33,6 +53,12 @@ struct cg_config {
   enum cg_jitter jitter;     /* default full */
   double rpm, tpm;           /* default pool limits, 0 = unlimited */
   long max_inflight;         /* 0 = unlimited */
+  enum cg_resend silent_resend; /* CURLGUARD_SILENT_RESEND: auto (default), allow, block */
+  /* CURLGUARD_RETRY_ON / "retry_on": "outcome=any|idempotent|never,..." over the
+   * default matrix of SPEC section 7. */
+  struct cg_retry_rule retry_on[CG_RETRY_RULES_MAX];
+  size_t nretry_on;
+  long repeat_window_ms;     /* identical calls within this are host retries, default 60000 */
 };
 
 /* A getenv()-like lookup, so tests can supply their own environment. */
@@ -54,6 +80,10 @@ int cg_config_enabled(void);
 
 /* 1 if `host` matches one of the configured globs (case-insensitive). */
 int cg_config_host_guarded(const struct cg_config *c, const char *host);
+
+/* Parse "outcome=any|idempotent|never,..." into `c->retry_on`.  Returns 0, or -1 (and
+ * leaves the rules untouched) when any item is malformed. */
+int cg_retry_on_parse(struct cg_config *c, const char *s);
 
 /* Parse a jitter mode name; returns -1 if unknown. */
 int cg_jitter_parse(const char *s);

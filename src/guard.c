@@ -10,6 +10,7 @@
 #include "log.h"
 #include "policy.h"
 #include "record.h"
+#include "repeat.h"
 #include "rng.h"
 #include "url.h"
 
@@ -44,6 +45,10 @@ struct cg_call {
   char *model;
   int attempt;                /* 1-based number of the attempt under way */
   int64_t prev_sleep_ms;
+  int64_t last_attempt_ms;    /* how long the previous attempt took */
+  struct curl_slist *headers; /* host's headers + the request id header, or NULL */
+  char repeat_of[64];         /* an identical earlier call's request id, or "" */
+  int repeats;
 };
 
 /* ---- before the first attempt ---- */
@@ -161,7 +166,12 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   }
   in->max_retry_after_ms = cfg->max_retry_after_ms;
   in->time_left_ms = call->deadline_ms - cg_mono_ms();
-  in->min_attempt_ms = CG_MIN_ATTEMPT_MS;
+  /* Attempts are planned from the deadline: the next one is only started if the wait
+   * plus as long as this one took (at least CG_MIN_ATTEMPT_MS) still fits. */
+  in->min_attempt_ms =
+      call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms : CG_MIN_ATTEMPT_MS;
+  in->rules = cfg->retry_on;
+  in->nrules = cfg->nretry_on;
 }
 
 /* Asked by the attempt at the end of a 4xx/5xx response's headers. */
@@ -231,6 +241,9 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->bytes_received = (int64_t) i->header_size + i->down;
   r->model = call->model;
   r->possibly_billed = cg_policy_possibly_billed(v);
+  r->libcurl_resends = a->libcurl_resends;
+  r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
+  r->repeats = call->repeats;
   if (call->has_digest) {
     r->body_digest = call->body_digest;
   } else if (call->stream_digest && a->read_bytes > 0) {
@@ -271,6 +284,30 @@ static void cg__host_errbuf(const struct cg_handle *h, const char *msg) {
 
 /* ---- the loop ---- */
 
+/* A copy of the host's request headers plus "name: value", built with the host
+ * libcurl's own allocator (curl_slist_append), or NULL when out of memory. */
+static struct curl_slist *cg__headers_with(struct cg_call *call, const char *name,
+                                           const char *value) {
+  const struct cg_lib *lib = call->lib;
+  struct curl_slist *out = NULL, *next;
+  const struct curl_slist *l;
+  char line[512];
+
+  for (l = call->h->httpheader; l; l = l->next) {
+    if (!(next = lib->slist_append(out, l->data)))
+      goto oom;
+    out = next;
+  }
+  snprintf(line, sizeof(line), "%s: %s", name, value);
+  if (!(next = lib->slist_append(out, line)))
+    goto oom;
+  return next;
+oom:
+  lib->slist_free_all(out);
+  cg_warn_once("headers-oom", "out of memory adding the %s header; sent without it", name);
+  return NULL;
+}
+
 static void cg__call_init(struct cg_call *call, struct cg_handle *h,
                           const struct cg_config *cfg) {
   int64_t budget = cfg->deadline_ms;
@@ -288,14 +325,25 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   call->deadline_ms = cg_mono_ms() + budget;
   call->file_start = -1;
   if (cfg->request_id_header &&
-      cg_handle_header(h, cfg->request_id_header, key, sizeof(key)))
+      cg_handle_header(h, cfg->request_id_header, key, sizeof(key))) {
+    /* The host names the call itself: that is the request id. */
     snprintf(call->request_id, sizeof(call->request_id), "%s", key);
-  else
+  } else {
     cg_uuid4(call->request_id);
+    if (cfg->request_id_header)
+      call->headers = cg__headers_with(call, cfg->request_id_header, call->request_id);
+  }
   cg__prepare_body(call);
+  if (cfg->repeat_window_ms > 0)
+    call->repeats = cg_repeat_note(
+        cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL),
+        cg_mono_ms(), cfg->repeat_window_ms, call->request_id, call->repeat_of,
+        sizeof(call->repeat_of));
 }
 
 static void cg__call_free(struct cg_call *call) {
+  if (call->headers)
+    call->lib->slist_free_all(call->headers);
   free(call->model);
   cg_digest_free(call->stream_digest);
 }
@@ -330,18 +378,43 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX];
     long timeout_ms, connect_ms;
+    int64_t t0;
     int aborted_in_wait = 0;
 
     if (call->stream_digest)
       cg_digest_reset(call->stream_digest);
     cg_attempt_init(&a, h, cg__preview, call, call->stream_digest);
+    a.first_byte_timeout_ms = call->cfg->first_byte_timeout_ms;
+    a.read_timeout_ms = call->cfg->read_timeout_ms;
+    a.headers = call->headers;
+    /* An idempotent request can be retried when its body is cut: hold the body (up to
+     * CG_HOLD_MAX) so a retried attempt's partial body never reaches the host. */
+    a.hold_body = call->idempotent && call->attempt < call->cfg->max_attempts;
+    a.resend_mode = call->idempotent ? CG_RESEND_ALLOW : call->cfg->silent_resend;
     cg__limits(call, &timeout_ms, &connect_ms);
+    t0 = cg_mono_ms();
     h->in_perform = 1;
     rc = cg_attempt_install(&a, timeout_ms, connect_ms);
     if (rc == CURLE_OK)
       rc = lib->easy_perform(h->curl);
     cg_attempt_restore(&a);
     h->in_perform = 0;
+    call->last_attempt_ms = cg_mono_ms() - t0;
+    if (a.guard_stop == CG_STOP_RESEND && rc == CURLE_ABORTED_BY_CALLBACK) {
+      /* What libcurl itself says when it gives up re-sending (lib/transfer.c). */
+      rc = CURLE_SEND_ERROR;
+      snprintf(a.errbuf, sizeof(a.errbuf),
+               "curlguard: connection died after the request was sent; not re-sent "
+               "(it may have been processed)");
+    } else if (a.guard_stop != CG_STOP_NONE && rc == CURLE_ABORTED_BY_CALLBACK) {
+      /* Our own timer stopped the transfer: to the host that is a timeout. */
+      rc = CURLE_OPERATION_TIMEDOUT;
+      snprintf(a.errbuf, sizeof(a.errbuf), "curlguard: %s after %ld ms",
+               a.guard_stop == CG_STOP_FIRST_BYTE ? "no response byte (first-byte timeout)"
+                                                 : "no data (read timeout)",
+               a.guard_stop == CG_STOP_FIRST_BYTE ? a.first_byte_timeout_ms
+                                                 : a.read_timeout_ms);
+    }
 
     cg__getinfo(call, &info);
     memset(&facts, 0, sizeof(facts));
@@ -365,6 +438,8 @@ static CURLcode cg__run(struct cg_call *call) {
     } else {
       cg_policy_decide(&in, &out);
     }
+    if (a.guard_stop == CG_STOP_RESEND && out.decision != CG_RETRY)
+      out.reason = "libcurl_resend_blocked";
     if (out.decision == CG_RETRY && cg__rewind_body(call, &a) != 0) {
       out.decision = CG_GIVE_UP;
       out.reason = "body_not_replayable";

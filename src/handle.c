@@ -179,6 +179,9 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
   case CURLOPT_TIMEOUT_MS:
   case CURLOPT_CONNECTTIMEOUT:
   case CURLOPT_CONNECTTIMEOUT_MS:
+  case CURLOPT_HTTPHEADER:
+  case CURLOPT_PREREQFUNCTION:
+  case CURLOPT_PREREQDATA:
     return 1;
   default:
     return 0;
@@ -300,6 +303,12 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     break;
   case CURLOPT_SEEKDATA:
     h->seek_data = v->u.p;
+    break;
+  case CURLOPT_PREREQFUNCTION:
+    h->prereq_fn = (curl_prereq_callback) v->u.f;
+    break;
+  case CURLOPT_PREREQDATA:
+    h->prereq_data = v->u.p;
     break;
   case CURLOPT_XFERINFOFUNCTION:
     h->xferinfo_fn = (curl_xferinfo_callback) v->u.f;

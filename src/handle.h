@@ -48,6 +48,8 @@ struct cg_handle {
   void *read_data;           /* default stdin */
   curl_seek_callback seek_fn;
   void *seek_data;
+  curl_prereq_callback prereq_fn;  /* CURLOPT_PREREQFUNCTION (libcurl >= 7.80) */
+  void *prereq_data;
   curl_xferinfo_callback xferinfo_fn;
   curl_progress_callback progress_fn;
   void *progress_data;

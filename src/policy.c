@@ -1,6 +1,7 @@
 /* policy.c - the default retry matrix and the retry decision (see policy.h). */
 #include "policy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Outcome -> retry class, SPEC section 7.  HTTP statuses are looked up separately. */
@@ -48,6 +49,29 @@ enum cg_retry_class cg_policy_class(enum cg_outcome o, long status) {
   return CG_RC_FINAL;
 }
 
+/* "http_5xx" matches "http_503": an 'x' in the pattern stands for one digit. */
+static int cg__name_matches(const char *pattern, const char *name) {
+  for (; *pattern && *name; pattern++, name++) {
+    if (*pattern == 'x' && *name >= '0' && *name <= '9')
+      continue;
+    if (*pattern != *name)
+      return 0;
+  }
+  return *pattern == '\0' && *name == '\0';
+}
+
+enum cg_retry_class cg_policy_class_rules(const struct cg_retry_rule *rules, size_t n,
+                                          enum cg_outcome o, long status) {
+  char buf[24];
+  const char *name = cg_outcome_name(o, status, buf, sizeof(buf));
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    if (cg__name_matches(rules[i].outcome, name))
+      return (enum cg_retry_class) rules[i].cls;
+  return cg_policy_class(o, status);
+}
+
 int cg_policy_possibly_billed(const struct cg_verdict *v) {
   if (v->outcome == CG_OUT_ABORTED_BY_HOST)
     return v->sent;
@@ -83,7 +107,7 @@ static void cg__set(struct cg_policy_out *out, enum cg_decision d, const char *r
 
 void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) {
   const struct cg_verdict *v = &in->verdict;
-  enum cg_retry_class cls = cg_policy_class(v->outcome, v->status);
+  enum cg_retry_class cls = cg_policy_class_rules(in->rules, in->nrules, v->outcome, v->status);
   int64_t sleep;
 
   if (v->outcome == CG_OUT_OK)

@@ -14,6 +14,7 @@
 #define CG_POLICY_H
 
 #include "classify.h"
+#include "config.h"
 
 #include <stdint.h>
 
@@ -26,6 +27,11 @@ enum cg_retry_class {
 
 /* The retry class of an outcome (with its HTTP status for CG_OUT_HTTP). */
 enum cg_retry_class cg_policy_class(enum cg_outcome o, long status);
+
+/* The retry class after the `n` retry_on rules (config.h): the first rule whose outcome
+ * name matches ("http_5xx": 'x' matches any digit) wins; else cg_policy_class. */
+enum cg_retry_class cg_policy_class_rules(const struct cg_retry_rule *rules, size_t n,
+                                          enum cg_outcome o, long status);
 
 /* 1 when an attempt with this outcome may have been processed (and billed) by the
  * server without the client getting its answer. */
@@ -50,6 +56,8 @@ struct cg_policy_in {
   int64_t max_retry_after_ms;
   int64_t time_left_ms;    /* until the call's deadline */
   int64_t min_attempt_ms;  /* least time an attempt needs to be worth starting */
+  const struct cg_retry_rule *rules; /* retry_on overrides, may be NULL */
+  size_t nrules;
 };
 
 struct cg_policy_out {

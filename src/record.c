@@ -76,6 +76,9 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
     cJSON_AddNumberToObject(o, "cost_usd", r->cost_usd);
   cJSON_AddBoolToObject(o, "possibly_billed", r->possibly_billed != 0);
   cg__add_str(o, "body_digest", r->body_digest);
+  cg__add_int(o, "libcurl_resends", r->libcurl_resends);
+  cg__add_str(o, "repeat_of", r->repeat_of);
+  cg__add_int(o, "repeats", r->repeats);
 
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);

@@ -41,6 +41,10 @@ struct cg_record {
   double cost_usd;           /* NaN -> null */
   int possibly_billed;
   const char *body_digest;   /* hex, NULL -> null */
+  /* Beyond SPEC section 5: */
+  int libcurl_resends;       /* requests libcurl re-sent by itself on a dead connection */
+  const char *repeat_of;     /* request_id of an identical earlier call (host retry), or NULL */
+  int repeats;               /* how many identical calls in a row before this one */
 };
 
 /* Fill `r` with nulls / zeros. */

@@ -1,0 +1,59 @@
+/* repeat.c - remembering recent calls to notice host retries (see repeat.h). */
+#include "repeat.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+struct cg__seen {
+  uint64_t key;
+  int64_t t_ms;
+  int repeats;
+  char request_id[64];
+};
+
+static pthread_mutex_t cg__repeat_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct cg__seen cg__seen[CG_REPEAT_SLOTS];
+static size_t cg__next;
+
+uint64_t cg_repeat_key(const char *method, const char *url, const char *body_digest) {
+  XXH3_state_t st;
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, method, strlen(method) + 1);
+  XXH3_64bits_update(&st, url, strlen(url) + 1);
+  if (body_digest)
+    XXH3_64bits_update(&st, body_digest, strlen(body_digest));
+  return XXH3_64bits_digest(&st);
+}
+
+int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *request_id,
+                   char *prev, size_t len) {
+  struct cg__seen *hit = NULL;
+  int repeats = 0;
+  size_t i;
+
+  pthread_mutex_lock(&cg__repeat_mutex);
+  for (i = 0; i < CG_REPEAT_SLOTS; i++) {
+    struct cg__seen *s = &cg__seen[i];
+    if (s->key == key && s->t_ms && now_ms - s->t_ms <= window_ms) {
+      hit = s;
+      break;
+    }
+  }
+  if (hit) {
+    repeats = hit->repeats + 1;
+    snprintf(prev, len, "%s", hit->request_id);
+  } else {
+    hit = &cg__seen[cg__next];
+    cg__next = (cg__next + 1) % CG_REPEAT_SLOTS;
+  }
+  hit->key = key;
+  hit->t_ms = now_ms;
+  hit->repeats = repeats;
+  snprintf(hit->request_id, sizeof(hit->request_id), "%s", request_id);
+  pthread_mutex_unlock(&cg__repeat_mutex);
+  return repeats;
+}
