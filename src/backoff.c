@@ -8,58 +8,71 @@
 
 int64_t cg_backoff_ms(enum cg_jitter mode, int64_t base_ms, int64_t cap_ms, int k,
                       int64_t prev_sleep_ms, double unit) {
-  double ceiling;
-  double lo, hi;
+  double ceiling, lo, hi, v;
 
   if (k < 1)
     k = 1;
+  if (k > 63)
+    k = 63; /* 2^62 times any base is past any cap */
   if (base_ms < 0)
     base_ms = 0;
   if (cap_ms < base_ms)
     cap_ms = base_ms;
-  /* 2^(k-1) overflows nothing in double; cap before converting back. */
   ceiling = fmin((double) cap_ms, (double) base_ms * ldexp(1.0, k - 1));
   switch (mode) {
   case CG_JITTER_FULL:
-    return (int64_t) floor(unit * (ceiling + 1.0));
+    lo = 0;
+    hi = ceiling;
+    break;
   case CG_JITTER_EQUAL:
-    lo = ceiling / 2.0;
-    return (int64_t) floor(lo + unit * (ceiling - lo + 1.0));
+    lo = floor(ceiling / 2.0);
+    hi = ceiling;
+    break;
   case CG_JITTER_DECORRELATED:
     lo = (double) base_ms;
-    hi = fmax(lo, 3.0 * (double) (prev_sleep_ms > 0 ? prev_sleep_ms : base_ms));
-    return (int64_t) fmin((double) cap_ms, floor(lo + unit * (hi - lo + 1.0)));
+    hi = fmin((double) cap_ms,
+              fmax(lo, 3.0 * (double) (prev_sleep_ms > 0 ? prev_sleep_ms : base_ms)));
+    break;
   case CG_JITTER_NONE:
   default:
     return (int64_t) ceiling;
   }
+  /* Uniform over the whole milliseconds lo..hi; clamp for unit values just below 1. */
+  v = floor(lo + unit * (hi - lo + 1.0));
+  return (int64_t) fmin(fmax(v, lo), hi);
 }
 
 int64_t cg_parse_decimal_ms(const char *s, double unit_ms) {
+  int64_t whole = 0, frac = 0, scale = 1, unit = (int64_t) unit_ms;
+  int digits = 0, round_up = 0;
   const char *p;
-  double v;
-  int digits = 0, dot = 0;
 
-  if (!s)
+  if (!s || unit < 1)
     return -1;
   while (*s == ' ' || *s == '\t')
     s++;
-  for (p = s; *p && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n'; p++) {
-    if (isdigit((unsigned char) *p))
-      digits++;
-    else if (*p == '.' && !dot)
-      dot = 1;
-    else
+  /* Exact decimal arithmetic: "4.03" s is 4030 ms, not ceil(4.0299999...*1000). */
+  for (p = s; isdigit((unsigned char) *p); p++, digits++) {
+    if (whole > 1000000000000LL)
       return -1;
+    whole = whole * 10 + (*p - '0');
+  }
+  if (*p == '.') {
+    for (p++; isdigit((unsigned char) *p); p++, digits++) {
+      if (scale < unit) {
+        frac = frac * 10 + (*p - '0');
+        scale *= 10;
+      } else if (*p != '0') {
+        round_up = 1; /* digits below the unit's resolution: round up */
+      }
+    }
   }
   while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
     p++;
   if (!digits || *p)
     return -1;
-  v = strtod(s, NULL) * unit_ms;
-  if (!isfinite(v) || v < 0 || v > 1e15)
-    return -1;
-  return (int64_t) ceil(v);
+  /* frac / scale of a second, in units: frac * unit / scale (scale divides unit). */
+  return whole * unit + frac * (unit / scale) + round_up;
 }
 
 int64_t cg_hint_ms(const char *retry_after_ms, const char *retry_after, const char *date,

@@ -69,6 +69,13 @@ void cg_classify(const struct cg_facts *f, struct cg_verdict *out) {
       break;
     }
   }
+  /* Failing after a followed redirect: an earlier server answered, so it processed
+   * the request; a "never reached the server" outcome would retry it for any method. */
+  if (f->redirects > 0 && !out->sent) {
+    out->outcome = CG_OUT_CURL_ERROR;
+    out->sent = 1;
+    return;
+  }
   /* A timeout after the first response byte is a read timeout. */
   if (out->outcome == CG_OUT_FIRST_BYTE_TIMEOUT && f->starttransfer_us > 0)
     out->outcome = CG_OUT_READ_TIMEOUT;

@@ -47,6 +47,7 @@ struct cg_facts {
   int64_t pretransfer_us;   /* CURLINFO_PRETRANSFER_TIME_T */
   int64_t starttransfer_us; /* CURLINFO_STARTTRANSFER_TIME_T */
   long request_size;        /* CURLINFO_REQUEST_SIZE */
+  long redirects;           /* CURLINFO_REDIRECT_COUNT: redirects followed */
   int host_aborted;         /* a host callback refused data or returned abort */
   enum cg_guard_stop guard_stop;
 };

@@ -191,7 +191,7 @@ static int cg__preview(struct cg_attempt *a, void *arg) {
 /* ---- after an attempt ---- */
 
 struct cg_info {
-  long status, request_size, header_size;
+  long status, request_size, header_size, redirects;
   curl_off_t connect_us, pretransfer_us, starttransfer_us, total_us, up, down;
   char method[32];
 };
@@ -205,6 +205,7 @@ static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
   get(c, CURLINFO_RESPONSE_CODE, &i->status);
   get(c, CURLINFO_REQUEST_SIZE, &i->request_size);
   get(c, CURLINFO_HEADER_SIZE, &i->header_size);
+  get(c, CURLINFO_REDIRECT_COUNT, &i->redirects);
   get(c, CURLINFO_CONNECT_TIME_T, &i->connect_us);
   get(c, CURLINFO_PRETRANSFER_TIME_T, &i->pretransfer_us);
   get(c, CURLINFO_STARTTRANSFER_TIME_T, &i->starttransfer_us);
@@ -423,6 +424,7 @@ static CURLcode cg__run(struct cg_call *call) {
     facts.pretransfer_us = info.pretransfer_us;
     facts.starttransfer_us = info.starttransfer_us;
     facts.request_size = info.request_size;
+    facts.redirects = info.redirects;
     facts.host_aborted = a.host_aborted;
     facts.guard_stop = a.guard_stop;
     cg_classify(&facts, &v);

@@ -226,6 +226,17 @@ static void cg__record_method(struct cg_handle *h, long opt, long v) {
   }
 }
 
+/* lib/setopt.c: a size larger than the copied post data invalidates the copy. */
+static void cg__record_postfieldsize(struct cg_handle *h, curl_off_t size) {
+  if (h->postfieldsize < size && h->copypostfields) {
+    free(h->copypostfields);
+    h->copypostfields = NULL;
+    h->copypostfields_len = 0;
+    h->postfields = NULL;
+  }
+  h->postfieldsize = size;
+}
+
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) {
   switch (opt) {
   case CURLOPT_URL:
@@ -259,21 +270,19 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     break;
   }
   case CURLOPT_POSTFIELDSIZE:
-    h->postfieldsize = v->u.l;
+    cg__record_postfieldsize(h, v->u.l);
     break;
   case CURLOPT_POSTFIELDSIZE_LARGE:
-    h->postfieldsize = v->u.o;
+    cg__record_postfieldsize(h, v->u.o);
     break;
   case CURLOPT_MIMEPOST:
     h->method = CG_M_POST_MIME;
     h->nobody = 0;
     break;
-#ifdef CURLOPT_HTTPPOST
   case CURLOPT_HTTPPOST:
     h->method = CG_M_POST_FORM;
     h->nobody = 0;
     break;
-#endif
   case CURLOPT_HTTPHEADER:
     h->httpheader = v->u.p;
     break;

@@ -66,7 +66,7 @@ int64_t cg_rand_range(int64_t lo, int64_t hi) {
   uint64_t span;
   if (hi <= lo)
     return lo;
-  span = (uint64_t) (hi - lo) + 1;
+  span = (uint64_t) hi - (uint64_t) lo + 1; /* unsigned: no overflow for any lo <= hi */
   if (span == 0)
     return (int64_t) cg_rand64();
   return lo + (int64_t) (cg_rand64() % span);

@@ -24,8 +24,13 @@ int cg_url_parse(const char *url, struct cg_url *out) {
     return -1;
   while (*p == ' ' || *p == '\t')
     p++;
-  sep = strstr(p, "://");
-  if (sep && (size_t) (sep - p) < sizeof(out->scheme)) {
+  /* A scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) before "://" (RFC 3986
+   * section 3.1); "://" anywhere else (e.g. in a query) is not one. */
+  sep = p;
+  if (isalpha((unsigned char) *sep))
+    while (isalnum((unsigned char) *sep) || *sep == '+' || *sep == '-' || *sep == '.')
+      sep++;
+  if (sep > p && strncmp(sep, "://", 3) == 0 && (size_t) (sep - p) < sizeof(out->scheme)) {
     cg__copy_lower(out->scheme, sizeof(out->scheme), p, (size_t) (sep - p));
     p = sep + 3;
   } else {

@@ -1,0 +1,584 @@
+/* test-config.c - environment + JSON file -> configuration (config.h, SPEC sections 3, 4).
+ * The environment is a fake getenv over a static table, so nothing here depends on the
+ * real environment of the test run. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the fake environment ---- */
+
+struct envvar {
+  const char *name, *value;
+};
+
+#define ENV_MAX 32
+static struct envvar env_table[ENV_MAX];
+static int env_n;
+
+static void env_clear(void) {
+  env_n = 0;
+}
+
+static void env_set(const char *name, const char *value) {
+  int i;
+  for (i = 0; i < env_n; i++) {
+    if (strcmp(env_table[i].name, name) == 0) {
+      env_table[i].value = value;
+      return;
+    }
+  }
+  cr_assert_lt(env_n, ENV_MAX);
+  env_table[env_n].name = name;
+  env_table[env_n].value = value;
+  env_n++;
+}
+
+static const char *fake_getenv(const char *name) {
+  int i;
+  for (i = 0; i < env_n; i++)
+    if (strcmp(env_table[i].name, name) == 0)
+      return env_table[i].value;
+  return NULL;
+}
+
+/* A config file with `text`, in a fresh temporary file; the caller unlinks it. */
+static char *write_file(const char *text) {
+  char *path = strdup("/tmp/cg-test-config-XXXXXX");
+  int fd = mkstemp(path);
+  size_t n = strlen(text);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(write(fd, text, n), (ssize_t) n);
+  close(fd);
+  return path;
+}
+
+static void base_env(void) {
+  env_clear();
+  env_set("HOME", "/home/tester");
+}
+
+/* ---- defaults ---- */
+
+static void assert_numeric_defaults(const struct cg_config *c) {
+  cr_assert_eq(c->connect_timeout_ms, 10000);
+  cr_assert_eq(c->first_byte_timeout_ms, 120000);
+  cr_assert_eq(c->read_timeout_ms, 120000);
+  cr_assert_eq(c->deadline_ms, 600000);
+  cr_assert_eq(c->max_attempts, 3);
+  cr_assert_eq(c->backoff_base_ms, 1000);
+  cr_assert_eq(c->backoff_cap_ms, 30000);
+  cr_assert_eq(c->max_retry_after_ms, 60000);
+  cr_assert_eq(c->jitter, CG_JITTER_FULL);
+  cr_assert_eq(c->rpm, 0.0);
+  cr_assert_eq(c->tpm, 0.0);
+  cr_assert_eq(c->max_inflight, 0);
+}
+
+Test(config, defaults) {
+  struct cg_config c;
+  char state[64];
+
+  base_env();
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.enabled, 0);
+  assert_numeric_defaults(&c);
+  cr_assert_str_eq(c.log_path, "/home/tester/.local/state/curlguard/usage.jsonl");
+  snprintf(state, sizeof(state), "/dev/shm/curlguard-%u.state", (unsigned) getuid());
+  cr_assert_str_eq(c.state_path, state);
+  cr_assert_eq(c.nhosts, 1);
+  cr_assert_str_eq(c.hosts[0], "*");
+  cr_assert_null(c.hosts[1], "the host list is NULL-terminated");
+  cr_assert_null(c.task_id);
+  cr_assert_null(c.prices_path);
+  cr_assert_null(c.request_id_header);
+  cr_assert(cg_config_host_guarded(&c, "api.openai.com"));
+  cr_assert(cg_config_host_guarded(&c, "localhost"));
+  cg_config_free(&c);
+}
+
+Test(config, log_path_under_xdg_state_home) {
+  struct cg_config c;
+  base_env();
+  env_set("XDG_STATE_HOME", "/var/xdg-state");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_str_eq(c.log_path, "/var/xdg-state/curlguard/usage.jsonl");
+  cg_config_free(&c);
+}
+
+Test(config, relative_xdg_state_home_is_ignored) {
+  /* XDG Base Directory spec: a relative path is invalid and must be ignored. */
+  struct cg_config c;
+  base_env();
+  env_set("XDG_STATE_HOME", "relative/dir");
+  cg_config_load(&c, fake_getenv);
+  cr_assert_str_eq(c.log_path, "/home/tester/.local/state/curlguard/usage.jsonl");
+  cg_config_free(&c);
+}
+
+/* ---- CURLGUARD on/off ---- */
+
+static const struct {
+  const char *value; /* NULL = unset */
+  int enabled;
+} enable_cases[] = {
+    {"1", 1},    {"on", 1},  {"ON", 1},   {"true", 1}, {"TRUE", 1}, {"yes", 1},
+    {"0", 0},    {"off", 0}, {"OFF", 0},  {NULL, 0},   {"", 0},     {"false", 0},
+};
+
+Test(config, curlguard_switch) {
+  size_t i;
+  for (i = 0; i < sizeof(enable_cases) / sizeof(enable_cases[0]); i++) {
+    struct cg_config c;
+    int problems;
+    base_env();
+    if (enable_cases[i].value)
+      env_set("CURLGUARD", enable_cases[i].value);
+    problems = cg_config_load(&c, fake_getenv);
+    cr_expect_eq(c.enabled, enable_cases[i].enabled, "CURLGUARD=%s -> enabled %d",
+                 enable_cases[i].value ? enable_cases[i].value : "(unset)", c.enabled);
+    cr_expect_eq(problems, 0, "CURLGUARD=%s reported %d problems",
+                 enable_cases[i].value ? enable_cases[i].value : "(unset)", problems);
+    cg_config_free(&c);
+  }
+}
+
+Test(config, curlguard_garbage_is_reported_and_stays_off) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD", "maybe");
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.enabled, 0);
+  cg_config_free(&c);
+}
+
+/* ---- values from the environment ---- */
+
+Test(config, environment_values) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_CONNECT_TIMEOUT_MS", "2500");
+  env_set("CURLGUARD_FIRST_BYTE_TIMEOUT_MS", "90000");
+  env_set("CURLGUARD_READ_TIMEOUT_MS", "45000");
+  env_set("CURLGUARD_DEADLINE_MS", "300000");
+  env_set("CURLGUARD_MAX_ATTEMPTS", "5");
+  env_set("CURLGUARD_BACKOFF_BASE_MS", "200");
+  env_set("CURLGUARD_BACKOFF_CAP_MS", "8000");
+  env_set("CURLGUARD_JITTER", "decorrelated");
+  env_set("CURLGUARD_RPM", "60");
+  env_set("CURLGUARD_TPM", "150000.5");
+  env_set("CURLGUARD_MAX_INFLIGHT", "4");
+  env_set("CURLGUARD_TASK_ID", "nightly-42");
+  env_set("CURLGUARD_PRICES", "/etc/prices.json");
+  env_set("CURLGUARD_REQUEST_ID_HEADER", "Idempotency-Key");
+  env_set("CURLGUARD_STATE", "/tmp/x.state");
+  env_set("CURLGUARD_LOG", "/tmp/usage.jsonl");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.connect_timeout_ms, 2500);
+  cr_assert_eq(c.first_byte_timeout_ms, 90000);
+  cr_assert_eq(c.read_timeout_ms, 45000);
+  cr_assert_eq(c.deadline_ms, 300000);
+  cr_assert_eq(c.max_attempts, 5);
+  cr_assert_eq(c.backoff_base_ms, 200);
+  cr_assert_eq(c.backoff_cap_ms, 8000);
+  cr_assert_eq(c.jitter, CG_JITTER_DECORRELATED);
+  cr_assert_eq(c.rpm, 60.0);
+  cr_assert_eq(c.tpm, 150000.5);
+  cr_assert_eq(c.max_inflight, 4);
+  cr_assert_str_eq(c.task_id, "nightly-42");
+  cr_assert_str_eq(c.prices_path, "/etc/prices.json");
+  cr_assert_str_eq(c.request_id_header, "Idempotency-Key");
+  cr_assert_str_eq(c.state_path, "/tmp/x.state");
+  cr_assert_str_eq(c.log_path, "/tmp/usage.jsonl");
+  cg_config_free(&c);
+}
+
+static const struct {
+  const char *value;
+  int mode;
+} jitter_cases[] = {
+    {"full", CG_JITTER_FULL},   {"equal", CG_JITTER_EQUAL},
+    {"decorrelated", CG_JITTER_DECORRELATED}, {"none", CG_JITTER_NONE},
+    {"EQUAL", CG_JITTER_EQUAL}, {"bogus", -1},
+    {"", -1},
+};
+
+Test(config, jitter_names) {
+  size_t i;
+  for (i = 0; i < sizeof(jitter_cases) / sizeof(jitter_cases[0]); i++) {
+    struct cg_config c;
+    int problems;
+    cr_expect_eq(cg_jitter_parse(jitter_cases[i].value), jitter_cases[i].mode,
+                 "cg_jitter_parse(\"%s\")", jitter_cases[i].value);
+    base_env();
+    env_set("CURLGUARD_JITTER", jitter_cases[i].value);
+    problems = cg_config_load(&c, fake_getenv);
+    if (jitter_cases[i].mode < 0) {
+      cr_expect_gt(problems, 0, "JITTER=\"%s\" not reported", jitter_cases[i].value);
+      cr_expect_eq(c.jitter, CG_JITTER_FULL);
+    } else {
+      cr_expect_eq(problems, 0);
+      cr_expect_eq((int) c.jitter, jitter_cases[i].mode);
+    }
+    cg_config_free(&c);
+  }
+}
+
+Test(config, log_special_values) {
+  static const struct {
+    const char *value;
+    const char *path; /* NULL = off */
+  } cases[] = {{"off", NULL}, {"OFF", NULL}, {"-", "-"}, {"/x/y.jsonl", "/x/y.jsonl"}};
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct cg_config c;
+    base_env();
+    env_set("CURLGUARD_LOG", cases[i].value);
+    cr_expect_eq(cg_config_load(&c, fake_getenv), 0);
+    if (cases[i].path)
+      cr_expect(c.log_path && strcmp(c.log_path, cases[i].path) == 0,
+                "CURLGUARD_LOG=%s -> %s", cases[i].value, c.log_path ? c.log_path : "NULL");
+    else
+      cr_expect_null(c.log_path, "CURLGUARD_LOG=%s -> %s", cases[i].value, c.log_path);
+    cg_config_free(&c);
+  }
+}
+
+/* ---- malformed numbers: reported, default kept ---- */
+
+static const char *const numeric_vars[] = {
+    "CURLGUARD_CONNECT_TIMEOUT_MS", "CURLGUARD_FIRST_BYTE_TIMEOUT_MS",
+    "CURLGUARD_READ_TIMEOUT_MS",    "CURLGUARD_DEADLINE_MS",
+    "CURLGUARD_MAX_ATTEMPTS",       "CURLGUARD_BACKOFF_BASE_MS",
+    "CURLGUARD_BACKOFF_CAP_MS",     "CURLGUARD_RPM",
+    "CURLGUARD_TPM",                "CURLGUARD_MAX_INFLIGHT",
+};
+static const char *const bad_numbers[] = {"abc", "-5", "1e99", "12ms", "", "nan", "inf",
+                                          "5 0", "99999999999999999999999"};
+
+Test(config, malformed_numbers_reported_default_kept) {
+  size_t v, b;
+  for (v = 0; v < sizeof(numeric_vars) / sizeof(numeric_vars[0]); v++) {
+    for (b = 0; b < sizeof(bad_numbers) / sizeof(bad_numbers[0]); b++) {
+      struct cg_config c;
+      int problems;
+      base_env();
+      env_set(numeric_vars[v], bad_numbers[b]);
+      problems = cg_config_load(&c, fake_getenv);
+      cr_expect_gt(problems, 0, "%s=\"%s\" not reported", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.connect_timeout_ms, 10000, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.first_byte_timeout_ms, 120000, "%s=\"%s\"", numeric_vars[v],
+                   bad_numbers[b]);
+      cr_expect_eq(c.read_timeout_ms, 120000, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.deadline_ms, 600000, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.max_attempts, 3, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.backoff_base_ms, 1000, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.backoff_cap_ms, 30000, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.rpm, 0.0, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.tpm, 0.0, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cr_expect_eq(c.max_inflight, 0, "%s=\"%s\"", numeric_vars[v], bad_numbers[b]);
+      cg_config_free(&c);
+    }
+  }
+}
+
+/* Integer settings refuse fractions and out-of-range values. */
+static const struct {
+  const char *var, *value;
+} bad_specific[] = {
+    {"CURLGUARD_MAX_ATTEMPTS", "0"},          {"CURLGUARD_MAX_ATTEMPTS", "2.5"},
+    {"CURLGUARD_CONNECT_TIMEOUT_MS", "0"},    {"CURLGUARD_CONNECT_TIMEOUT_MS", "1.5"},
+    {"CURLGUARD_DEADLINE_MS", "-1"},          {"CURLGUARD_MAX_INFLIGHT", "-1"},
+};
+
+Test(config, out_of_range_and_fractions) {
+  size_t i;
+  for (i = 0; i < sizeof(bad_specific) / sizeof(bad_specific[0]); i++) {
+    struct cg_config c;
+    base_env();
+    env_set(bad_specific[i].var, bad_specific[i].value);
+    cr_expect_gt(cg_config_load(&c, fake_getenv), 0, "%s=%s not reported", bad_specific[i].var,
+                 bad_specific[i].value);
+    assert_numeric_defaults(&c);
+    cg_config_free(&c);
+  }
+}
+
+Test(config, one_bad_value_does_not_spoil_the_others) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_MAX_ATTEMPTS", "lots");
+  env_set("CURLGUARD_CONNECT_TIMEOUT_MS", "1234");
+  env_set("CURLGUARD_JITTER", "none");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 1);
+  cr_assert_eq(c.max_attempts, 3);
+  cr_assert_eq(c.connect_timeout_ms, 1234);
+  cr_assert_eq(c.jitter, CG_JITTER_NONE);
+  cg_config_free(&c);
+}
+
+Test(config, cap_below_base_is_corrected) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_BACKOFF_BASE_MS", "5000");
+  env_set("CURLGUARD_BACKOFF_CAP_MS", "2000");
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.backoff_base_ms, 5000);
+  cr_assert_geq(c.backoff_cap_ms, c.backoff_base_ms);
+  cr_assert_eq(c.backoff_cap_ms, 5000);
+  cg_config_free(&c);
+}
+
+/* ---- hosts ---- */
+
+static const struct {
+  const char *globs;
+  const char *host;
+  int guarded;
+} host_cases[] = {
+    {"*.openai.com", "api.openai.com", 1},
+    {"*.openai.com", "API.OpenAI.COM", 1},
+    {"*.openai.com", "openai.com", 0},
+    {"*.openai.com", "evil-openai.com", 0},
+    {"*.openai.com", "api.openai.com.evil.net", 0},
+    {"*.OPENAI.com", "api.openai.com", 1},
+    {"api.anthropic.com,*.openai.com", "api.anthropic.com", 1},
+    {"api.anthropic.com,*.openai.com", "x.anthropic.com", 0},
+    {"api.anthropic.com, *.openai.com", "chat.openai.com", 1},
+    {"api.anthropic.com , generativelanguage.googleapis.com", "generativelanguage.googleapis.com",
+     1},
+    {"localhost", "localhost", 1},
+    {"localhost", "127.0.0.1", 0},
+    {"127.0.0.*", "127.0.0.1", 1},
+    {"*", "anything.example", 1},
+};
+
+Test(config, host_globs) {
+  size_t i;
+  for (i = 0; i < sizeof(host_cases) / sizeof(host_cases[0]); i++) {
+    struct cg_config c;
+    base_env();
+    env_set("CURLGUARD_HOSTS", host_cases[i].globs);
+    cr_expect_eq(cg_config_load(&c, fake_getenv), 0, "HOSTS=%s", host_cases[i].globs);
+    cr_expect_eq(cg_config_host_guarded(&c, host_cases[i].host), host_cases[i].guarded,
+                 "HOSTS=\"%s\" host %s: want %d", host_cases[i].globs, host_cases[i].host,
+                 host_cases[i].guarded);
+    cr_expect_eq(cg_config_host_guarded(&c, NULL), 0);
+    cg_config_free(&c);
+  }
+}
+
+Test(config, host_list_parsed) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_HOSTS", "a.example, *.b.example,c.example");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.nhosts, 3);
+  cr_assert_str_eq(c.hosts[0], "a.example");
+  cr_assert_str_eq(c.hosts[1], "*.b.example");
+  cr_assert_str_eq(c.hosts[2], "c.example");
+  cr_assert_null(c.hosts[3]);
+  cg_config_free(&c);
+}
+
+Test(config, many_hosts) {
+  struct cg_config c;
+  char list[2048] = "";
+  char name[32];
+  int i;
+  for (i = 0; i < 40; i++) {
+    snprintf(name, sizeof(name), "%sh%d.example", i ? "," : "", i);
+    strcat(list, name);
+  }
+  base_env();
+  env_set("CURLGUARD_HOSTS", list);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.nhosts, 40);
+  cr_assert(cg_config_host_guarded(&c, "h0.example"));
+  cr_assert(cg_config_host_guarded(&c, "h39.example"));
+  cr_assert_not(cg_config_host_guarded(&c, "h40.example"));
+  cg_config_free(&c);
+}
+
+Test(config, empty_host_list_reported) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_HOSTS", " , ");
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.nhosts, 1);
+  cr_assert_str_eq(c.hosts[0], "*");
+  cg_config_free(&c);
+}
+
+/* ---- the JSON config file ---- */
+
+Test(config, file_values) {
+  struct cg_config c;
+  char *path = write_file("{\n"
+                          "  \"connect_timeout_ms\": 5000,\n"
+                          "  \"first_byte_timeout_ms\": 30000,\n"
+                          "  \"max_attempts\": 7,\n"
+                          "  \"jitter\": \"equal\",\n"
+                          "  \"hosts\": [\"*.openai.com\", \"api.anthropic.com\"],\n"
+                          "  \"task_id\": \"from-file\",\n"
+                          "  \"rpm\": 120.5,\n"
+                          "  \"request_id_header\": \"Idempotency-Key\",\n"
+                          "  \"pools\": [{\"name\": \"openai\", \"hosts\": [\"*.openai.com\"]}]\n"
+                          "}\n");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.connect_timeout_ms, 5000);
+  cr_assert_eq(c.first_byte_timeout_ms, 30000);
+  cr_assert_eq(c.max_attempts, 7);
+  cr_assert_eq(c.jitter, CG_JITTER_EQUAL);
+  cr_assert_eq(c.nhosts, 2);
+  cr_assert(cg_config_host_guarded(&c, "api.openai.com"));
+  cr_assert(cg_config_host_guarded(&c, "api.anthropic.com"));
+  cr_assert_not(cg_config_host_guarded(&c, "example.com"));
+  cr_assert_str_eq(c.task_id, "from-file");
+  cr_assert_eq(c.rpm, 120.5);
+  cr_assert_str_eq(c.request_id_header, "Idempotency-Key");
+  cr_assert_eq(c.read_timeout_ms, 120000, "keys the file lacks keep their defaults");
+  cr_assert_eq(c.enabled, 0, "only CURLGUARD switches the guard on");
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, env_wins_over_file) {
+  struct cg_config c;
+  char *path = write_file("{\"connect_timeout_ms\": 5000, \"max_attempts\": 7, "
+                          "\"jitter\": \"equal\", \"hosts\": \"*.openai.com\", "
+                          "\"log\": \"/from/file.jsonl\"}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  env_set("CURLGUARD_CONNECT_TIMEOUT_MS", "2500");
+  env_set("CURLGUARD_JITTER", "none");
+  env_set("CURLGUARD_HOSTS", "api.anthropic.com");
+  env_set("CURLGUARD_LOG", "off");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.connect_timeout_ms, 2500);
+  cr_assert_eq(c.jitter, CG_JITTER_NONE);
+  cr_assert_eq(c.max_attempts, 7, "the file still wins over the default");
+  cr_assert_not(cg_config_host_guarded(&c, "api.openai.com"));
+  cr_assert(cg_config_host_guarded(&c, "api.anthropic.com"));
+  cr_assert_null(c.log_path);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, malformed_json_reported_env_still_loads) {
+  struct cg_config c;
+  char *path = write_file("{\"max_attempts\": 5, \"jitter\": ");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  env_set("CURLGUARD_CONNECT_TIMEOUT_MS", "4321");
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.connect_timeout_ms, 4321);
+  cr_assert_eq(c.max_attempts, 3);
+  cr_assert_eq(c.jitter, CG_JITTER_FULL);
+  cr_assert_not_null(c.state_path);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, json_not_an_object_reported) {
+  struct cg_config c;
+  char *path = write_file("[1, 2, 3]");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  assert_numeric_defaults(&c);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, missing_file_reported) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_CONFIG", "/nonexistent/curlguard/config.json");
+  env_set("CURLGUARD_MAX_ATTEMPTS", "4");
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.max_attempts, 4);
+  cg_config_free(&c);
+}
+
+Test(config, unknown_key_reported_rest_loads) {
+  struct cg_config c;
+  char *path = write_file("{\"max_attempts\": 5, \"no_such_key\": 1, \"jitter\": \"none\"}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 1);
+  cr_assert_eq(c.max_attempts, 5);
+  cr_assert_eq(c.jitter, CG_JITTER_NONE);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, bad_values_in_file_reported_rest_loads) {
+  struct cg_config c;
+  char *path = write_file("{\"max_attempts\": \"lots\", \"connect_timeout_ms\": -5, "
+                          "\"deadline_ms\": 2.5, \"hosts\": [1, 2], \"jitter\": \"equal\", "
+                          "\"read_timeout_ms\": 7000}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 4);
+  cr_assert_eq(c.max_attempts, 3);
+  cr_assert_eq(c.connect_timeout_ms, 10000);
+  cr_assert_eq(c.deadline_ms, 600000);
+  cr_assert_eq(c.nhosts, 1);
+  cr_assert_str_eq(c.hosts[0], "*");
+  cr_assert_eq(c.jitter, CG_JITTER_EQUAL);
+  cr_assert_eq(c.read_timeout_ms, 7000);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, file_cap_below_base_corrected) {
+  struct cg_config c;
+  char *path = write_file("{\"backoff_base_ms\": 4000, \"backoff_cap_ms\": 100}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.backoff_base_ms, 4000);
+  cr_assert_eq(c.backoff_cap_ms, 4000);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, file_cannot_enable) {
+  struct cg_config c;
+  char *path = write_file("{\"curlguard\": \"on\", \"enabled\": true}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cg_config_load(&c, fake_getenv);
+  cr_assert_eq(c.enabled, 0);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+Test(config, free_then_reload) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_TASK_ID", "t1");
+  cg_config_load(&c, fake_getenv);
+  cg_config_free(&c);
+  cr_assert_null(c.task_id);
+  cr_assert_null(c.hosts);
+  cr_assert_eq(c.nhosts, 0);
+  env_set("CURLGUARD_TASK_ID", "t2");
+  cg_config_load(&c, fake_getenv);
+  cr_assert_str_eq(c.task_id, "t2");
+  cg_config_free(&c);
+}
