@@ -450,16 +450,64 @@ void cg_attempt_restore(struct cg_attempt *a) {
   }
 }
 
-CURLcode cg_attempt_deliver(struct cg_attempt *a) {
+static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms);
+
+/* Call the host's progress callback as libcurl does while a transfer idles.
+ * Returns 0 to go on, or the host's abort value. */
+static int cg__host_progress_idle(struct cg_attempt *a) {
+  const struct cg_handle *h = a->h;
+  int r = 0;
+
+  if (h->noprogress)
+    return 0;
+  if (h->xferinfo_fn)
+    r = h->xferinfo_fn(h->progress_data, a->bytes_body, a->bytes_body, 0, 0);
+  else if (h->progress_fn)
+    r = h->progress_fn(h->progress_data, (double) a->bytes_body, (double) a->bytes_body, 0, 0);
+  return r == CURL_PROGRESSFUNC_CONTINUE ? 0 : r;
+}
+
+CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms) {
+  CURLcode rc;
+
+  a->h->replaying = 1;
+  rc = cg__deliver(a, deadline_ms);
+  a->h->replaying = 0;
+  return rc;
+}
+
+static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
+  int64_t nap = 1;
+
   while (a->head) {
     struct cg_event *e = a->head;
     size_t r = cg__host(a, e->kind, e->data, e->len);
-    /* The transfer is over and cannot be paused any more: a pause now is taken as
-     * "accepted", the way the data would have been delivered after the resume. */
-    if (r != e->len && r != CURL_WRITEFUNC_PAUSE) {
+
+    if (r == CURL_WRITEFUNC_PAUSE) {
+      /* The transfer is over, so libcurl cannot hold these bytes for us: keep offering
+       * them, giving the host's progress callback its usual idle calls (that is where
+       * hosts resume a paused transfer), until it takes them or the deadline passes. */
+      if (cg__host_progress_idle(a) != 0) {
+        a->host_aborted = 1;
+        snprintf(a->errbuf, sizeof(a->errbuf), "Callback aborted");
+        cg_attempt_discard(a);
+        return CURLE_ABORTED_BY_CALLBACK;
+      }
+      if (cg_mono_ms() + nap > deadline_ms) {
+        snprintf(a->errbuf, sizeof(a->errbuf),
+                 "curlguard: the host kept the transfer paused past the deadline");
+        cg_attempt_discard(a);
+        return CURLE_OPERATION_TIMEDOUT;
+      }
+      cg_sleep_ms(nap);
+      nap = nap < 100 ? nap * 2 : 100;
+      continue;
+    }
+    if (r != e->len) {
       cg_attempt_discard(a);
       return CURLE_WRITE_ERROR;
     }
+    nap = 1;
     cg__drop_head(a);
   }
   a->mode = CG_MODE_STREAM;

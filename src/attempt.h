@@ -112,10 +112,14 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
 /* Put back every option cg_attempt_install changed, from the shadow. */
 void cg_attempt_restore(struct cg_attempt *a);
 
-/* Hand the held response to the host's callbacks, in order, as libcurl would have.
- * Returns CURLE_OK, or CURLE_WRITE_ERROR when a host callback refused data (the error
- * text is then in a->errbuf, as libcurl words it). */
-CURLcode cg_attempt_deliver(struct cg_attempt *a);
+/* Hand the held response to the host's callbacks, in order, as libcurl would have,
+ * after the transfer ended.  A host that pauses (CURL_WRITEFUNC_PAUSE) is offered the
+ * same bytes again, with its progress callback called in between as libcurl does while
+ * idle, until it takes them or `deadline_ms` (monotonic) passes.  Returns CURLE_OK,
+ * CURLE_WRITE_ERROR when a host callback refused data, CURLE_ABORTED_BY_CALLBACK when
+ * its progress callback aborted, or CURLE_OPERATION_TIMEDOUT; the error text is then in
+ * a->errbuf, worded as libcurl words it. */
+CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms);
 
 /* Drop the held response. */
 void cg_attempt_discard(struct cg_attempt *a);

@@ -364,121 +364,139 @@ static void cg__limits(const struct cg_call *call, long *timeout_ms, long *conne
   *connect_ms = conn;
 }
 
+/* Run one attempt on the handle: install, perform, restore.  Returns its CURLcode, as
+ * the host should see it (the guard's own stops translated). */
+static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
+  struct cg_handle *h = call->h;
+  long timeout_ms, connect_ms;
+  int64_t t0 = cg_mono_ms();
+  CURLcode rc;
+
+  cg_attempt_init(a, h, cg__preview, call, call->stream_digest);
+  a->first_byte_timeout_ms = call->cfg->first_byte_timeout_ms;
+  a->read_timeout_ms = call->cfg->read_timeout_ms;
+  a->headers = call->headers;
+  /* An idempotent request can be retried when its body is cut: hold the body (up to
+   * CG_HOLD_MAX) so a retried attempt's partial body never reaches the host. */
+  a->hold_body = call->idempotent && call->attempt < call->cfg->max_attempts;
+  a->resend_mode = call->idempotent ? CG_RESEND_ALLOW : call->cfg->silent_resend;
+  if (call->stream_digest)
+    cg_digest_reset(call->stream_digest);
+  cg__limits(call, &timeout_ms, &connect_ms);
+
+  h->in_perform = 1;
+  rc = cg_attempt_install(a, timeout_ms, connect_ms);
+  if (rc == CURLE_OK)
+    rc = call->lib->easy_perform(h->curl);
+  cg_attempt_restore(a);
+  h->in_perform = 0;
+  call->last_attempt_ms = cg_mono_ms() - t0;
+
+  if (rc != CURLE_ABORTED_BY_CALLBACK || a->guard_stop == CG_STOP_NONE)
+    return rc;
+  if (a->guard_stop == CG_STOP_RESEND) {
+    snprintf(a->errbuf, sizeof(a->errbuf),
+             "curlguard: connection died after the request was sent; not re-sent "
+             "(it may have been processed)");
+    return CURLE_SEND_ERROR; /* what libcurl says when it gives up re-sending */
+  }
+  /* Our own timer stopped the transfer: to the host that is a timeout. */
+  snprintf(a->errbuf, sizeof(a->errbuf), "curlguard: %s after %ld ms",
+           a->guard_stop == CG_STOP_FIRST_BYTE ? "no response byte (first-byte timeout)"
+                                              : "no data (read timeout)",
+           a->guard_stop == CG_STOP_FIRST_BYTE ? a->first_byte_timeout_ms
+                                              : a->read_timeout_ms);
+  return CURLE_OPERATION_TIMEDOUT;
+}
+
+/* Classify the attempt and decide what comes next. */
+static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode rc,
+                      const struct cg_info *info, struct cg_verdict *v,
+                      struct cg_policy_out *out) {
+  struct cg_facts facts;
+  struct cg_policy_in in;
+
+  memset(&facts, 0, sizeof(facts));
+  facts.curl_code = rc;
+  facts.status = info->status;
+  facts.pretransfer_us = info->pretransfer_us;
+  facts.starttransfer_us = info->starttransfer_us;
+  facts.request_size = info->request_size;
+  facts.redirects = info->redirects;
+  facts.host_aborted = a->host_aborted;
+  facts.guard_stop = a->guard_stop;
+  cg_classify(&facts, v);
+  cg__policy_in(call, a, v, &in, 0);
+  cg_policy_decide(&in, out);
+
+  if (out->decision == CG_RETRY && a->delivered) {
+    /* Bytes already handed to the host cannot be taken back. */
+    out->decision = CG_GIVE_UP;
+    out->reason = "response_delivered";
+  } else if (out->decision == CG_RETRY && cg__rewind_body(call, a) != 0) {
+    out->decision = CG_GIVE_UP;
+    out->reason = "body_not_replayable";
+  }
+  if (a->guard_stop == CG_STOP_RESEND && out->decision != CG_RETRY)
+    out->reason = "libcurl_resend_blocked";
+  if (out->decision != CG_RETRY)
+    out->sleep_ms = 0;
+}
+
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
-  const struct cg_lib *lib = call->lib;
-  CURLcode rc = CURLE_OK;
 
   for (call->attempt = 1;; call->attempt++) {
     struct cg_attempt a;
     struct cg_info info;
-    struct cg_facts facts;
     struct cg_verdict v;
-    struct cg_policy_in in;
     struct cg_policy_out out;
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX];
-    long timeout_ms, connect_ms;
-    int64_t t0;
-    int aborted_in_wait = 0;
-
-    if (call->stream_digest)
-      cg_digest_reset(call->stream_digest);
-    cg_attempt_init(&a, h, cg__preview, call, call->stream_digest);
-    a.first_byte_timeout_ms = call->cfg->first_byte_timeout_ms;
-    a.read_timeout_ms = call->cfg->read_timeout_ms;
-    a.headers = call->headers;
-    /* An idempotent request can be retried when its body is cut: hold the body (up to
-     * CG_HOLD_MAX) so a retried attempt's partial body never reaches the host. */
-    a.hold_body = call->idempotent && call->attempt < call->cfg->max_attempts;
-    a.resend_mode = call->idempotent ? CG_RESEND_ALLOW : call->cfg->silent_resend;
-    cg__limits(call, &timeout_ms, &connect_ms);
-    t0 = cg_mono_ms();
-    h->in_perform = 1;
-    rc = cg_attempt_install(&a, timeout_ms, connect_ms);
-    if (rc == CURLE_OK)
-      rc = lib->easy_perform(h->curl);
-    cg_attempt_restore(&a);
-    h->in_perform = 0;
-    call->last_attempt_ms = cg_mono_ms() - t0;
-    if (a.guard_stop == CG_STOP_RESEND && rc == CURLE_ABORTED_BY_CALLBACK) {
-      /* What libcurl itself says when it gives up re-sending (lib/transfer.c). */
-      rc = CURLE_SEND_ERROR;
-      snprintf(a.errbuf, sizeof(a.errbuf),
-               "curlguard: connection died after the request was sent; not re-sent "
-               "(it may have been processed)");
-    } else if (a.guard_stop != CG_STOP_NONE && rc == CURLE_ABORTED_BY_CALLBACK) {
-      /* Our own timer stopped the transfer: to the host that is a timeout. */
-      rc = CURLE_OPERATION_TIMEDOUT;
-      snprintf(a.errbuf, sizeof(a.errbuf), "curlguard: %s after %ld ms",
-               a.guard_stop == CG_STOP_FIRST_BYTE ? "no response byte (first-byte timeout)"
-                                                 : "no data (read timeout)",
-               a.guard_stop == CG_STOP_FIRST_BYTE ? a.first_byte_timeout_ms
-                                                 : a.read_timeout_ms);
-    }
+    CURLcode rc = cg__attempt(call, &a);
 
     cg__getinfo(call, &info);
-    memset(&facts, 0, sizeof(facts));
-    facts.curl_code = rc;
-    facts.status = info.status;
-    facts.pretransfer_us = info.pretransfer_us;
-    facts.starttransfer_us = info.starttransfer_us;
-    facts.request_size = info.request_size;
-    facts.redirects = info.redirects;
-    facts.host_aborted = a.host_aborted;
-    facts.guard_stop = a.guard_stop;
-    cg_classify(&facts, &v);
-    cg__policy_in(call, &a, &v, &in, 0);
-    /* Bytes already handed to the host cannot be taken back. */
-    if (a.delivered && v.outcome != CG_OUT_OK) {
-      cg_policy_decide(&in, &out);
-      if (out.decision == CG_RETRY) {
-        out.decision = CG_GIVE_UP;
-        out.reason = "response_delivered";
-        out.sleep_ms = 0;
-      }
-    } else {
-      cg_policy_decide(&in, &out);
-    }
-    if (a.guard_stop == CG_STOP_RESEND && out.decision != CG_RETRY)
-      out.reason = "libcurl_resend_blocked";
-    if (out.decision == CG_RETRY && cg__rewind_body(call, &a) != 0) {
-      out.decision = CG_GIVE_UP;
-      out.reason = "body_not_replayable";
-      out.sleep_ms = 0;
-    }
+    cg__judge(call, &a, rc, &info, &v, &out);
 
-    cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
     if (out.decision == CG_RETRY) {
       cg_attempt_discard(&a);
+      cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
       rec.backoff_ms = out.sleep_ms;
-      aborted_in_wait = cg__wait(call, out.sleep_ms);
-      if (aborted_in_wait) {
-        out.decision = CG_GIVE_UP;
-        out.reason = "aborted_by_host";
+      if (cg__wait(call, out.sleep_ms) == 0) {
+        rec.decision = cg_decision_name(CG_RETRY);
+        rec.reason = out.reason;
+        cg_record_emit(call->cfg, &rec);
+        call->prev_sleep_ms = out.sleep_ms;
+        cg_attempt_free(&a);
+        continue;
       }
-    }
-    rec.final = out.decision != CG_RETRY;
-    rec.decision = cg_decision_name(out.decision);
-    rec.reason = out.reason;
-    cg_record_emit(call->cfg, &rec);
-
-    if (out.decision == CG_RETRY) {
-      call->prev_sleep_ms = out.sleep_ms;
-      cg_attempt_free(&a);
-      continue;
-    }
-    if (aborted_in_wait) {
+      /* The host's progress callback aborted the wait: the call ends here. */
+      rec.final = 1;
+      rec.decision = cg_decision_name(CG_GIVE_UP);
+      rec.reason = "aborted_by_host";
+      cg_record_emit(call->cfg, &rec);
       cg_attempt_free(&a);
       cg__host_errbuf(h, "Callback aborted");
       return CURLE_ABORTED_BY_CALLBACK;
     }
-    /* The final attempt: what the host gets. */
+
+    /* The final attempt: hand over what is held, then record what the host got. */
     if (a.mode != CG_MODE_STREAM) {
-      CURLcode drc = cg_attempt_deliver(&a);
-      if (drc != CURLE_OK && rc == CURLE_OK)
+      CURLcode drc = cg_attempt_deliver(&a, call->deadline_ms);
+      if (drc != CURLE_OK && rc == CURLE_OK) {
         rc = drc;
+        if (a.host_aborted || drc == CURLE_WRITE_ERROR) {
+          v.outcome = CG_OUT_ABORTED_BY_HOST;
+          out.decision = CG_DONE;
+          out.reason = "aborted_by_host";
+        }
+      }
     }
+    cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
+    rec.final = 1;
+    rec.decision = cg_decision_name(out.decision);
+    rec.reason = out.reason;
+    cg_record_emit(call->cfg, &rec);
     cg__host_errbuf(h, a.errbuf);
     cg_attempt_free(&a);
     return rc;

@@ -65,6 +65,9 @@ struct cg_handle {
   /* Non-zero while a guarded perform runs: options the guard overrides are then only
    * recorded here, and the attempt picks the new value up from the shadow. */
   int in_perform;
+  /* Non-zero while the guard hands a held response to the host after its transfer
+   * ended: curl_easy_pause() then answers for libcurl (see shim.c). */
+  int replaying;
 };
 
 /* Create the shadow of a new handle (all defaults) and add it to the map.

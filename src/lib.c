@@ -61,6 +61,7 @@ static int cg__load(void *scope, struct cg_lib *out) {
   CG_LOAD(easy_reset, "curl_easy_reset");
   CG_LOAD(easy_duphandle, "curl_easy_duphandle");
   CG_LOAD(easy_getinfo, "curl_easy_getinfo");
+  CG_LOAD(easy_pause, "curl_easy_pause");
   CG_LOAD(easy_strerror, "curl_easy_strerror");
   CG_LOAD(slist_append, "curl_slist_append");
   CG_LOAD(slist_free_all, "curl_slist_free_all");

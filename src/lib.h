@@ -27,6 +27,7 @@ struct cg_lib {
   void (*easy_reset)(CURL *);
   CURL *(*easy_duphandle)(CURL *);
   CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+  CURLcode (*easy_pause)(CURL *, int);
   const char *(*easy_strerror)(CURLcode);
   struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
   void (*slist_free_all)(struct curl_slist *);

@@ -1,5 +1,8 @@
 /* shim.c - the interposed libcurl symbols, and nothing else.
  *
+ * curl_easy_pause is interposed only so that a host pausing while the guard replays a
+ * held response gets the answer libcurl would give for a running transfer.
+ *
  * These are the only symbols libcurlguard.so exports (everything else is built with
  * -fvisibility=hidden).  Each entry point stays thin: find the real function (lib.h),
  * keep the option shadow (handle.h), hand guarded performs to guard.c.
@@ -129,4 +132,18 @@ CG_EXPORT CURL *curl_easy_duphandle(CURL *curl) {
   if (dup && h && !cg_handle_dup(h, dup))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
   return dup;
+}
+
+CG_EXPORT CURLcode curl_easy_pause(CURL *curl, int bitmask) {
+  struct cg_handle *h;
+  const struct cg_lib *lib = cg__lib(curl, &h, CG_CALLER());
+
+  if (!lib)
+    return CURLE_FAILED_INIT;
+  /* The guard is handing a held response to the host after the transfer ended: the
+   * pause is the guard's to lift, and the transfer the host paused is, to the host,
+   * still running.  The guard offers the bytes again right away. */
+  if (h && h->replaying)
+    return CURLE_OK;
+  return lib->easy_pause(curl, bitmask);
 }

@@ -1,0 +1,389 @@
+"""The Debian curl tool (/usr/bin/curl, libcurl.so.4, curl_easy_perform) under the guard.
+
+Transparency is checked byte for byte against the same command without the guard. The mock's
+default body carries a per-key request counter ("n"), so the final 200 of every comparison is
+a fixed body from a stored JSON step: a guarded `503,200` and a plain `200` answer alike.
+"""
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+CHAT = "/v1/chat/completions"
+FIXED = '{"id": "fixed-1", "object": "chat.completion", "choices": [{"text": "same bytes"}]}\n'
+OK = {"action": 200, "body": FIXED}
+POST_BODY = '{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
+FAST = {"CURLGUARD_BACKOFF_BASE_MS": "50", "CURLGUARD_BACKOFF_CAP_MS": "200"}
+TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def closed_port():
+    """A 127.0.0.1 port nothing listens on (bound, then closed)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def normalize_ms(stderr):
+    """curl's connect error names the elapsed time ("after 0 ms"): not comparable."""
+    return re.sub(rb"after \d+ ms", b"after N ms", stderr)
+
+
+class CurlTestCase(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not harness.CURL:
+            raise unittest.SkipTest("curl is not installed")
+
+    def genv(self, **extra):
+        """guard_env with short backoff (tests stay fast)."""
+        return self.guard_env(extra=FAST, **extra)
+
+    def curl(self, args, env, timeout=30, input=None):
+        return harness.run([harness.CURL, "-sS", *args], env, timeout=timeout, input=input)
+
+    def pair(self, path, args, guarded_plan, plain_plan, env=None, files=()):
+        """Run curl once guarded against guarded_plan and once plainly against plain_plan
+        (distinct keys). Returns (guarded, plain, guarded_url, plain_url)."""
+        gurl = self.mock.url(path, plan=guarded_plan)
+        purl = self.mock.url(path, plan=plain_plan)
+        g = self.curl([*args, gurl], env or self.genv())
+        p = self.curl([*args, purl], harness.plain_env())
+        return g, p, gurl, purl
+
+    def assertSameResult(self, g, p):
+        self.assertEqual(g.returncode, p.returncode,
+                         f"exit code guarded {g.returncode} vs plain {p.returncode}: {g.stderr!r}")
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertEqual(g.stderr, p.stderr)
+
+    def assertRetriedOnce(self, recs, first_outcome, method):
+        self.assertEqual(len(recs), 2, recs)
+        for r in recs:
+            self.assertRecordKeys(r)
+            self.assertTrue(TS_RE.match(r["ts"]), r["ts"])
+            self.assertEqual(r["method"], method)
+            self.assertEqual(r["host"], "127.0.0.1")
+        self.assertEqual(recs[0]["request_id"], recs[1]["request_id"])
+        self.assertTrue(recs[0]["request_id"])
+        self.assertEqual(recs[0]["pid"], recs[1]["pid"])
+        self.assertEqual([r["attempt"] for r in recs], [1, 2])
+        self.assertEqual([r["final"] for r in recs], [False, True])
+        self.assertEqual([r["decision"] for r in recs], ["retry", "done"])
+        self.assertEqual([r["outcome"] for r in recs], [first_outcome, "ok"])
+        self.assertEqual(recs[1]["status"], 200)
+        self.assertEqual(recs[1]["curl_code"], 0)
+
+
+class GuardOffTest(CurlTestCase):
+    def test_guard_off_is_pure_passthrough(self):
+        xdg = self.tmp / "xdg"
+        home = self.tmp / "home"
+        home.mkdir()
+        for switch in (None, "0", "off"):
+            with self.subTest(CURLGUARD=switch):
+                off = harness.guard_env(None, CURLGUARD=switch, CURLGUARD_LOG=None,
+                                        XDG_STATE_HOME=str(xdg), HOME=str(home), **FAST)
+                self.assertIn("libcurlguard", off["LD_PRELOAD"])
+                g, p, gurl, purl = self.pair("/v1/off", ["-i"], "503:ra=0,200", "503:ra=0,200",
+                                             env=off)
+                self.assertSameResult(g, p)
+                self.assertIn(b" 503 ", g.stdout.split(b"\n")[0])
+                self.assertEqual(len(self.mock.wait_entries(url=gurl)), 1,
+                                 "guard off must not retry")
+                self.assertFalse(os.path.exists(xdg), "guard off created files under XDG")
+                self.assertEqual(os.listdir(home), [], "guard off created files under HOME")
+                self.assertFalse(os.path.exists(self.state), "guard off created a state file")
+
+        # Positive control: the same environment with the guard on does write the default log.
+        on = harness.guard_env(None, CURLGUARD_LOG=None, XDG_STATE_HOME=str(xdg),
+                               HOME=str(home), **FAST)
+        g = self.curl([self.mock.url("/v1/on", plan="200")], on)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        recs = self.records(xdg / "curlguard" / "usage.jsonl")
+        self.assertEqual(len(recs), 1, "guard on did not write $XDG_STATE_HOME/curlguard/usage.jsonl")
+
+
+class RetryTransparencyTest(CurlTestCase):
+    def test_get_503_then_200(self):
+        g, p, gurl, _ = self.pair(CHAT, [], ["503:ra=0", OK], [OK])
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertSameResult(g, p)
+        self.assertEqual(g.stdout, FIXED.encode())
+        entries = self.mock.wait_entries(url=gurl, count=2)
+        self.assertEqual([e["status"] for e in entries], [503, 200])
+        self.assertRetriedOnce(self.records(), "http_503", "GET")
+        self.assertIsNone(self.records()[0]["body_digest"])
+
+    def test_post_503_then_200(self):
+        args = ["-H", "Content-Type: application/json", "-d", POST_BODY]
+        g, p, gurl, _ = self.pair(CHAT, args, ["503:ra=0", OK], [OK])
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertSameResult(g, p)
+        entries = self.mock.wait_entries(url=gurl, count=2)
+        self.assertEqual(len(entries), 2)
+        self.assertEqual(entries[0]["body_digest"], entries[1]["body_digest"])
+        self.assertEqual(entries[1]["body_len"], len(POST_BODY))
+        recs = self.records()
+        self.assertRetriedOnce(recs, "http_503", "POST")
+        self.assertEqual([r["path"] for r in recs], [CHAT, CHAT])
+        self.assertEqual(recs[0]["body_digest"], recs[1]["body_digest"])
+        self.assertIsNotNone(recs[0]["body_digest"])
+        self.assertEqual(recs[0]["model"], "gpt-4o-mini")
+        self.assertEqual([r["possibly_billed"] for r in recs], [False, False])
+
+    def test_include_shows_only_final_headers(self):
+        g, p, gurl, _ = self.pair("/v1/inc", ["-i"], ["503:ra=0:h.X-Attempt=first", OK], [OK])
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertSameResult(g, p)
+        self.assertNotIn(b"503", g.stdout)
+        self.assertNotIn(b"X-Attempt", g.stdout)
+        self.assertTrue(g.stdout.startswith(b"HTTP/1.1 200 OK\r\n"), g.stdout[:100])
+        self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
+
+    def test_dump_header_file_shows_only_final_headers(self):
+        gfile, pfile = self.tmp / "g.headers", self.tmp / "p.headers"
+        gurl = self.mock.url("/v1/dump", plan=["503:ra=0:h.X-Attempt=first", OK])
+        purl = self.mock.url("/v1/dump", plan=[OK])
+        g = self.curl(["-D", str(gfile), gurl], self.genv())
+        p = self.curl(["-D", str(pfile), purl], harness.plain_env())
+        self.assertSameResult(g, p)
+        self.assertEqual(gfile.read_bytes(), pfile.read_bytes())
+        self.assertNotIn(b"503", gfile.read_bytes())
+        self.assertNotIn(b"X-Attempt", gfile.read_bytes())
+        self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
+
+    def test_write_out_describes_final_attempt(self):
+        args = ["-w", "%{http_code} %{size_download} %{num_headers}\n"]
+        g, p, gurl, _ = self.pair("/v1/wout", args, ["503:ra=0", OK], [OK])
+        self.assertSameResult(g, p)
+        self.assertTrue(g.stdout.endswith(f"200 {len(FIXED)} 3\n".encode()), g.stdout)
+        self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
+
+    def test_500_on_get_is_retried(self):
+        g, p, gurl, _ = self.pair("/v1/g500", [], ["500", OK], [OK])
+        self.assertSameResult(g, p)
+        self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
+        recs = self.records()
+        self.assertRetriedOnce(recs, "http_500", "GET")
+        self.assertTrue(recs[0]["possibly_billed"])
+
+    def test_4xx_is_never_retried(self):
+        for status in ("400", "404"):
+            with self.subTest(status=status):
+                self.log.unlink(missing_ok=True)
+                g, p, gurl, _ = self.pair("/v1/client", ["-i"], f"{status},200", status)
+                self.assertSameResult(g, p)
+                self.assertIn(f" {status} ".encode(), g.stdout.split(b"\n")[0])
+                time.sleep(0.1)
+                self.assertEqual(len(self.mock.wait_entries(url=gurl)), 1)
+                recs = self.records()
+                self.assertEqual(len(recs), 1, recs)
+                self.assertEqual((recs[0]["final"], recs[0]["decision"], recs[0]["status"],
+                                  recs[0]["outcome"]),
+                                 (True, "done", int(status), f"http_{status}"))
+
+
+class FailureTest(CurlTestCase):
+    def test_connect_refused_retried_then_exit_7(self):
+        url = f"http://127.0.0.1:{closed_port()}/v1/x"
+        g = self.curl([url], self.genv(CURLGUARD_MAX_ATTEMPTS="4"))
+        p = self.curl([url], harness.plain_env())
+        self.assertEqual(p.returncode, 7, p.stderr)
+        self.assertEqual(g.returncode, 7, g.stderr)
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertEqual(normalize_ms(g.stderr), normalize_ms(p.stderr))
+        self.assertIn(b"Failed to connect to 127.0.0.1 port", g.stderr)
+        recs = self.records()
+        self.assertEqual([r["attempt"] for r in recs], [1, 2, 3, 4], recs)
+        self.assertEqual({r["outcome"] for r in recs}, {"connect_refused"})
+        self.assertEqual({r["curl_code"] for r in recs}, {7})
+        self.assertEqual([r["decision"] for r in recs], ["retry"] * 3 + ["give_up"])
+        self.assertEqual([r["final"] for r in recs], [False] * 3 + [True])
+        self.assertEqual(recs[-1]["reason"], "max_attempts")
+        self.assertEqual(len({r["request_id"] for r in recs}), 1)
+        self.assertEqual({r["possibly_billed"] for r in recs}, {False})
+
+    def test_retry_after_is_a_floor(self):
+        url = self.mock.url("/v1/ra", plan=["503:ra=1", OK])
+        started = time.monotonic()
+        g = self.curl([url], self.genv())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout, FIXED.encode())
+        self.assertLess(time.monotonic() - started, 5)
+        entries = self.mock.wait_entries(url=url, count=2)
+        gap = entries[1]["t"] - entries[0]["t"]
+        self.assertGreaterEqual(gap, 1.0, f"second attempt only {gap:.3f}s after the first")
+        recs = self.records()
+        self.assertEqual(recs[0]["reason"], "retry_after")
+        self.assertGreaterEqual(recs[0]["backoff_ms"], 1000)
+
+    def test_host_max_time_is_the_deadline(self):
+        args = ["--max-time", "2", "-i"]
+        started = time.monotonic()
+        gurl = self.mock.url("/v1/long", plan="503:ra=10,200")
+        g = self.curl([*args, gurl], self.genv())
+        elapsed = time.monotonic() - started
+        p = self.curl([*args, self.mock.url("/v1/long", plan="503:ra=10")], harness.plain_env())
+        self.assertLess(elapsed, 2.5, "the host's --max-time must bound the whole call")
+        self.assertSameResult(g, p)
+        self.assertIn(b" 503 ", g.stdout.split(b"\n")[0])
+        time.sleep(0.1)
+        self.assertEqual(len(self.mock.wait_entries(url=gurl)), 1)
+        recs = self.records()
+        self.assertEqual(len(recs), 1, recs)
+        self.assertIn(recs[0]["reason"], ("retry_after_too_long", "deadline"))
+        self.assertEqual((recs[0]["final"], recs[0]["decision"]), (True, "give_up"))
+
+    def test_post_closed_after_send_is_not_retried(self):
+        args = ["-d", POST_BODY]
+        gurl = self.mock.url(CHAT, plan="close,200")
+        g = self.curl([*args, gurl], self.genv())
+        p = self.curl([*args, self.mock.url(CHAT, plan="close")], harness.plain_env())
+        self.assertEqual(p.returncode, 52, p.stderr)
+        self.assertSameResult(g, p)
+        time.sleep(0.2)
+        self.assertEqual(len(self.mock.wait_entries(url=gurl)), 1, "a POST was sent twice")
+        recs = self.records()
+        self.assertEqual(len(recs), 1, recs)
+        r = recs[0]
+        self.assertEqual((r["final"], r["decision"], r["reason"], r["possibly_billed"]),
+                         (True, "give_up", "not_idempotent", True))
+        self.assertEqual(r["curl_code"], 52)
+
+    def test_post_with_idempotency_key_is_retried(self):
+        args = ["-H", "Idempotency-Key: k1", "-d", POST_BODY]
+        g, p, gurl, _ = self.pair(CHAT, args, ["close", OK], [OK])
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertSameResult(g, p)
+        entries = self.mock.wait_entries(url=gurl, count=2)
+        self.assertEqual([e["idempotency_key"] for e in entries], ["k1", "k1"])
+        self.assertEqual(entries[0]["body_digest"], entries[1]["body_digest"])
+        recs = self.records()
+        self.assertEqual([r["decision"] for r in recs], ["retry", "done"])
+        self.assertTrue(recs[0]["possibly_billed"])
+
+
+class RecordContentTest(CurlTestCase):
+    def test_records_hold_no_secrets(self):
+        key = harness.unique_key("AIzaSECRET")
+        url = self.mock.url("/v1/secret/path", plan="503:ra=0,500,200", key=key)
+        self.assertIn("AIzaSECRET", url)
+        body = json.dumps({"model": "gpt-4o-mini",
+                           "messages": [{"role": "user", "content": "TOPSECRETPROMPT"}]})
+        g = self.curl(["-H", "Authorization: Bearer sk-secret-123", "-H",
+                       "Idempotency-Key: idem-SECRETIDEM", "-d", body, url], self.genv())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=3)), 3)
+        raw = self.log.read_bytes()
+        recs = self.records()
+        self.assertEqual(len(recs), 3)
+        for secret in (b"sk-secret-123", b"Bearer", b"AIzaSECRET", b"TOPSECRETPROMPT",
+                       b"SECRETIDEM", b"plan=", b"key="):
+            self.assertNotIn(secret, raw, f"{secret!r} leaked into the usage log")
+        self.assertEqual({r["path"] for r in recs}, {"/v1/secret/path"})
+        self.assertEqual([r["attempt"] for r in recs], [1, 2, 3])
+
+    def test_log_to_stderr(self):
+        url = self.mock.url("/v1/stderr", plan=["503:ra=0", OK])
+        g = self.curl([url], self.genv(CURLGUARD_LOG="-"))
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout, FIXED.encode())
+        self.assertFalse(self.log.exists())
+        recs = [json.loads(line) for line in g.stderr.decode().splitlines()]
+        self.assertEqual([r["attempt"] for r in recs], [1, 2])
+        for r in recs:
+            self.assertRecordKeys(r)
+
+    def test_task_id_copied(self):
+        url = self.mock.url("/v1/task", plan="503:ra=0,200")
+        g = self.curl([url], self.genv(CURLGUARD_TASK_ID="batch-7/item 42"))
+        self.assertEqual(g.returncode, 0, g.stderr)
+        recs = self.records()
+        self.assertEqual([r["task_id"] for r in recs], ["batch-7/item 42"] * 2)
+
+    def test_unlisted_host_passes_through(self):
+        gurl = self.mock.url("/v1/hosts", plan="503:ra=0,200")
+        g = self.curl(["-i", gurl], self.genv(CURLGUARD_HOSTS="other.example,*.other.example"))
+        p = self.curl(["-i", self.mock.url("/v1/hosts", plan="503:ra=0,200")],
+                      harness.plain_env())
+        self.assertSameResult(g, p)
+        self.assertIn(b" 503 ", g.stdout.split(b"\n")[0])
+        time.sleep(0.1)
+        self.assertEqual(len(self.mock.wait_entries(url=gurl)), 1)
+        self.assertEqual(self.records(), [])
+        # Positive control: a glob that matches 127.0.0.1 is guarded.
+        url = self.mock.url("/v1/hosts", plan="503:ra=0,200")
+        g = self.curl([url], self.genv(CURLGUARD_HOSTS="other.example,127.0.0.*"))
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=2)), 2)
+        self.assertEqual(len(self.records()), 2)
+
+
+class CliRunTest(CurlTestCase):
+    def test_curlguard_run_matches_ld_preload(self):
+        env = harness.plain_env(CURLGUARD_LOG=str(self.log), CURLGUARD_STATE=str(self.state),
+                                XDG_STATE_HOME=str(self.tmp / "xdg"), **FAST)
+        if harness.SAN_PRELOAD:
+            env["LD_PRELOAD"] = harness.SAN_PRELOAD
+        args = ["-i", "-d", POST_BODY]
+        gurl = self.mock.url(CHAT, plan=["503:ra=0", OK])
+        g = harness.run([harness.CLI, "run", "--", harness.CURL, "-sS", *args, gurl], env,
+                        timeout=30)
+        p = self.curl([*args, self.mock.url(CHAT, plan=[OK])], harness.plain_env())
+        self.assertSameResult(g, p)
+        self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
+        self.assertRetriedOnce(self.records(), "http_503", "POST")
+
+
+class ParallelTest(CurlTestCase):
+    def test_eight_parallel_curls(self):
+        n = 8
+        urls = [self.mock.url(f"/v1/par/{i}", plan=["503:ra=0", OK]) for i in range(n)]
+        results = [None] * n
+        env = self.genv()
+
+        def one(i):
+            try:
+                results[i] = self.curl([urls[i]], env)
+            except Exception as e:          # reported below
+                results[i] = e
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for i, r in enumerate(results):
+            self.assertFalse(isinstance(r, Exception) or r is None, f"curl {i}: {r!r}")
+            self.assertEqual(r.returncode, 0, f"curl {i}: {r.stderr!r}")
+            self.assertEqual(r.stdout, FIXED.encode(), f"curl {i}")
+            self.assertEqual(len(self.mock.wait_entries(url=urls[i], count=2)), 2)
+        recs = self.records()        # every line must be a whole JSON object
+        self.assertEqual(len(recs), 2 * n)
+        by_id = {}
+        for r in recs:
+            self.assertRecordKeys(r)
+            by_id.setdefault(r["request_id"], []).append(r)
+        self.assertEqual(len(by_id), n)
+        for rid, group in by_id.items():
+            self.assertEqual(sorted(r["attempt"] for r in group), [1, 2], rid)
+            self.assertEqual(len({r["pid"] for r in group}), 1)
+            self.assertEqual(len({r["path"] for r in group}), 1)
+        self.assertEqual(sorted({r["path"] for r in recs}), sorted(f"/v1/par/{i}" for i in range(n)))
+
+
+if __name__ == "__main__":
+    unittest.main()

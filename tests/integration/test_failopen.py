@@ -1,0 +1,91 @@
+"""Fail open: when the guard cannot do its job as configured, the host's result is unchanged
+and exactly one line starting "curlguard:" says why (SPEC section 3, README "How it stays
+invisible"). Every case runs one curl process with two requests, so "once" is checked too."""
+
+import json
+import os
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+FIXED = '{"id": "fixed-fo", "choices": [{"text": "fail open"}]}\n'
+OK = {"action": 200, "body": FIXED}
+FAST = {"CURLGUARD_BACKOFF_BASE_MS": "50", "CURLGUARD_BACKOFF_CAP_MS": "200"}
+
+
+class FailOpenTest(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not harness.CURL:
+            raise unittest.SkipTest("curl is not installed")
+
+    def curl(self, urls, env):
+        return harness.run([harness.CURL, "-sS", *urls], env, timeout=30)
+
+    def compare(self, gplan=(OK,), pplan=(OK,), **env):
+        """Two requests in one guarded curl vs the same plainly. Returns (g, p, gurls, line)."""
+        as_plan = lambda plan: plan if isinstance(plan, str) else list(plan)
+        gurls = [self.mock.url(f"/v1/fo/{i}", plan=as_plan(gplan)) for i in range(2)]
+        purls = [self.mock.url(f"/v1/fo/{i}", plan=as_plan(pplan)) for i in range(2)]
+        g = self.curl(gurls, self.guard_env(extra=FAST, **env))
+        p = self.curl(purls, harness.plain_env())
+        self.assertEqual(p.stderr, b"")
+        self.assertEqual(g.returncode, p.returncode, g.stderr)
+        self.assertEqual(g.stdout, p.stdout)
+        lines = g.stderr.decode("utf-8", "replace").splitlines()
+        self.assertEqual(len(lines), 1, f"wanted one line on stderr, got {g.stderr!r}")
+        self.assertTrue(lines[0].startswith("curlguard:"), lines[0])
+        return g, p, gurls, lines[0]
+
+    def test_log_path_not_writable(self):
+        blocker = self.tmp / "a-regular-file"
+        blocker.write_text("not a directory\n")
+        log = blocker / "sub" / "usage.jsonl"
+        g, p, gurls, line = self.compare(CURLGUARD_LOG=str(log))
+        self.assertEqual(g.stdout, FIXED.encode() * 2)
+        self.assertEqual(blocker.read_text(), "not a directory\n")
+        self.assertFalse(self.log.exists())
+
+    def test_config_file_missing(self):
+        missing = self.tmp / "no-such-config.json"
+        g, p, gurls, line = self.compare(CURLGUARD_CONFIG=str(missing))
+        self.assertIn("no-such-config.json", line)
+        self.assertEqual(len(self.records()), 2, "the guard still runs with its defaults")
+
+    def test_config_file_invalid_json(self):
+        bad = self.tmp / "bad.json"
+        bad.write_text('{"max_attempts": 5, oops')
+        g, p, gurls, line = self.compare(CURLGUARD_CONFIG=str(bad))
+        self.assertIn("bad.json", line)
+        self.assertEqual(len(self.records()), 2)
+
+    def test_max_attempts_malformed_uses_default(self):
+        g, p, gurls, line = self.compare(CURLGUARD_MAX_ATTEMPTS="abc")
+        self.assertIn("CURLGUARD_MAX_ATTEMPTS", line)
+        # the built-in default (3 attempts) is in force
+        self.log.unlink()
+        url = self.mock.url("/v1/fo/always503", plan="503:ra=0")
+        g = self.curl([url], self.guard_env(extra=FAST, CURLGUARD_MAX_ATTEMPTS="abc"))
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=3)), 3)
+        self.assertEqual([r["attempt"] for r in self.records()], [1, 2, 3])
+
+    def test_switch_neither_on_nor_off(self):
+        g, p, gurls, line = self.compare(gplan="503:ra=0,200", pplan="503:ra=0,200",
+                                         CURLGUARD="maybe")
+        self.assertIn("maybe", line)
+        self.assertIn(b'"code": "overloaded"', g.stdout)      # the 503, not retried
+        for u in gurls:
+            self.assertEqual(len(self.mock.wait_entries(url=u)), 1)
+        self.assertFalse(self.log.exists(), "guard stayed off: no record")
+        self.assertFalse(os.path.exists(self.state))
+
+    def test_state_file_unusable(self):
+        self.skipTest("the shared state file is not used yet: comes with the limiter issue")
+
+
+if __name__ == "__main__":
+    unittest.main()
