@@ -331,11 +331,28 @@ class RunTimeout(subprocess.TimeoutExpired, AssertionError):
                 f"--- stdout (tail)\n{tail(self.output)}\n--- stderr (tail)\n{tail(self.stderr)}")
 
 
+# Programs that hang in glibc's setlocale() when an ASan runtime is preloaded into them
+# (glibc 2.36 + GCC 12 libasan: `LD_PRELOAD=$(cc -print-file-name=libasan.so) curl URL`
+# deadlocks without the guard too).  Under `make check-asan` the guard is exercised through
+# the instrumented cghost and through python3/pycurl instead.
+_SAN_HANGS = {"curl", "git"}
+
+
+def _skip_unsanitizable(argv, env):
+    if not SAN_PRELOAD or not env or SAN_PRELOAD not in env.get("LD_PRELOAD", ""):
+        return
+    names = {os.path.basename(a if isinstance(a, str) else a.decode()) for a in argv}
+    for prog in sorted(names & _SAN_HANGS):   # also `curlguard run -- curl ...`
+        raise unittest.SkipTest(f"{prog} deadlocks in setlocale() with a preloaded ASan "
+                                "runtime (even without the guard)")
+
+
 def run(argv, env, timeout=60, input=None):
     """Run argv (str, bytes or paths) with env (None: plain_env()) -> CompletedProcess with
     bytes stdout/stderr, stdin from input (bytes or str) or /dev/null.
     On timeout the process and everything it started are killed and RunTimeout is raised."""
     argv = [a if isinstance(a, (str, bytes)) else str(a) for a in argv]
+    _skip_unsanitizable(argv, env)
     if isinstance(input, str):
         input = input.encode()
     proc = subprocess.Popen(argv, env=plain_env() if env is None else env,
