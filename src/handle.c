@@ -18,7 +18,6 @@ struct cg__node {
 static pthread_mutex_t cg__map_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct cg__node *cg__buckets[CG_BUCKETS];
 static size_t cg__count;
-static pthread_once_t cg__atfork_once = PTHREAD_ONCE_INIT;
 
 static void cg__map_lock(void) {
   pthread_mutex_lock(&cg__map_mutex);
@@ -26,12 +25,10 @@ static void cg__map_lock(void) {
 static void cg__map_unlock(void) {
   pthread_mutex_unlock(&cg__map_mutex);
 }
-static void cg__map_child(void) {
-  /* The child has one thread: whoever held the lock in the parent is gone. */
-  pthread_mutex_init(&cg__map_mutex, NULL);
-}
-static void cg__atfork_init(void) {
-  pthread_atfork(cg__map_lock, cg__map_unlock, cg__map_child);
+/* A forked child must not inherit the map lock held by a thread it does not have: hold
+ * it across fork() (pthread_atfork(3)). */
+__attribute__((constructor)) static void cg__fork_register(void) {
+  pthread_atfork(cg__map_lock, cg__map_unlock, cg__map_unlock);
 }
 
 static size_t cg__bucket(const CURL *curl) {
@@ -59,7 +56,6 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
 
   if (!n)
     return NULL;
-  pthread_once(&cg__atfork_once, cg__atfork_init);
   n->h.curl = curl;
   n->h.lib = lib;
   cg__defaults(&n->h);

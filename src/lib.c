@@ -20,6 +20,18 @@ struct cg__site {
 };
 
 static pthread_mutex_t cg__lib_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* A forked child must not inherit cg__lib_mutex held by a thread it does not have: hold it
+ * across fork() (pthread_atfork(3)). */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__lib_mutex);
+}
+static void cg__fork_release(void) {
+  pthread_mutex_unlock(&cg__lib_mutex);
+}
+__attribute__((constructor)) static void cg__fork_register(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
+}
 static struct cg_lib cg__libs[CG_MAX_LIBS];
 static void *cg__lib_keys[CG_MAX_LIBS]; /* address of the real curl_easy_perform */
 static int cg__nlibs;

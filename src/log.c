@@ -10,6 +10,18 @@
 #define CG_WARN_KEYS 64
 
 static pthread_mutex_t cg__warn_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* A forked child must not inherit cg__warn_mutex held by a thread it does not have: hold it
+ * across fork() (pthread_atfork(3)). */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__warn_mutex);
+}
+static void cg__fork_release(void) {
+  pthread_mutex_unlock(&cg__warn_mutex);
+}
+__attribute__((constructor)) static void cg__fork_register(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
+}
 static char cg__warn_keys[CG_WARN_KEYS][32];
 static int cg__warn_nkeys;
 

@@ -99,6 +99,18 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
 /* ---- the log sink: opened once per process ---- */
 
 static pthread_mutex_t cg__log_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* A forked child must not inherit cg__log_mutex held by a thread it does not have: hold it
+ * across fork() (pthread_atfork(3)). */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__log_mutex);
+}
+static void cg__fork_release(void) {
+  pthread_mutex_unlock(&cg__log_mutex);
+}
+__attribute__((constructor)) static void cg__fork_register(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
+}
 static int cg__log_fd = -2; /* -2 not tried yet, -1 unusable */
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */

@@ -16,6 +16,18 @@ struct cg__seen {
 };
 
 static pthread_mutex_t cg__repeat_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* A forked child must not inherit cg__repeat_mutex held by a thread it does not have: hold it
+ * across fork() (pthread_atfork(3)). */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__repeat_mutex);
+}
+static void cg__fork_release(void) {
+  pthread_mutex_unlock(&cg__repeat_mutex);
+}
+__attribute__((constructor)) static void cg__fork_register(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
+}
 static struct cg__seen cg__seen[CG_REPEAT_SLOTS];
 static size_t cg__next;
 
