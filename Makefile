@@ -24,13 +24,15 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
-            src/digest.c src/repeat.c src/rng.c src/url.c src/clock.c src/log.c
+            src/state.c src/limiter.c src/ratelimit.c src/digest.c src/repeat.c src/rng.c src/url.c src/clock.c src/log.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
 
-CLI_SRCS := cli/main.c cli/run.c cli/plan.c
+CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c
+# The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
+CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o)
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
@@ -50,8 +52,8 @@ $(BUILD)/libcurlguard.so: $(LIB_OBJS)
 	$(CC) $(ALL_CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
 	  -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
-$(BUILD)/curlguard: $(CLI_OBJS) $(BUILD)/obj/backoff.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm
+$(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm
 
 $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread

@@ -16,6 +16,12 @@ int cg_cli_run(int argc, char **argv);
 /* `curlguard plan ...`: the worst-case retry timeline. */
 int cg_cli_plan(int argc, char **argv);
 
+/* `curlguard stat [--json]`: every pool in the shared state file. */
+int cg_cli_stat(int argc, char **argv);
+
+/* `curlguard reset`: re-initialise the shared state file. */
+int cg_cli_reset(int argc, char **argv);
+
 /* Print "curlguard: <msg>" on stderr. */
 void cg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

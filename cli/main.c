@@ -16,6 +16,9 @@ static const char cg__usage[] =
     "  run [--config F] -- CMD ARGS...   run CMD with the guard preloaded and enabled\n"
     "  plan --budget S --attempt-timeout S --base S --cap S [--max-attempts N] [--json]\n"
     "                                    worst-case retry timeline for a deadline\n"
+    "  stat [--json]                     every pool in the shared state: limits, levels,\n"
+    "                                    in-flight, counters\n"
+    "  reset                             re-initialise the shared state file\n"
     "  help                              this text\n"
     "  version                           print the version\n";
 
@@ -37,6 +40,10 @@ int main(int argc, char **argv) {
     return cg_cli_run(argc - 1, argv + 1);
   if (strcmp(argv[1], "plan") == 0)
     return cg_cli_plan(argc - 1, argv + 1);
+  if (strcmp(argv[1], "stat") == 0)
+    return cg_cli_stat(argc - 1, argv + 1);
+  if (strcmp(argv[1], "reset") == 0)
+    return cg_cli_reset(argc - 1, argv + 1);
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
     fputs(cg__usage, stdout);

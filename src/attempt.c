@@ -113,16 +113,32 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
 
 /* Look at one header line of the current response. */
 static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
+#define CG_HINT(name, field)                                                              \
+  { name, offsetof(struct cg_hints, field), sizeof(((struct cg_hints *) 0)->field) }
   static const struct {
     const char *name;
     size_t off, cap;
   } wanted[] = {
-    {"retry-after", offsetof(struct cg_hints, retry_after), sizeof(((struct cg_hints *) 0)->retry_after)},
-    {"retry-after-ms", offsetof(struct cg_hints, retry_after_ms), sizeof(((struct cg_hints *) 0)->retry_after_ms)},
-    {"x-should-retry", offsetof(struct cg_hints, should_retry), sizeof(((struct cg_hints *) 0)->should_retry)},
-    {"date", offsetof(struct cg_hints, date), sizeof(((struct cg_hints *) 0)->date)},
-    {"content-type", offsetof(struct cg_hints, content_type), sizeof(((struct cg_hints *) 0)->content_type)},
+    CG_HINT("retry-after", retry_after),
+    CG_HINT("retry-after-ms", retry_after_ms),
+    CG_HINT("x-should-retry", should_retry),
+    CG_HINT("date", date),
+    CG_HINT("content-type", content_type),
+    CG_HINT("x-ratelimit-limit-requests", rl_limit_req),
+    CG_HINT("x-ratelimit-remaining-requests", rl_remaining_req),
+    CG_HINT("x-ratelimit-reset-requests", rl_reset_req),
+    CG_HINT("x-ratelimit-limit-tokens", rl_limit_tok),
+    CG_HINT("x-ratelimit-remaining-tokens", rl_remaining_tok),
+    CG_HINT("x-ratelimit-reset-tokens", rl_reset_tok),
+    CG_HINT("anthropic-ratelimit-requests-limit", a_limit_req),
+    CG_HINT("anthropic-ratelimit-requests-remaining", a_remaining_req),
+    CG_HINT("anthropic-ratelimit-requests-reset", a_reset_req),
+    CG_HINT("anthropic-ratelimit-tokens-limit", a_limit_tok),
+    CG_HINT("anthropic-ratelimit-tokens-remaining", a_remaining_tok),
+    CG_HINT("anthropic-ratelimit-tokens-reset", a_reset_tok),
+    CG_HINT("ratelimit", ietf),
   };
+#undef CG_HINT
   const char *colon = memchr(p, ':', n);
   size_t nl, i;
   const char *v;

@@ -50,6 +50,12 @@ struct cg_hints {
   char date[64];
   char content_type[64];
   int has_location;
+  /* Provider rate-limit headers (ratelimit.h). */
+  char rl_limit_req[24], rl_remaining_req[24], rl_reset_req[40];
+  char rl_limit_tok[24], rl_remaining_tok[24], rl_reset_tok[40];
+  char a_limit_req[24], a_remaining_req[24], a_reset_req[40];
+  char a_limit_tok[24], a_remaining_tok[24], a_reset_tok[40];
+  char ietf[96];
 };
 
 struct cg_attempt {

@@ -65,8 +65,11 @@ static const struct cg__key cg__keys[] = {
 };
 #define CG_NKEYS (sizeof(cg__keys) / sizeof(cg__keys[0]))
 
-/* Keys a config file may carry that are read by later parts of the product. */
+/* Keys a config file may carry that are read elsewhere. */
 static const char *const cg__known_other[] = {"pools", NULL};
+
+/* Pool keys read by later parts of the product (breaker, budget, fallback). */
+static const char *const cg__pool_later[] = {"breaker", "retry_budget", "fallback_url", NULL};
 
 int cg_jitter_parse(const char *s) {
   static const char *const names[] = {"full", "equal", "decorrelated", "none"};
@@ -287,6 +290,141 @@ bad:
   return 1;
 }
 
+static const struct cg__key *cg__key_by_json(const char *json) {
+  size_t i;
+  for (i = 0; i < CG_NKEYS; i++)
+    if (strcmp(cg__keys[i].json, json) == 0)
+      return &cg__keys[i];
+  return NULL;
+}
+
+static int cg__pool_number(const cJSON *v, double min, double max, double *out) {
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < min ||
+      v->valuedouble > max)
+    return -1;
+  *out = v->valuedouble;
+  return 0;
+}
+
+/* One pool object -> `pc`.  Returns the number of problems (the pool is still used
+ * with defaults for what was wrong, unless it has no name). */
+static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cfg *pc) {
+  const cJSON *item;
+  int problems = 0;
+  struct cg_config tmp;
+
+  memset(pc, 0, sizeof(*pc));
+  cJSON_ArrayForEach(item, o) {
+    const char *k = item->string;
+    double d;
+    if (strcmp(k, "name") == 0 && cJSON_IsString(item)) {
+      snprintf(pc->name, sizeof(pc->name), "%s", item->valuestring);
+    } else if (strcmp(k, "hosts") == 0 && (cJSON_IsArray(item) || cJSON_IsString(item))) {
+      memset(&tmp, 0, sizeof(tmp));
+      if (cJSON_IsString(item)) {
+        problems += cg__set_hosts(&tmp, item->valuestring) != 0;
+      } else {
+        char joined[4096] = "";
+        const cJSON *e;
+        cJSON_ArrayForEach(e, item) {
+          if (cJSON_IsString(e))
+            snprintf(joined + strlen(joined), sizeof(joined) - strlen(joined), "%s%s",
+                     joined[0] ? "," : "", e->valuestring);
+        }
+        problems += cg__set_hosts(&tmp, joined) != 0;
+      }
+      pc->hosts = tmp.hosts;
+      pc->nhosts = tmp.nhosts;
+    } else if (strcmp(k, "rpm") == 0 && cg__pool_number(item, 0, 1e9, &d) == 0) {
+      pc->lim.rpm = d;
+    } else if (strcmp(k, "tpm") == 0 && cg__pool_number(item, 0, 1e12, &d) == 0) {
+      pc->lim.tpm = d;
+    } else if (strcmp(k, "burst") == 0 && cg__pool_number(item, 0, 1e9, &d) == 0) {
+      pc->lim.burst_requests = d;
+    } else if (strcmp(k, "token_burst") == 0 && cg__pool_number(item, 0, 1e12, &d) == 0) {
+      pc->lim.burst_tokens = d;
+    } else if (strcmp(k, "max_inflight") == 0 && cg__pool_number(item, 0, 1e6, &d) == 0) {
+      pc->lim.max_inflight = (long) d;
+    } else if (strcmp(k, "retry_on") == 0) {
+      memset(&tmp, 0, sizeof(tmp));
+      if (cg__apply_json(&tmp, cg__key_by_json("retry_on"), item, "config") == 0) {
+        memcpy(pc->retry_on, tmp.retry_on, sizeof(pc->retry_on));
+        pc->nretry_on = tmp.nretry_on;
+      } else {
+        problems++;
+      }
+    } else {
+      size_t i;
+      int later = 0;
+      for (i = 0; cg__pool_later[i]; i++)
+        later |= strcmp(k, cg__pool_later[i]) == 0;
+      if (!later) {
+        cg_warn("config: pool \"%.40s\": bad or unknown key \"%.40s\" ignored", pc->name,
+                k);
+        problems++;
+      }
+    }
+  }
+  (void) c;
+  return problems;
+}
+
+static void cg__free_pools(struct cg_config *c) {
+  size_t i, j;
+  for (i = 0; i < c->npools; i++) {
+    for (j = 0; j < c->pools[i].nhosts; j++)
+      free(c->pools[i].hosts[j]);
+    free(c->pools[i].hosts);
+  }
+  free(c->pools);
+  c->pools = NULL;
+  c->npools = 0;
+}
+
+static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
+  const cJSON *o;
+  int problems = 0, n = cJSON_GetArraySize(arr);
+
+  if (!cJSON_IsArray(arr)) {
+    cg_warn("config: \"pools\" must be a list of objects; ignored");
+    return 1;
+  }
+  cg__free_pools(c);
+  c->pools = calloc((size_t) (n > 0 ? n : 1), sizeof(*c->pools));
+  if (!c->pools)
+    return 1;
+  cJSON_ArrayForEach(o, arr) {
+    struct cg_pool_cfg *pc = &c->pools[c->npools];
+    if (!cJSON_IsObject(o)) {
+      problems++;
+      continue;
+    }
+    problems += cg__parse_pool(c, o, pc);
+    if (!pc->name[0] || !pc->nhosts) {
+      cg_warn("config: a pool needs a \"name\" and \"hosts\"; pool ignored");
+      problems++;
+      continue;
+    }
+    c->npools++;
+  }
+  return problems;
+}
+
+const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *host,
+                                         struct cg_pool_cfg *scratch) {
+  size_t i, j;
+  for (i = 0; i < c->npools; i++)
+    for (j = 0; j < c->pools[i].nhosts; j++)
+      if (fnmatch(c->pools[i].hosts[j], host, FNM_CASEFOLD) == 0)
+        return &c->pools[i];
+  memset(scratch, 0, sizeof(*scratch));
+  snprintf(scratch->name, sizeof(scratch->name), "%s", host);
+  scratch->lim.rpm = c->rpm;
+  scratch->lim.tpm = c->tpm;
+  scratch->lim.max_inflight = c->max_inflight;
+  return scratch;
+}
+
 /* Read the JSON config file at `path` into `c`.  Returns the number of problems. */
 static int cg__load_file(struct cg_config *c, const char *path) {
   FILE *f = fopen(path, "re");
@@ -329,6 +467,10 @@ static int cg__load_file(struct cg_config *c, const char *path) {
         found = 1;
         break;
       }
+    }
+    if (!found && strcmp(item->string, "pools") == 0) {
+      problems += cg__load_pools(c, item);
+      found = 1;
     }
     for (i = 0; !found && cg__known_other[i]; i++)
       found = strcmp(item->string, cg__known_other[i]) == 0;
@@ -416,6 +558,7 @@ void cg_config_free(struct cg_config *c) {
   free(c->prices_path);
   free(c->request_id_header);
   cg__free_hosts(c);
+  cg__free_pools(c);
   memset(c, 0, sizeof(*c));
 }
 

@@ -33,6 +33,25 @@ struct cg_retry_rule {
 };
 #define CG_RETRY_RULES_MAX 32
 
+/* The limits of one pool (limiter.h).  0 = no limit. */
+struct cg_limits {
+  double rpm;            /* requests per minute */
+  double tpm;            /* tokens per minute */
+  double burst_requests; /* requests allowed at once (>= 1); 0 = one second's worth */
+  double burst_tokens;   /* tokens allowed at once; 0 = one second's worth */
+  long max_inflight;
+};
+
+/* One entry of the config file's "pools" (SPEC section 4). */
+struct cg_pool_cfg {
+  char name[48];
+  char **hosts;          /* globs, NULL-terminated */
+  size_t nhosts;
+  struct cg_limits lim;
+  struct cg_retry_rule retry_on[CG_RETRY_RULES_MAX];
+  size_t nretry_on;      /* 0: the default pool's rules */
+};
+
 struct cg_config {
   int enabled;               /* CURLGUARD: 1/on/true/yes */
   char *log_path;            /* JSONL usage log; NULL = off; "-" = stderr */
@@ -59,6 +78,8 @@ struct cg_config {
   struct cg_retry_rule retry_on[CG_RETRY_RULES_MAX];
   size_t nretry_on;
   long repeat_window_ms;     /* identical calls within this are host retries, default 60000 */
+  struct cg_pool_cfg *pools; /* from the config file, in order */
+  size_t npools;
 };
 
 /* A getenv()-like lookup, so tests can supply their own environment. */
@@ -84,6 +105,12 @@ int cg_config_host_guarded(const struct cg_config *c, const char *host);
 /* Parse "outcome=any|idempotent|never,..." into `c->retry_on`.  Returns 0, or -1 (and
  * leaves the rules untouched) when any item is malformed. */
 int cg_retry_on_parse(struct cg_config *c, const char *s);
+
+/* The pool for requests to `host`: the first configured pool with a matching glob, else
+ * a pool named after the host with the default limits and rules (SPEC section 4).  The
+ * result points into `c` or at `scratch`. */
+const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *host,
+                                         struct cg_pool_cfg *scratch);
 
 /* Parse a jitter mode name; returns -1 if unknown. */
 int cg_jitter_parse(const char *s);

@@ -7,6 +7,8 @@
 #include "clock.h"
 #include "config.h"
 #include "digest.h"
+#include "limiter.h"
+#include "ratelimit.h"
 #include "log.h"
 #include "policy.h"
 #include "record.h"
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define CG_MIN_ATTEMPT_MS 100   /* an attempt with less time left is not started */
@@ -49,25 +52,68 @@ struct cg_call {
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
   int repeats;
+
+  /* The pool and the shared limiter (NULL state: runs unpaced). */
+  const struct cg_pool_cfg *pool;
+  struct cg_pool_cfg pool_scratch;
+  struct cg_state *state;
+  int pool_index;             /* in the state file, -1 = none */
+  int64_t tokens;             /* estimated tokens charged per attempt, 0 = none */
+  int64_t queue_ms;           /* waited for the limiter before the current attempt */
 };
 
 /* ---- before the first attempt ---- */
 
-static char *cg__body_model(const char *body, size_t len) {
+/* Characters of every string value under `j`, except the "model" name. */
+static int64_t cg__text_chars(const cJSON *j) {
+  const cJSON *c;
+  int64_t n = 0;
+  if (cJSON_IsString(j))
+    return (int64_t) strlen(j->valuestring);
+  cJSON_ArrayForEach(c, j) {
+    if (!(c->string && strcmp(c->string, "model") == 0))
+      n += cg__text_chars(c);
+  }
+  return n;
+}
+
+/* The largest output limit the request asks for (OpenAI, Anthropic, Gemini names). */
+static int64_t cg__max_output(const cJSON *root) {
+  static const char *const names[] = {"max_tokens", "max_completion_tokens",
+                                      "max_output_tokens"};
+  const cJSON *gc = cJSON_GetObjectItemCaseSensitive(root, "generationConfig");
+  const cJSON *m;
+  int64_t best = 0;
+  size_t i;
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    m = cJSON_GetObjectItemCaseSensitive(root, names[i]);
+    if (cJSON_IsNumber(m) && m->valuedouble > (double) best)
+      best = (int64_t) m->valuedouble;
+  }
+  m = cJSON_GetObjectItemCaseSensitive(gc, "maxOutputTokens");
+  if (cJSON_IsNumber(m) && m->valuedouble > (double) best)
+    best = (int64_t) m->valuedouble;
+  return best;
+}
+
+/* From a JSON request body: the model name, and the tokens a provider charges against
+ * its limit before answering (prompt characters / 4 plus the output limit asked for). */
+static void cg__body_facts(const char *body, size_t len, char **model, int64_t *tokens) {
   const char *p = body, *end = body + len;
   cJSON *root, *m;
-  char *model = NULL;
 
   while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
     p++;
   if (p == end || *p != '{' || len > CG_MODEL_BODY_MAX)
-    return NULL;
+    return;
   root = cJSON_ParseWithLength(body, len);
+  if (!root)
+    return;
   m = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (cJSON_IsString(m) && m->valuestring[0])
-    model = strndup(m->valuestring, 200);
+    *model = strndup(m->valuestring, 200);
+  *tokens = (cg__text_chars(root) + 3) / 4 + cg__max_output(root);
   cJSON_Delete(root);
-  return model;
 }
 
 static void cg__prepare_body(struct cg_call *call) {
@@ -79,7 +125,7 @@ static void cg__prepare_body(struct cg_call *call) {
     call->body = CG_BODY_FIELDS;
     cg_digest_hex(body, len, call->body_digest);
     call->has_digest = 1;
-    call->model = cg__body_model(body, len);
+    cg__body_facts(body, len, &call->model, &call->tokens);
     return;
   }
   if (h->method != CG_M_POST && h->method != CG_M_PUT)
@@ -170,8 +216,8 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
    * plus as long as this one took (at least CG_MIN_ATTEMPT_MS) still fits. */
   in->min_attempt_ms =
       call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms : CG_MIN_ATTEMPT_MS;
-  in->rules = cfg->retry_on;
-  in->nrules = cfg->nretry_on;
+  in->rules = call->pool->nretry_on ? call->pool->retry_on : cfg->retry_on;
+  in->nrules = call->pool->nretry_on ? call->pool->nretry_on : cfg->nretry_on;
 }
 
 /* Asked by the attempt at the end of a 4xx/5xx response's headers. */
@@ -231,7 +277,8 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->method = i->method;
   r->host = call->url.host;
   r->path = call->url.path;
-  r->pool = call->url.host; /* one pool per host until pools are configured */
+  r->pool = call->pool->name;
+  r->queue_ms = call->queue_ms;
   r->status = i->status > 0 ? i->status : CG_NULL_INT;
   r->curl_code = curl_code;
   r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
@@ -334,6 +381,9 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
     if (cfg->request_id_header)
       call->headers = cg__headers_with(call, cfg->request_id_header, call->request_id);
   }
+  /* The guard's own Idempotency-Key makes the request idempotent like the host's. */
+  if (call->headers && strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
+    call->idempotent = 1;
   cg__prepare_body(call);
   if (cfg->repeat_window_ms > 0)
     call->repeats = cg_repeat_note(
@@ -443,6 +493,121 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
     out->sleep_ms = 0;
 }
 
+/* ---- the shared limiter ---- */
+
+/* Wait for the pool's rate limits and an in-flight slot before an attempt.  Returns the
+ * slot (or -2 for none) and adds the wait to call->queue_ms; returns -1 when the wait would
+ * not fit the deadline (then `*wait_ms` says how long it would have been). */
+static int cg__admit(struct cg_call *call, int64_t *wait_ms) {
+  const struct cg_limits *lim = &call->pool->lim;
+  struct cg_state *st = call->state;
+  int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns;
+  int slot = -2;
+
+  call->queue_ms = 0;
+  *wait_ms = 0;
+  if (!st)
+    return -2;
+  if (call->pool_index < 0)
+    call->pool_index = cg_limiter_pool(st, call->pool->name, lim);
+  if (call->pool_index < 0) {
+    cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
+                 call->pool->name);
+    return -2;
+  }
+  left_ms = call->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
+  /* A pool held by a server's hint waits no longer than such a hint may ask of the
+   * process that got it (max_retry_after): longer means give up now. */
+  if (left_ms > call->cfg->max_retry_after_ms &&
+      __atomic_load_n(&st->pools[call->pool_index].hold_until, __ATOMIC_ACQUIRE) - now >
+          call->cfg->max_retry_after_ms * 1000000)
+    left_ms = call->cfg->max_retry_after_ms;
+  if (cg_limiter_reserve(st, call->pool_index, lim, lim->tpm > 0 ? call->tokens : 0, now,
+                         left_ms * 1000000, &wait_ns) != 0) {
+    cg_limiter_count(st, call->pool_index, CG_CNT_REJECTED);
+    *wait_ms = wait_ns / 1000000;
+    return -1;
+  }
+  if (wait_ns > 0) {
+    cg_limiter_count(st, call->pool_index, CG_CNT_WAITED);
+    if (cg__wait(call, (wait_ns + 999999) / 1000000) != 0)
+      return -3; /* the host aborted while waiting */
+    call->queue_ms += wait_ns / 1000000;
+  }
+  if (lim->max_inflight > 0) {
+    slot = cg_limiter_inflight_acquire(st, call->pool_index, lim->max_inflight,
+                                       cg_state_now() + (call->deadline_ms - cg_mono_ms() -
+                                                         CG_MIN_ATTEMPT_MS) * 1000000,
+                                       &waited_ns);
+    call->queue_ms += waited_ns / 1000000;
+    if (slot == -1) {
+      cg_limiter_count(st, call->pool_index, CG_CNT_REJECTED);
+      *wait_ms = waited_ns / 1000000;
+      return -1;
+    }
+  }
+  cg_limiter_count(st, call->pool_index, CG_CNT_ADMITTED);
+  return slot;
+}
+
+/* What the answer says about the pool: a 429 holds every process until its hint; the
+ * provider's rate-limit headers pace the next requests. */
+static void cg__learn(struct cg_call *call, const struct cg_attempt *a,
+                      const struct cg_verdict *v, int64_t sleep_ms) {
+  struct cg_state *st = call->state;
+  const struct cg_hints *hh = &a->hints;
+  struct cg_rl_headers rh = {
+    hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,
+    hh->rl_limit_tok, hh->rl_remaining_tok, hh->rl_reset_tok,
+    hh->a_limit_req, hh->a_remaining_req, hh->a_reset_req,
+    hh->a_limit_tok, hh->a_remaining_tok, hh->a_reset_tok,
+    hh->ietf,
+  };
+  struct cg_rl_signal sig;
+  int64_t now = cg_state_now();
+
+  if (!st || call->pool_index < 0 || !a->status)
+    return;
+  if (v->outcome == CG_OUT_HTTP && v->status == 429) {
+    int64_t hint = cg_hint_ms(hh->retry_after_ms, hh->retry_after,
+                              hh->date[0] ? hh->date : NULL, cg_wall_ms(), call->lib->getdate);
+    cg_limiter_count(st, call->pool_index, CG_CNT_429);
+    cg_limiter_hold(st, call->pool_index, now + (hint >= 0 ? hint : sleep_ms) * 1000000);
+  }
+  cg_rl_parse(&rh, cg_wall_ms(), &sig);
+  if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
+    cg_limiter_pace(st, call->pool_index, sig.requests_limit, sig.requests_remaining,
+                    sig.requests_reset_ms * 1000000, now);
+  /* Tokens: nothing left means waiting for a refill, when the size of one is known: the
+   * next request's estimate out of limit tokens per reset. */
+  if (sig.tokens_remaining == 0 && sig.tokens_reset_ms > 0 && sig.tokens_limit > 0 &&
+      call->tokens > 0)
+    cg_limiter_hold(st, call->pool_index,
+                    now + (int64_t) ((double) sig.tokens_reset_ms * 1e6 *
+                                     (double) call->tokens / (double) sig.tokens_limit));
+}
+
+/* Record an attempt that ended before reaching the network (host abort during a wait,
+ * rate-limit fail-fast). */
+static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
+                             const char *reason) {
+  struct cg_record rec;
+  struct cg_attempt a;
+  struct cg_info info;
+  struct cg_verdict v = {o, 0, 0};
+  char outcome[24], digest[CG_DIGEST_HEX];
+
+  memset(&a, 0, sizeof(a));
+  memset(&info, 0, sizeof(info));
+  snprintf(info.method, sizeof(info.method), "%s", call->method);
+  cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
+  rec.duration_ms = 0;
+  rec.final = 1;
+  rec.decision = cg_decision_name(o == CG_OUT_ABORTED_BY_HOST ? CG_DONE : CG_GIVE_UP);
+  rec.reason = reason;
+  cg_record_emit(call->cfg, &rec);
+}
+
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
 
@@ -452,30 +617,51 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_verdict v;
     struct cg_policy_out out;
     struct cg_record rec;
-    char outcome[24], digest[CG_DIGEST_HEX];
-    CURLcode rc = cg__attempt(call, &a);
+    char outcome[24], digest[CG_DIGEST_HEX], msg[CURL_ERROR_SIZE];
+    int64_t wait_ms;
+    int slot = cg__admit(call, &wait_ms);
+    CURLcode rc;
+
+    if (slot == -1 || slot == -3) {
+      /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
+      int host = slot == -3;
+      cg__local_record(call, host ? CG_OUT_ABORTED_BY_HOST : CG_OUT_LOCAL_RATE_LIMITED,
+                       host ? CURLE_ABORTED_BY_CALLBACK : CURLE_OPERATION_TIMEDOUT,
+                       host ? "aborted_by_host" : "rate_limit_wait");
+      if (host) {
+        cg__host_errbuf(h, "Callback aborted");
+        return CURLE_ABORTED_BY_CALLBACK;
+      }
+      snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
+               (double) wait_ms / 1000.0);
+      cg__host_errbuf(h, msg);
+      return CURLE_OPERATION_TIMEDOUT;
+    }
+    rc = cg__attempt(call, &a);
+    if (slot >= 0)
+      cg_limiter_inflight_release(call->state, call->pool_index, slot);
 
     cg__getinfo(call, &info);
     cg__judge(call, &a, rc, &info, &v, &out);
+    cg__learn(call, &a, &v, out.sleep_ms);
 
     if (out.decision == CG_RETRY) {
       cg_attempt_discard(&a);
+      /* Written before the wait, so a long Retry-After is visible in the log at once. */
       cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
       rec.backoff_ms = out.sleep_ms;
-      if (cg__wait(call, out.sleep_ms) == 0) {
-        rec.decision = cg_decision_name(CG_RETRY);
-        rec.reason = out.reason;
-        cg_record_emit(call->cfg, &rec);
-        call->prev_sleep_ms = out.sleep_ms;
-        cg_attempt_free(&a);
-        continue;
-      }
-      /* The host's progress callback aborted the wait: the call ends here. */
-      rec.final = 1;
-      rec.decision = cg_decision_name(CG_GIVE_UP);
-      rec.reason = "aborted_by_host";
+      rec.decision = cg_decision_name(CG_RETRY);
+      rec.reason = out.reason;
       cg_record_emit(call->cfg, &rec);
       cg_attempt_free(&a);
+      if (cg__wait(call, out.sleep_ms) == 0) {
+        call->prev_sleep_ms = out.sleep_ms;
+        continue;
+      }
+      /* The host's progress callback aborted the wait: the call ends here, with one
+       * more record for the attempt that was never made. */
+      call->attempt++;
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK, "aborted_by_host");
       cg__host_errbuf(h, "Callback aborted");
       return CURLE_ABORTED_BY_CALLBACK;
     }
@@ -514,6 +700,9 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
     return h->lib->easy_perform(h->curl);
   cg__call_init(&call, h, cfg);
   call.url = url;
+  call.pool = cg_config_pool(cfg, url.host, &call.pool_scratch);
+  call.pool_index = -1;
+  call.state = cg_state_get(cfg->state_path);
   rc = cg__run(&call);
   cg__call_free(&call);
   return rc;

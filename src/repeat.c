@@ -65,7 +65,9 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *
   hit->key = key;
   hit->t_ms = now_ms;
   hit->repeats = repeats;
-  snprintf(hit->request_id, sizeof(hit->request_id), "%s", request_id);
+  /* A chain of repeats keeps pointing at the call that started it. */
+  if (repeats == 0)
+    snprintf(hit->request_id, sizeof(hit->request_id), "%s", request_id);
   pthread_mutex_unlock(&cg__repeat_mutex);
   return repeats;
 }

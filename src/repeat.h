@@ -15,9 +15,9 @@
 #define CG_REPEAT_SLOTS 128
 
 /* Note a call with `key` and `request_id` at `now_ms` (monotonic).  When the same key
- * was seen within `window_ms`, copies that call's request id into `prev` (NUL-terminated,
- * `len` bytes) and returns how many times in a row it has now been repeated (>= 1);
- * else returns 0.  Either way the call is remembered as the latest with this key. */
+ * was seen within `window_ms` of the last call with that key, copies the request id of the
+ * call that started the chain into `prev` (NUL-terminated, `len` bytes) and returns how
+ * many times in a row it has now been repeated (>= 1); else returns 0. */
 int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *request_id,
                    char *prev, size_t len);
 

@@ -1,0 +1,179 @@
+/* stat.c - `curlguard stat [--json]` and `curlguard reset`: the shared state file.
+ *
+ * The file is the one the guard would use: CURLGUARD_STATE, else the config file's
+ * "state", else /dev/shm/curlguard-$UID.state (SPEC section 3).
+ */
+#include "cli.h"
+#include "config.h"
+#include "limiter.h"
+#include "state.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *cg__getenv(const char *n) {
+  return getenv(n);
+}
+
+/* The configured state path into `out`.  0 on success. */
+static int cg__state_path(char *out, size_t len) {
+  struct cg_config c;
+  cg_config_load(&c, cg__getenv);
+  if (!c.state_path) {
+    cg_config_free(&c);
+    return -1;
+  }
+  snprintf(out, len, "%s", c.state_path);
+  cg_config_free(&c);
+  return 0;
+}
+
+static double cg__ms(int64_t ns) {
+  return ns > 0 ? (double) ns / 1e6 : 0;
+}
+
+static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
+  cJSON *o = cJSON_CreateObject();
+  double req = cg_limiter_available(__atomic_load_n(&p->tat_requests, __ATOMIC_ACQUIRE),
+                                    p->rpm, p->burst_requests, now);
+  double tok = cg_limiter_available(__atomic_load_n(&p->tat_tokens, __ATOMIC_ACQUIRE),
+                                    p->tpm, p->burst_tokens, now);
+  int64_t hold = __atomic_load_n(&p->hold_until, __ATOMIC_ACQUIRE) - now;
+  int64_t pace = __atomic_load_n(&p->pace_until, __ATOMIC_ACQUIRE) - now;
+
+  cJSON_AddStringToObject(o, "name", p->name);
+  cJSON_AddNumberToObject(o, "rpm", p->rpm);
+  cJSON_AddNumberToObject(o, "tpm", p->tpm);
+  cJSON_AddNumberToObject(o, "max_inflight", p->max_inflight);
+  if (isinf(req))
+    cJSON_AddNullToObject(o, "requests_available");
+  else
+    cJSON_AddNumberToObject(o, "requests_available", req);
+  if (isinf(tok))
+    cJSON_AddNullToObject(o, "tokens_available");
+  else
+    cJSON_AddNumberToObject(o, "tokens_available", tok);
+  cJSON_AddNumberToObject(o, "inflight", __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE));
+  cJSON_AddNumberToObject(o, "waiters", __atomic_load_n(&p->waiters, __ATOMIC_ACQUIRE));
+  cJSON_AddNumberToObject(o, "hold_ms", cg__ms(hold));
+  cJSON_AddNumberToObject(o, "pace_ms", pace > 0 ? cg__ms(p->pace_interval) : 0);
+  cJSON_AddNumberToObject(o, "admitted", (double) p->admitted);
+  cJSON_AddNumberToObject(o, "waited", (double) p->waited);
+  cJSON_AddNumberToObject(o, "rejected", (double) p->rejected);
+  cJSON_AddNumberToObject(o, "seen_429", (double) p->seen_429);
+  return o;
+}
+
+static void cg__limit(char *buf, size_t len, double v) {
+  if (v > 0)
+    snprintf(buf, len, "%g", v);
+  else
+    snprintf(buf, len, "-");
+}
+
+int cg_cli_stat(int argc, char **argv) {
+  char path[4096], why[512];
+  struct cg_state st;
+  struct stat sb;
+  int json = 0, i;
+  cJSON *root, *pools;
+  int64_t now;
+
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) {
+      json = 1;
+    } else {
+      cg_cli_error("stat: unknown option \"%s\" (usage: curlguard stat [--json])", argv[i]);
+      return CG_EXIT_USAGE;
+    }
+  }
+  if (cg__state_path(path, sizeof(path)) != 0) {
+    cg_cli_error("stat: no state file configured");
+    return CG_EXIT_ERROR;
+  }
+  if (stat(path, &sb) != 0) {
+    /* Nothing has used the guard yet: report an empty state without creating a file. */
+    if (json)
+      printf("{\"path\": \"%s\", \"exists\": false, \"pools\": []}\n", path);
+    else
+      printf("state file %s: not created yet (no guarded call so far)\n", path);
+    return CG_EXIT_OK;
+  }
+  if (cg_state_open(path, &st, why, sizeof(why)) != 0) {
+    cg_cli_error("stat: %s", why);
+    return CG_EXIT_ERROR;
+  }
+  now = cg_state_now();
+  root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "path", path);
+  cJSON_AddBoolToObject(root, "exists", 1);
+  cJSON_AddNumberToObject(root, "layout_version", st.hdr->version);
+  cJSON_AddNumberToObject(root, "size", (double) st.hdr->size);
+  cJSON_AddNumberToObject(root, "created_ms", (double) st.hdr->created_wall_ms);
+  pools = cJSON_AddArrayToObject(root, "pools");
+  for (i = 0; i < CG_STATE_POOLS; i++) {
+    const struct cg_state_pool *p = &st.pools[i];
+    if (__atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE))
+      cJSON_AddItemToArray(pools, cg__pool_json(p, now));
+  }
+  if (json) {
+    char *text = cJSON_PrintUnformatted(root);
+    printf("%s\n", text ? text : "{}");
+    cJSON_free(text);
+  } else {
+    const cJSON *p;
+    printf("state file %s (layout %u, %u bytes)\n", path, st.hdr->version, st.hdr->size);
+    printf("%-24s %8s %10s %6s %9s %10s %8s %7s %7s %9s %7s %8s %8s %5s\n", "pool", "rpm",
+           "tpm", "maxinf", "req_avail", "tok_avail", "inflight", "waiters", "hold_ms",
+           "admitted", "waited", "rejected", "pace_ms", "429s");
+    cJSON_ArrayForEach(p, pools) {
+      char rpm[32], tpm[32], mi[32], ra[32], ta[32];
+      const cJSON *rav = cJSON_GetObjectItem(p, "requests_available");
+      const cJSON *tav = cJSON_GetObjectItem(p, "tokens_available");
+      cg__limit(rpm, sizeof(rpm), cJSON_GetObjectItem(p, "rpm")->valuedouble);
+      cg__limit(tpm, sizeof(tpm), cJSON_GetObjectItem(p, "tpm")->valuedouble);
+      cg__limit(mi, sizeof(mi), cJSON_GetObjectItem(p, "max_inflight")->valuedouble);
+      snprintf(ra, sizeof(ra), cJSON_IsNull(rav) ? "-" : "%g", rav->valuedouble);
+      snprintf(ta, sizeof(ta), cJSON_IsNull(tav) ? "-" : "%g", tav->valuedouble);
+      printf("%-24s %8s %10s %6s %9s %10s %8g %7g %7.0f %9g %7g %8g %8.1f %5g\n",
+             cJSON_GetObjectItem(p, "name")->valuestring, rpm, tpm, mi, ra, ta,
+             cJSON_GetObjectItem(p, "inflight")->valuedouble,
+             cJSON_GetObjectItem(p, "waiters")->valuedouble,
+             cJSON_GetObjectItem(p, "hold_ms")->valuedouble,
+             cJSON_GetObjectItem(p, "admitted")->valuedouble,
+             cJSON_GetObjectItem(p, "waited")->valuedouble,
+             cJSON_GetObjectItem(p, "rejected")->valuedouble,
+             cJSON_GetObjectItem(p, "pace_ms")->valuedouble,
+             cJSON_GetObjectItem(p, "seen_429")->valuedouble);
+    }
+    if (!cJSON_GetArraySize(pools))
+      printf("(no pools yet)\n");
+  }
+  cJSON_Delete(root);
+  cg_state_close(&st);
+  return CG_EXIT_OK;
+}
+
+int cg_cli_reset(int argc, char **argv) {
+  char path[4096], why[512];
+
+  if (argc > 1) {
+    cg_cli_error("reset: takes no arguments (usage: curlguard reset)");
+    return CG_EXIT_USAGE;
+  }
+  if (cg__state_path(path, sizeof(path)) != 0) {
+    cg_cli_error("reset: no state file configured");
+    return CG_EXIT_ERROR;
+  }
+  if (cg_state_reset(path, why, sizeof(why)) != 0) {
+    cg_cli_error("reset: %s", why);
+    return CG_EXIT_ERROR;
+  }
+  printf("state file %s re-initialised\n", path);
+  return CG_EXIT_OK;
+}

@@ -1,0 +1,298 @@
+/* limiter.c - GCRA over shared words; in-flight slots (see limiter.h). */
+#include "limiter.h"
+
+#include "repeat.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_CAS_TRIES 1000 /* bounded: a lost race is retried, never spun forever */
+#define CG_NS_PER_MIN 60000000000.0
+
+#define cg__load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define cg__cas(p, expp, v)                                                               \
+  __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+
+static uint64_t cg__name_hash(const char *name) {
+  uint64_t h = cg_repeat_key("pool", name, NULL);
+  return h ? h : 1;
+}
+
+int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim) {
+  uint64_t h = cg__name_hash(name);
+  int i;
+
+  for (i = 0; i < CG_STATE_POOLS; i++) {
+    struct cg_state_pool *p = &st->pools[i];
+    uint64_t cur = cg__load(&p->name_hash);
+    if (cur == 0) {
+      uint64_t zero = 0;
+      if (!cg__cas(&p->name_hash, &zero, h)) {
+        cur = zero; /* somebody claimed it: is it ours? */
+      } else {
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
+        cur = h;
+      }
+    }
+    if (cur == h) {
+      /* Limits are per process configuration; the last one is shown by `stat`. */
+      p->rpm = lim->rpm;
+      p->tpm = lim->tpm;
+      p->burst_requests = lim->burst_requests;
+      p->burst_tokens = lim->burst_tokens;
+      p->max_inflight = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* Emission interval (ns per unit) and burst tolerance (ns) of one limit. */
+static void cg__gcra(double per_minute, double burst, double *t_ns, double *tau_ns) {
+  *t_ns = CG_NS_PER_MIN / per_minute;
+  if (burst <= 0)
+    burst = fmax(1.0, per_minute / 60.0); /* default: one second's worth */
+  *tau_ns = (fmax(burst, 1.0) - 1.0) * *t_ns;
+}
+
+/* Reserve `cost` units on `tat`.  Returns 0 and the wait, or 1 when too long. */
+static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost,
+                           int64_t floor_ns, int64_t now, int64_t max_wait, int64_t *wait) {
+  int tries;
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    int64_t old = cg__load(tat);
+    int64_t base = old > now ? old : now;
+    int64_t go = (int64_t) ((double) base - tau_ns);
+    int64_t next;
+    if (go < now)
+      go = now;
+    if (go < floor_ns)
+      go = floor_ns;
+    *wait = go - now;
+    if (*wait > max_wait)
+      return 1;
+    /* The request goes at `go`: the account moves from there. */
+    next = (int64_t) ((double) (base > go ? base : go) + cost * t_ns);
+    if (cg__cas(tat, &old, next))
+      return 0;
+  }
+  *wait = 0; /* lost every race: let it go rather than stall the host */
+  return 0;
+}
+
+int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
+                       int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns) {
+  struct cg_state_pool *pool = &st->pools[p];
+  int64_t hold = cg__load(&pool->hold_until);
+  int64_t pace_until = cg__load(&pool->pace_until);
+  int64_t floor_ns = hold > now ? hold : now;
+  int64_t w_req = floor_ns - now, w_tok = 0;
+  double t_ns = 0, tau_ns = 0;
+  int pacing = pace_until > now;
+
+  *wait_ns = w_req;
+  if (w_req > max_wait_ns)
+    return 1;
+  if (lim->rpm > 0 || pacing) {
+    if (lim->rpm > 0)
+      cg__gcra(lim->rpm, lim->burst_requests, &t_ns, &tau_ns);
+    if (pacing) {
+      double pace = (double) cg__load(&pool->pace_interval);
+      if (pace > t_ns) {
+        t_ns = pace; /* the provider asked for wider spacing: no burst meanwhile */
+        tau_ns = 0;
+      }
+    }
+    if (cg__reserve_one(&pool->tat_requests, t_ns, tau_ns, 1.0, floor_ns, now, max_wait_ns,
+                        &w_req))
+      return *wait_ns = w_req, 1;
+  }
+  if (lim->tpm > 0 && tokens > 0) {
+    cg__gcra(lim->tpm, lim->burst_tokens, &t_ns, &tau_ns);
+    if (cg__reserve_one(&pool->tat_tokens, t_ns, tau_ns, (double) tokens, floor_ns, now,
+                        max_wait_ns, &w_tok)) {
+      /* Give the request reservation back. */
+      if (lim->rpm > 0) {
+        cg__gcra(lim->rpm, lim->burst_requests, &t_ns, &tau_ns);
+        __atomic_fetch_sub(&pool->tat_requests, (int64_t) t_ns, __ATOMIC_ACQ_REL);
+      }
+      *wait_ns = w_tok > w_req ? w_tok : w_req;
+      return 1;
+    }
+  }
+  *wait_ns = w_tok > w_req ? w_tok : w_req;
+  return 0;
+}
+
+void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limits *lim,
+                               int64_t delta) {
+  double t_ns, tau_ns;
+  if (lim->tpm <= 0 || delta == 0)
+    return;
+  cg__gcra(lim->tpm, lim->burst_tokens, &t_ns, &tau_ns);
+  __atomic_fetch_add(&st->pools[p].tat_tokens, (int64_t) ((double) delta * t_ns),
+                     __ATOMIC_ACQ_REL);
+}
+
+/* ---- in-flight ---- */
+
+static long cg__futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+  /* Not FUTEX_PRIVATE: the word lives in a file mapping shared between processes. */
+  return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+static int cg__claim_slot(struct cg_state *st, int p) {
+  uint64_t me = ((uint64_t) getpid() << 32) | (uint64_t) (p + 1);
+  uint64_t start = cg_proc_start(getpid());
+  int i;
+
+  for (i = 0; i < CG_STATE_SLOTS; i++) {
+    uint64_t zero = 0;
+    if (cg__load(&st->slots[i].owner) == 0 && cg__cas(&st->slots[i].owner, &zero, me)) {
+      __atomic_store_n(&st->slots[i].owner_start, start, __ATOMIC_RELEASE);
+      return i;
+    }
+  }
+  return -1;
+}
+
+int cg_limiter_reclaim(struct cg_state *st, int p) {
+  int i, n = 0;
+  for (i = 0; i < CG_STATE_SLOTS; i++) {
+    struct cg_state_slot *s = &st->slots[i];
+    uint64_t owner = cg__load(&s->owner), start;
+    int pool;
+    pid_t pid;
+    if (!owner)
+      continue;
+    pool = (int) (owner & 0xFFFFFFFFu) - 1;
+    if (p >= 0 && pool != p)
+      continue;
+    start = cg__load(&s->owner_start);
+    if (start == 0)
+      continue; /* being claimed right now */
+    pid = (pid_t) (owner >> 32);
+    if ((kill(pid, 0) == 0 || errno == EPERM) && cg_proc_start(pid) == start)
+      continue; /* alive */
+    if (cg__cas(&s->owner, &owner, 0)) {
+      __atomic_store_n(&s->owner_start, 0, __ATOMIC_RELEASE);
+      if (pool >= 0 && pool < CG_STATE_POOLS) {
+        __atomic_fetch_sub(&st->pools[pool].inflight, 1, __ATOMIC_ACQ_REL);
+        if (cg__load(&st->pools[pool].waiters))
+          cg__futex(&st->pools[pool].inflight, FUTEX_WAKE, 1, NULL);
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
+int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t deadline_ns,
+                                int64_t *waited_ns) {
+  struct cg_state_pool *pool = &st->pools[p];
+  int64_t t0 = cg_state_now();
+  int slot;
+
+  *waited_ns = 0;
+  for (;;) {
+    uint32_t cur = cg__load(&pool->inflight);
+    int64_t now = cg_state_now();
+    if ((long) cur < max) {
+      if (!cg__cas(&pool->inflight, &cur, cur + 1))
+        continue;
+      slot = cg__claim_slot(st, p);
+      if (slot < 0) {
+        __atomic_fetch_sub(&pool->inflight, 1, __ATOMIC_ACQ_REL);
+        slot = -2;
+      }
+      *waited_ns = now - t0;
+      return slot;
+    }
+    if (now >= deadline_ns) {
+      *waited_ns = now - t0;
+      return -1;
+    }
+    {
+      int64_t left = deadline_ns - now, nap = (int64_t) CG_INFLIGHT_RECHECK_MS * 1000000;
+      struct timespec ts;
+      if (left < nap)
+        nap = left;
+      ts.tv_sec = (time_t) (nap / 1000000000);
+      ts.tv_nsec = (long) (nap % 1000000000);
+      __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
+      if (cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT)
+        cg_limiter_reclaim(st, p); /* a holder may have died without releasing */
+      __atomic_fetch_sub(&pool->waiters, 1, __ATOMIC_ACQ_REL);
+    }
+  }
+}
+
+void cg_limiter_inflight_release(struct cg_state *st, int p, int slot) {
+  struct cg_state_pool *pool = &st->pools[p];
+  uint64_t owner;
+
+  if (slot < 0)
+    return;
+  owner = cg__load(&st->slots[slot].owner);
+  /* Only ours: a slot reclaimed from us (we were thought dead) is not released twice. */
+  if (owner >> 32 != (uint64_t) getpid() || !cg__cas(&st->slots[slot].owner, &owner, 0))
+    return;
+  __atomic_store_n(&st->slots[slot].owner_start, 0, __ATOMIC_RELEASE);
+  __atomic_fetch_sub(&pool->inflight, 1, __ATOMIC_ACQ_REL);
+  if (cg__load(&pool->waiters))
+    cg__futex(&pool->inflight, FUTEX_WAKE, 1, NULL);
+}
+
+/* ---- provider signals ---- */
+
+static void cg__store_max(int64_t *word, int64_t v) {
+  int64_t old = cg__load(word);
+  while (old < v && !cg__cas(word, &old, v))
+    ;
+}
+
+void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns) {
+  cg__store_max(&st->pools[p].hold_until, until_ns);
+}
+
+void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,
+                     int64_t reset_ns, int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  if (remaining < 0 || reset_ns <= 0)
+    return;
+  if (remaining == 0) {
+    if (limit > 0)
+      cg_limiter_hold(st, p, now + reset_ns / limit);
+    return;
+  }
+  /* `remaining` requests over `reset_ns`: one every reset / (remaining + 1). */
+  __atomic_store_n(&pool->pace_interval, reset_ns / (remaining + 1), __ATOMIC_RELEASE);
+  __atomic_store_n(&pool->pace_until, now + reset_ns, __ATOMIC_RELEASE);
+}
+
+void cg_limiter_count(struct cg_state *st, int p, enum cg_counter c) {
+  struct cg_state_pool *pool = &st->pools[p];
+  uint64_t *w = c == CG_CNT_ADMITTED  ? &pool->admitted
+                : c == CG_CNT_WAITED  ? &pool->waited
+                : c == CG_CNT_REJECTED ? &pool->rejected
+                                       : &pool->seen_429;
+  __atomic_fetch_add(w, 1, __ATOMIC_RELAXED);
+}
+
+double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_t now) {
+  double t_ns, tau_ns, room;
+  if (per_minute <= 0)
+    return INFINITY;
+  cg__gcra(per_minute, burst, &t_ns, &tau_ns);
+  /* Units that fit before the account's TAT passes now + tau. */
+  room = ((double) now + tau_ns + t_ns - (double) (tat > now ? tat : now)) / t_ns;
+  return room > 0 ? floor(room) : 0;
+}

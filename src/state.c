@@ -1,0 +1,218 @@
+/* state.c - create, validate and map the shared state file (see state.h). */
+#include "state.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_LOCK_WAIT_MS 2000 /* longest wait for another process initialising the file */
+
+_Static_assert(sizeof(struct cg_state_header) <= CG_STATE_POOLS_OFF, "header too big");
+_Static_assert(sizeof(struct cg_state_pool) % 8 == 0, "pool words must stay aligned");
+
+int64_t cg_state_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void cg__boot_id(char out[40]) {
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+  memset(out, 0, 40);
+  if (f) {
+    if (!fgets(out, 40, f))
+      out[0] = '\0';
+    fclose(f);
+  }
+  out[strcspn(out, "\n")] = '\0';
+}
+
+uint64_t cg_proc_start(pid_t pid) {
+  char path[64], buf[1024];
+  unsigned long long start = 0;
+  const char *p;
+  FILE *f;
+  size_t n;
+  int field;
+
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+  if (!(f = fopen(path, "re")))
+    return 0;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  /* The command name (field 2) may hold spaces and ')': skip to the last ')'. */
+  if (!(p = strrchr(buf, ')')))
+    return 0;
+  for (field = 2; *p && field < 22; p++)
+    if (*p == ' ')
+      field++;
+  if (sscanf(p, "%llu", &start) != 1)
+    return 0;
+  return start;
+}
+
+/* Take the file's lock, waiting at most CG_LOCK_WAIT_MS.  0 on success. */
+static int cg__lock(int fd) {
+  int waited = 0;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      return -1;
+    if (waited >= CG_LOCK_WAIT_MS)
+      return -1;
+    usleep(5000);
+    waited += 5;
+  }
+  return 0;
+}
+
+static void cg__map_parts(struct cg_state *st, void *base) {
+  st->hdr = base;
+  st->pools = (struct cg_state_pool *) ((char *) base + CG_STATE_POOLS_OFF);
+  st->slots = (struct cg_state_slot *) ((char *) base + CG_STATE_SLOTS_OFF);
+  st->size = CG_STATE_SIZE;
+}
+
+/* Whether the mapped file is a ready file of this layout from this boot. */
+static int cg__valid(const struct cg_state *st, const char *boot) {
+  const struct cg_state_header *h = st->hdr;
+  return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC &&
+         h->version == CG_STATE_VERSION && h->size == CG_STATE_SIZE &&
+         h->npools == CG_STATE_POOLS && h->nslots == CG_STATE_SLOTS &&
+         strncmp(h->boot_id, boot, sizeof(h->boot_id)) == 0;
+}
+
+/* Clear everything and publish the header, magic last.  Called with the lock held. */
+static void cg__init(struct cg_state *st, const char *boot) {
+  struct cg_state_header *h = st->hdr;
+  struct timespec ts;
+
+  __atomic_store_n(&h->magic, 0, __ATOMIC_RELEASE);
+  memset((char *) h + sizeof(h->magic), 0, CG_STATE_SIZE - sizeof(h->magic));
+  h->version = CG_STATE_VERSION;
+  h->size = CG_STATE_SIZE;
+  h->npools = CG_STATE_POOLS;
+  h->nslots = CG_STATE_SLOTS;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  h->created_wall_ms = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  snprintf(h->boot_id, sizeof(h->boot_id), "%s", boot);
+  __atomic_store_n(&h->magic, CG_STATE_MAGIC, __ATOMIC_RELEASE);
+}
+
+static int cg__fail(char *why, size_t len, int fd, const char *fmt, const char *path) {
+  snprintf(why, len, fmt, path, strerror(errno));
+  if (fd >= 0)
+    close(fd);
+  return -1;
+}
+
+static int cg__open(const char *path, struct cg_state *st, int force_init, char *why,
+                    size_t len) {
+  struct stat sb;
+  char boot[40];
+  void *base;
+  int fd;
+
+  memset(st, 0, sizeof(*st));
+  st->fd = -1;
+  cg__boot_id(boot);
+  fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0)
+    return cg__fail(why, len, -1,
+                    errno == ELOOP ? "state file %s is a symbolic link (%s): refused"
+                                   : "state file %s: %s",
+                    path);
+  if (fstat(fd, &sb) != 0)
+    return cg__fail(why, len, fd, "state file %s: %s", path);
+  if (!S_ISREG(sb.st_mode) || sb.st_uid != getuid()) {
+    errno = EPERM;
+    return cg__fail(why, len, fd, "state file %s is not a regular file of this user (%s): refused",
+                    path);
+  }
+  if (cg__lock(fd) != 0) {
+    errno = ETIMEDOUT;
+    return cg__fail(why, len, fd, "state file %s: cannot lock it (%s)", path);
+  }
+  /* Never map past the end: a short (new, truncated or foreign) file is grown first. */
+  if (fstat(fd, &sb) != 0 || (sb.st_size < (off_t) CG_STATE_SIZE &&
+                              ftruncate(fd, (off_t) CG_STATE_SIZE) != 0)) {
+    flock(fd, LOCK_UN);
+    return cg__fail(why, len, fd, "state file %s: cannot size it: %s", path);
+  }
+  base = mmap(NULL, CG_STATE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    flock(fd, LOCK_UN);
+    return cg__fail(why, len, fd, "state file %s: cannot map it: %s", path);
+  }
+  cg__map_parts(st, base);
+  if (force_init || !cg__valid(st, boot))
+    cg__init(st, boot);
+  flock(fd, LOCK_UN);
+  st->fd = fd;
+  return 0;
+}
+
+int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whylen) {
+  return cg__open(path, st, 0, why, whylen);
+}
+
+int cg_state_reset(const char *path, char *why, size_t whylen) {
+  struct cg_state st;
+  if (cg__open(path, &st, 1, why, whylen) != 0)
+    return -1;
+  cg_state_close(&st);
+  return 0;
+}
+
+void cg_state_close(struct cg_state *st) {
+  if (st->hdr)
+    munmap(st->hdr, st->size);
+  if (st->fd >= 0)
+    close(st->fd);
+  memset(st, 0, sizeof(*st));
+  st->fd = -1;
+}
+
+static pthread_mutex_t cg__state_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct cg_state cg__state;
+static int cg__state_tried;
+
+/* A forked child must not inherit cg__state_mutex held by a thread it does not have. */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__state_mutex);
+}
+static void cg__fork_release(void) {
+  pthread_mutex_unlock(&cg__state_mutex);
+}
+__attribute__((constructor)) static void cg__fork_register(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
+}
+
+struct cg_state *cg_state_get(const char *path) {
+  struct cg_state *st = NULL;
+  char why[512];
+
+  pthread_mutex_lock(&cg__state_mutex);
+  if (!cg__state_tried) {
+    cg__state_tried = 1;
+    if (!path || cg_state_open(path, &cg__state, why, sizeof(why)) != 0) {
+      cg_warn("%s; requests run without the shared limiter",
+              path ? why : "no state file configured");
+      cg__state.hdr = NULL;
+    }
+  }
+  if (cg__state.hdr)
+    st = &cg__state;
+  pthread_mutex_unlock(&cg__state_mutex);
+  return st;
+}

@@ -1,0 +1,104 @@
+/* state.h - the shared state file: one limiter for every process on the machine.
+ *
+ * A small file (default /dev/shm/curlguard-$UID.state) mapped MAP_SHARED by every guarded
+ * process of one user.  All fields below the header are updated with lock-free atomics
+ * (compare-and-swap on 64-bit words): no lock is ever held across a network call, and a
+ * process killed with SIGKILL at any instant leaves the file usable.  A lock (flock(2)) is
+ * taken only while the file is created or re-initialised.
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds, which all processes of one boot share; a file
+ * from another boot (/proc/sys/kernel/random/boot_id) or of another layout version is
+ * re-initialised, never trusted.
+ *
+ * Layout (version CG_STATE_VERSION), every offset fixed:
+ *   struct cg_state_header                       at 0
+ *   struct cg_state_pool   pools[CG_STATE_POOLS] at CG_STATE_POOLS_OFF
+ *   struct cg_state_slot   slots[CG_STATE_SLOTS] at CG_STATE_SLOTS_OFF
+ */
+#ifndef CG_STATE_H
+#define CG_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
+#define CG_STATE_VERSION 1u
+#define CG_STATE_POOLS 64   /* pools per file */
+#define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
+
+struct cg_state_header {
+  uint64_t magic;            /* CG_STATE_MAGIC, written last when the file is ready */
+  uint32_t version;          /* CG_STATE_VERSION */
+  uint32_t size;             /* total bytes of the file */
+  uint32_t npools, nslots;   /* CG_STATE_POOLS, CG_STATE_SLOTS */
+  int64_t created_wall_ms;   /* when it was (re-)initialised, for `stat` */
+  char boot_id[40];          /* /proc/sys/kernel/random/boot_id of that boot */
+  uint64_t reserved[8];
+};
+
+/* One pool: requests, tokens and in-flight calls shared by every process. */
+struct cg_state_pool {
+  uint64_t name_hash;        /* 0 = free; claimed once by compare-and-swap, never freed */
+  char name[48];             /* pool name, written before name_ready is set */
+  uint32_t name_ready;       /* 1 when `name` is complete */
+  uint32_t max_inflight;     /* last configured in-flight limit, 0 = none (for stat) */
+  double rpm, tpm;           /* last configured limits, 0 = none (for stat) */
+  double burst_requests, burst_tokens; /* last configured bursts (for stat) */
+  int64_t tat_requests;      /* GCRA theoretical arrival time of the next request (ns) */
+  int64_t tat_tokens;        /* GCRA theoretical arrival time for tokens (ns) */
+  int64_t hold_until;        /* no request before this (a 429's hint), ns */
+  int64_t pace_until;        /* provider headers asked for spacing until this, ns */
+  int64_t pace_interval;     /* that spacing: ns between requests */
+  uint32_t inflight;         /* calls in flight now (futex word) */
+  uint32_t waiters;          /* processes waiting for an in-flight slot */
+  uint64_t admitted;         /* calls let through */
+  uint64_t waited;           /* calls that had to wait */
+  uint64_t rejected;         /* calls failed fast (wait past their deadline) */
+  uint64_t seen_429;         /* 429 answers seen */
+  uint64_t reserved[6];
+};
+
+/* One in-flight call: who holds it, so a dead holder's slot can be taken back. */
+struct cg_state_slot {
+  uint64_t owner;            /* pid << 32 | pool index + 1; 0 = free */
+  uint64_t owner_start;      /* the owner's start time (/proc/PID/stat field 22) */
+};
+
+#define CG_STATE_POOLS_OFF 256
+#define CG_STATE_SLOTS_OFF (CG_STATE_POOLS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_pool))
+#define CG_STATE_SIZE (CG_STATE_SLOTS_OFF + CG_STATE_SLOTS * sizeof(struct cg_state_slot))
+
+/* A mapped state file. */
+struct cg_state {
+  struct cg_state_header *hdr;
+  struct cg_state_pool *pools;
+  struct cg_state_slot *slots;
+  size_t size;
+  int fd;
+};
+
+/* Open (creating or re-initialising when needed) and map the state file at `path`.
+ * Refuses, with a one-line reason in `why` (`whylen` bytes), a file that is not a
+ * regular file, is a symlink, belongs to another user, or cannot be sized or mapped.
+ * Returns 0 on success, -1 otherwise (the caller then runs without the limiter). */
+int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whylen);
+
+/* Re-initialise the file: every pool and slot is cleared.  Returns 0 or -1 with `why`. */
+int cg_state_reset(const char *path, char *why, size_t whylen);
+
+/* Unmap and close. */
+void cg_state_close(struct cg_state *st);
+
+/* The process-wide mapping of the configured file, opened on first use; NULL when it
+ * cannot be used (one "curlguard:" line then said why). */
+struct cg_state *cg_state_get(const char *path);
+
+/* The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22),
+ * or 0 if it does not exist. */
+uint64_t cg_proc_start(pid_t pid);
+
+/* Monotonic nanoseconds, the time base of the file. */
+int64_t cg_state_now(void);
+
+#endif
