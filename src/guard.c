@@ -3,6 +3,7 @@
 
 #include "attempt.h"
 #include "backoff.h"
+#include "body.h"
 #include "classify.h"
 #include "clock.h"
 #include "config.h"
@@ -16,7 +17,6 @@
 #include "rng.h"
 #include "url.h"
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #define CG_MIN_ATTEMPT_MS 100   /* an attempt with less time left is not started */
-#define CG_MODEL_BODY_MAX (8 << 20) /* bytes of request body parsed for "model" */
 #define CG_PROGRESS_IDLE_MS 1000 /* host progress calls during waits, as libcurl idles */
 
 /* How the request body can be sent again. */
@@ -64,58 +63,6 @@ struct cg_call {
 
 /* ---- before the first attempt ---- */
 
-/* Characters of every string value under `j`, except the "model" name. */
-static int64_t cg__text_chars(const cJSON *j) {
-  const cJSON *c;
-  int64_t n = 0;
-  if (cJSON_IsString(j))
-    return (int64_t) strlen(j->valuestring);
-  cJSON_ArrayForEach(c, j) {
-    if (!(c->string && strcmp(c->string, "model") == 0))
-      n += cg__text_chars(c);
-  }
-  return n;
-}
-
-/* The largest output limit the request asks for (OpenAI, Anthropic, Gemini names). */
-static int64_t cg__max_output(const cJSON *root) {
-  static const char *const names[] = {"max_tokens", "max_completion_tokens",
-                                      "max_output_tokens"};
-  const cJSON *gc = cJSON_GetObjectItemCaseSensitive(root, "generationConfig");
-  const cJSON *m;
-  int64_t best = 0;
-  size_t i;
-  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-    m = cJSON_GetObjectItemCaseSensitive(root, names[i]);
-    if (cJSON_IsNumber(m) && m->valuedouble > (double) best)
-      best = (int64_t) m->valuedouble;
-  }
-  m = cJSON_GetObjectItemCaseSensitive(gc, "maxOutputTokens");
-  if (cJSON_IsNumber(m) && m->valuedouble > (double) best)
-    best = (int64_t) m->valuedouble;
-  return best;
-}
-
-/* From a JSON request body: the model name, and the tokens a provider charges against
- * its limit before answering (prompt characters / 4 plus the output limit asked for). */
-static void cg__body_facts(const char *body, size_t len, char **model, int64_t *tokens) {
-  const char *p = body, *end = body + len;
-  cJSON *root, *m;
-
-  while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-    p++;
-  if (p == end || *p != '{' || len > CG_MODEL_BODY_MAX)
-    return;
-  root = cJSON_ParseWithLength(body, len);
-  if (!root)
-    return;
-  m = cJSON_GetObjectItemCaseSensitive(root, "model");
-  if (cJSON_IsString(m) && m->valuestring[0])
-    *model = strndup(m->valuestring, 200);
-  *tokens = (cg__text_chars(root) + 3) / 4 + cg__max_output(root);
-  cJSON_Delete(root);
-}
-
 static void cg__prepare_body(struct cg_call *call) {
   struct cg_handle *h = call->h;
   size_t len = 0;
@@ -125,7 +72,7 @@ static void cg__prepare_body(struct cg_call *call) {
     call->body = CG_BODY_FIELDS;
     cg_digest_hex(body, len, call->body_digest);
     call->has_digest = 1;
-    cg__body_facts(body, len, &call->model, &call->tokens);
+    cg_body_facts(body, len, &call->model, &call->tokens);
     return;
   }
   if (h->method != CG_M_POST && h->method != CG_M_PUT)

@@ -1,0 +1,22 @@
+/* body.h - what a JSON request body says before it is sent.
+ *
+ * The model name, for the record, and the tokens a provider charges against its rate
+ * limit before it answers: the characters of the request's text (every string value but
+ * "model") / 4, rounded up, plus the output limit the request asks for (max_tokens,
+ * max_completion_tokens, max_output_tokens, Gemini's generationConfig.maxOutputTokens),
+ * the way OpenAI describes its own estimate.  Pure: no I/O, no globals.
+ */
+#ifndef CG_BODY_H
+#define CG_BODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CG_BODY_PARSE_MAX (8 << 20) /* bytes: larger bodies are not parsed */
+
+/* Parse `len` bytes at `body` if they are a JSON object.  On success `*model` gets a
+ * malloc'd copy of "model" (left alone when absent) and `*tokens` the estimate (left
+ * alone when the body is not JSON). */
+void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens);
+
+#endif

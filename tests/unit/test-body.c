@@ -1,0 +1,75 @@
+/* test-body.c - model and token estimate from JSON request bodies (src/body.c). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "body.h"
+
+struct body_case {
+  const char *body;
+  const char *model; /* NULL: none */
+  int64_t tokens;    /* -1: left alone */
+};
+
+static const struct body_case cases[] = {
+  /* "hello there!" = 12 chars -> 3 tokens; role "user" 4 chars -> 1: (16+3)/4 = 4 */
+  {"{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there!\"}]}",
+   "gpt-4o-mini", 4},
+  /* output limits add up to the estimate: the largest one wins */
+  {"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"abcdefgh\"}],\"max_tokens\":100}",
+   "m", (4 + 8 + 3) / 4 + 100},
+  {"{\"model\":\"o3\",\"input\":\"abcd\",\"max_output_tokens\":50,\"max_tokens\":10}", "o3",
+   1 + 50},
+  {"{\"contents\":[{\"parts\":[{\"text\":\"abcdefgh\"}]}],"
+   "\"generationConfig\":{\"maxOutputTokens\":64}}",
+   NULL, 2 + 64},
+  /* UTF-8: characters, not bytes ("\xc3\xa9" is one character) */
+  {"{\"model\":\"m\",\"prompt\":\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}", "m", 1},
+  /* not JSON objects: nothing */
+  {"model=gpt-4o&x=1", NULL, -1},
+  {"[1,2,3]", NULL, -1},
+  {"{\"model\":", NULL, -1},
+  {"", NULL, -1},
+};
+
+Test(body, facts_table) {
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char *model = NULL;
+    int64_t tokens = -1;
+    cg_body_facts(cases[i].body, strlen(cases[i].body), &model, &tokens);
+    if (cases[i].model)
+      cr_expect(model && strcmp(model, cases[i].model) == 0, "case %zu: model %s", i,
+                model ? model : "(null)");
+    else
+      cr_expect_null(model, "case %zu: model %s", i, model);
+    cr_expect_eq(tokens, cases[i].tokens, "case %zu: tokens %lld, want %lld", i,
+                 (long long) tokens, (long long) cases[i].tokens);
+    free(model);
+  }
+}
+
+Test(body, leading_whitespace_and_exact_length) {
+  const char text[] = "  \n{\"model\":\"x\"}GARBAGE";
+  char *model = NULL;
+  int64_t tokens = -1;
+  /* Only the first `len` bytes count: the body is not NUL-terminated in libcurl's hands. */
+  cg_body_facts(text, strlen(text) - strlen("GARBAGE"), &model, &tokens);
+  cr_assert(model && strcmp(model, "x") == 0);
+  cr_expect_eq(tokens, 0);
+  free(model);
+}
+
+Test(body, oversized_bodies_are_not_parsed) {
+  size_t len = (size_t) CG_BODY_PARSE_MAX + 1;
+  char *big = malloc(len);
+  char *model = NULL;
+  int64_t tokens = -1;
+  cr_assert_not_null(big);
+  memset(big, ' ', len);
+  memcpy(big, "{\"model\":\"x\"}", 13);
+  cg_body_facts(big, len, &model, &tokens);
+  cr_expect_null(model);
+  cr_expect_eq(tokens, -1);
+  free(big);
+}
