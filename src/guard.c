@@ -487,6 +487,8 @@ static int cg__admit(struct cg_call *call, int64_t *wait_ms) {
                                                          CG_MIN_ATTEMPT_MS) * 1000000,
                                        &waited_ns);
     call->queue_ms += waited_ns / 1000000;
+    if (waited_ns > 1000000 && wait_ns <= 0)
+      cg_limiter_count(st, call->pool_index, CG_CNT_WAITED);
     if (slot == -1) {
       cg_limiter_count(st, call->pool_index, CG_CNT_REJECTED);
       *wait_ms = waited_ns / 1000000;

@@ -63,10 +63,13 @@ static void cg__gcra(double per_minute, double burst, double *t_ns, double *tau_
   *tau_ns = (fmax(burst, 1.0) - 1.0) * *t_ns;
 }
 
-/* Reserve `cost` units on `tat`.  Returns 0 and the wait, or 1 when too long. */
+/* Reserve `cost` units on `tat`.  Returns 0 and the wait, or 1 when too long.
+ * `*took` gets what the reservation added to the account (ns), to give it back. */
 static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost,
-                           int64_t floor_ns, int64_t now, int64_t max_wait, int64_t *wait) {
+                           int64_t floor_ns, int64_t now, int64_t max_wait, int64_t *wait,
+                           int64_t *took) {
   int tries;
+  *took = 0;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     int64_t old = cg__load(tat);
     int64_t base = old > now ? old : now;
@@ -81,8 +84,10 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
       return 1;
     /* The request goes at `go`: the account moves from there. */
     next = (int64_t) ((double) (base > go ? base : go) + cost * t_ns);
-    if (cg__cas(tat, &old, next))
+    if (cg__cas(tat, &old, next)) {
+      *took = (int64_t) (cost * t_ns);
       return 0;
+    }
   }
   *wait = 0; /* lost every race: let it go rather than stall the host */
   return 0;
@@ -94,7 +99,7 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
   int64_t hold = cg__load(&pool->hold_until);
   int64_t pace_until = cg__load(&pool->pace_until);
   int64_t floor_ns = hold > now ? hold : now;
-  int64_t w_req = floor_ns - now, w_tok = 0;
+  int64_t w_req = floor_ns - now, w_tok = 0, took_req = 0, took_tok;
   double t_ns = 0, tau_ns = 0;
   int pacing = pace_until > now;
 
@@ -112,18 +117,16 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
       }
     }
     if (cg__reserve_one(&pool->tat_requests, t_ns, tau_ns, 1.0, floor_ns, now, max_wait_ns,
-                        &w_req))
+                        &w_req, &took_req))
       return *wait_ns = w_req, 1;
   }
   if (lim->tpm > 0 && tokens > 0) {
     cg__gcra(lim->tpm, lim->burst_tokens, &t_ns, &tau_ns);
     if (cg__reserve_one(&pool->tat_tokens, t_ns, tau_ns, (double) tokens, floor_ns, now,
-                        max_wait_ns, &w_tok)) {
-      /* Give the request reservation back. */
-      if (lim->rpm > 0) {
-        cg__gcra(lim->rpm, lim->burst_requests, &t_ns, &tau_ns);
-        __atomic_fetch_sub(&pool->tat_requests, (int64_t) t_ns, __ATOMIC_ACQ_REL);
-      }
+                        max_wait_ns, &w_tok, &took_tok)) {
+      /* Nothing is reserved for a call that does not go: give the request's back. */
+      if (took_req)
+        __atomic_fetch_sub(&pool->tat_requests, took_req, __ATOMIC_ACQ_REL);
       *wait_ns = w_tok > w_req ? w_tok : w_req;
       return 1;
     }
@@ -143,6 +146,14 @@ void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limit
 }
 
 /* ---- in-flight ---- */
+
+/* Lower an in-flight count by one, never below zero (a recount may have lowered it
+ * already: see cg__recount). */
+static void cg__count_down(uint32_t *count) {
+  uint32_t cur = cg__load(count);
+  while (cur > 0 && !cg__cas(count, &cur, cur - 1))
+    ;
+}
 
 static long cg__futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
   /* Not FUTEX_PRIVATE: the word lives in a file mapping shared between processes. */
@@ -164,34 +175,59 @@ static int cg__claim_slot(struct cg_state *st, int p) {
   return -1;
 }
 
+/* Whether the holder of a slot is gone.  `start` 0: the holder was killed (or is)
+ * between claiming the slot and writing its start time: only its pid can tell. */
+static int cg__holder_gone(pid_t pid, uint64_t start) {
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  return start != 0 && cg_proc_start(pid) != start;
+}
+
+/* Make pool `p`'s in-flight count agree with its live slots.  A process killed between
+ * raising the count and claiming its slot (or between freeing the slot and lowering the
+ * count) leaves the count off; a claim under way at this instant may be counted one
+ * short, which admits at most one call too many, once. */
+static void cg__recount(struct cg_state *st, int p) {
+  uint32_t live = 0, cur;
+  int i;
+  for (i = 0; i < CG_STATE_SLOTS; i++) {
+    uint64_t owner = cg__load(&st->slots[i].owner);
+    if (owner && (int) (owner & 0xFFFFFFFFu) - 1 == p)
+      live++;
+  }
+  cur = cg__load(&st->pools[p].inflight);
+  while (cur > live && !cg__cas(&st->pools[p].inflight, &cur, live))
+    ;
+}
+
 int cg_limiter_reclaim(struct cg_state *st, int p) {
   int i, n = 0;
   for (i = 0; i < CG_STATE_SLOTS; i++) {
     struct cg_state_slot *s = &st->slots[i];
-    uint64_t owner = cg__load(&s->owner), start;
+    uint64_t owner = cg__load(&s->owner);
     int pool;
-    pid_t pid;
     if (!owner)
       continue;
     pool = (int) (owner & 0xFFFFFFFFu) - 1;
     if (p >= 0 && pool != p)
       continue;
-    start = cg__load(&s->owner_start);
-    if (start == 0)
-      continue; /* being claimed right now */
-    pid = (pid_t) (owner >> 32);
-    if ((kill(pid, 0) == 0 || errno == EPERM) && cg_proc_start(pid) == start)
-      continue; /* alive */
+    if (!cg__holder_gone((pid_t) (owner >> 32), cg__load(&s->owner_start)))
+      continue;
     if (cg__cas(&s->owner, &owner, 0)) {
       __atomic_store_n(&s->owner_start, 0, __ATOMIC_RELEASE);
       if (pool >= 0 && pool < CG_STATE_POOLS) {
-        __atomic_fetch_sub(&st->pools[pool].inflight, 1, __ATOMIC_ACQ_REL);
+        cg__count_down(&st->pools[pool].inflight);
         if (cg__load(&st->pools[pool].waiters))
           cg__futex(&st->pools[pool].inflight, FUTEX_WAKE, 1, NULL);
       }
       n++;
     }
   }
+  if (p >= 0)
+    cg__recount(st, p);
+  else
+    for (i = 0; i < CG_STATE_POOLS; i++)
+      cg__recount(st, i);
   return n;
 }
 
@@ -210,7 +246,7 @@ int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t de
         continue;
       slot = cg__claim_slot(st, p);
       if (slot < 0) {
-        __atomic_fetch_sub(&pool->inflight, 1, __ATOMIC_ACQ_REL);
+        cg__count_down(&pool->inflight);
         slot = -2;
       }
       *waited_ns = now - t0;
@@ -246,7 +282,7 @@ void cg_limiter_inflight_release(struct cg_state *st, int p, int slot) {
   if (owner >> 32 != (uint64_t) getpid() || !cg__cas(&st->slots[slot].owner, &owner, 0))
     return;
   __atomic_store_n(&st->slots[slot].owner_start, 0, __ATOMIC_RELEASE);
-  __atomic_fetch_sub(&pool->inflight, 1, __ATOMIC_ACQ_REL);
+  cg__count_down(&pool->inflight);
   if (cg__load(&pool->waiters))
     cg__futex(&pool->inflight, FUTEX_WAKE, 1, NULL);
 }

@@ -812,19 +812,27 @@ static const char *later_url(const struct config *cfg)
     return cfg->url2 ? cfg->url2 : cfg->url;
 }
 
-/* The first handle to perform on: the configured one, or its duplicate. */
+/*
+ * The first handle to perform on: the configured one, or its duplicate.
+ * Note: libcurl 7.88.1 cannot duplicate a handle that has COPYPOSTFIELDS
+ * without an explicit POSTFIELDSIZE (fixed in curl 8.5.0, curl PR #12317).
+ */
 static CURL *make_handle(struct scenario *s)
 {
     CURL *h = curl_easy_init();
     CURL *copy;
 
-    if (!h)
+    if (!h) {
+        fprintf(s->err, "cghost: curl_easy_init failed\n");
         return NULL;
+    }
     configure_handle(s, h);
     if (!s->cfg->dup)
         return h;
     copy = curl_easy_duphandle(h);
     curl_easy_cleanup(h);
+    if (!copy)
+        fprintf(s->err, "cghost: curl_easy_duphandle failed\n");
     return copy;
 }
 
@@ -834,7 +842,6 @@ static void run_scenario(struct scenario *s)
     CURL *h = make_handle(s);
 
     if (!h) {
-        fprintf(s->err, "cghost: could not create the easy handle\n");
         s->failed = true;
         return;
     }

@@ -84,7 +84,17 @@ class FailOpenTest(harness.GuardTestCase):
         self.assertFalse(os.path.exists(self.state))
 
     def test_state_file_unusable(self):
-        self.skipTest("the shared state file is not used yet: comes with the limiter issue")
+        # A directory where the state file should be: the guard runs without the limiter.
+        state = self.tmp / "state-is-a-dir"
+        state.mkdir()
+        g, p, gurls, line = self.compare(CURLGUARD_STATE=str(state), CURLGUARD_RPM="60")
+        self.assertIn("state file", line)
+        self.assertIn(str(state), line)
+        self.assertEqual(g.stdout, FIXED.encode() * 2)
+        self.assertEqual(os.listdir(state), [])
+        recs = self.records()
+        self.assertEqual(len(recs), 2, "the guard still runs, without the limiter")
+        self.assertEqual([r["queue_ms"] for r in recs], [0, 0], "no limiter: RPM 60 not applied")
 
 
 if __name__ == "__main__":

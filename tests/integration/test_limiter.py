@@ -1,0 +1,514 @@
+"""One limiter for every process on the machine (README "One limiter for every process on the
+machine", SPEC sections 3-6): real curl processes under the guard share one state file
+(CURLGUARD_STATE) and are paced together; the mock's ledger is the ground truth of when
+requests really arrived.
+
+Timing assertions are tight lower bounds (the limiter must not let anything through early)
+and generous upper bounds (scheduling on a busy machine is slow, never early)."""
+
+import concurrent.futures
+import datetime
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+CHAT = "/v1/chat/completions"
+SLACK = 0.3                  # seconds of scheduling slack allowed on lower bounds of spreads
+HOST_POOL = "127.0.0.1"      # a host that matches no configured pool: a pool named after it
+
+
+class LimiterTestCase(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not harness.CURL:
+            raise unittest.SkipTest("curl is not installed")
+        if not harness.CLI.exists():
+            raise unittest.SkipTest(f"{harness.CLI} is not built")
+
+    # -- running things
+
+    def curl(self, urls, env, args=(), timeout=30):
+        if isinstance(urls, str):
+            urls = [urls]
+        return harness.run([harness.CURL, "-sS", "-o", "/dev/null", *args, *urls], env,
+                           timeout=timeout)
+
+    def parallel(self, jobs, timeout=30):
+        """Run [(urls, env, args), ...] at once (one curl process each, released together).
+        Returns [(CompletedProcess, start, end)] in job order (time.monotonic())."""
+        barrier = threading.Barrier(len(jobs))
+
+        def one(job):
+            urls, env, args = job
+            barrier.wait(10)
+            t0 = time.monotonic()
+            p = self.curl(urls, env, args, timeout=timeout)
+            return p, t0, time.monotonic()
+
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
+            return list(ex.map(one, jobs))
+
+    def stat(self, state=None):
+        """`curlguard stat --json` for the state file (default: this test's)."""
+        p = harness.run([harness.CLI, "stat", "--json"],
+                        harness.plain_env(CURLGUARD_STATE=str(state or self.state)), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def stat_pool(self, name, state=None):
+        st = self.stat(state)
+        pools = {p["name"]: p for p in st["pools"]}
+        self.assertIn(name, pools, f"no pool {name!r} in stat: {st}")
+        return pools[name], st
+
+    def assertOk(self, p):
+        self.assertEqual(p.returncode, 0, f"curl exit {p.returncode}: {p.stderr!r}")
+        self.assertEqual(p.stderr, b"", "the guard said something on stderr")
+
+
+class SharedPacingTest(LimiterTestCase):
+    def test_processes_share_one_rate(self):
+        """12 processes at once, RPM 120 (default burst 2): arrivals never beat the GCRA."""
+        n, rate, burst = 12, 2.0, 2          # 120/min = 2/s, one second's worth of burst
+        key = harness.unique_key("contend")
+        url = self.mock.url("/v1/contend", plan="200", key=key)
+        env = self.guard_env(CURLGUARD_RPM="120")
+        t0 = time.monotonic()
+        results = self.parallel([(url, env, ())] * n)
+        elapsed = time.monotonic() - t0
+        for p, _, _ in results:
+            self.assertOk(p)
+
+        seen = self.mock.wait_entries(key=key, count=n)
+        self.assertEqual(len(seen), n)
+        times = sorted(e["t"] for e in seen)
+        # Within any 1.0 s window: at most burst + rate * 1 s (+1 for scheduling).
+        for i, start in enumerate(times):
+            inside = [t for t in times[i:] if t <= start + 1.0]
+            self.assertLessEqual(len(inside), burst + rate * 1.0 + 1,
+                                 f"{len(inside)} requests within 1 s from {start}: {times}")
+        spread = times[-1] - times[0]
+        self.assertGreaterEqual(spread, (n - burst) / rate - SLACK,
+                                f"12 requests at 2/s after a burst of 2 took only {spread:.3f} s")
+        self.assertLess(spread, (n - burst) / rate + 3.0, f"pacing far too slow: {times}")
+        self.assertLess(elapsed, (n - burst) / rate + 10)
+
+        recs = self.records()
+        self.assertEqual(len(recs), n, recs)
+        for r in recs:
+            self.assertRecordKeys(r)
+            self.assertEqual(r["pool"], HOST_POOL)
+            self.assertEqual(r["outcome"], "ok")
+        q = sorted(r["queue_ms"] for r in recs)
+        # Each caller learns its own place: the k-th shortest wait is about (k - 1) * 500 ms
+        # (a process that started late waits a little less).
+        for k in range(burst, n):
+            self.assertGreaterEqual(q[k], (k - burst + 1) * 500 - 400, f"queue_ms {q}")
+        self.assertGreaterEqual(q[-1], (n - burst) / rate * 1000 - 400, f"queue_ms {q}")
+        self.assertLess(q[0], 200, f"the first request should not wait: {q}")
+
+        pool, st = self.stat_pool(HOST_POOL)
+        self.assertTrue(st["exists"])
+        self.assertEqual(len(st["pools"]), 1, st)
+        self.assertEqual(pool["admitted"], n, pool)
+        self.assertGreaterEqual(pool["waited"], n - burst - 1, pool)
+        self.assertEqual(pool["rejected"], 0, pool)
+        self.assertEqual(pool["rpm"], 120, pool)
+        self.assertEqual(pool["inflight"], 0, pool)
+
+    def test_separate_state_files_do_not_share(self):
+        """Control: the pacing comes from the shared file. Two files -> two independent
+        accounts, so each process's first request goes at once."""
+        env = {"CURLGUARD_RPM": "6"}            # one per 10 s, burst 1
+        urls = [self.mock.url("/v1/separate", plan="200") for _ in range(2)]
+        jobs = [(urls[i], self.guard_env(CURLGUARD_STATE=str(self.tmp / f"state-{i}"), **env), ())
+                for i in range(2)]
+        t0 = time.monotonic()
+        for p, _, _ in self.parallel(jobs):
+            self.assertOk(p)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual([r["queue_ms"] for r in self.records()], [0, 0])
+
+
+class InflightTest(LimiterTestCase):
+    def test_max_inflight_across_processes(self):
+        n, limit, delay = 6, 2, 0.8
+        key = harness.unique_key("inflight")
+        url = self.mock.url("/v1/inflight", plan=f"200:delay={int(delay * 1000)}", key=key)
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT=str(limit))
+        t0 = time.monotonic()
+        results = self.parallel([(url, env, ())] * n)
+        elapsed = time.monotonic() - t0
+        for p, _, _ in results:
+            self.assertOk(p)
+        seen = self.mock.wait_entries(key=key, count=n)
+        self.assertEqual(len(seen), n)
+        # The slot is given back after the response was read; the mock notes t_end just after
+        # its last write, so allow 50 ms of overlap at the edges.
+        eps = 0.05
+        peak = max(sum(1 for o in seen if o["t"] <= e["t"] < o["t_end"] - eps) for e in seen)
+        self.assertLessEqual(peak, limit, [(e["t"], e["t_end"]) for e in seen])
+        self.assertEqual(peak, limit, "the calls never ran two at a time")
+        self.assertGreaterEqual(elapsed, (n / limit) * delay - 0.05,
+                                f"{n} calls of {delay} s, {limit} at a time, took {elapsed:.2f} s")
+        self.assertLess(elapsed, (n / limit) * delay + 5)
+        waited = sorted(r["queue_ms"] for r in self.records())
+        self.assertGreaterEqual(waited[-1], 2 * delay * 1000 - 300, waited)
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["max_inflight"], limit)
+        self.assertEqual(pool["inflight"], 0, pool)
+        self.assertEqual(pool["waiters"], 0, pool)
+        self.assertEqual(pool["admitted"], n, pool)
+
+    def test_stat_counts_calls_that_waited_for_a_slot(self):
+        """state.h: `waited` counts "calls that had to wait". A call that waited for an
+        in-flight slot (its record's queue_ms says so) is one of them."""
+        key = harness.unique_key("slotwait")
+        url = self.mock.url("/v1/slotwait", plan="200:delay=500", key=key)
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        for p, _, _ in self.parallel([(url, env, ())] * 2):
+            self.assertOk(p)
+        waited = sorted(r["queue_ms"] for r in self.records())
+        self.assertGreaterEqual(waited[-1], 400, f"the second call did not wait: {waited}")
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["admitted"], 2, pool)
+        self.assertEqual(pool["waited"], 1,
+                         f"stat counts {pool['waited']} calls that waited; the records say 1 "
+                         f"(queue_ms {waited})")
+
+    def test_slot_of_killed_process_is_taken_back(self):
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        slow = self.mock.url("/v1/killed", plan="200:delay=5000")
+        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while not self.mock.entries(url=slow):
+                self.assertLess(time.monotonic(), deadline, "the slow call never arrived")
+                self.assertIsNone(holder.poll(), "the slow call ended early")
+                time.sleep(0.02)
+            pool, _ = self.stat_pool(HOST_POOL)
+            self.assertEqual(pool["inflight"], 1, f"the slow call holds no slot: {pool}")
+        finally:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+        self.assertEqual(holder.returncode, -signal.SIGKILL)
+
+        fast = self.mock.url("/v1/after-kill", plan="200")
+        t0 = time.monotonic()
+        p = self.curl(fast, env, timeout=20)
+        took = time.monotonic() - t0
+        self.assertOk(p)
+        self.assertLess(took, 1.5, f"the dead process's slot was taken back only after {took:.2f} s")
+        self.assertEqual(len(self.mock.wait_entries(url=fast)), 1)
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["inflight"], 0, pool)
+
+
+class FailFastTest(LimiterTestCase):
+    def test_wait_past_deadline_fails_at_once(self):
+        env = self.guard_env(CURLGUARD_RPM="1")       # one request a minute, burst 1
+        first = self.mock.url("/v1/ff", plan="200")
+        second = self.mock.url("/v1/ff", plan="200")
+        self.assertOk(self.curl(first, env, ["--max-time", "2"]))
+        t0 = time.monotonic()
+        p = self.curl(second, env, ["--max-time", "2"])
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 28, p.stderr)             # CURLE_OPERATION_TIMEDOUT
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertRegex(err, r"curlguard: rate limit wait \d+(\.\d+)? s exceeds deadline")
+        self.assertLess(took, 1.0, f"a wait that cannot fit was started: {took:.2f} s")
+        self.assertEqual(self.mock.entries(url=second), [], "the rejected call reached the mock")
+
+        recs = self.records()
+        self.assertEqual(len(recs), 2, recs)
+        r = recs[1]
+        self.assertRecordKeys(r)
+        self.assertEqual(r["outcome"], "local_rate_limited")
+        self.assertEqual(r["curl_code"], 28)
+        self.assertIsNone(r["status"])
+        self.assertTrue(r["final"])
+        self.assertEqual(r["decision"], "give_up")
+        self.assertEqual(r["pool"], HOST_POOL)
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["admitted"], 1, pool)
+        self.assertEqual(pool["rejected"], 1, pool)
+
+
+    def test_inflight_wait_past_deadline_fails_at_the_deadline(self):
+        """No free slot before the call's deadline: it fails then (exit 28), never later,
+        and nothing reaches the provider."""
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        slow = self.mock.url("/v1/ff-slot-holder", plan="200:delay=4000")
+        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while not self.mock.entries(url=slow):
+                self.assertLess(time.monotonic(), deadline, "the slow call never arrived")
+                time.sleep(0.02)
+            second = self.mock.url("/v1/ff-slot", plan="200")
+            t0 = time.monotonic()
+            p = self.curl(second, env, ["--max-time", "1"], timeout=20)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+        self.assertEqual(p.returncode, 28, p.stderr)
+        self.assertIn(b"curlguard: rate limit wait", p.stderr)
+        self.assertGreaterEqual(took, 0.5, "gave up long before the deadline")
+        self.assertLess(took, 1.6, f"waited {took:.2f} s for a slot with --max-time 1")
+        self.assertEqual(self.mock.entries(url=second), [])
+        recs = [r for r in self.records() if r["path"] == "/v1/ff-slot"]
+        self.assertEqual([r["outcome"] for r in recs], ["local_rate_limited"], recs)
+
+    def test_rejected_call_does_not_delay_the_others(self):
+        """A call failed fast for its tokens reserved nothing: the provider's pacing (1 s
+        apart) continues from the last admitted request, not one interval later."""
+        env = self.guard_env(CURLGUARD_TPM="6000")           # 100 tokens/s, burst 100
+        pace = ("200:h.x-ratelimit-remaining-requests=2:h.x-ratelimit-reset-requests=3s"
+                ":h.x-ratelimit-limit-requests=60")
+        self.assertOk(self.curl(self.mock.url("/v1/gb-pace", plan=pace), env))
+        big = ["-H", "Content-Type: application/json", "-d",
+               json.dumps({"model": "m", "max_tokens": 300, "messages": []})]   # 300 tokens
+        self.assertOk(self.curl(self.mock.url("/v1/gb-big1", plan="200"), env, big))
+        # Its request slot (~1 s) would fit 1.5 s, its tokens (~2 s) would not.
+        p = self.curl(self.mock.url("/v1/gb-big2", plan="200"), env, ["--max-time", "1.5", *big])
+        self.assertEqual(p.returncode, 28, p.stderr)
+        self.assertOk(self.curl(self.mock.url("/v1/gb-small", plan="200"), env, timeout=20))
+        q = {r["path"]: r["queue_ms"] for r in self.records()}
+        self.assertGreaterEqual(q["/v1/gb-small"], 400, f"pacing not applied: {q}")
+        self.assertLess(q["/v1/gb-small"], 1400,
+                        f"the rejected call's paced slot was kept: the next call waited "
+                        f"{q['/v1/gb-small']} ms instead of about 900 ({q})")
+
+    def test_hold_longer_than_max_retry_after_fails_fast(self):
+        """README: a hold longer than CURLGUARD_MAX_RETRY_AFTER_MS fails the waiting calls
+        fast instead (here: a 5 s Retry-After, at most 1 s accepted)."""
+        env = self.guard_env(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_MAX_RETRY_AFTER_MS="1000")
+        a_url = self.mock.url("/v1/long-hold-a", plan="429:ra=5")
+        self.assertEqual(self.curl(a_url, env).returncode, 0)
+        b_url = self.mock.url("/v1/long-hold-b", plan="200")
+        t0 = time.monotonic()
+        b = self.curl(b_url, env, timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(b.returncode, 28, b.stderr)
+        self.assertIn(b"curlguard: rate limit wait", b.stderr)
+        self.assertLess(took, 1.0, f"waited {took:.2f} s on a hold it should not accept")
+        self.assertEqual(self.mock.entries(url=b_url), [])
+        self.assertEqual(self.records()[-1]["outcome"], "local_rate_limited")
+
+
+class ProviderSignalsTest(LimiterTestCase):
+    def test_429_holds_other_processes(self):
+        """Process A gets a 429 (no retry); process B, started right after on another key,
+        reaches the provider only when A's hint has expired."""
+        for hint in ("ra=1.5", "ram=1500"):            # Retry-After, retry-after-ms
+            with self.subTest(hint=hint):
+                state = self.tmp / f"state-{hint[:3]}"
+                log = self.tmp / f"log-{hint[:3]}"
+                a_url = self.mock.url("/v1/hold-a", plan=f"429:{hint}")
+                b_url = self.mock.url("/v1/hold-b", plan="200")
+                env = self.guard_env(log, CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_STATE=str(state))
+                a = self.curl(a_url, env)
+                self.assertEqual(a.returncode, 0, a.stderr)
+                b = self.curl(b_url, env, timeout=20)
+                self.assertOk(b)
+                (ea,) = self.mock.wait_entries(url=a_url)
+                (eb,) = self.mock.wait_entries(url=b_url)
+                self.assertEqual(ea["status"], 429)
+                gap = eb["t"] - ea["t"]
+                self.assertGreaterEqual(gap, 1.4, f"B went {gap:.3f} s after A's 429 ({hint})")
+                self.assertLess(gap, 4.0)
+                recs = {r["path"]: r for r in self.records(log)}
+                self.assertGreaterEqual(recs["/v1/hold-b"]["queue_ms"], 1000, recs["/v1/hold-b"])
+                pool, _ = self.stat_pool(HOST_POOL, state)
+                self.assertEqual(pool["seen_429"], 1, pool)
+
+    def test_rate_limit_headers_pace_other_processes(self):
+        plan = ("200:h.x-ratelimit-remaining-requests=2:h.x-ratelimit-reset-requests=3s"
+                ":h.x-ratelimit-limit-requests=60")
+        a_url = self.mock.url("/v1/pace-a", plan=plan)
+        env = self.guard_env()
+        self.assertOk(self.curl(a_url, env))
+        pool, _ = self.stat_pool(HOST_POOL)
+        # 2 remaining over 3 s: one request every 3 / (2 + 1) = 1 s.
+        self.assertAlmostEqual(pool["pace_ms"], 1000, delta=1, msg=pool)
+        key = harness.unique_key("paced")
+        b_urls = [self.mock.url(f"/v1/pace-b/{i}", plan="200", key=key) for i in range(3)]
+        self.assertOk(self.curl(b_urls, env, timeout=20))
+        times = sorted(e["t"] for e in self.mock.wait_entries(key=key, count=3))
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        for g in gaps:
+            self.assertGreaterEqual(g, 0.9, f"paced requests only {gaps} apart")
+            self.assertLess(g, 2.0, f"paced requests {gaps} apart: far more than 1 s")
+
+    def test_anthropic_and_ietf_headers_pace_the_pool(self):
+        """Each provider's header family reaches the limiter: 2 remaining, window full again
+        in 3 s -> the pool is paced one request a second (`stat` pace_ms)."""
+        reset = (datetime.datetime.now(datetime.timezone.utc)
+                 + datetime.timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        variants = {
+            "anthropic": {"anthropic-ratelimit-requests-limit": "50",
+                          "anthropic-ratelimit-requests-remaining": "2",
+                          "anthropic-ratelimit-requests-reset": reset},
+            "ietf-early": {"RateLimit": "limit=100, remaining=2, reset=3"},
+            "ietf-structured": {"RateLimit": '"default";r=2;t=3'},
+        }
+        for name, headers in variants.items():
+            with self.subTest(name):
+                state = self.tmp / f"state-{name}"
+                url = self.mock.url(f"/v1/headers/{name}", plan=[{"action": 200, "headers": headers}])
+                self.assertOk(self.curl(url, self.guard_env(CURLGUARD_STATE=str(state))))
+                pool, _ = self.stat_pool(HOST_POOL, state)
+                # Anthropic's reset is a wall-clock time: up to a few hundred ms already gone.
+                self.assertGreaterEqual(pool["pace_ms"], 800 if name == "anthropic" else 999, pool)
+                self.assertLessEqual(pool["pace_ms"], 1001, pool)
+
+    def test_reset_with_nothing_remaining_and_unknown_limit_is_not_a_wait(self):
+        """CASES.md: a reset is when the window refills, not a wait. remaining 0 with a
+        6m0s reset and no limit must not hold the pool for minutes."""
+        a_url = self.mock.url("/v1/reset-a", plan="200:h.x-ratelimit-remaining-requests=0"
+                                                  ":h.x-ratelimit-reset-requests=6m0s")
+        env = self.guard_env()
+        self.assertOk(self.curl(a_url, env))
+        b_url = self.mock.url("/v1/reset-b", plan="200")
+        t0 = time.monotonic()
+        b = self.curl(b_url, env, ["--max-time", "20"], timeout=30)
+        took = time.monotonic() - t0
+        self.assertOk(b)
+        self.assertLess(took, 2.0, f"held {took:.1f} s by a 6m0s reset")
+        self.assertLess(self.records()[-1]["queue_ms"], 500)
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["hold_ms"], 0, pool)
+
+    def test_nothing_remaining_with_known_limit_waits_one_refill(self):
+        """Control for the case above: with the limit known, the next request waits for one
+        request's refill, reset / limit = 3 s / 3 = 1 s (not the whole 3 s)."""
+        a_url = self.mock.url("/v1/refill-a", plan="200:h.x-ratelimit-remaining-requests=0"
+                                                   ":h.x-ratelimit-reset-requests=3s"
+                                                   ":h.x-ratelimit-limit-requests=3")
+        env = self.guard_env()
+        self.assertOk(self.curl(a_url, env))
+        b_url = self.mock.url("/v1/refill-b", plan="200")
+        self.assertOk(self.curl(b_url, env, timeout=20))
+        (ea,) = self.mock.wait_entries(url=a_url)
+        (eb,) = self.mock.wait_entries(url=b_url)
+        gap = eb["t"] - ea["t"]
+        self.assertGreaterEqual(gap, 0.95, f"B went {gap:.3f} s after A had 0 of 3 left (reset 3s)")
+        self.assertLess(gap, 2.5, f"B waited {gap:.3f} s: the reset is not a wait")
+
+
+class PoolsTest(LimiterTestCase):
+    def config(self, pools):
+        path = self.tmp / "config.json"
+        path.write_text(json.dumps({"pools": pools}))
+        return str(path)
+
+    def test_pool_from_config_file(self):
+        cfg = self.config([{"name": "elsewhere", "hosts": ["api.example.com"], "rpm": 1},
+                           {"name": "mockpool", "hosts": ["127.0.0.*"], "rpm": 60, "burst": 1},
+                           {"name": "catchall", "hosts": ["*"]}])     # not first: never used
+        env = self.guard_env(CURLGUARD_CONFIG=cfg)
+        urls = [self.mock.url("/v1/pooled", plan="200") for _ in range(2)]
+        p = self.curl(urls, env, timeout=20)
+        self.assertOk(p)
+        recs = self.records()
+        self.assertEqual([r["pool"] for r in recs], ["mockpool", "mockpool"])
+        self.assertLess(recs[0]["queue_ms"], 200)
+        self.assertGreaterEqual(recs[1]["queue_ms"], 900, "the pool's rpm 60 does not apply")
+        gap = self.mock.wait_entries(url=urls[1])[0]["t"] - self.mock.wait_entries(url=urls[0])[0]["t"]
+        self.assertGreaterEqual(gap, 0.95)
+        pool, st = self.stat_pool("mockpool")
+        self.assertEqual(pool["rpm"], 60)
+        self.assertEqual(pool["admitted"], 2)
+        self.assertEqual([q["name"] for q in st["pools"]], ["mockpool"], st)
+
+    def test_host_matching_no_pool_gets_its_own(self):
+        cfg = self.config([{"name": "elsewhere", "hosts": ["api.example.com"], "rpm": 1}])
+        env = self.guard_env(CURLGUARD_CONFIG=cfg, CURLGUARD_RPM="60")
+        urls = [self.mock.url("/v1/own-pool", plan="200") for _ in range(2)]
+        self.assertOk(self.curl(urls, env, timeout=20))
+        recs = self.records()
+        self.assertEqual([r["pool"] for r in recs], [HOST_POOL, HOST_POOL])
+        # The default limits (CURLGUARD_RPM=60, burst 1), not the other pool's rpm 1.
+        self.assertGreaterEqual(recs[1]["queue_ms"], 900)
+        self.assertLess(recs[1]["queue_ms"], 5000)
+        pool, st = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["rpm"], 60)
+        self.assertEqual([q["name"] for q in st["pools"]], [HOST_POOL], st)
+
+
+class TokensTest(LimiterTestCase):
+    def test_token_limit_waits_for_refill(self):
+        # 6000 tpm = 100 tokens/s, token burst one second's worth (100). Each call is charged
+        # ceil(chars("user" + "hi") / 4) + max_tokens = 2 + 200 = 202 tokens.
+        body = json.dumps({"model": "gpt-4o-mini", "max_tokens": 200,
+                           "messages": [{"role": "user", "content": "hi"}]})
+        env = self.guard_env(CURLGUARD_TPM="6000")
+        args = ["-H", "Content-Type: application/json", "-d", body]
+        urls = [self.mock.url(CHAT, plan="200") for _ in range(2)]
+        self.assertOk(self.curl(urls[0], env, args))
+        self.assertOk(self.curl(urls[1], env, args, timeout=20))
+        recs = self.records()
+        self.assertEqual(len(recs), 2, recs)
+        self.assertLess(recs[0]["queue_ms"], 200)
+        # The second waits for 202 - 99 tokens to refill: about 1.03 s.
+        self.assertGreaterEqual(recs[1]["queue_ms"], 800, recs[1])
+        self.assertLess(recs[1]["queue_ms"], 1900, recs[1])
+        gap = self.mock.wait_entries(url=urls[1])[0]["t"] - self.mock.wait_entries(url=urls[0])[0]["t"]
+        self.assertGreaterEqual(gap, 0.95)
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(pool["tpm"], 6000)
+        self.assertEqual(pool["tokens_available"], 0, pool)
+        self.assertIsNone(pool["requests_available"], "no request limit: unlimited")
+
+    def test_every_output_limit_name_is_charged(self):
+        """OpenAI max_completion_tokens, Responses max_output_tokens, Gemini
+        generationConfig.maxOutputTokens: each is charged before sending, so one call of
+        ~200 tokens empties a 100-token burst (`stat` tokens_available 0)."""
+        bodies = {
+            "max_completion_tokens": {"model": "o1", "max_completion_tokens": 200,
+                                      "messages": [{"role": "user", "content": "hi"}]},
+            "max_output_tokens": {"model": "gpt-4.1", "input": "hi", "max_output_tokens": 200},
+            "gemini": {"contents": [{"parts": [{"text": "hi"}]}],
+                       "generationConfig": {"maxOutputTokens": 200}},
+        }
+        for name, body in bodies.items():
+            with self.subTest(name):
+                state = self.tmp / f"state-{name}"
+                env = self.guard_env(CURLGUARD_TPM="6000", CURLGUARD_STATE=str(state))
+                url = self.mock.url(f"/v1/tokens/{name}", plan="200")
+                self.assertOk(self.curl(url, env, ["-H", "Content-Type: application/json",
+                                                   "-d", json.dumps(body)]))
+                pool, _ = self.stat_pool(HOST_POOL, state)
+                self.assertEqual(pool["tokens_available"], 0, pool)
+
+    def test_no_output_limit_is_cheap(self):
+        """Control: the same pool without max_tokens charges 2 tokens: no wait."""
+        body = json.dumps({"model": "gpt-4o-mini",
+                           "messages": [{"role": "user", "content": "hi"}]})
+        env = self.guard_env(CURLGUARD_TPM="6000")
+        args = ["-H", "Content-Type: application/json", "-d", body]
+        for _ in range(3):
+            self.assertOk(self.curl(self.mock.url(CHAT, plan="200"), env, args))
+        self.assertEqual([r["queue_ms"] for r in self.records()], [0, 0, 0])
+        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertGreaterEqual(pool["tokens_available"], 90, pool)
+        self.assertLessEqual(pool["tokens_available"], 100, pool)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,243 @@
+"""The shared state file under real processes (README "One limiter for every process on the
+machine" / "The file", SPEC sections 3 and 6): a file the guard must not use leaves the host
+unharmed and is reported once; a file it must not trust is re-initialised; many processes
+starting at once agree on one file; `curlguard stat` and `curlguard reset`."""
+
+import concurrent.futures
+import json
+import os
+import threading
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+FIXED = '{"id": "fixed-state", "choices": [{"text": "state file"}]}\n'
+OK = {"action": 200, "body": FIXED}
+HOST_POOL = "127.0.0.1"
+
+
+class StateFileTestCase(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not harness.CURL:
+            raise unittest.SkipTest("curl is not installed")
+        if not harness.CLI.exists():
+            raise unittest.SkipTest(f"{harness.CLI} is not built")
+
+    def curl(self, urls, env):
+        return harness.run([harness.CURL, "-sS", *urls], env, timeout=30)
+
+    def cli(self, *args, state=None):
+        return harness.run([harness.CLI, *args],
+                           harness.plain_env(CURLGUARD_STATE=str(state or self.state)), timeout=30)
+
+    def stat(self, state=None):
+        p = self.cli("stat", "--json", state=state)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def guarded_vs_plain(self, state):
+        """Two requests in one guarded curl (CURLGUARD_STATE=state) vs the same plainly.
+        Returns the guarded run's stderr lines."""
+        gurls = [self.mock.url(f"/v1/state/{i}", plan=[OK]) for i in range(2)]
+        purls = [self.mock.url(f"/v1/state/{i}", plan=[OK]) for i in range(2)]
+        g = self.curl(gurls, self.guard_env(CURLGUARD_STATE=str(state)))
+        p = self.curl(purls, harness.plain_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(g.returncode, 0, f"the host was harmed: {g.stderr!r}")
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertEqual(g.stdout, FIXED.encode() * 2)
+        for u in gurls:
+            self.assertEqual(len(self.mock.wait_entries(url=u)), 1)
+        recs = self.records()
+        self.assertEqual([r["outcome"] for r in recs], ["ok", "ok"],
+                         "the guard should still run (without the limiter)")
+        return g.stderr.decode("utf-8", "replace").splitlines()
+
+    def assertRefused(self, state):
+        """The host is unharmed and exactly one curlguard: line names the state file."""
+        lines = self.guarded_vs_plain(state)
+        self.assertEqual(len(lines), 1, f"wanted one line on stderr, got {lines}")
+        self.assertTrue(lines[0].startswith("curlguard:"), lines[0])
+        self.assertIn("state file", lines[0])
+        self.assertIn(str(state), lines[0])
+        return lines[0]
+
+    def assertReinitialised(self, state):
+        lines = self.guarded_vs_plain(state)
+        self.assertEqual(lines, [], "a re-initialised file needs no message")
+        st = self.stat(state)
+        self.assertTrue(st["exists"])
+        self.assertEqual(st["layout_version"], 1)
+        self.assertGreaterEqual(os.path.getsize(state), st["size"],
+                                "the file was not grown to its layout")
+        pools = {p["name"]: p for p in st["pools"]}
+        self.assertEqual(list(pools), [HOST_POOL], st)
+        self.assertEqual(pools[HOST_POOL]["admitted"], 2)
+        p = self.cli("stat", state=state)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(HOST_POOL.encode(), p.stdout)
+
+
+class UnusableStateFileTest(StateFileTestCase):
+    def test_symlink_to_a_file(self):
+        target = self.tmp / "target"
+        target.write_text("keep me\n")
+        link = self.tmp / "state-link"
+        os.symlink(target, link)
+        line = self.assertRefused(link)
+        self.assertIn("symbolic link", line)
+        self.assertEqual(target.read_text(), "keep me\n", "the symlink's target was written")
+        self.assertTrue(os.path.islink(link))
+
+    def test_dangling_symlink(self):
+        target = self.tmp / "nowhere"
+        link = self.tmp / "state-link"
+        os.symlink(target, link)
+        self.assertRefused(link)
+        self.assertFalse(os.path.lexists(target), "the symlink's target was created")
+
+    def test_directory(self):
+        d = self.tmp / "state-dir"
+        d.mkdir()
+        self.assertRefused(d)
+        self.assertEqual(os.listdir(d), [])
+
+    def test_path_in_missing_directory(self):
+        missing = self.tmp / "no" / "such" / "dir" / "state"
+        self.assertRefused(missing)
+        self.assertFalse(os.path.exists(self.tmp / "no"), "directories were created")
+
+    def test_file_of_another_user(self):
+        if os.geteuid() != 0:
+            self.skipTest("chown to another user needs root")
+        f = self.tmp / "foreign-state"
+        f.write_bytes(b"someone else's\n")
+        os.chown(f, 65534, 65534)
+        self.assertRefused(f)
+        self.assertEqual(f.read_bytes(), b"someone else's\n", "another user's file was changed")
+
+    def test_stat_and_reset_refuse_a_symlink(self):
+        target = self.tmp / "target"
+        target.write_text("keep me\n")
+        link = self.tmp / "state-link"
+        os.symlink(target, link)
+        for cmd in (["stat"], ["reset"]):
+            with self.subTest(cmd=cmd):
+                p = self.cli(*cmd, state=link)
+                self.assertEqual(p.returncode, 1, p)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertIn(b"symbolic link", p.stderr)
+        self.assertEqual(target.read_text(), "keep me\n")
+
+
+class UntrustedStateFileTest(StateFileTestCase):
+    def test_garbage_bytes_reinitialised(self):
+        self.state.write_bytes(os.urandom(50000))
+        self.assertReinitialised(self.state)
+
+    def test_truncated_file_reinitialised(self):
+        self.state.write_bytes(b"CGCGGRD1\x01\x00")        # 10 bytes: the start of a header
+        self.assertReinitialised(self.state)
+
+    def test_valid_file_cut_short_is_grown(self):
+        """A file that was good, cut after its header: mapping it as is would SIGBUS."""
+        first = self.mock.url("/v1/state/first", plan=[OK])
+        p = self.curl([first], self.guard_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        size = os.path.getsize(self.state)
+        os.truncate(self.state, 300)
+        self.log.unlink()
+        lines = self.guarded_vs_plain(self.state)
+        self.assertEqual(lines, [])
+        self.assertEqual(os.path.getsize(self.state), size)
+        self.stat()
+
+
+class ManyProcessesTest(StateFileTestCase):
+    def test_32_processes_agree_on_one_new_file(self):
+        n = 32
+        self.assertFalse(self.state.exists())
+        env = self.guard_env()
+        key = harness.unique_key("many")
+        url = self.mock.url("/v1/many", plan="200", key=key)
+        barrier = threading.Barrier(n)
+
+        def one(_):
+            barrier.wait(20)
+            return harness.run([harness.CURL, "-sS", "-o", "/dev/null", url], env, timeout=60)
+
+        with concurrent.futures.ThreadPoolExecutor(n) as ex:
+            results = list(ex.map(one, range(n)))
+        for p in results:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr, b"", "a process could not use the state file")
+        self.assertEqual(len(self.mock.wait_entries(key=key, count=n)), n)
+        self.assertEqual(len(self.records()), n)
+        st = self.stat()
+        self.assertEqual([p["name"] for p in st["pools"]], [HOST_POOL], st)
+        self.assertEqual(st["pools"][0]["admitted"], n,
+                         "processes did not agree on one file (a late initialisation wiped counts)")
+        self.assertEqual(st["pools"][0]["inflight"], 0)
+        self.assertEqual(oct(os.stat(self.state).st_mode & 0o777), oct(0o600))
+
+
+class CliTest(StateFileTestCase):
+    def test_reset_reinitialises(self):
+        urls = [self.mock.url("/v1/state/reset", plan="200") for _ in range(2)]
+        p = self.curl(urls, self.guard_env(CURLGUARD_RPM="600"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        before = self.stat()
+        self.assertEqual(len(before["pools"]), 1, before)
+        self.assertEqual(before["pools"][0]["admitted"], 2)
+        r = self.cli("reset")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(str(self.state).encode(), r.stdout)
+        after = self.stat()
+        self.assertTrue(after["exists"])
+        self.assertEqual(after["pools"], [], after)
+        text = self.cli("stat")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn(b"no pools", text.stdout)
+        # The file is still usable: the next call starts a fresh pool.
+        p = self.curl([self.mock.url("/v1/state/reset", plan="200")], self.guard_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.stat()["pools"][0]["admitted"], 1)
+
+    def test_stat_of_missing_file_creates_nothing(self):
+        missing = self.tmp / "not-yet"
+        p = self.cli("stat", state=missing)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"not created yet", p.stdout)
+        self.assertIn(str(missing).encode(), p.stdout)
+        st = self.stat(missing)
+        self.assertEqual(st["exists"], False)
+        self.assertEqual(st["pools"], [])
+        self.assertFalse(os.path.lexists(missing), "stat created the state file")
+
+    def test_stat_usage_error(self):
+        p = self.cli("stat", "--bogus")
+        self.assertEqual(p.returncode, 2, p)
+        self.assertFalse(os.path.lexists(self.state))
+
+    def test_guard_off_never_creates_the_state_file(self):
+        for switch in ("0", "off", None):
+            with self.subTest(CURLGUARD=switch):
+                env = self.guard_env(CURLGUARD=switch, CURLGUARD_RPM="60")
+                self.assertEqual(env["CURLGUARD_STATE"], str(self.state))
+                urls = [self.mock.url("/v1/state/off", plan="200") for _ in range(2)]
+                p = self.curl(urls, env)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertFalse(os.path.lexists(self.state), "guard off created the state file")
+        # Positive control: the same environment with the guard on creates it.
+        p = self.curl([self.mock.url("/v1/state/on", plan="200")], self.guard_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(self.state.exists())
+
+
+if __name__ == "__main__":
+    unittest.main()

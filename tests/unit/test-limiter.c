@@ -1,0 +1,704 @@
+/* test-limiter.c - GCRA pacing, provider pacing and in-flight slots over a real state
+ * file (limiter.h, README "One limiter for every process on the machine").
+ *
+ * Every test maps a fresh state file in its own temporary directory.  Rate tests drive
+ * time with explicit `now` values (far from 0, so nothing depends on the clock); the
+ * in-flight tests use the real clock with short deadlines. */
+#include "limiter.h"
+#include "state.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MS 1000000LL
+#define SEC 1000000000LL
+#define NOW0 (1000 * SEC) /* an arbitrary monotonic instant, far from 0 */
+#define NO_MAX INT64_MAX
+
+static char dir[64];
+static char path[128];
+static struct cg_state st;
+
+static void setup(void) {
+  char why[512] = "";
+  snprintf(dir, sizeof(dir), "/tmp/cg-test-limiter-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof(path), "%s/state", dir);
+  cr_assert_eq(cg_state_open(path, &st, why, sizeof(why)), 0, "cg_state_open: %s", why);
+}
+
+static void teardown(void) {
+  cg_state_close(&st);
+  unlink(path);
+  rmdir(dir);
+}
+
+TestSuite(limiter, .init = setup, .fini = teardown, .timeout = 30);
+
+static struct cg_limits limits(double rpm, double burst, double tpm, double token_burst,
+                               long max_inflight) {
+  struct cg_limits l;
+  memset(&l, 0, sizeof(l));
+  l.rpm = rpm;
+  l.burst_requests = burst;
+  l.tpm = tpm;
+  l.burst_tokens = token_burst;
+  l.max_inflight = max_inflight;
+  return l;
+}
+
+static int pool(const char *name, const struct cg_limits *l) {
+  int p = cg_limiter_pool(&st, name, l);
+  cr_assert_geq(p, 0, "no pool for %s", name);
+  return p;
+}
+
+/* Reserve at `now` with no tokens and no ceiling; the wait. */
+static int64_t reserve(int p, const struct cg_limits *l, int64_t tokens, int64_t now) {
+  int64_t w = -12345;
+  cr_assert_eq(cg_limiter_reserve(&st, p, l, tokens, now, NO_MAX, &w), 0);
+  return w;
+}
+
+/* ---- GCRA exactness ---- */
+
+Test(limiter, rpm60_burst1_spaces_one_second) {
+  struct cg_limits l = limits(60, 1, 0, 0, 0);
+  int p = pool("a", &l), i;
+  for (i = 0; i < 5; i++)
+    cr_assert_eq(reserve(p, &l, 0, NOW0), i * SEC, "reserve %d", i);
+  /* TAT moved by exactly one interval per request. */
+  cr_assert_eq(st.pools[p].tat_requests, NOW0 + 5 * SEC);
+}
+
+Test(limiter, burst3_three_at_once_then_one_per_second) {
+  struct cg_limits l = limits(60, 3, 0, 0, 0);
+  int p = pool("a", &l), i;
+  const int64_t want[] = {0, 0, 0, 1 * SEC, 2 * SEC, 3 * SEC};
+  for (i = 0; i < 6; i++)
+    cr_assert_eq(reserve(p, &l, 0, NOW0), want[i], "reserve %d", i);
+}
+
+Test(limiter, burst_refills_with_time) {
+  struct cg_limits l = limits(60, 3, 0, 0, 0);
+  int p = pool("a", &l), i;
+  for (i = 0; i < 3; i++)
+    cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  /* 2 s later two requests' worth came back: two go at once, the third waits 1 s. */
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 2 * SEC), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 2 * SEC), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 2 * SEC), 1 * SEC);
+  /* Long idle: never more than the burst. */
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 100 * SEC), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 100 * SEC), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 100 * SEC), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 100 * SEC), 1 * SEC);
+}
+
+Test(limiter, default_burst_is_one_seconds_worth) {
+  struct cg_limits l = limits(120, 0, 0, 0, 0); /* 2 per second */
+  int p = pool("a", &l);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), SEC / 2);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), SEC);
+}
+
+Test(limiter, default_burst_is_at_least_one) {
+  struct cg_limits l = limits(6, 0, 0, 0, 0); /* one per 10 s */
+  int p = pool("a", &l);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 10 * SEC);
+}
+
+Test(limiter, no_limits_never_wait) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l), i;
+  for (i = 0; i < 100; i++)
+    cr_assert_eq(reserve(p, &l, 500, NOW0), 0);
+  cr_assert_eq(st.pools[p].tat_requests, 0);
+  cr_assert_eq(st.pools[p].tat_tokens, 0);
+}
+
+Test(limiter, tokens_wait_grows_by_cost) {
+  /* 6000 tpm = 100 tokens/s, default token burst 100: a 250-token request costs 2.5 s. */
+  struct cg_limits l = limits(0, 0, 6000, 0, 0);
+  int p = pool("a", &l);
+  int64_t w0 = reserve(p, &l, 250, NOW0);
+  int64_t w1 = reserve(p, &l, 250, NOW0);
+  int64_t w2 = reserve(p, &l, 250, NOW0);
+  cr_assert_eq(w0, 0);
+  cr_assert_eq(w1, 2500 * MS - 990 * MS, "one second's worth of tokens (100) is the burst");
+  cr_assert_eq(w2 - w1, 2500 * MS);
+  cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 7500 * MS);
+  /* No tokens: the token account is not touched. */
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 7500 * MS);
+}
+
+Test(limiter, tokens_burst1_exact) {
+  struct cg_limits l = limits(0, 0, 6000, 1, 0);
+  int p = pool("a", &l);
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 2500 * MS);
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 5000 * MS);
+}
+
+Test(limiter, max_wait_exceeded_reserves_nothing) {
+  struct cg_limits l = limits(60, 1, 0, 0, 0);
+  int p = pool("a", &l);
+  int64_t w = -1, tat;
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  tat = st.pools[p].tat_requests;
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 0, NOW0, 500 * MS, &w), 1);
+  cr_assert_eq(w, SEC, "the wait it would have been");
+  cr_assert_eq(st.pools[p].tat_requests, tat, "nothing reserved");
+  w = -1;
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 0, NOW0, 500 * MS, &w), 1);
+  cr_assert_eq(w, SEC, "a second try sees the same wait");
+  /* Exactly the ceiling is allowed. */
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 0, NOW0, SEC, &w), 0);
+  cr_assert_eq(w, SEC);
+}
+
+Test(limiter, request_reservation_given_back_when_tokens_fail) {
+  struct cg_limits l = limits(60, 1, 6000, 1, 0);
+  int p = pool("a", &l);
+  int64_t w = -1, tat_req, tat_tok;
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 0); /* req TAT +1 s, tokens TAT +2.5 s */
+  tat_req = st.pools[p].tat_requests;
+  tat_tok = st.pools[p].tat_tokens;
+  cr_assert_eq(tat_req, NOW0 + SEC);
+  cr_assert_eq(tat_tok, NOW0 + 2500 * MS);
+  /* The request slot (1 s) would fit 2 s, the tokens (2.5 s) would not. */
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 250, NOW0, 2 * SEC, &w), 1);
+  cr_assert_eq(w, 2500 * MS);
+  cr_assert_eq(st.pools[p].tat_requests, tat_req, "request reservation not given back");
+  cr_assert_eq(st.pools[p].tat_tokens, tat_tok);
+  /* And the next caller sees the same waits as before the failed attempt. */
+  cr_assert_eq(reserve(p, &l, 0, NOW0), SEC);
+}
+
+Test(limiter, paced_request_reservation_given_back_when_tokens_fail) {
+  /* Provider pacing (1 s spacing) and a token limit, no rpm of our own: a call whose token
+   * wait does not fit must not leave its paced request slot behind for everybody else. */
+  struct cg_limits l = limits(0, 0, 6000, 1, 0);
+  int p = pool("a", &l);
+  int64_t w = -1, tat_req;
+  cg_limiter_pace(&st, p, 60, 9, 10 * SEC, NOW0); /* 10 s / 10 = 1 s apart */
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
+  tat_req = st.pools[p].tat_requests;
+  cr_assert_eq(tat_req, NOW0 + SEC);
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 250, NOW0, 2 * SEC, &w), 1);
+  cr_assert_eq(w, 2500 * MS);
+  cr_assert_eq(st.pools[p].tat_requests, tat_req,
+               "paced request reservation not given back: TAT +%lld ms",
+               (long long) ((st.pools[p].tat_requests - tat_req) / MS));
+  cr_assert_eq(reserve(p, &l, 0, NOW0), SEC);
+}
+
+Test(limiter, paced_with_rpm_reservation_given_back_when_tokens_fail) {
+  /* The same with an rpm of our own (100 ms) narrower than the provider's pacing (1 s):
+   * what is given back is what was taken (1 s), not the rpm interval. */
+  struct cg_limits l = limits(600, 1, 6000, 1, 0);
+  int p = pool("a", &l);
+  int64_t w = -1, tat_req;
+  cg_limiter_pace(&st, p, 60, 9, 10 * SEC, NOW0);
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
+  tat_req = st.pools[p].tat_requests;
+  cr_assert_eq(tat_req, NOW0 + SEC);
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 250, NOW0, 2 * SEC, &w), 1);
+  cr_assert_eq(st.pools[p].tat_requests, tat_req,
+               "paced request reservation given back only in part: TAT +%lld ms",
+               (long long) ((st.pools[p].tat_requests - tat_req) / MS));
+}
+
+Test(limiter, hold_until_floors_the_wait) {
+  struct cg_limits none = limits(0, 0, 0, 0, 0), l = limits(60, 1, 0, 0, 0);
+  int p = pool("a", &none), q = pool("b", &l);
+  int64_t w = -1;
+  cg_limiter_hold(&st, p, NOW0 + 3 * SEC);
+  cr_assert_eq(reserve(p, &none, 0, NOW0), 3 * SEC);
+  cr_assert_eq(reserve(p, &none, 0, NOW0 + SEC), 2 * SEC);
+  cr_assert_eq(reserve(p, &none, 0, NOW0 + 4 * SEC), 0);
+  /* A shorter hold never shortens a longer one. */
+  cg_limiter_hold(&st, p, NOW0 + 10 * SEC);
+  cg_limiter_hold(&st, p, NOW0 + 5 * SEC);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 10 * SEC);
+  /* A hold past the ceiling fails fast. */
+  cr_assert_eq(cg_limiter_reserve(&st, p, &none, 0, NOW0, 2 * SEC, &w), 1);
+  cr_assert_eq(w, 10 * SEC);
+  /* With a rate: the first request goes at the hold, the next one interval later. */
+  cg_limiter_hold(&st, q, NOW0 + 3 * SEC);
+  cr_assert_eq(reserve(q, &l, 0, NOW0), 3 * SEC);
+  cr_assert_eq(reserve(q, &l, 0, NOW0), 4 * SEC);
+  /* Holds are per pool. */
+  cr_assert_eq(st.pools[pool("c", &l)].hold_until, 0);
+}
+
+Test(limiter, pace_interval_widens_spacing_until_pace_until) {
+  struct cg_limits l = limits(600, 0, 0, 0, 0); /* 10/s, burst 10 */
+  int p = pool("a", &l), i;
+  /* 2 remaining over 3 s: one request every 1 s. */
+  cg_limiter_pace(&st, p, 60, 2, 3 * SEC, NOW0);
+  cr_assert_eq(st.pools[p].pace_interval, SEC);
+  cr_assert_eq(st.pools[p].pace_until, NOW0 + 3 * SEC);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), SEC, "no burst while paced");
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 2 * SEC);
+  /* After pace_until the pool's own rate and burst are back. */
+  for (i = 0; i < 10; i++)
+    cr_assert_eq(reserve(p, &l, 0, NOW0 + 60 * SEC), 0, "reserve %d", i);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 60 * SEC), 100 * MS);
+}
+
+Test(limiter, pace_without_a_rate_limit) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l);
+  cg_limiter_pace(&st, p, -1, 4, 10 * SEC, NOW0); /* 10 s / 5 = 2 s */
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 2 * SEC);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 11 * SEC), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + 11 * SEC), 0);
+}
+
+Test(limiter, pace_narrower_than_rate_keeps_the_rate) {
+  struct cg_limits l = limits(60, 1, 0, 0, 0); /* 1 s */
+  int p = pool("a", &l);
+  cg_limiter_pace(&st, p, 1000, 999, 10 * SEC, NOW0); /* 10 ms */
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), SEC);
+}
+
+Test(limiter, pace_nothing_remaining_known_limit_waits_one_refill) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l);
+  cg_limiter_pace(&st, p, 60, 0, 6 * SEC, NOW0); /* 6 s / 60 = 100 ms */
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 100 * MS);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 100 * MS);
+  /* 6m0s with 10000 requests: 36 ms, not 6 minutes. */
+  cg_limiter_pace(&st, p, 10000, 0, 360 * SEC, NOW0 + SEC);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + SEC + 36 * MS);
+}
+
+Test(limiter, pace_nothing_remaining_unknown_limit_does_nothing) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l);
+  cg_limiter_pace(&st, p, -1, 0, 360 * SEC, NOW0);
+  cg_limiter_pace(&st, p, 0, 0, 360 * SEC, NOW0);
+  cr_assert_eq(st.pools[p].hold_until, 0);
+  cr_assert_eq(st.pools[p].pace_until, 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
+}
+
+Test(limiter, pace_ignores_unknown_values) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l);
+  cg_limiter_pace(&st, p, 60, -1, 3 * SEC, NOW0);
+  cg_limiter_pace(&st, p, 60, 2, 0, NOW0);
+  cg_limiter_pace(&st, p, 60, 2, -1, NOW0);
+  cr_assert_eq(st.pools[p].hold_until, 0);
+  cr_assert_eq(st.pools[p].pace_until, 0);
+  cr_assert_eq(st.pools[p].pace_interval, 0);
+}
+
+Test(limiter, tokens_correct_moves_the_token_account) {
+  struct cg_limits l = limits(0, 0, 6000, 1, 0), none = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l);
+  cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
+  cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2500 * MS);
+  cg_limiter_tokens_correct(&st, p, &l, -100); /* used 100 fewer than estimated */
+  cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 1500 * MS);
+  cg_limiter_tokens_correct(&st, p, &l, 50);
+  cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2000 * MS);
+  cr_assert_eq(reserve(p, &l, 1, NOW0), 2 * SEC);
+  /* No token limit: nothing to correct. */
+  cg_limiter_tokens_correct(&st, p, &none, 1000);
+  cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2010 * MS);
+}
+
+/* ---- pools ---- */
+
+Test(limiter, pool_claims_and_finds_again) {
+  struct cg_limits l = limits(120, 4, 6000, 50, 3);
+  int a = cg_limiter_pool(&st, "openai", &l);
+  int b = cg_limiter_pool(&st, "anthropic", &l);
+  cr_assert_geq(a, 0);
+  cr_assert_geq(b, 0);
+  cr_assert_neq(a, b);
+  cr_assert_eq(cg_limiter_pool(&st, "openai", &l), a);
+  cr_assert_eq(cg_limiter_pool(&st, "anthropic", &l), b);
+  cr_assert_str_eq(st.pools[a].name, "openai");
+  cr_assert_eq(st.pools[a].name_ready, 1);
+  cr_assert_neq(st.pools[a].name_hash, 0);
+  /* The limits are recorded for `stat`. */
+  cr_assert_eq(st.pools[a].rpm, 120);
+  cr_assert_eq(st.pools[a].tpm, 6000);
+  cr_assert_eq(st.pools[a].burst_requests, 4);
+  cr_assert_eq(st.pools[a].burst_tokens, 50);
+  cr_assert_eq(st.pools[a].max_inflight, 3);
+}
+
+Test(limiter, pool_table_full_returns_minus_one) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  int idx[CG_STATE_POOLS], i, j;
+  char name[32];
+  for (i = 0; i < CG_STATE_POOLS; i++) {
+    snprintf(name, sizeof(name), "pool-%d", i);
+    idx[i] = cg_limiter_pool(&st, name, &l);
+    cr_assert_geq(idx[i], 0, "pool %d", i);
+    for (j = 0; j < i; j++)
+      cr_assert_neq(idx[i], idx[j], "pools %d and %d share index %d", i, j, idx[i]);
+  }
+  cr_assert_eq(cg_limiter_pool(&st, "one-too-many", &l), -1);
+  /* Existing pools are still found. */
+  cr_assert_eq(cg_limiter_pool(&st, "pool-0", &l), idx[0]);
+  cr_assert_eq(cg_limiter_pool(&st, "pool-63", &l), idx[63]);
+}
+
+Test(limiter, pool_long_name_does_not_overflow) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  char name[200];
+  int p;
+  memset(name, 'x', sizeof(name) - 1);
+  name[sizeof(name) - 1] = '\0';
+  p = pool(name, &l);
+  cr_assert_eq(strlen(st.pools[p].name), sizeof(st.pools[p].name) - 1);
+  cr_assert_eq(cg_limiter_pool(&st, name, &l), p);
+}
+
+/* ---- available ---- */
+
+Test(limiter, available) {
+  cr_assert(isinf(cg_limiter_available(0, 0, 0, NOW0)), "no limit: infinite");
+  cr_assert_eq(cg_limiter_available(0, 60, 3, NOW0), 3);
+  cr_assert_eq(cg_limiter_available(NOW0 - 50 * SEC, 60, 3, NOW0), 3, "never above burst");
+  cr_assert_eq(cg_limiter_available(NOW0 + SEC, 60, 3, NOW0), 2);
+  cr_assert_eq(cg_limiter_available(NOW0 + 3 * SEC, 60, 3, NOW0), 0);
+  cr_assert_eq(cg_limiter_available(NOW0 + 10 * SEC, 60, 3, NOW0), 0);
+  cr_assert_eq(cg_limiter_available(0, 120, 0, NOW0), 2, "default burst");
+}
+
+Test(limiter, available_follows_reservations) {
+  struct cg_limits l = limits(60, 3, 0, 0, 0);
+  int p = pool("a", &l);
+  cr_assert_eq(cg_limiter_available(st.pools[p].tat_requests, 60, 3, NOW0), 3);
+  reserve(p, &l, 0, NOW0);
+  cr_assert_eq(cg_limiter_available(st.pools[p].tat_requests, 60, 3, NOW0), 2);
+  reserve(p, &l, 0, NOW0);
+  reserve(p, &l, 0, NOW0);
+  cr_assert_eq(cg_limiter_available(st.pools[p].tat_requests, 60, 3, NOW0), 0);
+  cr_assert_eq(cg_limiter_available(st.pools[p].tat_requests, 60, 3, NOW0 + SEC), 1);
+}
+
+/* ---- counters ---- */
+
+Test(limiter, counters) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l);
+  cg_limiter_count(&st, p, CG_CNT_ADMITTED);
+  cg_limiter_count(&st, p, CG_CNT_ADMITTED);
+  cg_limiter_count(&st, p, CG_CNT_WAITED);
+  cg_limiter_count(&st, p, CG_CNT_REJECTED);
+  cg_limiter_count(&st, p, CG_CNT_429);
+  cr_assert_eq(st.pools[p].admitted, 2);
+  cr_assert_eq(st.pools[p].waited, 1);
+  cr_assert_eq(st.pools[p].rejected, 1);
+  cr_assert_eq(st.pools[p].seen_429, 1);
+}
+
+/* ---- concurrency: no lost compare-and-swap ---- */
+
+#define NTHREADS 8
+#define PER_THREAD 1000
+
+struct reserver {
+  int p;
+  struct cg_limits l;
+  int64_t waits[PER_THREAD];
+  int failed;
+};
+
+static void *reserver_run(void *arg) {
+  struct reserver *r = arg;
+  int i;
+  for (i = 0; i < PER_THREAD; i++)
+    if (cg_limiter_reserve(&st, r->p, &r->l, 0, NOW0, NO_MAX, &r->waits[i]) != 0)
+      r->failed++;
+  return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+  return x < y ? -1 : x > y;
+}
+
+Test(limiter, concurrent_reserves_lose_no_update) {
+  static struct reserver rs[NTHREADS];
+  static int64_t all[NTHREADS * PER_THREAD];
+  struct cg_limits l = limits(60000, 1, 0, 0, 0); /* T = 1 ms exactly */
+  pthread_t th[NTHREADS];
+  int p = pool("race", &l), i, j;
+
+  for (i = 0; i < NTHREADS; i++) {
+    rs[i].p = p;
+    rs[i].l = l;
+    rs[i].failed = 0;
+    cr_assert_eq(pthread_create(&th[i], NULL, reserver_run, &rs[i]), 0);
+  }
+  for (i = 0; i < NTHREADS; i++)
+    pthread_join(th[i], NULL);
+  cr_assert_eq(st.pools[p].tat_requests, NOW0 + (int64_t) NTHREADS * PER_THREAD * MS,
+               "TAT %lld, want %lld: updates were lost",
+               (long long) (st.pools[p].tat_requests - NOW0),
+               (long long) NTHREADS * PER_THREAD * MS);
+  /* Every caller got its own place in the queue: waits are 0, T, 2T, ... once each. */
+  for (i = 0; i < NTHREADS; i++) {
+    cr_assert_eq(rs[i].failed, 0);
+    for (j = 0; j < PER_THREAD; j++)
+      all[i * PER_THREAD + j] = rs[i].waits[j];
+  }
+  qsort(all, NTHREADS * PER_THREAD, sizeof(all[0]), cmp_i64);
+  for (i = 0; i < NTHREADS * PER_THREAD; i++)
+    cr_assert_eq(all[i], (int64_t) i * MS, "wait #%d is %lld ns", i, (long long) all[i]);
+}
+
+/* ---- in flight ---- */
+
+Test(limiter, inflight_acquire_release_counts) {
+  struct cg_limits l = limits(0, 0, 0, 0, 2);
+  int p = pool("a", &l);
+  int64_t waited = -1;
+  int s1 = cg_limiter_inflight_acquire(&st, p, 2, cg_state_now() + SEC, &waited);
+  int s2 = cg_limiter_inflight_acquire(&st, p, 2, cg_state_now() + SEC, &waited);
+  cr_assert_geq(s1, 0);
+  cr_assert_geq(s2, 0);
+  cr_assert_neq(s1, s2);
+  cr_assert_lt(waited, 100 * MS, "a free slot is taken without waiting");
+  cr_assert_eq(st.pools[p].inflight, 2);
+  cr_assert_eq(st.slots[s1].owner >> 32, (uint64_t) getpid());
+  cr_assert_eq(st.slots[s1].owner & 0xFFFFFFFFu, (uint64_t) p + 1);
+  cr_assert_eq(st.slots[s1].owner_start, cg_proc_start(getpid()));
+  cg_limiter_inflight_release(&st, p, s1);
+  cr_assert_eq(st.pools[p].inflight, 1);
+  cr_assert_eq(st.slots[s1].owner, 0);
+  /* A second release of the same slot changes nothing. */
+  cg_limiter_inflight_release(&st, p, s1);
+  cr_assert_eq(st.pools[p].inflight, 1);
+  cg_limiter_inflight_release(&st, p, -2); /* "no slot" */
+  cr_assert_eq(st.pools[p].inflight, 1);
+  cg_limiter_inflight_release(&st, p, s2);
+  cr_assert_eq(st.pools[p].inflight, 0);
+}
+
+Test(limiter, inflight_full_times_out_at_deadline) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l);
+  int64_t waited = -1, t0, t1;
+  int s1 = cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + SEC, &waited);
+  cr_assert_geq(s1, 0);
+  t0 = cg_state_now();
+  cr_assert_eq(cg_limiter_inflight_acquire(&st, p, 1, t0 + 100 * MS, &waited), -1);
+  t1 = cg_state_now();
+  cr_assert_geq(t1 - t0, 100 * MS, "gave up before the deadline");
+  cr_assert_lt(t1 - t0, 400 * MS, "gave up long after the deadline");
+  cr_assert_geq(waited, 90 * MS);
+  cr_assert_eq(st.pools[p].inflight, 1, "a timed-out waiter took nothing");
+  cr_assert_eq(st.pools[p].waiters, 0);
+  /* A deadline already past: no wait at all. */
+  t0 = cg_state_now();
+  cr_assert_eq(cg_limiter_inflight_acquire(&st, p, 1, t0 - SEC, &waited), -1);
+  cr_assert_lt(cg_state_now() - t0, 50 * MS);
+  cg_limiter_inflight_release(&st, p, s1);
+}
+
+struct waiter {
+  int p;
+  int slot;
+  int64_t waited;
+  int64_t done_at;
+};
+
+static void *waiter_run(void *arg) {
+  struct waiter *w = arg;
+  w->slot = cg_limiter_inflight_acquire(&st, w->p, 1, cg_state_now() + 5 * SEC, &w->waited);
+  w->done_at = cg_state_now();
+  return NULL;
+}
+
+Test(limiter, release_wakes_a_waiter) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  struct waiter w = {0, -9, 0, 0};
+  pthread_t th;
+  int64_t waited, released_at;
+  int s1, i;
+
+  w.p = pool("a", &l);
+  s1 = cg_limiter_inflight_acquire(&st, w.p, 1, cg_state_now() + SEC, &waited);
+  cr_assert_geq(s1, 0);
+  cr_assert_eq(pthread_create(&th, NULL, waiter_run, &w), 0);
+  /* Wait (bounded) until the thread sleeps on the futex. */
+  for (i = 0; i < 200 && __atomic_load_n(&st.pools[w.p].waiters, __ATOMIC_ACQUIRE) == 0; i++)
+    usleep(5000);
+  cr_assert_eq(st.pools[w.p].waiters, 1, "the second caller should be waiting");
+  usleep(100000);
+  released_at = cg_state_now();
+  cg_limiter_inflight_release(&st, w.p, s1);
+  pthread_join(th, NULL);
+  cr_assert_geq(w.slot, 0);
+  cr_assert_geq(w.done_at, released_at);
+  /* Woken by the release, not by the periodic re-check (CG_INFLIGHT_RECHECK_MS). */
+  cr_assert_lt(w.done_at - released_at, 200 * MS, "woken %lld ms after the release",
+               (long long) ((w.done_at - released_at) / MS));
+  cr_assert_eq(st.pools[w.p].inflight, 1);
+  cr_assert_eq(st.pools[w.p].waiters, 0);
+  cg_limiter_inflight_release(&st, w.p, w.slot);
+  cr_assert_eq(st.pools[w.p].inflight, 0);
+}
+
+/* A child takes a slot and dies without giving it back.  Returns its (reaped) pid. */
+static pid_t child_dies_holding_slot(int p, long max) {
+  int fds[2], status;
+  char c = 0;
+  pid_t pid;
+
+  cr_assert_eq(pipe(fds), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int64_t w;
+    int s = cg_limiter_inflight_acquire(&st, p, max, cg_state_now() + SEC, &w);
+    c = s >= 0 ? 'y' : 'n';
+    if (write(fds[1], &c, 1) != 1)
+      _exit(2);
+    _exit(0); /* no release */
+  }
+  close(fds[1]);
+  cr_assert_eq(read(fds[0], &c, 1), 1);
+  close(fds[0]);
+  cr_assert_eq(c, 'y', "the child got no slot");
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  return pid;
+}
+
+Test(limiter, reclaim_slot_of_dead_process) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), q = pool("b", &l), s, mine;
+  int64_t waited;
+  pid_t dead;
+
+  /* A live slot of ours in another pool is never taken. */
+  mine = cg_limiter_inflight_acquire(&st, q, 1, cg_state_now() + SEC, &waited);
+  cr_assert_geq(mine, 0);
+  dead = child_dies_holding_slot(p, 1);
+  cr_assert_eq(st.pools[p].inflight, 1, "the dead child's slot is still counted");
+  cr_assert_eq(cg_limiter_reclaim(&st, q), 0, "other pool: nothing to take back");
+  cr_assert_eq(cg_limiter_reclaim(&st, p), 1);
+  cr_assert_eq(st.pools[p].inflight, 0);
+  cr_assert_eq(cg_limiter_reclaim(&st, -1), 0, "our own live slot stays");
+  cr_assert_eq(st.pools[q].inflight, 1);
+  s = cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + SEC, &waited);
+  cr_assert_geq(s, 0);
+  cr_assert_lt(waited, 100 * MS);
+  cr_assert_eq(st.slots[s].owner >> 32, (uint64_t) getpid(), "dead pid %d", (int) dead);
+  cg_limiter_inflight_release(&st, p, s);
+  cg_limiter_inflight_release(&st, q, mine);
+}
+
+Test(limiter, waiter_takes_back_slot_of_dead_process) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s;
+  int64_t waited, t0;
+
+  child_dies_holding_slot(p, 1);
+  t0 = cg_state_now();
+  s = cg_limiter_inflight_acquire(&st, p, 1, t0 + 3 * SEC, &waited);
+  cr_assert_geq(s, 0, "the slot of a dead holder was not taken back before the deadline");
+  /* README: taken back by the next waiter within 0.5 s (allow scheduling slack). */
+  cr_assert_lt(cg_state_now() - t0, (CG_INFLIGHT_RECHECK_MS + 500) * MS);
+  cr_assert_eq(st.pools[p].inflight, 1);
+  cr_assert_eq(cg_limiter_reclaim(&st, p), 0, "already taken back");
+  cg_limiter_inflight_release(&st, p, s);
+}
+
+Test(limiter, reclaim_takes_back_slot_of_recycled_pid) {
+  /* A slot whose pid is alive (ours) but whose start time differs belongs to a dead
+   * process whose pid was reused: it is taken back. */
+  struct cg_limits l = limits(0, 0, 0, 0, 4);
+  int p = pool("a", &l), s;
+  int64_t waited;
+  s = cg_limiter_inflight_acquire(&st, p, 4, cg_state_now() + SEC, &waited);
+  cr_assert_geq(s, 0);
+  st.slots[s].owner_start += 1;
+  cr_assert_eq(cg_limiter_reclaim(&st, p), 1);
+  cr_assert_eq(st.pools[p].inflight, 0);
+  cr_assert_eq(st.slots[s].owner, 0);
+  /* Our late release does not give back a slot twice. */
+  cg_limiter_inflight_release(&st, p, s);
+  cr_assert_eq(st.pools[p].inflight, 0);
+}
+
+Test(limiter, slot_table_full_runs_without_a_slot) {
+  struct cg_limits l = limits(0, 0, 0, 0, 5000);
+  int p = pool("a", &l), i, s;
+  int64_t waited;
+  for (i = 0; i < CG_STATE_SLOTS; i++)
+    cr_assert_geq(cg_limiter_inflight_acquire(&st, p, 5000, cg_state_now() + SEC, &waited), 0,
+                  "slot %d", i);
+  cr_assert_eq(st.pools[p].inflight, CG_STATE_SLOTS);
+  s = cg_limiter_inflight_acquire(&st, p, 5000, cg_state_now() + SEC, &waited);
+  cr_assert_eq(s, -2, "no slot left: the call runs without one");
+  cr_assert_eq(st.pools[p].inflight, CG_STATE_SLOTS, "the count was not given back");
+}
+
+/* README "The file": a process killed at any instant leaves the file usable.  The two
+ * windows below are a few instructions wide in cg_limiter_inflight_acquire: after the
+ * in-flight count went up and before the slot records the owner's start time.  A waiter
+ * must still get the pool back (README: within CG_INFLIGHT_RECHECK_MS). */
+
+static pid_t dead_pid(void) {
+  int status;
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0)
+    _exit(0);
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return pid;
+}
+
+Test(limiter, slot_of_process_killed_while_claiming_it_is_taken_back) {
+  /* Killed between the slot's owner CAS and the store of owner_start. */
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s;
+  int64_t waited;
+  pid_t dead = dead_pid();
+  st.slots[7].owner = ((uint64_t) dead << 32) | (uint64_t) (p + 1);
+  st.slots[7].owner_start = 0;
+  st.pools[p].inflight = 1;
+  s = cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + 1500 * MS, &waited);
+  cr_assert_geq(s, 0,
+                "pool stuck: slot 7 of dead pid %d (owner_start 0) is never taken back, "
+                "inflight %u",
+                (int) dead, st.pools[p].inflight);
+}
+
+Test(limiter, count_of_process_killed_before_claiming_a_slot_is_taken_back) {
+  /* Killed between the in-flight count's CAS and claiming a slot: a count with no slot. */
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s;
+  int64_t waited;
+  st.pools[p].inflight = 1;
+  s = cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + 1500 * MS, &waited);
+  cr_assert_geq(s, 0, "pool stuck: in-flight count 1 with no slot behind it is never repaired");
+}
