@@ -442,6 +442,20 @@ class GuardTestCase(unittest.TestCase):
         """guard_env() with this test's log by default."""
         return guard_env(self.log if log_path is None else log_path, extra, **overrides)
 
+    def exact_entries(self, url, count):
+        """The ledger entries of `url`, which must be exactly `count` once the host has
+        exited (a request not there by now never came)."""
+        try:
+            self.mock.wait_entries(url=url, count=count, timeout=3)
+        except AssertionError:
+            pass                      # reported below, with the entries
+        time.sleep(0.05)
+        got = self.mock.entries(url=url)
+        self.assertEqual(len(got), count,
+                         f"server saw {len(got)} requests, expected {count}: "
+                         f"{[(e['n'], e['action'], e['status']) for e in got]}")
+        return got
+
     def records(self, path=None):
         return read_records(self.log if path is None else path)
 

@@ -64,18 +64,6 @@ class TimeoutCase(harness.GuardTestCase):
         p.elapsed = time.monotonic() - started
         return p
 
-    def ledger(self, url, count):
-        try:   # the host has exited: a request not there by now never came
-            self.mock.wait_entries(url=url, count=count, timeout=3)
-        except AssertionError:
-            pass                      # reported below, with the entries
-        time.sleep(0.05)
-        got = self.mock.entries(url=url)
-        self.assertEqual(len(got), count,
-                         f"server saw {len(got)} requests, expected {count}: "
-                         f"{[(e['n'], e['action'], e['status']) for e in got]}")
-        return got
-
     def summary(self, recs):
         return [(r.get("attempt"), r.get("outcome"), r.get("decision"), r.get("reason"),
                  r.get("curl_code"), r.get("duration_ms")) for r in recs]
@@ -105,7 +93,7 @@ class FirstByteTimeoutTest(TimeoutCase):
         self.assertEqual(p.stdout, b"")
         self.assertGreaterEqual(p.elapsed, TIMEOUT_MS / 1000)
         self.assertLess(p.elapsed, 2.9)                  # cut, not waited out (3 s delay)
-        entry = self.ledger(url, 1)[0]
+        entry = self.exact_entries(url, 1)[0]
         self.assertEqual(entry["method"], "POST")
         self.assertTrue(entry["processing_started"])
         self.assert_cut_after(entry, TIMEOUT_MS, "first-byte, POST")
@@ -123,7 +111,7 @@ class FirstByteTimeoutTest(TimeoutCase):
         p = self.curl(url, CURLGUARD_FIRST_BYTE_TIMEOUT_MS=TIMEOUT_MS)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["n"], 2)
-        entries = self.ledger(url, 2)
+        entries = self.exact_entries(url, 2)
         self.assert_cut_after(entries[0], TIMEOUT_MS, "first-byte, GET")
         self.assertTrue(entries[1]["completed"])
         recs = self.records()
@@ -143,7 +131,7 @@ class FirstByteTimeoutTest(TimeoutCase):
                               CURLGUARD_FIRST_BYTE_TIMEOUT_MS=TIMEOUT_MS)
                 self.assertEqual(p.returncode, 28, p.stderr)
                 self.assertGreaterEqual(p.elapsed, TIMEOUT_MS / 1000)   # never early
-                entry = self.ledger(url, 1)[0]
+                entry = self.exact_entries(url, 1)[0]
                 lates.append(self.assert_cut_after(entry, TIMEOUT_MS, f"first-byte run {i + 1}"))
         recs = self.records()
         self.assertEqual(len(recs), 3)
@@ -168,7 +156,7 @@ class ReadTimeoutTest(TimeoutCase):
         url = self.mock.url(PATH, plan=plan)
         p = self.curl(url, "-i", CURLGUARD_READ_TIMEOUT_MS=TIMEOUT_MS)
         self.assertEqual(p.returncode, 0, p.stderr)
-        entries = self.ledger(url, 2)
+        entries = self.exact_entries(url, 2)
         self.assertEqual(entries[0]["action"], "stall")
         self.assert_cut_after(entries[0], TIMEOUT_MS, "read, GET stalled body")
         recs = self.records()
@@ -194,7 +182,7 @@ class ReadTimeoutTest(TimeoutCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stdout.endswith(b"data: [DONE]\n\n"), p.stdout[-200:])
         self.assertGreaterEqual(p.elapsed, 6 * 0.2)     # it really lasted longer than 700 ms
-        entry = self.ledger(url, 1)[0]
+        entry = self.exact_entries(url, 1)[0]
         self.assertTrue(entry["completed"] and entry["client_connected_at_end"], entry)
         recs = self.records()
         self.assertEqual([(r["outcome"], r["decision"], r["final"]) for r in recs],
@@ -210,7 +198,7 @@ class ReadTimeoutTest(TimeoutCase):
         self.assertIn(b": ping", p.stdout)
         self.assertTrue(p.stdout.endswith(b"data: [DONE]\n\n"), p.stdout[-200:])
         self.assertGreaterEqual(p.elapsed, 2.0)
-        entry = self.ledger(url, 1)[0]
+        entry = self.exact_entries(url, 1)[0]
         self.assertTrue(entry["completed"] and entry["client_connected_at_end"], entry)
         recs = self.records()
         self.assertEqual([(r["outcome"], r["decision"], r["final"]) for r in recs],
@@ -223,7 +211,7 @@ class ReadTimeoutTest(TimeoutCase):
         self.assertIn(b"curl: (28) curlguard:", p.stderr)
         self.assertLess(p.elapsed, 2.9)
         self.assertNotIn(b"[DONE]", p.stdout)
-        entry = self.ledger(url, 1)[0]
+        entry = self.exact_entries(url, 1)[0]
         self.assert_cut_after(entry, TIMEOUT_MS, "read, POST stream stall")
         recs = self.records()
         self.assertEqual(len(recs), 1, self.summary(recs))
@@ -250,7 +238,7 @@ class DeadlineTest(TimeoutCase):
                 self.assertLess(p.elapsed, 2.5, "slept into (or past) the deadline")
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn(b"overloaded", p.stdout)        # the host got the 503 body
-                self.ledger(url, 1)
+                self.exact_entries(url, 1)
                 recs = self.records()
                 self.assertEqual([(r["outcome"], r["decision"], r["reason"], r["final"])
                                   for r in recs],
@@ -285,7 +273,7 @@ class DeadlineTest(TimeoutCase):
         self.assertEqual(p.returncode, 28, p.stderr)
         self.assertGreaterEqual(p.elapsed, 1.5)
         self.assertLess(p.elapsed, 3.0)
-        self.ledger(url, 1)
+        self.exact_entries(url, 1)
         recs = self.records()
         self.assertEqual([(r["decision"], r["reason"], r["final"], r["curl_code"]) for r in recs],
                          [("give_up", "deadline", True, 28)], self.summary(recs))
@@ -296,7 +284,7 @@ class DeadlineTest(TimeoutCase):
         p = self.curl(url, CURLGUARD_DEADLINE_MS=2000)
         self.assertLess(p.elapsed, 1.5)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.ledger(url, 1)
+        self.exact_entries(url, 1)
         recs = self.records()
         self.assertEqual([(r["outcome"], r["reason"]) for r in recs],
                          [("http_503", "deadline")], self.summary(recs))
