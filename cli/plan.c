@@ -69,6 +69,9 @@ int cg_cli_plan(int argc, char **argv) {
     return CG_EXIT_USAGE;
   }
 
+  if (cap < base)
+    cg_cli_error("plan: note: --cap %g is below --base %g; the guard uses the base as the "
+                 "cap, and so does this plan", cap, base);
   for (i = 0; i < max_attempts; i++) {
     /* Work in milliseconds with the guard's own backoff function. */
     wait[i] = i == 0 ? 0

@@ -186,9 +186,29 @@ static void cg__check_target(const char *cmd) {
   }
   links = cg__links_libcurl(interp, path);
   if (links == 0)
-    cg_cli_error("warning: %s does not use libcurl (no libcurl among its libraries): only "
+    cg_cli_error("note: %s does not use libcurl (no libcurl among its libraries): only "
                  "libcurl programs it starts, or libcurl it loads at run time (as pycurl "
                  "does), are guarded", cmd);
+}
+
+/* Set `name` to `path` made absolute against the current directory. */
+static void cg__setenv_abs(const char *name, const char *path) {
+  char cwd[PATH_MAX], *abs;
+  size_t need;
+
+  if (path[0] == '/' || path[0] == '\0' || !getcwd(cwd, sizeof(cwd))) {
+    setenv(name, path, 1);
+    return;
+  }
+  need = strlen(cwd) + strlen(path) + 2;
+  abs = malloc(need);
+  if (!abs) {
+    setenv(name, path, 1);
+    return;
+  }
+  snprintf(abs, need, "%s/%s", cwd, path);
+  setenv(name, abs, 1);
+  free(abs);
 }
 
 int cg_cli_run(int argc, char **argv) {
@@ -229,6 +249,12 @@ int cg_cli_run(int argc, char **argv) {
                  "../lib/curlguard/ (set CURLGUARD_LIB)");
     return CG_EXIT_ERROR;
   }
+  if (strpbrk(lib, " :\t\n")) {
+    /* ld.so splits LD_PRELOAD at spaces and colons (ld.so(8)): it would not load it. */
+    cg_cli_error("run: cannot preload %s: its path contains a space or a colon (move or "
+                 "install it elsewhere)", lib);
+    return CG_EXIT_ERROR;
+  }
   cg__check_target(argv[i]);
 
   old = getenv("LD_PRELOAD");
@@ -241,8 +267,14 @@ int cg_cli_run(int argc, char **argv) {
   snprintf(preload, need, "%s%s%s", lib, old && old[0] ? ":" : "", old ? old : "");
   setenv("LD_PRELOAD", preload, 1);
   setenv("CURLGUARD", "1", 1);
+  /* Paths relative to here would move with every child that changes directory. */
   if (config)
-    setenv("CURLGUARD_CONFIG", config, 1);
+    cg__setenv_abs("CURLGUARD_CONFIG", config);
+  if (getenv("CURLGUARD_LOG") && strcmp(getenv("CURLGUARD_LOG"), "-") != 0 &&
+      strcmp(getenv("CURLGUARD_LOG"), "off") != 0)
+    cg__setenv_abs("CURLGUARD_LOG", getenv("CURLGUARD_LOG"));
+  if (getenv("CURLGUARD_STATE"))
+    cg__setenv_abs("CURLGUARD_STATE", getenv("CURLGUARD_STATE"));
   free(preload);
   execvp(argv[i], argv + i);
   cg_cli_error("run: cannot run %s: %s", argv[i], strerror(errno));

@@ -124,6 +124,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     CG_HINT("x-should-retry", should_retry),
     CG_HINT("date", date),
     CG_HINT("content-type", content_type),
+    CG_HINT("content-length", content_length),
     CG_HINT("x-ratelimit-limit-requests", rl_limit_req),
     CG_HINT("x-ratelimit-remaining-requests", rl_remaining_req),
     CG_HINT("x-ratelimit-reset-requests", rl_reset_req),
@@ -182,9 +183,16 @@ static long cg__status_line(const char *p, size_t n) {
   return digits == 3 ? s : 0;
 }
 
-/* 1 for a streaming response (Server-Sent Events): it is never held whole. */
-static int cg__is_stream(const struct cg_hints *hints) {
-  return strncasecmp(hints->content_type, "text/event-stream", 17) == 0;
+/* 1 for a body held whole: its length is announced and small.  Server-Sent Events, and
+ * bodies of unknown length (chunked: NDJSON, long polls, watches), stream. */
+static int cg__holdable_body(const struct cg_hints *hints) {
+  char *end;
+  long long n;
+  if (strncasecmp(hints->content_type, "text/event-stream", 17) == 0 ||
+      !hints->content_length[0])
+    return 0;
+  n = strtoll(hints->content_length, &end, 10);
+  return end != hints->content_length && n >= 0 && n <= CG_HOLD_MAX;
 }
 
 /* Whether a held response can be handed over now.  Called after each header line. */
@@ -201,7 +209,7 @@ static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of
   if (s < 400) {
     if (follows && a->hints.has_location)
       return 0; /* libcurl follows: the next response is the one that counts */
-    return !a->hold_body || cg__is_stream(&a->hints);
+    return !a->hold_body || !cg__holdable_body(&a->hints);
   }
   return !(a->preview && a->preview(a, a->preview_arg));
 }
@@ -292,19 +300,11 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   return cg__on_data(a, CG_KIND_HEADER, p, n, ready);
 }
 
-/* The guard's own timers.  Returns 1 when the attempt must stop now. */
-static int cg__timers(struct cg_attempt *a, curl_off_t ulnow) {
-  int64_t now = cg_mono_ms();
+/* The guard's own timers.  Returns 1 when the attempt must stop now.  Bytes going out
+ * count as activity too: a slow upload is neither idle nor waiting for an answer. */
+static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow) {
+  int64_t now = cg_mono_ms(), last;
 
-  if (a->t_last_rx_ms) {
-    if (a->read_timeout_ms > 0 && now - a->t_last_rx_ms >= a->read_timeout_ms) {
-      a->guard_stop = CG_STOP_IDLE;
-      return 1;
-    }
-    return 0;
-  }
-  /* Waiting for the first byte: the clock runs from the last sign of the request
-   * going out (libcurl starting to send, or upload progress). */
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
     a->t_sent_ms = now;
@@ -312,8 +312,19 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ulnow) {
     curl_off_t pre = 0;
     if (a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK &&
         pre > 0)
-      a->t_sent_ms = now;
+      a->t_sent_ms = now; /* libcurl started sending */
   }
+  if (a->t_last_rx_ms) {
+    last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
+    if (a->read_timeout_ms > 0 && now - last >= a->read_timeout_ms) {
+      a->guard_stop = CG_STOP_IDLE;
+      return 1;
+    }
+    return 0;
+  }
+  /* Waiting for the first byte: the clock runs once the request is fully sent. */
+  if (ultotal > 0 && ulnow < ultotal)
+    return 0;
   if (a->t_sent_ms && a->first_byte_timeout_ms > 0 &&
       now - a->t_sent_ms >= a->first_byte_timeout_ms) {
     a->guard_stop = CG_STOP_FIRST_BYTE;
@@ -328,7 +339,7 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
   const struct cg_handle *h = a->h;
   int r;
 
-  if (cg__timers(a, ulnow))
+  if (cg__timers(a, ultotal, ulnow))
     return 1; /* CURLE_ABORTED_BY_CALLBACK; the guard reports it as a timeout */
   if (h->noprogress)
     return 0;

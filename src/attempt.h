@@ -5,7 +5,8 @@
  * still be retried.  The decision to hand it over is taken as early as possible:
  *   - at a 2xx/3xx status line (unless a redirect will be followed): stream at once,
  *     except when `hold_body` is set (idempotent requests, which can be retried if the
- *     body is cut): then a non-streaming (not text/event-stream) body is held whole;
+ *     body is cut): then a body of announced length up to CG_HOLD_MAX that is not
+ *     text/event-stream is held whole;
  *   - at the end of a 4xx/5xx response's headers: the guard's preview says whether
  *     this response would be retried; if not, stream it;
  *   - when more than CG_HOLD_MAX bytes are held: stream (too big to be an error page);
@@ -49,6 +50,7 @@ struct cg_hints {
   char should_retry[16];
   char date[64];
   char content_type[64];
+  char content_length[24];
   int has_location;
   /* Provider rate-limit headers (ratelimit.h). */
   char rl_limit_req[24], rl_remaining_req[24], rl_reset_req[40];

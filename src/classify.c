@@ -41,7 +41,9 @@ void cg_classify(const struct cg_facts *f, struct cg_verdict *out) {
     out->outcome = CG_OUT_ABORTED_BY_HOST;
     return;
   }
-  if (f->curl_code == CURLE_OK) {
+  /* CURLOPT_FAILONERROR (curl -f) turns a >= 400 answer into error 22: still an answer. */
+  if (f->curl_code == CURLE_OK ||
+      (f->curl_code == CURLE_HTTP_RETURNED_ERROR && f->status >= 400)) {
     out->status = f->status;
     out->outcome = f->status >= 400 ? CG_OUT_HTTP : CG_OUT_OK;
     return;

@@ -4,7 +4,9 @@
 #include "log.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
@@ -80,6 +82,26 @@ int cg_jitter_parse(const char *s) {
   return -1;
 }
 
+/* An outcome name retry_on may use: one of SPEC section 7's, or http_NNN with digits or
+ * 'x' wildcards ("http_5xx"). */
+static int cg__outcome_name_ok(const char *name) {
+  static const char *const names[] = {
+    "ok", "dns_error", "connect_refused", "connect_timeout", "tls_error",
+    "first_byte_timeout", "read_timeout", "reset_after_send", "partial_response",
+    "aborted_by_host", "curl_error", NULL};
+  size_t i;
+  if (strncmp(name, "http_", 5) == 0 && strlen(name) == 8) {
+    for (i = 5; i < 8; i++)
+      if (!isdigit((unsigned char) name[i]) && name[i] != 'x')
+        return 0;
+    return name[5] >= '1' && name[5] <= '5';
+  }
+  for (i = 0; names[i]; i++)
+    if (strcmp(name, names[i]) == 0)
+      return 1;
+  return 0;
+}
+
 int cg_retry_on_parse(struct cg_config *c, const char *s) {
   static const char *const classes[] = {"never", "any", "idempotent"}; /* = cg_retry_class */
   struct cg_retry_rule rules[CG_RETRY_RULES_MAX];
@@ -117,6 +139,8 @@ int cg_retry_on_parse(struct cg_config *c, const char *s) {
       return -1;
     memcpy(rules[n].outcome, p, name_len);
     rules[n].outcome[name_len] = '\0';
+    if (!cg__outcome_name_ok(rules[n].outcome))
+      return -1;
     rules[n].cls = cls;
     n++;
     p += len;
@@ -174,6 +198,27 @@ static int cg__set_hosts(struct cg_config *c, const char *s) {
   return 0;
 }
 
+/* A header name the guard may send and log: an RFC 9110 token (section 5.1), and not one
+ * that carries credentials or frames the message. */
+static int cg__header_name_ok(const char *s) {
+  static const char *const refused[] = {
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
+    "x-goog-api-key", "host", "content-length", "content-type", "content-encoding",
+    "transfer-encoding", "connection", "te", "upgrade", "expect", "trailer", NULL};
+  const char *p;
+  size_t i;
+
+  if (!*s || strlen(s) > 64)
+    return 0;
+  for (p = s; *p; p++)
+    if (!(isalnum((unsigned char) *p) || strchr("!#$%&'*+-.^_`|~", *p)))
+      return 0;
+  for (i = 0; refused[i]; i++)
+    if (strcasecmp(s, refused[i]) == 0)
+      return 0;
+  return 1;
+}
+
 /* Parse a decimal number filling the whole string, within [min, max]. */
 static int cg__parse_number(const char *s, double min, double max, double *out) {
   char *end;
@@ -194,6 +239,8 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
   double v;
   int j;
 
+  if (k->offset == CG_OFF(request_id_header) && s[0] && !cg__header_name_ok(s))
+    goto bad_value;
   switch (k->type) {
   case CG_T_STRING: {
     char *copy;
@@ -244,6 +291,7 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
     }
     break;
   }
+bad_value:
   cg_warn("%s: malformed value for %s: \"%.60s\"; using the default", origin,
           origin[0] == 'e' ? k->env : k->json, s);
   return 1;
@@ -427,7 +475,9 @@ const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *
 
 /* Read the JSON config file at `path` into `c`.  Returns the number of problems. */
 static int cg__load_file(struct cg_config *c, const char *path) {
-  FILE *f = fopen(path, "re");
+  /* O_NONBLOCK: a FIFO without a writer must fail the check below, not hang the host. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
   struct stat st;
   char *text = NULL;
   cJSON *root = NULL, *item;
@@ -436,6 +486,8 @@ static int cg__load_file(struct cg_config *c, const char *path) {
 
   if (!f) {
     cg_warn("config %s: %s; using defaults", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
     return 1;
   }
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CG_CONFIG_FILE_MAX) {

@@ -27,7 +27,11 @@
 #define CG_PROGRESS_IDLE_MS 1000 /* host progress calls during waits, as libcurl idles */
 
 /* How the request body can be sent again. */
-enum cg_body { CG_BODY_NONE, CG_BODY_FIELDS, CG_BODY_READ_CB, CG_BODY_READ_FILE };
+enum cg_body {
+  CG_BODY_NONE, CG_BODY_FIELDS, CG_BODY_READ_CB, CG_BODY_READ_FILE,
+  CG_BODY_MIME, /* mime/form: libcurl rewinds it itself, if its parts can be */
+};
+#define CG_DIGEST_MAX ((size_t) 64 << 20) /* bytes: larger bodies get no digest */
 
 /* One logical call: everything shared by its attempts. */
 struct cg_call {
@@ -51,6 +55,8 @@ struct cg_call {
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
   int repeats;
+  uint64_t repeat_key;
+  int final_ok;               /* the final attempt's outcome was ok */
 
   /* The pool and the shared limiter (NULL state: runs unpaced). */
   const struct cg_pool_cfg *pool;
@@ -70,13 +76,19 @@ static void cg__prepare_body(struct cg_call *call) {
 
   if (body) {
     call->body = CG_BODY_FIELDS;
-    cg_digest_hex(body, len, call->body_digest);
-    call->has_digest = 1;
+    if (len <= CG_DIGEST_MAX) {
+      cg_digest_hex(body, len, call->body_digest);
+      call->has_digest = 1;
+    }
     cg_body_facts(body, len, &call->model, &call->tokens);
     return;
   }
+  if (h->method == CG_M_POST_MIME || h->method == CG_M_POST_FORM) {
+    call->body = CG_BODY_MIME;
+    return;
+  }
   if (h->method != CG_M_POST && h->method != CG_M_PUT)
-    return; /* no body, or a mime/form body that libcurl rewinds itself */
+    return; /* no body */
   if (h->read_fn) {
     call->body = CG_BODY_READ_CB;
     call->stream_digest = cg_digest_new();
@@ -100,8 +112,13 @@ static int cg__should_retry_header(const struct cg_hints *hints) {
 
 /* Whether the body can be sent again before the next attempt, judged before any
  * rewinding: a consumed read-callback body needs the host's seek callback. */
-static int cg__body_replayable(const struct cg_call *call, const struct cg_attempt *a) {
+static int cg__body_replayable(const struct cg_call *call, const struct cg_attempt *a,
+                               const struct cg_verdict *v) {
   switch (call->body) {
+  case CG_BODY_MIME:
+    /* A part from a callback without a seek function cannot be sent again, and the
+     * guard cannot see the parts: only a body never sent is safe to send again. */
+    return !v->sent;
   case CG_BODY_READ_CB:
     return a->read_bytes == 0 || call->h->seek_fn != NULL;
   case CG_BODY_READ_FILE:
@@ -127,6 +144,7 @@ static int cg__rewind_body(struct cg_call *call, const struct cg_attempt *a) {
     return fseek((FILE *) h->read_data, call->file_start, SEEK_SET) == 0 ? 0 : -1;
   case CG_BODY_NONE:
   case CG_BODY_FIELDS:
+  case CG_BODY_MIME:
   default:
     return 0;
   }
@@ -140,7 +158,7 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   in->verdict = *v;
   in->idempotent = call->idempotent;
   in->should_retry = v->outcome == CG_OUT_HTTP ? cg__should_retry_header(&a->hints) : -1;
-  in->body_replayable = cg__body_replayable(call, a);
+  in->body_replayable = cg__body_replayable(call, a, v);
   in->attempt = call->attempt;
   in->max_attempts = (int) cfg->max_attempts;
   in->backoff_ms = preview ? 0
@@ -186,13 +204,11 @@ static int cg__preview(struct cg_attempt *a, void *arg) {
 struct cg_info {
   long status, request_size, header_size, redirects;
   curl_off_t connect_us, pretransfer_us, starttransfer_us, total_us, up, down;
-  char method[32];
 };
 
 static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
   CURLcode (*get)(CURL *, CURLINFO, ...) = call->lib->easy_getinfo;
   CURL *c = call->h->curl;
-  char *m = NULL;
 
   memset(i, 0, sizeof(*i));
   get(c, CURLINFO_RESPONSE_CODE, &i->status);
@@ -205,10 +221,6 @@ static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
   get(c, CURLINFO_TOTAL_TIME_T, &i->total_us);
   get(c, CURLINFO_SIZE_UPLOAD_T, &i->up);
   get(c, CURLINFO_SIZE_DOWNLOAD_T, &i->down);
-  if (get(c, CURLINFO_EFFECTIVE_METHOD, &m) == CURLE_OK && m)
-    snprintf(i->method, sizeof(i->method), "%s", m);
-  else
-    snprintf(i->method, sizeof(i->method), "%s", call->method);
 }
 
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
@@ -221,7 +233,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->request_id = call->request_id;
   r->task_id = call->cfg->task_id;
   r->attempt = call->attempt;
-  r->method = i->method;
+  r->method = call->method; /* the call's, not a redirect's (CURLINFO_EFFECTIVE_METHOD) */
   r->host = call->url.host;
   r->path = call->url.path;
   r->pool = call->pool->name;
@@ -332,11 +344,11 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   if (call->headers && strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
     call->idempotent = 1;
   cg__prepare_body(call);
+  call->repeat_key =
+      cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL);
   if (cfg->repeat_window_ms > 0)
-    call->repeats = cg_repeat_note(
-        cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL),
-        cg_mono_ms(), cfg->repeat_window_ms, call->request_id, call->repeat_of,
-        sizeof(call->repeat_of));
+    call->repeats = cg_repeat_note(call->repeat_key, cg_mono_ms(), cfg->repeat_window_ms,
+                                   call->request_id, call->repeat_of, sizeof(call->repeat_of));
 }
 
 static void cg__call_free(struct cg_call *call) {
@@ -548,7 +560,6 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
 
   memset(&a, 0, sizeof(a));
   memset(&info, 0, sizeof(info));
-  snprintf(info.method, sizeof(info.method), "%s", call->method);
   cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
   rec.duration_ms = 0;
   rec.final = 1;
@@ -628,6 +639,7 @@ static CURLcode cg__run(struct cg_call *call) {
       }
     }
     cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
+    call->final_ok = v.outcome == CG_OUT_OK;
     rec.final = 1;
     rec.decision = cg_decision_name(out.decision);
     rec.reason = out.reason;
@@ -653,6 +665,7 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.pool_index = -1;
   call.state = cg_state_get(cfg->state_path);
   rc = cg__run(&call);
+  cg_repeat_done(call.repeat_key, rc == CURLE_OK && call.final_ok);
   cg__call_free(&call);
   return rc;
 }

@@ -94,6 +94,26 @@ static int cg__load(void *scope, struct cg_lib *out) {
   return 0;
 }
 
+static int cg__duplicate;
+static pthread_once_t cg__duplicate_once = PTHREAD_ONCE_INIT;
+
+static void cg__duplicate_init(void) {
+  void *first = dlsym(RTLD_DEFAULT, "curl_easy_perform");
+  Dl_info info;
+  const char *base;
+
+  if (!first || cg__is_self(first) || !dladdr(first, &info) || !info.dli_fname)
+    return;
+  base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  cg__duplicate = strncmp(base, "libcurlguard", 12) == 0;
+}
+
+int cg_lib_is_duplicate(void) {
+  pthread_once(&cg__duplicate_once, cg__duplicate_init);
+  return cg__duplicate;
+}
+
 /* Resolve the libcurl for `caller`; called with cg__lib_mutex held. */
 static const struct cg_lib *cg__resolve_locked(const void *caller) {
   struct cg_lib tmp;
@@ -103,7 +123,10 @@ static const struct cg_lib *cg__resolve_locked(const void *caller) {
   void *handle = NULL;
   int i;
 
-  if (caller && dladdr1(caller, &info, (void **) &lm, RTLD_DL_LINKMAP) && lm &&
+  /* A duplicate copy only forwards: the first copy calls it through RTLD_NEXT, and a
+   * look into the first copy's scope would find the first copy again. */
+  if (!cg_lib_is_duplicate() && caller &&
+      dladdr1(caller, &info, (void **) &lm, RTLD_DL_LINKMAP) && lm &&
       lm->l_name && lm->l_name[0] != '\0' && !cg__is_self(caller)) {
     /* A shared object: search its own dependency scope first. */
     handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);

@@ -36,6 +36,11 @@ struct cg_lib {
   unsigned int version_num;
 };
 
+/* 1 when another copy of libcurlguard.so was loaded before this one (two copies in
+ * LD_PRELOAD, e.g. an installed one and `build/curlguard run`).  This copy then passes
+ * every call straight on to the next object, so calls are guarded once, by the first. */
+int cg_lib_is_duplicate(void);
+
 /* The libcurl that code at address `caller` (a return address) binds to, or NULL
  * when no complete libcurl can be found (then a "curlguard:" line was printed once).
  * Thread-safe; the result lives as long as the process. */

@@ -1,7 +1,10 @@
 /* log.c - one-line diagnostics for the host's stderr (see log.h). */
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,8 +41,39 @@ static void cg__vwarn(const char *fmt, va_list ap) {
     n = (int) (sizeof(line) - pre - 2);
   line[pre + (size_t) n] = '\n';
   /* One write(2): a line never interleaves with another process's line. */
-  ssize_t rc = write(STDERR_FILENO, line, pre + (size_t) n + 1);
-  (void) rc;
+  cg_write_quiet(STDERR_FILENO, line, pre + (size_t) n + 1);
+}
+
+ssize_t cg_write_quiet(int fd, const void *buf, size_t len) {
+  sigset_t pipe_set, old, pending;
+  int was_pending, err = 0;
+  size_t done = 0;
+
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigpending(&pending);
+  was_pending = sigismember(&pending, SIGPIPE);
+  while (done < len) {
+    ssize_t w = write(fd, (const char *) buf + done, len - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      err = w < 0 ? errno : EIO;
+      break;
+    }
+    done += (size_t) w;
+  }
+  if (err == EPIPE && !was_pending) {
+    const struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero); /* ours: take it back */
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  return (ssize_t) len;
 }
 
 void cg_warn(const char *fmt, ...) {

@@ -15,4 +15,12 @@ void cg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * prints.  Thread-safe. */
 void cg_warn_once(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* write(2) all of `len` bytes to `fd` (retrying short writes and EINTR), without the
+ * host ever getting a SIGPIPE for a closed pipe: SIGPIPE is blocked in this thread for
+ * the write and a SIGPIPE the write raised is consumed (the technique of libcurl's
+ * lib/sigpipe.h and git's).  Returns `len`, or -1 with errno set. */
+#include <stddef.h>
+#include <sys/types.h>
+ssize_t cg_write_quiet(int fd, const void *buf, size_t len);
+
 #endif

@@ -66,7 +66,7 @@ enum cg_retry_class cg_policy_class_rules(const struct cg_retry_rule *rules, siz
   const char *name = cg_outcome_name(o, status, buf, sizeof(buf));
   size_t i;
 
-  for (i = 0; i < n; i++)
+  for (i = n; i-- > 0;) /* the last matching rule wins, as later settings do */
     if (cg__name_matches(rules[i].outcome, name))
       return (enum cg_retry_class) rules[i].cls;
   return cg_policy_class(o, status);

@@ -28,7 +28,7 @@ enum cg_retry_class {
 /* The retry class of an outcome (with its HTTP status for CG_OUT_HTTP). */
 enum cg_retry_class cg_policy_class(enum cg_outcome o, long status);
 
-/* The retry class after the `n` retry_on rules (config.h): the first rule whose outcome
+/* The retry class after the `n` retry_on rules (config.h): the last rule whose outcome
  * name matches ("http_5xx": 'x' matches any digit) wins; else cg_policy_class. */
 enum cg_retry_class cg_policy_class_rules(const struct cg_retry_rule *rules, size_t n,
                                           enum cg_outcome o, long status);

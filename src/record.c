@@ -22,11 +22,52 @@ void cg_record_init(struct cg_record *r) {
   r->cost_usd = NAN;
 }
 
+/* Copy `s` into `out` (`cap` bytes) as valid UTF-8: each byte that does not start a
+ * well-formed sequence (RFC 3629) becomes U+FFFD.  Records stay valid JSON whatever
+ * bytes a host puts in a URL, a model name or a task id. */
+static const char *cg__utf8(const char *s, char *out, size_t cap) {
+  const unsigned char *p = (const unsigned char *) s;
+  size_t o = 0;
+
+  while (*p && o + 4 < cap) {
+    size_t n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3
+             : (*p & 0xF8) == 0xF0 ? 4 : 0;
+    size_t i;
+    int ok = n > 0 && !(n == 2 && *p < 0xC2) && !(n == 4 && *p > 0xF4);
+    for (i = 1; ok && i < n; i++)
+      ok = (p[i] & 0xC0) == 0x80;
+    if (ok && n == 3)
+      ok = !(p[0] == 0xE0 && p[1] < 0xA0) && !(p[0] == 0xED && p[1] >= 0xA0);
+    if (ok && n == 4)
+      ok = !(p[0] == 0xF0 && p[1] < 0x90) && !(p[0] == 0xF4 && p[1] >= 0x90);
+    if (ok) {
+      memcpy(out + o, p, n);
+      o += n;
+      p += n;
+    } else {
+      memcpy(out + o, "\xEF\xBF\xBD", 3);
+      o += 3;
+      p++;
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+
 static void cg__add_str(cJSON *o, const char *k, const char *v) {
-  if (v)
-    cJSON_AddStringToObject(o, k, v);
-  else
+  char small[512], *buf = small;
+  size_t cap;
+
+  if (!v) {
     cJSON_AddNullToObject(o, k);
+    return;
+  }
+  cap = strlen(v) * 3 + 5; /* every byte may become a 3-byte U+FFFD */
+  if (cap > sizeof(small) && !(buf = malloc(cap)))
+    return;
+  cJSON_AddStringToObject(o, k, cg__utf8(v, buf, cap > sizeof(small) ? cap : sizeof(small)));
+  if (buf != small)
+    free(buf);
 }
 
 static void cg__add_int(cJSON *o, const char *k, int64_t v) {
@@ -99,6 +140,8 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
 /* ---- the log sink: opened once per process ---- */
 
 static pthread_mutex_t cg__log_mutex = PTHREAD_MUTEX_INITIALIZER;
+static dev_t cg__log_dev; /* identity of the file we opened, to notice a host that */
+static ino_t cg__log_ino; /* closed our descriptor and got its number reused */
 
 /* A forked child must not inherit cg__log_mutex held by a thread it does not have: hold it
  * across fork() (pthread_atfork(3)). */
@@ -140,6 +183,7 @@ static int cg__mkdirs(const char *path) {
 }
 
 static int cg__log_open(const struct cg_config *c) {
+  struct stat st;
   int fd;
 
   if (!c->log_path)
@@ -151,12 +195,30 @@ static int cg__log_open(const struct cg_config *c) {
             c->log_path, strerror(errno));
     return -1;
   }
-  fd = open(c->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+  /* O_NONBLOCK: a FIFO without a reader must fail at once, never hang the host. */
+  fd = open(c->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+            0600);
   if (fd < 0) {
     cg_warn("usage log %s: %s; records are not written", c->log_path, strerror(errno));
     return -1;
   }
+  if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+    cg_warn("usage log %s: not a regular file; records are not written", c->log_path);
+    close(fd);
+    return -1;
+  }
+  cg__log_dev = st.st_dev;
+  cg__log_ino = st.st_ino;
   return fd;
+}
+
+/* Whether `fd` is still the log we opened (the host may have closed it, and the number
+ * may now belong to one of its own files or sockets). */
+static int cg__log_still_ours(int fd) {
+  struct stat st;
+  if (fd == STDERR_FILENO)
+    return 1;
+  return fstat(fd, &st) == 0 && st.st_dev == cg__log_dev && st.st_ino == cg__log_ino;
 }
 
 int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
@@ -166,6 +228,8 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
   int fd;
 
   pthread_mutex_lock(&cg__log_mutex);
+  if (cg__log_fd >= 0 && !cg__log_still_ours(cg__log_fd))
+    cg__log_fd = -2; /* not ours any more: never close it, open the log again */
   if (cg__log_fd == -2)
     cg__log_fd = cg__log_open(c);
   fd = cg__log_fd;
@@ -177,7 +241,7 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
     cg_warn_once("record-oom", "out of memory writing a usage record; record dropped");
     return -1;
   }
-  w = write(fd, line, len);
+  w = cg_write_quiet(fd, line, len);
   if (w != (ssize_t) len)
     cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
                  w < 0 ? strerror(errno) : "short write");

@@ -12,6 +12,7 @@ struct cg__seen {
   uint64_t key;
   int64_t t_ms;
   int repeats;
+  int failed; /* the last call with this key did not end ok */
   char request_id[64];
 };
 
@@ -50,7 +51,7 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *
   pthread_mutex_lock(&cg__repeat_mutex);
   for (i = 0; i < CG_REPEAT_SLOTS; i++) {
     struct cg__seen *s = &cg__seen[i];
-    if (s->key == key && s->t_ms && now_ms - s->t_ms <= window_ms) {
+    if (s->key == key && s->t_ms && s->failed && now_ms - s->t_ms <= window_ms) {
       hit = s;
       break;
     }
@@ -62,12 +63,32 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *
     hit = &cg__seen[cg__next];
     cg__next = (cg__next + 1) % CG_REPEAT_SLOTS;
   }
+  if (!hit->key || hit->key != key) {
+    /* A free slot, or the oldest: look again for this key's own slot to reuse. */
+    for (i = 0; i < CG_REPEAT_SLOTS; i++)
+      if (cg__seen[i].key == key) {
+        hit = &cg__seen[i];
+        break;
+      }
+  }
   hit->key = key;
   hit->t_ms = now_ms;
   hit->repeats = repeats;
+  hit->failed = 0;
   /* A chain of repeats keeps pointing at the call that started it. */
   if (repeats == 0)
     snprintf(hit->request_id, sizeof(hit->request_id), "%s", request_id);
   pthread_mutex_unlock(&cg__repeat_mutex);
   return repeats;
+}
+
+void cg_repeat_done(uint64_t key, int ok) {
+  size_t i;
+  pthread_mutex_lock(&cg__repeat_mutex);
+  for (i = 0; i < CG_REPEAT_SLOTS; i++)
+    if (cg__seen[i].key == key) {
+      cg__seen[i].failed = !ok;
+      break;
+    }
+  pthread_mutex_unlock(&cg__repeat_mutex);
 }

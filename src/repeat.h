@@ -14,12 +14,16 @@
 
 #define CG_REPEAT_SLOTS 128
 
-/* Note a call with `key` and `request_id` at `now_ms` (monotonic).  When the same key
- * was seen within `window_ms` of the last call with that key, copies the request id of the
- * call that started the chain into `prev` (NUL-terminated, `len` bytes) and returns how
- * many times in a row it has now been repeated (>= 1); else returns 0. */
+/* Note a call with `key` and `request_id` at `now_ms` (monotonic).  When the last call
+ * with that key failed (cg_repeat_done) within `window_ms`, this call is a host retry:
+ * copies the request id of the call that started the chain into `prev` (NUL-terminated,
+ * `len` bytes) and returns how many times in a row it has now been repeated (>= 1); else
+ * returns 0.  (Identical calls after a success, such as polls, are not retries.) */
 int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *request_id,
                    char *prev, size_t len);
+
+/* Say how the call with `key` ended: 1 ok, 0 failed. */
+void cg_repeat_done(uint64_t key, int ok);
 
 /* The key of a call. */
 uint64_t cg_repeat_key(const char *method, const char *url, const char *body_digest);

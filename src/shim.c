@@ -34,12 +34,17 @@
  * host callback of a guarded perform passes straight through. */
 static __thread int cg__depth;
 
+/* Guarding is on, and this is the first copy of the library in the process. */
+static int cg__enabled(void) {
+  return cg_config_enabled() && !cg_lib_is_duplicate();
+}
+
 /* The libcurl that serves `curl`: its creator's if the guard knows the handle, else
  * the one the caller binds to. */
 static const struct cg_lib *cg__lib(CURL *curl, struct cg_handle **hp, const void *caller) {
   struct cg_handle *h = NULL;
 
-  if (curl && cg_config_enabled())
+  if (curl && cg__enabled())
     h = cg_handle_get(curl);
   if (hp)
     *hp = h;
@@ -53,7 +58,7 @@ CG_EXPORT CURL *curl_easy_init(void) {
   if (!lib)
     return NULL; /* as libcurl does when it cannot make a handle */
   curl = lib->easy_init();
-  if (curl && cg_config_enabled() && !cg_handle_add(curl, lib))
+  if (curl && cg__enabled() && !cg_handle_add(curl, lib))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
   return curl;
 }

@@ -176,9 +176,10 @@ class HostRetryTest(IdentityCase):
                          f"the 3rd call should point at the first call {ids[0]}: {s}")
 
     def test_different_bodies_are_not_repeats(self):
-        url = self.mock.url(PATH, plan="200")
+        # The first call fails (503, one attempt), so the host trying it again is a retry.
+        url = self.mock.url(PATH, plan="503,200,200")
         p = self.curl("--data-binary", '{"a":1}', url, "--next", "--data-binary", '{"a":2}', url,
-                      "--next", "--data-binary", '{"a":1}', url)
+                      "--next", "--data-binary", '{"a":1}', url, CURLGUARD_MAX_ATTEMPTS="1")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.exact_entries(url, 3)
         recs = self.records()
@@ -191,6 +192,15 @@ class HostRetryTest(IdentityCase):
         # the third has the first one's body: a repeat of the first, not of the second
         self.assertEqual((recs[2]["repeat_of"], recs[2]["repeats"]),
                          (recs[0]["request_id"], 1), s)
+
+    def test_identical_calls_after_success_are_not_repeats(self):
+        # Polling the same thing is not a host retry: only a call after a failure is.
+        url = self.mock.url(PATH, plan="200")
+        p = self.curl("--data-binary", BODY, url, "--next", "--data-binary", BODY, url)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        recs = self.records()
+        self.assertEqual([(r["repeat_of"], r["repeats"]) for r in recs], [(None, 0)] * 2,
+                         self.summary(recs))
 
     def test_different_urls_are_not_repeats(self):
         url1 = self.mock.url(PATH, plan="200")

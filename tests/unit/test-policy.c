@@ -374,14 +374,16 @@ Test(policy, retry_on_rules_override_the_matrix) {
   static const struct cg_retry_rule rules[] = {
       {"http_409", CG_RC_SAFE},
       {"http_5xx", CG_RC_FINAL},
-      {"http_503", CG_RC_SAFE}, /* shadowed by the rule above: the first match wins */
+      {"http_503", CG_RC_SAFE}, /* later and matching: the last match wins */
       {"read_timeout", CG_RC_SAFE},
   };
   struct cg_policy_in in;
 
   cr_expect_eq(cg_policy_class_rules(rules, 4, CG_OUT_HTTP, 409), CG_RC_SAFE);
-  cr_expect_eq(cg_policy_class_rules(rules, 4, CG_OUT_HTTP, 503), CG_RC_FINAL);
+  cr_expect_eq(cg_policy_class_rules(rules, 4, CG_OUT_HTTP, 503), CG_RC_SAFE);
   cr_expect_eq(cg_policy_class_rules(rules, 4, CG_OUT_HTTP, 500), CG_RC_FINAL);
+  cr_expect_eq(cg_policy_class_rules(rules, 2, CG_OUT_HTTP, 503), CG_RC_FINAL,
+               "without the later rule the wildcard decides");
   cr_expect_eq(cg_policy_class_rules(rules, 4, CG_OUT_HTTP, 429), CG_RC_SAFE, "no rule: default");
   cr_expect_eq(cg_policy_class_rules(rules, 4, CG_OUT_READ_TIMEOUT, 0), CG_RC_SAFE);
   cr_expect_eq(cg_policy_class_rules(NULL, 0, CG_OUT_HTTP, 500), CG_RC_IDEMPOTENT);
@@ -390,7 +392,7 @@ Test(policy, retry_on_rules_override_the_matrix) {
   in.rules = rules;
   in.nrules = 4;
   cr_expect_eq(decide(&in).decision, CG_RETRY);
-  in.verdict.status = 503;
+  in.verdict.status = 502;
   cr_expect_eq(decide(&in).decision, CG_DONE);
   in = base(CG_OUT_READ_TIMEOUT, 0, 1, 0);
   in.rules = rules;
