@@ -43,12 +43,14 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
       }
     }
     if (cur == h) {
-      /* Limits are per process configuration; the last one is shown by `stat`. */
-      p->rpm = lim->rpm;
-      p->tpm = lim->tpm;
-      p->burst_requests = lim->burst_requests;
-      p->burst_tokens = lim->burst_tokens;
-      p->max_inflight = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
+      /* Limits are per process configuration; the last one is shown by `stat`.  Atomic
+       * stores: many threads and processes write them at once. */
+      uint32_t mi = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
+      __atomic_store(&p->rpm, &lim->rpm, __ATOMIC_RELAXED);
+      __atomic_store(&p->tpm, &lim->tpm, __ATOMIC_RELAXED);
+      __atomic_store(&p->burst_requests, &lim->burst_requests, __ATOMIC_RELAXED);
+      __atomic_store(&p->burst_tokens, &lim->burst_tokens, __ATOMIC_RELAXED);
+      __atomic_store_n(&p->max_inflight, mi, __ATOMIC_RELAXED);
       return i;
     }
   }

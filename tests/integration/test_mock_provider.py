@@ -202,14 +202,15 @@ class MockProviderTest(unittest.TestCase):
         self.assertNotIn("HTTPS_PROXY", env)
         self.assertNotIn("CURLGUARD_RPM", env)
         self.assertNotIn("CURLGUARD", env)                   # None removes
-        self.assertEqual(env["LD_PRELOAD"], str(harness.LIB))
+        self.assertEqual(env["LD_PRELOAD"].split(":")[-1], str(harness.LIB))
         self.assertEqual(env["CURLGUARD_LOG"], "/tmp/log.jsonl")
         self.assertEqual((env["CURLGUARD_JITTER"], env["CURLGUARD_MAX_ATTEMPTS"]), ("none", "4"))
         self.assertTrue(env["CURLGUARD_STATE"].startswith(tempfile.gettempdir()))
         self.assertFalse({"LD_PRELOAD", "CURLGUARD_RPM", "http_proxy"} & set(plain))
         self.assertEqual(plain["FOO"], "1")
         self.assertEqual(len(harness.REQUIRED_RECORD_KEYS), 30)
-        self.assertTrue(str(harness.LIB).endswith("build/libcurlguard.so"))
+        self.assertTrue(str(harness.LIB).endswith("/libcurlguard.so"))
+        self.assertEqual(harness.LIB.parent, harness.BUILD)
         self.assertEqual(harness.LIB + ":x", str(harness.LIB) + ":x")
 
         u1, u2 = self.mock.url(CHAT, plan="200"), self.mock.url(CHAT, plan="200")
