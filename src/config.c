@@ -362,6 +362,7 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
   struct cg_config tmp;
 
   memset(pc, 0, sizeof(*pc));
+  pc->lim.margin = CG_RATE_MARGIN;
   cJSON_ArrayForEach(item, o) {
     const char *k = item->string;
     double d;
@@ -470,6 +471,7 @@ const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *
   scratch->lim.rpm = c->rpm;
   scratch->lim.tpm = c->tpm;
   scratch->lim.max_inflight = c->max_inflight;
+  scratch->lim.margin = CG_RATE_MARGIN;
   return scratch;
 }
 

@@ -33,6 +33,12 @@ struct cg_retry_rule {
 };
 #define CG_RETRY_RULES_MAX 32
 
+/* Configured pools are paced at 97 % of their rates: a request a few ms late (scheduling
+ * on a busy machine) must not find a provider's bucket one request short, because
+ * providers charge refused requests too and exact pacing never catches up again
+ * (measured: bench/RESULTS.md). */
+#define CG_RATE_MARGIN 0.97
+
 /* The limits of one pool (limiter.h).  0 = no limit. */
 struct cg_limits {
   double rpm;            /* requests per minute */
@@ -40,6 +46,7 @@ struct cg_limits {
   double burst_requests; /* requests allowed at once (>= 1); 0 = one second's worth */
   double burst_tokens;   /* tokens allowed at once; 0 = one second's worth */
   long max_inflight;
+  double margin;         /* pace at this fraction of rpm/tpm; 0 = exactly (limiter.h) */
 };
 
 /* One entry of the config file's "pools" (SPEC section 4). */

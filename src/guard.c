@@ -488,10 +488,26 @@ static int cg__admit(struct cg_call *call, int64_t *wait_ms) {
     return -1;
   }
   if (wait_ns > 0) {
+    int rounds;
     cg_limiter_count(st, call->pool_index, CG_CNT_WAITED);
     if (cg__wait(call, (wait_ns + 999999) / 1000000) != 0)
       return -3; /* the host aborted while waiting */
     call->queue_ms += wait_ns / 1000000;
+    /* A 429 seen by another process while we slept holds us too.  Holds only move
+     * forward and each wait is checked against the deadline: a few rounds at most. */
+    for (rounds = 0; rounds < 4; rounds++) {
+      int64_t hold = cg_limiter_hold_until(st, call->pool_index) - cg_state_now();
+      if (hold <= 0)
+        break;
+      if (hold / 1000000 > call->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
+          hold / 1000000 > call->cfg->max_retry_after_ms) {
+        *wait_ms = hold / 1000000;
+        return -1;
+      }
+      if (cg__wait(call, (hold + 999999) / 1000000) != 0)
+        return -3;
+      call->queue_ms += hold / 1000000;
+    }
   }
   if (lim->max_inflight > 0) {
     slot = cg_limiter_inflight_acquire(st, call->pool_index, lim->max_inflight,

@@ -58,40 +58,53 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
 }
 
 /* Emission interval (ns per unit) and burst tolerance (ns) of one limit. */
-static void cg__gcra(double per_minute, double burst, double *t_ns, double *tau_ns) {
-  *t_ns = CG_NS_PER_MIN / per_minute;
+static void cg__gcra(double per_minute, double burst, double margin, double *t_ns,
+                     double *tau_ns) {
+  /* `margin` < 1 paces under the limit (config.h CG_RATE_MARGIN). */
+  *t_ns = CG_NS_PER_MIN / (per_minute * (margin > 0 && margin <= 1 ? margin : 1.0));
   if (burst <= 0)
     burst = fmax(1.0, per_minute / 60.0); /* default: one second's worth */
   *tau_ns = (fmax(burst, 1.0) - 1.0) * *t_ns;
 }
 
 /* Reserve `cost` units on `tat`.  Returns 0 and the wait, or 1 when too long.
- * `*took` gets what the reservation added to the account (ns), to give it back. */
+ * `*took` gets what the reservation added to the account (ns), to give it back.
+ * A request goes when its whole cost fits in the burst (a cost above the burst: when the
+ * bucket is full), not when one unit does. */
 static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost,
                            int64_t floor_ns, int64_t now, int64_t max_wait, int64_t *wait,
                            int64_t *took) {
+  double burst = tau_ns / t_ns + 1.0;
+  double need_ns = (fmin(cost, burst) - 1.0) * t_ns; /* beyond the first unit */
   int tries;
-  *took = 0;
+  int64_t old, base, go;
+
+  *took = (int64_t) (cost * t_ns);
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
-    int64_t old = cg__load(tat);
-    int64_t base = old > now ? old : now;
-    int64_t go = (int64_t) ((double) base - tau_ns);
     int64_t next;
+    old = cg__load(tat);
+    base = old > now ? old : now;
+    go = (int64_t) ((double) base - tau_ns + need_ns);
     if (go < now)
       go = now;
     if (go < floor_ns)
       go = floor_ns;
     *wait = go - now;
-    if (*wait > max_wait)
+    if (*wait > max_wait) {
+      *took = 0;
       return 1;
+    }
     /* The request goes at `go`: the account moves from there. */
     next = (int64_t) ((double) (base > go ? base : go) + cost * t_ns);
-    if (cg__cas(tat, &old, next)) {
-      *took = (int64_t) (cost * t_ns);
+    if (cg__cas(tat, &old, next))
       return 0;
-    }
   }
-  *wait = 0; /* lost every race: let it go rather than stall the host */
+  /* Lost every race (a storm of processes): take the place with one atomic add rather
+   * than let the request through unaccounted. */
+  old = __atomic_fetch_add(tat, *took, __ATOMIC_ACQ_REL);
+  base = old > now ? old : now;
+  go = (int64_t) ((double) base - tau_ns + need_ns);
+  *wait = go > now ? go - now : 0;
   return 0;
 }
 
@@ -110,7 +123,7 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
     return 1;
   if (lim->rpm > 0 || pacing) {
     if (lim->rpm > 0)
-      cg__gcra(lim->rpm, lim->burst_requests, &t_ns, &tau_ns);
+      cg__gcra(lim->rpm, lim->burst_requests, lim->margin, &t_ns, &tau_ns);
     if (pacing) {
       double pace = (double) cg__load(&pool->pace_interval);
       if (pace > t_ns) {
@@ -123,7 +136,7 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
       return *wait_ns = w_req, 1;
   }
   if (lim->tpm > 0 && tokens > 0) {
-    cg__gcra(lim->tpm, lim->burst_tokens, &t_ns, &tau_ns);
+    cg__gcra(lim->tpm, lim->burst_tokens, lim->margin, &t_ns, &tau_ns);
     if (cg__reserve_one(&pool->tat_tokens, t_ns, tau_ns, (double) tokens, floor_ns, now,
                         max_wait_ns, &w_tok, &took_tok)) {
       /* Nothing is reserved for a call that does not go: give the request's back. */
@@ -142,7 +155,7 @@ void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limit
   double t_ns, tau_ns;
   if (lim->tpm <= 0 || delta == 0)
     return;
-  cg__gcra(lim->tpm, lim->burst_tokens, &t_ns, &tau_ns);
+  cg__gcra(lim->tpm, lim->burst_tokens, lim->margin, &t_ns, &tau_ns);
   __atomic_fetch_add(&st->pools[p].tat_tokens, (int64_t) ((double) delta * t_ns),
                      __ATOMIC_ACQ_REL);
 }
@@ -299,6 +312,12 @@ static void cg__store_max(int64_t *word, int64_t v) {
 
 void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns) {
   cg__store_max(&st->pools[p].hold_until, until_ns);
+  /* New reservations line up behind the hold, paced, instead of all waking at its end. */
+  cg__store_max(&st->pools[p].tat_requests, until_ns);
+}
+
+int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
+  return cg__load(&st->pools[p].hold_until);
 }
 
 void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,
@@ -329,7 +348,7 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
   double t_ns, tau_ns, room;
   if (per_minute <= 0)
     return INFINITY;
-  cg__gcra(per_minute, burst, &t_ns, &tau_ns);
+  cg__gcra(per_minute, burst, 1.0, &t_ns, &tau_ns);
   /* Units that fit before the account's TAT passes now + tau. */
   room = ((double) now + tau_ns + t_ns - (double) (tat > now ? tat : now)) / t_ns;
   return room > 0 ? floor(room) : 0;

@@ -51,8 +51,11 @@ void cg_limiter_inflight_release(struct cg_state *st, int p, int slot);
  * gone.  Returns how many. */
 int cg_limiter_reclaim(struct cg_state *st, int p);
 
-/* Hold every process's requests in pool `p` until `until_ns` (a 429's hint). */
+/* Hold every process's requests in pool `p` until `until_ns` (a 429's hint): new
+ * reservations are placed after it, and callers already waiting check it again
+ * (cg_limiter_hold_until) before they send. */
 void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns);
+int64_t cg_limiter_hold_until(struct cg_state *st, int p);
 
 /* Spread the next requests of pool `p` so the `remaining` of them last the `reset_ns`
  * until the provider's window refills (its rate-limit headers).  The reset is when the

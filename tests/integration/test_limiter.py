@@ -465,11 +465,13 @@ class TokensTest(LimiterTestCase):
         recs = self.records()
         self.assertEqual(len(recs), 2, recs)
         self.assertLess(recs[0]["queue_ms"], 200)
-        # The second waits for 202 - 99 tokens to refill: about 1.03 s.
-        self.assertGreaterEqual(recs[1]["queue_ms"], 800, recs[1])
-        self.assertLess(recs[1]["queue_ms"], 1900, recs[1])
+        # A request goes when its whole cost fits; 202 tokens are more than the 100-token
+        # burst, so the second waits for a full bucket: the first's 202 tokens paid back at
+        # 97 % of 100 tokens/s (the guard's margin), about 2.08 s.
+        self.assertGreaterEqual(recs[1]["queue_ms"], 1800, recs[1])
+        self.assertLess(recs[1]["queue_ms"], 3200, recs[1])
         gap = self.mock.wait_entries(url=urls[1])[0]["t"] - self.mock.wait_entries(url=urls[0])[0]["t"]
-        self.assertGreaterEqual(gap, 0.95)
+        self.assertGreaterEqual(gap, 1.9)
         pool, _ = self.stat_pool(HOST_POOL)
         self.assertEqual(pool["tpm"], 6000)
         self.assertEqual(pool["tokens_available"], 0, pool)

@@ -26,7 +26,7 @@
 static struct cg_state st;
 static struct cg_config cfg;
 static int pool;
-static const struct cg_limits lim = {6e9, 0, 1, 0, 4}; /* 6e9 rpm: T = 10 ns */
+static const struct cg_limits lim = {6e9, 0, 1, 0, 4, 0}; /* 6e9 rpm: T = 10 ns */
 
 static void *worker(void *arg) {
   uintptr_t id = (uintptr_t) arg;

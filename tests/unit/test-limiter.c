@@ -137,12 +137,24 @@ Test(limiter, tokens_wait_grows_by_cost) {
   int64_t w1 = reserve(p, &l, 250, NOW0);
   int64_t w2 = reserve(p, &l, 250, NOW0);
   cr_assert_eq(w0, 0);
-  cr_assert_eq(w1, 2500 * MS - 990 * MS, "one second's worth of tokens (100) is the burst");
+  /* A request goes when its whole cost fits the burst; a cost above the burst (250 >
+   * 100) when the bucket is full again, i.e. when the previous request's cost is paid. */
+  cr_assert_eq(w1, 2500 * MS, "waits until the bucket is full again");
   cr_assert_eq(w2 - w1, 2500 * MS);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 7500 * MS);
   /* No tokens: the token account is not touched. */
   cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 7500 * MS);
+}
+
+Test(limiter, tokens_wait_for_the_whole_cost) {
+  /* 6000 tpm = 100 tokens/s, burst 100: a 40-token request after a full bucket was used
+   * by 100 tokens waits until 40 tokens are back (0.4 s), not until 1 token is. */
+  struct cg_limits l = limits(0, 0, 6000, 0, 0);
+  int p = pool("a", &l);
+  cr_assert_eq(reserve(p, &l, 100, NOW0), 0);
+  cr_assert_eq(reserve(p, &l, 40, NOW0), 400 * MS);
+  cr_assert_eq(reserve(p, &l, 40, NOW0), 800 * MS);
 }
 
 Test(limiter, tokens_burst1_exact) {
