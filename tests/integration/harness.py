@@ -338,6 +338,12 @@ class RunTimeout(subprocess.TimeoutExpired, AssertionError):
 _SAN_HANGS = {"curl", "git"}
 
 
+def skip_unsanitizable(argv, env):
+    """Skip the test when argv would run curl/git with a preloaded ASan runtime (see above).
+    Tests that start such programs with their own subprocess.Popen call this first."""
+    _skip_unsanitizable(argv, env)
+
+
 def _skip_unsanitizable(argv, env):
     if not SAN_PRELOAD or not env or SAN_PRELOAD not in env.get("LD_PRELOAD", ""):
         return

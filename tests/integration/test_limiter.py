@@ -189,6 +189,7 @@ class InflightTest(LimiterTestCase):
     def test_slot_of_killed_process_is_taken_back(self):
         env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
         slow = self.mock.url("/v1/killed", plan="200:delay=5000")
+        harness.skip_unsanitizable([harness.CURL], env)
         holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True)
@@ -249,6 +250,7 @@ class FailFastTest(LimiterTestCase):
     def test_inflight_wait_past_deadline_fails_at_the_deadline(self):
         """No free slot before the call's deadline: it fails then (exit 28), never later,
         and nothing reaches the provider."""
+        harness.skip_unsanitizable([harness.CURL], self.guard_env())
         env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
         slow = self.mock.url("/v1/ff-slot-holder", plan="200:delay=4000")
         holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
