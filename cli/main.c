@@ -16,9 +16,9 @@ static const char cg__usage[] =
     "  run [--config F] -- CMD ARGS...   run CMD with the guard preloaded and enabled\n"
     "  plan --budget S --attempt-timeout S --base S --cap S [--max-attempts N] [--json]\n"
     "                                    worst-case retry timeline for a deadline\n"
-    "  stat [--json]                     every pool in the shared state: limits, levels,\n"
+    "  stat [--config F] [--json]        every pool in the shared state: limits, levels,\n"
     "                                    in-flight, counters\n"
-    "  reset                             re-initialise the shared state file\n"
+    "  reset [--config F]                re-initialise the shared state file\n"
     "  help                              this text\n"
     "  version                           print the version\n";
 

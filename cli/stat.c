@@ -19,10 +19,32 @@ static const char *cg__getenv(const char *n) {
   return getenv(n);
 }
 
+/* --config F for stat and reset: the same file `curlguard run --config F` gives the guard. */
+static const char *cg__config_flag;
+
+static const char *cg__getenv_with_config(const char *n) {
+  if (cg__config_flag && strcmp(n, "CURLGUARD_CONFIG") == 0)
+    return cg__config_flag;
+  return cg__getenv(n);
+}
+
+/* Consume "--config F" from argv[*i]; 1 if it was that option. */
+static int cg__config_option(int argc, char **argv, int *i) {
+  if (strcmp(argv[*i], "--config") == 0 && *i + 1 < argc) {
+    cg__config_flag = argv[++*i];
+    return 1;
+  }
+  if (strncmp(argv[*i], "--config=", 9) == 0) {
+    cg__config_flag = argv[*i] + 9;
+    return 1;
+  }
+  return 0;
+}
+
 /* The configured state path into `out`.  0 on success. */
 static int cg__state_path(char *out, size_t len) {
   struct cg_config c;
-  cg_config_load(&c, cg__getenv);
+  cg_config_load(&c, cg__getenv_with_config);
   if (!c.state_path) {
     cg_config_free(&c);
     return -1;
@@ -48,6 +70,8 @@ static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   cJSON_AddStringToObject(o, "name", p->name);
   cJSON_AddNumberToObject(o, "rpm", p->rpm);
   cJSON_AddNumberToObject(o, "tpm", p->tpm);
+  cJSON_AddNumberToObject(o, "burst", p->burst_requests);
+  cJSON_AddNumberToObject(o, "token_burst", p->burst_tokens);
   cJSON_AddNumberToObject(o, "max_inflight", p->max_inflight);
   if (isinf(req))
     cJSON_AddNullToObject(o, "requests_available");
@@ -86,8 +110,9 @@ int cg_cli_stat(int argc, char **argv) {
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       json = 1;
-    } else {
-      cg_cli_error("stat: unknown option \"%s\" (usage: curlguard stat [--json])", argv[i]);
+    } else if (!cg__config_option(argc, argv, &i)) {
+      cg_cli_error("stat: unknown option \"%s\" (usage: curlguard stat [--config F] "
+                   "[--json])", argv[i]);
       return CG_EXIT_USAGE;
     }
   }
@@ -95,7 +120,7 @@ int cg_cli_stat(int argc, char **argv) {
     cg_cli_error("stat: no state file configured");
     return CG_EXIT_ERROR;
   }
-  if (stat(path, &sb) != 0) {
+  if (lstat(path, &sb) != 0) {
     /* Nothing has used the guard yet: report an empty state without creating a file. */
     if (json)
       printf("{\"path\": \"%s\", \"exists\": false, \"pools\": []}\n", path);
@@ -161,10 +186,14 @@ int cg_cli_stat(int argc, char **argv) {
 
 int cg_cli_reset(int argc, char **argv) {
   char path[4096], why[512];
+  int i;
 
-  if (argc > 1) {
-    cg_cli_error("reset: takes no arguments (usage: curlguard reset)");
-    return CG_EXIT_USAGE;
+  for (i = 1; i < argc; i++) {
+    if (!cg__config_option(argc, argv, &i)) {
+      cg_cli_error("reset: unknown option \"%s\" (usage: curlguard reset [--config F])",
+                   argv[i]);
+      return CG_EXIT_USAGE;
+    }
   }
   if (cg__state_path(path, sizeof(path)) != 0) {
     cg_cli_error("reset: no state file configured");

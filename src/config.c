@@ -354,6 +354,42 @@ static int cg__pool_number(const cJSON *v, double min, double max, double *out) 
   return 0;
 }
 
+/* A numeric pool limit `k` (rpm, tpm, burst, token_burst, max_inflight).  Returns 1 when
+ * `k` is one (taken, or reported with what happens instead), 0 when it is not. */
+static int cg__pool_limit(struct cg_pool_cfg *pc, const char *k, const cJSON *item,
+                          int *problems) {
+  static const struct {
+    const char *name;
+    double max;
+  } limits[] = {{"rpm", 1e9}, {"tpm", 1e12}, {"burst", 1e9}, {"token_burst", 1e12},
+                {"max_inflight", 1e6}};
+  size_t i;
+  double d;
+
+  for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+    if (strcmp(k, limits[i].name) != 0)
+      continue;
+    if (cg__pool_number(item, 0, limits[i].max, &d) != 0) {
+      cg_warn("config: pool \"%.40s\": \"%s\" must be a number from 0 to %g; ignored (no "
+              "such limit for this pool)", pc->name, k, limits[i].max);
+      (*problems)++;
+      return 1;
+    }
+    if (i == 0)
+      pc->lim.rpm = d;
+    else if (i == 1)
+      pc->lim.tpm = d;
+    else if (i == 2)
+      pc->lim.burst_requests = d;
+    else if (i == 3)
+      pc->lim.burst_tokens = d;
+    else
+      pc->lim.max_inflight = (long) d;
+    return 1;
+  }
+  return 0;
+}
+
 /* One pool object -> `pc`.  Returns the number of problems (the pool is still used
  * with defaults for what was wrong, unless it has no name). */
 static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cfg *pc) {
@@ -365,8 +401,13 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
   pc->lim.margin = CG_RATE_MARGIN;
   cJSON_ArrayForEach(item, o) {
     const char *k = item->string;
-    double d;
     if (strcmp(k, "name") == 0 && cJSON_IsString(item)) {
+      if (strlen(item->valuestring) >= sizeof(pc->name)) {
+        cg_warn("config: pool name \"%.40s...\" is longer than %zu bytes; pool ignored",
+                item->valuestring, sizeof(pc->name) - 1);
+        problems++;
+        continue;
+      }
       snprintf(pc->name, sizeof(pc->name), "%s", item->valuestring);
     } else if (strcmp(k, "hosts") == 0 && (cJSON_IsArray(item) || cJSON_IsString(item))) {
       memset(&tmp, 0, sizeof(tmp));
@@ -384,16 +425,8 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
       }
       pc->hosts = tmp.hosts;
       pc->nhosts = tmp.nhosts;
-    } else if (strcmp(k, "rpm") == 0 && cg__pool_number(item, 0, 1e9, &d) == 0) {
-      pc->lim.rpm = d;
-    } else if (strcmp(k, "tpm") == 0 && cg__pool_number(item, 0, 1e12, &d) == 0) {
-      pc->lim.tpm = d;
-    } else if (strcmp(k, "burst") == 0 && cg__pool_number(item, 0, 1e9, &d) == 0) {
-      pc->lim.burst_requests = d;
-    } else if (strcmp(k, "token_burst") == 0 && cg__pool_number(item, 0, 1e12, &d) == 0) {
-      pc->lim.burst_tokens = d;
-    } else if (strcmp(k, "max_inflight") == 0 && cg__pool_number(item, 0, 1e6, &d) == 0) {
-      pc->lim.max_inflight = (long) d;
+    } else if (cg__pool_limit(pc, k, item, &problems)) {
+      /* one of the numeric limits, taken or reported */
     } else if (strcmp(k, "retry_on") == 0) {
       memset(&tmp, 0, sizeof(tmp));
       if (cg__apply_json(&tmp, cg__key_by_json("retry_on"), item, "config") == 0) {
@@ -453,6 +486,18 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
       cg_warn("config: a pool needs a \"name\" and \"hosts\"; pool ignored");
       problems++;
       continue;
+    }
+    {
+      size_t j;
+      int dup = 0;
+      for (j = 0; j < c->npools; j++)
+        dup |= strcmp(c->pools[j].name, pc->name) == 0;
+      if (dup) {
+        /* Pools are shared by name in the state file: two would share one bucket. */
+        cg_warn("config: two pools are named \"%s\"; the second is ignored", pc->name);
+        problems++;
+        continue;
+      }
     }
     c->npools++;
   }

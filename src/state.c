@@ -127,17 +127,19 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   st->fd = -1;
   cg__boot_id(boot);
   fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0 && errno == ELOOP) {
+    snprintf(why, len, "state file %s is a symbolic link: refused", path);
+    return -1;
+  }
   if (fd < 0)
-    return cg__fail(why, len, -1,
-                    errno == ELOOP ? "state file %s is a symbolic link (%s): refused"
-                                   : "state file %s: %s",
-                    path);
+    return cg__fail(why, len, -1, "state file %s: %s", path);
   if (fstat(fd, &sb) != 0)
     return cg__fail(why, len, fd, "state file %s: %s", path);
   if (!S_ISREG(sb.st_mode) || sb.st_uid != getuid()) {
-    errno = EPERM;
-    return cg__fail(why, len, fd, "state file %s is not a regular file of this user (%s): refused",
-                    path);
+    snprintf(why, len, "state file %s is %s: refused", path,
+             !S_ISREG(sb.st_mode) ? "not a regular file" : "owned by another user");
+    close(fd);
+    return -1;
   }
   if (cg__lock(fd) != 0) {
     errno = ETIMEDOUT;

@@ -348,7 +348,7 @@ Test(state, other_users_file_refused) {
     cr_skip_test("chown needs root");
   write_bytes(path, text, sizeof(text) - 1);
   cr_assert_eq(chown(path, 65534, 65534), 0, "chown: %s", strerror(errno));
-  assert_refused("a file of another user", "of this user");
+  assert_refused("a file of another user", "owned by another user");
   cr_assert_eq(file_size(path), (off_t) (sizeof(text) - 1), "another user's file was changed");
 }
 
