@@ -27,7 +27,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
-            src/body.c src/state.c src/limiter.c src/ratelimit.c src/digest.c src/repeat.c src/rng.c src/url.c src/clock.c src/log.c
+            src/body.c src/admit.c src/state.c src/limiter.c src/ratelimit.c src/digest.c src/repeat.c src/rng.c src/url.c src/clock.c src/log.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))

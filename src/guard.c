@@ -8,8 +8,7 @@
 #include "clock.h"
 #include "config.h"
 #include "digest.h"
-#include "limiter.h"
-#include "ratelimit.h"
+#include "admit.h"
 #include "log.h"
 #include "policy.h"
 #include "record.h"
@@ -23,7 +22,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#define CG_MIN_ATTEMPT_MS 100   /* an attempt with less time left is not started */
 #define CG_PROGRESS_IDLE_MS 1000 /* host progress calls during waits, as libcurl idles */
 
 /* How the request body can be sent again. */
@@ -58,13 +56,10 @@ struct cg_call {
   uint64_t repeat_key;
   int final_ok;               /* the final attempt's outcome was ok */
 
-  /* The pool and the shared limiter (NULL state: runs unpaced). */
+  /* The pool and the shared limiter. */
   const struct cg_pool_cfg *pool;
   struct cg_pool_cfg pool_scratch;
-  struct cg_state *state;
-  int pool_index;             /* in the state file, -1 = none */
-  int64_t tokens;             /* estimated tokens charged per attempt, 0 = none */
-  int64_t queue_ms;           /* waited for the limiter before the current attempt */
+  struct cg_admission admission;
 };
 
 /* ---- before the first attempt ---- */
@@ -80,7 +75,7 @@ static void cg__prepare_body(struct cg_call *call) {
       cg_digest_hex(body, len, call->body_digest);
       call->has_digest = 1;
     }
-    cg_body_facts(body, len, &call->model, &call->tokens);
+    cg_body_facts(body, len, &call->model, &call->admission.tokens);
     return;
   }
   if (h->method == CG_M_POST_MIME || h->method == CG_M_POST_FORM) {
@@ -237,7 +232,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->host = call->url.host;
   r->path = call->url.path;
   r->pool = call->pool->name;
-  r->queue_ms = call->queue_ms;
+  r->queue_ms = call->admission.queue_ms;
   r->status = i->status > 0 ? i->status : CG_NULL_INT;
   r->curl_code = curl_code;
   r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
@@ -282,6 +277,10 @@ static int cg__wait(struct cg_call *call, int64_t ms) {
     if (r != 0 && r != CURL_PROGRESSFUNC_CONTINUE)
       return 1;
   }
+}
+
+static int cg__wait_fn(void *arg, int64_t ms) {
+  return cg__wait(arg, ms);
 }
 
 static void cg__host_errbuf(const struct cg_handle *h, const char *msg) {
@@ -452,118 +451,6 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
     out->sleep_ms = 0;
 }
 
-/* ---- the shared limiter ---- */
-
-/* Wait for the pool's rate limits and an in-flight slot before an attempt.  Returns the
- * slot (or -2 for none) and adds the wait to call->queue_ms; returns -1 when the wait would
- * not fit the deadline (then `*wait_ms` says how long it would have been). */
-static int cg__admit(struct cg_call *call, int64_t *wait_ms) {
-  const struct cg_limits *lim = &call->pool->lim;
-  struct cg_state *st = call->state;
-  int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns;
-  int slot = -2;
-
-  call->queue_ms = 0;
-  *wait_ms = 0;
-  if (!st)
-    return -2;
-  if (call->pool_index < 0)
-    call->pool_index = cg_limiter_pool(st, call->pool->name, lim);
-  if (call->pool_index < 0) {
-    cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
-                 call->pool->name);
-    return -2;
-  }
-  left_ms = call->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
-  /* A pool held by a server's hint waits no longer than such a hint may ask of the
-   * process that got it (max_retry_after): longer means give up now. */
-  if (left_ms > call->cfg->max_retry_after_ms &&
-      __atomic_load_n(&st->pools[call->pool_index].hold_until, __ATOMIC_ACQUIRE) - now >
-          call->cfg->max_retry_after_ms * 1000000)
-    left_ms = call->cfg->max_retry_after_ms;
-  if (cg_limiter_reserve(st, call->pool_index, lim, lim->tpm > 0 ? call->tokens : 0, now,
-                         left_ms * 1000000, &wait_ns) != 0) {
-    cg_limiter_count(st, call->pool_index, CG_CNT_REJECTED);
-    *wait_ms = wait_ns / 1000000;
-    return -1;
-  }
-  if (wait_ns > 0) {
-    int rounds;
-    cg_limiter_count(st, call->pool_index, CG_CNT_WAITED);
-    if (cg__wait(call, (wait_ns + 999999) / 1000000) != 0)
-      return -3; /* the host aborted while waiting */
-    call->queue_ms += wait_ns / 1000000;
-    /* A 429 seen by another process while we slept holds us too.  Holds only move
-     * forward and each wait is checked against the deadline: a few rounds at most. */
-    for (rounds = 0; rounds < 4; rounds++) {
-      int64_t hold = cg_limiter_hold_until(st, call->pool_index) - cg_state_now();
-      if (hold <= 0)
-        break;
-      if (hold / 1000000 > call->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
-          hold / 1000000 > call->cfg->max_retry_after_ms) {
-        *wait_ms = hold / 1000000;
-        return -1;
-      }
-      if (cg__wait(call, (hold + 999999) / 1000000) != 0)
-        return -3;
-      call->queue_ms += hold / 1000000;
-    }
-  }
-  if (lim->max_inflight > 0) {
-    slot = cg_limiter_inflight_acquire(st, call->pool_index, lim->max_inflight,
-                                       cg_state_now() + (call->deadline_ms - cg_mono_ms() -
-                                                         CG_MIN_ATTEMPT_MS) * 1000000,
-                                       &waited_ns);
-    call->queue_ms += waited_ns / 1000000;
-    if (waited_ns > 1000000 && wait_ns <= 0)
-      cg_limiter_count(st, call->pool_index, CG_CNT_WAITED);
-    if (slot == -1) {
-      cg_limiter_count(st, call->pool_index, CG_CNT_REJECTED);
-      *wait_ms = waited_ns / 1000000;
-      return -1;
-    }
-  }
-  cg_limiter_count(st, call->pool_index, CG_CNT_ADMITTED);
-  return slot;
-}
-
-/* What the answer says about the pool: a 429 holds every process until its hint; the
- * provider's rate-limit headers pace the next requests. */
-static void cg__learn(struct cg_call *call, const struct cg_attempt *a,
-                      const struct cg_verdict *v, int64_t sleep_ms) {
-  struct cg_state *st = call->state;
-  const struct cg_hints *hh = &a->hints;
-  struct cg_rl_headers rh = {
-    hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,
-    hh->rl_limit_tok, hh->rl_remaining_tok, hh->rl_reset_tok,
-    hh->a_limit_req, hh->a_remaining_req, hh->a_reset_req,
-    hh->a_limit_tok, hh->a_remaining_tok, hh->a_reset_tok,
-    hh->ietf,
-  };
-  struct cg_rl_signal sig;
-  int64_t now = cg_state_now();
-
-  if (!st || call->pool_index < 0 || !a->status)
-    return;
-  if (v->outcome == CG_OUT_HTTP && v->status == 429) {
-    int64_t hint = cg_hint_ms(hh->retry_after_ms, hh->retry_after,
-                              hh->date[0] ? hh->date : NULL, cg_wall_ms(), call->lib->getdate);
-    cg_limiter_count(st, call->pool_index, CG_CNT_429);
-    cg_limiter_hold(st, call->pool_index, now + (hint >= 0 ? hint : sleep_ms) * 1000000);
-  }
-  cg_rl_parse(&rh, cg_wall_ms(), &sig);
-  if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
-    cg_limiter_pace(st, call->pool_index, sig.requests_limit, sig.requests_remaining,
-                    sig.requests_reset_ms * 1000000, now);
-  /* Tokens: nothing left means waiting for a refill, when the size of one is known: the
-   * next request's estimate out of limit tokens per reset. */
-  if (sig.tokens_remaining == 0 && sig.tokens_reset_ms > 0 && sig.tokens_limit > 0 &&
-      call->tokens > 0)
-    cg_limiter_hold(st, call->pool_index,
-                    now + (int64_t) ((double) sig.tokens_reset_ms * 1e6 *
-                                     (double) call->tokens / (double) sig.tokens_limit));
-}
-
 /* Record an attempt that ended before reaching the network (host abort during a wait,
  * rate-limit fail-fast). */
 static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
@@ -595,7 +482,8 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX], msg[CURL_ERROR_SIZE];
     int64_t wait_ms;
-    int slot = cg__admit(call, &wait_ms);
+    int slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call,
+                                  &wait_ms);
     CURLcode rc;
 
     if (slot == -1 || slot == -3) {
@@ -614,12 +502,11 @@ static CURLcode cg__run(struct cg_call *call) {
       return CURLE_OPERATION_TIMEDOUT;
     }
     rc = cg__attempt(call, &a);
-    if (slot >= 0)
-      cg_limiter_inflight_release(call->state, call->pool_index, slot);
+    cg_admission_leave(&call->admission, slot);
 
     cg__getinfo(call, &info);
     cg__judge(call, &a, rc, &info, &v, &out);
-    cg__learn(call, &a, &v, out.sleep_ms);
+    cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
 
     if (out.decision == CG_RETRY) {
       cg_attempt_discard(&a);
@@ -678,8 +565,10 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   cg__call_init(&call, h, cfg);
   call.url = url;
   call.pool = cg_config_pool(cfg, url.host, &call.pool_scratch);
-  call.pool_index = -1;
-  call.state = cg_state_get(cfg->state_path);
+  call.admission.pool = call.pool;
+  call.admission.pool_index = -1;
+  call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
+  call.admission.state = cg_state_get(cfg->state_path);
   rc = cg__run(&call);
   cg_repeat_done(call.repeat_key, rc == CURLE_OK && call.final_ok);
   cg__call_free(&call);

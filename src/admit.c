@@ -1,0 +1,116 @@
+/* admit.c - the guard's side of the shared limiter (see admit.h). */
+#include "admit.h"
+
+#include "clock.h"
+#include "log.h"
+#include "ratelimit.h"
+
+int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                       void *wait_arg, int64_t *wait_ms) {
+  const struct cg_limits *lim = &ad->pool->lim;
+  struct cg_state *st = ad->state;
+  int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns;
+  int slot = -2;
+
+  ad->queue_ms = 0;
+  *wait_ms = 0;
+  if (!st)
+    return -2;
+  if (ad->pool_index < 0)
+    ad->pool_index = cg_limiter_pool(st, ad->pool->name, lim);
+  if (ad->pool_index < 0) {
+    cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
+                 ad->pool->name);
+    return -2;
+  }
+  left_ms = deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
+  /* A pool held by a server's hint waits no longer than such a hint may ask of the
+   * process that got it (max_retry_after): longer means give up now. */
+  if (left_ms > ad->max_retry_after_ms &&
+      __atomic_load_n(&st->pools[ad->pool_index].hold_until, __ATOMIC_ACQUIRE) - now >
+          ad->max_retry_after_ms * 1000000)
+    left_ms = ad->max_retry_after_ms;
+  if (cg_limiter_reserve(st, ad->pool_index, lim, lim->tpm > 0 ? ad->tokens : 0, now,
+                         left_ms * 1000000, &wait_ns) != 0) {
+    cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
+    *wait_ms = wait_ns / 1000000;
+    return -1;
+  }
+  if (wait_ns > 0) {
+    int rounds;
+    cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
+    if (wait(wait_arg, (wait_ns + 999999) / 1000000) != 0)
+      return -3; /* the host aborted while waiting */
+    ad->queue_ms += wait_ns / 1000000;
+    /* A 429 seen by another process while we slept holds us too.  Holds only move
+     * forward and each wait is checked against the deadline: a few rounds at most. */
+    for (rounds = 0; rounds < 4; rounds++) {
+      int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - cg_state_now();
+      if (hold <= 0)
+        break;
+      if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
+          hold / 1000000 > ad->max_retry_after_ms) {
+        *wait_ms = hold / 1000000;
+        return -1;
+      }
+      if (wait(wait_arg, (hold + 999999) / 1000000) != 0)
+        return -3;
+      ad->queue_ms += hold / 1000000;
+    }
+  }
+  if (lim->max_inflight > 0) {
+    slot = cg_limiter_inflight_acquire(st, ad->pool_index, lim->max_inflight,
+                                       cg_state_now() + (deadline_ms - cg_mono_ms() -
+                                                         CG_MIN_ATTEMPT_MS) * 1000000,
+                                       &waited_ns);
+    ad->queue_ms += waited_ns / 1000000;
+    if (waited_ns > 1000000 && wait_ns <= 0)
+      cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
+    if (slot == -1) {
+      cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
+      *wait_ms = waited_ns / 1000000;
+      return -1;
+    }
+  }
+  cg_limiter_count(st, ad->pool_index, CG_CNT_ADMITTED);
+  return slot;
+}
+
+void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hh, long status,
+                        int64_t sleep_ms, cg_getdate_fn getdate) {
+  struct cg_state *st = ad->state;
+  struct cg_rl_headers rh = {
+    hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,
+    hh->rl_limit_tok, hh->rl_remaining_tok, hh->rl_reset_tok,
+    hh->a_limit_req, hh->a_remaining_req, hh->a_reset_req,
+    hh->a_limit_tok, hh->a_remaining_tok, hh->a_reset_tok,
+    hh->ietf,
+  };
+  struct cg_rl_signal sig;
+  int64_t now = cg_state_now();
+
+  if (!st || ad->pool_index < 0 || !status)
+    return;
+  if (status == 429) {
+    int64_t hint = cg_hint_ms(hh->retry_after_ms, hh->retry_after,
+                              hh->date[0] ? hh->date : NULL, cg_wall_ms(), getdate);
+    cg_limiter_count(st, ad->pool_index, CG_CNT_429);
+    cg_limiter_hold(st, ad->pool_index, now + (hint >= 0 ? hint : sleep_ms) * 1000000);
+  }
+  cg_rl_parse(&rh, cg_wall_ms(), &sig);
+  if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
+    cg_limiter_pace(st, ad->pool_index, sig.requests_limit, sig.requests_remaining,
+                    sig.requests_reset_ms * 1000000, now);
+  /* Tokens: nothing left means waiting for a refill, when the size of one is known: the
+   * next request's estimate out of limit tokens per reset. */
+  if (sig.tokens_remaining == 0 && sig.tokens_reset_ms > 0 && sig.tokens_limit > 0 &&
+      ad->tokens > 0)
+    cg_limiter_hold(st, ad->pool_index,
+                    now + (int64_t) ((double) sig.tokens_reset_ms * 1e6 *
+                                     (double) ad->tokens / (double) sig.tokens_limit));
+}
+
+void cg_admission_leave(struct cg_admission *ad, int slot) {
+  if (slot >= 0)
+    cg_limiter_inflight_release(ad->state, ad->pool_index, slot);
+}
