@@ -290,10 +290,42 @@ class DeadlineTest(TimeoutCase):
         self.assertEqual([(r["outcome"], r["reason"]) for r in recs],
                          [("http_503", "deadline")], self.summary(recs))
 
-    @unittest.skip("connect timeout needs an address that drops SYNs (a blackhole route); "
-                   "loopback refuses or accepts at once, and only 127.0.0.1 may be used here")
     def test_connect_timeout(self):
-        pass
+        """A listener whose accept queue is full drops new SYNs (Linux), so a connect to it
+        hangs: the connect timeout fires, the outcome is connect_timeout (never reached the
+        server), and it is retried for any method, POST included."""
+        lsock = socket.socket()
+        fillers = []
+        try:
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen(0)
+            port = lsock.getsockname()[1]
+            for _ in range(3):        # fill the backlog without accepting
+                c = socket.socket()
+                c.setblocking(False)
+                try:
+                    c.connect(("127.0.0.1", port))
+                except BlockingIOError:
+                    pass
+                fillers.append(c)
+            time.sleep(0.2)
+            started = time.monotonic()
+            p = harness.run([harness.CURL, "-sS", "--noproxy", "*", "--data-binary", BODY,
+                             f"http://127.0.0.1:{port}/v1/x"],
+                            self.guard_env(extra=FAST, CURLGUARD_CONNECT_TIMEOUT_MS="400",
+                                           CURLGUARD_MAX_ATTEMPTS="2"), timeout=30)
+            elapsed = time.monotonic() - started
+        finally:
+            for c in fillers:
+                c.close()
+            lsock.close()
+        self.assertEqual(p.returncode, 28, p.stderr)
+        recs = self.records()
+        self.assertEqual([r["outcome"] for r in recs], ["connect_timeout"] * 2, recs)
+        self.assertEqual([r["decision"] for r in recs], ["retry", "give_up"], recs)
+        self.assertTrue(all(r["possibly_billed"] is False for r in recs), recs)
+        self.assertGreaterEqual(elapsed, 0.8)          # two 400 ms connect timeouts
+        self.assertLess(elapsed, 10)
 
 
 if __name__ == "__main__":
