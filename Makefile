@@ -27,7 +27,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
-            src/body.c src/admit.c src/state.c src/limiter.c src/ratelimit.c src/digest.c src/repeat.c src/rng.c src/url.c src/clock.c src/log.c
+            src/body.c src/admit.c src/state.c src/limiter.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
@@ -119,12 +119,15 @@ bench-quick: deps
 	@$(PYTHON) bench/run.py --quick --build $(BUILD) --command "make bench-quick"
 
 install: $(BUILD)/libcurlguard.so $(BUILD)/curlguard
-	install -d $(DESTDIR)$(PREFIX)/lib/curlguard $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib/curlguard $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/curlguard
 	install -m 0755 $(BUILD)/libcurlguard.so $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
 	install -m 0755 $(BUILD)/curlguard $(DESTDIR)$(PREFIX)/bin/curlguard
+	install -m 0644 data/prices.json $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/curlguard $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
+	rm -f $(DESTDIR)$(PREFIX)/bin/curlguard $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so \
+	  $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
 	-rmdir $(DESTDIR)$(PREFIX)/lib/curlguard
 
 clean:

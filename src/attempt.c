@@ -214,6 +214,13 @@ static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of
   return !(a->preview && a->preview(a, a->preview_arg));
 }
 
+/* 1 for a body that can carry token usage: JSON or Server-Sent Events. */
+static int cg__usage_body(const struct cg_hints *hints) {
+  return strncasecmp(hints->content_type, "application/json", 16) == 0 ||
+         strncasecmp(hints->content_type, "text/event-stream", 17) == 0 ||
+         strncasecmp(hints->content_type, "application/x-ndjson", 20) == 0;
+}
+
 /* ---- libcurl-facing callbacks ---- */
 
 /* Common tail of both data callbacks, once the bytes are accounted for. */
@@ -272,6 +279,10 @@ static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   size_t n = size * nmemb;
   a->bytes_body += (int64_t) n;
   a->t_last_rx_ms = cg_mono_ms();
+  /* Usage is read from every byte of the body once, as it arrives (a byte libcurl
+   * delivers again after a pause is in dup_skip, and not read twice). */
+  if (a->usage && a->dup_skip[CG_KIND_WRITE] < n && cg__usage_body(&a->hints))
+    cg_usage_feed(a->usage, p + a->dup_skip[CG_KIND_WRITE], n - a->dup_skip[CG_KIND_WRITE]);
   return cg__on_data(a, CG_KIND_WRITE, p, n, 0);
 }
 
@@ -548,4 +559,6 @@ void cg_attempt_discard(struct cg_attempt *a) {
 
 void cg_attempt_free(struct cg_attempt *a) {
   cg_attempt_discard(a);
+  cg_usage_free(a->usage);
+  a->usage = NULL;
 }

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "digest.h"
 #include "handle.h"
+#include "usage.h"
 
 #include <curl/curl.h>
 #include <stdint.h>
@@ -102,6 +103,10 @@ struct cg_attempt {
   int libcurl_resends;        /* re-sends libcurl made (and, if blocked, tried) */
   int64_t rx_at_prereq;       /* response bytes seen at the last prereq call */
   int64_t t_prereq_ms;
+
+  /* Token usage read from the response body as it passes (JSON and SSE bodies only),
+   * or NULL. */
+  struct cg_usage_parser *usage;
 
   /* A request header list the guard installs for the attempt (host's + its own), or
    * NULL to leave the host's. */

@@ -11,6 +11,7 @@
 #include "admit.h"
 #include "log.h"
 #include "policy.h"
+#include "price.h"
 #include "record.h"
 #include "repeat.h"
 #include "rng.h"
@@ -21,6 +22,8 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <dlfcn.h>
+#include <pthread.h>
 
 #define CG_PROGRESS_IDLE_MS 1000 /* host progress calls during waits, as libcurl idles */
 
@@ -55,6 +58,7 @@ struct cg_call {
   int repeats;
   uint64_t repeat_key;
   int final_ok;               /* the final attempt's outcome was ok */
+  struct cg_usage usage;      /* of the attempt being recorded (its model string is used) */
 
   /* The pool and the shared limiter. */
   const struct cg_pool_cfg *pool;
@@ -218,6 +222,68 @@ static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
   get(c, CURLINFO_SIZE_DOWNLOAD_T, &i->down);
 }
 
+/* ---- usage and cost ---- */
+
+static struct cg_prices *cg__prices;
+static pthread_once_t cg__prices_once = PTHREAD_ONCE_INIT;
+static const char *cg__prices_path;
+
+/* The shipped table, found from this library's own path: PREFIX/share/curlguard/ when
+ * installed (the library is PREFIX/lib/curlguard/), data/ in the build tree (build/). */
+static void cg__prices_init(void) {
+  static const char *const rel[] = {"../../share/curlguard/prices.json", "../data/prices.json"};
+  char path[4096], why[512];
+  Dl_info info;
+  size_t i;
+
+  if (cg__prices_path) {
+    if (!(cg__prices = cg_prices_load(cg__prices_path, why, sizeof(why))))
+      cg_warn("%s; cost_usd stays null", why);
+    return;
+  }
+  if (!dladdr((void *) cg__prices_init, &info) || !info.dli_fname)
+    return;
+  for (i = 0; i < sizeof(rel) / sizeof(rel[0]) && !cg__prices; i++) {
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir = slash ? (int) (slash - info.dli_fname) : 1;
+    snprintf(path, sizeof(path), "%.*s/%s", dir, slash ? info.dli_fname : ".", rel[i]);
+    if (access(path, R_OK) == 0 && !(cg__prices = cg_prices_load(path, why, sizeof(why))))
+      cg_warn("%s; cost_usd stays null", why);
+  }
+}
+
+/* The price table (CURLGUARD_PRICES or the shipped one), or NULL. */
+static const struct cg_prices *cg__price_table(const struct cg_config *cfg) {
+  cg__prices_path = cfg->prices_path;
+  pthread_once(&cg__prices_once, cg__prices_init);
+  return cg__prices;
+}
+
+/* Tokens and cost of the attempt into the record, from what the response body said. */
+static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
+                           struct cg_record *r, struct cg_usage *u) {
+  const struct cg_prices *table;
+  struct cg_price price;
+
+  if (!a->usage)
+    return;
+  cg_usage_finish(a->usage, u);
+  if (u->model[0])
+    r->model = u->model; /* what served the call beats what was asked for */
+  r->prompt_tokens = u->input >= 0 ? u->input : CG_NULL_INT;
+  r->completion_tokens = u->output >= 0 ? u->output : CG_NULL_INT;
+  r->total_tokens = u->total >= 0 ? u->total : CG_NULL_INT;
+  r->cached_tokens = u->cached_input >= 0 ? u->cached_input : CG_NULL_INT;
+  table = r->model ? cg__price_table(call->cfg) : NULL;
+  if (table && cg_prices_lookup(table, r->model, &price))
+    r->cost_usd = cg_price_cost(&price, u->input, u->cached_input, u->cache_write, u->output);
+  /* The limiter charged an estimate before sending: correct it with what was used. */
+  if (u->total >= 0 && call->admission.tokens > 0 && call->admission.pool_index >= 0 &&
+      call->admission.state)
+    cg_limiter_tokens_correct(call->admission.state, call->admission.pool_index,
+                              &call->pool->lim, u->total - call->admission.tokens);
+}
+
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
                             const struct cg_info *i, const struct cg_verdict *v,
                             int curl_code, struct cg_record *r, char *outcome_buf,
@@ -243,6 +309,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->bytes_received = (int64_t) i->header_size + i->down;
   r->model = call->model;
   r->possibly_billed = cg_policy_possibly_billed(v);
+  cg__fill_usage(call, a, r, &call->usage);
   r->libcurl_resends = a->libcurl_resends;
   r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;
@@ -381,6 +448,7 @@ static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
   CURLcode rc;
 
   cg_attempt_init(a, h, cg__preview, call, call->stream_digest);
+  a->usage = cg_usage_new(); /* NULL when out of memory: usage stays unknown */
   a->first_byte_timeout_ms = call->cfg->first_byte_timeout_ms;
   a->read_timeout_ms = call->cfg->read_timeout_ms;
   a->headers = call->headers;

@@ -1,0 +1,210 @@
+/* price.c - the price table: load, look up, cost (see price.h). */
+#include "price.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct cg__price_entry {
+  char *match;
+  struct cg_price price;
+};
+
+struct cg_prices {
+  char *date;
+  size_t n;
+  struct cg__price_entry *entries;
+};
+
+static void cg__why(char *why, size_t whylen, const char *fmt, ...) {
+  va_list ap;
+  if (!why || whylen == 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+void cg_prices_free(struct cg_prices *t) {
+  size_t i;
+  if (!t)
+    return;
+  for (i = 0; i < t->n; i++)
+    free(t->entries[i].match);
+  free(t->entries);
+  free(t->date);
+  free(t);
+}
+
+/* The whole file at `path`, NUL-terminated, or NULL with the reason in `why`. */
+static char *cg__read_file(const char *path, size_t *len, char *why, size_t whylen) {
+  /* O_NONBLOCK: a FIFO without a writer must fail the check below, not hang. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  struct stat st;
+  char *text;
+  size_t n;
+
+  if (!f) {
+    cg__why(why, whylen, "prices %s: %s", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CG_PRICES_FILE_MAX) {
+    cg__why(why, whylen, "prices %s: not a regular file under 1 MiB", path);
+    fclose(f);
+    return NULL;
+  }
+  text = malloc((size_t) st.st_size + 1);
+  if (!text) {
+    cg__why(why, whylen, "prices %s: out of memory", path);
+    fclose(f);
+    return NULL;
+  }
+  n = fread(text, 1, (size_t) st.st_size, f);
+  text[n] = '\0';
+  fclose(f);
+  *len = n;
+  return text;
+}
+
+/* Read price `key` of model entry `i` into `*v`: required when `def` is NAN, else
+ * optional with `def` as its default.  0 on success, -1 with the reason in `why`. */
+static int cg__price_field(const cJSON *m, const char *key, double def, double *v,
+                           const char *path, size_t i, char *why, size_t whylen) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(m, key);
+  if (!x) {
+    if (isnan(def)) {
+      cg__why(why, whylen, "prices %s: models[%zu]: \"%s\" missing", path, i, key);
+      return -1;
+    }
+    *v = def;
+    return 0;
+  }
+  if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0) {
+    cg__why(why, whylen, "prices %s: models[%zu]: \"%s\" is not a price >= 0", path, i,
+            key);
+    return -1;
+  }
+  *v = x->valuedouble;
+  return 0;
+}
+
+struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
+  struct cg_prices *t = NULL;
+  const cJSON *date, *models, *m;
+  cJSON *root;
+  char *text;
+  size_t len = 0, i, count;
+
+  cg__why(why, whylen, "%s", "");
+  if (!path || !*path) {
+    cg__why(why, whylen, "prices: no path");
+    return NULL;
+  }
+  text = cg__read_file(path, &len, why, whylen);
+  if (!text)
+    return NULL;
+  root = cJSON_ParseWithLength(text, len);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cg__why(why, whylen, "prices %s: not a JSON object", path);
+    goto fail;
+  }
+  date = cJSON_GetObjectItemCaseSensitive(root, "date");
+  if (!cJSON_IsString(date) || !date->valuestring[0]) {
+    cg__why(why, whylen, "prices %s: \"date\" missing or not a string", path);
+    goto fail;
+  }
+  models = cJSON_GetObjectItemCaseSensitive(root, "models");
+  count = cJSON_IsArray(models) ? (size_t) cJSON_GetArraySize(models) : 0;
+  if (count == 0) {
+    cg__why(why, whylen, "prices %s: \"models\" missing, not an array or empty", path);
+    goto fail;
+  }
+  t = calloc(1, sizeof(*t));
+  if (t)
+    t->entries = calloc(count, sizeof(*t->entries));
+  if (t)
+    t->date = strdup(date->valuestring);
+  if (!t || !t->entries || !t->date) {
+    cg__why(why, whylen, "prices %s: out of memory", path);
+    goto fail;
+  }
+  i = 0;
+  cJSON_ArrayForEach(m, models) {
+    const cJSON *match = cJSON_GetObjectItemCaseSensitive(m, "match");
+    struct cg__price_entry *e = &t->entries[i];
+
+    if (!cJSON_IsObject(m) || !cJSON_IsString(match) || !match->valuestring[0]) {
+      cg__why(why, whylen, "prices %s: models[%zu]: not an object with a \"match\" glob",
+              path, i);
+      goto fail;
+    }
+    if (cg__price_field(m, "input", NAN, &e->price.input, path, i, why, whylen) != 0 ||
+        cg__price_field(m, "output", NAN, &e->price.output, path, i, why, whylen) != 0 ||
+        cg__price_field(m, "cached_input", e->price.input, &e->price.cached_input, path, i,
+                        why, whylen) != 0)
+      goto fail;
+    if (cg__price_field(m, "cache_write", -1, &e->price.cache_write, path, i, why,
+                        whylen) != 0)
+      goto fail;
+    e->match = strdup(match->valuestring);
+    if (!e->match) {
+      cg__why(why, whylen, "prices %s: out of memory", path);
+      goto fail;
+    }
+    t->n = ++i;
+  }
+  cJSON_Delete(root);
+  return t;
+
+fail:
+  cJSON_Delete(root);
+  cg_prices_free(t);
+  return NULL;
+}
+
+int cg_prices_lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
+  size_t i;
+  if (!t || !model || !*model)
+    return 0;
+  for (i = 0; i < t->n; i++) {
+    if (fnmatch(t->entries[i].match, model, FNM_CASEFOLD) == 0) {
+      if (out)
+        *out = t->entries[i].price;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+double cg_price_cost(const struct cg_price *p, int64_t input, int64_t cached_input,
+                     int64_t cache_write, int64_t output) {
+  double cw, plain;
+  if (!p || input < 0 || output < 0)
+    return NAN;
+  if (cached_input < 0)
+    cached_input = 0;
+  if (cache_write < 0)
+    cache_write = 0;
+  cw = p->cache_write < 0 ? p->input : p->cache_write;
+  plain = (double) input - (double) cached_input - (double) cache_write;
+  if (plain < 0)
+    plain = 0; /* inconsistent counts: never charge negative tokens */
+  return (plain * p->input + (double) cached_input * p->cached_input +
+          (double) cache_write * cw + (double) output * p->output) / 1e6;
+}
+
+const char *cg_prices_date(const struct cg_prices *t) {
+  return t ? t->date : NULL;
+}

@@ -1,0 +1,67 @@
+/* usage.h - the token usage a provider reports in its response body.
+ *
+ * An incremental parser fed the response body as it arrives.  The kind of body is told by
+ * its first non-blank byte: `{` or `[` is one JSON document (buffered up to
+ * CG_USAGE_BODY_MAX bytes; a Gemini streamGenerateContent body without alt=sse is a JSON
+ * array of chunks), anything else is a server-sent-event stream, parsed line by line and
+ * event by event (an event ends at a blank line, its `data:` lines are joined with "\n",
+ * `:` comment lines and `[DONE]` are ignored) so the stream itself is never buffered; one
+ * event's data is held up to CG_USAGE_EVENT_MAX bytes.  LF and CRLF line endings.
+ *
+ * Normalised numbers (every field -1 when the provider did not say, never 0):
+ *   input         all input tokens, INCLUDING cache reads and cache writes
+ *                 OpenAI Chat/Completions/Embeddings: usage.prompt_tokens
+ *                 OpenAI Responses: usage.input_tokens
+ *                 Anthropic: usage.input_tokens + cache_read_input_tokens
+ *                            + cache_creation_input_tokens
+ *                 Gemini: usageMetadata.promptTokenCount
+ *   cached_input  cache reads: prompt_tokens_details.cached_tokens,
+ *                 input_tokens_details.cached_tokens, cache_read_input_tokens,
+ *                 cachedContentTokenCount
+ *   cache_write   cache writes: Anthropic cache_creation_input_tokens (others: -1)
+ *   output        all output tokens, INCLUDING reasoning: completion_tokens, output_tokens,
+ *                 Gemini candidatesTokenCount + thoughtsTokenCount
+ *   reasoning     completion_tokens_details.reasoning_tokens,
+ *                 output_tokens_details.reasoning_tokens, thoughtsTokenCount
+ *   total         total_tokens / totalTokenCount when given, else input + output when
+ *                 both are known
+ *   model         "model" (OpenAI, Anthropic non-streaming), message.model (Anthropic
+ *                 message_start), response.model (Responses events), "modelVersion"
+ *                 (Gemini); the last one seen wins
+ *
+ * Streams: every usage report is merged FIELD BY FIELD, the last value wins, nothing is
+ * ever added up across events (Anthropic message_start then the cumulative message_delta;
+ * Gemini running totals; OpenAI's final chunk with a non-null "usage"; Responses
+ * response.completed / response.incomplete / response.failed).  A stream that never
+ * reports usage leaves everything at -1.  error_event is set by an SSE event whose "type"
+ * is "error" or "response.failed", or whose data carries an "error" object (OpenAI,
+ * Gemini).  skipped is set when the JSON body or one event exceeded its bound; the
+ * numbers it would have carried stay unknown.  Pure: no I/O, no globals.
+ */
+#ifndef CG_USAGE_H
+#define CG_USAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CG_USAGE_BODY_MAX ((size_t) 4 << 20)  /* bytes of a JSON (non-SSE) body */
+#define CG_USAGE_EVENT_MAX ((size_t) 1 << 20) /* bytes of one SSE event's data */
+
+struct cg_usage {            /* -1 = unknown (null in records), never 0 for unknown */
+  int64_t input, cached_input, cache_write, output, reasoning, total;
+  char model[128];           /* "" = unknown */
+  int error_event;           /* an error event arrived inside a 200 stream */
+  int skipped;               /* a body or event exceeded the bounds: numbers left unknown */
+};
+
+struct cg_usage_parser;      /* incremental; bounded memory */
+
+/* A new parser, or NULL when out of memory. */
+struct cg_usage_parser *cg_usage_new(void);
+/* Response body bytes as they arrive (any split, down to one byte at a time). */
+void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len);
+/* After the last byte: fills `out` (an unterminated last event still counts).  Call once. */
+void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out);
+void cg_usage_free(struct cg_usage_parser *p);
+
+#endif

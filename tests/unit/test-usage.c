@@ -1,0 +1,311 @@
+/* test-usage.c - token usage from response bodies, whole and streamed (src/usage.c). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "usage.h"
+
+struct usage_case {
+  const char *name;
+  const char *body;
+  int64_t input, cached_input, cache_write, output, reasoning, total;
+  const char *model;
+  int error_event;
+};
+
+/* OpenAI streaming with include_usage: the CASES numbers (308/68/376). */
+#define OAI_STREAM(EOL)                                                                      \
+  "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\","    \
+  "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}" EOL EOL       \
+  ": ping" EOL                                                                               \
+  "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\","    \
+  "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}" EOL \
+  EOL                                                                                        \
+  ": a comment inside the event must not become data" EOL                                   \
+  "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\","    \
+  "\"choices\":[],\"usage\":{\"prompt_tokens\":308,\"completion_tokens\":68,"               \
+  "\"total_tokens\":376}}" EOL EOL                                                           \
+  "data: [DONE]" EOL EOL
+
+/* Anthropic streaming: the CASES merge (start input 9, cache read 1, output 1; delta 16). */
+#define ANT_STREAM(START_IN, DELTA_USAGE, TAIL)                                              \
+  "event: message_start\n"                                                                   \
+  "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","   \
+  "\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],"                   \
+  "\"usage\":{\"input_tokens\":" START_IN ",\"cache_creation_input_tokens\":0,"             \
+  "\"cache_read_input_tokens\":1,\"output_tokens\":1}}}\n\n"                                 \
+  "event: ping\n"                                                                            \
+  "data: {\"type\":\"ping\"}\n\n"                                                            \
+  ": keep-alive\n\n"                                                                         \
+  "event: content_block_delta\n"                                                             \
+  "data: {\"type\":\"content_block_delta\",\"index\":0,"                                     \
+  "\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n"                              \
+  "event: message_delta\n"                                                                   \
+  "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"              \
+  "\"usage\":" DELTA_USAGE "}\n\n" TAIL                                                      \
+  "event: message_stop\n"                                                                    \
+  "data: {\"type\":\"message_stop\"}\n\n"
+
+#define GEM_CHUNK1                                                                           \
+  "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hel\"}]}}],"                        \
+  "\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":2,"                  \
+  "\"totalTokenCount\":12},\"modelVersion\":\"gemini-2.5-flash\"}"
+#define GEM_CHUNK2                                                                           \
+  "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"lo\"}]},\"finishReason\":\"STOP\"}],"\
+  "\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":7,"                  \
+  "\"thoughtsTokenCount\":3,\"cachedContentTokenCount\":4,\"totalTokenCount\":20},"          \
+  "\"modelVersion\":\"gemini-2.5-flash\"}"
+
+static const struct usage_case cases[] = {
+  /* ---- non-streaming ---- */
+  {"openai chat",
+   "{\"id\":\"c\",\"object\":\"chat.completion\",\"model\":\"gpt-4o-2024-08-06\","
+   "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"x\"}}],"
+   "\"usage\":{\"prompt_tokens\":308,\"completion_tokens\":68,\"total_tokens\":376,"
+   "\"prompt_tokens_details\":{\"cached_tokens\":128,\"audio_tokens\":0},"
+   "\"completion_tokens_details\":{\"reasoning_tokens\":20}}}",
+   308, 128, -1, 68, 20, 376, "gpt-4o-2024-08-06", 0},
+  {"openai embeddings",
+   "\n  {\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,"
+   "\"embedding\":[0.1,0.2]}],\"model\":\"text-embedding-3-small\","
+   "\"usage\":{\"prompt_tokens\":8,\"total_tokens\":8}}",
+   8, -1, -1, -1, -1, 8, "text-embedding-3-small", 0},
+  {"openai responses",
+   "{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"error\":null,"
+   "\"model\":\"o4-mini\",\"output\":[],\"usage\":{\"input_tokens\":50,"
+   "\"input_tokens_details\":{\"cached_tokens\":10},\"output_tokens\":30,"
+   "\"output_tokens_details\":{\"reasoning_tokens\":5},\"total_tokens\":80}}",
+   50, 10, -1, 30, 5, 80, "o4-mini", 0},
+  {"anthropic message",
+   "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\","
+   "\"content\":[{\"type\":\"text\",\"text\":\"hi\"}],\"stop_reason\":\"end_turn\","
+   "\"usage\":{\"input_tokens\":20,\"cache_creation_input_tokens\":5,"
+   "\"cache_read_input_tokens\":100,\"output_tokens\":7}}",
+   125, 100, 5, 7, -1, 132, "claude-x", 0},
+  {"gemini generateContent",
+   "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}]}}],"
+   "\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":20,"
+   "\"thoughtsTokenCount\":5,\"cachedContentTokenCount\":4,\"totalTokenCount\":35},"
+   "\"modelVersion\":\"gemini-2.5-pro\"}",
+   10, 4, -1, 25, 5, 35, "gemini-2.5-pro", 0},
+  {"no usage in a JSON body", "{\"id\":\"c\",\"model\":\"m\",\"choices\":[]}", -1, -1, -1,
+   -1, -1, -1, "m", 0},
+  {"not JSON", "{\"usage\":{\"prompt_tokens\":3", -1, -1, -1, -1, -1, -1, "", 0},
+  {"empty body", "", -1, -1, -1, -1, -1, -1, "", 0},
+  /* error objects in a whole body are the status's business, not an error event */
+  {"json error body", "{\"error\":{\"message\":\"bad\",\"type\":\"invalid_request_error\"}}",
+   -1, -1, -1, -1, -1, -1, "", 0},
+
+  /* ---- streaming ---- */
+  {"openai stream (CASES)", OAI_STREAM("\n"), 308, -1, -1, 68, -1, 376, "gpt-4o-mini", 0},
+  {"openai stream CRLF", OAI_STREAM("\r\n"), 308, -1, -1, 68, -1, 376, "gpt-4o-mini", 0},
+  {"openai stream without usage chunk",
+   "data: {\"model\":\"gpt-4o\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],"
+   "\"usage\":null}\n\ndata: [DONE]\n\n",
+   -1, -1, -1, -1, -1, -1, "gpt-4o", 0},
+  {"openai stream error event",
+   "data: {\"model\":\"gpt-4o\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+   "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n",
+   -1, -1, -1, -1, -1, -1, "gpt-4o", 1},
+  {"openai stream data split over lines, no final blank line",
+   "data: {\"model\":\"m\",\"choices\":[],\n"
+   "data:\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6}}",
+   5, -1, -1, 6, -1, 11, "m", 0},
+  {"responses stream completed",
+   "event: response.created\n"
+   "data: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"gpt-4.1\","
+   "\"status\":\"in_progress\",\"usage\":null}}\n\n"
+   "event: response.output_text.delta\n"
+   "data: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n"
+   "event: response.completed\n"
+   "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"model\":\"gpt-4.1\","
+   "\"status\":\"completed\",\"usage\":{\"input_tokens\":40,\"input_tokens_details\":"
+   "{\"cached_tokens\":8},\"output_tokens\":12,\"output_tokens_details\":"
+   "{\"reasoning_tokens\":2},\"total_tokens\":52}}}\n\n",
+   40, 8, -1, 12, 2, 52, "gpt-4.1", 0},
+  {"responses stream incomplete",
+   "event: response.incomplete\r\n"
+   "data: {\"type\":\"response.incomplete\",\"response\":{\"model\":\"o3\","
+   "\"usage\":{\"input_tokens\":7,\"output_tokens\":100,\"total_tokens\":107}}}\r\n\r\n",
+   7, -1, -1, 100, -1, 107, "o3", 0},
+  {"responses stream failed",
+   "event: response.failed\n"
+   "data: {\"type\":\"response.failed\",\"response\":{\"model\":\"o3\",\"error\":"
+   "{\"code\":\"server_error\"},\"usage\":{\"input_tokens\":7,\"output_tokens\":0,"
+   "\"total_tokens\":7}}}\n\n",
+   7, -1, -1, 0, -1, 7, "o3", 1},
+  {"anthropic stream (CASES merge)",
+   ANT_STREAM("9", "{\"output_tokens\":16}", ""), 10, 1, 0, 16, -1, 26,
+   "claude-sonnet-4-5", 0},
+  {"anthropic stream, delta repeats input fields",
+   ANT_STREAM("9", "{\"input_tokens\":9,\"cache_read_input_tokens\":1,\"output_tokens\":16}",
+              ""),
+   10, 1, 0, 16, -1, 26, "claude-sonnet-4-5", 0},
+  {"anthropic stream, start input 0 then delta 9",
+   ANT_STREAM("0", "{\"input_tokens\":9,\"output_tokens\":16}", ""), 10, 1, 0, 16, -1, 26,
+   "claude-sonnet-4-5", 0},
+  {"anthropic stream error event",
+   ANT_STREAM("9", "{\"output_tokens\":16}",
+              "event: error\n"
+              "data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+              "\"message\":\"Overloaded\"}}\n\n"),
+   10, 1, 0, 16, -1, 26, "claude-sonnet-4-5", 1},
+  {"gemini SSE stream (running totals)",
+   "data: " GEM_CHUNK1 "\r\n\r\ndata: " GEM_CHUNK2 "\r\n\r\n", 10, 4, -1, 10, 3, 20,
+   "gemini-2.5-flash", 0},
+  {"gemini JSON array stream", "[" GEM_CHUNK1 ",\r\n" GEM_CHUNK2 "]", 10, 4, -1, 10, 3, 20,
+   "gemini-2.5-flash", 0},
+};
+
+static void run(const char *body, size_t len, size_t piece, struct cg_usage *u) {
+  struct cg_usage_parser *p = cg_usage_new();
+  size_t off = 0;
+  cr_assert_not_null(p);
+  while (off < len) {
+    size_t n = len - off < piece ? len - off : piece;
+    cg_usage_feed(p, body + off, n);
+    off += n;
+  }
+  cg_usage_finish(p, u);
+  cg_usage_free(p);
+}
+
+Test(usage, table_whole_and_in_pieces) {
+  static const size_t pieces[] = {(size_t) -1, 1, 2, 7, 64};
+  size_t i, k;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const struct usage_case *c = &cases[i];
+    for (k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+      struct cg_usage u;
+      run(c->body, strlen(c->body), pieces[k], &u);
+#define CHECK(F)                                                                             \
+  cr_expect_eq(u.F, c->F, "%s (pieces of %zd): " #F " %lld, want %lld", c->name,            \
+               (ssize_t) pieces[k], (long long) u.F, (long long) c->F)
+      CHECK(input);
+      CHECK(cached_input);
+      CHECK(cache_write);
+      CHECK(output);
+      CHECK(reasoning);
+      CHECK(total);
+      CHECK(error_event);
+#undef CHECK
+      cr_expect_str_eq(u.model, c->model, "%s (pieces of %zd): model", c->name,
+                       (ssize_t) pieces[k]);
+      cr_expect_eq(u.skipped, 0, "%s: skipped", c->name);
+    }
+  }
+}
+
+/* A JSON body padded with a long string to `size` bytes, usage at the end. */
+static char *padded_json(size_t size) {
+  static const char head[] = "{\"pad\":\"";
+  static const char tail[] = "\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}";
+  char *b = malloc(size + 1);
+  cr_assert_not_null(b);
+  memcpy(b, head, sizeof(head) - 1);
+  memset(b + sizeof(head) - 1, 'x', size - (sizeof(head) - 1) - (sizeof(tail) - 1));
+  memcpy(b + size - (sizeof(tail) - 1), tail, sizeof(tail));
+  return b;
+}
+
+Test(usage, json_body_bounds) {
+  struct cg_usage u;
+  char *b = padded_json(CG_USAGE_BODY_MAX);
+  run(b, CG_USAGE_BODY_MAX, 65536, &u);
+  cr_expect_eq(u.skipped, 0);
+  cr_expect_eq(u.input, 1);
+  cr_expect_eq(u.output, 2);
+  cr_expect_eq(u.total, 3);
+  free(b);
+
+  b = padded_json(CG_USAGE_BODY_MAX + 1);
+  run(b, CG_USAGE_BODY_MAX + 1, 65536, &u);
+  cr_expect_eq(u.skipped, 1);
+  cr_expect_eq(u.input, -1);
+  cr_expect_eq(u.output, -1);
+  cr_expect_eq(u.total, -1);
+  free(b);
+}
+
+/* An SSE stream: an event of `size` data bytes (a JSON object with usage 1/2), then a
+ * normal final usage event 3/4 only when `final`. */
+static char *sse_with_event(size_t size, int final, size_t *len) {
+  static const char head[] = "data: {\"pad\":\"";
+  static const char tail[] = "\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}";
+  static const char last[] =
+    "\n\ndata: {\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n";
+  size_t pad = size - (sizeof(head) - 1 - 6) - (sizeof(tail) - 1);
+  char *b = malloc(size + 1024);
+  char *w = b;
+  cr_assert_not_null(b);
+  memcpy(w, head, sizeof(head) - 1), w += sizeof(head) - 1;
+  memset(w, 'x', pad), w += pad;
+  memcpy(w, tail, sizeof(tail) - 1), w += sizeof(tail) - 1;
+  if (final)
+    memcpy(w, last, sizeof(last) - 1), w += sizeof(last) - 1;
+  else
+    memcpy(w, "\r\n\r\n", 4), w += 4;
+  *len = (size_t) (w - b);
+  return b;
+}
+
+Test(usage, sse_event_bounds) {
+  struct cg_usage u;
+  size_t len;
+  char *b = sse_with_event(CG_USAGE_EVENT_MAX, 0, &len);
+  run(b, len, 4096, &u);
+  cr_expect_eq(u.skipped, 0);
+  cr_expect_eq(u.input, 1);
+  cr_expect_eq(u.output, 2);
+  free(b);
+
+  /* too large: that event is skipped, the stream goes on */
+  b = sse_with_event(CG_USAGE_EVENT_MAX + 1, 1, &len);
+  run(b, len, 4096, &u);
+  cr_expect_eq(u.skipped, 1);
+  cr_expect_eq(u.input, 3);
+  cr_expect_eq(u.output, 4);
+  free(b);
+
+  b = sse_with_event(CG_USAGE_EVENT_MAX + 1, 0, &len);
+  run(b, len, 1 << 20, &u);
+  cr_expect_eq(u.skipped, 1);
+  cr_expect_eq(u.input, -1);
+  cr_expect_eq(u.total, -1);
+  free(b);
+}
+
+/* A long stream of small events never holds more than one event. */
+Test(usage, long_stream_any_split) {
+  static const char ev[] = "data: {\"choices\":[{\"delta\":{\"content\":\"ab\"}}],\"usage\":null}\n\n";
+  static const char fin[] =
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":308,\"completion_tokens\":68,"
+    "\"total_tokens\":376}}\n\ndata: [DONE]\n\n";
+  struct cg_usage_parser *p = cg_usage_new();
+  struct cg_usage u;
+  int i;
+  for (i = 0; i < 200000; i++)
+    cg_usage_feed(p, ev, sizeof(ev) - 1);
+  cg_usage_feed(p, fin, sizeof(fin) - 1);
+  cg_usage_finish(p, &u);
+  cg_usage_free(p);
+  cr_expect_eq(u.input, 308);
+  cr_expect_eq(u.output, 68);
+  cr_expect_eq(u.total, 376);
+  cr_expect_eq(u.skipped, 0);
+}
+
+Test(usage, model_truncated_and_null_safe) {
+  char body[400];
+  struct cg_usage u;
+  memset(&u, 0x55, sizeof(u));
+  snprintf(body, sizeof(body), "{\"model\":\"%0300d\"}", 0);
+  run(body, strlen(body), 5, &u);
+  cr_expect_eq(strlen(u.model), sizeof(u.model) - 1);
+  cr_expect_eq(u.input, -1);
+  cg_usage_feed(NULL, "x", 1);
+  cg_usage_finish(NULL, &u);
+  cr_expect_eq(u.total, -1);
+  cg_usage_free(NULL);
+}
