@@ -628,6 +628,9 @@ static CURLcode cg__run(struct cg_call *call) {
     rec.final = 1;
     rec.decision = cg_decision_name(out.decision);
     rec.reason = out.reason;
+    /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
+    if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
+      rec.reason = "usage_too_large";
     cg_record_emit(call->cfg, &rec);
     cg__host_errbuf(h, a.errbuf);
     cg_attempt_free(&a);

@@ -185,6 +185,28 @@ class UsageTest(harness.GuardTestCase):
         self.assertEqual(rec["outcome"], "ok")
         self.assertFalse(rec["possibly_billed"])
 
+    def test_body_over_the_parser_bound_is_skipped_not_truncated(self):
+        # A 5 MiB JSON answer (over CG_USAGE_BODY_MAX, 4 MiB) whose usage member comes last:
+        # the tokens stay unknown and the reason says why; nothing is guessed from a prefix.
+        text = "word " * (1 << 20)
+        body = json.dumps({"id": "c1", "object": "chat.completion", "model": "gpt-4o-mini",
+                           "choices": [{"index": 0, "message": {"role": "assistant",
+                                                               "content": text}}],
+                           "usage": {"prompt_tokens": 3, "completion_tokens": 1048576,
+                                     "total_tokens": 1048579}})
+        url = self.mock.url(CHAT, plan=[{"action": 200, "body": body,
+                                         "content_type": "application/json"}])
+        p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", "--data-binary",
+                         '{"model": "gpt-4o-mini", "messages": []}', url], self.guard_env(),
+                        timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rec = self.records()[0]
+        self.assertGreater(rec["bytes_received"], 5 << 20)
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertEqual(rec["reason"], "usage_too_large")
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+            self.assertIsNone(rec[k], k)
+
     # -- task_id
 
     def test_task_id_from_env_and_from_a_request_header(self):
