@@ -27,7 +27,8 @@ static char *cg__minute_ts(int64_t minute, char *buf, size_t len) {
   return cg_rfc3339_format(minute * 60000, buf, len);
 }
 
-/* One alert for a run of firing windows starting at minutes first..last. */
+/* One alert for a run of firing windows: records from minute `first` to minute `last`
+ * (inclusive) were in them; `worst` starts the window with the highest ratio. */
 static void cg__retry_window_alert(struct cg_report *r, int64_t first, int64_t last,
                                    int64_t worst, uint64_t att, uint64_t ret) {
   char from[40], to[40], wfrom[40], wto[40], msg[400];
@@ -36,7 +37,7 @@ static void cg__retry_window_alert(struct cg_report *r, int64_t first, int64_t l
   if (!a)
     return;
   cg__minute_ts(first, from, sizeof(from));
-  cg__minute_ts(last + CG_ALERT_WINDOW_MIN, to, sizeof(to));
+  cg__minute_ts(last + 1, to, sizeof(to));
   cg__minute_ts(worst, wfrom, sizeof(wfrom));
   cg__minute_ts(worst + CG_ALERT_WINDOW_MIN, wto, sizeof(wto));
   cJSON_AddStringToObject(a, "kind", "retry_ratio");
@@ -62,7 +63,7 @@ static void cg__retry_windows(struct cg_report *r, const struct cg_rminute *m, s
   size_t lo = 0, hi = 0;
   uint64_t att = 0, ret = 0;
   int firing = 0;
-  int64_t s, run_first = 0, run_last = 0, worst = 0;
+  int64_t s, run_first = 0, run_last = 0, worst = 0; /* run_*: minutes with records */
   uint64_t w_att = 0, w_ret = 0;
 
   if (n == 0)
@@ -94,10 +95,10 @@ static void cg__retry_windows(struct cg_report *r, const struct cg_rminute *m, s
     if (fires) {
       if (!firing) {
         firing = 1;
-        run_first = s;
+        run_first = m[lo].minute;
         w_att = 0;
       }
-      run_last = s;
+      run_last = m[hi - 1].minute;
       if (w_att == 0 || (double) ret * (double) w_att > (double) w_ret * (double) att) {
         worst = s;
         w_att = att;

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#define CG_TEXT_REQUEST_ALERTS 20 /* per-request alerts listed in the text output */
+
 static void cg__num(cJSON *o, const char *k, double v) {
   if (isnan(v))
     cJSON_AddNullToObject(o, k);
@@ -186,7 +188,7 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
   char a[40], b[40];
   uint64_t bad = 0;
   const char *sep = "";
-  size_t i, nalerts;
+  size_t i, nalerts, per_request = 0;
 
   for (i = 1; i < CG_RBAD_COUNT; i++)
     bad += r->malformed[i];
@@ -252,9 +254,15 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
   fprintf(out, "\n%llu alerts\n", (unsigned long long) r->nalerts);
   for (cJSON *al = r->alerts->child; al; al = al->next) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(al, "message");
-    fprintf(out, "ALERT %s: %s\n", cJSON_GetObjectItemCaseSensitive(al, "kind")->valuestring,
-            cJSON_IsString(m) ? m->valuestring : "");
+    const char *kind = cJSON_GetObjectItemCaseSensitive(al, "kind")->valuestring;
+    /* Requests retried too often can be many: the text lists the first few (--json all). */
+    if (strcmp(kind, "retried_more_than_twice") == 0 && ++per_request > CG_TEXT_REQUEST_ALERTS)
+      continue;
+    fprintf(out, "ALERT %s: %s\n", kind, cJSON_IsString(m) ? m->valuestring : "");
   }
+  if (per_request > CG_TEXT_REQUEST_ALERTS)
+    fprintf(out, "... and %zu more requests retried more than twice (--json lists them)\n",
+            per_request - CG_TEXT_REQUEST_ALERTS);
   if (r->alerts_dropped)
     fprintf(out, "... %llu more alerts not listed (first %zu shown)\n",
             (unsigned long long) r->alerts_dropped, nalerts);

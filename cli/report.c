@@ -249,14 +249,18 @@ static void cg__pending(struct cg_report *r, const struct cg_rrec *x, long gi) {
     *v = (uint64_t) gi;
 }
 
-static void cg__minute(struct cg_report *r, const struct cg_rrec *x) {
-  int64_t m = x->ts_ms >= 0 ? x->ts_ms / 60000 : -((-x->ts_ms + 59999) / 60000);
+/* The sums of minute `m`, created if new; NULL at the cap or out of memory. */
+static struct cg_rminute *cg__minute_slot(struct cg_report *r, int64_t m) {
   int created;
-  uint64_t *v = cg_rmap_put(&r->minutes, (uint64_t) m, &created);
+  uint64_t *v;
   struct cg_rminute *mm;
 
+  /* Logs are mostly in time order: the minute of the previous record is the likely one. */
+  if (r->nminutes && r->minute[r->last_minute].minute == m)
+    return &r->minute[r->last_minute];
+  v = cg_rmap_put(&r->minutes, (uint64_t) m, &created);
   if (!v)
-    return;
+    return NULL;
   if (created) {
     if (r->nminutes == r->minute_cap) {
       size_t cap = r->minute_cap ? r->minute_cap * 2 : 1024;
@@ -264,7 +268,7 @@ static void cg__minute(struct cg_report *r, const struct cg_rrec *x) {
       if (!p) {
         cg_rmap_del(&r->minutes, (uint64_t) m);
         r->minutes.full = 1;
-        return;
+        return NULL;
       }
       r->minute = p;
       r->minute_cap = cap;
@@ -274,7 +278,16 @@ static void cg__minute(struct cg_report *r, const struct cg_rrec *x) {
     memset(mm, 0, sizeof(*mm));
     mm->minute = m;
   }
-  mm = &r->minute[*v];
+  r->last_minute = (size_t) *v;
+  return &r->minute[*v];
+}
+
+static void cg__minute(struct cg_report *r, const struct cg_rrec *x) {
+  int64_t m = x->ts_ms >= 0 ? x->ts_ms / 60000 : -((-x->ts_ms + 59999) / 60000);
+  struct cg_rminute *mm = cg__minute_slot(r, m);
+
+  if (!mm)
+    return;
   mm->attempts++;
   mm->retries += x->attempt > 1;
   if (!isnan(x->cost_usd))

@@ -101,6 +101,7 @@ struct cg_report {
   struct cg_rmap minutes;   /* minute -> index into minute[] */
   struct cg_rminute *minute;
   size_t nminutes, minute_cap;
+  size_t last_minute;                           /* index of the previous record's minute */
 
   uint64_t tasks_multi;                         /* task ids with > 1 billed call */
   char *task_example[CG_REPORT_TASK_EXAMPLES];
