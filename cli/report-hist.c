@@ -64,8 +64,10 @@ int64_t cg_hist_percentile(const struct cg_hist *h, double p) {
   rank = (uint64_t) ceil(p * (double) h->count / 100.0);
   if (rank < 1)
     rank = 1;
-  if (rank > h->count)
-    rank = h->count;
+  if (rank >= h->count)
+    return h->max; /* the extremes are known exactly */
+  if (rank == 1)
+    return h->min;
   for (i = 0; i < CG_HIST_BUCKETS; i++) {
     seen += h->bucket[i];
     if (seen >= rank) {

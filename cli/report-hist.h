@@ -32,7 +32,8 @@ void cg_hist_add(struct cg_hist *h, int64_t ms);
 
 /* The nearest-rank `p`-th percentile (0 < p <= 100) in ms: the smallest recorded value v
  * such that at least ceil(p/100 * count) samples are <= v, as its bucket's midpoint
- * clamped to [min, max] (exact below 256 ms, else within 0.4 %).  -1 when empty. */
+ * clamped to [min, max] (exact below 256 ms and for the first and last rank, else
+ * within 0.4 %).  -1 when empty. */
 int64_t cg_hist_percentile(const struct cg_hist *h, double p);
 
 /* Bucket index of `ms` (exposed for tests); `ms` must be in [0, 2^36). */
