@@ -45,10 +45,10 @@ static void cg__retry_window_alert(struct cg_report *r, int64_t first, int64_t l
   cJSON_AddStringToObject(a, "to", to);
   cJSON_AddStringToObject(a, "worst_from", wfrom);
   cJSON_AddStringToObject(a, "worst_to", wto);
-  cJSON_AddNumberToObject(a, "attempts", (double) att);
-  cJSON_AddNumberToObject(a, "retries", (double) ret);
-  cJSON_AddNumberToObject(a, "retry_ratio", (double) ret / (double) att);
-  cJSON_AddNumberToObject(a, "threshold", CG_ALERT_RETRY_RATIO);
+  cg_report_json_num(a, "attempts", (double) att);
+  cg_report_json_num(a, "retries", (double) ret);
+  cg_report_json_num(a, "retry_ratio", (double) ret / (double) att);
+  cg_report_json_num(a, "threshold", CG_ALERT_RETRY_RATIO);
   snprintf(msg, sizeof(msg), "retry ratio over %.0f %% in 10-minute windows from %s to %s: "
            "worst %.1f %% (%llu retries of %llu attempts, %s to %s)",
            CG_ALERT_RETRY_RATIO * 100, from, to, 100.0 * (double) ret / (double) att,
@@ -123,10 +123,10 @@ static void cg__cost_alert(struct cg_report *r, int64_t hour, double prev, doubl
   cg_rfc3339_format(hour * 3600000, from, sizeof(from));
   cJSON_AddStringToObject(a, "kind", "cost_hour_over_hour");
   cJSON_AddStringToObject(a, "hour", from);
-  cJSON_AddNumberToObject(a, "previous_cost_usd", prev);
-  cJSON_AddNumberToObject(a, "cost_usd", cur);
-  cJSON_AddNumberToObject(a, "increase", cur / prev - 1);
-  cJSON_AddNumberToObject(a, "threshold", CG_ALERT_COST_RISE - 1);
+  cg_report_json_num(a, "previous_cost_usd", prev);
+  cg_report_json_num(a, "cost_usd", cur);
+  cg_report_json_num(a, "increase", cur / prev - 1);
+  cg_report_json_num(a, "threshold", CG_ALERT_COST_RISE - 1);
   snprintf(msg, sizeof(msg), "cost up %.0f %% hour over hour: %.6f USD in the hour from %s, "
            "%.6f USD the hour before", 100.0 * (cur / prev - 1), cur, from, prev);
   cJSON_AddStringToObject(a, "message", msg);

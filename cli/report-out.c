@@ -3,15 +3,31 @@
 #include "report.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CG_TEXT_REQUEST_ALERTS 20 /* per-request alerts listed in the text output */
 
-static void cg__num(cJSON *o, const char *k, double v) {
-  if (isnan(v))
+void cg_report_json_num(cJSON *o, const char *k, double v) {
+  char buf[40];
+
+  if (!isfinite(v)) {
     cJSON_AddNullToObject(o, k);
-  else
-    cJSON_AddNumberToObject(o, k, v);
+    return;
+  }
+  /* cJSON prints doubles with 15 digits when they read back within a relative epsilon,
+   * not exactly; sums must read back bit for bit.  Shortest of %.15g..%.17g that does. */
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(buf, sizeof(buf), "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      break;
+  }
+  cJSON_AddRawToObject(o, k, buf);
+}
+
+static void cg__num(cJSON *o, const char *k, double v) {
+  cg_report_json_num(o, k, v);
 }
 
 static double cg__ratio(uint64_t a, uint64_t b) {

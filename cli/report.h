@@ -147,6 +147,10 @@ void cg_report_free(struct cg_report *r);
  * when there is nothing to estimate from; 0 when nothing is at risk. */
 double cg_report_at_risk(const struct cg_rstats *s);
 
+/* Add number `v` to object `o` as `k`, printed so that it reads back exactly (cJSON's
+ * own printing may be an ulp off); NaN and infinities become null. */
+void cg_report_json_num(cJSON *o, const char *k, double v);
+
 /* Internal (report-alert.c): the retry-ratio and hour-over-hour alerts from the minute
  * sums, appended to the alerts in time order. */
 void cg_report_window_alerts(struct cg_report *r);
