@@ -34,8 +34,10 @@ static double cg__ratio(uint64_t a, uint64_t b) {
   return b ? (double) a / (double) b : 0;
 }
 
-/* Fill `o` (NULL: a new object) with the counters of `s`; returns `o`. */
-static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *s, cJSON *o) {
+/* Fill `o` (NULL: a new object) with the counters of `s` and the cost at risk computed by
+ * the caller (see cg_report_risk); returns `o`. */
+static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *s, cJSON *o,
+                             double at_risk, uint64_t unestimated) {
   cJSON *t, *oc, *lat, *dup;
   static const struct { const char *name; double p; } pct[] = {
       {"p50", 50}, {"p95", 95}, {"p99", 99}};
@@ -58,7 +60,8 @@ static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *
   cg__num(o, "usage_attempts", (double) s->usage_attempts);
   cg__num(o, "possibly_billed", (double) s->possibly_billed);
   cg__num(o, "at_risk_attempts", (double) s->at_risk_attempts);
-  cg__num(o, "cost_at_risk_usd", cg_report_at_risk(s));
+  cg__num(o, "cost_at_risk_usd", at_risk);
+  cg__num(o, "at_risk_unestimated", (double) unestimated);
   t = cJSON_AddObjectToObject(o, "tokens");
   if (t) {
     cg__num(t, "prompt", (double) s->prompt_tokens);
@@ -91,6 +94,8 @@ static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *
 cJSON *cg_report_json(const struct cg_report *r) {
   cJSON *root = cJSON_CreateObject(), *o, *arr;
   char ts[40];
+  double risk;
+  uint64_t unest;
 
   if (!root)
     return NULL;
@@ -125,9 +130,11 @@ cJSON *cg_report_json(const struct cg_report *r) {
       continue;
     cJSON_AddStringToObject(g, "pool", r->group[i].pool);
     cJSON_AddStringToObject(g, "model", r->group[i].model);
-    cJSON_AddItemToArray(arr, cg__stats_json(r, &r->group[i].s, g));
+    cg_report_risk(r, (long) i, &risk, &unest);
+    cJSON_AddItemToArray(arr, cg__stats_json(r, &r->group[i].s, g, risk, unest));
   }
-  cJSON_AddItemToObject(root, "totals", cg__stats_json(r, &r->total, NULL));
+  cg_report_risk(r, -1, &risk, &unest);
+  cJSON_AddItemToObject(root, "totals", cg__stats_json(r, &r->total, NULL, risk, unest));
   arr = cJSON_AddArrayToObject(root, "unpriced_models");
   for (size_t i = 0; arr && i < r->ngroups; i++) {
     if (r->group[i].s.unpriced && strcmp(r->group[i].model, "-") != 0) {
@@ -168,9 +175,8 @@ static void cg__pct(char *buf, size_t len, const struct cg_hist *h, double p) {
 }
 
 static void cg__row(FILE *out, const char *pool, const char *model,
-                    const struct cg_rstats *s) {
+                    const struct cg_rstats *s, double at_risk) {
   char p50[24], p95[24], p99[24], risk[32];
-  double at_risk = cg_report_at_risk(s);
 
   cg__pct(p50, sizeof(p50), s->latency, 50);
   cg__pct(p95, sizeof(p95), s->latency, 95);
@@ -205,6 +211,8 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
   uint64_t bad = 0;
   const char *sep = "";
   size_t i, nalerts, per_request = 0;
+  double risk;
+  uint64_t unest;
 
   for (i = 1; i < CG_RBAD_COUNT; i++)
     bad += r->malformed[i];
@@ -228,10 +236,12 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
           "model", "calls", "unfin", "attempts", "retry%", "billed", "pbill", "tokens",
           "cost_usd", "at_risk", "dups", "p50_ms", "p95_ms", "p99_ms");
   for (i = 0; i < r->ngroups; i++) {
-    cg__row(out, r->group[i].pool, r->group[i].model, &r->group[i].s);
+    cg_report_risk(r, (long) i, &risk, &unest);
+    cg__row(out, r->group[i].pool, r->group[i].model, &r->group[i].s, risk);
     cg__outcomes(out, r, &r->group[i].s);
   }
-  cg__row(out, "TOTAL", "", &r->total);
+  cg_report_risk(r, -1, &risk, &unest);
+  cg__row(out, "TOTAL", "", &r->total, risk);
   cg__outcomes(out, r, &r->total);
   fprintf(out, "\ntokens: prompt %llu, completion %llu, cached %llu; host retries: %llu calls; "
           "duplicate bodies: %llu digests billed %llu extra times\n",
@@ -255,6 +265,9 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
     fprintf(out, "%s%s", i ? ", " : " (", r->task_example[i]);
   fprintf(out, "%s\n", r->ntask_examples ? (r->tasks_multi > r->ntask_examples ? ", ...)" : ")")
                                           : "");
+  if (unest)
+    fprintf(out, "cost at risk: %llu possibly-billed attempts of models without a priced "
+            "attempt are not estimated (\"?\")\n", (unsigned long long) unest);
   if (r->groups_capped)
     fprintf(out, "note: more than %d pool/model pairs; the rest are under (other)\n",
             CG_REPORT_MAX_GROUPS);

@@ -79,6 +79,24 @@ double cg_report_at_risk(const struct cg_rstats *s) {
   return (double) s->at_risk_attempts * (s->cost_usd / (double) s->priced);
 }
 
+void cg_report_risk(const struct cg_report *r, long group, double *usd, uint64_t *unestimated) {
+  *usd = 0;
+  *unestimated = 0;
+  /* Bounded by the number of groups. */
+  for (size_t i = 0; i < r->ngroups; i++) {
+    double g;
+    if (group >= 0 && (size_t) group != i)
+      continue;
+    g = cg_report_at_risk(&r->group[i].s);
+    if (isnan(g))
+      *unestimated += r->group[i].s.at_risk_attempts;
+    else
+      *usd += g;
+  }
+  if (group >= 0 && *unestimated)
+    *usd = NAN;
+}
+
 /* ---- groups and outcomes ---- */
 
 static uint64_t cg__group_hash(const char *pool, const char *model) {

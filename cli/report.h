@@ -14,7 +14,7 @@
  *   billed         an attempt with prompt or total tokens, or possibly_billed true.
  *   at risk        cost_usd null on a possibly_billed attempt: estimated as the number of
  *                  such attempts x the group's mean cost per priced attempt (null when the
- *                  group has no priced attempt).
+ *                  group has no priced attempt); the total is the sum of the groups'.
  *   unpriced       an attempt with tokens but cost_usd null (a model the table lacks).
  *   duplicate body a body_digest seen on more than one billed attempt (any call): counted
  *                  once per digest, in the group of its first billed attempt, with the
@@ -154,6 +154,12 @@ void cg_report_json_num(cJSON *o, const char *k, double v);
 /* Internal (report-alert.c): the retry-ratio and hour-over-hour alerts from the minute
  * sums, appended to the alerts in time order. */
 void cg_report_window_alerts(struct cg_report *r);
+
+/* Cost at risk of group `group` (index), or of the whole report for -1: the sum of the
+ * groups' estimates (each from its own mean cost, so a cheap model's failures are not
+ * priced like an expensive one's).  `*unestimated` gets the at-risk attempts of groups
+ * without any priced attempt, which cannot be estimated; a group's `*usd` is then NaN. */
+void cg_report_risk(const struct cg_report *r, long group, double *usd, uint64_t *unestimated);
 
 /* Internal: add an alert object (kept unless CG_REPORT_MAX_ALERTS were kept). */
 void cg_report_alert(struct cg_report *r, cJSON *alert);

@@ -166,6 +166,14 @@ def expected_report(records):
         total["unfinished_calls"] += 1
     for s in list(groups.values()) + [total]:
         finish_stats(s)
+    # The total's cost at risk: the sum of the groups' estimates, in group order.
+    total["cost_at_risk_usd"] = 0
+    total["at_risk_unestimated"] = 0
+    for k in order:
+        if groups[k]["cost_at_risk_usd"] is None:
+            total["at_risk_unestimated"] += groups[k]["at_risk_attempts"]
+        else:
+            total["cost_at_risk_usd"] += groups[k]["cost_at_risk_usd"]
     return {
         "groups": [dict(pool=k[0], model=k[1], **groups[k]) for k in order],
         "totals": total,
@@ -187,10 +195,12 @@ def new_stats():
 
 def finish_stats(s):
     s["retry_ratio"] = s["retries"] / s["attempts"] if s["attempts"] else 0
+    s["at_risk_unestimated"] = 0
     if s["at_risk_attempts"] == 0:
         s["cost_at_risk_usd"] = 0
     elif s["priced_attempts"] == 0:
         s["cost_at_risk_usd"] = None
+        s["at_risk_unestimated"] = s["at_risk_attempts"]
     else:
         s["cost_at_risk_usd"] = s["at_risk_attempts"] * (s["cost_usd"] / s["priced_attempts"])
     lat = sorted(s.pop("_lat"))
@@ -432,6 +442,7 @@ class ReportCliTest(harness.GuardTestCase):
         for k in ("pool", "model", "calls", "unfinished_calls", "attempts", "retries",
                   "retry_ratio", "host_retry_calls", "outcomes", "billed_attempts",
                   "usage_attempts", "possibly_billed", "at_risk_attempts", "cost_at_risk_usd",
+                  "at_risk_unestimated",
                   "tokens", "cost_usd", "priced_attempts", "unpriced_attempts",
                   "duplicate_bodies", "latency_ms"):
             self.assertIn(k, g)

@@ -74,6 +74,13 @@ static const cJSON *first_alert(const struct cg_report *r, const char *kind) {
   return NULL;
 }
 
+/* A number member of a report object (printed raw by cg_report_json_num). */
+static double num(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItem(o, k);
+  cr_assert_not_null(v, "no member %s", k);
+  return cJSON_IsRaw(v) ? strtod(v->valuestring, NULL) : v->valuedouble;
+}
+
 /* ---- histogram ---- */
 
 Test(report_hist, exact_below_256_and_empty) {
@@ -370,6 +377,16 @@ Test(report_agg, totals_and_definitions) {
   cr_expect_eq(r->group[0].s.dup_digests, 1); /* counted where D1 was first billed */
   cr_expect_eq(r->group[2].s.unfinished, 1);
   cr_expect(isnan(cg_report_at_risk(&r->group[2].s)) == 0); /* nothing at risk there */
+  {
+    /* A cheap model's failure is priced at its own mean, not the mix's. */
+    double usd;
+    uint64_t unest;
+    feed(r, &(struct rec){.rid = "f", .attempt = 1, .final = 1, .pb = 1, .tokens = -1,
+                          .cost = -1, .duration = 1, .model = "m2"});
+    cg_report_risk(r, -1, &usd, &unest);
+    cr_expect_eq(usd, 0.5 + 0.25);
+    cr_expect_eq(unest, 0);
+  }
   cg_report_free(r);
 }
 
@@ -379,6 +396,15 @@ Test(report_agg, at_risk_without_prices_is_unknown) {
                         .cost = -1, .duration = 1});
   cg_report_finish(r);
   cr_expect(isnan(cg_report_at_risk(&r->total)));
+  {
+    double usd;
+    uint64_t unest;
+    cg_report_risk(r, -1, &usd, &unest);
+    cr_expect_eq(usd, 0);
+    cr_expect_eq(unest, 1);
+    cg_report_risk(r, 0, &usd, &unest);
+    cr_expect(isnan(usd));
+  }
   cg_report_free(r);
 }
 
@@ -464,8 +490,8 @@ Test(report_alert, retry_ratio_window) {
   cr_assert_not_null(a);
   cr_expect_str_eq(cJSON_GetObjectItem(a, "from")->valuestring, "2026-11-30T10:40:00.000Z");
   cr_expect_str_eq(cJSON_GetObjectItem(a, "to")->valuestring, "2026-11-30T10:41:00.000Z");
-  cr_expect_eq(cJSON_GetObjectItem(a, "retries")->valuedouble, 8);
-  cr_expect_eq(cJSON_GetObjectItem(a, "attempts")->valuedouble, 48);
+  cr_expect_eq(num(a, "retries"), 8);
+  cr_expect_eq(num(a, "attempts"), 48);
   cg_report_free(r);
 }
 
@@ -490,8 +516,8 @@ Test(report_alert, cost_hour_over_hour) {
   a = first_alert(r, "cost_hour_over_hour");
   cr_assert_not_null(a);
   cr_expect_str_eq(cJSON_GetObjectItem(a, "hour")->valuestring, "2026-11-30T12:00:00.000Z");
-  cr_expect_eq(cJSON_GetObjectItem(a, "previous_cost_usd")->valuedouble, 13);
-  cr_expect_eq(cJSON_GetObjectItem(a, "cost_usd")->valuedouble, 20);
+  cr_expect_eq(num(a, "previous_cost_usd"), 13);
+  cr_expect_eq(num(a, "cost_usd"), 20);
   cg_report_free(r);
 }
 
