@@ -118,7 +118,7 @@ static long cg__group(struct cg_report *r, const char *pool, const char *model) 
     if (r->group[i].hash == h && strcmp(r->group[i].pool, pool) == 0 &&
         strcmp(r->group[i].model, model) == 0)
       return (long) i;
-  if (r->ngroups == CG_REPORT_MAX_GROUPS) {
+  if (r->ngroups >= CG_REPORT_MAX_GROUPS) {
     r->groups_capped = 1;
     pool = model = "(other)";
     h = cg__group_hash(pool, model);

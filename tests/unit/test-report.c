@@ -542,3 +542,63 @@ Test(report_alert, request_retried_more_than_twice) {
   cr_expect_eq(r->total.host_retry_calls, 1);
   cg_report_free(r);
 }
+
+Test(report_agg, groups_capped_into_other) {
+  struct cg_report *r = cg_report_new();
+  char model[32];
+  for (int i = 0; i < CG_REPORT_MAX_GROUPS + 88; i++) {
+    snprintf(model, sizeof(model), "model-%d", i);
+    feed(r, &(struct rec){.attempt = 1, .final = 1, .model = model, .tokens = 1, .cost = 0.5,
+                          .duration = 1});
+  }
+  cg_report_finish(r);
+  cr_expect_eq(r->ngroups, CG_REPORT_MAX_GROUPS + 1);
+  cr_expect_eq(r->groups_capped, 1);
+  cr_expect_str_eq(r->group[CG_REPORT_MAX_GROUPS].model, "(other)");
+  cr_expect_eq(r->group[CG_REPORT_MAX_GROUPS].s.attempts, 88);
+  cr_expect_eq(r->total.attempts, CG_REPORT_MAX_GROUPS + 88);
+  cg_report_free(r);
+}
+
+Test(report_out, json_numbers_read_back_exactly) {
+  static const double v[] = {0.1 + 0.2, 5.6099999999999995e-05, 1.0 / 3, 1e-300, 123456789.0,
+                             9007199254740991.0, 0};
+  cJSON *o = cJSON_CreateObject();
+  char key[8];
+  for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+    snprintf(key, sizeof(key), "k%zu", i);
+    cg_report_json_num(o, key, v[i]);
+  }
+  cg_report_json_num(o, "nan", NAN);
+  {
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON *back = cJSON_Parse(text);
+    cr_assert_not_null(back, "%s", text);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+      snprintf(key, sizeof(key), "k%zu", i);
+      /* strtod of the printed text, not cJSON's reading, is the reference. */
+      cr_expect_eq(strtod(cJSON_GetObjectItem(o, key)->valuestring, NULL), v[i], "%s", text);
+    }
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(back, "nan")));
+    cr_expect_neq(strstr(text, "\"k0\":0.30000000000000004"), NULL, "%s", text);
+    cr_expect_neq(strstr(text, "\"k4\":123456789,"), NULL, "%s", text);
+    cJSON_Delete(back);
+    free(text);
+  }
+  cJSON_Delete(o);
+}
+
+Test(report_agg, outcomes_capped_into_other) {
+  struct cg_report *r = cg_report_new();
+  char outcome[32];
+  for (int i = 0; i < CG_REPORT_MAX_OUTCOMES + 6; i++) {
+    snprintf(outcome, sizeof(outcome), "http_%d", 200 + i);
+    feed(r, &(struct rec){.attempt = 1, .final = 1, .outcome = outcome, .tokens = -1,
+                          .cost = -1, .duration = 1});
+  }
+  cg_report_finish(r);
+  cr_expect_eq(r->noutcomes, CG_REPORT_MAX_OUTCOMES);
+  cr_expect_eq(r->total.outcome[CG_REPORT_MAX_OUTCOMES], 6);
+  cr_expect_eq(r->total.outcome[0], 1);
+  cg_report_free(r);
+}
