@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- helpers ---- */
@@ -435,11 +436,15 @@ Test(report_agg, reader_bounds_lines) {
   size_t big = 3 * CG_REPORT_LINE_MAX;
   char *huge = malloc(big + 1);
   FILE *w;
+  pid_t pid;
+  int status;
 
   memset(huge, 'x', big);
   huge[big] = '\0';
   cr_assert_eq(pipe(fds), 0);
-  if (fork() == 0) { /* the writer: good, huge, good, blank, good without newline */
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) { /* the writer: good, huge, good, blank, good without newline */
     close(fds[0]);
     w = fdopen(fds[1], "w");
     fprintf(w, "%s\n%s\n%s\n\n%s", good, huge, good, good);
@@ -449,6 +454,8 @@ Test(report_agg, reader_bounds_lines) {
   close(fds[1]);
   cr_assert_eq(cg_report_read_fd(r, fds[0]), 0);
   close(fds[0]);
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   cg_report_finish(r);
   cr_expect_eq(r->records, 3);
   cr_expect_eq(r->malformed[CG_RBAD_LONG], 1);
