@@ -120,8 +120,8 @@ struct cg_report *cg_report_new(void);
 void cg_report_source(struct cg_report *r, const char *name);
 
 /* Account one line of `len` bytes (without its newline).  Blank lines are ignored.
- * Returns CG_RBAD_NONE when it was a record, else why it was skipped.  -1 is never
- * returned: a line that cannot be accounted for lack of memory still counts. */
+ * Returns CG_RBAD_NONE for a record (or a blank line), else why the line was skipped.
+ * A record whose new group cannot be allocated still counts in the totals. */
 enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len);
 
 /* Read `fd` to its end, line by line through a 1 MiB buffer (memory does not depend on
@@ -130,7 +130,8 @@ enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len);
  * set; what was read is accounted). */
 int cg_report_read_fd(struct cg_report *r, int fd);
 
-/* After the last line: unfinished calls and the window alerts. */
+/* After the last line: unfinished calls and the window alerts (sorts minute[]; no
+ * line may be added afterwards).  Idempotent. */
 void cg_report_finish(struct cg_report *r);
 
 /* The report as one JSON document (README "curlguard report" has its shape); the caller
