@@ -33,7 +33,11 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
 
-CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c
+# `curlguard report` without its command line: also linked into tests/unit/test-report.c.
+REPORT_SRCS := cli/report.c cli/report-rec.c cli/report-hist.c cli/report-map.c \
+               cli/report-alert.c cli/report-out.c
+REPORT_OBJS := $(REPORT_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
+CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c $(REPORT_SRCS)
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
 CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o)
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
@@ -63,6 +67,9 @@ $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 
 $(BUILD)/tests/test-%: tests/unit/test-%.c $(CORE_OBJS) | $(BUILD)/tests
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
+
+$(BUILD)/tests/test-report: tests/unit/test-report.c $(REPORT_OBJS) | $(BUILD)/tests
+	$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
 
 $(BUILD)/obj $(BUILD)/obj/cli $(BUILD)/tests:
 	mkdir -p $@

@@ -19,6 +19,10 @@ int cg_cli_plan(int argc, char **argv);
 /* `curlguard stat [--json]`: every pool in the shared state file. */
 int cg_cli_stat(int argc, char **argv);
 
+/* `curlguard report [--json] [LOG...]`: usage-log totals per pool and model, latency
+ * percentiles and alerts (report.h has the definitions).  LOG "-" or none: stdin. */
+int cg_cli_report(int argc, char **argv);
+
 /* `curlguard reset`: re-initialise the shared state file. */
 int cg_cli_reset(int argc, char **argv);
 

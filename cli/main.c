@@ -18,6 +18,8 @@ static const char cg__usage[] =
     "                                    worst-case retry timeline for a deadline\n"
     "  stat [--config F] [--json]        every pool in the shared state: limits, levels,\n"
     "                                    in-flight, counters\n"
+    "  report [--json] [LOG...]          usage-log totals per pool and model: calls,\n"
+    "                                    retries, tokens, cost, latency, alerts (- = stdin)\n"
     "  reset [--config F]                re-initialise the shared state file\n"
     "  help                              this text\n"
     "  version                           print the version\n";
@@ -42,6 +44,8 @@ int main(int argc, char **argv) {
     return cg_cli_plan(argc - 1, argv + 1);
   if (strcmp(argv[1], "stat") == 0)
     return cg_cli_stat(argc - 1, argv + 1);
+  if (strcmp(argv[1], "report") == 0)
+    return cg_cli_report(argc - 1, argv + 1);
   if (strcmp(argv[1], "reset") == 0)
     return cg_cli_reset(argc - 1, argv + 1);
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||

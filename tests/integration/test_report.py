@@ -1,0 +1,513 @@
+"""`curlguard report` (SPEC section 6; README "curlguard report").
+
+1. A log from real guarded runs against the mock provider with faults (503, 429 with
+   Retry-After, 500 with and without Idempotency-Key, a stall cut by the read timeout, a
+   dropped connection, streams, an unpriced model), plus crafted malformed lines: every
+   number of `report --json` equals the same quantity computed here, independently, from
+   the log lines (latency percentiles: within the histogram's stated 0.4 %).
+2. The same run against the provider's own ledger: attempts = requests that arrived,
+   billed attempts = requests the provider started processing, tokens = tokens the
+   provider billed on answers that reached the client.
+3. stdin, several files, the JSON shape, exit codes, and alerts on crafted logs.
+
+The guarded programs are /usr/bin/curl, or python3 + pycurl under `make check-asan` (the
+curl tool deadlocks with a preloaded ASan runtime, see harness.py).
+"""
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import textwrap
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+LINE_MAX = 64 * 1024         # CG_REPORT_LINE_MAX
+
+# A guarded host under ASan: python3 + pycurl.  argv: URL BODY [HEADER...]
+PYCURL_HOST = textwrap.dedent(r'''
+    import sys, pycurl
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, sys.argv[1])
+    c.setopt(pycurl.POSTFIELDS, sys.argv[2])
+    c.setopt(pycurl.HTTPHEADER, ["Content-Type: application/json"] + sys.argv[3:])
+    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+    try:
+        c.perform()
+    except pycurl.error:
+        pass
+''')
+
+
+def chat(model="gpt-4o-mini", text="Say hello.", stream=False):
+    body = {"model": model, "messages": [{"role": "user", "content": text}]}
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True})
+    return json.dumps(body)
+
+
+def anthropic(text="Hello, Claude."):
+    return json.dumps({"model": "claude-sonnet-4-20250514", "max_tokens": 64,
+                       "messages": [{"role": "user", "content": text}]})
+
+
+# The fault run: (path, plan, body, task id, Idempotency-Key?).  Every success carries
+# usage, so "billed" in the report and "processing started" in the ledger mean the same.
+FAULT_CALLS = [
+    (CHAT, "200", chat(), "task-a", False),
+    (CHAT, "503:ra=0,200", chat(), "task-a", False),            # task-a: two billed calls
+    (CHAT, "429:ra=0.2,200", chat(text="Rate limited."), "task-b", False),
+    (CHAT, "500,200", chat(text="Server error."), "task-c", False),   # possibly billed, given up
+    (CHAT, "500,200", chat(text="Keyed error."), "task-d", True),     # retried with its key
+    (CHAT, "stall:ms=4000:after=30,200", chat(text="Stalled."), "task-e", True),  # read timeout
+    (CHAT, "close:billed=1,200", chat(text="Dropped."), "task-f", True),
+    (CHAT, "200:chunk_ms=2", chat(model="gpt-4o", stream=True), None, False),
+    (CHAT, "503:ra=0,503:ra=0,503:ra=0,200", chat(text="Busy."), "task-g", False),
+    (CHAT, "200", chat(model="my-private-model-7"), None, False),     # unpriced
+    (CHAT, "400", chat(text="Bad request."), None, False),
+    (MESSAGES, "200", anthropic(), "task-h", False),
+    (MESSAGES, "529,200", anthropic("Overloaded."), "task-h", False),
+]
+FAULT_ENV = {"CURLGUARD_BACKOFF_BASE_MS": "50", "CURLGUARD_BACKOFF_CAP_MS": "200",
+             "CURLGUARD_MAX_ATTEMPTS": "5", "CURLGUARD_READ_TIMEOUT_MS": "1500",
+             "CURLGUARD_FIRST_BYTE_TIMEOUT_MS": "5000"}
+
+# Malformed lines appended to the real log, by the reason the report must give.
+MALFORMED = [
+    ("not_json", "this is not json"),
+    ("not_json", '{"ts": "2026-11-30T10:00:00.000Z", "pid": 1'),   # a line cut mid-write
+    ("not_object", "[1, 2, 3]"),
+    ("missing_key", '{"ts": "2026-11-30T10:00:00.000Z"}'),
+    ("too_long", "{" + "x" * (LINE_MAX + 10) + "}"),
+]
+
+
+def report(args, input=None):
+    """curlguard report ARGS -> CompletedProcess (stdout/stderr bytes)."""
+    return harness.run([harness.CLI, "report"] + list(args), None, timeout=60, input=input)
+
+
+def report_json(testcase, args, input=None):
+    p = report(["--json"] + list(args), input=input)
+    testcase.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+    return json.loads(p.stdout)
+
+
+# ---------------------------------------------------------------- the reference
+
+def nearest_rank(sorted_values, p):
+    return sorted_values[max(1, math.ceil(p * len(sorted_values) / 100)) - 1]
+
+
+def expected_report(records):
+    """The report's numbers from the parsed records, by the README definitions."""
+    def billed(r):
+        return bool(r["possibly_billed"] or r["total_tokens"] is not None
+                    or r["prompt_tokens"] is not None)
+
+    def usage(r):
+        return r["total_tokens"] is not None or r["prompt_tokens"] is not None
+
+    groups, order = {}, []
+    total = new_stats()
+    pending = {}
+    digests = {}
+    task_calls = {}
+    for r in records:
+        key = (r["pool"] or "-", r["model"] or "-")
+        if key not in groups:
+            groups[key] = new_stats()
+            order.append(key)
+        for s in (groups[key], total):
+            s["attempts"] += 1
+            s["retries"] += r["attempt"] > 1
+            if r["final"]:
+                s["calls"] += 1
+                s["host_retry_calls"] += r.get("repeat_of") is not None
+            s["outcomes"][r["outcome"]] = s["outcomes"].get(r["outcome"], 0) + 1
+            s["billed_attempts"] += billed(r)
+            s["usage_attempts"] += usage(r)
+            s["possibly_billed"] += bool(r["possibly_billed"])
+            s["at_risk_attempts"] += bool(r["possibly_billed"] and r["cost_usd"] is None)
+            for name, field in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
+                                ("total", "total_tokens"), ("cached", "cached_tokens")):
+                s["tokens"][name] += r[field] or 0
+            if r["cost_usd"] is not None:
+                s["priced_attempts"] += 1
+                s["cost_usd"] += r["cost_usd"]
+            elif usage(r):
+                s["unpriced_attempts"] += 1
+            if r["duration_ms"] is None:
+                s["_missing"] += 1
+            else:
+                s["_lat"].append(r["duration_ms"])
+        if r["final"]:
+            pending.pop(r["request_id"], None)
+        else:
+            pending[r["request_id"]] = key
+        if billed(r) and r["body_digest"] is not None:
+            d = digests.setdefault(r["body_digest"], [0, key])
+            d[0] += 1
+            if d[0] >= 2:
+                for s in (groups[d[1]], total):
+                    s["duplicate_bodies"]["digests"] += d[0] == 2
+                    s["duplicate_bodies"]["extra_billed_attempts"] += 1
+        if billed(r) and r["task_id"] is not None:
+            task_calls.setdefault(r["task_id"], set()).add(r["request_id"])
+    for key in pending.values():
+        groups[key]["unfinished_calls"] += 1
+        total["unfinished_calls"] += 1
+    for s in list(groups.values()) + [total]:
+        finish_stats(s)
+    # The total's cost at risk: the sum of the groups' estimates, in group order.
+    total["cost_at_risk_usd"] = 0
+    total["at_risk_unestimated"] = 0
+    for k in order:
+        if groups[k]["cost_at_risk_usd"] is None:
+            total["at_risk_unestimated"] += groups[k]["at_risk_attempts"]
+        else:
+            total["cost_at_risk_usd"] += groups[k]["cost_at_risk_usd"]
+    return {
+        "groups": [dict(pool=k[0], model=k[1], **groups[k]) for k in order],
+        "totals": total,
+        "tasks_multi": sorted(t for t, calls in task_calls.items() if len(calls) > 1),
+        "unpriced": [{"pool": k[0], "model": k[1], "attempts": groups[k]["unpriced_attempts"]}
+                     for k in order if groups[k]["unpriced_attempts"] and k[1] != "-"],
+    }
+
+
+def new_stats():
+    return {"calls": 0, "unfinished_calls": 0, "attempts": 0, "retries": 0,
+            "host_retry_calls": 0, "outcomes": {}, "billed_attempts": 0, "usage_attempts": 0,
+            "possibly_billed": 0, "at_risk_attempts": 0,
+            "tokens": {"prompt": 0, "completion": 0, "total": 0, "cached": 0},
+            "cost_usd": 0.0, "priced_attempts": 0, "unpriced_attempts": 0,
+            "duplicate_bodies": {"digests": 0, "extra_billed_attempts": 0},
+            "_lat": [], "_missing": 0}
+
+
+def finish_stats(s):
+    s["retry_ratio"] = s["retries"] / s["attempts"] if s["attempts"] else 0
+    s["at_risk_unestimated"] = 0
+    if s["at_risk_attempts"] == 0:
+        s["cost_at_risk_usd"] = 0
+    elif s["priced_attempts"] == 0:
+        s["cost_at_risk_usd"] = None
+        s["at_risk_unestimated"] = s["at_risk_attempts"]
+    else:
+        s["cost_at_risk_usd"] = s["at_risk_attempts"] * (s["cost_usd"] / s["priced_attempts"])
+    lat = sorted(s.pop("_lat"))
+    s["_latency"] = {"count": len(lat), "missing": s.pop("_missing"),
+                     "min": lat[0] if lat else None, "max": lat[-1] if lat else None,
+                     "mean": sum(lat) / len(lat) if lat else None,
+                     "p50": nearest_rank(lat, 50) if lat else None,
+                     "p95": nearest_rank(lat, 95) if lat else None,
+                     "p99": nearest_rank(lat, 99) if lat else None}
+
+
+# ---------------------------------------------------------------- 1 and 2: a real fault run
+
+class ReportFaultRunTest(harness.GuardTestCase):
+    """One fault run (about 10 s), shared by the tests of this class."""
+
+    run_dir = None
+    log = None
+    ledger = None
+    keys = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.run_dir = tempfile.mkdtemp(prefix="cg-report-run-")
+        cls.run_log = os.path.join(cls.run_dir, "usage.jsonl")
+        mock = harness.provider()
+        cls.keys = []
+        for i, (path, plan, body, task, keyed) in enumerate(FAULT_CALLS):
+            url = mock.url(path, plan=plan)
+            cls.keys.append(mock.last_key)
+            env = harness.guard_env(cls.run_log, FAULT_ENV,
+                                    CURLGUARD_STATE=os.path.join(cls.run_dir, "state"),
+                                    CURLGUARD_TASK_ID=task)
+            headers = [f"Idempotency-Key: report-{os.getpid()}-{i}"] if keyed else []
+            if path == MESSAGES:
+                headers += ["x-api-key: test", "anthropic-version: 2023-06-01"]
+            if harness.SAN_PRELOAD:
+                argv = [harness.PYTHON, "-c", PYCURL_HOST, url, body] + headers
+            else:
+                argv = [harness.CURL, "-sS", "-o", "/dev/null", "-H",
+                        "Content-Type: application/json", "--data-binary", body, url]
+                for h in headers:
+                    argv += ["-H", h]
+            harness.run(argv, env, timeout=60)
+        time_limit = 10
+        entries = []
+        for key in cls.keys:
+            entries += mock.wait_entries(key=key, timeout=time_limit)
+        cls.ledger = entries
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.run_dir and not harness.KEEP_TMP:
+            shutil.rmtree(cls.run_dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def log_with_malformed(self):
+        """The run's log plus the malformed lines, a blank line and an unfinished call."""
+        with open(self.run_log) as f:
+            lines = f.read().splitlines()
+        self.assertGreaterEqual(len(lines), len(FAULT_CALLS) + 8, "the fault run wrote too "
+                                "few records")
+        # A call cut by the end of the log: a copy of a first attempt with a new request id,
+        # not final.
+        cut = json.loads(lines[0])
+        cut.update(request_id="cut-off-call", final=False, decision="retry")
+        out = list(lines)
+        out.insert(3, MALFORMED[0][1])
+        out.insert(6, "")
+        out += [m[1] for m in MALFORMED[1:]]
+        out.append(json.dumps(cut))
+        path = self.tmp / "mixed.jsonl"
+        with open(path, "w") as f:
+            f.write("\n".join(out) + "\n")
+        return path, lines + [json.dumps(cut)]
+
+    def test_report_equals_independent_sums(self):
+        path, record_lines = self.log_with_malformed()
+        records = [json.loads(l) for l in record_lines]
+        want = expected_report(records)
+        got = report_json(self, [str(path)])
+
+        self.assertEqual(got["records"], len(records))
+        self.assertEqual(got["lines"], len(records) + len(MALFORMED))
+        self.assertEqual(got["blank_lines"], 1)
+        kinds = {}
+        for kind, _ in MALFORMED:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        self.assertEqual(got["malformed"]["total"], len(MALFORMED))
+        for kind, n in kinds.items():
+            self.assertEqual(got["malformed"][kind], n, kind)
+        self.assertEqual(got["malformed"]["first"], f"{path}:4")
+
+        self.assertEqual([(g["pool"], g["model"]) for g in got["groups"]],
+                         [(g["pool"], g["model"]) for g in want["groups"]])
+        for g_got, g_want in zip(got["groups"] + [got["totals"]],
+                                 want["groups"] + [want["totals"]]):
+            name = f"{g_want.get('pool', 'TOTAL')}/{g_want.get('model', '')}"
+            for k, v in g_want.items():
+                if k.startswith("_") or k in ("pool", "model"):
+                    continue
+                self.assertEqual(g_got[k], v, f"{name}: {k}")
+            self.assert_latency(g_got["latency_ms"], g_want["_latency"], name)
+        self.assertEqual(got["tasks_billed_more_than_once"]["count"], len(want["tasks_multi"]))
+        self.assertEqual(sorted(got["tasks_billed_more_than_once"]["examples"]),
+                         want["tasks_multi"])
+        self.assertEqual(got["unpriced_models"], want["unpriced"])
+
+        # What the fault plan must have produced, so the comparison above is not vacuous.
+        t = got["totals"]
+        self.assertIn("task-a", want["tasks_multi"])
+        self.assertEqual(t["unfinished_calls"], 1)
+        self.assertGreaterEqual(t["possibly_billed"], 3)      # 500 x2, stall, close
+        self.assertGreater(t["retries"], 5)
+        self.assertGreater(t["duplicate_bodies"]["digests"], 0)
+        self.assertIsNotNone(t["cost_at_risk_usd"])
+        self.assertGreater(t["cost_at_risk_usd"], 0)
+        self.assertEqual(got["unpriced_models"][0]["model"], "my-private-model-7")
+        for outcome in ("ok", "http_503", "http_429", "http_500", "read_timeout", "http_400"):
+            self.assertIn(outcome, t["outcomes"])
+        # Attempt 4 of the "Busy." call: one request retried more than twice.
+        retried = [a for a in got["alerts"] if a["kind"] == "retried_more_than_twice"]
+        busy = [r for r in records if r["attempt"] == 4]
+        self.assertEqual([a["request_id"] for a in retried], [r["request_id"] for r in busy])
+        self.assertEqual(len(busy), 1)
+
+    def assert_latency(self, got, want, name):
+        for k in ("count", "missing", "min", "max"):
+            self.assertEqual(got[k], want[k], f"{name}: latency {k}")
+        if want["count"]:
+            self.assertAlmostEqual(got["mean"], want["mean"], places=9, msg=f"{name}: mean")
+        for k in ("p50", "p95", "p99"):
+            if want[k] is None:
+                self.assertIsNone(got[k])
+                continue
+            # Exact below 256 ms; above, within the bucket's half width (1/256).
+            self.assertLessEqual(abs(got[k] - want[k]), want[k] / 256 + 0.5,
+                                 f"{name}: latency {k} {got[k]} vs {want[k]}")
+
+    def test_report_matches_provider_ledger(self):
+        got = report_json(self, [self.run_log])["totals"]
+        recs = harness.read_records(self.run_log)
+        ledger = self.ledger
+        # Every attempt the guard made reached the provider: no attempt of this run was
+        # refused locally (no limiter, breaker or budget is configured), and one process
+        # per call leaves libcurl no dead keep-alive connection to re-send on.
+        self.assertEqual(sum(r.get("libcurl_resends") or 0 for r in recs), 0)
+        self.assertEqual(got["attempts"], len(ledger),
+                         [(e["key"], e["action"], e["status"]) for e in ledger])
+        # Billed: every success carries usage, and every attempt the provider may have
+        # processed without answering is possibly_billed: the two sides count the same.
+        started = [e for e in ledger if e["processing_started"]]
+        self.assertEqual(got["billed_attempts"], len(started))
+        # Possibly billed: processed, then a 500/504 or no complete answer to the client.
+        maybe = [e for e in started if e["status"] in (500, 504) or not e["completed"]]
+        self.assertEqual(got["possibly_billed"], len(maybe))
+        # Tokens: the report can only count tokens whose usage reached the client; the
+        # provider also billed the stalled and dropped attempts (their usage never came
+        # back: the guard's "at risk").  So: report tokens = tokens billed on complete
+        # answers, and the difference is exactly the tokens of the incomplete ones.
+        answered = sum(e["billed_tokens"] for e in started if e["completed"])
+        unanswered = sum(e["billed_tokens"] for e in started if not e["completed"])
+        self.assertEqual(got["tokens"]["total"], answered)
+        self.assertEqual(got["tokens"]["total"] + unanswered,
+                         sum(e["billed_tokens"] for e in ledger))
+        self.assertGreater(unanswered, 0)
+        self.assertEqual(got["calls"], len(FAULT_CALLS))
+
+
+# ---------------------------------------------------------------- 3: inputs, shape, alerts
+
+def record(ts, rid, attempt=1, final=True, pool="p", model="gpt-4o-mini", outcome="ok",
+           tokens=10, cost=0.001, duration=5, pb=False, digest=None, task=None):
+    return {"ts": ts, "pid": 1, "request_id": rid, "task_id": task, "attempt": attempt,
+            "final": final, "method": "POST", "host": "h", "path": "/v1/chat/completions",
+            "pool": pool, "status": 200 if outcome == "ok" else 503, "curl_code": 0,
+            "outcome": outcome, "decision": "done" if final else "retry", "reason": "ok",
+            "queue_ms": 0, "backoff_ms": 0, "connect_ms": 1, "ttfb_ms": 2,
+            "duration_ms": duration, "bytes_sent": 100, "bytes_received": 200, "model": model,
+            "prompt_tokens": tokens, "completion_tokens": 0 if tokens is not None else None,
+            "total_tokens": tokens, "cached_tokens": 0 if tokens is not None else None,
+            "cost_usd": cost, "possibly_billed": pb, "body_digest": digest,
+            "libcurl_resends": 0, "repeat_of": None, "repeats": 0}
+
+
+def quiet_hour(hour, calls_per_minute=5, cost=0.001, day="2026-11-30"):
+    """An hour of successful single-attempt calls."""
+    out = []
+    for m in range(60):
+        for i in range(calls_per_minute):
+            out.append(record(f"{day}T{hour:02d}:{m:02d}:{i:02d}.000Z", f"q{hour}-{m}-{i}",
+                              cost=cost))
+    return out
+
+
+def write_jsonl(path, recs):
+    with open(path, "w") as f:
+        for r in recs:
+            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+    return str(path)
+
+
+class ReportCliTest(harness.GuardTestCase):
+
+    def test_stdin_and_several_files(self):
+        a = quiet_hour(9, calls_per_minute=1)
+        b = quiet_hour(10, calls_per_minute=2, cost=0.0005)   # the same cost per hour
+        fa, fb = write_jsonl(self.tmp / "a.jsonl", a), write_jsonl(self.tmp / "b.jsonl", b)
+        both = report_json(self, [fa, fb])
+        self.assertEqual(both["records"], len(a) + len(b))
+        self.assertEqual(both["totals"]["calls"], len(a) + len(b))
+        self.assertEqual(both["totals"]["cost_usd"], sum(r["cost_usd"] for r in a + b))
+        with open(fa, "rb") as f1, open(fb, "rb") as f2:
+            data = f1.read() + f2.read()
+        self.assertEqual(report_json(self, [], input=data), both)       # no LOG: stdin
+        self.assertEqual(report_json(self, ["-"], input=data), both)    # "-": stdin
+        with open(fb, "rb") as f:
+            mixed = report_json(self, [fa, "-"], input=f.read())
+        self.assertEqual(mixed["totals"], both["totals"])
+        # The text form shows the same totals.
+        p = report([fa, fb])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        text = p.stdout.decode()
+        self.assertIn(f"{len(a) + len(b)} records from {len(a) + len(b)} lines", text)
+        self.assertRegex(text, r"\nTOTAL +%d " % (len(a) + len(b)))
+        self.assertIn("0 alerts", text)
+
+    def test_json_shape(self):
+        f = write_jsonl(self.tmp / "x.jsonl", quiet_hour(9, calls_per_minute=1) + ["oops"])
+        doc = report_json(self, [f])
+        self.assertEqual(set(doc), {"lines", "records", "blank_lines", "malformed", "period",
+                                    "groups", "totals", "unpriced_models",
+                                    "tasks_billed_more_than_once", "limits", "alerts"})
+        self.assertEqual(doc["period"], {"first": "2026-11-30T09:00:00.000Z",
+                                         "last": "2026-11-30T09:59:00.000Z"})
+        self.assertEqual(doc["malformed"]["not_json"], 1)
+        g = doc["groups"][0]
+        for k in ("pool", "model", "calls", "unfinished_calls", "attempts", "retries",
+                  "retry_ratio", "host_retry_calls", "outcomes", "billed_attempts",
+                  "usage_attempts", "possibly_billed", "at_risk_attempts", "cost_at_risk_usd",
+                  "at_risk_unestimated",
+                  "tokens", "cost_usd", "priced_attempts", "unpriced_attempts",
+                  "duplicate_bodies", "latency_ms"):
+            self.assertIn(k, g)
+        self.assertEqual(set(g["latency_ms"]),
+                         {"count", "missing", "min", "max", "mean", "p50", "p95", "p99"})
+        self.assertEqual(doc["limits"], {"groups_capped": False, "digests_capped": False,
+                                         "tasks_capped": False, "calls_capped": False,
+                                         "minutes_capped": False, "alerts_dropped": 0})
+
+    def test_exit_codes(self):
+        f = write_jsonl(self.tmp / "ok.jsonl", quiet_hour(9, calls_per_minute=1))
+        missing = str(self.tmp / "missing.jsonl")
+        p = report([f, missing])
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout, b"")                     # all or nothing
+        err = p.stderr.decode()
+        self.assertTrue(err.startswith("curlguard: report: ") and missing in err, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        p = report([str(self.tmp)])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("is a directory", p.stderr.decode())
+        p = report(["--bogus", f])
+        self.assertEqual(p.returncode, 2)
+        self.assertTrue(p.stderr.decode().startswith("curlguard: report: unknown option"))
+        # Malformed input never fails the command.
+        bad = write_jsonl(self.tmp / "bad.jsonl", ["nope", "[]", "{}"])
+        doc = report_json(self, [bad])
+        self.assertEqual((doc["records"], doc["malformed"]["total"]), (0, 3))
+
+    def test_alerts_fire_on_crafted_log(self):
+        recs = quiet_hour(9) + quiet_hour(10)            # steady: 0.3 USD per hour
+        # 11:00-11:59 costs 0.6 USD: +100 % hour over hour.
+        recs += quiet_hour(11, cost=0.002)
+        # A retry burst at 12:20: 10 calls with a 503 first, among 10 quiet calls.
+        for i in range(20):
+            ts = f"2026-11-30T12:20:{i:02d}.000Z"
+            if i < 10:
+                recs.append(record(ts, f"burst-{i}", final=False, outcome="http_503",
+                                   tokens=None, cost=None))
+            recs.append(record(ts, f"burst-{i}", attempt=2 if i < 10 else 1))
+        # One request with four attempts.
+        for k in range(1, 5):
+            recs.append(record(f"2026-11-30T12:40:0{k}.000Z", "stubborn", attempt=k,
+                               final=k == 4, outcome="ok" if k == 4 else "http_503",
+                               tokens=10 if k == 4 else None, cost=0.001 if k == 4 else None))
+        doc = report_json(self, [write_jsonl(self.tmp / "alerts.jsonl", recs)])
+        kinds = [a["kind"] for a in doc["alerts"]]
+        self.assertEqual(sorted(kinds), ["cost_hour_over_hour", "retried_more_than_twice",
+                                         "retry_ratio"], doc["alerts"])
+        by = {a["kind"]: a for a in doc["alerts"]}
+        self.assertEqual(by["cost_hour_over_hour"]["hour"], "2026-11-30T11:00:00.000Z")
+        self.assertEqual(by["retried_more_than_twice"]["request_id"], "stubborn")
+        self.assertEqual(by["retry_ratio"]["from"], "2026-11-30T12:20:00.000Z")
+        self.assertEqual((by["retry_ratio"]["retries"], by["retry_ratio"]["attempts"]), (10, 30))
+        p = report([self.tmp / "alerts.jsonl"])
+        text = p.stdout.decode()
+        self.assertIn("ALERT retry_ratio:", text)
+        self.assertIn("ALERT cost_hour_over_hour:", text)
+        self.assertIn("ALERT retried_more_than_twice: request stubborn", text)
+
+        # The same hours without the faults: no alert at all.
+        calm = quiet_hour(9) + quiet_hour(10) + quiet_hour(11, cost=0.00125)   # +25 %
+        doc = report_json(self, [write_jsonl(self.tmp / "calm.jsonl", calm)])
+        self.assertEqual(doc["alerts"], [])
+
+
+if __name__ == "__main__":
+    unittest.main()
