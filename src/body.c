@@ -59,3 +59,21 @@ void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens) 
   cJSON_Delete(root);
 }
 
+
+char *cg_body_model_from_path(const char *path) {
+  const char *m = NULL, *p, *e;
+  size_t n;
+
+  for (p = path; p && (p = strstr(p, "/models/")); p += 8)
+    m = p + 8;
+  if (!m)
+    return NULL;
+  for (e = m; *e && *e != ':' && *e != '/'; e++)
+    if (!((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') ||
+          *e == '.' || *e == '-' || *e == '_' || *e == '@'))
+      return NULL;
+  n = (size_t) (e - m);
+  if (n == 0 || n > 127 || *e == '/')
+    return NULL;
+  return strndup(m, n);
+}

@@ -19,4 +19,11 @@
  * alone when the body is not JSON). */
 void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens);
 
+/* The model named in a request path, or NULL: Gemini and Vertex AI put it there and not
+ * in the body ("/v1beta/models/gemini-2.5-flash:generateContent",
+ * ".../publishers/google/models/gemini-2.5-pro:streamGenerateContent").  The segment after
+ * the last "/models/" up to ':' (or the end), when it is a plausible model name (1-127
+ * bytes of letters, digits, '.', '-', '_', '@').  Returns a malloc'd string. */
+char *cg_body_model_from_path(const char *path);
+
 #endif

@@ -248,6 +248,12 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
     char *copy;
     if (s[0] == '\0' || (k->offset == CG_OFF(log_path) && strcasecmp(s, "off") == 0)) {
       copy = NULL; /* empty or "off": none */
+    } else if (k->offset == CG_OFF(task_id) && strlen(s) > CG_TASK_ID_MAX) {
+      /* Copied into every record: a runaway value would make every line huge. */
+      cg_warn("%s: %s is longer than %d bytes; cut there", origin,
+              origin[0] == 'e' ? k->env : k->json, CG_TASK_ID_MAX);
+      if (!(copy = strndup(s, CG_TASK_ID_MAX)))
+        return -1;
     } else if (!(copy = strdup(s))) {
       return -1;
     }

@@ -59,13 +59,16 @@ struct cg_pool_cfg {
   size_t nretry_on;      /* 0: the default pool's rules */
 };
 
+#define CG_TASK_ID_MAX 8192 /* bytes of CURLGUARD_TASK_ID kept */
+
 struct cg_config {
   int enabled;               /* CURLGUARD: 1/on/true/yes */
   char *log_path;            /* JSONL usage log; NULL = off; "-" = stderr */
   char *state_path;          /* shared state file */
   char **hosts;              /* host globs (fnmatch); NULL-terminated; "*" by default */
   size_t nhosts;
-  char *task_id;             /* copied into every record, NULL = none */
+  char *task_id;             /* copied into every record, NULL = none; at most
+                                CG_TASK_ID_MAX bytes (a longer value is cut, with a warning) */
   char *prices_path;         /* price table, NULL = the shipped one */
   char *request_id_header;   /* e.g. "Idempotency-Key", NULL = none */
   char *task_id_header;      /* request header whose value is the record's task_id (it wins

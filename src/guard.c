@@ -312,6 +312,11 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->model = call->model;
   r->possibly_billed = cg_policy_possibly_billed(v);
   cg__fill_usage(call, a, r, &call->usage);
+  /* A model call answered without saying what it used (a stream without its usage chunk,
+   * a body over the parser's bounds) was billed all the same: the amount is unknown. */
+  if (v->outcome == CG_OUT_OK && a->usage && r->model && r->prompt_tokens == CG_NULL_INT &&
+      r->total_tokens == CG_NULL_INT)
+    r->possibly_billed = 1;
   r->libcurl_resends = a->libcurl_resends;
   r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;
@@ -455,7 +460,12 @@ static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
   CURLcode rc;
 
   cg_attempt_init(a, h, cg__preview, call, call->stream_digest);
-  a->usage = cg_usage_new(); /* NULL when out of memory: usage stays unknown */
+  /* GET and HEAD read what exists (polling a stored Responses object repeats its usage):
+   * they are not billed for tokens, so their usage is not read.  NULL when out of memory:
+   * usage stays unknown. */
+  a->usage = strcmp(call->method, "GET") == 0 || strcmp(call->method, "HEAD") == 0
+                 ? NULL
+                 : cg_usage_new();
   a->first_byte_timeout_ms = call->cfg->first_byte_timeout_ms;
   a->read_timeout_ms = call->cfg->read_timeout_ms;
   a->headers = call->headers;
@@ -649,6 +659,8 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
     return h->lib->easy_perform(h->curl);
   cg__call_init(&call, h, cfg);
   call.url = url;
+  if (!call.model)
+    call.model = cg_body_model_from_path(url.path); /* Gemini, Vertex AI: in the path */
   call.pool = cg_config_pool(cfg, url.host, &call.pool_scratch);
   call.admission.pool = call.pool;
   call.admission.pool_index = -1;

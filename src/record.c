@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,11 +71,36 @@ static void cg__add_str(cJSON *o, const char *k, const char *v) {
     free(buf);
 }
 
+/* Integers are written as integers, every digit (cJSON's numbers are doubles, which
+ * would print 9007199254740993 as 9.00719925474099e+15). */
 static void cg__add_int(cJSON *o, const char *k, int64_t v) {
-  if (v == CG_NULL_INT)
+  char num[24];
+  if (v == CG_NULL_INT) {
     cJSON_AddNullToObject(o, k);
-  else
-    cJSON_AddNumberToObject(o, k, (double) v);
+    return;
+  }
+  snprintf(num, sizeof(num), "%lld", (long long) v);
+  cJSON_AddRawToObject(o, k, num);
+}
+
+/* The shortest decimal form that reads back as exactly `v` (cJSON compares with an
+ * epsilon and may drop the last digits); non-finite values are null. */
+static void cg__add_double(cJSON *o, const char *k, double v) {
+  char num[40], *p;
+  int prec;
+  if (!isfinite(v)) {
+    cJSON_AddNullToObject(o, k);
+    return;
+  }
+  for (prec = 15; prec <= 17; prec++) {
+    snprintf(num, sizeof(num), "%.*g", prec, v);
+    if (strtod(num, NULL) == v) /* both in the host's locale */
+      break;
+  }
+  for (p = num; *p; p++) /* a host's LC_NUMERIC may print "0,5": JSON wants "0.5" */
+    if (!((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == 'e'))
+      *p = '.';
+  cJSON_AddRawToObject(o, k, num);
 }
 
 char *cg_record_json(const struct cg_record *r, size_t *len) {
@@ -111,10 +137,7 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
   cg__add_int(o, "completion_tokens", r->completion_tokens);
   cg__add_int(o, "total_tokens", r->total_tokens);
   cg__add_int(o, "cached_tokens", r->cached_tokens);
-  if (isnan(r->cost_usd))
-    cJSON_AddNullToObject(o, "cost_usd");
-  else
-    cJSON_AddNumberToObject(o, "cost_usd", r->cost_usd);
+  cg__add_double(o, "cost_usd", r->cost_usd);
   cJSON_AddBoolToObject(o, "possibly_billed", r->possibly_billed != 0);
   cg__add_str(o, "body_digest", r->body_digest);
   cg__add_int(o, "libcurl_resends", r->libcurl_resends);

@@ -10,8 +10,10 @@ enum { CG__MODE_START, CG__MODE_JSON, CG__MODE_SSE };
 struct cg_usage_parser {
   int mode;
   /* raw values as the provider names them, -1 unknown; last value wins */
-  int64_t prompt, cread, cwrite, completion, reasoning, thoughts, total;
+  int64_t prompt, cread, cwrite, completion, reasoning, thoughts, tooluse, total;
   int anthropic, gemini;
+  int stale; /* an SSE event over the bound came after the last usage report */
+  int bom;   /* bytes of a leading UTF-8 byte order mark consumed (3: done looking) */
   char model[128];
   int error_event, skipped;
   /* JSON document (or SSE event data) buffer */
@@ -34,7 +36,8 @@ struct cg_usage_parser *cg_usage_new(void) {
   struct cg_usage_parser *p = calloc(1, sizeof(*p));
   if (!p)
     return NULL;
-  p->prompt = p->cread = p->cwrite = p->completion = p->reasoning = p->thoughts = p->total = -1;
+  p->prompt = p->cread = p->cwrite = p->completion = p->reasoning = p->thoughts = p->tooluse =
+      p->total = -1;
   p->line_empty = 1;
   return p;
 }
@@ -74,10 +77,12 @@ static void cg__release(struct cg_usage_parser *p) {
   p->len = p->cap = 0;
 }
 
-/* Set *dst from a non-negative number member `name` of `obj`; absent/null/other: left. */
+/* Set *dst from a non-negative whole-number member `name` of `obj` (at most 2^53, which a
+ * double holds exactly); absent, null, fractional or anything else: left alone. */
 static void cg__num(const cJSON *obj, const char *name, int64_t *dst) {
   const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= 9007199254740992.0)
+  if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= 9007199254740992.0 &&
+      n->valuedouble == (double) (int64_t) n->valuedouble)
     *dst = (int64_t) n->valuedouble;
 }
 
@@ -97,6 +102,7 @@ static void cg__usage(struct cg_usage_parser *p, const cJSON *u, int anthropic) 
   const cJSON *d;
   if (!cJSON_IsObject(u))
     return;
+  p->stale = 0; /* a usage report after any skipped event */
   if (cJSON_GetObjectItemCaseSensitive(u, "cache_read_input_tokens") ||
       cJSON_GetObjectItemCaseSensitive(u, "cache_creation_input_tokens"))
     anthropic = 1;
@@ -123,19 +129,24 @@ static void cg__usage(struct cg_usage_parser *p, const cJSON *u, int anthropic) 
     cg__num(d, "reasoning_tokens", &p->reasoning);
 }
 
-/* One JSON object: a whole response, one SSE event's data, or one element of an array. */
-static void cg__object(struct cg_usage_parser *p, const cJSON *o, int sse) {
+/* One JSON object: a whole response, one SSE event's data, or one element of an array
+ * (Gemini's streamGenerateContent without alt=sse answers a JSON array of chunks). */
+static void cg__object(struct cg_usage_parser *p, const cJSON *o) {
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
   const char *t = cJSON_IsString(type) ? type->valuestring : "";
   const cJSON *um = cJSON_GetObjectItemCaseSensitive(o, "usageMetadata");
   const cJSON *r;
 
-  if (sse && (strcmp(t, "error") == 0 || strcmp(t, "response.failed") == 0 ||
-              cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "error"))))
+  /* Anthropic's "type": "error" event, a failed Responses event, or an "error" object
+   * (OpenAI and Gemini chunks, a Responses object with "status": "failed"). */
+  if (strcmp(t, "error") == 0 || strcmp(t, "response.failed") == 0 ||
+      cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "error")))
     p->error_event = 1;
 
   if (cJSON_IsObject(um)) { /* Gemini */
     p->gemini = 1;
+    p->stale = 0;
+    cg__num(um, "toolUsePromptTokenCount", &p->tooluse);
     cg__num(um, "promptTokenCount", &p->prompt);
     cg__num(um, "candidatesTokenCount", &p->completion);
     cg__num(um, "thoughtsTokenCount", &p->thoughts);
@@ -147,8 +158,11 @@ static void cg__object(struct cg_usage_parser *p, const cJSON *o, int sse) {
   if (strcmp(t, "message_start") == 0) {
     r = cJSON_GetObjectItemCaseSensitive(o, "message");
     if (cJSON_IsObject(r)) {
+      /* message_start's output_tokens is a placeholder (1): only message_delta counts */
+      int64_t output = p->completion;
       cg__model(p, r, "model");
       cg__usage(p, cJSON_GetObjectItemCaseSensitive(r, "usage"), 1);
+      p->completion = output;
     }
     return;
   }
@@ -165,17 +179,17 @@ static void cg__object(struct cg_usage_parser *p, const cJSON *o, int sse) {
             strcmp(t, "message") == 0 || strcmp(t, "message_delta") == 0);
 }
 
-static void cg__document(struct cg_usage_parser *p, const char *s, size_t n, int sse) {
+static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
   cJSON *j = cJSON_ParseWithLength(s, n);
   const cJSON *e;
   if (!j)
     return;
   if (cJSON_IsObject(j))
-    cg__object(p, j, sse);
+    cg__object(p, j);
   else if (cJSON_IsArray(j)) {
     cJSON_ArrayForEach(e, j) {
       if (cJSON_IsObject(e))
-        cg__object(p, e, sse);
+        cg__object(p, e);
     }
   }
   cJSON_Delete(j);
@@ -186,6 +200,7 @@ static void cg__document(struct cg_usage_parser *p, const char *s, size_t n, int
 static void cg__sse_dispatch(struct cg_usage_parser *p) {
   if (p->drop) {
     p->skipped = 1;
+    p->stale = 1; /* it may have carried usage: only a later report can be trusted */
   } else if (p->has_data) {
     const char *s = p->buf;
     size_t n = p->len;
@@ -194,7 +209,7 @@ static void cg__sse_dispatch(struct cg_usage_parser *p) {
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
       n--;
     if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0))
-      cg__document(p, s, n, 1);
+      cg__document(p, s, n);
   }
   p->len = 0;
   p->drop = 0;
@@ -298,6 +313,13 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
   if (!p || !buf)
     return;
   if (p->mode == CG__MODE_START) {
+    /* A leading UTF-8 byte order mark is not part of the body (SSE: WHATWG HTML 9.2.6),
+     * even when it arrives split across writes. */
+    static const char bom[3] = {'\xEF', '\xBB', '\xBF'};
+    while (len && p->bom < 3 && *buf == bom[p->bom])
+      buf++, len--, p->bom++;
+    if (len)
+      p->bom = 3; /* only at the very start */
     while (len && (*buf == ' ' || *buf == '\t' || *buf == '\r' || *buf == '\n'))
       buf++, len--;
     if (!len)
@@ -328,7 +350,7 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
     return;
   if (p->mode == CG__MODE_JSON) {
     if (!p->drop && p->len)
-      cg__document(p, p->buf, p->len, 0);
+      cg__document(p, p->buf, p->len);
     cg__release(p);
   } else if (p->mode == CG__MODE_SSE) {
     if (!p->line_empty || p->line_cr)
@@ -337,12 +359,24 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
     cg__release(p);
   }
 
+  if (p->mode == CG__MODE_SSE && p->stale) {
+    /* An event over the bound came after the last usage report and may have carried a
+     * newer one: every number stays unknown rather than an older, smaller count. */
+    out->skipped = 1;
+    out->error_event = p->error_event;
+    memcpy(out->model, p->model, sizeof(out->model));
+    return;
+  }
   in = p->prompt;
   if (p->anthropic && in >= 0)
     in += (p->cread > 0 ? p->cread : 0) + (p->cwrite > 0 ? p->cwrite : 0);
+  if (p->gemini && in >= 0 && p->tooluse > 0)
+    in += p->tooluse; /* tool-use prompt tokens are input too */
   outp = p->completion;
   if (p->gemini && p->thoughts >= 0)
     outp = (outp > 0 ? outp : 0) + p->thoughts;
+  if (outp < 0 && in >= 0 && p->total >= in)
+    outp = p->total - in; /* embeddings report input and total only: the rest is output */
   out->input = in;
   out->cached_input = p->cread;
   out->cache_write = p->cwrite;
@@ -351,5 +385,6 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
   out->total = p->total >= 0 ? p->total : (in >= 0 && outp >= 0 ? in + outp : -1);
   memcpy(out->model, p->model, sizeof(out->model));
   out->error_event = p->error_event;
-  out->skipped = p->skipped;
+  /* A stream whose oversized events all came before a later usage report lost nothing. */
+  out->skipped = p->mode == CG__MODE_SSE ? 0 : p->skipped;
 }

@@ -6,7 +6,9 @@
  * array of chunks), anything else is a server-sent-event stream, parsed line by line and
  * event by event (an event ends at a blank line, its `data:` lines are joined with "\n",
  * `:` comment lines and `[DONE]` are ignored) so the stream itself is never buffered; one
- * event's data is held up to CG_USAGE_EVENT_MAX bytes.  LF and CRLF line endings.
+ * event's data is held up to CG_USAGE_EVENT_MAX bytes.  LF and CRLF line endings (a bare
+ * CR, which the SSE grammar also allows, is not taken as a line end); a leading UTF-8 BOM
+ * is skipped.
  *
  * Normalised numbers (every field -1 when the provider did not say, never 0):
  *   input         all input tokens, INCLUDING cache reads and cache writes
@@ -14,13 +16,14 @@
  *                 OpenAI Responses: usage.input_tokens
  *                 Anthropic: usage.input_tokens + cache_read_input_tokens
  *                            + cache_creation_input_tokens
- *                 Gemini: usageMetadata.promptTokenCount
+ *                 Gemini: usageMetadata.promptTokenCount + toolUsePromptTokenCount
  *   cached_input  cache reads: prompt_tokens_details.cached_tokens,
  *                 input_tokens_details.cached_tokens, cache_read_input_tokens,
  *                 cachedContentTokenCount
  *   cache_write   cache writes: Anthropic cache_creation_input_tokens (others: -1)
  *   output        all output tokens, INCLUDING reasoning: completion_tokens, output_tokens,
- *                 Gemini candidatesTokenCount + thoughtsTokenCount
+ *                 Gemini candidatesTokenCount + thoughtsTokenCount; when none is given,
+ *                 total - input (embeddings: 0)
  *   reasoning     completion_tokens_details.reasoning_tokens,
  *                 output_tokens_details.reasoning_tokens, thoughtsTokenCount
  *   total         total_tokens / totalTokenCount when given, else input + output when
@@ -29,14 +32,20 @@
  *                 message_start), response.model (Responses events), "modelVersion"
  *                 (Gemini); the last one seen wins
  *
+ * Numbers must be whole and non-negative (at most 2^53); anything else is unknown.
+ *
  * Streams: every usage report is merged FIELD BY FIELD, the last value wins, nothing is
- * ever added up across events (Anthropic message_start then the cumulative message_delta;
+ * ever added up across events (Anthropic message_start then the cumulative message_delta,
+ * where message_start's output_tokens is a placeholder and is ignored;
  * Gemini running totals; OpenAI's final chunk with a non-null "usage"; Responses
  * response.completed / response.incomplete / response.failed).  A stream that never
- * reports usage leaves everything at -1.  error_event is set by an SSE event whose "type"
- * is "error" or "response.failed", or whose data carries an "error" object (OpenAI,
- * Gemini).  skipped is set when the JSON body or one event exceeded its bound; the
- * numbers it would have carried stay unknown.  Pure: no I/O, no globals.
+ * reports usage leaves everything at -1.  error_event is set by an SSE event or a JSON
+ * object (or array element) whose "type" is "error" or "response.failed", or which
+ * carries an "error" object (OpenAI, Gemini, a failed Responses object).  skipped is set
+ * when the JSON body exceeded its bound, or when an SSE event over its bound came after
+ * the last usage report (it may have carried a newer one): then every number is unknown,
+ * never an older, smaller count.  An oversized event followed by a usage report loses
+ * nothing and is not reported.  Pure: no I/O, no globals.
  */
 #ifndef CG_USAGE_H
 #define CG_USAGE_H

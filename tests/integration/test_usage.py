@@ -46,10 +46,15 @@ class UsageTest(harness.GuardTestCase):
         self.assertIsNotNone(rec["cost_usd"])
 
     def test_stream_without_usage_is_unknown_not_zero(self):
-        rec, _ = self.call({"model": "gpt-4o", "stream": True,
-                            "messages": [{"role": "user", "content": "Count to three."}]})
+        rec, entry = self.call({"model": "gpt-4o", "stream": True,
+                                "messages": [{"role": "user", "content": "Count to three."}]})
         for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
             self.assertIsNone(rec[k], k)
+        # billed all the same, by an amount nobody told us: possibly billed, so the report
+        # counts it and estimates it
+        self.assertTrue(entry["processing_started"])
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertTrue(rec["possibly_billed"])
 
     def test_unknown_model_keeps_its_name_and_has_no_cost(self):
         rec, _ = self.call({"model": "my-private-model-7",
@@ -179,6 +184,8 @@ class UsageTest(harness.GuardTestCase):
         events = [
             'data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-4o","choices":'
             '[{"index":0,"delta":{"content":"{\\"error\\": 1} type: error"}}]}',
+            'data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-4o","choices":[],'
+            '"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}',
             'data: [DONE]',
         ]
         rec, _ = self.stream(events)
@@ -206,6 +213,42 @@ class UsageTest(harness.GuardTestCase):
         self.assertEqual(rec["reason"], "usage_too_large")
         for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
             self.assertIsNone(rec[k], k)
+
+    def test_gemini_model_comes_from_the_path(self):
+        # Gemini names the model in the URL, not in the body: a failed attempt (no
+        # modelVersion in its answer) still has the model, and so a price to estimate with.
+        url = self.mock.url("/v1beta/models/gemini-2.5-flash:generateContent",
+                            plan="500,200")
+        p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", "-H",
+                         "Idempotency-Key: g1", "--data-binary",
+                         '{"contents":[{"parts":[{"text":"hi"}]}]}', url],
+                        self.guard_env(extra={"CURLGUARD_BACKOFF_BASE_MS": "1"}), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        recs = self.records()
+        self.assertEqual([r["outcome"] for r in recs], ["http_500", "ok"])
+        self.assertEqual([r["model"] for r in recs], ["gemini-2.5-flash"] * 2)
+
+    def test_get_polls_of_a_stored_response_are_not_billed_again(self):
+        # GET /v1/responses/ID returns the stored response with its usage every time;
+        # polling it costs nothing, so its usage is not read.
+        body = json.dumps({"id": "resp_1", "object": "response", "status": "completed",
+                           "model": "o3-2025-04-16",
+                           "usage": {"input_tokens": 100000, "output_tokens": 50000,
+                                     "total_tokens": 150000}})
+        url = self.mock.url("/v1/responses/resp_1",
+                            plan=[{"action": 200, "body": body,
+                                   "content_type": "application/json"}])
+        for _ in range(3):
+            p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", url], self.guard_env(),
+                            timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        recs = self.records()
+        self.assertEqual(len(recs), 3)
+        for r in recs:
+            self.assertEqual(r["method"], "GET")
+            self.assertIsNone(r["total_tokens"])
+            self.assertIsNone(r["cost_usd"])
+            self.assertFalse(r["possibly_billed"])
 
     # -- task_id
 

@@ -73,3 +73,32 @@ Test(body, oversized_bodies_are_not_parsed) {
   cr_expect_eq(tokens, -1);
   free(big);
 }
+
+/* Gemini and Vertex AI name the model in the path, not in the body. */
+Test(body, model_from_path) {
+  static const struct {
+    const char *path, *want;
+  } paths[] = {
+    {"/v1beta/models/gemini-2.5-flash:generateContent", "gemini-2.5-flash"},
+    {"/v1beta/models/gemini-2.5-pro:streamGenerateContent", "gemini-2.5-pro"},
+    {"/v1/projects/p1/locations/us-central1/publishers/google/models/gemini-2.0-flash-001"
+     ":generateContent", "gemini-2.0-flash-001"},
+    {"/v1/projects/p/locations/l/publishers/anthropic/models/claude-3-5-sonnet@20240620"
+     ":rawPredict", "claude-3-5-sonnet@20240620"},
+    {"/v1beta/models/gemini-2.5-flash", "gemini-2.5-flash"},
+    {"/v1/chat/completions", NULL},
+    {"/v1/models", NULL},
+    {"/v1/models/", NULL},
+    {"/v1/models/a/b", NULL},
+    {"/v1/models/bad%20name:generateContent", NULL},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    char *m = cg_body_model_from_path(paths[i].path);
+    if (paths[i].want)
+      cr_expect(m && strcmp(m, paths[i].want) == 0, "%s -> %s", paths[i].path, m ? m : "NULL");
+    else
+      cr_expect_null(m, "%s -> %s", paths[i].path, m ? m : "NULL");
+    free(m);
+  }
+}

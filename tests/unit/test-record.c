@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,33 @@ Test(record, full_record_has_every_key_with_its_value) {
   cr_expect_eq(num(o, "repeats"), 2);
   cJSON_Delete(o);
   free(line);
+}
+
+/* Integers keep every digit and costs read back exactly, in any LC_NUMERIC. */
+Test(record, numbers_are_exact_in_the_text) {
+  struct cg_record r;
+  size_t len = 0;
+  char *line;
+  cJSON *o;
+
+  full_record(&r);
+  r.prompt_tokens = 9007199254740993LL; /* 2^53 + 1: not a double */
+  r.cost_usd = 0.1 + 0.2;                /* 0.30000000000000004 */
+  line = cg_record_json(&r, &len);
+  cr_assert_not_null(line);
+  cr_expect_not_null(strstr(line, "\"prompt_tokens\":9007199254740993,"), "%s", line);
+  cr_expect_not_null(strstr(line, "\"bytes_sent\":5000000000,"), "%s", line);
+  o = parse_line(line, len);
+  cr_expect_eq(num(o, "cost_usd"), 0.1 + 0.2);
+  cJSON_Delete(o);
+  free(line);
+  if (setlocale(LC_NUMERIC, "de_DE.UTF-8") || setlocale(LC_NUMERIC, "fr_FR.UTF-8")) {
+    r.cost_usd = 0.5;
+    line = cg_record_json(&r, &len);
+    cr_expect_not_null(strstr(line, "\"cost_usd\":0.5,"), "%s", line);
+    free(line);
+    setlocale(LC_NUMERIC, "C");
+  }
 }
 
 Test(record, unknowns_are_null_never_omitted) {

@@ -70,7 +70,7 @@ static const struct usage_case cases[] = {
    "\n  {\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,"
    "\"embedding\":[0.1,0.2]}],\"model\":\"text-embedding-3-small\","
    "\"usage\":{\"prompt_tokens\":8,\"total_tokens\":8}}",
-   8, -1, -1, -1, -1, 8, "text-embedding-3-small", 0},
+   8, -1, -1, 0, -1, 8, "text-embedding-3-small", 0},
   {"openai responses",
    "{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"error\":null,"
    "\"model\":\"o4-mini\",\"output\":[],\"usage\":{\"input_tokens\":50,"
@@ -94,8 +94,30 @@ static const struct usage_case cases[] = {
   {"not JSON", "{\"usage\":{\"prompt_tokens\":3", -1, -1, -1, -1, -1, -1, "", 0},
   {"empty body", "", -1, -1, -1, -1, -1, -1, "", 0},
   /* error objects in a whole body are the status's business, not an error event */
+  /* An "error" object marks the body as failed; it only matters for a 2xx answer (a 4xx
+   * or 5xx is judged by its status). */
   {"json error body", "{\"error\":{\"message\":\"bad\",\"type\":\"invalid_request_error\"}}",
-   -1, -1, -1, -1, -1, -1, "", 0},
+   -1, -1, -1, -1, -1, -1, "", 1},
+  {"json error null is no error",
+   "{\"id\":\"r\",\"object\":\"response\",\"error\":null,\"model\":\"o3\","
+   "\"usage\":{\"input_tokens\":5,\"output_tokens\":6,\"total_tokens\":11}}",
+   5, -1, -1, 6, -1, 11, "o3", 0},
+  {"fractional and negative counts are unknown",
+   "{\"model\":\"m\",\"usage\":{\"prompt_tokens\":1.5,\"completion_tokens\":-3,"
+   "\"total_tokens\":4e0}}",
+   -1, -1, -1, -1, -1, 4, "m", 0},
+  {"gemini tool-use prompt tokens are input",
+   "{\"usageMetadata\":{\"promptTokenCount\":100,\"candidatesTokenCount\":50,"
+   "\"toolUsePromptTokenCount\":70,\"thoughtsTokenCount\":30,\"totalTokenCount\":250},"
+   "\"modelVersion\":\"gemini-2.5-pro\"}",
+   170, -1, -1, 80, 30, 250, "gemini-2.5-pro", 0},
+  {"gemini JSON array stream with an error element",
+   "[" GEM_CHUNK1 ",{\"error\":{\"code\":503,\"message\":\"overloaded\","
+   "\"status\":\"UNAVAILABLE\"}}]",
+   10, -1, -1, 2, -1, 12, "gemini-2.5-flash", 1},
+  {"utf-8 byte order mark before a JSON body",
+   "\xEF\xBB\xBF{\"model\":\"m\",\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":3}}",
+   2, -1, -1, 3, -1, 5, "m", 0},
 
   /* ---- streaming ---- */
   {"openai stream (CASES)", OAI_STREAM("\n"), 308, -1, -1, 68, -1, 376, "gpt-4o-mini", 0},
@@ -145,6 +167,11 @@ static const struct usage_case cases[] = {
   {"anthropic stream, start input 0 then delta 9",
    ANT_STREAM("0", "{\"input_tokens\":9,\"output_tokens\":16}", ""), 10, 1, 0, 16, -1, 26,
    "claude-sonnet-4-5", 0},
+  {"anthropic stream cut after message_start: its output_tokens is a placeholder",
+   "event: message_start\n"
+   "data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\","
+   "\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n",
+   9, -1, -1, -1, -1, -1, "claude-sonnet-4-5", 0},
   {"anthropic stream error event",
    ANT_STREAM("9", "{\"output_tokens\":16}",
               "event: error\n"
@@ -260,10 +287,11 @@ Test(usage, sse_event_bounds) {
   cr_expect_eq(u.output, 2);
   free(b);
 
-  /* too large: that event is skipped, the stream goes on */
+  /* too large: that event is skipped, the stream goes on; the usage report after it is
+   * the newest, so nothing was lost and nothing is reported skipped */
   b = sse_with_event(CG_USAGE_EVENT_MAX + 1, 1, &len);
   run(b, len, 4096, &u);
-  cr_expect_eq(u.skipped, 1);
+  cr_expect_eq(u.skipped, 0);
   cr_expect_eq(u.input, 3);
   cr_expect_eq(u.output, 4);
   free(b);
@@ -273,6 +301,29 @@ Test(usage, sse_event_bounds) {
   cr_expect_eq(u.skipped, 1);
   cr_expect_eq(u.input, -1);
   cr_expect_eq(u.total, -1);
+  free(b);
+}
+
+/* Usage, then an oversized event that may have carried newer usage (a Gemini image chunk
+ * with running totals): the older numbers are not kept as if they were final. */
+Test(usage, sse_oversized_event_after_usage_makes_it_unknown) {
+  static const char first[] = "data: {\"usageMetadata\":{\"promptTokenCount\":100,"
+                              "\"candidatesTokenCount\":5,\"totalTokenCount\":105},"
+                              "\"modelVersion\":\"gemini-2.5-flash\"}\n\n";
+  size_t blen, len = sizeof(first) - 1;
+  char *big = sse_with_event(CG_USAGE_EVENT_MAX + 1, 0, &blen);
+  char *b = malloc(len + blen);
+  struct cg_usage u;
+  cr_assert_not_null(b);
+  memcpy(b, first, len);
+  memcpy(b + len, big, blen);
+  run(b, len + blen, 65536, &u);
+  cr_expect_eq(u.skipped, 1);
+  cr_expect_eq(u.input, -1);
+  cr_expect_eq(u.output, -1);
+  cr_expect_eq(u.total, -1);
+  cr_expect_str_eq(u.model, "gemini-2.5-flash");
+  free(big);
   free(b);
 }
 
