@@ -312,11 +312,6 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->model = call->model;
   r->possibly_billed = cg_policy_possibly_billed(v);
   cg__fill_usage(call, a, r, &call->usage);
-  /* A model call answered without saying what it used (a stream without its usage chunk,
-   * a body over the parser's bounds) was billed all the same: the amount is unknown. */
-  if (v->outcome == CG_OUT_OK && a->usage && r->model && r->prompt_tokens == CG_NULL_INT &&
-      r->total_tokens == CG_NULL_INT)
-    r->possibly_billed = 1;
   r->libcurl_resends = a->libcurl_resends;
   r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;

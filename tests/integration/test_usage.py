@@ -50,11 +50,11 @@ class UsageTest(harness.GuardTestCase):
                                 "messages": [{"role": "user", "content": "Count to three."}]})
         for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
             self.assertIsNone(rec[k], k)
-        # billed all the same, by an amount nobody told us: possibly billed, so the report
-        # counts it and estimates it
+        # billed all the same, by an amount nobody told us; the client got its answer, so it
+        # is not "possibly billed" (SPEC 7): the report counts it as billed, amount unknown
         self.assertTrue(entry["processing_started"])
         self.assertEqual(rec["outcome"], "ok")
-        self.assertTrue(rec["possibly_billed"])
+        self.assertFalse(rec["possibly_billed"])
 
     def test_unknown_model_keeps_its_name_and_has_no_cost(self):
         rec, _ = self.call({"model": "my-private-model-7",
