@@ -539,6 +539,31 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   cg_record_emit(call->cfg, &rec);
 }
 
+/* The breaker or the budget refused the attempt before it reached the network: fail
+ * fast with a record (breaker.h, budget.h). */
+static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t next_probe_ms) {
+  char msg[CURL_ERROR_SIZE];
+
+  if (gate == CG_GATE_CIRCUIT_OPEN) {
+    CURLcode rc = (CURLcode) call->pool->breaker.open_code;
+    cg__local_record(call, CG_OUT_CIRCUIT_OPEN, rc, "circuit_open");
+    snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
+             call->url.host, (long long) ((next_probe_ms + 999) / 1000));
+    cg__host_errbuf(call->h, msg);
+    return rc;
+  }
+  /* A host's repeat of a failed call, over the budget: not sent (RFC 9110 9.2.2: a client
+   * should not retry a failed automatic retry).  CURLE_COULDNT_CONNECT, which `curl
+   * --retry` does not retry again. */
+  cg__local_record(call, CG_OUT_RETRY_BUDGET_EXHAUSTED, CURLE_COULDNT_CONNECT,
+                   "retry_budget_exhausted");
+  snprintf(msg, sizeof(msg),
+           "curlguard: retry budget exhausted for %.160s; this repeated call was not sent",
+           call->url.host);
+  cg__host_errbuf(call->h, msg);
+  return CURLE_COULDNT_CONNECT;
+}
+
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
 
@@ -550,10 +575,14 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX], msg[CURL_ERROR_SIZE];
     int64_t wait_ms;
-    int slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call,
-                                  &wait_ms);
+    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                                          call->deadline_ms, &wait_ms);
+    int slot;
     CURLcode rc;
 
+    if (gate != CG_GATE_GO)
+      return cg__refused(call, gate, wait_ms);
+    slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
     if (slot == -1 || slot == -3) {
       /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
       int host = slot == -3;
@@ -575,6 +604,17 @@ static CURLcode cg__run(struct cg_call *call) {
     cg__getinfo(call, &info);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
+    cg_admission_result(&call->admission, v.outcome, v.status);
+    if (out.decision == CG_RETRY) {
+      /* The shared breaker and budget have the last word: a refused retry ends the call
+       * with the answer in hand. */
+      const char *refused = cg_admission_retry(&call->admission);
+      if (refused) {
+        out.decision = CG_GIVE_UP;
+        out.reason = refused;
+        out.sleep_ms = 0;
+      }
+    }
 
     if (out.decision == CG_RETRY) {
       cg_attempt_discard(&a);
@@ -637,7 +677,9 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.pool_index = -1;
   call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
   call.admission.state = cg_state_get(cfg->state_path);
+  call.admission.retry_slot = -1;
   rc = cg__run(&call);
+  cg_admission_finish(&call.admission);
   cg_repeat_done(call.repeat_key, rc == CURLE_OK && call.final_ok);
   cg__call_free(&call);
   return rc;
