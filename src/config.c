@@ -165,12 +165,12 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
         *(double *) ((char *) base + keys[i].offset) = item->valuedouble;
     } else {
       if (keys[i].type == CG_SUB_BOOL)
-        cg_warn("config: %s \"%s\": \"%s\" must be true or false; using the default", where,
-                what, keys[i].name);
+        cg_warn("config: %s \"%s\": \"%s\" must be true or false; ignored", where, what,
+                keys[i].name);
       else
-        cg_warn("config: %s \"%s\": \"%s\" must be a%s number from %g to %g; using the "
-                "default", where, what, keys[i].name,
-                keys[i].type == CG_SUB_LONG ? " whole" : "", keys[i].min, keys[i].max);
+        cg_warn("config: %s \"%s\": \"%s\" must be a%s number from %g to %g; ignored",
+                where, what, keys[i].name, keys[i].type == CG_SUB_LONG ? " whole" : "",
+                keys[i].min, keys[i].max);
       problems++;
       continue;
     }
@@ -565,11 +565,13 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
       } else {
         problems++;
       }
-    } else if (strcmp(k, "breaker") == 0) {
-      problems += cg__parse_sub(item, cg__brk_keys, &pc->breaker, &pc->breaker_set, k,
-                                "pool");
-    } else if (strcmp(k, "retry_budget") == 0) {
-      problems += cg__parse_sub(item, cg__bud_keys, &pc->budget, &pc->budget_set, k, "pool");
+    } else if (strcmp(k, "breaker") == 0 || strcmp(k, "retry_budget") == 0) {
+      char where[64];
+      int brk = k[0] == 'b';
+      snprintf(where, sizeof(where), "pool \"%.40s\"", pc->name);
+      problems += cg__parse_sub(item, brk ? cg__brk_keys : cg__bud_keys,
+                                brk ? (void *) &pc->breaker : (void *) &pc->budget,
+                                brk ? &pc->breaker_set : &pc->budget_set, k, where);
     } else {
       size_t i;
       int later = 0;

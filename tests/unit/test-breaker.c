@@ -322,3 +322,107 @@ Test(breaker, view_for_stat) {
   cr_assert_leq(v.next_probe_ns, 20 * SEC + MS);
   cr_assert_str_eq(cg_breaker_state_name(v.state), "open");
 }
+
+/* ---- configuration: defaults, environment, pools (config.c) ---- */
+
+static const char *cfg_env[16][2];
+
+static const char *cfg_getenv(const char *name) {
+  int i;
+  for (i = 0; i < 16 && cfg_env[i][0]; i++)
+    if (strcmp(cfg_env[i][0], name) == 0)
+      return cfg_env[i][1];
+  return NULL;
+}
+
+static void cfg_env_set(int i, const char *name, const char *value) {
+  cfg_env[i][0] = name;
+  cfg_env[i][1] = value;
+  cfg_env[i + 1][0] = NULL;
+}
+
+static char cfg_path[64];
+
+static void cfg_file(const char *text) {
+  FILE *f;
+  snprintf(cfg_path, sizeof(cfg_path), "/tmp/cg-test-brkcfg-XXXXXX");
+  cr_assert_geq(close(mkstemp(cfg_path)), 0);
+  cr_assert_not_null(f = fopen(cfg_path, "w"));
+  fputs(text, f);
+  fclose(f);
+}
+
+TestSuite(breaker_config, .timeout = 10);
+
+Test(breaker_config, defaults_from_the_issue) {
+  struct cg_config c;
+  struct cg_pool_cfg scratch;
+  const struct cg_pool_cfg *p;
+  cfg_env[0][0] = NULL;
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 0);
+  p = cg_config_pool(&c, "api.example.com", &scratch);
+  cr_assert_eq(p->breaker.enabled, 1);
+  cr_assert_float_eq(p->breaker.failure_rate, 0.5, 1e-12);
+  cr_assert_eq(p->breaker.min_requests, 20);
+  cr_assert_float_eq(p->breaker.window_s, 60, 1e-12);
+  cr_assert_float_eq(p->breaker.cooldown_s, 30, 1e-12);
+  cr_assert_eq(p->breaker.open_code, 7);
+  cr_assert_eq(p->budget.enabled, 1);
+  cr_assert_float_eq(p->budget.ratio, 0.2, 1e-12);
+  cr_assert_float_eq(p->budget.min_per_s, 1, 1e-12);
+  cr_assert_float_eq(p->budget.window_s, 10, 1e-12);
+  cr_assert_eq(p->budget.max_concurrent, 16);
+  cg_config_free(&c);
+}
+
+Test(breaker_config, environment_and_malformed_values) {
+  struct cg_config c;
+  cfg_env_set(0, "CURLGUARD_BREAKER", "off");
+  cfg_env_set(1, "CURLGUARD_BREAKER_COOLDOWN_S", "2.5");
+  cfg_env_set(2, "CURLGUARD_BREAKER_MIN_REQUESTS", "4.5");   /* not whole: default */
+  cfg_env_set(3, "CURLGUARD_RETRY_BUDGET_RATIO", "-1");      /* out of range: default */
+  cfg_env_set(4, "CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT", "65"); /* over the slots */
+  cfg_env_set(5, "CURLGUARD_RETRY_BUDGET", "maybe");
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 4);
+  cr_assert_eq(c.breaker.enabled, 0);
+  cr_assert_float_eq(c.breaker.cooldown_s, 2.5, 1e-12);
+  cr_assert_eq(c.breaker.min_requests, 20);
+  cr_assert_float_eq(c.budget.ratio, 0.2, 1e-12);
+  cr_assert_eq(c.budget.max_concurrent, 16);
+  cr_assert_eq(c.budget.enabled, 1);
+  cg_config_free(&c);
+}
+
+Test(breaker_config, pools_take_their_own_keys_and_inherit_the_rest) {
+  struct cg_config c;
+  struct cg_pool_cfg scratch;
+  const struct cg_pool_cfg *a, *b, *d;
+  cfg_file("{\"breaker_cooldown_s\": 9, \"retry_budget\": {\"ratio\": 0.5},"
+           " \"pools\": ["
+           "{\"name\": \"a\", \"hosts\": [\"a.example\"],"
+           " \"breaker\": {\"min_requests\": 5, \"failure_rate\": 0.8, \"open_code\": 6},"
+           " \"retry_budget\": {\"max_concurrent_retries\": 2, \"window_s\": 3}},"
+           "{\"name\": \"b\", \"hosts\": [\"b.example\"], \"breaker\": false,"
+           " \"retry_budget\": {\"ratio\": \"x\", \"bogus\": 1}}]}");
+  cfg_env_set(0, "CURLGUARD_CONFIG", cfg_path);
+  cfg_env_set(1, "CURLGUARD_BREAKER_WINDOW_S", "30");
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 2, "b's bad ratio and unknown key");
+  unlink(cfg_path);
+  a = cg_config_pool(&c, "a.example", &scratch);
+  cr_assert_eq(a->breaker.min_requests, 5);
+  cr_assert_float_eq(a->breaker.failure_rate, 0.8, 1e-12);
+  cr_assert_eq(a->breaker.open_code, 6);
+  cr_assert_float_eq(a->breaker.cooldown_s, 9, 1e-12, "from the top level of the file");
+  cr_assert_float_eq(a->breaker.window_s, 30, 1e-12, "from the environment");
+  cr_assert_eq(a->breaker.enabled, 1);
+  cr_assert_eq(a->budget.max_concurrent, 2);
+  cr_assert_float_eq(a->budget.window_s, 3, 1e-12);
+  cr_assert_float_eq(a->budget.ratio, 0.5, 1e-12, "top-level retry_budget object");
+  b = cg_config_pool(&c, "b.example", &scratch);
+  cr_assert_eq(b->breaker.enabled, 0, "\"breaker\": false");
+  cr_assert_float_eq(b->budget.ratio, 0.5, 1e-12, "a bad value keeps the inherited one");
+  d = cg_config_pool(&c, "other.example", &scratch);
+  cr_assert_float_eq(d->breaker.cooldown_s, 9, 1e-12);
+  cr_assert_eq(d->breaker.min_requests, 20);
+  cg_config_free(&c);
+}
