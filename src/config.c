@@ -1,6 +1,7 @@
 /* config.c - environment + JSON config file -> one snapshot per process (see config.h). */
 #include "config.h"
 
+#include "fallback.h"
 #include "log.h"
 
 #include <cjson/cJSON.h>
@@ -93,8 +94,8 @@ static const struct cg__key cg__keys[] = {
 /* Keys a config file may carry that are read elsewhere. */
 static const char *const cg__known_other[] = {"pools", NULL};
 
-/* Pool keys read by later parts of the product (fallback). */
-static const char *const cg__pool_later[] = {"fallback_url", NULL};
+/* Pool keys read by later parts of the product (none at the moment). */
+static const char *const cg__pool_later[] = {NULL};
 
 /* The keys of a "breaker" / "retry_budget" object (a pool's, or the top level's): name,
  * where in its struct, type, range.  Bit i of cg_pool_cfg.breaker_set / budget_set says
@@ -563,6 +564,14 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
         memcpy(pc->retry_on, tmp.retry_on, sizeof(pc->retry_on));
         pc->nretry_on = tmp.nretry_on;
       } else {
+        problems++;
+      }
+    } else if (strcmp(k, "fallback_url") == 0) {
+      if (cJSON_IsString(item) && cg_fallback_base_ok(item->valuestring)) {
+        snprintf(pc->fallback_url, sizeof(pc->fallback_url), "%s", item->valuestring);
+      } else {
+        cg_warn("config: pool \"%.40s\": \"fallback_url\" must be an http(s) URL without "
+                "credentials, query or fragment; no fallback", pc->name);
         problems++;
       }
     } else if (strcmp(k, "breaker") == 0 || strcmp(k, "retry_budget") == 0) {

@@ -85,6 +85,8 @@ struct cg_pool_cfg {
   struct cg_breaker_cfg breaker; /* the pool's "breaker" keys over the top-level ones */
   struct cg_budget_cfg budget;   /* the pool's "retry_budget" keys over the top-level ones */
   unsigned breaker_set, budget_set; /* which fields the pool set itself (bit per key) */
+  char fallback_url[512];  /* base to divert calls to while the breaker is open (fallback.h),
+                            * "" = none */
 };
 
 struct cg_config {

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "digest.h"
 #include "admit.h"
+#include "fallback.h"
 #include "log.h"
 #include "policy.h"
 #include "price.h"
@@ -64,6 +65,11 @@ struct cg_call {
   const struct cg_pool_cfg *pool;
   struct cg_pool_cfg pool_scratch;
   struct cg_admission admission;
+
+  /* Diverted to the pool's fallback while its breaker is open (fallback.h). */
+  char fallback_url[4096];    /* the URL sent instead of the host's, "" = not diverted */
+  const char *fallback_from;  /* the name of the pool it was diverted from, or NULL */
+  struct cg_pool_cfg fallback_scratch;
 };
 
 /* ---- before the first attempt ---- */
@@ -313,6 +319,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->libcurl_resends = a->libcurl_resends;
   r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;
+  r->fallback_from = call->fallback_from;
   if (call->has_digest) {
     r->body_digest = call->body_digest;
   } else if (call->stream_digest && a->read_bytes > 0) {
@@ -462,9 +469,13 @@ static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
 
   h->in_perform = 1;
   rc = cg_attempt_install(a, timeout_ms, connect_ms);
+  if (rc == CURLE_OK && call->fallback_url[0])
+    rc = call->lib->easy_setopt(h->curl, CURLOPT_URL, call->fallback_url);
   if (rc == CURLE_OK)
     rc = call->lib->easy_perform(h->curl);
   cg_attempt_restore(a);
+  if (call->fallback_url[0])
+    call->lib->easy_setopt(h->curl, CURLOPT_URL, h->url); /* the host's URL back */
   h->in_perform = 0;
   call->last_attempt_ms = cg_mono_ms() - t0;
 
@@ -564,6 +575,32 @@ static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t nex
   return CURLE_COULDNT_CONNECT;
 }
 
+/* The pool's breaker is open: send the call to the pool's fallback base instead, under
+ * the pool its host matches (its own limits, breaker and budget).  Once per call: a
+ * fallback's own fallback is not followed.  Returns 1 when diverted. */
+static int cg__divert(struct cg_call *call) {
+  const struct cg_pool_cfg *from = call->pool;
+  struct cg_url u;
+
+  if (call->fallback_from || !from->fallback_url[0])
+    return 0;
+  if (cg_fallback_url(from->fallback_url, call->h->url, call->fallback_url,
+                      sizeof(call->fallback_url)) != 0 ||
+      cg_url_parse(call->fallback_url, &u) != 0) {
+    call->fallback_url[0] = '\0';
+    cg_warn_once("fallback-url", "cannot send %.200s to the fallback %.200s; failing fast",
+                 call->url.host, from->fallback_url);
+    return 0;
+  }
+  cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
+  call->fallback_from = from->name;
+  call->url = u;
+  call->pool = cg_config_pool(call->cfg, u.host, &call->fallback_scratch);
+  call->admission.pool = call->pool;
+  call->admission.pool_index = -1;
+  return 1;
+}
+
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
 
@@ -580,6 +617,9 @@ static CURLcode cg__run(struct cg_call *call) {
     int slot;
     CURLcode rc;
 
+    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
+      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                               call->deadline_ms, &wait_ms);
     if (gate != CG_GATE_GO)
       return cg__refused(call, gate, wait_ms);
     slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);

@@ -357,5 +357,60 @@ class HalfOpenTest(BreakerTestCase):
         self.assertEqual((b["state"], b["probes"]), ("closed", 2), b)
 
 
+class FallbackTest(BreakerTestCase):
+    def test_fallback_serves_while_open_under_its_own_breaker(self):
+        """Two provider names for the one mock (curl --resolve: every connection still goes
+        to 127.0.0.1): while the primary pool's breaker is open, calls go to its
+        fallback_url, whose own pool and breaker protect it in turn."""
+        port = self.mock.port
+        cfg = self.tmp / "guard.json"
+        small = {"min_requests": 3, "failure_rate": 0.5, "cooldown_s": 30}
+        cfg.write_text(json.dumps({"pools": [
+            {"name": "primary", "hosts": ["primary.test"], "breaker": small,
+             "fallback_url": f"http://fallback.test:{port}/fb"},
+            {"name": "backup", "hosts": ["fallback.test"], "breaker": small}]}))
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1")
+        # One key, so the mock answers in order whichever name the request used:
+        # 3 x 503 (the primary opens), 2 x 200 (the fallback serves), 2 x 503 (2 of its 4
+        # failed: the fallback opens too), then both fail fast.
+        url = self.mock.url("/v1/chat/completions", plan="503,503,503,200,200,503")
+        url = url.replace("127.0.0.1", "primary.test", 1)
+        resolve = ["--resolve", f"primary.test:{port}:127.0.0.1",
+                   "--resolve", f"fallback.test:{port}:127.0.0.1"]
+
+        def call():
+            return harness.run([harness.CURL, "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                                *resolve, url], env, timeout=30)
+
+        got = [call() for _ in range(9)]
+        self.assertEqual([p.stdout for p in got],
+                         [b"503"] * 3 + [b"200"] * 2 + [b"503"] * 2 + [b"000"] * 2,
+                         [p.stderr for p in got])
+        for p in got[7:]:
+            self.assertEqual(p.returncode, 7)
+            self.assertIn(b"curlguard: circuit open for fallback.test, next probe in", p.stderr)
+
+        seen = self.exact_entries(url, 7)
+        self.assertEqual([e["path"] for e in seen],
+                         ["/v1/chat/completions"] * 3 + ["/fb/v1/chat/completions"] * 4)
+        self.assertEqual({e["headers"]["host"] for e in seen[3:]}, {f"fallback.test:{port}"})
+
+        recs = self.records()
+        self.assertEqual([(r["host"], r["pool"], r["fallback_from"]) for r in recs],
+                         [("primary.test", "primary", None)] * 3 +
+                         [("fallback.test", "backup", "primary")] * 6)
+        self.assertEqual([r["outcome"] for r in recs][-1], "circuit_open")
+        for r in recs:
+            self.assertRecordKeys(r)
+            self.assertEqual(r["path"], "/fb/v1/chat/completions" if r["fallback_from"]
+                             else "/v1/chat/completions")
+
+        st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
+                                    harness.plain_env(CURLGUARD_STATE=str(self.state))).stdout)
+        b = {x["name"]: x["breaker"] for x in st["pools"]}
+        self.assertEqual((b["primary"]["state"], b["primary"]["rejected"]), ("open", 6), b)
+        self.assertEqual((b["backup"]["state"], b["backup"]["requests"]), ("open", 4), b)
+
+
 if __name__ == "__main__":
     unittest.main()

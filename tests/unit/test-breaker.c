@@ -426,3 +426,41 @@ Test(breaker_config, pools_take_their_own_keys_and_inherit_the_rest) {
   cr_assert_eq(d->breaker.min_requests, 20);
   cg_config_free(&c);
 }
+
+/* ---- the fallback base (fallback.h) ---- */
+
+#include "fallback.h"
+
+TestSuite(fallback, .timeout = 10);
+
+Test(fallback, rewrites_keep_path_and_query) {
+  static const char *const cases[][3] = {
+    {"https://backup.example.com", "https://api.openai.com/v1/chat?x=1",
+     "https://backup.example.com/v1/chat?x=1"},
+    {"https://gw.example.com/openai/", "https://api.openai.com/v1/chat",
+     "https://gw.example.com/openai/v1/chat"},
+    {"http://127.0.0.1:8080", "https://u:p@api.openai.com:443/v1/x#frag",
+     "http://127.0.0.1:8080/v1/x"},
+    {"http://b.example", "https://a.example", "http://b.example/"},
+    {"http://b.example", "https://a.example?q=1", "http://b.example/?q=1"},
+  };
+  char out[256];
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    cr_assert_eq(cg_fallback_url(cases[i][0], cases[i][1], out, sizeof(out)), 0);
+    cr_assert_str_eq(out, cases[i][2], "case %zu", i);
+  }
+  cr_assert_eq(cg_fallback_url("http://b.example", "no-scheme/x", out, sizeof(out)), -1);
+  cr_assert_eq(cg_fallback_url("http://b.example", "http://a.example/long", out, 20), -1);
+}
+
+Test(fallback, bases_accepted) {
+  cr_assert(cg_fallback_base_ok("https://backup.example.com"));
+  cr_assert(cg_fallback_base_ok("http://127.0.0.1:8080/prefix"));
+  cr_assert_not(cg_fallback_base_ok("ftp://backup.example.com"));
+  cr_assert_not(cg_fallback_base_ok("https://user:key@backup.example.com"));
+  cr_assert_not(cg_fallback_base_ok("https://backup.example.com/?key=1"));
+  cr_assert_not(cg_fallback_base_ok("https://backup.example.com/#x"));
+  cr_assert_not(cg_fallback_base_ok(""));
+  cr_assert_not(cg_fallback_base_ok(NULL));
+}
