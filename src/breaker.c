@@ -32,6 +32,7 @@ static const signed char cg__counts[CG_OUT_COUNT] = {
   [CG_OUT_RETRY_BUDGET_EXHAUSTED] = -1,
   [CG_OUT_DEADLINE] = -1,
   [CG_OUT_CURL_ERROR] = -1,
+  [CG_OUT_STREAM_ERROR] = 1, /* the provider failed mid-answer (overloaded_error, ...) */
 };
 
 int cg_breaker_counts(enum cg_outcome o, long status) {

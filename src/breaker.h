@@ -20,8 +20,9 @@
  *
  * Counted as failures (issue 6): connect failures (dns_error, connect_refused,
  * connect_timeout, tls_error), timeouts (first_byte_timeout, read_timeout), the
- * connection lost during the answer (reset_after_send, partial_response), any 5xx, and
- * 429.  Successes: 2xx/3xx and the other 4xx (the provider answered; the client erred).
+ * connection lost during the answer (reset_after_send, partial_response), a 2xx stream
+ * that carried an error event (stream_error: overloaded_error and the like), any 5xx,
+ * and 429.  Successes: 2xx/3xx and the other 4xx (the provider answered; the client erred).
  * Not counted: outcomes decided locally or by the host (aborted_by_host, circuit_open,
  * local_rate_limited, retry_budget_exhausted, deadline, curl_error).
  *

@@ -101,6 +101,7 @@ const char *cg_outcome_name(enum cg_outcome o, long status, char *buf, unsigned 
     [CG_OUT_RETRY_BUDGET_EXHAUSTED] = "retry_budget_exhausted",
     [CG_OUT_DEADLINE] = "deadline",
     [CG_OUT_CURL_ERROR] = "curl_error",
+    [CG_OUT_STREAM_ERROR] = "stream_error",
   };
   if (o == CG_OUT_HTTP) {
     snprintf(buf, len, "http_%ld", status);

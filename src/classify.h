@@ -28,6 +28,8 @@ enum cg_outcome {
   CG_OUT_RETRY_BUDGET_EXHAUSTED,
   CG_OUT_DEADLINE,
   CG_OUT_CURL_ERROR,         /* any other libcurl error: final */
+  CG_OUT_STREAM_ERROR,       /* 2xx stream that carried an error event (overloaded_error,
+                                response.failed, {"error": ...}): final, possibly billed */
   CG_OUT_COUNT
 };
 

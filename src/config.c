@@ -44,6 +44,7 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_PRICES", "prices", CG_T_STRING, CG_OFF(prices_path), 0, 0},
   {"CURLGUARD_REQUEST_ID_HEADER", "request_id_header", CG_T_STRING,
    CG_OFF(request_id_header), 0, 0},
+  {"CURLGUARD_TASK_ID_HEADER", "task_id_header", CG_T_STRING, CG_OFF(task_id_header), 0, 0},
   {"CURLGUARD_CONNECT_TIMEOUT_MS", "connect_timeout_ms", CG_T_LONG,
    CG_OFF(connect_timeout_ms), 1, 86400000},
   {"CURLGUARD_FIRST_BYTE_TIMEOUT_MS", "first_byte_timeout_ms", CG_T_LONG,
@@ -361,7 +362,8 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
   double v;
   int j;
 
-  if (k->offset == CG_OFF(request_id_header) && s[0] && !cg__header_name_ok(s))
+  if ((k->offset == CG_OFF(request_id_header) || k->offset == CG_OFF(task_id_header)) && s[0] &&
+      !cg__header_name_ok(s))
     goto bad_value;
   switch (k->type) {
   case CG_T_STRING: {
@@ -831,6 +833,7 @@ void cg_config_free(struct cg_config *c) {
   free(c->task_id);
   free(c->prices_path);
   free(c->request_id_header);
+  free(c->task_id_header);
   cg__free_hosts(c);
   cg__free_pools(c);
   memset(c, 0, sizeof(*c));

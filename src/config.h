@@ -98,6 +98,8 @@ struct cg_config {
   char *task_id;             /* copied into every record, NULL = none */
   char *prices_path;         /* price table, NULL = the shipped one */
   char *request_id_header;   /* e.g. "Idempotency-Key", NULL = none */
+  char *task_id_header;      /* request header whose value is the record's task_id (it wins
+                                over task_id when the request carries it), NULL = none */
   long connect_timeout_ms;   /* DNS+TCP+TLS, default 10000 */
   long first_byte_timeout_ms;/* request sent -> first byte, default 120000 */
   long read_timeout_ms;      /* longest gap between bytes, default 120000 */

@@ -56,10 +56,13 @@ struct cg_call {
   int64_t last_attempt_ms;    /* how long the previous attempt took */
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
+  const char *task_id;        /* task_id_header's value (task_id_buf), else the config's */
+  char task_id_buf[128];
   int repeats;
   uint64_t repeat_key;
   int final_ok;               /* the final attempt's outcome was ok */
-  struct cg_usage usage;      /* of the attempt being recorded (its model string is used) */
+  struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
+                                 finished right after the attempt, before it is judged */
 
   /* The pool and the shared limiter. */
   const struct cg_pool_cfg *pool;
@@ -272,8 +275,7 @@ static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
   struct cg_price price;
 
   if (!a->usage)
-    return;
-  cg_usage_finish(a->usage, u);
+    return; /* out of memory, or no attempt made: usage unknown */
   if (u->model[0])
     r->model = u->model; /* what served the call beats what was asked for */
   r->prompt_tokens = u->input >= 0 ? u->input : CG_NULL_INT;
@@ -298,7 +300,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->ts_ms = cg_wall_ms();
   r->pid = (long) getpid();
   r->request_id = call->request_id;
-  r->task_id = call->cfg->task_id;
+  r->task_id = call->task_id;
   r->attempt = call->attempt;
   r->method = call->method; /* the call's, not a redirect's (CURLINFO_EFFECTIVE_METHOD) */
   r->host = call->url.host;
@@ -413,6 +415,11 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
     if (cfg->request_id_header)
       call->headers = cg__headers_with(call, cfg->request_id_header, call->request_id);
   }
+  call->task_id = cfg->task_id;
+  if (cfg->task_id_header &&
+      cg_handle_header(h, cfg->task_id_header, call->task_id_buf, sizeof(call->task_id_buf)) &&
+      call->task_id_buf[0])
+    call->task_id = call->task_id_buf; /* the request's own task beats the process's */
   /* The guard's own Idempotency-Key makes the request idempotent like the host's. */
   if (call->headers && strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
     call->idempotent = 1;
@@ -513,6 +520,11 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
   facts.host_aborted = a->host_aborted;
   facts.guard_stop = a->guard_stop;
   cg_classify(&facts, v);
+  /* A 200 whose stream carried an error event failed, whatever libcurl says. */
+  if (v->outcome == CG_OUT_OK && a->usage && call->usage.error_event) {
+    v->outcome = CG_OUT_STREAM_ERROR;
+    v->sent = 1;
+  }
   cg__policy_in(call, a, v, &in, 0);
   cg_policy_decide(&in, out);
 
@@ -642,6 +654,8 @@ static CURLcode cg__run(struct cg_call *call) {
     cg_admission_leave(&call->admission, slot);
 
     cg__getinfo(call, &info);
+    if (a.usage)
+      cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
     cg_admission_result(&call->admission, v.outcome, v.status);
@@ -694,6 +708,9 @@ static CURLcode cg__run(struct cg_call *call) {
     rec.final = 1;
     rec.decision = cg_decision_name(out.decision);
     rec.reason = out.reason;
+    /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
+    if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
+      rec.reason = "usage_too_large";
     cg_record_emit(call->cfg, &rec);
     cg__host_errbuf(h, a.errbuf);
     cg_attempt_free(&a);

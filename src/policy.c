@@ -22,6 +22,7 @@ static const enum cg_retry_class cg__class[CG_OUT_COUNT] = {
   [CG_OUT_RETRY_BUDGET_EXHAUSTED] = CG_RC_FINAL,
   [CG_OUT_DEADLINE] = CG_RC_FINAL,
   [CG_OUT_CURL_ERROR] = CG_RC_FINAL,
+  [CG_OUT_STREAM_ERROR] = CG_RC_FINAL, /* its bytes already reached the host */
 };
 
 /* HTTP statuses that are not final. */
@@ -75,6 +76,8 @@ enum cg_retry_class cg_policy_class_rules(const struct cg_retry_rule *rules, siz
 int cg_policy_possibly_billed(const struct cg_verdict *v) {
   if (v->outcome == CG_OUT_ABORTED_BY_HOST)
     return v->sent;
+  if (v->outcome == CG_OUT_STREAM_ERROR)
+    return 1; /* generation started, then failed: providers bill what was generated */
   return cg_policy_class(v->outcome, v->status) == CG_RC_IDEMPOTENT;
 }
 

@@ -58,6 +58,180 @@ class UsageTest(harness.GuardTestCase):
         self.assertIsNotNone(rec["total_tokens"])
         self.assertIsNone(rec["cost_usd"])
 
+    # -- hand-made streams of the other providers (mock "body" steps, sent chunked)
+
+    def stream(self, events, path=CHAT, body=None, extra_env=None):
+        """Serve `events` (a list of SSE event texts) as a chunked 200 stream and return the
+        single record and what the host received."""
+        step = {"action": 200, "content_type": "text/event-stream", "chunked": True,
+                "chunk_ms": 5, "body": "".join(e + "\n\n" for e in events)}
+        url = self.mock.url(path, plan=[step])
+        body = body or {"model": "gpt-4o", "stream": True,
+                        "messages": [{"role": "user", "content": "hi"}]}
+        env = self.guard_env(extra=extra_env)
+        p = harness.run([harness.CURL, "-sS", "-N", "-H", "Content-Type: application/json",
+                         "--data-binary", json.dumps(body), url], env, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        recs = self.records()
+        self.assertEqual(len(recs), 1, recs)
+        return recs[0], p.stdout
+
+    def test_anthropic_stream_merges_cumulative_usage(self):
+        # CASES.md: message_start carries input and cache counts, message_delta the
+        # cumulative output; merged, never added.
+        events = [
+            'event: message_start\ndata: {"type":"message_start","message":{"id":"m1",'
+            '"model":"claude-sonnet-4-20250514","usage":{"input_tokens":25,'
+            '"cache_read_input_tokens":100,"cache_creation_input_tokens":10,'
+            '"output_tokens":1}}}',
+            'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+            '"delta":{"type":"text_delta","text":"Hi"}}',
+            'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+            '"end_turn"},"usage":{"output_tokens":15}}',
+            'event: message_stop\ndata: {"type":"message_stop"}',
+        ]
+        rec, out = self.stream(events, path="/v1/messages",
+                               body={"model": "claude-sonnet-4-20250514", "stream": True,
+                                     "max_tokens": 50,
+                                     "messages": [{"role": "user", "content": "hi"}]})
+        self.assertIn(b"message_stop", out)
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertEqual(rec["model"], "claude-sonnet-4-20250514")
+        self.assertEqual(rec["prompt_tokens"], 135)      # 25 + 100 cache reads + 10 writes
+        self.assertEqual(rec["cached_tokens"], 100)
+        self.assertEqual(rec["completion_tokens"], 15)   # cumulative: not 1 + 15
+        self.assertEqual(rec["total_tokens"], 150)
+        # claude-sonnet-4: 3 USD in, 0.30 cached reads, 3.75 cache writes, 15 out per million
+        want = (25 * 3.0 + 100 * 0.30 + 10 * 3.75 + 15 * 15.0) / 1e6
+        self.assertAlmostEqual(rec["cost_usd"], want, places=12)
+
+    def test_gemini_stream_running_totals_last_wins(self):
+        events = [
+            'data: {"candidates":[{"content":{"parts":[{"text":"A"}]}}],"usageMetadata":'
+            '{"promptTokenCount":12,"candidatesTokenCount":1,"totalTokenCount":13},'
+            '"modelVersion":"gemini-2.5-flash"}',
+            'data: {"candidates":[{"content":{"parts":[{"text":"B"}]}}],"usageMetadata":'
+            '{"promptTokenCount":12,"candidatesTokenCount":7,"thoughtsTokenCount":20,'
+            '"totalTokenCount":39},"modelVersion":"gemini-2.5-flash"}',
+        ]
+        rec, _ = self.stream(events, path="/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+                             body={"contents": [{"parts": [{"text": "hi"}]}]})
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertEqual(rec["model"], "gemini-2.5-flash")
+        self.assertEqual(rec["prompt_tokens"], 12)
+        self.assertEqual(rec["completion_tokens"], 27)   # candidates + thoughts
+        self.assertEqual(rec["total_tokens"], 39)
+
+    def test_responses_api_completed_event(self):
+        events = [
+            'event: response.created\ndata: {"type":"response.created","response":'
+            '{"model":"gpt-4.1-mini","usage":null}}',
+            'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+            '"delta":"Hi"}',
+            'event: response.completed\ndata: {"type":"response.completed","response":'
+            '{"model":"gpt-4.1-mini","usage":{"input_tokens":40,"input_tokens_details":'
+            '{"cached_tokens":32},"output_tokens":9,"output_tokens_details":'
+            '{"reasoning_tokens":4},"total_tokens":49}}}',
+        ]
+        rec, _ = self.stream(events, path="/v1/responses",
+                             body={"model": "gpt-4.1-mini", "stream": True, "input": "hi"})
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertEqual((rec["prompt_tokens"], rec["cached_tokens"], rec["completion_tokens"],
+                          rec["total_tokens"]), (40, 32, 9, 49))
+
+    # -- an error event inside a 200 stream is a failure, not ok
+
+    def test_anthropic_error_event_mid_stream_is_a_failure(self):
+        events = [
+            'event: message_start\ndata: {"type":"message_start","message":{"id":"m2",'
+            '"model":"claude-sonnet-4-20250514","usage":{"input_tokens":30,"output_tokens":1}}}',
+            'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+            '"delta":{"type":"text_delta","text":"Par"}}',
+            'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+            '"message":"Overloaded"}}',
+        ]
+        rec, out = self.stream(events, path="/v1/messages",
+                               body={"model": "claude-sonnet-4-20250514", "stream": True,
+                                     "max_tokens": 50,
+                                     "messages": [{"role": "user", "content": "hi"}]})
+        self.assertIn(b"overloaded_error", out)        # the host still gets every byte
+        self.assertEqual(rec["status"], 200)
+        self.assertEqual(rec["curl_code"], 0)
+        self.assertEqual(rec["outcome"], "stream_error")
+        self.assertTrue(rec["final"])
+        self.assertEqual(rec["decision"], "done")       # final, like any 4xx: never resent
+        self.assertTrue(rec["possibly_billed"])
+        self.assertEqual(rec["prompt_tokens"], 30)      # what message_start said
+
+    def test_openai_error_chunk_mid_stream_is_a_failure(self):
+        events = [
+            'data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-4o","choices":'
+            '[{"index":0,"delta":{"content":"Hel"}}]}',
+            'data: {"error":{"message":"The server had an error while processing your '
+            'request.","type":"server_error"}}',
+        ]
+        rec, _ = self.stream(events)
+        self.assertEqual(rec["outcome"], "stream_error")
+        self.assertTrue(rec["possibly_billed"])
+        self.assertIsNone(rec["total_tokens"])          # no usage: unknown, not 0
+
+    def test_error_word_in_generated_text_is_not_an_error_event(self):
+        events = [
+            'data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-4o","choices":'
+            '[{"index":0,"delta":{"content":"{\\"error\\": 1} type: error"}}]}',
+            'data: [DONE]',
+        ]
+        rec, _ = self.stream(events)
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertFalse(rec["possibly_billed"])
+
+    def test_body_over_the_parser_bound_is_skipped_not_truncated(self):
+        # A 5 MiB JSON answer (over CG_USAGE_BODY_MAX, 4 MiB) whose usage member comes last:
+        # the tokens stay unknown and the reason says why; nothing is guessed from a prefix.
+        text = "word " * (1 << 20)
+        body = json.dumps({"id": "c1", "object": "chat.completion", "model": "gpt-4o-mini",
+                           "choices": [{"index": 0, "message": {"role": "assistant",
+                                                               "content": text}}],
+                           "usage": {"prompt_tokens": 3, "completion_tokens": 1048576,
+                                     "total_tokens": 1048579}})
+        url = self.mock.url(CHAT, plan=[{"action": 200, "body": body,
+                                         "content_type": "application/json"}])
+        p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", "--data-binary",
+                         '{"model": "gpt-4o-mini", "messages": []}', url], self.guard_env(),
+                        timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rec = self.records()[0]
+        self.assertGreater(rec["bytes_received"], 5 << 20)
+        self.assertEqual(rec["outcome"], "ok")
+        self.assertEqual(rec["reason"], "usage_too_large")
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+            self.assertIsNone(rec[k], k)
+
+    # -- task_id
+
+    def test_task_id_from_env_and_from_a_request_header(self):
+        url = self.mock.url(CHAT, plan="200")
+        body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]})
+        env = self.guard_env(extra={"CURLGUARD_TASK_ID": "batch-7",
+                                    "CURLGUARD_TASK_ID_HEADER": "X-Task-Id"})
+        for hdr in (["-H", "X-Task-Id: invoice-42"], []):
+            p = harness.run([harness.CURL, "-sS", *hdr, "--data-binary", body, url], env,
+                            timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        recs = self.records()
+        self.assertEqual([r["task_id"] for r in recs], ["invoice-42", "batch-7"])
+        # the header still reaches the server unchanged
+        entries = self.mock.wait_entries(url=url, count=2)
+        self.assertEqual(entries[0]["headers"].get("x-task-id"), "invoice-42")
+
+    def test_bad_task_id_header_name_is_reported_and_ignored(self):
+        url = self.mock.url(CHAT, plan="200")
+        env = self.guard_env(extra={"CURLGUARD_TASK_ID_HEADER": "X Bad:Name"})
+        p = harness.run([harness.CURL, "-sS", "-H", "X-Task-Id: t", url], env, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"curlguard:", p.stderr)
+        self.assertIsNone(self.records()[0]["task_id"])
+
 
 if __name__ == "__main__":
     unittest.main()

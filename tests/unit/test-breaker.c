@@ -62,6 +62,8 @@ Test(breaker, counting_rules) {
   cr_assert_eq(cg_breaker_counts(CG_OUT_FIRST_BYTE_TIMEOUT, 0), 1);
   cr_assert_eq(cg_breaker_counts(CG_OUT_READ_TIMEOUT, 0), 1);
   cr_assert_eq(cg_breaker_counts(CG_OUT_RESET_AFTER_SEND, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_PARTIAL_RESPONSE, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_STREAM_ERROR, 200), 1, "overloaded mid-stream");
   cr_assert_eq(cg_breaker_counts(CG_OUT_ABORTED_BY_HOST, 0), -1);
   cr_assert_eq(cg_breaker_counts(CG_OUT_CIRCUIT_OPEN, 0), -1);
   cr_assert_eq(cg_breaker_counts(CG_OUT_LOCAL_RATE_LIMITED, 0), -1);

@@ -196,6 +196,7 @@ static const struct {
     {CG_OUT_RETRY_BUDGET_EXHAUSTED, 0, "retry_budget_exhausted"},
     {CG_OUT_DEADLINE, 0, "deadline"},
     {CG_OUT_CURL_ERROR, 0, "curl_error"},
+    {CG_OUT_STREAM_ERROR, 0, "stream_error"},
 };
 
 Test(classify, outcome_names) {

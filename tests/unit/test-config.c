@@ -174,9 +174,11 @@ Test(config, environment_values) {
   env_set("CURLGUARD_TASK_ID", "nightly-42");
   env_set("CURLGUARD_PRICES", "/etc/prices.json");
   env_set("CURLGUARD_REQUEST_ID_HEADER", "Idempotency-Key");
+  env_set("CURLGUARD_TASK_ID_HEADER", "X-Task-Id");
   env_set("CURLGUARD_STATE", "/tmp/x.state");
   env_set("CURLGUARD_LOG", "/tmp/usage.jsonl");
   cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_str_eq(c.task_id_header, "X-Task-Id");
   cr_assert_eq(c.connect_timeout_ms, 2500);
   cr_assert_eq(c.first_byte_timeout_ms, 90000);
   cr_assert_eq(c.read_timeout_ms, 45000);

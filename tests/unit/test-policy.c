@@ -87,6 +87,7 @@ static const struct mrow {
     {"deadline", CG_OUT_DEADLINE, 0, 0, D, D, D, 0},
     {"curl_error", CG_OUT_CURL_ERROR, 0, 0, D, D, D, 0},
     {"curl_error after sending", CG_OUT_CURL_ERROR, 0, 1, D, D, D, 0},
+    {"stream_error (error event in a 200 stream)", CG_OUT_STREAM_ERROR, 200, 1, D, D, D, 1},
 };
 
 static void check_cell(const struct mrow *m, const char *label, int idempotent, enum want w) {
