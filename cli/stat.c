@@ -3,6 +3,8 @@
  * The file is the one the guard would use: CURLGUARD_STATE, else the config file's
  * "state", else /dev/shm/curlguard-$UID.state (SPEC section 3).
  */
+#include "breaker.h"
+#include "budget.h"
 #include "cli.h"
 #include "config.h"
 #include "limiter.h"
@@ -56,6 +58,61 @@ static int cg__state_path(char *out, size_t len) {
 
 static double cg__ms(int64_t ns) {
   return ns > 0 ? (double) ns / 1e6 : 0;
+}
+
+/* The breaker of pool `i` (breaker.h): its state, the failure rate over its window, the
+ * time to the next probe. */
+static cJSON *cg__breaker_json(struct cg_state *st, int i, int64_t now) {
+  cJSON *o = cJSON_CreateObject();
+  struct cg_breaker_view v;
+  uint32_t n;
+
+  cg_breaker_view(st, i, now, &v);
+  n = v.ok + v.failed;
+  cJSON_AddBoolToObject(o, "enabled", v.enabled);
+  cJSON_AddStringToObject(o, "state", cg_breaker_state_name(v.state));
+  if (n)
+    cJSON_AddNumberToObject(o, "failure_rate", (double) v.failed / n);
+  else
+    cJSON_AddNullToObject(o, "failure_rate");
+  cJSON_AddNumberToObject(o, "requests", n);
+  cJSON_AddNumberToObject(o, "failures", v.failed);
+  cJSON_AddNumberToObject(o, "next_probe_s", (double) v.next_probe_ns / 1e9);
+  if (v.probe_pid)
+    cJSON_AddNumberToObject(o, "probe_pid", v.probe_pid);
+  else
+    cJSON_AddNullToObject(o, "probe_pid");
+  cJSON_AddNumberToObject(o, "threshold", v.failure_rate);
+  cJSON_AddNumberToObject(o, "min_requests", v.min_requests);
+  cJSON_AddNumberToObject(o, "window_s", (double) v.window_ns / 1e9);
+  cJSON_AddNumberToObject(o, "cooldown_s", (double) v.cooldown_ns / 1e9);
+  cJSON_AddNumberToObject(o, "opened", (double) v.opened);
+  cJSON_AddNumberToObject(o, "rejected", (double) v.rejected);
+  cJSON_AddNumberToObject(o, "probes", (double) v.probes);
+  return o;
+}
+
+/* The retry budget of pool `i` (budget.h): retries and first attempts in its window, the
+ * retries it allows now, those outstanding. */
+static cJSON *cg__budget_json(struct cg_state *st, int i, int64_t now) {
+  cJSON *o = cJSON_CreateObject();
+  struct cg_budget_view v;
+  double left;
+
+  cg_budget_view(st, i, now, &v);
+  left = floor(v.allowed) - v.retries;
+  cJSON_AddBoolToObject(o, "enabled", v.enabled);
+  cJSON_AddNumberToObject(o, "first_attempts", v.first);
+  cJSON_AddNumberToObject(o, "retries", v.retries);
+  cJSON_AddNumberToObject(o, "allowed", floor(v.allowed));
+  cJSON_AddNumberToObject(o, "retries_left", left > 0 ? left : 0);
+  cJSON_AddNumberToObject(o, "concurrent", v.concurrent);
+  cJSON_AddNumberToObject(o, "max_concurrent", v.max_concurrent);
+  cJSON_AddNumberToObject(o, "ratio", v.ratio);
+  cJSON_AddNumberToObject(o, "min_per_s", v.min_per_s);
+  cJSON_AddNumberToObject(o, "window_s", (double) v.window_ns / 1e9);
+  cJSON_AddNumberToObject(o, "refused", (double) v.refused);
+  return o;
 }
 
 static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
@@ -144,7 +201,12 @@ int cg_cli_stat(int argc, char **argv) {
     const struct cg_state_pool *p = &st.pools[i];
     if (__atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE) &&
         __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE))
-      cJSON_AddItemToArray(pools, cg__pool_json(p, now));
+    {
+      cJSON *o = cg__pool_json(p, now);
+      cJSON_AddItemToObject(o, "breaker", cg__breaker_json(&st, i, now));
+      cJSON_AddItemToObject(o, "retry_budget", cg__budget_json(&st, i, now));
+      cJSON_AddItemToArray(pools, o);
+    }
   }
   if (json) {
     char *text = cJSON_PrintUnformatted(root);
@@ -176,8 +238,36 @@ int cg_cli_stat(int argc, char **argv) {
              cJSON_GetObjectItem(p, "pace_ms")->valuedouble,
              cJSON_GetObjectItem(p, "seen_429")->valuedouble);
     }
-    if (!cJSON_GetArraySize(pools))
+    if (!cJSON_GetArraySize(pools)) {
       printf("(no pools yet)\n");
+    } else {
+      /* The breaker and the budget of the same pools, on lines of their own. */
+      printf("\n%-24s %9s %6s %6s %8s %7s %8s %8s %7s %7s %7s %6s %7s\n", "pool", "breaker",
+             "fail%", "reqs", "probe_s", "opened", "rejected", "retries", "first", "allowed",
+             "left", "conc", "refused");
+      cJSON_ArrayForEach(p, pools) {
+        const cJSON *b = cJSON_GetObjectItem(p, "breaker");
+        const cJSON *r = cJSON_GetObjectItem(p, "retry_budget");
+        const cJSON *rate = cJSON_GetObjectItem(b, "failure_rate");
+        char fr[16];
+        snprintf(fr, sizeof(fr), cJSON_IsNull(rate) ? "-" : "%.0f", rate->valuedouble * 100);
+        printf("%-24s %9s %6s %6g %8.1f %7g %8g %8g %7g %7g %7g %6g %7g\n",
+               cJSON_GetObjectItem(p, "name")->valuestring,
+               cJSON_IsTrue(cJSON_GetObjectItem(b, "enabled"))
+                   ? cJSON_GetObjectItem(b, "state")->valuestring
+                   : "off",
+               fr, cJSON_GetObjectItem(b, "requests")->valuedouble,
+               cJSON_GetObjectItem(b, "next_probe_s")->valuedouble,
+               cJSON_GetObjectItem(b, "opened")->valuedouble,
+               cJSON_GetObjectItem(b, "rejected")->valuedouble,
+               cJSON_GetObjectItem(r, "retries")->valuedouble,
+               cJSON_GetObjectItem(r, "first_attempts")->valuedouble,
+               cJSON_GetObjectItem(r, "allowed")->valuedouble,
+               cJSON_GetObjectItem(r, "retries_left")->valuedouble,
+               cJSON_GetObjectItem(r, "concurrent")->valuedouble,
+               cJSON_GetObjectItem(r, "refused")->valuedouble);
+      }
+    }
   }
   cJSON_Delete(root);
   cg_state_close(&st);

@@ -1,9 +1,102 @@
 /* admit.c - the guard's side of the shared limiter (see admit.h). */
 #include "admit.h"
 
+#include "breaker.h"
+#include "budget.h"
 #include "clock.h"
 #include "log.h"
 #include "ratelimit.h"
+
+/* The pool's index in the state file, claimed on first use (-1: no room, or no file). */
+static int cg__pool(struct cg_admission *ad) {
+  if (!ad->state)
+    return -1;
+  if (ad->pool_index < 0) {
+    ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
+    if (ad->pool_index < 0) {
+      cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
+                   ad->pool->name);
+      return -1;
+    }
+    cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker);
+    cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget);
+  }
+  return ad->pool_index;
+}
+
+enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
+                               int64_t deadline_ms, int64_t *next_probe_ms) {
+  int p = cg__pool(ad);
+  int64_t now, next_ns;
+  int slot;
+
+  *next_probe_ms = 0;
+  if (p < 0)
+    return CG_GATE_GO;
+  now = cg_state_now();
+  if (ad->pool->breaker.enabled && !ad->probe) {
+    enum cg_breaker_verdict v = cg_breaker_admit(
+        ad->state, p, &ad->pool->breaker, now,
+        now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
+    if (v == CG_BREAKER_REJECT) {
+      *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+      return CG_GATE_CIRCUIT_OPEN;
+    }
+    ad->probe = v == CG_BREAKER_PROBE;
+  }
+  if (attempt != 1)
+    return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
+  if (!host_repeat) {
+    cg_budget_first(ad->state, p, &ad->pool->budget, now);
+    return CG_GATE_GO;
+  }
+  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now, &slot) != CG_BUDGET_GRANTED) {
+    if (ad->probe)
+      cg_breaker_release(ad->state, p);
+    ad->probe = 0;
+    return CG_GATE_BUDGET;
+  }
+  ad->retry_slot = slot;
+  return CG_GATE_GO;
+}
+
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status) {
+  int p = ad->state ? ad->pool_index : -1;
+  if (p < 0)
+    return;
+  if (ad->pool->breaker.enabled)
+    cg_breaker_report(ad->state, p, &ad->pool->breaker, cg_breaker_counts(o, status),
+                      ad->probe, cg_state_now());
+  ad->probe = 0;
+  cg_budget_done(ad->state, p, ad->retry_slot);
+  ad->retry_slot = -1;
+}
+
+const char *cg_admission_retry(struct cg_admission *ad) {
+  int p = ad->state ? ad->pool_index : -1;
+  int slot;
+  if (p < 0)
+    return NULL;
+  if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED)
+    return "circuit_open";
+  if (cg_budget_retry(ad->state, p, &ad->pool->budget, cg_state_now(), &slot) !=
+      CG_BUDGET_GRANTED)
+    return "retry_budget_exhausted";
+  cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */
+  ad->retry_slot = slot;
+  return NULL;
+}
+
+void cg_admission_finish(struct cg_admission *ad) {
+  int p = ad->state ? ad->pool_index : -1;
+  if (p < 0)
+    return;
+  if (ad->probe)
+    cg_breaker_release(ad->state, p);
+  ad->probe = 0;
+  cg_budget_done(ad->state, p, ad->retry_slot);
+  ad->retry_slot = -1;
+}
 
 int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                        void *wait_arg, int64_t *wait_ms) {
@@ -14,15 +107,8 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
 
   ad->queue_ms = 0;
   *wait_ms = 0;
-  if (!st)
+  if (cg__pool(ad) < 0)
     return -2;
-  if (ad->pool_index < 0)
-    ad->pool_index = cg_limiter_pool(st, ad->pool->name, lim);
-  if (ad->pool_index < 0) {
-    cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
-                 ad->pool->name);
-    return -2;
-  }
   left_ms = deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
   /* A pool held by a server's hint waits no longer than such a hint may ask of the
    * process that got it (max_retry_after): longer means give up now. */

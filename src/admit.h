@@ -4,12 +4,19 @@
  * any 429 hold another process learnt of meanwhile, and for an in-flight slot; fail fast
  * when the wait would not fit the call's deadline.  After it: a 429 holds every process of
  * the pool until its hint; the provider's rate-limit headers (ratelimit.h) pace the pool.
+ *
+ * Around that, the pool's circuit breaker (breaker.h) and retry budget (budget.h): before
+ * an attempt the breaker may refuse it (fail fast, no network) and a first attempt is
+ * counted in the budget (a host's repeat of a failed call asks it for a retry instead);
+ * after it the outcome feeds the breaker; a retry the guard wants must find the breaker
+ * closed and the budget willing.
  */
 #ifndef CG_ADMIT_H
 #define CG_ADMIT_H
 
 #include "attempt.h"
 #include "backoff.h"
+#include "classify.h"
 #include "config.h"
 #include "limiter.h"
 
@@ -25,7 +32,37 @@ struct cg_admission {
   int64_t tokens;                  /* estimated tokens charged per attempt (body.h) */
   int64_t max_retry_after_ms;      /* a hold longer than this fails fast */
   int64_t queue_ms;                /* waited before the current attempt */
+  int probe;                       /* this call holds the breaker's half-open probe */
+  int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
+                                    * -1 before the first attempt) */
 };
+
+/* What cg_admission_gate decided. */
+enum cg_gate {
+  CG_GATE_GO,
+  CG_GATE_CIRCUIT_OPEN,  /* the breaker is open (or a probe is under way): fail fast */
+  CG_GATE_BUDGET,        /* a host's repeat of a failed call, refused by the budget */
+};
+
+/* Before attempt number `attempt` (1-based), ahead of cg_admission_enter: ask the pool's
+ * breaker (on CG_GATE_CIRCUIT_OPEN `*next_probe_ms` says when a probe may go); count a
+ * first attempt in the budget, or, when `host_repeat` (repeat.h: the host repeats a call
+ * that failed), take a retry from it.  `deadline_ms` (the call's, monotonic) bounds how
+ * long a probe holds the breaker half-open.  No state file: always CG_GATE_GO. */
+enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
+                               int64_t deadline_ms, int64_t *next_probe_ms);
+
+/* After an attempt with outcome `o` (HTTP `status`): feed the breaker (a probe's result
+ * closes or re-opens it) and give back the budget slot of the retry just made. */
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status);
+
+/* The guard would retry: NULL when it may (the breaker is closed and the budget granted
+ * the retry, which is now counted and holds a slot), else the reason it may not,
+ * "circuit_open" or "retry_budget_exhausted". */
+const char *cg_admission_retry(struct cg_admission *ad);
+
+/* The call is over: give back a probe never made and a retry slot still held. */
+void cg_admission_finish(struct cg_admission *ad);
 
 /* Sleep `ms` for the limiter; non-zero when the host aborted the wait. */
 typedef int (*cg_wait_fn)(void *arg, int64_t ms);

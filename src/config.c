@@ -1,6 +1,7 @@
 /* config.c - environment + JSON config file -> one snapshot per process (see config.h). */
 #include "config.h"
 
+#include "fallback.h"
 #include "log.h"
 
 #include <cjson/cJSON.h>
@@ -21,7 +22,8 @@
 #define CG_CONFIG_FILE_MAX (1 << 20) /* bytes; larger config files are refused */
 
 enum cg__type {
-  CG_T_LONG, CG_T_DOUBLE, CG_T_STRING, CG_T_JITTER, CG_T_HOSTS, CG_T_RESEND, CG_T_RETRY_ON
+  CG_T_LONG, CG_T_DOUBLE, CG_T_STRING, CG_T_JITTER, CG_T_HOSTS, CG_T_RESEND, CG_T_RETRY_ON,
+  CG_T_SWITCH /* int: on/off (1/0, true/false, yes/no) */
 };
 
 /* One tunable: its variable, its config-file key, where it lives, its range. */
@@ -65,14 +67,132 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_RETRY_ON", "retry_on", CG_T_RETRY_ON, CG_OFF(retry_on), 0, 0},
   {"CURLGUARD_REPEAT_WINDOW_MS", "repeat_window_ms", CG_T_LONG, CG_OFF(repeat_window_ms), 0,
    86400000},
+  /* Every pool's breaker and budget (a pool's own keys win): ranges as in cg__brk_keys
+   * and cg__bud_keys below. */
+  {"CURLGUARD_BREAKER", "breaker", CG_T_SWITCH, CG_OFF(breaker.enabled), 0, 0},
+  {"CURLGUARD_BREAKER_FAILURE_RATE", "breaker_failure_rate", CG_T_DOUBLE,
+   CG_OFF(breaker.failure_rate), 0.01, 1},
+  {"CURLGUARD_BREAKER_MIN_REQUESTS", "breaker_min_requests", CG_T_LONG,
+   CG_OFF(breaker.min_requests), 1, 1000000},
+  {"CURLGUARD_BREAKER_WINDOW_S", "breaker_window_s", CG_T_DOUBLE, CG_OFF(breaker.window_s),
+   0.1, 86400},
+  {"CURLGUARD_BREAKER_COOLDOWN_S", "breaker_cooldown_s", CG_T_DOUBLE,
+   CG_OFF(breaker.cooldown_s), 0.01, 86400},
+  {"CURLGUARD_BREAKER_OPEN_CODE", "breaker_open_code", CG_T_LONG, CG_OFF(breaker.open_code),
+   1, 99},
+  {"CURLGUARD_RETRY_BUDGET", "retry_budget", CG_T_SWITCH, CG_OFF(budget.enabled), 0, 0},
+  {"CURLGUARD_RETRY_BUDGET_RATIO", "retry_budget_ratio", CG_T_DOUBLE, CG_OFF(budget.ratio), 0,
+   100},
+  {"CURLGUARD_RETRY_BUDGET_MIN_PER_S", "retry_budget_min_per_s", CG_T_DOUBLE,
+   CG_OFF(budget.min_per_s), 0, 1000000},
+  {"CURLGUARD_RETRY_BUDGET_WINDOW_S", "retry_budget_window_s", CG_T_DOUBLE,
+   CG_OFF(budget.window_s), 0.1, 3600},
+  {"CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT", "retry_budget_max_concurrent", CG_T_LONG,
+   CG_OFF(budget.max_concurrent), 0, CG_BUDGET_MAX_CONCURRENT},
 };
 #define CG_NKEYS (sizeof(cg__keys) / sizeof(cg__keys[0]))
 
 /* Keys a config file may carry that are read elsewhere. */
 static const char *const cg__known_other[] = {"pools", NULL};
 
-/* Pool keys read by later parts of the product (breaker, budget, fallback). */
-static const char *const cg__pool_later[] = {"breaker", "retry_budget", "fallback_url", NULL};
+/* Pool keys read by later parts of the product (none at the moment). */
+static const char *const cg__pool_later[] = {NULL};
+
+/* The keys of a "breaker" / "retry_budget" object (a pool's, or the top level's): name,
+ * where in its struct, type, range.  Bit i of cg_pool_cfg.breaker_set / budget_set says
+ * the pool set key i itself. */
+enum cg__sub_type { CG_SUB_BOOL, CG_SUB_LONG, CG_SUB_DOUBLE };
+struct cg__sub {
+  const char *name;
+  size_t offset;
+  enum cg__sub_type type;
+  double min, max;
+};
+#define CG_BRK(f) offsetof(struct cg_breaker_cfg, f)
+#define CG_BUD(f) offsetof(struct cg_budget_cfg, f)
+static const struct cg__sub cg__brk_keys[] = {
+  {"enabled", CG_BRK(enabled), CG_SUB_BOOL, 0, 1},
+  {"failure_rate", CG_BRK(failure_rate), CG_SUB_DOUBLE, 0.01, 1},
+  {"min_requests", CG_BRK(min_requests), CG_SUB_LONG, 1, 1000000},
+  {"window_s", CG_BRK(window_s), CG_SUB_DOUBLE, 0.1, 86400},
+  {"cooldown_s", CG_BRK(cooldown_s), CG_SUB_DOUBLE, 0.01, 86400},
+  {"open_code", CG_BRK(open_code), CG_SUB_LONG, 1, 99},
+  {NULL, 0, CG_SUB_BOOL, 0, 0},
+};
+static const struct cg__sub cg__bud_keys[] = {
+  {"enabled", CG_BUD(enabled), CG_SUB_BOOL, 0, 1},
+  {"ratio", CG_BUD(ratio), CG_SUB_DOUBLE, 0, 100},
+  {"min_per_s", CG_BUD(min_per_s), CG_SUB_DOUBLE, 0, 1000000},
+  {"window_s", CG_BUD(window_s), CG_SUB_DOUBLE, 0.1, 3600},
+  {"max_concurrent_retries", CG_BUD(max_concurrent), CG_SUB_LONG, 0, CG_BUDGET_MAX_CONCURRENT},
+  {NULL, 0, CG_SUB_BOOL, 0, 0},
+};
+
+/* A "breaker" or "retry_budget" value into `base` (a struct cg_breaker_cfg or
+ * cg_budget_cfg): an object of the keys in `keys`, or a bare true/false for "enabled".
+ * Bad keys and values are reported and left as they were.  `*set` gets a bit per key
+ * taken.  Returns the number of problems. */
+static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
+                         unsigned *set, const char *what, const char *where) {
+  const cJSON *item;
+  int problems = 0;
+
+  if (cJSON_IsBool(v)) {
+    *(int *) ((char *) base + keys[0].offset) = cJSON_IsTrue(v);
+    *set |= 1u;
+    return 0;
+  }
+  if (!cJSON_IsObject(v)) {
+    cg_warn("config: %s \"%s\" must be an object or true/false; ignored", where, what);
+    return 1;
+  }
+  cJSON_ArrayForEach(item, v) {
+    size_t i;
+    for (i = 0; keys[i].name && strcmp(keys[i].name, item->string) != 0; i++)
+      ;
+    if (!keys[i].name) {
+      cg_warn("config: %s \"%s\": unknown key \"%.40s\" ignored", where, what, item->string);
+      problems++;
+      continue;
+    }
+    if (keys[i].type == CG_SUB_BOOL && cJSON_IsBool(item)) {
+      *(int *) ((char *) base + keys[i].offset) = cJSON_IsTrue(item);
+    } else if (keys[i].type != CG_SUB_BOOL && cJSON_IsNumber(item) &&
+               isfinite(item->valuedouble) && item->valuedouble >= keys[i].min &&
+               item->valuedouble <= keys[i].max &&
+               (keys[i].type == CG_SUB_DOUBLE || item->valuedouble == floor(item->valuedouble))) {
+      if (keys[i].type == CG_SUB_LONG)
+        *(long *) ((char *) base + keys[i].offset) = (long) item->valuedouble;
+      else
+        *(double *) ((char *) base + keys[i].offset) = item->valuedouble;
+    } else {
+      if (keys[i].type == CG_SUB_BOOL)
+        cg_warn("config: %s \"%s\": \"%s\" must be true or false; ignored", where, what,
+                keys[i].name);
+      else
+        cg_warn("config: %s \"%s\": \"%s\" must be a%s number from %g to %g; ignored",
+                where, what, keys[i].name, keys[i].type == CG_SUB_LONG ? " whole" : "",
+                keys[i].min, keys[i].max);
+      problems++;
+      continue;
+    }
+    *set |= 1u << i;
+  }
+  return problems;
+}
+
+/* Copy into `dst` every key of `keys` whose bit is not in `set`, from `src`. */
+static void cg__inherit_sub(const struct cg__sub *keys, void *dst, const void *src,
+                            unsigned set) {
+  size_t i;
+  for (i = 0; keys[i].name; i++) {
+    size_t n = keys[i].type == CG_SUB_BOOL   ? sizeof(int)
+               : keys[i].type == CG_SUB_LONG ? sizeof(long)
+                                             : sizeof(double);
+    if (!(set & (1u << i)))
+      memcpy((char *) dst + keys[i].offset, (const char *) src + keys[i].offset, n);
+  }
+}
 
 int cg_jitter_parse(const char *s) {
   static const char *const names[] = {"full", "equal", "decorrelated", "none"};
@@ -233,6 +353,8 @@ static int cg__parse_number(const char *s, double min, double max, double *out) 
   return 0;
 }
 
+static int cg__switch(const char *v);
+
 /* Apply one textual value (from the environment or a JSON string) to key `k`. */
 static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const char *s,
                           const char *origin) {
@@ -278,6 +400,13 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
   case CG_T_RETRY_ON:
     if (cg_retry_on_parse(c, s) == 0)
       return 0;
+    break;
+  case CG_T_SWITCH:
+    j = cg__switch(s);
+    if (j >= 0 && s[0]) {
+      *(int *) base = j;
+      return 0;
+    }
     break;
   case CG_T_JITTER:
     j = cg_jitter_parse(s);
@@ -339,6 +468,8 @@ static int cg__apply_json(struct cg_config *c, const struct cg__key *k, const cJ
     }
     return cg__apply_text(c, k, joined, origin);
   }
+  if (cJSON_IsBool(v) && k->type == CG_T_SWITCH)
+    return cg__apply_text(c, k, cJSON_IsTrue(v) ? "on" : "off", origin);
   if (cJSON_IsNull(v))
     return 0;
 bad:
@@ -443,6 +574,21 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
       } else {
         problems++;
       }
+    } else if (strcmp(k, "fallback_url") == 0) {
+      if (cJSON_IsString(item) && cg_fallback_base_ok(item->valuestring)) {
+        snprintf(pc->fallback_url, sizeof(pc->fallback_url), "%s", item->valuestring);
+      } else {
+        cg_warn("config: pool \"%.40s\": \"fallback_url\" must be an http(s) URL without "
+                "credentials, query or fragment; no fallback", pc->name);
+        problems++;
+      }
+    } else if (strcmp(k, "breaker") == 0 || strcmp(k, "retry_budget") == 0) {
+      char where[64];
+      int brk = k[0] == 'b';
+      snprintf(where, sizeof(where), "pool \"%.40s\"", pc->name);
+      problems += cg__parse_sub(item, brk ? cg__brk_keys : cg__bud_keys,
+                                brk ? (void *) &pc->breaker : (void *) &pc->budget,
+                                brk ? &pc->breaker_set : &pc->budget_set, k, where);
     } else {
       size_t i;
       int later = 0;
@@ -525,6 +671,8 @@ const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *
   scratch->lim.tpm = c->tpm;
   scratch->lim.max_inflight = c->max_inflight;
   scratch->lim.margin = CG_RATE_MARGIN;
+  scratch->breaker = c->breaker;
+  scratch->budget = c->budget;
   return scratch;
 }
 
@@ -568,6 +716,17 @@ static int cg__load_file(struct cg_config *c, const char *path) {
   cJSON_ArrayForEach(item, root) {
     size_t i;
     int found = 0;
+    unsigned ignored = 0;
+    /* "breaker" / "retry_budget" may also be objects, like a pool's: every pool's defaults. */
+    if (cJSON_IsObject(item) && strcmp(item->string, "breaker") == 0) {
+      problems += cg__parse_sub(item, cg__brk_keys, &c->breaker, &ignored, "breaker", "top level");
+      continue;
+    }
+    if (cJSON_IsObject(item) && strcmp(item->string, "retry_budget") == 0) {
+      problems += cg__parse_sub(item, cg__bud_keys, &c->budget, &ignored, "retry_budget",
+                                "top level");
+      continue;
+    }
     for (i = 0; i < CG_NKEYS; i++) {
       if (strcmp(item->string, cg__keys[i].json) == 0) {
         problems += cg__apply_json(c, &cg__keys[i], item, "config");
@@ -607,6 +766,17 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->jitter = CG_JITTER_FULL;
   c->silent_resend = CG_RESEND_AUTO;
   c->repeat_window_ms = 60000;
+  c->breaker.enabled = 1;
+  c->breaker.failure_rate = 0.5;
+  c->breaker.min_requests = 20;
+  c->breaker.window_s = 60;
+  c->breaker.cooldown_s = 30;
+  c->breaker.open_code = 7; /* CURLE_COULDNT_CONNECT: what an unreachable host gives */
+  c->budget.enabled = 1;
+  c->budget.ratio = 0.2;
+  c->budget.min_per_s = 1;
+  c->budget.window_s = 10;
+  c->budget.max_concurrent = 16;
   if (state_home && state_home[0] == '/')
     snprintf(buf, sizeof(buf), "%s/curlguard/usage.jsonl", state_home);
   else if (home && home[0] == '/')
@@ -654,6 +824,11 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
             c->backoff_cap_ms, c->backoff_base_ms);
     c->backoff_cap_ms = c->backoff_base_ms;
     problems++;
+  }
+  /* Pools take what they did not set themselves from the top level, env included. */
+  for (i = 0; i < c->npools; i++) {
+    cg__inherit_sub(cg__brk_keys, &c->pools[i].breaker, &c->breaker, c->pools[i].breaker_set);
+    cg__inherit_sub(cg__bud_keys, &c->pools[i].budget, &c->budget, c->pools[i].budget_set);
   }
   return problems;
 }

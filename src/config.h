@@ -49,6 +49,31 @@ struct cg_limits {
   double margin;         /* pace at this fraction of rpm/tpm; 0 = exactly (limiter.h) */
 };
 
+/* The circuit breaker of one pool (breaker.h).  Defaults in the spirit of resilience4j's
+ * (failureRateThreshold 50 %, a minimum number of calls, a wait in the open state), with
+ * the numbers of issue 6: 50 %, 20 requests, 60 s, 30 s. */
+struct cg_breaker_cfg {
+  int enabled;           /* CURLGUARD_BREAKER, default on */
+  double failure_rate;   /* open at this failed fraction of the window, (0, 1], default 0.5 */
+  long min_requests;     /* ... once the window holds at least this many, default 20 */
+  double window_s;       /* sliding window, seconds, default 60 */
+  double cooldown_s;     /* open this long before one probe is let through, default 30 */
+  long open_code;        /* CURLcode the host gets while open, default 7 COULDNT_CONNECT */
+};
+
+#define CG_BUDGET_MAX_CONCURRENT 64 /* = CG_STATE_RETRY_SLOTS of state.h */
+
+/* The retry budget of one pool (budget.h), after Finagle's RetryBudget (ttl,
+ * minRetriesPerSec, percentCanRetry) and Envoy's retry_budget (budget_percent,
+ * min_retry_concurrency). */
+struct cg_budget_cfg {
+  int enabled;           /* CURLGUARD_RETRY_BUDGET, default on */
+  double ratio;          /* retries per first attempt in the window, default 0.2 */
+  double min_per_s;      /* plus this many retries per second of window, default 1 */
+  double window_s;       /* how long a first attempt or a retry counts, default 10 s */
+  long max_concurrent;   /* retries waiting or in flight at once, 0 = no limit, default 16 */
+};
+
 /* One entry of the config file's "pools" (SPEC section 4). */
 struct cg_pool_cfg {
   char name[48];
@@ -57,6 +82,11 @@ struct cg_pool_cfg {
   struct cg_limits lim;
   struct cg_retry_rule retry_on[CG_RETRY_RULES_MAX];
   size_t nretry_on;      /* 0: the default pool's rules */
+  struct cg_breaker_cfg breaker; /* the pool's "breaker" keys over the top-level ones */
+  struct cg_budget_cfg budget;   /* the pool's "retry_budget" keys over the top-level ones */
+  unsigned breaker_set, budget_set; /* which fields the pool set itself (bit per key) */
+  char fallback_url[512];  /* base to divert calls to while the breaker is open (fallback.h),
+                            * "" = none */
 };
 
 #define CG_TASK_ID_MAX 8192 /* bytes of CURLGUARD_TASK_ID kept */
@@ -90,6 +120,10 @@ struct cg_config {
   struct cg_retry_rule retry_on[CG_RETRY_RULES_MAX];
   size_t nretry_on;
   long repeat_window_ms;     /* identical calls within this are host retries, default 60000 */
+  /* CURLGUARD_BREAKER* / CURLGUARD_RETRY_BUDGET*: every pool's defaults; a pool's own
+   * "breaker" / "retry_budget" keys win over them. */
+  struct cg_breaker_cfg breaker;
+  struct cg_budget_cfg budget;
   struct cg_pool_cfg *pools; /* from the config file, in order */
   size_t npools;
 };

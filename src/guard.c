@@ -9,6 +9,7 @@
 #include "config.h"
 #include "digest.h"
 #include "admit.h"
+#include "fallback.h"
 #include "log.h"
 #include "policy.h"
 #include "price.h"
@@ -67,6 +68,11 @@ struct cg_call {
   const struct cg_pool_cfg *pool;
   struct cg_pool_cfg pool_scratch;
   struct cg_admission admission;
+
+  /* Diverted to the pool's fallback while its breaker is open (fallback.h). */
+  char fallback_url[4096];    /* the URL sent instead of the host's, "" = not diverted */
+  const char *fallback_from;  /* the name of the pool it was diverted from, or NULL */
+  struct cg_pool_cfg fallback_scratch;
 };
 
 /* ---- before the first attempt ---- */
@@ -315,6 +321,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->libcurl_resends = a->libcurl_resends;
   r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;
+  r->fallback_from = call->fallback_from;
   if (call->has_digest) {
     r->body_digest = call->body_digest;
   } else if (call->stream_digest && a->read_bytes > 0) {
@@ -474,9 +481,13 @@ static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
 
   h->in_perform = 1;
   rc = cg_attempt_install(a, timeout_ms, connect_ms);
+  if (rc == CURLE_OK && call->fallback_url[0])
+    rc = call->lib->easy_setopt(h->curl, CURLOPT_URL, call->fallback_url);
   if (rc == CURLE_OK)
     rc = call->lib->easy_perform(h->curl);
   cg_attempt_restore(a);
+  if (call->fallback_url[0])
+    call->lib->easy_setopt(h->curl, CURLOPT_URL, h->url); /* the host's URL back */
   h->in_perform = 0;
   call->last_attempt_ms = cg_mono_ms() - t0;
 
@@ -556,6 +567,57 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   cg_record_emit(call->cfg, &rec);
 }
 
+/* The breaker or the budget refused the attempt before it reached the network: fail
+ * fast with a record (breaker.h, budget.h). */
+static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t next_probe_ms) {
+  char msg[CURL_ERROR_SIZE];
+
+  if (gate == CG_GATE_CIRCUIT_OPEN) {
+    CURLcode rc = (CURLcode) call->pool->breaker.open_code;
+    cg__local_record(call, CG_OUT_CIRCUIT_OPEN, rc, "circuit_open");
+    snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
+             call->url.host, (long long) ((next_probe_ms + 999) / 1000));
+    cg__host_errbuf(call->h, msg);
+    return rc;
+  }
+  /* A host's repeat of a failed call, over the budget: not sent (RFC 9110 9.2.2: a client
+   * should not retry a failed automatic retry).  CURLE_COULDNT_CONNECT, which `curl
+   * --retry` does not retry again. */
+  cg__local_record(call, CG_OUT_RETRY_BUDGET_EXHAUSTED, CURLE_COULDNT_CONNECT,
+                   "retry_budget_exhausted");
+  snprintf(msg, sizeof(msg),
+           "curlguard: retry budget exhausted for %.160s; this repeated call was not sent",
+           call->url.host);
+  cg__host_errbuf(call->h, msg);
+  return CURLE_COULDNT_CONNECT;
+}
+
+/* The pool's breaker is open: send the call to the pool's fallback base instead, under
+ * the pool its host matches (its own limits, breaker and budget).  Once per call: a
+ * fallback's own fallback is not followed.  Returns 1 when diverted. */
+static int cg__divert(struct cg_call *call) {
+  const struct cg_pool_cfg *from = call->pool;
+  struct cg_url u;
+
+  if (call->fallback_from || !from->fallback_url[0])
+    return 0;
+  if (cg_fallback_url(from->fallback_url, call->h->url, call->fallback_url,
+                      sizeof(call->fallback_url)) != 0 ||
+      cg_url_parse(call->fallback_url, &u) != 0) {
+    call->fallback_url[0] = '\0';
+    cg_warn_once("fallback-url", "cannot send %.200s to the fallback %.200s; failing fast",
+                 call->url.host, from->fallback_url);
+    return 0;
+  }
+  cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
+  call->fallback_from = from->name;
+  call->url = u;
+  call->pool = cg_config_pool(call->cfg, u.host, &call->fallback_scratch);
+  call->admission.pool = call->pool;
+  call->admission.pool_index = -1;
+  return 1;
+}
+
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
 
@@ -567,10 +629,17 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX], msg[CURL_ERROR_SIZE];
     int64_t wait_ms;
-    int slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call,
-                                  &wait_ms);
+    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                                          call->deadline_ms, &wait_ms);
+    int slot;
     CURLcode rc;
 
+    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
+      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                               call->deadline_ms, &wait_ms);
+    if (gate != CG_GATE_GO)
+      return cg__refused(call, gate, wait_ms);
+    slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
     if (slot == -1 || slot == -3) {
       /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
       int host = slot == -3;
@@ -594,6 +663,17 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
+    cg_admission_result(&call->admission, v.outcome, v.status);
+    if (out.decision == CG_RETRY) {
+      /* The shared breaker and budget have the last word: a refused retry ends the call
+       * with the answer in hand. */
+      const char *refused = cg_admission_retry(&call->admission);
+      if (refused) {
+        out.decision = CG_GIVE_UP;
+        out.reason = refused;
+        out.sleep_ms = 0;
+      }
+    }
 
     if (out.decision == CG_RETRY) {
       cg_attempt_discard(&a);
@@ -661,7 +741,9 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.pool_index = -1;
   call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
   call.admission.state = cg_state_get(cfg->state_path);
+  call.admission.retry_slot = -1;
   rc = cg__run(&call);
+  cg_admission_finish(&call.admission);
   cg_repeat_done(call.repeat_key, rc == CURLE_OK && call.final_ok);
   cg__call_free(&call);
   return rc;

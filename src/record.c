@@ -143,6 +143,7 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
   cg__add_int(o, "libcurl_resends", r->libcurl_resends);
   cg__add_str(o, "repeat_of", r->repeat_of);
   cg__add_int(o, "repeats", r->repeats);
+  cg__add_str(o, "fallback_from", r->fallback_from);
 
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);

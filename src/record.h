@@ -45,6 +45,8 @@ struct cg_record {
   int libcurl_resends;       /* requests libcurl re-sent by itself on a dead connection */
   const char *repeat_of;     /* request_id of an identical earlier call (host retry), or NULL */
   int repeats;               /* how many identical calls in a row before this one */
+  const char *fallback_from; /* the pool whose open breaker sent the call to this host
+                              * (its fallback_url), or NULL */
 };
 
 /* Fill `r` with nulls / zeros. */

@@ -19,6 +19,11 @@
 
 _Static_assert(sizeof(struct cg_state_header) <= CG_STATE_POOLS_OFF, "header too big");
 _Static_assert(sizeof(struct cg_state_pool) % 8 == 0, "pool words must stay aligned");
+_Static_assert(sizeof(struct cg_state_slot) % 8 == 0, "slot words must stay aligned");
+_Static_assert(sizeof(struct cg_state_breaker) % 8 == 0, "breaker words must stay aligned");
+_Static_assert(sizeof(struct cg_state_budget) % 8 == 0, "budget words must stay aligned");
+_Static_assert(sizeof(struct cg_state_breaker) == 256 && sizeof(struct cg_state_budget) == 736,
+               "the sizes documented in state.h");
 
 int64_t cg_state_now(void) {
   struct timespec ts;
@@ -80,6 +85,8 @@ static void cg__map_parts(struct cg_state *st, void *base) {
   st->hdr = base;
   st->pools = (struct cg_state_pool *) ((char *) base + CG_STATE_POOLS_OFF);
   st->slots = (struct cg_state_slot *) ((char *) base + CG_STATE_SLOTS_OFF);
+  st->breakers = (struct cg_state_breaker *) ((char *) base + CG_STATE_BREAKERS_OFF);
+  st->budgets = (struct cg_state_budget *) ((char *) base + CG_STATE_BUDGETS_OFF);
   st->size = CG_STATE_SIZE;
 }
 

@@ -14,6 +14,9 @@
  *   struct cg_state_header                       at 0
  *   struct cg_state_pool   pools[CG_STATE_POOLS] at CG_STATE_POOLS_OFF
  *   struct cg_state_slot   slots[CG_STATE_SLOTS] at CG_STATE_SLOTS_OFF
+ *   struct cg_state_breaker breakers[CG_STATE_POOLS] at CG_STATE_BREAKERS_OFF (pool i's)
+ *   struct cg_state_budget budgets[CG_STATE_POOLS] at CG_STATE_BUDGETS_OFF (pool i's)
+ * Version 2 added the breakers and budgets: 63488 bytes more, 94464 bytes in all.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -23,9 +26,11 @@
 #include <sys/types.h>
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
-#define CG_STATE_VERSION 1u
+#define CG_STATE_VERSION 2u
 #define CG_STATE_POOLS 64   /* pools per file */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
+#define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
+#define CG_STATE_RETRY_SLOTS 64 /* retries outstanding at once per pool, at most */
 
 struct cg_state_header {
   uint64_t magic;            /* CG_STATE_MAGIC, written last when the file is ready */
@@ -65,15 +70,49 @@ struct cg_state_slot {
   uint64_t owner_start;      /* the owner's start time (/proc/PID/stat field 22) */
 };
 
+/* The circuit breaker of one pool (breaker.h): 256 bytes. */
+struct cg_state_breaker {
+  uint64_t word;             /* state | probe pid | time, one CAS word (breaker.h) */
+  uint64_t probe_owner;      /* pid << 32 | low 32 bits of its start time, of the probe */
+  uint64_t buckets[CG_STATE_BUCKETS]; /* window: epoch | successes | failures (window.h) */
+  uint32_t enabled;          /* last configured (for stat) */
+  uint32_t min_requests;     /* last configured (for stat) */
+  double failure_rate;       /* last configured (for stat) */
+  int64_t window_ns;         /* last configured (for stat) */
+  int64_t cooldown_ns;       /* last configured (for stat) */
+  uint64_t opened;           /* times it opened (closed or half-open -> open) */
+  uint64_t rejected;         /* calls failed fast while open */
+  uint64_t probes;           /* half-open probes let through */
+  uint64_t reserved[3];
+};
+
+/* The retry budget of one pool (budget.h): 736 bytes. */
+struct cg_state_budget {
+  uint64_t buckets[CG_STATE_BUCKETS]; /* window: epoch | first attempts | retries */
+  uint64_t retry_owner[CG_STATE_RETRY_SLOTS]; /* pid << 32 | start time low bits; 0 free */
+  uint32_t enabled;          /* last configured (for stat) */
+  uint32_t max_concurrent;   /* last configured (for stat) */
+  double ratio, min_per_s;   /* last configured (for stat) */
+  int64_t window_ns;         /* last configured (for stat) */
+  uint64_t refused;          /* retries refused (window or concurrency) */
+  uint64_t reserved[3];
+};
+
 #define CG_STATE_POOLS_OFF 256
 #define CG_STATE_SLOTS_OFF (CG_STATE_POOLS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_pool))
-#define CG_STATE_SIZE (CG_STATE_SLOTS_OFF + CG_STATE_SLOTS * sizeof(struct cg_state_slot))
+#define CG_STATE_BREAKERS_OFF                                                             \
+  (CG_STATE_SLOTS_OFF + CG_STATE_SLOTS * sizeof(struct cg_state_slot))
+#define CG_STATE_BUDGETS_OFF                                                              \
+  (CG_STATE_BREAKERS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_breaker))
+#define CG_STATE_SIZE (CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_budget))
 
 /* A mapped state file. */
 struct cg_state {
   struct cg_state_header *hdr;
   struct cg_state_pool *pools;
   struct cg_state_slot *slots;
+  struct cg_state_breaker *breakers;
+  struct cg_state_budget *budgets;
   size_t size;
   int fd;
 };

@@ -4,7 +4,11 @@
  *
  * Covered: the handle map (add/record/get/remove), the shared limiter (GCRA reservations
  * and in-flight slots on one mapped state file), usage records appended to one log, the
- * per-thread rng, and host-retry bookkeeping. */
+ * per-thread rng, host-retry bookkeeping, and the shared circuit breaker (window buckets,
+ * open/half-open/closed transitions, never two probes at once) and retry budget (window
+ * CAS, concurrency slots, never overdrawn). */
+#include "breaker.h"
+#include "budget.h"
 #include "config.h"
 #include "handle.h"
 #include "limiter.h"
@@ -27,6 +31,39 @@ static struct cg_state st;
 static struct cg_config cfg;
 static int pool;
 static const struct cg_limits lim = {6e9, 0, 1, 0, 4, 0}; /* 6e9 rpm: T = 10 ns */
+/* A breaker that opens and closes often: 10 requests, 50 %, a 10 ms cooldown. */
+static const struct cg_breaker_cfg bcfg = {1, 0.5, 10, 60, 0.01, 7};
+/* A budget with no floor and a window longer than the run: grants <= 20 % of firsts. */
+static const struct cg_budget_cfg ucfg = {1, 0.2, 0, 3600, 4};
+static int probes_now, probes_max, probes_total, retries_granted;
+
+static void breaker_round(int i) {
+  int64_t now = cg_state_now(), next;
+  enum cg_breaker_verdict v = cg_breaker_admit(&st, pool, &bcfg, now, now + 10000000000LL, &next);
+  int failed = (int) (cg_rand64() % 3 != 0); /* mostly failures: it keeps opening */
+
+  if (v == CG_BREAKER_PROBE) {
+    int n = __atomic_add_fetch(&probes_now, 1, __ATOMIC_ACQ_REL);
+    int m = __atomic_load_n(&probes_max, __ATOMIC_ACQUIRE);
+    while (n > m && !__atomic_compare_exchange_n(&probes_max, &m, n, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE))
+      ;
+    __atomic_fetch_add(&probes_total, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&probes_now, 1, __ATOMIC_ACQ_REL);
+    cg_breaker_report(&st, pool, &bcfg, (i & 7) ? failed : -1, 1, cg_state_now());
+  } else if (v == CG_BREAKER_ALLOW) {
+    cg_breaker_report(&st, pool, &bcfg, failed, 0, now);
+  }
+}
+
+static void budget_round(void) {
+  int slot;
+  cg_budget_first(&st, pool, &ucfg, cg_state_now());
+  if (cg_budget_retry(&st, pool, &ucfg, cg_state_now(), &slot) == CG_BUDGET_GRANTED) {
+    __atomic_fetch_add(&retries_granted, 1, __ATOMIC_RELAXED);
+    cg_budget_done(&st, pool, slot);
+  }
+}
 
 static void *worker(void *arg) {
   uintptr_t id = (uintptr_t) arg;
@@ -54,6 +91,9 @@ static void *worker(void *arg) {
                                        &wait);
     if (slot >= 0)
       cg_limiter_inflight_release(&st, pool, slot);
+
+    breaker_round(i);
+    budget_round();
 
     cg_uuid4(uuid);
     cg_repeat_note(cg_rand64() % 16, i, 1000, uuid, prev, sizeof(prev));
@@ -97,6 +137,26 @@ int main(void) {
     fprintf(stderr, "stress: TAT %lld, want %lld\n", (long long) tat,
             (long long) (1000000 + (int64_t) THREADS * ROUNDS * 10));
     return 1;
+  }
+  /* Never two probes at once; the breaker did open and probe; the budget never overdrew
+   * and gave every slot back. */
+  if (probes_max != 1 || probes_total < 1 || st.breakers[pool].opened < 1) {
+    fprintf(stderr, "stress: %d probes at once (want 1), %d in all, opened %llu times\n",
+            probes_max, probes_total, (unsigned long long) st.breakers[pool].opened);
+    return 1;
+  }
+  if (retries_granted > THREADS * ROUNDS / 5 || retries_granted < THREADS * ROUNDS / 5 - THREADS) {
+    fprintf(stderr, "stress: %d retries granted for %d first attempts (20 %%)\n",
+            retries_granted, THREADS * ROUNDS);
+    return 1;
+  }
+  {
+    struct cg_budget_view bv;
+    cg_budget_view(&st, pool, cg_state_now(), &bv);
+    if (bv.concurrent != 0) {
+      fprintf(stderr, "stress: %u retry slots left held\n", bv.concurrent);
+      return 1;
+    }
   }
   if (st.pools[pool].inflight != 0 || cg_handle_count() != 0) {
     fprintf(stderr, "stress: %u in flight, %zu handles left\n", st.pools[pool].inflight,

@@ -28,7 +28,8 @@ static const char *const spec_keys[] = {
  * re-sends and host retries are counted in the record).  Any other key fails: a new
  * key must be added here on purpose, after checking it never carries a header value,
  * a body, a key or a query string. */
-static const char *const extra_keys[] = {"libcurl_resends", "repeat_of", "repeats"};
+static const char *const extra_keys[] = {"libcurl_resends", "repeat_of", "repeats",
+                                          "fallback_from"};
 #define NEXTRA (sizeof(extra_keys) / sizeof(extra_keys[0]))
 
 /* 2026-08-13T15:36:43.123Z */

@@ -1,0 +1,231 @@
+/* breaker.c - the shared circuit breaker (see breaker.h). */
+#include "breaker.h"
+
+#include "window.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#define CG_CAS_TRIES 1000 /* bounded: a lost race is retried, never spun forever */
+#define CG_PID_MASK 0x3FFFFFu /* 22 bits */
+
+#define cg__load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define cg__cas(p, expp, v)                                                               \
+  __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+
+/* Outcome -> 1 failure, 0 success, -1 not counted.  HTTP statuses are decided apart. */
+static const signed char cg__counts[CG_OUT_COUNT] = {
+  [CG_OUT_OK] = 0,
+  [CG_OUT_HTTP] = 0, /* see cg_breaker_counts */
+  [CG_OUT_DNS_ERROR] = 1,
+  [CG_OUT_CONNECT_REFUSED] = 1,
+  [CG_OUT_CONNECT_TIMEOUT] = 1,
+  [CG_OUT_TLS_ERROR] = 1,
+  [CG_OUT_FIRST_BYTE_TIMEOUT] = 1,
+  [CG_OUT_READ_TIMEOUT] = 1,
+  [CG_OUT_RESET_AFTER_SEND] = 1,
+  [CG_OUT_PARTIAL_RESPONSE] = 1,
+  [CG_OUT_ABORTED_BY_HOST] = -1,
+  [CG_OUT_CIRCUIT_OPEN] = -1,
+  [CG_OUT_LOCAL_RATE_LIMITED] = -1,
+  [CG_OUT_RETRY_BUDGET_EXHAUSTED] = -1,
+  [CG_OUT_DEADLINE] = -1,
+  [CG_OUT_CURL_ERROR] = -1,
+  [CG_OUT_STREAM_ERROR] = 1, /* the provider failed mid-answer (overloaded_error, ...) */
+};
+
+int cg_breaker_counts(enum cg_outcome o, long status) {
+  if ((unsigned) o >= CG_OUT_COUNT)
+    return -1;
+  if (o == CG_OUT_HTTP)
+    return status == 429 || status >= 500 ? 1 : 0;
+  return cg__counts[o];
+}
+
+int cg_breaker_tripped(uint32_t ok, uint32_t failed, const struct cg_breaker_cfg *c) {
+  uint64_t total = (uint64_t) ok + failed;
+  if (total == 0 || total < (uint64_t) (c->min_requests > 0 ? c->min_requests : 1))
+    return 0;
+  return (double) failed >= c->failure_rate * (double) total;
+}
+
+/* ---- the state word ---- */
+
+static uint64_t cg__word(enum cg_breaker_state s, uint32_t pid, int64_t t_ns) {
+  uint64_t ms = t_ns > 0 ? (uint64_t) ((t_ns + 999999) / 1000000) : 0;
+  return ms << 24 | (uint64_t) (pid & CG_PID_MASK) << 2 | (uint64_t) s;
+}
+
+static enum cg_breaker_state cg__state(uint64_t w) {
+  return (enum cg_breaker_state) (w & 3u);
+}
+
+static uint32_t cg__pid(uint64_t w) {
+  return (uint32_t) (w >> 2) & CG_PID_MASK;
+}
+
+static int64_t cg__time(uint64_t w) {
+  return (int64_t) (w >> 24) * 1000000;
+}
+
+static int64_t cg__ns(double s) {
+  return (int64_t) (s * 1e9);
+}
+
+/* Whether the probe held by `pid` is gone: the process is dead, or the pid now belongs
+ * to a newer process.  The owner word is written just after the winning CAS; until then
+ * (or if the winner died in between) only the pid can tell. */
+static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
+  uint64_t owner = cg__load(&b->probe_owner);
+  if (pid == 0)
+    return 1;
+  if (kill((pid_t) pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  if (owner >> 32 == pid && (uint32_t) owner != 0 &&
+      (uint32_t) cg_proc_start((pid_t) pid) != (uint32_t) owner)
+    return 1;
+  return 0;
+}
+
+void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  int64_t win = cg__ns(c->window_s), cool = cg__ns(c->cooldown_s);
+  __atomic_store_n(&b->enabled, (uint32_t) (c->enabled != 0), __ATOMIC_RELAXED);
+  __atomic_store_n(&b->min_requests, (uint32_t) c->min_requests, __ATOMIC_RELAXED);
+  __atomic_store(&b->failure_rate, &c->failure_rate, __ATOMIC_RELAXED);
+  __atomic_store_n(&b->window_ns, win, __ATOMIC_RELAXED);
+  __atomic_store_n(&b->cooldown_ns, cool, __ATOMIC_RELAXED);
+}
+
+enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
+                                         const struct cg_breaker_cfg *c, int64_t now_ns,
+                                         int64_t probe_deadline_ns, int64_t *next_probe_ns) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  uint32_t me = (uint32_t) getpid() & CG_PID_MASK;
+  int tries;
+
+  *next_probe_ns = 0;
+  if (!c->enabled)
+    return CG_BREAKER_ALLOW;
+  if (probe_deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
+    probe_deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    uint64_t w = cg__load(&b->word);
+    enum cg_breaker_state s = cg__state(w);
+    int64_t t = cg__time(w);
+
+    if (s == CG_BREAKER_CLOSED)
+      return CG_BREAKER_ALLOW;
+    /* Open and cooling down, or a live probe under way: fail fast. */
+    if (now_ns < t && (s == CG_BREAKER_OPEN || !cg__probe_gone(b, cg__pid(w)))) {
+      *next_probe_ns = t;
+      __atomic_fetch_add(&b->rejected, 1, __ATOMIC_RELAXED);
+      return CG_BREAKER_REJECT;
+    }
+    /* The cooldown is over, or the probe's holder died or overran: be the probe. */
+    if (cg__cas(&b->word, &w, cg__word(CG_BREAKER_HALF_OPEN, me, probe_deadline_ns))) {
+      __atomic_store_n(&b->probe_owner,
+                       (uint64_t) me << 32 | (uint32_t) cg_proc_start((pid_t) me),
+                       __ATOMIC_RELEASE);
+      __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
+      return CG_BREAKER_PROBE;
+    }
+  }
+  /* Lost every race: somebody else moved the state; failing fast is the safe side. */
+  *next_probe_ns = now_ns;
+  return CG_BREAKER_REJECT;
+}
+
+/* Move half-open held by this process to `next`.  1 when it did. */
+static int cg__probe_end(struct cg_state_breaker *b, uint64_t next) {
+  uint64_t w = cg__load(&b->word);
+  if (cg__state(w) != CG_BREAKER_HALF_OPEN || cg__pid(w) != ((uint32_t) getpid() & CG_PID_MASK))
+    return 0;
+  return cg__cas(&b->word, &w, next);
+}
+
+void cg_breaker_release(struct cg_state *st, int p) {
+  /* Open with a cooldown that ends now: the next caller becomes the probe. */
+  cg__probe_end(&st->breakers[p], cg__word(CG_BREAKER_OPEN, 0, cg_state_now()));
+}
+
+int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
+                      int probe, int64_t now_ns) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  int64_t width = cg_window_width(cg__ns(c->window_s));
+  uint64_t w;
+  uint32_t ok_n, fail_n;
+
+  if (!c->enabled)
+    return 0;
+  if (failed < 0) {
+    if (probe)
+      cg_breaker_release(st, p);
+    return 0;
+  }
+  if (probe) {
+    if (!failed && cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
+      cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
+      return 0;
+    }
+    if (failed &&
+        cg__probe_end(b, cg__word(CG_BREAKER_OPEN, 0, now_ns + cg__ns(c->cooldown_s)))) {
+      __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
+      return 1;
+    }
+    /* Somebody took the probe over meanwhile: count it as any attempt. */
+  }
+  cg_window_add(b->buckets, now_ns, width, failed ? 0 : 1, failed ? 1 : 0);
+  if (!failed)
+    return 0;
+  w = cg__load(&b->word);
+  if (cg__state(w) != CG_BREAKER_CLOSED)
+    return 0;
+  cg_window_sum(b->buckets, now_ns, width, &ok_n, &fail_n);
+  if (!cg_breaker_tripped(ok_n, fail_n, c))
+    return 0;
+  if (!cg__cas(&b->word, &w, cg__word(CG_BREAKER_OPEN, 0, now_ns + cg__ns(c->cooldown_s))))
+    return 0; /* somebody else opened it */
+  __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+enum cg_breaker_state cg_breaker_state(struct cg_state *st, int p) {
+  return cg__state(cg__load(&st->breakers[p].word));
+}
+
+void cg_breaker_view(struct cg_state *st, int p, int64_t now_ns, struct cg_breaker_view *v) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  uint64_t w = cg__load(&b->word);
+  int64_t win = cg__load(&b->window_ns);
+
+  v->state = cg__state(w);
+  v->enabled = (int) cg__load(&b->enabled);
+  __atomic_load(&b->failure_rate, &v->failure_rate, __ATOMIC_RELAXED);
+  v->min_requests = cg__load(&b->min_requests);
+  v->window_ns = win;
+  v->cooldown_ns = cg__load(&b->cooldown_ns);
+  v->ok = v->failed = 0;
+  if (win > 0)
+    cg_window_sum(b->buckets, now_ns, cg_window_width(win), &v->ok, &v->failed);
+  v->next_probe_ns = v->state == CG_BREAKER_CLOSED ? 0 : cg__time(w) - now_ns;
+  if (v->next_probe_ns < 0)
+    v->next_probe_ns = 0;
+  v->probe_pid = v->state == CG_BREAKER_HALF_OPEN ? (int) cg__pid(w) : 0;
+  v->opened = cg__load(&b->opened);
+  v->rejected = cg__load(&b->rejected);
+  v->probes = cg__load(&b->probes);
+}
+
+const char *cg_breaker_state_name(enum cg_breaker_state s) {
+  switch (s) {
+  case CG_BREAKER_OPEN:
+    return "open";
+  case CG_BREAKER_HALF_OPEN:
+    return "half_open";
+  case CG_BREAKER_CLOSED:
+  default:
+    return "closed";
+  }
+}

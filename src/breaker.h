@@ -1,0 +1,106 @@
+/* breaker.h - the shared circuit breaker of a pool: every process on the machine fails
+ * fast together while a provider is down, and exactly one of them probes it back.
+ *
+ * States (the standard circuit breaker of Nygard's "Release It!", as in resilience4j):
+ *   closed     calls go; each attempt's outcome is counted in a sliding time window
+ *              (window.h, `window_s` long).  When the window holds at least
+ *              `min_requests` counted attempts and the failed fraction reaches
+ *              `failure_rate`, the breaker opens.
+ *   open       calls fail at once, before any DNS or connect: the host gets `open_code`
+ *              (CURLE_COULDNT_CONNECT by default) and "curlguard: circuit open for HOST,
+ *              next probe in N s"; the record says outcome circuit_open.  After
+ *              `cooldown_s` the next call becomes the probe.
+ *   half-open  exactly one call, across all processes, is the probe: it wins one
+ *              compare-and-swap on the state word.  Its success closes the breaker (the
+ *              window starts empty); its failure opens it again for another cooldown.
+ *              Everybody else fails fast as when open.  A probe whose process died
+ *              (kill -9) is taken over by the next caller at once (its pid is gone, or
+ *              belongs to a newer process); a probe that overruns its deadline (the
+ *              probe call's own deadline, at most CG_BREAKER_PROBE_MAX_MS) likewise.
+ *
+ * Counted as failures (issue 6): connect failures (dns_error, connect_refused,
+ * connect_timeout, tls_error), timeouts (first_byte_timeout, read_timeout), the
+ * connection lost during the answer (reset_after_send, partial_response), a 2xx stream
+ * that carried an error event (stream_error: overloaded_error and the like), any 5xx,
+ * and 429.  Successes: 2xx/3xx and the other 4xx (the provider answered; the client erred).
+ * Not counted: outcomes decided locally or by the host (aborted_by_host, circuit_open,
+ * local_rate_limited, retry_budget_exhausted, deadline, curl_error).
+ *
+ * The state is one 64-bit word in the shared file (state.h struct cg_state_breaker):
+ *   bits 0-1 state, bits 2-23 the probe's pid (pids are < 2^22 on Linux, PID_MAX_LIMIT),
+ *   bits 24-63 a CLOCK_MONOTONIC time in ms: when open, the end of the cooldown; when
+ *   half-open, the probe's deadline.
+ * Every transition is one CAS on it, so a process killed at any instant leaves a valid
+ * state.  Thread-safe; no lock, no syscall on the closed path.
+ */
+#ifndef CG_BREAKER_H
+#define CG_BREAKER_H
+
+#include "classify.h"
+#include "config.h"
+#include "state.h"
+
+#include <stdint.h>
+
+#define CG_BREAKER_PROBE_MAX_MS 30000 /* a live probe holds half-open this long at most */
+
+enum cg_breaker_state { CG_BREAKER_CLOSED, CG_BREAKER_OPEN, CG_BREAKER_HALF_OPEN };
+
+enum cg_breaker_verdict {
+  CG_BREAKER_ALLOW,  /* closed (or disabled): go */
+  CG_BREAKER_PROBE,  /* go, as the one half-open probe: report its result with probe = 1 */
+  CG_BREAKER_REJECT, /* fail fast */
+};
+
+/* How an attempt's outcome counts: 1 failure, 0 success, -1 not at all (see above).
+ * Pure. */
+int cg_breaker_counts(enum cg_outcome o, long status);
+
+/* Whether `ok` successes and `failed` failures in the window open the breaker: at least
+ * min_requests of them, and failed / (ok + failed) >= failure_rate.  Pure. */
+int cg_breaker_tripped(uint32_t ok, uint32_t failed, const struct cg_breaker_cfg *c);
+
+/* Record pool `p`'s configuration in the file, for `stat`. */
+void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c);
+
+/* May a call go now (`now_ns`, monotonic)?  A caller that becomes the probe holds
+ * half-open until `probe_deadline_ns` (capped at now + CG_BREAKER_PROBE_MAX_MS) or until
+ * it reports.  On CG_BREAKER_REJECT, `*next_probe_ns` says when a probe may go next (the
+ * end of the cooldown, or of the running probe's deadline). */
+enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
+                                         const struct cg_breaker_cfg *c, int64_t now_ns,
+                                         int64_t probe_deadline_ns, int64_t *next_probe_ns);
+
+/* Count one attempt's result, `failed` as cg_breaker_counts says (-1: not counted).
+ * `probe`: the call held the probe (cg_breaker_admit said CG_BREAKER_PROBE): its success
+ * closes the breaker, its failure re-opens it, an uncounted result gives the probe back.
+ * Returns 1 when this report opened the breaker. */
+int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
+                      int probe, int64_t now_ns);
+
+/* Give the probe back unused (the call stopped before its attempt): the next caller may
+ * probe at once. */
+void cg_breaker_release(struct cg_state *st, int p);
+
+/* The state of pool `p`'s breaker in the file. */
+enum cg_breaker_state cg_breaker_state(struct cg_state *st, int p);
+
+/* What `stat` shows of pool `p`'s breaker. */
+struct cg_breaker_view {
+  enum cg_breaker_state state;
+  int enabled;
+  uint32_t ok, failed;       /* counted in the window */
+  double failure_rate;       /* configured */
+  uint32_t min_requests;     /* configured */
+  int64_t window_ns, cooldown_ns; /* configured */
+  int64_t next_probe_ns;     /* open: until the cooldown ends; half-open: the probe's
+                              * deadline; closed: 0 */
+  int probe_pid;             /* half-open: the probe's process */
+  uint64_t opened, rejected, probes;
+};
+void cg_breaker_view(struct cg_state *st, int p, int64_t now_ns, struct cg_breaker_view *v);
+
+/* "closed", "open", "half_open". */
+const char *cg_breaker_state_name(enum cg_breaker_state s);
+
+#endif

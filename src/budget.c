@@ -1,0 +1,164 @@
+/* budget.c - the shared retry budget (see budget.h). */
+#include "budget.h"
+
+#include "window.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+_Static_assert(CG_BUDGET_MAX_CONCURRENT == CG_STATE_RETRY_SLOTS,
+               "config's limit must match the slots in the file");
+
+#define cg__load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define cg__cas(p, expp, v)                                                               \
+  __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+
+static int64_t cg__ns(double s) {
+  return (int64_t) (s * 1e9);
+}
+
+double cg_budget_allowed(uint32_t first, const struct cg_budget_cfg *c) {
+  return c->ratio * (double) first + c->min_per_s * c->window_s;
+}
+
+void cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c) {
+  struct cg_state_budget *b = &st->budgets[p];
+  __atomic_store_n(&b->enabled, (uint32_t) (c->enabled != 0), __ATOMIC_RELAXED);
+  __atomic_store_n(&b->max_concurrent, (uint32_t) c->max_concurrent, __ATOMIC_RELAXED);
+  __atomic_store(&b->ratio, &c->ratio, __ATOMIC_RELAXED);
+  __atomic_store(&b->min_per_s, &c->min_per_s, __ATOMIC_RELAXED);
+  __atomic_store_n(&b->window_ns, cg__ns(c->window_s), __ATOMIC_RELAXED);
+}
+
+void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns) {
+  if (c->enabled)
+    cg_window_add(st->budgets[p].buckets, now_ns, cg_window_width(cg__ns(c->window_s)), 1, 0);
+}
+
+/* ---- concurrency slots ---- */
+
+static uint64_t cg__me(void) {
+  pid_t pid = getpid();
+  return (uint64_t) pid << 32 | (uint32_t) cg_proc_start(pid);
+}
+
+/* Whether the holder of `owner` is gone (dead, or its pid reused by a newer process). */
+static int cg__gone(uint64_t owner) {
+  pid_t pid = (pid_t) (owner >> 32);
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  return (uint32_t) owner != 0 && (uint32_t) cg_proc_start(pid) != (uint32_t) owner;
+}
+
+/* Free the slots of dead holders; the number of live ones left. */
+static uint32_t cg__reclaim(struct cg_state_budget *b) {
+  uint32_t live = 0;
+  int i;
+  for (i = 0; i < CG_STATE_RETRY_SLOTS; i++) {
+    uint64_t o = cg__load(&b->retry_owner[i]);
+    if (!o)
+      continue;
+    if (cg__gone(o) && cg__cas(&b->retry_owner[i], &o, 0))
+      continue;
+    live++;
+  }
+  return live;
+}
+
+static uint32_t cg__count(struct cg_state_budget *b) {
+  uint32_t n = 0;
+  int i;
+  for (i = 0; i < CG_STATE_RETRY_SLOTS; i++)
+    n += cg__load(&b->retry_owner[i]) != 0;
+  return n;
+}
+
+static int cg__claim(struct cg_state_budget *b, uint64_t me) {
+  int i;
+  for (i = 0; i < CG_STATE_RETRY_SLOTS; i++) {
+    uint64_t zero = 0;
+    if (cg__load(&b->retry_owner[i]) == 0 && cg__cas(&b->retry_owner[i], &zero, me))
+      return i;
+  }
+  return -1;
+}
+
+/* Take a slot when fewer than `max` are held.  Claim first, then count: two callers
+ * racing for the last slot may both be refused, never both let through. */
+static int cg__acquire(struct cg_state_budget *b, uint32_t max) {
+  uint64_t me = cg__me();
+  int slot = cg__claim(b, me);
+
+  if (slot < 0) {
+    cg__reclaim(b);
+    slot = cg__claim(b, me);
+  }
+  if (slot < 0)
+    return -1;
+  if (cg__count(b) > max && cg__reclaim(b) > max) {
+    __atomic_store_n(&b->retry_owner[slot], 0, __ATOMIC_RELEASE);
+    return -1;
+  }
+  return slot;
+}
+
+void cg_budget_done(struct cg_state *st, int p, int slot) {
+  uint64_t *w;
+  uint64_t o;
+  if (slot < 0 || slot >= CG_STATE_RETRY_SLOTS)
+    return;
+  w = &st->budgets[p].retry_owner[slot];
+  o = cg__load(w);
+  /* Only ours: a slot taken back from us (we were thought dead) is not freed twice. */
+  if (o >> 32 == (uint64_t) getpid())
+    cg__cas(w, &o, 0);
+}
+
+/* ---- the window ---- */
+
+static int cg__fits(uint32_t first, uint32_t retries, void *arg) {
+  return (double) retries <= cg_budget_allowed(first, arg);
+}
+
+enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
+                                       const struct cg_budget_cfg *c, int64_t now_ns,
+                                       int *slot) {
+  struct cg_state_budget *b = &st->budgets[p];
+
+  *slot = -1;
+  if (!c->enabled)
+    return CG_BUDGET_GRANTED;
+  if (c->max_concurrent > 0 && (*slot = cg__acquire(b, (uint32_t) c->max_concurrent)) < 0) {
+    __atomic_fetch_add(&b->refused, 1, __ATOMIC_RELAXED);
+    return CG_BUDGET_CONCURRENCY;
+  }
+  if (!cg_window_add_if(b->buckets, now_ns, cg_window_width(cg__ns(c->window_s)), 0, 1,
+                        cg__fits, (void *) c)) {
+    cg_budget_done(st, p, *slot);
+    *slot = -1;
+    __atomic_fetch_add(&b->refused, 1, __ATOMIC_RELAXED);
+    return CG_BUDGET_WINDOW;
+  }
+  return CG_BUDGET_GRANTED;
+}
+
+void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget_view *v) {
+  struct cg_state_budget *b = &st->budgets[p];
+  struct cg_budget_cfg c = {0, 0, 0, 0, 0};
+
+  v->enabled = (int) cg__load(&b->enabled);
+  v->max_concurrent = cg__load(&b->max_concurrent);
+  __atomic_load(&b->ratio, &v->ratio, __ATOMIC_RELAXED);
+  __atomic_load(&b->min_per_s, &v->min_per_s, __ATOMIC_RELAXED);
+  v->window_ns = cg__load(&b->window_ns);
+  v->first = v->retries = 0;
+  if (v->window_ns > 0)
+    cg_window_sum(b->buckets, now_ns, cg_window_width(v->window_ns), &v->first, &v->retries);
+  c.ratio = v->ratio;
+  c.min_per_s = v->min_per_s;
+  c.window_s = (double) v->window_ns / 1e9;
+  v->allowed = cg_budget_allowed(v->first, &c);
+  v->concurrent = cg__count(b);
+  v->refused = cg__load(&b->refused);
+}

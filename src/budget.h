@@ -1,0 +1,74 @@
+/* budget.h - the shared retry budget of a pool: retries stay a bounded fraction of real
+ * calls, across every process, even when the host retries on top of the guard.
+ *
+ * The rule is Finagle's RetryBudget (ttl, minRetriesPerSec, percentCanRetry; tower's
+ * retry::budget is the same), kept in the shared file instead of one process:
+ *   a retry may go while  retries + 1 <= ratio * first_attempts + min_per_s * window_s
+ * counting first attempts and retries of the last `window_s` seconds (window.h).  The
+ * check and the count are one CAS, so concurrent processes cannot overdraw it.  On top,
+ * at most `max_concurrent` retries may be outstanding at once (Envoy's retry budget
+ * bounds concurrent retries the same way, min_retry_concurrency being its floor): a
+ * retry holds a slot from the moment it is granted, through its backoff and its
+ * attempt.  Slots record the owner's pid and start time, so those of a process killed
+ * with kill -9 are taken back by the next retry that finds them full.
+ *
+ * Defaults (config.c): ratio 0.2 (Envoy's budget_percent 20 %, Finagle's 20 %),
+ * min_per_s 1 (Finagle's 10 per second is the whole load of an LLM batch: providers
+ * serve a few calls per second per account), window_s 10 (Finagle's ttl), 16 concurrent.
+ *
+ * What counts: the first attempt of each call is a first attempt; each further attempt
+ * of the guard is a retry, and so is the first attempt of a call the host repeats
+ * (repeat.h: `curl --retry`, an SDK's retry loop), because RFC 9110 section 9.2.2 warns
+ * that a client should not retry a failed automatic retry: retries on top of retries
+ * multiply.  A refused retry of the guard ends the call with the answer in hand; a
+ * refused host repeat fails fast (see guard.c).
+ */
+#ifndef CG_BUDGET_H
+#define CG_BUDGET_H
+
+#include "config.h"
+#include "state.h"
+
+#include <stdint.h>
+
+enum cg_budget_verdict {
+  CG_BUDGET_GRANTED,
+  CG_BUDGET_WINDOW,      /* refused: retries would exceed the ratio + floor of the window */
+  CG_BUDGET_CONCURRENCY, /* refused: max_concurrent retries are outstanding */
+};
+
+/* Retries the window allows for `first` first attempts: ratio * first + min_per_s *
+ * window_s (not rounded: a retry goes while retries <= this).  Pure. */
+double cg_budget_allowed(uint32_t first, const struct cg_budget_cfg *c);
+
+/* Record pool `p`'s configuration in the file, for `stat`. */
+void cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c);
+
+/* Count a first attempt of pool `p` at `now_ns`. */
+void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns);
+
+/* Ask for one retry at `now_ns`.  When granted it is counted and `*slot` holds its
+ * concurrency slot (-1 when there is no concurrency limit), to give back with
+ * cg_budget_done when the retry's attempt is over.  A disabled budget grants
+ * everything and counts nothing. */
+enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
+                                       const struct cg_budget_cfg *c, int64_t now_ns,
+                                       int *slot);
+
+/* Give back a concurrency slot from cg_budget_retry (no-op for -1). */
+void cg_budget_done(struct cg_state *st, int p, int slot);
+
+/* What `stat` shows of pool `p`'s budget. */
+struct cg_budget_view {
+  int enabled;
+  uint32_t first, retries;   /* in the window */
+  double allowed;            /* retries the window allows now */
+  uint32_t concurrent;       /* retries outstanding */
+  uint32_t max_concurrent;   /* configured, 0 = no limit */
+  double ratio, min_per_s;   /* configured */
+  int64_t window_ns;         /* configured */
+  uint64_t refused;
+};
+void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget_view *v);
+
+#endif

@@ -1,0 +1,40 @@
+/* fallback.c - rewriting a request to a pool's fallback base (see fallback.h). */
+#include "fallback.h"
+
+#include "url.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cg_fallback_base_ok(const char *base) {
+  struct cg_url u;
+  const char *auth;
+  size_t alen;
+
+  if (!base || strlen(base) >= CG_FALLBACK_MAX || strpbrk(base, "?# \t\r\n"))
+    return 0;
+  if (cg_url_parse(base, &u) != 0 || !cg_url_is_http(&u) || !u.host[0])
+    return 0;
+  if (!(auth = strstr(base, "://")))
+    return 0;
+  auth += 3;
+  alen = strcspn(auth, "/");
+  return memchr(auth, '@', alen) == NULL; /* credentials in a URL would be logged */
+}
+
+int cg_fallback_url(const char *base, const char *url, char *out, size_t len) {
+  const char *auth = strstr(url, "://"), *rest;
+  size_t blen = strlen(base), rlen;
+  int n;
+
+  if (!auth)
+    return -1;
+  auth += 3;
+  rest = auth + strcspn(auth, "/?#"); /* the path and query (a fragment is not sent) */
+  rlen = strcspn(rest, "#");
+  while (blen && base[blen - 1] == '/')
+    blen--;
+  n = snprintf(out, len, "%.*s%s%.*s", (int) blen, base,
+               (rlen && rest[0] == '?') || !rlen ? "/" : "", (int) rlen, rest);
+  return n < 0 || (size_t) n >= len ? -1 : 0;
+}

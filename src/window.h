@@ -1,0 +1,41 @@
+/* window.h - a sliding window of counts in shared memory: CG_STATE_BUCKETS time buckets,
+ * each one 64-bit word updated by compare-and-swap, so a process killed at any instant
+ * leaves it consistent and no lock is ever taken.
+ *
+ * A bucket word is  epoch << 32 | a << 16 | b : the bucket's time (now / width, low 32
+ * bits) and two counts of 16 bits each (they saturate at CG_WINDOW_COUNT_MAX).  A bucket
+ * whose epoch is not one of the last CG_STATE_BUCKETS is stale: it counts as empty and
+ * the first writer of the new epoch resets it in the same CAS.  The window is therefore
+ * between window - width and window long (width = window / CG_STATE_BUCKETS), the way
+ * resilience4j's time-based sliding window aggregates per-second buckets.
+ */
+#ifndef CG_WINDOW_H
+#define CG_WINDOW_H
+
+#include "state.h"
+
+#include <stdint.h>
+
+#define CG_WINDOW_COUNT_MAX 0xFFFFu
+
+/* The bucket width (ns) of a window of `window_ns`: window / CG_STATE_BUCKETS, >= 1 ms. */
+int64_t cg_window_width(int64_t window_ns);
+
+/* Add `da` and `db` to the bucket of `now_ns` (saturating). */
+void cg_window_add(uint64_t *buckets, int64_t now_ns, int64_t width_ns, uint32_t da,
+                   uint32_t db);
+
+/* The totals of the window ending at `now_ns`. */
+void cg_window_sum(const uint64_t *buckets, int64_t now_ns, int64_t width_ns, uint32_t *a,
+                   uint32_t *b);
+
+/* Add `da`/`db` only if `allow(a + da, b + db, arg)` holds for the window's totals
+ * after the addition; the check and the addition are one CAS on the current bucket, so
+ * concurrent callers cannot both pass on the last unit.  Returns 1 when added. */
+int cg_window_add_if(uint64_t *buckets, int64_t now_ns, int64_t width_ns, uint32_t da,
+                     uint32_t db, int (*allow)(uint32_t a, uint32_t b, void *arg), void *arg);
+
+/* Empty every bucket. */
+void cg_window_clear(uint64_t *buckets);
+
+#endif

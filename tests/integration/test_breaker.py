@@ -1,0 +1,427 @@
+"""The shared circuit breaker (README "Circuit breaker and retry budget", SPEC sections 4, 5,
+7; src/breaker.h): real curl processes under the guard share one state file; the mock
+provider's ledger is the ground truth of which requests reached the server.
+
+Every test uses its own state file (GuardTestCase) and its own mock keys. The breaker is set
+small (4 requests, a short cooldown) through the environment; one test uses a pool's
+"breaker" object in a config file. Timing: generous upper bounds, tight lower bounds."""
+
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import textwrap
+import threading
+import time
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+HOST_POOL = "127.0.0.1"
+OPEN_RE = re.compile(r"curlguard: circuit open for 127\.0\.0\.1, next probe in (\d+) s")
+
+
+class BreakerTestCase(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not harness.CURL:
+            raise unittest.SkipTest("curl is not installed")
+
+    def benv(self, cooldown="30", **extra):
+        """One attempt per call (so calls and requests are one to one), a 4-request breaker."""
+        env = dict(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_MIN_REQUESTS="4",
+                   CURLGUARD_BREAKER_FAILURE_RATE="0.5", CURLGUARD_BREAKER_WINDOW_S="60",
+                   CURLGUARD_BREAKER_COOLDOWN_S=cooldown)
+        env.update(extra)
+        return self.guard_env(extra=env)
+
+    def curl(self, url, env, timeout=30):
+        return harness.run([harness.CURL, "-sS", "-o", "/dev/null", "-w", "%{http_code}", url],
+                           env, timeout=timeout)
+
+    def stat_breaker(self):
+        p = harness.run([harness.CLI, "stat", "--json"],
+                        harness.plain_env(CURLGUARD_STATE=str(self.state)), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
+        self.assertIn(HOST_POOL, pools, pools)
+        return pools[HOST_POOL]["breaker"]
+
+    def open_breaker(self, env):
+        """Four failing requests (503) open it; returns the time the last one ended."""
+        url = self.mock.url("/v1/chat/completions", plan="503")
+        for _ in range(4):
+            p = self.curl(url, env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout, b"503")
+        self.exact_entries(url, 4)
+        self.assertEqual(self.stat_breaker()["state"], "open")
+        return time.monotonic()
+
+    def assertFastFail(self, p, took):
+        self.assertEqual(p.returncode, 7, f"exit {p.returncode}: {p.stderr!r}")
+        m = OPEN_RE.search(p.stderr.decode())
+        self.assertIsNotNone(m, p.stderr)
+        self.assertLess(took, 1.0, f"an open circuit took {took:.3f} s to fail")
+        return int(m.group(1))
+
+
+class OpenTest(BreakerTestCase):
+    def test_outage_opens_and_later_calls_never_reach_the_server(self):
+        env = self.benv()
+        self.open_breaker(env)
+        later = self.mock.url("/v1/chat/completions", plan="200")
+        other = self.mock.url("/v1/other/path", plan="200")
+        for url in (later, later, later, other, other):
+            t0 = time.monotonic()
+            p = self.curl(url, env)
+            n = self.assertFastFail(p, time.monotonic() - t0)
+            self.assertTrue(1 <= n <= 30, n)
+        self.exact_entries(later, 0)
+        self.exact_entries(other, 0)
+
+        recs = self.records()
+        self.assertEqual(len(recs), 9, recs)
+        self.assertEqual([r["outcome"] for r in recs[:4]], ["http_503"] * 4)
+        for r in recs[4:]:
+            self.assertRecordKeys(r)
+            self.assertEqual(r["outcome"], "circuit_open")
+            self.assertEqual(r["decision"], "give_up")
+            self.assertEqual(r["reason"], "circuit_open")
+            self.assertEqual(r["curl_code"], 7)
+            self.assertTrue(r["final"])
+            self.assertIsNone(r["status"])
+            self.assertEqual(r["bytes_sent"], 0)
+
+        b = self.stat_breaker()
+        self.assertEqual(b["state"], "open")
+        self.assertEqual((b["requests"], b["failures"]), (4, 4), b)
+        self.assertEqual(b["failure_rate"], 1)
+        self.assertTrue(0 < b["next_probe_s"] <= 30, b)
+        self.assertEqual((b["opened"], b["rejected"], b["probes"]), (1, 5, 0), b)
+        self.assertEqual((b["threshold"], b["min_requests"], b["cooldown_s"]), (0.5, 4, 30), b)
+
+        # The error code is configurable; the text stays.
+        p = self.curl(later, self.benv(CURLGUARD_BREAKER_OPEN_CODE="6"))
+        self.assertEqual(p.returncode, 6, p.stderr)
+        self.assertRegex(p.stderr.decode(), OPEN_RE)
+
+        # `stat` in words.
+        t = harness.run([harness.CLI, "stat"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
+        self.assertEqual(t.returncode, 0, t.stderr)
+        self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 +4 ")
+
+    def test_client_errors_and_successes_do_not_open(self):
+        env = self.benv()
+        for plan in ("404", "400", "200"):
+            url = self.mock.url("/v1/x", plan=plan)
+            for _ in range(3):
+                self.assertEqual(self.curl(url, env).returncode, 0)
+            self.exact_entries(url, 3)
+        b = self.stat_breaker()
+        self.assertEqual(b["state"], "closed")
+        self.assertEqual((b["requests"], b["failures"]), (9, 0), b)
+
+    def test_below_failure_rate_stays_closed(self):
+        env = self.benv()
+        ok = self.mock.url("/v1/ok", plan="200")
+        bad = self.mock.url("/v1/bad", plan="503")
+        for url in (ok, ok, ok, bad, ok, bad):        # 2 of 6 failed: 33 % < 50 %
+            self.curl(url, env)
+        self.exact_entries(bad, 2)
+        self.assertEqual(self.stat_breaker()["state"], "closed")
+
+    def test_connect_failures_count(self):
+        with __import__("socket").socket() as s:          # a port nobody listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = self.benv()
+        url = f"http://127.0.0.1:{port}/v1/x"
+        for _ in range(4):
+            p = self.curl(url, env)
+            self.assertEqual(p.returncode, 7)
+            self.assertNotIn(b"circuit open", p.stderr)
+        t0 = time.monotonic()
+        p = self.curl(url, env)
+        self.assertFastFail(p, time.monotonic() - t0)
+        self.assertEqual([r["outcome"] for r in self.records()],
+                         ["connect_refused"] * 4 + ["circuit_open"])
+
+    def test_off_switch(self):
+        env = self.benv(CURLGUARD_BREAKER="off")
+        url = self.mock.url("/v1/x", plan="503")
+        for _ in range(8):
+            self.assertEqual(self.curl(url, env).stdout, b"503")
+        self.exact_entries(url, 8)
+        self.assertFalse(self.stat_breaker()["enabled"])
+
+    def test_pool_breaker_from_config_file(self):
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [{
+            "name": "mockpool", "hosts": ["127.0.0.1"],
+            "breaker": {"min_requests": 3, "failure_rate": 1.0, "window_s": 5,
+                        "cooldown_s": 20, "open_code": 56}}]}))
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1")
+        url = self.mock.url("/v1/x", plan="503")
+        for _ in range(3):
+            self.assertEqual(self.curl(url, env).stdout, b"503")
+        p = self.curl(url, env)
+        self.assertEqual(p.returncode, 56, p.stderr)
+        self.assertIn(b"curlguard: circuit open for 127.0.0.1, next probe in", p.stderr)
+        self.exact_entries(url, 3)
+        st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
+                                    harness.plain_env(CURLGUARD_STATE=str(self.state))).stdout)
+        b = {x["name"]: x for x in st["pools"]}["mockpool"]["breaker"]
+        self.assertEqual((b["state"], b["min_requests"], b["threshold"], b["window_s"],
+                          b["cooldown_s"]), ("open", 3, 1, 5, 20), b)
+
+    def test_malformed_values_warn_once_and_use_defaults(self):
+        env = self.guard_env(CURLGUARD_BREAKER_FAILURE_RATE="lots", CURLGUARD_BREAKER="maybe",
+                             CURLGUARD_MAX_ATTEMPTS="1")
+        url = self.mock.url("/v1/x", plan="200")
+        p = self.curl(url, env)
+        self.assertEqual(p.returncode, 0)
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 2, lines)
+        self.assertTrue(all(x.startswith("curlguard:") for x in lines), lines)
+        b = self.stat_breaker()
+        self.assertTrue(b["enabled"])
+        self.assertEqual((b["threshold"], b["min_requests"], b["window_s"], b["cooldown_s"]),
+                         (0.5, 20, 60, 30), b)
+
+    def test_fail_fast_cost_in_process(self):
+        """How long an open circuit takes to fail, measured inside one process (pycurl), so
+        process start-up is not in the figure. Printed; only a generous bound is asserted.
+        (pycurl also opens the breaker here: under `make check-asan`, where curl cannot run,
+        this test takes the breaker through the instrumented library.)"""
+        if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
+            raise unittest.SkipTest("python3-pycurl is not installed")
+        script = textwrap.dedent(r'''
+            import sys, time, pycurl
+            n = int(sys.argv[3]); codes = set()
+            c = pycurl.Curl()
+            c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+            def one(url):
+                c.setopt(pycurl.URL, url)
+                try:
+                    c.perform()
+                    return c.getinfo(pycurl.RESPONSE_CODE)
+                except pycurl.error as e:
+                    return -e.args[0]
+            if sys.argv[1] != "-":
+                opened = [one(sys.argv[1]) for _ in range(4)]
+                assert opened == [503] * 4, opened
+            codes.add(one(sys.argv[2]))     # warm-up: maps the state file, opens the log
+            t0 = time.perf_counter()
+            for _ in range(n):
+                codes.add(one(sys.argv[2]))
+            print((time.perf_counter() - t0) / n * 1e6, sorted(codes))
+        ''')
+        bad = self.mock.url("/v1/chat/completions", plan="503")
+        url = self.mock.url("/v1/chat/completions", plan="200")
+        for log in ("off", str(self.tmp / "ff.jsonl")):
+            p = harness.run([harness.PYTHON, "-c", script, bad if log == "off" else "-", url,
+                             "200"],
+                            self.guard_env(extra=dict(CURLGUARD_MAX_ATTEMPTS="1",
+                                                      CURLGUARD_LOG=log,
+                                                      CURLGUARD_BREAKER_MIN_REQUESTS="4",
+                                                      CURLGUARD_BREAKER_COOLDOWN_S="30")))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            us, codes = p.stdout.decode().split(" ", 1)
+            self.assertEqual(codes.strip(), "[-7]")
+            print(f"\n[breaker] open circuit: {float(us):.1f} us per call (pycurl, 200 calls, "
+                  f"log {'off' if log == 'off' else 'on'})", flush=True)
+            self.assertLess(float(us), 50000)
+        self.exact_entries(bad, 4)
+        self.exact_entries(url, 0)
+        recs = harness.read_records(self.tmp / "ff.jsonl")
+        self.assertEqual(len(recs), 201)
+        self.assertEqual({r["outcome"] for r in recs}, {"circuit_open"})
+        self.assertEqual(self.stat_breaker()["state"], "open")
+
+
+class HalfOpenTest(BreakerTestCase):
+    def wait_cooldown(self, opened_at, cooldown):
+        left = opened_at + cooldown + 0.15 - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    def test_one_probe_from_16_processes_then_recovery_closes(self):
+        env = self.benv(cooldown="2")
+        opened = self.open_breaker(env)
+        # Before the cooldown ends nothing goes.
+        early = self.mock.url("/v1/chat/completions", plan="200")
+        p = self.curl(early, env)
+        self.assertEqual(p.returncode, 7)
+        self.wait_cooldown(opened, 2)
+
+        probe = self.mock.url("/v1/chat/completions", plan="200:delay=3000")
+        barrier = threading.Barrier(16)
+
+        def one(_):
+            barrier.wait(10)
+            t0 = time.monotonic()
+            r = self.curl(probe, env)
+            return r, time.monotonic() - t0
+
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            results = list(ex.map(one, range(16)))
+        codes = sorted(r.returncode for r, _ in results)
+        self.assertEqual(codes, [0] + [7] * 15, [(r.returncode, r.stderr) for r, _ in results])
+        for r, took in results:
+            if r.returncode == 7:
+                self.assertRegex(r.stderr.decode(), OPEN_RE)
+                # The probe takes 3 s; 16 processes starting at once on a small machine
+                # need a moment each, so the bound is looser than the sequential 1 s.
+                self.assertLess(took, 2.0, "a caller waited for the probe instead of failing")
+            else:
+                self.assertEqual(r.stdout, b"200")
+        seen = self.exact_entries(probe, 1)
+        print(f"\n[breaker] probes that reached the server from 16 processes: {len(seen)}",
+              flush=True)
+        self.exact_entries(early, 0)
+
+        b = self.stat_breaker()
+        self.assertEqual(b["state"], "closed", b)
+        self.assertEqual((b["requests"], b["probes"], b["opened"]), (0, 1, 1), b)
+        after = self.mock.url("/v1/chat/completions", plan="200")
+        for _ in range(3):
+            self.assertEqual(self.curl(after, env).returncode, 0)
+        self.exact_entries(after, 3)
+        outcomes = [r["outcome"] for r in self.records()]
+        self.assertEqual(outcomes.count("circuit_open"), 16)   # 1 early + 15 during the probe
+
+    def test_failed_probe_reopens(self):
+        env = self.benv(cooldown="1")
+        opened = self.open_breaker(env)
+        self.wait_cooldown(opened, 1)
+        probe = self.mock.url("/v1/chat/completions", plan="503")
+        p = self.curl(probe, env)
+        self.assertEqual((p.returncode, p.stdout), (0, b"503"), p.stderr)
+        self.exact_entries(probe, 1)
+        b = self.stat_breaker()
+        self.assertEqual((b["state"], b["opened"], b["probes"]), ("open", 2, 1), b)
+        self.assertGreater(b["next_probe_s"], 0.5, b)
+        t0 = time.monotonic()
+        p = self.curl(probe, env)
+        self.assertFastFail(p, time.monotonic() - t0)
+        self.exact_entries(probe, 1)
+        # A cooldown later the next probe goes, and its success closes the breaker.
+        time.sleep(1.1)
+        good = self.mock.url("/v1/chat/completions", plan="200")
+        self.assertEqual(self.curl(good, env).stdout, b"200")
+        self.assertEqual(self.stat_breaker()["state"], "closed")
+
+    def test_probe_is_not_retried_by_the_guard(self):
+        """A probe that fails retryably re-opens the breaker; the guard does not retry it
+        (`reason: circuit_open`): one request, whatever max_attempts says."""
+        env = self.benv(cooldown="1", CURLGUARD_MAX_ATTEMPTS="3",
+                        CURLGUARD_BACKOFF_BASE_MS="10", CURLGUARD_BACKOFF_CAP_MS="20")
+        opened = self.open_breaker(self.benv(cooldown="1"))
+        self.wait_cooldown(opened, 1)
+        probe = self.mock.url("/v1/chat/completions", plan="503,200")
+        p = self.curl(probe, env)
+        self.assertEqual(p.stdout, b"503")
+        self.exact_entries(probe, 1)
+        last = self.records()[-1]
+        self.assertEqual((last["outcome"], last["decision"], last["reason"]),
+                         ("http_503", "give_up", "circuit_open"))
+
+    def test_killed_probe_holder_is_released(self):
+        env = self.benv(cooldown="1")
+        opened = self.open_breaker(env)
+        self.wait_cooldown(opened, 1)
+        slow = self.mock.url("/v1/chat/completions", plan="200:delay=20000")
+        harness.skip_unsanitizable([harness.CURL], env)
+        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while not self.mock.entries(url=slow):
+                self.assertLess(time.monotonic(), deadline, "the probe never arrived")
+                self.assertIsNone(holder.poll(), "the probe ended early")
+                time.sleep(0.02)
+            b = self.stat_breaker()
+            self.assertEqual((b["state"], b["probe_pid"]), ("half_open", holder.pid), b)
+            # While the probe lives, everybody else fails fast.
+            other = self.mock.url("/v1/chat/completions", plan="200")
+            t0 = time.monotonic()
+            self.assertFastFail(self.curl(other, env), time.monotonic() - t0)
+        finally:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+        self.assertEqual(holder.returncode, -signal.SIGKILL)
+        # Its deadline is 20 s away, but its process is gone: the next caller probes.
+        t0 = time.monotonic()
+        p = self.curl(other, env)
+        self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.exact_entries(other, 1)
+        b = self.stat_breaker()
+        self.assertEqual((b["state"], b["probes"]), ("closed", 2), b)
+
+
+class FallbackTest(BreakerTestCase):
+    def test_fallback_serves_while_open_under_its_own_breaker(self):
+        """Two provider names for the one mock (curl --resolve: every connection still goes
+        to 127.0.0.1): while the primary pool's breaker is open, calls go to its
+        fallback_url, whose own pool and breaker protect it in turn."""
+        port = self.mock.port
+        cfg = self.tmp / "guard.json"
+        small = {"min_requests": 3, "failure_rate": 0.5, "cooldown_s": 30}
+        cfg.write_text(json.dumps({"pools": [
+            {"name": "primary", "hosts": ["primary.test"], "breaker": small,
+             "fallback_url": f"http://fallback.test:{port}/fb"},
+            {"name": "backup", "hosts": ["fallback.test"], "breaker": small}]}))
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1")
+        # One key, so the mock answers in order whichever name the request used:
+        # 3 x 503 (the primary opens), 2 x 200 (the fallback serves), 2 x 503 (2 of its 4
+        # failed: the fallback opens too), then both fail fast.
+        url = self.mock.url("/v1/chat/completions", plan="503,503,503,200,200,503")
+        url = url.replace("127.0.0.1", "primary.test", 1)
+        resolve = ["--resolve", f"primary.test:{port}:127.0.0.1",
+                   "--resolve", f"fallback.test:{port}:127.0.0.1"]
+
+        def call():
+            return harness.run([harness.CURL, "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                                *resolve, url], env, timeout=30)
+
+        got = [call() for _ in range(9)]
+        self.assertEqual([p.stdout for p in got],
+                         [b"503"] * 3 + [b"200"] * 2 + [b"503"] * 2 + [b"000"] * 2,
+                         [p.stderr for p in got])
+        for p in got[7:]:
+            self.assertEqual(p.returncode, 7)
+            self.assertIn(b"curlguard: circuit open for fallback.test, next probe in", p.stderr)
+
+        seen = self.exact_entries(url, 7)
+        self.assertEqual([e["path"] for e in seen],
+                         ["/v1/chat/completions"] * 3 + ["/fb/v1/chat/completions"] * 4)
+        self.assertEqual({e["headers"]["host"] for e in seen[3:]}, {f"fallback.test:{port}"})
+
+        recs = self.records()
+        self.assertEqual([(r["host"], r["pool"], r["fallback_from"]) for r in recs],
+                         [("primary.test", "primary", None)] * 3 +
+                         [("fallback.test", "backup", "primary")] * 6)
+        self.assertEqual([r["outcome"] for r in recs][-1], "circuit_open")
+        for r in recs:
+            self.assertRecordKeys(r)
+            self.assertEqual(r["path"], "/fb/v1/chat/completions" if r["fallback_from"]
+                             else "/v1/chat/completions")
+
+        st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
+                                    harness.plain_env(CURLGUARD_STATE=str(self.state))).stdout)
+        b = {x["name"]: x["breaker"] for x in st["pools"]}
+        self.assertEqual((b["primary"]["state"], b["primary"]["rejected"]), ("open", 6), b)
+        self.assertEqual((b["backup"]["state"], b["backup"]["requests"]), ("open", 4), b)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,189 @@
+"""The shared retry budget (README "Circuit breaker and retry budget"; src/budget.h): retries
+stay a bounded fraction of first attempts across processes, also when the host retries on top
+of the guard (`curl --retry`). The mock provider's ledger counts what reached the server.
+
+The breaker is off in these tests so that only the budget limits retries."""
+
+import concurrent.futures
+import json
+import math
+import threading
+import time
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+HOST_POOL = "127.0.0.1"
+FAST = {"CURLGUARD_BREAKER": "off", "CURLGUARD_BACKOFF_BASE_MS": "10",
+        "CURLGUARD_BACKOFF_CAP_MS": "20", "CURLGUARD_MAX_ATTEMPTS": "3"}
+
+
+class BudgetTestCase(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not harness.CURL:
+            raise unittest.SkipTest("curl is not installed")
+
+    def benv(self, **extra):
+        env = dict(FAST)
+        env.update(extra)
+        return self.guard_env(extra=env)
+
+    def curl(self, url, env, args=(), timeout=60, out="/dev/null"):
+        # (curl --retry truncates its output file before a retry: /dev/null cannot be.)
+        return harness.run([harness.CURL, "-sS", "-o", str(out), "-w", "%{http_code}",
+                            *args, url], env, timeout=timeout)
+
+    def parallel(self, n, url_of, env, args=()):
+        barrier = threading.Barrier(n)
+
+        def one(i):
+            barrier.wait(10)
+            return self.curl(url_of(i), env, args, out=self.tmp / f"body-{i}")
+
+        with concurrent.futures.ThreadPoolExecutor(n) as ex:
+            return list(ex.map(one, range(n)))
+
+    def stat_budget(self, state=None):
+        p = harness.run([harness.CLI, "stat", "--json"],
+                        harness.plain_env(CURLGUARD_STATE=str(state or self.state)), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
+        return pools[HOST_POOL]["retry_budget"]
+
+
+class StormTest(BudgetTestCase):
+    N = 16                      # processes, one logical call each
+    RATIO, MIN_PER_S, WINDOW = 0.2, 0.1, 30
+
+    def storm(self, env):
+        """N curl processes, each `curl --retry 3` on a 503 storm, under the guard (3 attempts
+        per call). Returns (ledger count, results, seconds)."""
+        key = harness.unique_key("storm")
+        url = self.mock.url("/v1/chat/completions", plan="503", key=key)
+        t0 = time.monotonic()
+        results = self.parallel(self.N, lambda i: url, env,
+                                ("--retry", "3", "--retry-delay", "1"))
+        took = time.monotonic() - t0
+        time.sleep(0.1)
+        return len(self.mock.entries(key=key)), results, took
+
+    def test_budget_caps_upstream_requests_under_host_retries(self):
+        budget = {"CURLGUARD_RETRY_BUDGET_RATIO": str(self.RATIO),
+                  "CURLGUARD_RETRY_BUDGET_MIN_PER_S": str(self.MIN_PER_S),
+                  "CURLGUARD_RETRY_BUDGET_WINDOW_S": str(self.WINDOW)}
+        upstream, results, took = self.storm(self.benv(**budget))
+        allowed = math.floor(self.RATIO * self.N + self.MIN_PER_S * self.WINDOW)   # 6
+        bound = self.N + allowed
+        self.assertGreaterEqual(upstream, self.N, "every first attempt must go")
+        self.assertLessEqual(upstream, bound,
+                             f"{upstream} upstream requests for {self.N} calls; the budget "
+                             f"allows {allowed} retries")
+        refused_repeat = [r for r in results if r.returncode == 7]
+        self.assertTrue(refused_repeat, [(r.returncode, r.stderr) for r in results])
+        for r in refused_repeat:
+            self.assertIn(b"curlguard: retry budget exhausted for 127.0.0.1", r.stderr)
+        for r in results:
+            self.assertIn(r.returncode, (0, 7), r.stderr)
+
+        recs = self.records()
+        by = lambda k, v: [r for r in recs if r[k] == v]
+        # Host repeats refused before they were sent, and guard retries refused with the
+        # 503 in hand.
+        self.assertTrue(by("outcome", "retry_budget_exhausted"), recs)
+        for r in by("outcome", "retry_budget_exhausted"):
+            self.assertRecordKeys(r)
+            self.assertEqual((r["decision"], r["reason"], r["curl_code"], r["final"]),
+                             ("give_up", "retry_budget_exhausted", 7, True))
+            self.assertIsNotNone(r["repeat_of"])
+        gave_up = [r for r in by("reason", "retry_budget_exhausted") if r["outcome"] == "http_503"]
+        self.assertTrue(gave_up, "no guard retry was refused with the answer in hand")
+        for r in gave_up:
+            self.assertEqual((r["decision"], r["status"], r["final"]), ("give_up", 503, True))
+        self.assertEqual(len([r for r in recs if r["outcome"] == "http_503"]), upstream)
+
+        b = self.stat_budget()
+        self.assertLessEqual(b["retries"], allowed, b)
+        self.assertEqual(b["first_attempts"], self.N, b)
+        self.assertGreater(b["refused"], 0, b)
+        self.assertEqual(b["concurrent"], 0, b)
+
+        # Control: the same storm without the budget.
+        control_state = self.tmp / "state-control"
+        plain, _, took_plain = self.storm(self.benv(CURLGUARD_RETRY_BUDGET="off",
+                                                    CURLGUARD_STATE=str(control_state),
+                                                    CURLGUARD_LOG="off"))
+        self.assertEqual(plain, self.N * 4 * 3, "curl --retry 3 x 3 guard attempts")
+        print(f"\n[budget] 503 storm, {self.N} calls with curl --retry 3 on top of 3 guard "
+              f"attempts: {upstream} upstream requests with the budget "
+              f"({upstream / self.N:.2f} per call, {took:.1f} s), {plain} without "
+              f"({plain / self.N:.2f} per call, {took_plain:.1f} s)", flush=True)
+
+
+class GuardRetryTest(BudgetTestCase):
+    def test_refused_retry_keeps_the_answer(self):
+        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0")
+        url = self.mock.url("/v1/chat/completions", plan="503,200")
+        p = self.curl(url, env)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"503", b""))
+        self.exact_entries(url, 1)
+        [r] = self.records()
+        self.assertEqual((r["outcome"], r["decision"], r["reason"], r["final"]),
+                         ("http_503", "give_up", "retry_budget_exhausted", True))
+
+    def test_retries_within_the_floor_go(self):
+        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.2",
+                        CURLGUARD_RETRY_BUDGET_WINDOW_S="10")      # 2 retries per 10 s
+        urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(3)]
+        got = [self.curl(u, env).stdout for u in urls]
+        self.assertEqual(got, [b"200", b"200", b"503"])
+        self.exact_entries(urls[0], 2)
+        self.exact_entries(urls[2], 1)
+        b = self.stat_budget()
+        self.assertEqual((b["retries"], b["first_attempts"], b["allowed"], b["retries_left"]),
+                         (2, 3, 2, 0), b)
+
+    def test_concurrent_retries_are_capped(self):
+        # Each retry holds its slot through a 1.5 s backoff: of 4 processes retrying at
+        # once, one may.
+        env = self.benv(CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT="1",
+                        CURLGUARD_RETRY_BUDGET_MIN_PER_S="100", CURLGUARD_JITTER="none",
+                        CURLGUARD_BACKOFF_BASE_MS="1500", CURLGUARD_BACKOFF_CAP_MS="1500")
+        urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(4)]
+        results = self.parallel(4, lambda i: urls[i], env)
+        self.assertEqual(sorted(r.stdout for r in results), [b"200", b"503", b"503", b"503"],
+                         [(r.stdout, r.stderr) for r in results])
+        self.assertEqual(sum(len(self.mock.entries(url=u)) for u in urls), 5)
+        reasons = sorted(r["reason"] for r in self.records() if r["final"])
+        self.assertEqual(reasons, ["ok"] + ["retry_budget_exhausted"] * 3)
+        self.assertEqual(self.stat_budget()["concurrent"], 0)
+
+    def test_off_switch(self):
+        env = self.benv(CURLGUARD_RETRY_BUDGET="off", CURLGUARD_RETRY_BUDGET_RATIO="0",
+                        CURLGUARD_RETRY_BUDGET_MIN_PER_S="0")
+        url = self.mock.url("/v1/chat/completions", plan="503,503,200")
+        self.assertEqual(self.curl(url, env).stdout, b"200")
+        self.exact_entries(url, 3)
+
+    def test_pool_budget_from_config_file(self):
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [{
+            "name": "mockpool", "hosts": ["127.0.0.1"],
+            "retry_budget": {"ratio": 0, "min_per_s": 0.1, "window_s": 10,
+                             "max_concurrent_retries": 4}}]}))
+        env = self.benv(CURLGUARD_CONFIG=str(cfg))
+        urls = [self.mock.url("/v1/x", plan="503,200") for _ in range(2)]
+        self.assertEqual([self.curl(u, env).stdout for u in urls], [b"200", b"503"])
+        st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
+                                    harness.plain_env(CURLGUARD_STATE=str(self.state))).stdout)
+        b = {x["name"]: x for x in st["pools"]}["mockpool"]["retry_budget"]
+        self.assertEqual((b["ratio"], b["min_per_s"], b["window_s"], b["max_concurrent"],
+                          b["retries"], b["refused"]), (0, 0.1, 10, 4, 1, 1), b)
+
+
+if __name__ == "__main__":
+    unittest.main()

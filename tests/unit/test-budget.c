@@ -1,0 +1,201 @@
+/* test-budget.c - the shared retry budget (budget.h) over a real state file: the ratio +
+ * floor math, the window, concurrency slots, dead slot holders, and no overdraw when many
+ * threads ask at once.  Time is driven with explicit `now` values (NOW0). */
+#include "budget.h"
+#include "state.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MS 1000000LL
+#define SEC 1000000000LL
+#define NOW0 (100000 * SEC)
+
+static char dir[64];
+static char path[128];
+static struct cg_state st;
+
+static void setup(void) {
+  char why[512] = "";
+  snprintf(dir, sizeof(dir), "/tmp/cg-test-budget-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof(path), "%s/state", dir);
+  cr_assert_eq(cg_state_open(path, &st, why, sizeof(why)), 0, "cg_state_open: %s", why);
+}
+
+static void teardown(void) {
+  cg_state_close(&st);
+  unlink(path);
+  rmdir(dir);
+}
+
+TestSuite(budget, .init = setup, .fini = teardown, .timeout = 30);
+
+static struct cg_budget_cfg cfg(double ratio, double min_per_s, double window_s, long conc) {
+  struct cg_budget_cfg c = {1, ratio, min_per_s, window_s, conc};
+  return c;
+}
+
+/* Ask for retries at `now` until refused (at most 1000); how many were granted.  Slots
+ * are given back at once. */
+static int drain(const struct cg_budget_cfg *c, int64_t now) {
+  int n = 0, slot;
+  while (n < 1000 && cg_budget_retry(&st, 0, c, now, &slot) == CG_BUDGET_GRANTED) {
+    cg_budget_done(&st, 0, slot);
+    n++;
+  }
+  return n;
+}
+
+static void firsts(const struct cg_budget_cfg *c, int n, int64_t now) {
+  int i;
+  for (i = 0; i < n; i++)
+    cg_budget_first(&st, 0, c, now);
+}
+
+Test(budget, allowed_math) {
+  struct cg_budget_cfg c = cfg(0.2, 1, 10, 0);
+  cr_assert_float_eq(cg_budget_allowed(100, &c), 30.0, 1e-9);
+  cr_assert_float_eq(cg_budget_allowed(0, &c), 10.0, 1e-9, "the floor alone");
+  c = cfg(0.2, 0, 10, 0);
+  cr_assert_float_eq(cg_budget_allowed(16, &c), 3.2, 1e-9);
+}
+
+Test(budget, floor_only) {
+  struct cg_budget_cfg c = cfg(0.2, 0.5, 10, 0);
+  cr_assert_eq(drain(&c, NOW0), 5, "0.5/s over 10 s");
+}
+
+Test(budget, ratio_of_first_attempts) {
+  struct cg_budget_cfg c = cfg(0.2, 0, 10, 0);
+  int slot;
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_WINDOW, "nothing yet");
+  firsts(&c, 16, NOW0);
+  cr_assert_eq(drain(&c, NOW0), 3, "20 %% of 16 is 3.2: 3 retries");
+  firsts(&c, 4, NOW0 + MS);
+  cr_assert_eq(drain(&c, NOW0 + MS), 1, "20 %% of 20 is 4: one more");
+  cr_assert_eq(st.budgets[0].refused, 3);
+}
+
+Test(budget, window_expiry_restores) {
+  struct cg_budget_cfg c = cfg(0.2, 0, 10, 0);
+  firsts(&c, 10, NOW0);
+  cr_assert_eq(drain(&c, NOW0), 2);
+  /* 10 s later the first attempts and retries have both left the window. */
+  cr_assert_eq(drain(&c, NOW0 + 10 * SEC), 0);
+  firsts(&c, 10, NOW0 + 10 * SEC);
+  cr_assert_eq(drain(&c, NOW0 + 10 * SEC), 2);
+}
+
+Test(budget, concurrency_slots) {
+  struct cg_budget_cfg c = cfg(0, 100, 10, 2);
+  int a, b, x;
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &a), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &b), CG_BUDGET_GRANTED);
+  cr_assert_geq(a, 0);
+  cr_assert_geq(b, 0);
+  cr_assert_neq(a, b);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &x), CG_BUDGET_CONCURRENCY);
+  cr_assert_eq(x, -1);
+  cg_budget_done(&st, 0, a);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &x), CG_BUDGET_GRANTED);
+  cg_budget_done(&st, 0, b);
+  cg_budget_done(&st, 0, x);
+  cg_budget_done(&st, 0, x); /* twice: harmless */
+}
+
+Test(budget, refused_by_window_keeps_no_slot) {
+  struct cg_budget_cfg c = cfg(0, 0, 10, 4);
+  struct cg_budget_view v;
+  int slot;
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_WINDOW);
+  cr_assert_eq(slot, -1);
+  cg_budget_view(&st, 0, NOW0, &v);
+  cr_assert_eq(v.concurrent, 0);
+}
+
+Test(budget, dead_slot_holder_is_reclaimed) {
+  struct cg_budget_cfg c = cfg(0, 100, 10, 1);
+  int status, slot;
+  pid_t child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    int s;
+    _exit(cg_budget_retry(&st, 0, &c, NOW0, &s) == CG_BUDGET_GRANTED && s >= 0 ? 0 : 1);
+  }
+  cr_assert_eq(waitpid(child, &status, 0), child);
+  cr_assert_eq(WEXITSTATUS(status), 0);
+  /* The child died holding the only slot: it is taken back. */
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_GRANTED);
+  cg_budget_done(&st, 0, slot);
+}
+
+Test(budget, disabled_grants_and_counts_nothing) {
+  struct cg_budget_cfg c = cfg(0, 0, 10, 1);
+  struct cg_budget_view v;
+  int slot, i;
+  c.enabled = 0;
+  for (i = 0; i < 10; i++) {
+    cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_GRANTED);
+    cr_assert_eq(slot, -1);
+  }
+  cg_budget_first(&st, 0, &c, NOW0);
+  cg_budget_configure(&st, 0, &c);
+  cg_budget_view(&st, 0, NOW0, &v);
+  cr_assert_eq(v.first + v.retries, 0);
+  cr_assert_eq(v.enabled, 0);
+}
+
+Test(budget, view_for_stat) {
+  struct cg_budget_cfg c = cfg(0.2, 1, 10, 16);
+  struct cg_budget_view v;
+  int slot;
+  cg_budget_configure(&st, 0, &c);
+  firsts(&c, 50, NOW0);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_GRANTED);
+  cg_budget_view(&st, 0, NOW0 + SEC, &v);
+  cr_assert_eq(v.first, 50);
+  cr_assert_eq(v.retries, 1);
+  cr_assert_float_eq(v.allowed, 20.0, 1e-9);
+  cr_assert_eq(v.concurrent, 1);
+  cr_assert_eq(v.max_concurrent, 16);
+  cg_budget_done(&st, 0, slot);
+}
+
+/* ---- no overdraw from racing threads ---- */
+
+static struct cg_budget_cfg race_cfg;
+static pthread_barrier_t race_barrier;
+static int race_granted;
+
+static void *racer(void *arg) {
+  int i, mine = 0, slot;
+  (void) arg;
+  pthread_barrier_wait(&race_barrier);
+  for (i = 0; i < 200; i++)
+    if (cg_budget_retry(&st, 0, &race_cfg, NOW0 + i * MS, &slot) == CG_BUDGET_GRANTED) {
+      mine++;
+      cg_budget_done(&st, 0, slot);
+    }
+  __atomic_fetch_add(&race_granted, mine, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+Test(budget, racing_threads_never_overdraw) {
+  pthread_t t[8];
+  int i;
+  race_cfg = cfg(0.2, 0, 10, 0);
+  firsts(&race_cfg, 500, NOW0);
+  pthread_barrier_init(&race_barrier, NULL, 8);
+  for (i = 0; i < 8; i++)
+    pthread_create(&t[i], NULL, racer, NULL);
+  for (i = 0; i < 8; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&race_barrier);
+  cr_assert_eq(race_granted, 100, "20 %% of 500 first attempts, got %d", race_granted);
+}
