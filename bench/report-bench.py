@@ -4,7 +4,8 @@
     /usr/bin/python3 bench/report-bench.py --build build [--lines N] [--runs 3] [--keep F]
 
 Writes N (default 1,000,000) realistic usage records to a temp file, deterministically
-(seed 1): calls of 1-4 attempts through three pools and six models (one unpriced), a
+(seed 1): calls of 1-4 attempts through three pools and six models (one unpriced; two
+answered with dated names, as providers do), a
 mix of ok, 429, 503, 500, read timeouts and resets, possibly-billed attempts, tokens
 and costs on successes, repeated bodies and task ids, timestamps over about a day,
 and one malformed line per 10,000.  Then times `BUILD/curlguard report --json FILE`
@@ -33,6 +34,8 @@ POOLS = [  # pool, host, path, models with (weight, price in/out per 1M tokens o
     ("gemini", "generativelanguage.googleapis.com", "/v1beta/models",
      [("gemini-2.5-flash", 2, (0.30, 2.50))]),
 ]
+# Providers answer some names with a dated variant: the successes carry it.
+ANSWERED = {"gpt-4o": "gpt-4o-2024-08-06", "gpt-4o-mini": "gpt-4o-mini-2024-07-18"}
 # outcome, status, curl_code, weight, possibly_billed, retryable
 FAILURES = [
     ("http_429", 429, 0, 30, False, True),
@@ -107,7 +110,8 @@ def generate(path, lines, seed=1):
                     status=status, curl_code=curl_code, outcome=outcome, decision=decision,
                     reason=reason, queue=rnd.randrange(0, 50), backoff=backoff,
                     conn=rnd.randrange(1, 30), ttfb=min(dur, rnd.randrange(50, 900)), dur=dur,
-                    sent=rnd.randrange(300, 9000), recv=rnd.randrange(200, 6000), model=model,
+                    sent=rnd.randrange(300, 9000), recv=rnd.randrange(200, 6000),
+                    model=ANSWERED.get(model, model) if fail is None else model,
                     pt=pt, ct=ct, tt=tt, cached=cached, cost=cost,
                     pb="true" if pb else "false", digest=digest))
                 written += 1

@@ -6,7 +6,8 @@
  * Retry ratio: every 10-minute window [m, m + 10 min) for every whole minute m that has
  * records in it is judged; a window with at least CG_ALERT_MIN_ATTEMPTS attempts and
  * retries / attempts > 5 % fires.  Consecutive firing windows are one alert, naming the
- * span and its worst window.
+ * span they cover (from the start of the first to the end of the last, so the worst
+ * window lies within it) and its worst window.
  *
  * Hour over hour: cost_usd summed per clock hour (UTC); an hour whose previous clock
  * hour had records with cost > 0 fires when its cost is more than 1.3 x that.  (The first
@@ -15,6 +16,7 @@
  */
 #include "report.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,8 +29,8 @@ static char *cg__minute_ts(int64_t minute, char *buf, size_t len) {
   return cg_rfc3339_format(minute * 60000, buf, len);
 }
 
-/* One alert for a run of firing windows: records from minute `first` to minute `last`
- * (inclusive) were in them; `worst` starts the window with the highest ratio. */
+/* One alert for a run of firing windows: the first starts at minute `first`, the last
+ * at minute `last`; `worst` starts the window with the highest ratio. */
 static void cg__retry_window_alert(struct cg_report *r, int64_t first, int64_t last,
                                    int64_t worst, uint64_t att, uint64_t ret) {
   char from[40], to[40], wfrom[40], wto[40], msg[400];
@@ -37,7 +39,7 @@ static void cg__retry_window_alert(struct cg_report *r, int64_t first, int64_t l
   if (!a)
     return;
   cg__minute_ts(first, from, sizeof(from));
-  cg__minute_ts(last + 1, to, sizeof(to));
+  cg__minute_ts(last + CG_ALERT_WINDOW_MIN, to, sizeof(to));
   cg__minute_ts(worst, wfrom, sizeof(wfrom));
   cg__minute_ts(worst + CG_ALERT_WINDOW_MIN, wto, sizeof(wto));
   cJSON_AddStringToObject(a, "kind", "retry_ratio");
@@ -63,7 +65,7 @@ static void cg__retry_windows(struct cg_report *r, const struct cg_rminute *m, s
   size_t lo = 0, hi = 0;
   uint64_t att = 0, ret = 0;
   int firing = 0;
-  int64_t s, run_first = 0, run_last = 0, worst = 0; /* run_*: minutes with records */
+  int64_t s, run_first = 0, run_last = 0, worst = 0; /* run_*: window starts */
   uint64_t w_att = 0, w_ret = 0;
 
   if (n == 0)
@@ -95,10 +97,10 @@ static void cg__retry_windows(struct cg_report *r, const struct cg_rminute *m, s
     if (fires) {
       if (!firing) {
         firing = 1;
-        run_first = m[lo].minute;
+        run_first = s;
         w_att = 0;
       }
-      run_last = m[hi - 1].minute;
+      run_last = s;
       if (w_att == 0 || (double) ret * (double) w_att > (double) w_ret * (double) att) {
         worst = s;
         w_att = att;
@@ -114,8 +116,17 @@ static void cg__retry_windows(struct cg_report *r, const struct cg_rminute *m, s
     cg__retry_window_alert(r, run_first, run_last, worst, w_att, w_ret);
 }
 
+/* `usd` with 6 decimals, or "overflow" when the sum is not finite. */
+static const char *cg__usd(char *buf, size_t len, double usd) {
+  if (isfinite(usd))
+    snprintf(buf, len, "%.6f", usd);
+  else
+    snprintf(buf, len, "overflow");
+  return buf;
+}
+
 static void cg__cost_alert(struct cg_report *r, int64_t hour, double prev, double cur) {
-  char from[40], msg[300];
+  char from[40], msg[300], a_usd[48], b_usd[48], up[48];
   cJSON *a = cJSON_CreateObject();
 
   if (!a)
@@ -127,8 +138,13 @@ static void cg__cost_alert(struct cg_report *r, int64_t hour, double prev, doubl
   cg_report_json_num(a, "cost_usd", cur);
   cg_report_json_num(a, "increase", cur / prev - 1);
   cg_report_json_num(a, "threshold", CG_ALERT_COST_RISE - 1);
-  snprintf(msg, sizeof(msg), "cost up %.0f %% hour over hour: %.6f USD in the hour from %s, "
-           "%.6f USD the hour before", 100.0 * (cur / prev - 1), cur, from, prev);
+  if (isfinite(cur / prev))
+    snprintf(up, sizeof(up), "%.0f %%", 100.0 * (cur / prev - 1));
+  else
+    snprintf(up, sizeof(up), "beyond measure");
+  snprintf(msg, sizeof(msg), "cost up %s hour over hour: %s USD in the hour from %s, %s USD "
+           "the hour before", up, cg__usd(a_usd, sizeof(a_usd), cur), from,
+           cg__usd(b_usd, sizeof(b_usd), prev));
   cJSON_AddStringToObject(a, "message", msg);
   cg_report_alert(r, a);
 }

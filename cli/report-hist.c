@@ -39,15 +39,14 @@ void cg_hist_bounds(int idx, int64_t *lo, int64_t *hi) {
 void cg_hist_add(struct cg_hist *h, int64_t ms) {
   if (ms < 0)
     ms = 0;
-  if (ms >= CG_HIST_LIMIT)
-    ms = CG_HIST_LIMIT - 1;
+  /* min, max and the sum take the value as it is; only the bucket clamps. */
   if (h->count == 0 || ms < h->min)
     h->min = ms;
   if (h->count == 0 || ms > h->max)
     h->max = ms;
   h->count++;
   h->sum += (double) ms;
-  h->bucket[cg_hist_index(ms)]++;
+  h->bucket[cg_hist_index(ms < CG_HIST_LIMIT ? ms : CG_HIST_LIMIT - 1)]++;
 }
 
 int64_t cg_hist_percentile(const struct cg_hist *h, double p) {

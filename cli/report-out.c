@@ -2,6 +2,7 @@
  * README "curlguard report" for both shapes). */
 #include "report.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,90 @@ static void cg__num(cJSON *o, const char *k, double v) {
   cg_report_json_num(o, k, v);
 }
 
+/* A string member, or null for NULL. */
+static void cg__str(cJSON *o, const char *k, const char *v) {
+  if (v)
+    cJSON_AddStringToObject(o, k, v);
+  else
+    cJSON_AddNullToObject(o, k);
+}
+
+/* ---- escaping for the text output ---- */
+
+/* Write `s` into `out` (`cap` bytes) escaped, at most `max_chars` characters: returns
+ * the characters written. */
+static size_t cg__escape(char *out, size_t cap, const char *s, size_t max_chars) {
+  const unsigned char *u = (const unsigned char *) s;
+  size_t o = 0, chars = 0;
+
+  /* Bounded by strlen(s): every step consumes at least one byte. */
+  while (*u) {
+    char piece[16];
+    size_t plen, pchars = 1, n = 1;
+    if (*u == '\\' || (*u == '(' && u == (const unsigned char *) s)) {
+      piece[0] = '\\';
+      piece[1] = (char) *u;
+      plen = pchars = 2;
+    } else if (*u < 0x20 || *u == 0x7f) {
+      if (*u == '\n')
+        plen = (size_t) snprintf(piece, sizeof(piece), "\\n");
+      else if (*u == '\r')
+        plen = (size_t) snprintf(piece, sizeof(piece), "\\r");
+      else if (*u == '\t')
+        plen = (size_t) snprintf(piece, sizeof(piece), "\\t");
+      else
+        plen = (size_t) snprintf(piece, sizeof(piece), "\\x%02x", *u);
+      pchars = plen;
+    } else if (*u == 0xC2 && u[1] >= 0x80 && u[1] <= 0x9F) { /* C1 controls (CSI...) */
+      plen = pchars = (size_t) snprintf(piece, sizeof(piece), "\\u%04x", u[1]);
+      n = 2;
+    } else if (*u == 0xE2 && ((u[1] == 0x80 && u[2] >= 0xA8 && u[2] <= 0xAE) ||
+                              (u[1] == 0x81 && u[2] >= 0xA6 && u[2] <= 0xA9))) {
+      /* line/paragraph separators and bidirectional overrides, which reorder a line */
+      unsigned cp = 0x2000u | ((u[1] & 0x3Fu) << 6) | (u[2] & 0x3Fu);
+      plen = pchars = (size_t) snprintf(piece, sizeof(piece), "\\u%04x", cp);
+      n = 3;
+    } else {
+      n = *u < 0x80 ? 1 : *u < 0xE0 ? 2 : *u < 0xF0 ? 3 : 4;
+      for (size_t k = 1; k < n; k++)
+        if (!u[k]) /* not reached for valid UTF-8 */
+          n = k;
+      memcpy(piece, u, n);
+      plen = n;
+    }
+    if (o + plen >= cap || chars + pchars > max_chars)
+      break;
+    memcpy(out + o, piece, plen);
+    o += plen;
+    chars += pchars;
+    u += n;
+  }
+  if (cap)
+    out[o < cap ? o : cap - 1] = '\0';
+  return chars;
+}
+
+size_t cg_text_escape(char *out, size_t cap, const char *s) {
+  return cg__escape(out, cap, s, (size_t) -1);
+}
+
+/* Print `s` escaped, or `marker` for NULL, in a field of `width` characters (cut or
+ * padded with spaces on the right). */
+static void cg__field(FILE *out, const char *s, const char *marker, size_t width) {
+  char buf[512];
+  size_t n;
+
+  if (s) {
+    n = cg__escape(buf, sizeof(buf), s, width);
+  } else {
+    snprintf(buf, sizeof(buf), "%.*s", (int) width, marker); /* ASCII */
+    n = strlen(buf);
+  }
+  fputs(buf, out);
+  for (; n < width; n++)
+    fputc(' ', out);
+}
+
 static double cg__ratio(uint64_t a, uint64_t b) {
   return b ? (double) a / (double) b : 0;
 }
@@ -54,9 +139,10 @@ static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *
   for (size_t i = 0; oc && i < r->noutcomes; i++)
     if (s->outcome[i])
       cg__num(oc, r->outcome_name[i], (double) s->outcome[i]);
-  if (oc && s->outcome[CG_REPORT_MAX_OUTCOMES])
-    cg__num(oc, "other", (double) s->outcome[CG_REPORT_MAX_OUTCOMES]);
+  /* Outcome names beyond the cap: a count of its own, not a name ("other" may be one). */
+  cg__num(o, "outcomes_other", (double) s->outcome[CG_REPORT_MAX_OUTCOMES]);
   cg__num(o, "billed_attempts", (double) s->billed);
+  cg__num(o, "billed_retries", (double) s->billed_retries);
   cg__num(o, "usage_attempts", (double) s->usage_attempts);
   cg__num(o, "possibly_billed", (double) s->possibly_billed);
   cg__num(o, "at_risk_attempts", (double) s->at_risk_attempts);
@@ -70,12 +156,14 @@ static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *
     cg__num(t, "cached", (double) s->cached_tokens);
   }
   cg__num(o, "cost_usd", s->cost_usd);
+  /* A sum beyond the largest double (absurd costs): null above, and this flag. */
+  cJSON_AddBoolToObject(o, "cost_overflow", !isfinite(s->cost_usd) || isinf(at_risk));
   cg__num(o, "priced_attempts", (double) s->priced);
   cg__num(o, "unpriced_attempts", (double) s->unpriced);
   dup = cJSON_AddObjectToObject(o, "duplicate_bodies");
   if (dup) {
     cg__num(dup, "digests", (double) s->dup_digests);
-    cg__num(dup, "extra_billed_attempts", (double) s->dup_extra_billed);
+    cg__num(dup, "extra_calls", (double) s->dup_extra_calls);
   }
   lat = cJSON_AddObjectToObject(o, "latency_ms");
   if (lat) {
@@ -128,8 +216,15 @@ cJSON *cg_report_json(const struct cg_report *r) {
     cJSON *g = cJSON_CreateObject();
     if (!g)
       continue;
-    cJSON_AddStringToObject(g, "pool", r->group[i].pool);
-    cJSON_AddStringToObject(g, "model", r->group[i].model);
+    const struct cg_rgroup *gr = &r->group[i];
+    cJSON *models;
+    cg__str(g, "pool", gr->pool);
+    cg__str(g, "model", gr->model);
+    cJSON_AddBoolToObject(g, "other", gr->other);
+    models = cJSON_AddArrayToObject(g, "models");
+    for (size_t k = 0; models && k < gr->nvariants; k++)
+      cJSON_AddItemToArray(models, cJSON_CreateString(gr->variant[k]));
+    cJSON_AddBoolToObject(g, "models_capped", gr->variants_capped);
     cg_report_risk(r, (long) i, &risk, &unest);
     cJSON_AddItemToArray(arr, cg__stats_json(r, &r->group[i].s, g, risk, unest));
   }
@@ -137,10 +232,12 @@ cJSON *cg_report_json(const struct cg_report *r) {
   cJSON_AddItemToObject(root, "totals", cg__stats_json(r, &r->total, NULL, risk, unest));
   arr = cJSON_AddArrayToObject(root, "unpriced_models");
   for (size_t i = 0; arr && i < r->ngroups; i++) {
-    if (r->group[i].s.unpriced && strcmp(r->group[i].model, "-") != 0) {
+    if (r->group[i].s.unpriced && r->group[i].model) {
       cJSON *u = cJSON_CreateObject();
-      cJSON_AddStringToObject(u, "pool", r->group[i].pool);
-      cJSON_AddStringToObject(u, "model", r->group[i].model);
+      if (!u)
+        continue;
+      cg__str(u, "pool", r->group[i].pool);
+      cg__str(u, "model", r->group[i].model);
       cg__num(u, "attempts", (double) r->group[i].s.unpriced);
       cJSON_AddItemToArray(arr, u);
     }
@@ -155,7 +252,7 @@ cJSON *cg_report_json(const struct cg_report *r) {
   o = cJSON_AddObjectToObject(root, "limits");
   if (o) {
     cJSON_AddBoolToObject(o, "groups_capped", r->groups_capped);
-    cJSON_AddBoolToObject(o, "digests_capped", r->digests.full);
+    cJSON_AddBoolToObject(o, "digests_capped", r->digests.full || r->dup_calls.full);
     cJSON_AddBoolToObject(o, "tasks_capped", r->tasks.full);
     cJSON_AddBoolToObject(o, "calls_capped", r->pending.full);
     cJSON_AddBoolToObject(o, "minutes_capped", r->minutes.full);
@@ -174,36 +271,74 @@ static void cg__pct(char *buf, size_t len, const struct cg_hist *h, double p) {
     snprintf(buf, len, "-");
 }
 
-static void cg__row(FILE *out, const char *pool, const char *model,
-                    const struct cg_rstats *s, double at_risk) {
-  char p50[24], p95[24], p99[24], risk[32];
+/* A cost in USD for the table: 6 significant digits (a priced 4e-07 is not 0), "-"
+ * when nothing was priced, "?" when it cannot be estimated, "overflow" past the largest
+ * double. */
+static void cg__cost(char *buf, size_t len, double usd, int none) {
+  if (none)
+    snprintf(buf, len, "-");
+  else if (isnan(usd))
+    snprintf(buf, len, "?");
+  else if (!isfinite(usd))
+    snprintf(buf, len, "overflow");
+  else
+    snprintf(buf, len, "%.6g", usd);
+}
+
+static void cg__row(FILE *out, const struct cg_rgroup *g, const struct cg_rstats *s,
+                    double at_risk) {
+  char p50[24], p95[24], p99[24], risk[32], cost[32];
 
   cg__pct(p50, sizeof(p50), s->latency, 50);
   cg__pct(p95, sizeof(p95), s->latency, 95);
   cg__pct(p99, sizeof(p99), s->latency, 99);
-  if (isnan(at_risk))
-    snprintf(risk, sizeof(risk), "?");
+  cg__cost(risk, sizeof(risk), at_risk, 0);
+  cg__cost(cost, sizeof(cost), s->cost_usd, s->priced == 0);
+  if (!g)
+    cg__field(out, "TOTAL", "", 20);
   else
-    snprintf(risk, sizeof(risk), "%.6f", at_risk);
-  fprintf(out, "%-20.20s %-26.26s %8llu %5llu %8llu %6.2f %7llu %6llu %11llu %12.6f %10s "
-          "%5llu %7s %7s %7s\n", pool, model, (unsigned long long) s->calls,
+    cg__field(out, g->other ? NULL : g->pool, g->other ? "(other)" : "(none)", 20);
+  fputc(' ', out);
+  cg__field(out, g ? g->model : "", g && g->other ? "(other)" : "(none)", 26);
+  fprintf(out, " %8llu %5llu %8llu %6.2f %7llu %6llu %11llu %12s %12s "
+          "%5llu %7s %7s %7s\n", (unsigned long long) s->calls,
           (unsigned long long) s->unfinished, (unsigned long long) s->attempts,
           100.0 * cg__ratio(s->retries, s->attempts), (unsigned long long) s->billed,
           (unsigned long long) s->possibly_billed, (unsigned long long) s->total_tokens,
-          s->cost_usd, risk, (unsigned long long) s->dup_digests, p50, p95, p99);
+          cost, risk, (unsigned long long) s->dup_digests, p50, p95, p99);
 }
 
+/* The outcome counts of a row, on a line of their own (none: no line). */
 static void cg__outcomes(FILE *out, const struct cg_report *r, const struct cg_rstats *s) {
   const char *sep = "";
-  fprintf(out, "%-20s outcomes: ", "");
+  char name[256];
   for (size_t i = 0; i <= CG_REPORT_MAX_OUTCOMES; i++) {
     if (!s->outcome[i])
       continue;
-    fprintf(out, "%s%s %llu", sep, i < r->noutcomes ? r->outcome_name[i] : "other",
-            (unsigned long long) s->outcome[i]);
+    if (!*sep)
+      fprintf(out, "%-20s outcomes: ", "");
+    if (i < r->noutcomes)
+      cg_text_escape(name, sizeof(name), r->outcome_name[i]);
+    else
+      snprintf(name, sizeof(name), "(other)");
+    fprintf(out, "%s%s %llu", sep, name, (unsigned long long) s->outcome[i]);
     sep = ", ";
   }
-  fputc('\n', out);
+  if (*sep)
+    fputc('\n', out);
+}
+
+/* The raw model names of a family, when they are not just the family's own name. */
+static void cg__variants(FILE *out, const struct cg_rgroup *g) {
+  char name[256];
+  if (g->nvariants == 0 || (g->nvariants == 1 && strcmp(g->variant[0], g->model) == 0))
+    return;
+  fprintf(out, "%-20s models: ", "");
+  for (size_t k = 0; k < g->nvariants; k++) {
+    cg_text_escape(name, sizeof(name), g->variant[k]);
+    fprintf(out, "%s%s", k ? ", " : "", name);
+  }
+  fprintf(out, "%s\n", g->variants_capped ? ", ..." : "");
 }
 
 void cg_report_print(const struct cg_report *r, FILE *out) {
@@ -229,40 +364,57 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
         fprintf(out, "%s%s %llu", sep, cg_rbad_name[i], (unsigned long long) r->malformed[i]);
         sep = ", ";
       }
-    fprintf(out, "; first at %s)", r->first_bad ? r->first_bad : "?");
+    if (r->first_bad) {
+      char place[512];
+      cg_text_escape(place, sizeof(place), r->first_bad);
+      fprintf(out, "; first at %s)", place);
+    } else {
+      fputs("; first at ?)", out);
+    }
   }
   fputs("\n\n", out);
-  fprintf(out, "%-20s %-26s %8s %5s %8s %6s %7s %6s %11s %12s %10s %5s %7s %7s %7s\n", "pool",
+  fprintf(out, "%-20s %-26s %8s %5s %8s %6s %7s %6s %11s %12s %12s %5s %7s %7s %7s\n", "pool",
           "model", "calls", "unfin", "attempts", "retry%", "billed", "pbill", "tokens",
           "cost_usd", "at_risk", "dups", "p50_ms", "p95_ms", "p99_ms");
   for (i = 0; i < r->ngroups; i++) {
     cg_report_risk(r, (long) i, &risk, &unest);
-    cg__row(out, r->group[i].pool, r->group[i].model, &r->group[i].s, risk);
+    cg__row(out, &r->group[i], &r->group[i].s, risk);
     cg__outcomes(out, r, &r->group[i].s);
+    cg__variants(out, &r->group[i]);
   }
   cg_report_risk(r, -1, &risk, &unest);
-  cg__row(out, "TOTAL", "", &r->total, risk);
+  cg__row(out, NULL, &r->total, risk);
   cg__outcomes(out, r, &r->total);
   fprintf(out, "\ntokens: prompt %llu, completion %llu, cached %llu; host retries: %llu calls; "
-          "duplicate bodies: %llu digests billed %llu extra times\n",
+          "duplicate bodies: %llu digests billed in %llu extra calls; billed retries: %llu\n",
           (unsigned long long) r->total.prompt_tokens,
           (unsigned long long) r->total.completion_tokens,
           (unsigned long long) r->total.cached_tokens,
           (unsigned long long) r->total.host_retry_calls,
           (unsigned long long) r->total.dup_digests,
-          (unsigned long long) r->total.dup_extra_billed);
+          (unsigned long long) r->total.dup_extra_calls,
+          (unsigned long long) r->total.billed_retries);
   sep = "";
   fputs("unpriced models: ", out);
   for (i = 0; i < r->ngroups; i++)
-    if (r->group[i].s.unpriced && strcmp(r->group[i].model, "-") != 0) {
-      fprintf(out, "%s%s (%s, %llu attempts)", sep, r->group[i].model, r->group[i].pool,
+    if (r->group[i].s.unpriced && r->group[i].model) {
+      char model[256], pool[256];
+      cg_text_escape(model, sizeof(model), r->group[i].model);
+      if (r->group[i].pool)
+        cg_text_escape(pool, sizeof(pool), r->group[i].pool);
+      else
+        snprintf(pool, sizeof(pool), "(none)");
+      fprintf(out, "%s%s (%s, %llu attempts)", sep, model, pool,
               (unsigned long long) r->group[i].s.unpriced);
       sep = ", ";
     }
   fprintf(out, "%s\n", *sep ? "" : "none");
   fprintf(out, "tasks with more than one billed call: %llu", (unsigned long long) r->tasks_multi);
-  for (i = 0; i < r->ntask_examples; i++)
-    fprintf(out, "%s%s", i ? ", " : " (", r->task_example[i]);
+  for (i = 0; i < r->ntask_examples; i++) {
+    char task[256];
+    cg_text_escape(task, sizeof(task), r->task_example[i]);
+    fprintf(out, "%s%s", i ? ", " : " (", task);
+  }
   fprintf(out, "%s\n", r->ntask_examples ? (r->tasks_multi > r->ntask_examples ? ", ...)" : ")")
                                           : "");
   if (unest)
@@ -276,7 +428,11 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
   if (r->tasks.full)
     fprintf(out, "note: task id table full; the task count is a lower bound\n");
   if (r->pending.full)
-    fprintf(out, "note: too many calls in flight at once; unfinished calls are a lower bound\n");
+    fprintf(out, "note: too many calls in flight at once; unfinished calls are approximate\n");
+  if (r->dup_calls.full)
+    fprintf(out, "note: duplicate-call table full; duplicate-body counts are lower bounds\n");
+  if (!isfinite(r->total.cost_usd))
+    fprintf(out, "note: a cost sum overflowed (beyond %g USD): shown as \"overflow\"\n", DBL_MAX);
   if (r->minutes.full)
     fprintf(out, "note: minute table full; window alerts cover part of the log only\n");
   nalerts = (size_t) cJSON_GetArraySize(r->alerts);

@@ -65,15 +65,131 @@ static void cg__arena_reset(void) {
   cg__arena = b;
 }
 
+/* A `\u0000` escape at `p` (the backslash), not itself escaped: an odd run of
+ * backslashes ends at p. */
+static int cg__nul_escape(const char *line, const char *p) {
+  size_t run = 0;
+  for (const char *q = p; q >= line && *q == '\\'; q--)
+    run++;
+  return run % 2 == 1;
+}
+
+/* `line` with every `\u0000` escape turned into `\ufffd` (same length), in the arena;
+ * `line` itself when it has none (the common case: one memmem).  cJSON would decode
+ * \u0000 into a NUL that cuts the string ("a\u0000b" read as "a"). */
+static const char *cg__no_nul_escapes(const char *line, size_t len) {
+  const char *p = memchr(line, '\\', len), *end = line + len;
+  char *copy = NULL;
+
+  /* Bounded: each step moves past the previous backslash.  The guard's lines seldom
+   * hold one, so this is mostly one memchr. */
+  for (; p; p = memchr(p + 1, '\\', (size_t) (end - p - 1))) {
+    if (end - p < 6 || memcmp(p, "\\u0000", 6) != 0 || !cg__nul_escape(line, p))
+      continue;
+    if (!copy) {
+      if (!(copy = cg__arena_alloc(len)))
+        return NULL;
+      memcpy(copy, line, len);
+    }
+    memcpy(copy + (p - line) + 2, "fffd", 4);
+  }
+  return copy ? copy : line;
+}
+
 static cJSON *cg__parse(const char *line, size_t len) {
   cJSON_Hooks arena = {cg__arena_alloc, cg__arena_free}, std = {malloc, free};
-  cJSON *o;
+  cJSON *o = NULL;
 
   cg__arena_reset();
+  line = cg__no_nul_escapes(line, len);
+  if (!line)
+    return NULL;
   cJSON_InitHooks(&arena);
   o = cJSON_ParseWithLength(line, len);
   cJSON_InitHooks(&std);
   return o;
+}
+
+size_t cg_utf8_valid_prefix(const char *s, size_t len, size_t *bad) {
+  const unsigned char *u = (const unsigned char *) s;
+  size_t i = 0;
+
+  *bad = 0;
+  /* Bounded by len: every step advances i by at least 1. */
+  while (i < len) {
+    unsigned c = u[i];
+    size_t n, k;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF)
+      n = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      lo = c == 0xE0 ? 0xA0 : 0x80;  /* no overlong forms */
+      hi = c == 0xED ? 0x9F : 0xBF;  /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      lo = c == 0xF0 ? 0x90 : 0x80;
+      hi = c == 0xF4 ? 0x8F : 0xBF;  /* nothing above U+10FFFF */
+    } else {
+      *bad = 1;
+      return i;
+    }
+    for (k = 1; k <= n; k++) {
+      unsigned b = i + k < len ? u[i + k] : 0;
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) {
+        *bad = k; /* the lead byte and the k - 1 bytes that fit form one bad sequence */
+        return i;
+      }
+    }
+    i += n + 1;
+  }
+  return i;
+}
+
+size_t cg_utf8_repair(const char *s, size_t len, char *out) {
+  size_t o = 0;
+
+  /* Bounded: each round consumes at least one byte of s. */
+  while (len) {
+    size_t bad, ok = cg_utf8_valid_prefix(s, len, &bad);
+    memcpy(out + o, s, ok);
+    o += ok;
+    s += ok;
+    len -= ok;
+    if (bad) {
+      memcpy(out + o, "\xEF\xBF\xBD", 3); /* U+FFFD for each maximal bad sequence */
+      o += 3;
+      s += bad;
+      len -= bad;
+    }
+  }
+  out[o] = '\0';
+  return o;
+}
+
+/* `s` if it is valid UTF-8, else a repaired copy in the arena (lives as the tree does);
+ * NULL stays NULL. */
+static const char *cg__utf8(const char *s) {
+  size_t len, bad, i;
+  char *out;
+
+  if (!s)
+    return NULL;
+  for (i = 0; s[i] && (unsigned char) s[i] < 0x80; i++)
+    ;
+  if (!s[i])
+    return s; /* ASCII: the guard's own strings */
+  len = i + strlen(s + i);
+  if (cg_utf8_valid_prefix(s, len, &bad) == len && !bad)
+    return s;
+  if (!(out = cg__arena_alloc(3 * len + 1)))
+    return NULL;
+  cg_utf8_repair(s, len, out);
+  return out;
 }
 
 const char *const cg_rbad_name[CG_RBAD_COUNT] = {
@@ -203,7 +319,7 @@ static enum cg_rbad cg__store(const struct cg_rkey *k, const cJSON *v, struct cg
     return CG_RBAD_NONE;
   case F_OUTCOME:
     r->outcome = s;
-    return CG_RBAD_NONE;
+    return *s ? CG_RBAD_NONE : CG_RBAD_VALUE; /* "" names nothing */
   case F_DIGEST:
     r->body_digest = s;
     return CG_RBAD_NONE;
@@ -266,12 +382,16 @@ static void cg__rec_init(struct cg_rrec *r) {
 }
 
 enum cg_rbad cg_rrec_parse(const char *line, size_t len, struct cg_rrec *r) {
-  cJSON *o = cg__parse(line, len), *v;
+  cJSON *o, *v;
   uint64_t seen = 0;
   size_t hint = 0;
   enum cg_rbad bad = CG_RBAD_NONE;
 
   cg__rec_init(r);
+  /* A NUL byte is not JSON; cJSON would stop there and ignore the rest of the line. */
+  if (memchr(line, '\0', len))
+    return CG_RBAD_JSON;
+  o = cg__parse(line, len);
   if (!o)
     return CG_RBAD_JSON;
   if (!cJSON_IsObject(o))
@@ -302,6 +422,19 @@ enum cg_rbad cg_rrec_parse(const char *line, size_t len, struct cg_rrec *r) {
   if (bad != CG_RBAD_NONE) {
     cg__rec_init(r);
     return bad;
+  }
+  /* Invalid UTF-8 in a string the report keeps becomes U+FFFD (the record still
+   * counts: its cost matters more than a name), so no output carries it. */
+  r->request_id = cg__utf8(r->request_id);
+  r->task_id = cg__utf8(r->task_id);
+  r->pool = cg__utf8(r->pool);
+  r->model = cg__utf8(r->model);
+  r->outcome = cg__utf8(r->outcome);
+  r->body_digest = cg__utf8(r->body_digest);
+  r->repeat_of = cg__utf8(r->repeat_of);
+  if (!r->request_id || !r->outcome) { /* out of memory repairing */
+    cg__rec_init(r);
+    return CG_RBAD_VALUE;
   }
   r->json_ = o;
   return CG_RBAD_NONE;

@@ -5,8 +5,9 @@
  * booleans, null where the guard may write null), a `ts` in RFC 3339, an integral
  * `attempt` >= 1, and token counts, timings and `cost_usd` that are finite and >= 0.
  * The extras `libcurl_resends`, `repeat_of` and `repeats` may be absent (older logs) but
- * must have the right type when present.  Unknown keys are ignored.  Anything else is
- * malformed, with one of the reasons below.
+ * must have the right type when present.  Unknown keys are ignored.  `outcome` must
+ * not be empty; a line holding a NUL byte is not JSON.  Anything else is malformed, with
+ * one of the reasons below.
  */
 #ifndef CG_REPORT_REC_H
 #define CG_REPORT_REC_H
@@ -23,7 +24,7 @@ enum cg_rbad {
   CG_RBAD_OBJECT,     /* valid JSON, not an object */
   CG_RBAD_MISSING,    /* a required key is missing */
   CG_RBAD_TYPE,       /* a key has the wrong JSON type */
-  CG_RBAD_VALUE,      /* right type, impossible value (bad ts, attempt 0, tokens < 0) */
+  CG_RBAD_VALUE,      /* right type, impossible value (bad ts, attempt 0, tokens < 0, "") */
   CG_RBAD_LONG,       /* longer than CG_REPORT_LINE_MAX (found by the reader) */
   CG_RBAD_COUNT
 };
@@ -31,7 +32,9 @@ enum cg_rbad {
 /* The names of the reasons, for output ("not_json", ...); CG_RBAD_COUNT entries. */
 extern const char *const cg_rbad_name[CG_RBAD_COUNT];
 
-/* One record.  Strings point into the parsed JSON and live until cg_rrec_release. */
+/* One record.  Strings point into the parsed JSON and live until cg_rrec_release (or
+ * the next parse); they are valid UTF-8 without NUL: invalid sequences were replaced by
+ * U+FFFD, and a \u0000 escape reads as U+FFFD too (cJSON would cut the string there). */
 struct cg_rrec {
   int64_t ts_ms;            /* ms since the epoch, UTC */
   const char *request_id;
@@ -58,6 +61,15 @@ enum cg_rbad cg_rrec_parse(const char *line, size_t len, struct cg_rrec *r);
 
 /* Free what cg_rrec_parse kept. */
 void cg_rrec_release(struct cg_rrec *r);
+
+/* The length of the longest valid UTF-8 prefix of `s` (`len` bytes); `*bad` gets the
+ * length of the invalid sequence that follows it (a maximal subpart, Unicode 3.9: 1 to 3
+ * bytes), 0 when all of `s` is valid. */
+size_t cg_utf8_valid_prefix(const char *s, size_t len, size_t *bad);
+
+/* `len` bytes of `s` into `out` (at least 3 * len + 1 bytes) with every invalid sequence
+ * replaced by U+FFFD, NUL-terminated; returns the bytes written before the NUL. */
+size_t cg_utf8_repair(const char *s, size_t len, char *out);
 
 /* RFC 3339 date-time ("2026-11-30T06:29:25.483Z", "...+02:00", "t"/space separator,
  * any number of fraction digits, truncated to ms; second 60 counts as 59.999) of `len`

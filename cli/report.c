@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CG_READ_BUF (1024 * 1024)
+/* Twice the longest line: a line of up to CG_REPORT_LINE_MAX bytes always fits with
+ * room to read more behind it. */
+#define CG_READ_BUF (2 * CG_REPORT_LINE_MAX)
 
 struct cg_report *cg_report_new(void) {
   struct cg_report *r = calloc(1, sizeof(*r));
@@ -23,6 +25,7 @@ struct cg_report *cg_report_new(void) {
   }
   cg_hist_init(r->total.latency);
   cg_rmap_init(&r->digests, CG_REPORT_DIGEST_SLOTS);
+  cg_rmap_init(&r->dup_calls, CG_REPORT_DUP_SLOTS);
   cg_rmap_init(&r->tasks, CG_REPORT_TASK_SLOTS);
   cg_rmap_init(&r->pending, CG_REPORT_CALL_SLOTS);
   cg_rmap_init(&r->minutes, CG_REPORT_MINUTE_SLOTS);
@@ -37,6 +40,8 @@ void cg_report_free(struct cg_report *r) {
     free(r->group[i].pool);
     free(r->group[i].model);
     free(r->group[i].s.latency);
+    for (size_t k = 0; k < r->group[i].nvariants; k++)
+      free(r->group[i].variant[k]);
   }
   free(r->group);
   free(r->total.latency);
@@ -45,6 +50,7 @@ void cg_report_free(struct cg_report *r) {
   for (size_t i = 0; i < r->ntask_examples; i++)
     free(r->task_example[i]);
   cg_rmap_free(&r->digests);
+  cg_rmap_free(&r->dup_calls);
   cg_rmap_free(&r->tasks);
   cg_rmap_free(&r->pending);
   cg_rmap_free(&r->minutes);
@@ -99,32 +105,119 @@ void cg_report_risk(const struct cg_report *r, long group, double *usd, uint64_t
 
 /* ---- groups and outcomes ---- */
 
-static uint64_t cg__group_hash(const char *pool, const char *model) {
-  return cg_rhash(pool) * 31 + cg_rhash(model);
+/* `n` decimal digits at `s`. */
+static int cg__all_digits(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return 0;
+  return 1;
 }
 
-/* The index of group (pool, model), created if new; the "(other)" group once the cap is
- * reached; -1 when out of memory. */
+static int cg__two(const char *s) {
+  return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/* Two-digit month at `m` and day at `d` (digits already checked). */
+static int cg__month_day(const char *m, const char *d) {
+  int mm = cg__two(m), dd = cg__two(d);
+  return mm >= 1 && mm <= 12 && dd >= 1 && dd <= 31;
+}
+
+size_t cg_model_family(const char *m, size_t len) {
+  const char *e = m + len;
+
+  /* -YYYY-MM-DD (OpenAI: gpt-4o-2024-08-06, o3-2025-04-16) */
+  if (len > 11 && e[-11] == '-' && cg__all_digits(e - 10, 4) && e[-6] == '-' &&
+      cg__all_digits(e - 5, 2) && e[-3] == '-' && cg__all_digits(e - 2, 2) &&
+      cg__month_day(e - 5, e - 2))
+    return len - 11;
+  /* -YYYYMMDD (Anthropic: claude-sonnet-4-20250514), @YYYYMMDD (Vertex AI) */
+  if (len > 9 && (e[-9] == '-' || e[-9] == '@') && cg__all_digits(e - 8, 8) &&
+      (e[-8] == '1' || e[-8] == '2') && cg__month_day(e - 4, e - 2))
+    return len - 9;
+  /* -MM-DD (Gemini previews: gemini-2.5-flash-preview-05-20) */
+  if (len > 6 && e[-6] == '-' && cg__all_digits(e - 5, 2) && e[-3] == '-' &&
+      cg__all_digits(e - 2, 2) && cg__month_day(e - 5, e - 2))
+    return len - 6;
+  /* -MMDD (gpt-4-0613, gpt-3.5-turbo-0125), -YYMM (mistral-large-2407) */
+  if (len > 5 && e[-5] == '-' && cg__all_digits(e - 4, 4) &&
+      (cg__month_day(e - 4, e - 2) ||
+       (cg__two(e - 4) >= 20 && cg__two(e - 4) <= 39 && cg__two(e - 2) >= 1 &&
+        cg__two(e - 2) <= 12)))
+    return len - 5;
+  if (len > 7 && memcmp(e - 7, "-latest", 7) == 0)
+    return len - 7;
+  return len;
+}
+
+/* 64-bit FNV-1a of `len` bytes; a NULL string (JSON null) hashes apart from any string. */
+static uint64_t cg__hashn(const char *s, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  if (!s)
+    return 0x6e756c6c6e756c6cULL;
+  for (size_t i = 0; i < len; i++) {
+    h ^= (unsigned char) s[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/* NULL-aware equality of group key `a` (NUL-terminated) and `b` (`blen` bytes). */
+static int cg__key_eq(const char *a, const char *b, size_t blen) {
+  if (!a || !b)
+    return a == b;
+  return strncmp(a, b, blen) == 0 && a[blen] == '\0';
+}
+
+static char *cg__strndup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+/* Remember raw model name `model` under group `g` (the first CG_REPORT_MAX_VARIANTS). */
+static void cg__variant(struct cg_rgroup *g, const char *model) {
+  if (!model || g->other)
+    return;
+  /* Bounded by CG_REPORT_MAX_VARIANTS. */
+  for (size_t i = 0; i < g->nvariants; i++)
+    if (strcmp(g->variant[i], model) == 0)
+      return;
+  if (g->nvariants == CG_REPORT_MAX_VARIANTS) {
+    g->variants_capped = 1;
+    return;
+  }
+  if ((g->variant[g->nvariants] = strdup(model)))
+    g->nvariants++;
+}
+
+/* The index of group (pool, family of model), created if new; the `other` group once the
+ * cap is reached; -1 when out of memory. */
 static long cg__group(struct cg_report *r, const char *pool, const char *model) {
-  uint64_t h;
+  size_t plen = pool ? strlen(pool) : 0, mlen = model ? strlen(model) : 0;
+  size_t flen = model ? cg_model_family(model, mlen) : 0;
+  uint64_t h = cg__hashn(pool, plen) * 31 + cg__hashn(model, flen);
   struct cg_rgroup *g;
   size_t i;
+  int other = 0;
 
-  pool = pool ? pool : "-";
-  model = model ? model : "-";
-  h = cg__group_hash(pool, model);
   /* Bounded by CG_REPORT_MAX_GROUPS + 1; real logs have a handful of groups. */
-  for (i = 0; i < r->ngroups; i++)
-    if (r->group[i].hash == h && strcmp(r->group[i].pool, pool) == 0 &&
-        strcmp(r->group[i].model, model) == 0)
+  for (i = 0; i < r->ngroups; i++) {
+    g = &r->group[i];
+    if (g->hash == h && !g->other && cg__key_eq(g->pool, pool, plen) &&
+        cg__key_eq(g->model, model, flen)) {
+      cg__variant(g, model);
       return (long) i;
+    }
+  }
   if (r->ngroups >= CG_REPORT_MAX_GROUPS) {
     r->groups_capped = 1;
-    pool = model = "(other)";
-    h = cg__group_hash(pool, model);
-    for (i = CG_REPORT_MAX_GROUPS; i < r->ngroups; i++)
-      if (r->group[i].hash == h)
-        return (long) i;
+    if (r->ngroups > CG_REPORT_MAX_GROUPS)
+      return CG_REPORT_MAX_GROUPS; /* the other group, created below the first time */
+    other = 1;
   }
   if (r->ngroups % 16 == 0) {
     g = realloc(r->group, (r->ngroups + 16) * sizeof(*g));
@@ -134,17 +227,21 @@ static long cg__group(struct cg_report *r, const char *pool, const char *model) 
   }
   g = &r->group[r->ngroups];
   memset(g, 0, sizeof(*g));
-  g->hash = h;
-  g->pool = strdup(pool);
-  g->model = strdup(model);
+  g->other = other;
+  g->hash = other ? 0 : h;
   g->s.latency = malloc(sizeof(struct cg_hist));
-  if (!g->pool || !g->model || !g->s.latency) {
+  if (!other) {
+    g->pool = pool ? cg__strndup(pool, plen) : NULL;
+    g->model = model ? cg__strndup(model, flen) : NULL;
+  }
+  if (!g->s.latency || (pool && !other && !g->pool) || (model && !other && !g->model)) {
     free(g->pool);
     free(g->model);
     free(g->s.latency);
     return -1;
   }
   cg_hist_init(g->s.latency);
+  cg__variant(g, model);
   return (long) r->ngroups++;
 }
 
@@ -182,6 +279,7 @@ static void cg__stats_add(struct cg_rstats *s, const struct cg_rrec *x, size_t o
   }
   s->outcome[outcome]++;
   s->billed += cg__billed(x);
+  s->billed_retries += cg__billed(x) && x->attempt > 1;
   s->usage_attempts += usage;
   s->possibly_billed += x->possibly_billed != 0;
   s->at_risk_attempts += x->possibly_billed && isnan(x->cost_usd);
@@ -201,30 +299,37 @@ static void cg__stats_add(struct cg_rstats *s, const struct cg_rrec *x, size_t o
     cg_hist_add(s->latency, x->duration_ms);
 }
 
-/* A billed body seen before is a duplicate, counted in its first group. */
+/* A body billed in more than one call is a duplicate, counted in the group of its first
+ * billed attempt.  The digest map keeps the first call's request id hash (its top 53
+ * bits) with the group; the request ids of other calls go into a set of (digest,
+ * request) pairs, so each extra call counts once however many of its attempts were
+ * billed, and the count (distinct calls - 1) does not depend on the input order. */
 static void cg__digest(struct cg_report *r, const struct cg_rrec *x, long gi) {
   int created;
-  uint64_t *v = cg_rmap_put(&r->digests, cg_rhash(x->body_digest), &created);
-  uint64_t n;
+  uint64_t dh = cg_rhash(x->body_digest), rh = cg_rhash(x->request_id);
+  uint64_t *v = cg_rmap_put(&r->digests, dh, &created), *pair;
+  const uint64_t low = 0x7ff, counted = 0x400;
   size_t g;
 
   if (!v)
     return; /* the cap: r->digests.full says the counts are lower bounds */
   if (created) {
-    *v = ((uint64_t) 1 << 32) | (uint64_t) gi;
+    *v = (rh & ~low) | (uint64_t) gi;
     return;
   }
-  n = (*v >> 32) + 1;
-  g = (size_t) (*v & 0xffffffffu);
-  if (n == 2) {
+  if ((*v & ~low) == (rh & ~low))
+    return; /* the first call again: a retry (billed_retries), not a duplicate */
+  pair = cg_rmap_put(&r->dup_calls, dh ^ (rh * 0x9e3779b97f4a7c15ULL), &created);
+  if (!pair || !created)
+    return; /* this extra call was counted already (or the pair set is full) */
+  g = (size_t) (*v & 0x3ff);
+  if (!(*v & counted)) {
+    *v |= counted;
     r->group[g].s.dup_digests++;
     r->total.dup_digests++;
   }
-  r->group[g].s.dup_extra_billed++;
-  r->total.dup_extra_billed++;
-  if (n > 0xffffffffu)
-    n = 0xffffffffu;
-  *v = (n << 32) | g;
+  r->group[g].s.dup_extra_calls++;
+  r->total.dup_extra_calls++;
 }
 
 /* A task with billed attempts of two different request ids has more than one billed
@@ -252,19 +357,37 @@ static void cg__task(struct cg_report *r, const struct cg_rrec *x) {
   *v = req | 1;
 }
 
-/* Calls whose last record was not final: a set of request ids in flight. */
-static void cg__pending(struct cg_report *r, const struct cg_rrec *x, long gi) {
-  uint64_t h = cg_rhash(x->request_id);
-  int created;
-  uint64_t *v;
+/* Calls without a final record, whatever the order of the records: an entry per
+ * request id whose records are not all seen yet, holding its group (bits 0-9), whether
+ * its final record was seen (bit 10), that record's attempt n (bits 11-34) and the
+ * number of other records seen (bits 35-63).  A call is complete, and forgotten, once
+ * its final record and n - 1 others were seen; so the map holds the calls in flight (a
+ * log in order) or waiting for their earlier attempts (a log read backwards), not every
+ * call.  At the end, entries without a final record are the unfinished calls. */
+#define CG_PEND_FINAL ((uint64_t) 1 << 10)
+#define CG_PEND_ATTEMPT(v) (((v) >> 11) & 0xffffff)
+#define CG_PEND_OTHERS(v) ((v) >> 35)
 
-  if (x->final) {
-    cg_rmap_del(&r->pending, h);
-    return;
-  }
+static void cg__pending(struct cg_report *r, const struct cg_rrec *x, long gi) {
+  int created;
+  uint64_t h = cg_rhash(x->request_id), *v, others;
+
+  if (x->final && x->attempt == 1 && !cg_rmap_get(&r->pending, h))
+    return; /* a call of one attempt (most): complete as soon as seen */
   v = cg_rmap_put(&r->pending, h, &created);
-  if (v)
+  if (!v)
+    return; /* the cap: r->pending.full says unfinished_calls is approximate */
+  if (created)
     *v = (uint64_t) gi;
+  if (x->final) {
+    uint64_t n = x->attempt < 0xffffff ? (uint64_t) x->attempt : 0xffffff;
+    *v = (*v & ~((uint64_t) 0xffffff << 11)) | CG_PEND_FINAL | (n << 11);
+  } else if (CG_PEND_OTHERS(*v) < ((uint64_t) 1 << 29) - 1) {
+    *v += (uint64_t) 1 << 35;
+  }
+  others = CG_PEND_OTHERS(*v);
+  if ((*v & CG_PEND_FINAL) && others + 1 >= CG_PEND_ATTEMPT(*v))
+    cg_rmap_del(&r->pending, h);
 }
 
 /* The sums of minute `m`, created if new; NULL at the cap or out of memory. */
@@ -313,8 +436,16 @@ static void cg__minute(struct cg_report *r, const struct cg_rrec *x) {
 }
 
 /* Attempt 4 of a request, or a host's third repeat of an identical call. */
+/* `s` as the text output shows it, or "(none)" for null, in `buf`. */
+static void cg__shown(char *buf, size_t cap, const char *s) {
+  if (s)
+    cg_text_escape(buf, cap, s);
+  else
+    snprintf(buf, cap, "(none)");
+}
+
 static void cg__retry_alert(struct cg_report *r, const struct cg_rrec *x) {
-  char ts[40], msg[512];
+  char ts[40], msg[640], rid[104], pool[64], model[104];
   cJSON *a;
   int guard = x->attempt == CG_ALERT_MAX_RETRIES + 2;
   int host = x->attempt == 1 && x->repeats == CG_ALERT_MAX_RETRIES + 1 && x->repeat_of;
@@ -328,17 +459,29 @@ static void cg__retry_alert(struct cg_report *r, const struct cg_rrec *x) {
   cJSON_AddStringToObject(a, "kind", "retried_more_than_twice");
   cJSON_AddStringToObject(a, "by", guard ? "guard" : "host");
   cJSON_AddStringToObject(a, "request_id", guard ? x->request_id : x->repeat_of);
-  cJSON_AddStringToObject(a, "pool", x->pool ? x->pool : "-");
-  cJSON_AddStringToObject(a, "model", x->model ? x->model : "-");
-  cJSON_AddStringToObject(a, "ts", ts);
-  if (guard)
-    snprintf(msg, sizeof(msg), "request %.100s retried more than twice (attempt %d at %s, "
-             "pool %.60s, model %.60s)", x->request_id, CG_ALERT_MAX_RETRIES + 2, ts,
-             x->pool ? x->pool : "-", x->model ? x->model : "-");
+  if (x->pool)
+    cJSON_AddStringToObject(a, "pool", x->pool);
   else
-    snprintf(msg, sizeof(msg), "request %.100s repeated by the host more than twice "
-             "(repeat %d, request %.100s at %s, pool %.60s)", x->repeat_of,
-             CG_ALERT_MAX_RETRIES + 1, x->request_id, ts, x->pool ? x->pool : "-");
+    cJSON_AddNullToObject(a, "pool");
+  if (x->model)
+    cJSON_AddStringToObject(a, "model", x->model);
+  else
+    cJSON_AddNullToObject(a, "model");
+  cJSON_AddStringToObject(a, "ts", ts);
+  /* The message is text for people: its strings from the log are escaped as the text
+   * output shows them (no control character, null as "(none)"), and cut short. */
+  cg__shown(rid, sizeof(rid), x->request_id);
+  cg__shown(pool, sizeof(pool), x->pool);
+  if (guard) {
+    cg__shown(model, sizeof(model), x->model);
+    snprintf(msg, sizeof(msg), "request %s retried more than twice (attempt %d at %s, "
+             "pool %s, model %s)", rid, CG_ALERT_MAX_RETRIES + 2, ts, pool, model);
+  } else {
+    cg__shown(model, sizeof(model), x->repeat_of); /* the request repeated */
+    snprintf(msg, sizeof(msg), "request %s repeated by the host more than twice "
+             "(repeat %d, request %s at %s, pool %s)", model, CG_ALERT_MAX_RETRIES + 1,
+             rid, ts, pool);
+  }
   cJSON_AddStringToObject(a, "message", msg);
   cg_report_alert(r, a);
 }
@@ -346,9 +489,12 @@ static void cg__retry_alert(struct cg_report *r, const struct cg_rrec *x) {
 static void cg__bad(struct cg_report *r, enum cg_rbad why) {
   r->malformed[why]++;
   if (!r->first_bad) {
-    size_t n = strlen(r->source) + 24;
-    if ((r->first_bad = malloc(n)))
-      snprintf(r->first_bad, n, "%s:%llu", r->source, (unsigned long long) r->source_line);
+    /* The file name may be any bytes: repaired to UTF-8 like the strings of records. */
+    size_t len = strlen(r->source), n = 3 * len + 24;
+    if ((r->first_bad = malloc(n))) {
+      len = cg_utf8_repair(r->source, len, r->first_bad);
+      snprintf(r->first_bad + len, n - len, ":%llu", (unsigned long long) r->source_line);
+    }
   }
 }
 
@@ -453,9 +599,12 @@ int cg_report_read_fd(struct cg_report *r, int fd) {
 
 static void cg__pending_one(uint64_t key, uint64_t val, void *arg) {
   struct cg_report *r = arg;
+  size_t g = (size_t) (val & 0x3ff);
   (void) key;
-  if (val < r->ngroups)
-    r->group[val].s.unfinished++;
+  if (val & CG_PEND_FINAL)
+    return; /* finished; an earlier attempt is missing from the log */
+  if (g < r->ngroups)
+    r->group[g].s.unfinished++;
   r->total.unfinished++;
 }
 

@@ -4,21 +4,28 @@
  * cg_report_finish, then print (cg_report_print) or take the JSON (cg_report_json).
  *
  * Definitions (also in README "curlguard report"):
- *   group          one (pool, model) pair; null pool or model is "-".  At most
- *                  CG_REPORT_MAX_GROUPS; later pairs are folded into "(other)", "(other)".
+ *   group          one (pool, model family) pair (cg_model_family: "gpt-4o-2024-08-06"
+ *                  is in "gpt-4o"); a null pool or model is its own key, apart from
+ *                  every string.  At most CG_REPORT_MAX_GROUPS; later pairs are folded
+ *                  into one group flagged `other` (pool and model NULL).
  *   attempt        one record.  retry: a record with attempt > 1.
  *   retry ratio    retries / attempts: the share of attempts that were retries.
- *   call           a record with final: true, counted in its group.  unfinished: a call
- *                  whose last record seen is not final (a log cut mid-call).
+ *   call           a record with final: true, counted in its group.  unfinished: a
+ *                  request id with records but no final one (a log cut mid-call), in
+ *                  any input order.
  *   host retry     a final record with repeat_of set (the host repeated an identical call).
  *   billed         an attempt with prompt or total tokens, or possibly_billed true.
- *   at risk        cost_usd null on a possibly_billed attempt: estimated as the number of
- *                  such attempts x the group's mean cost per priced attempt (null when the
- *                  group has no priced attempt); the total is the sum of the groups'.
+ *   at risk        cost_usd null on a possibly_billed attempt (a failure after sending,
+ *                  or an OK answer without usage): estimated as the number of such
+ *                  attempts x the group's (model family's) mean cost per priced attempt
+ *                  (null when the group has no priced attempt); the total is the sum of
+ *                  the groups'.
  *   unpriced       an attempt with tokens but cost_usd null (a model the table lacks).
- *   duplicate body a body_digest seen on more than one billed attempt (any call): counted
+ *   duplicate body a body_digest billed in more than one call (request id): counted
  *                  once per digest, in the group of its first billed attempt, with the
- *                  billed attempts beyond the first.
+ *                  extra calls (distinct request ids beyond the first).  Retries of one
+ *                  call are not duplicates: they are `billed_retries` (billed attempts
+ *                  with attempt > 1).
  *   latency        per attempt duration_ms (not per call), from a histogram (report-hist.h).
  *   alerts         retry ratio > 5 % in a 10-minute window with >= 20 attempts; cost of a
  *                  clock hour > 1.3 x the previous hour's when that was > 0; attempt 4 of a
@@ -36,12 +43,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CG_REPORT_LINE_MAX (64 * 1024)   /* longer lines are malformed (too_long), bytes */
+#define CG_REPORT_LINE_MAX (1024 * 1024) /* longer lines are malformed (too_long), bytes */
 #define CG_REPORT_MAX_GROUPS 512         /* (pool, model) pairs kept apart */
 #define CG_REPORT_MAX_OUTCOMES 64        /* distinct outcome names kept apart, then "other" */
 #define CG_REPORT_DIGEST_SLOTS (1u << 22) /* 3.1 M digests, 64 MiB at most */
 #define CG_REPORT_TASK_SLOTS (1u << 21)   /* 1.5 M task ids, 32 MiB at most */
-#define CG_REPORT_CALL_SLOTS (1u << 20)   /* 786 k calls unfinished at once, 16 MiB */
+#define CG_REPORT_CALL_SLOTS (1u << 20)   /* 786 k calls incomplete at once, 16 MiB */
+#define CG_REPORT_DUP_SLOTS (1u << 21)    /* 1.5 M (digest, extra call) pairs, 32 MiB */
+#define CG_REPORT_MAX_VARIANTS 8         /* raw model names listed per group */
 #define CG_REPORT_MINUTE_SLOTS (1u << 20) /* 786 k distinct minutes (1.5 years) */
 #define CG_REPORT_MAX_ALERTS 1000        /* alerts kept; more are counted, not listed */
 #define CG_REPORT_TASK_EXAMPLES 10       /* task ids named in the output */
@@ -56,19 +65,23 @@
 /* Counters of one group (or of all records: the totals). */
 struct cg_rstats {
   uint64_t attempts, retries, calls, unfinished, host_retry_calls;
-  uint64_t billed, usage_attempts, possibly_billed, at_risk_attempts;
+  uint64_t billed, billed_retries, usage_attempts, possibly_billed, at_risk_attempts;
   uint64_t priced, unpriced;
   uint64_t prompt_tokens, completion_tokens, total_tokens, cached_tokens;
   double cost_usd;                              /* summed in record order */
-  uint64_t dup_digests, dup_extra_billed;
+  uint64_t dup_digests, dup_extra_calls;      /* digests billed in > 1 call; calls - 1 */
   uint64_t outcome[CG_REPORT_MAX_OUTCOMES + 1]; /* by interned id; last: other */
   uint64_t latency_missing;                     /* attempts with duration_ms null */
   struct cg_hist *latency;                      /* allocated with the group */
 };
 
 struct cg_rgroup {
-  char *pool, *model;
+  char *pool, *model;           /* NULL when null (and in the `other` group) */
+  int other;                    /* the group of the pairs beyond CG_REPORT_MAX_GROUPS */
   uint64_t hash;
+  char *variant[CG_REPORT_MAX_VARIANTS]; /* distinct raw model names seen, first ones */
+  size_t nvariants;
+  int variants_capped;          /* more raw names than listed */
   struct cg_rstats s;
 };
 
@@ -95,9 +108,10 @@ struct cg_report {
   char *outcome_name[CG_REPORT_MAX_OUTCOMES];
   size_t noutcomes;
 
-  struct cg_rmap digests;   /* digest hash -> billed count << 32 | group */
+  struct cg_rmap digests;   /* digest hash -> first request hash << 11 | counted << 10 | group */
+  struct cg_rmap dup_calls; /* (digest, request) pair hash of the extra calls: a set */
   struct cg_rmap tasks;     /* task hash -> last billed request hash | 1 if counted */
-  struct cg_rmap pending;   /* request hash of calls without a final record -> group */
+  struct cg_rmap pending;   /* request hash of incomplete calls -> see cg__pending */
   struct cg_rmap minutes;   /* minute -> index into minute[] */
   struct cg_rminute *minute;
   size_t nminutes, minute_cap;
@@ -161,6 +175,21 @@ void cg_report_window_alerts(struct cg_report *r);
  * priced like an expensive one's).  `*unestimated` gets the at-risk attempts of groups
  * without any priced attempt, which cannot be estimated; a group's `*usd` is then NaN. */
 void cg_report_risk(const struct cg_report *r, long group, double *usd, uint64_t *unestimated);
+
+/* The length of the family prefix of model name `model` (`len` bytes): the name without
+ * one trailing date or alias suffix, "-YYYY-MM-DD", "-YYYYMMDD", "@YYYYMMDD", "-MM-DD",
+ * "-MMDD" or "-YYMM" (valid month and day), or "-latest"; `len` when it has none.
+ * "gpt-4o-2024-08-06" -> "gpt-4o", "claude-3-5-sonnet@20240620" -> "claude-3-5-sonnet",
+ * "gemini-2.5-flash-preview-05-20" -> "gemini-2.5-flash-preview", "gpt-4-0613" ->
+ * "gpt-4", "claude-3-5-sonnet-latest" -> "claude-3-5-sonnet". */
+size_t cg_model_family(const char *model, size_t len);
+
+/* Write `s` into `out` (`cap` >= 1 bytes, NUL-terminated, truncated at a character
+ * boundary) as text output shows strings from the input: controls, DEL and C1 controls as
+ * visible escapes (\n, \r, \t, \xNN, \u0080...), `\` as `\\`, and a leading `(` as
+ * `\(` so that no string reads like a marker ("(none)" for null, "(other)").  `s` is
+ * valid UTF-8.  Returns the characters (code points) written. */
+size_t cg_text_escape(char *out, size_t cap, const char *s);
 
 /* Internal: add an alert object (kept unless CG_REPORT_MAX_ALERTS were kept). */
 void cg_report_alert(struct cg_report *r, cJSON *alert);

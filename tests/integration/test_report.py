@@ -17,6 +17,7 @@ curl tool deadlocks with a preloaded ASan runtime, see harness.py).
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import textwrap
@@ -29,7 +30,8 @@ except ImportError:          # discovered with tests/integration as the top-leve
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
-LINE_MAX = 64 * 1024         # CG_REPORT_LINE_MAX
+LINE_MAX = 1024 * 1024       # CG_REPORT_LINE_MAX
+MAX_VARIANTS = 8             # CG_REPORT_MAX_VARIANTS
 
 # A guarded host under ASan: python3 + pycurl.  argv: URL BODY [HEADER...]
 PYCURL_HOST = textwrap.dedent(r'''
@@ -102,6 +104,32 @@ def report_json(testcase, args, input=None):
 
 # ---------------------------------------------------------------- the reference
 
+def _month_day(mm, dd):
+    return 1 <= int(mm) <= 12 and 1 <= int(dd) <= 31
+
+
+# README "curlguard report": one trailing date or alias suffix, tried in this order.
+FAMILY_SUFFIXES = [
+    (re.compile(r"-[0-9]{4}-([0-9]{2})-([0-9]{2})\Z"), _month_day),
+    (re.compile(r"[-@][12][0-9]{3}([0-9]{2})([0-9]{2})\Z"), _month_day),
+    (re.compile(r"-([0-9]{2})-([0-9]{2})\Z"), _month_day),
+    (re.compile(r"-([0-9]{2})([0-9]{2})\Z"),
+     lambda a, b: _month_day(a, b) or (20 <= int(a) <= 39 and 1 <= int(b) <= 12)),
+    (re.compile(r"-latest\Z"), lambda: True),
+]
+
+
+def family(model):
+    """The model family of a raw model name (None for null)."""
+    if model is None:
+        return None
+    for pattern, ok in FAMILY_SUFFIXES:
+        m = pattern.search(model)
+        if m and m.start() > 0 and ok(*m.groups()):
+            return model[:m.start()]
+    return model
+
+
 def nearest_rank(sorted_values, p):
     return sorted_values[max(1, math.ceil(p * len(sorted_values) / 100)) - 1]
 
@@ -116,15 +144,20 @@ def expected_report(records):
         return r["total_tokens"] is not None or r["prompt_tokens"] is not None
 
     groups, order = {}, []
+    variants = {}
     total = new_stats()
-    pending = {}
-    digests = {}
+    first_group = {}             # request id -> group of its first record
+    finished = set()
+    digests = {}                 # digest -> [group of the first billed attempt, request ids]
     task_calls = {}
     for r in records:
-        key = (r["pool"] or "-", r["model"] or "-")
+        key = (r["pool"], family(r["model"]))
         if key not in groups:
             groups[key] = new_stats()
+            variants[key] = []
             order.append(key)
+        if r["model"] is not None and r["model"] not in variants[key]:
+            variants[key].append(r["model"])
         for s in (groups[key], total):
             s["attempts"] += 1
             s["retries"] += r["attempt"] > 1
@@ -133,6 +166,7 @@ def expected_report(records):
                 s["host_retry_calls"] += r.get("repeat_of") is not None
             s["outcomes"][r["outcome"]] = s["outcomes"].get(r["outcome"], 0) + 1
             s["billed_attempts"] += billed(r)
+            s["billed_retries"] += billed(r) and r["attempt"] > 1
             s["usage_attempts"] += usage(r)
             s["possibly_billed"] += bool(r["possibly_billed"])
             s["at_risk_attempts"] += bool(r["possibly_billed"] and r["cost_usd"] is None)
@@ -148,22 +182,22 @@ def expected_report(records):
                 s["_missing"] += 1
             else:
                 s["_lat"].append(r["duration_ms"])
+        first_group.setdefault(r["request_id"], key)
         if r["final"]:
-            pending.pop(r["request_id"], None)
-        else:
-            pending[r["request_id"]] = key
+            finished.add(r["request_id"])
         if billed(r) and r["body_digest"] is not None:
-            d = digests.setdefault(r["body_digest"], [0, key])
-            d[0] += 1
-            if d[0] >= 2:
-                for s in (groups[d[1]], total):
-                    s["duplicate_bodies"]["digests"] += d[0] == 2
-                    s["duplicate_bodies"]["extra_billed_attempts"] += 1
+            digests.setdefault(r["body_digest"], [key, set()])[1].add(r["request_id"])
         if billed(r) and r["task_id"] is not None:
             task_calls.setdefault(r["task_id"], set()).add(r["request_id"])
-    for key in pending.values():
-        groups[key]["unfinished_calls"] += 1
-        total["unfinished_calls"] += 1
+    for rid, key in first_group.items():
+        if rid not in finished:
+            groups[key]["unfinished_calls"] += 1
+            total["unfinished_calls"] += 1
+    for key, calls in digests.values():
+        if len(calls) > 1:
+            for s in (groups[key], total):
+                s["duplicate_bodies"]["digests"] += 1
+                s["duplicate_bodies"]["extra_calls"] += len(calls) - 1
     for s in list(groups.values()) + [total]:
         finish_stats(s)
     # The total's cost at risk: the sum of the groups' estimates, in group order.
@@ -175,21 +209,24 @@ def expected_report(records):
         else:
             total["cost_at_risk_usd"] += groups[k]["cost_at_risk_usd"]
     return {
-        "groups": [dict(pool=k[0], model=k[1], **groups[k]) for k in order],
+        "groups": [dict(pool=k[0], model=k[1], other=False, models=variants[k][:MAX_VARIANTS],
+                        models_capped=len(variants[k]) > MAX_VARIANTS, **groups[k])
+                   for k in order],
         "totals": total,
         "tasks_multi": sorted(t for t, calls in task_calls.items() if len(calls) > 1),
         "unpriced": [{"pool": k[0], "model": k[1], "attempts": groups[k]["unpriced_attempts"]}
-                     for k in order if groups[k]["unpriced_attempts"] and k[1] != "-"],
+                     for k in order if groups[k]["unpriced_attempts"] and k[1] is not None],
     }
 
 
 def new_stats():
     return {"calls": 0, "unfinished_calls": 0, "attempts": 0, "retries": 0,
-            "host_retry_calls": 0, "outcomes": {}, "billed_attempts": 0, "usage_attempts": 0,
+            "host_retry_calls": 0, "outcomes": {}, "outcomes_other": 0, "billed_attempts": 0,
+            "billed_retries": 0, "usage_attempts": 0,
             "possibly_billed": 0, "at_risk_attempts": 0,
             "tokens": {"prompt": 0, "completion": 0, "total": 0, "cached": 0},
-            "cost_usd": 0.0, "priced_attempts": 0, "unpriced_attempts": 0,
-            "duplicate_bodies": {"digests": 0, "extra_billed_attempts": 0},
+            "cost_usd": 0.0, "cost_overflow": False, "priced_attempts": 0, "unpriced_attempts": 0,
+            "duplicate_bodies": {"digests": 0, "extra_calls": 0},
             "_lat": [], "_missing": 0}
 
 
@@ -301,7 +338,7 @@ class ReportFaultRunTest(harness.GuardTestCase):
                                  want["groups"] + [want["totals"]]):
             name = f"{g_want.get('pool', 'TOTAL')}/{g_want.get('model', '')}"
             for k, v in g_want.items():
-                if k.startswith("_") or k in ("pool", "model"):
+                if k.startswith("_"):
                     continue
                 self.assertEqual(g_got[k], v, f"{name}: {k}")
             self.assert_latency(g_got["latency_ms"], g_want["_latency"], name)
@@ -439,8 +476,10 @@ class ReportCliTest(harness.GuardTestCase):
                                          "last": "2026-11-30T09:59:00.000Z"})
         self.assertEqual(doc["malformed"]["not_json"], 1)
         g = doc["groups"][0]
-        for k in ("pool", "model", "calls", "unfinished_calls", "attempts", "retries",
-                  "retry_ratio", "host_retry_calls", "outcomes", "billed_attempts",
+        for k in ("pool", "model", "other", "models", "models_capped", "calls",
+                  "unfinished_calls", "attempts", "retries",
+                  "retry_ratio", "host_retry_calls", "outcomes", "outcomes_other",
+                  "billed_attempts", "billed_retries", "cost_overflow",
                   "usage_attempts", "possibly_billed", "at_risk_attempts", "cost_at_risk_usd",
                   "at_risk_unestimated",
                   "tokens", "cost_usd", "priced_attempts", "unpriced_attempts",
@@ -495,7 +534,9 @@ class ReportCliTest(harness.GuardTestCase):
         by = {a["kind"]: a for a in doc["alerts"]}
         self.assertEqual(by["cost_hour_over_hour"]["hour"], "2026-11-30T11:00:00.000Z")
         self.assertEqual(by["retried_more_than_twice"]["request_id"], "stubborn")
-        self.assertEqual(by["retry_ratio"]["from"], "2026-11-30T12:20:00.000Z")
+        # Every window holding 12:20 fires: [12:11, 12:21) to [12:20, 12:30).
+        self.assertEqual((by["retry_ratio"]["from"], by["retry_ratio"]["to"]),
+                         ("2026-11-30T12:11:00.000Z", "2026-11-30T12:30:00.000Z"))
         self.assertEqual((by["retry_ratio"]["retries"], by["retry_ratio"]["attempts"]), (10, 30))
         p = report([self.tmp / "alerts.jsonl"])
         text = p.stdout.decode()
@@ -507,6 +548,183 @@ class ReportCliTest(harness.GuardTestCase):
         calm = quiet_hour(9) + quiet_hour(10) + quiet_hour(11, cost=0.00125)   # +25 %
         doc = report_json(self, [write_jsonl(self.tmp / "calm.jsonl", calm)])
         self.assertEqual(doc["alerts"], [])
+
+
+class ReportReviewTest(harness.GuardTestCase):
+    """The review's findings, each on a crafted log through the command line."""
+
+    T = "2026-11-30T08:00:00.000Z"
+
+    def jsonl(self, name, recs):
+        return write_jsonl(self.tmp / name, recs)
+
+    def test_retry_of_one_call_is_not_a_duplicate_body(self):
+        recs = [record(self.T, "a", final=False, outcome="http_500", tokens=None, cost=None,
+                       pb=True, digest="D"),
+                record(self.T, "a", attempt=2, digest="D"),          # keyed retry, billed
+                record(self.T, "b", digest="D"),                     # another call
+                record(self.T, "c", final=False, outcome="http_500", tokens=None, cost=None,
+                       pb=True, digest="D"),
+                record(self.T, "c", attempt=2, digest="D")]
+        t = report_json(self, [self.jsonl("dup.jsonl", recs)])["totals"]
+        self.assertEqual(t["duplicate_bodies"], {"digests": 1, "extra_calls": 2})
+        self.assertEqual(t["billed_retries"], 2)
+        only_retry = report_json(self, [self.jsonl("retry.jsonl", recs[:2])])["totals"]
+        self.assertEqual(only_retry["duplicate_bodies"], {"digests": 0, "extra_calls": 0})
+        self.assertEqual(only_retry["billed_retries"], 1)
+        text = report([self.tmp / "dup.jsonl"]).stdout.decode()
+        self.assertIn("duplicate bodies: 1 digests billed in 2 extra calls; billed retries: 2",
+                      text)
+
+    def test_dated_answer_groups_with_the_request(self):
+        recs = [record(self.T, "a", final=False, model="gpt-4o", outcome="http_503",
+                       tokens=None, cost=None),
+                record(self.T, "a", attempt=2, model="gpt-4o-2024-08-06", cost=0.5),
+                record(self.T, "b", model="claude-3-5-sonnet@20240620"),
+                record(self.T, "c", model="claude-3-5-sonnet-latest")]
+        doc = report_json(self, [self.jsonl("fam.jsonl", recs)])
+        self.assertEqual([(g["model"], g["models"], g["calls"], g["attempts"])
+                          for g in doc["groups"]],
+                         [("gpt-4o", ["gpt-4o", "gpt-4o-2024-08-06"], 1, 2),
+                          ("claude-3-5-sonnet",
+                           ["claude-3-5-sonnet@20240620", "claude-3-5-sonnet-latest"], 2, 2)])
+        self.assertEqual(doc["groups"][0]["retry_ratio"], 0.5)
+
+    def test_invalid_utf8_never_reaches_the_output(self):
+        line = json.dumps(record(self.T, "a", model="MODEL", task="TASK")).encode()
+        line = line.replace(b"MODEL", b"bad\xff\xfe").replace(b"TASK", b"t\xc3")
+        path = self.tmp / "utf8.jsonl"
+        path.write_bytes(line + b"\n" + line.replace(b'"a"', b'"b"') + b"\n")
+        for args in (["--json", str(path)], [str(path)]):
+            p = report(args)
+            self.assertEqual(p.returncode, 0)
+            out = p.stdout.decode("utf-8")          # raises on invalid UTF-8
+            self.assertIn("bad\ufffd\ufffd", out if args[0] != "--json"
+                          else json.loads(out)["groups"][0]["model"])
+
+    def test_control_characters_are_escaped_in_text(self):
+        evil = "evil\u001b[31mRED\nALERT fake"
+        recs = [record(self.T, "a", model=evil, attempt=4), record(self.T, "b", model=evil)]
+        text = report([self.jsonl("evil.jsonl", recs)]).stdout.decode()
+        self.assertNotIn("\x1b", text)
+        self.assertNotIn("\nALERT fake", text)
+        self.assertIn("evil\\x1b[31mRED\\nALERT fake", text)
+        self.assertEqual(text.count("\nALERT "), 1, text)   # the real one only
+
+    def test_unfinished_calls_do_not_depend_on_order(self):
+        recs = []
+        for i in range(5):
+            recs += [record(self.T, f"r{i}", final=False, outcome="http_503", tokens=None,
+                            cost=None),
+                     record(self.T, f"r{i}", attempt=2)]
+        recs.append(record(self.T, "cut", final=False, outcome="http_503", tokens=None,
+                           cost=None))
+        fwd = self.jsonl("fwd.jsonl", recs)
+        with open(fwd, "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        back = report_json(self, [], input=b"".join(reversed(lines)))["totals"]
+        self.assertEqual(report_json(self, [fwd])["totals"]["unfinished_calls"], 1)
+        self.assertEqual(back["unfinished_calls"], 1)
+        self.assertEqual(back["calls"], 5)
+
+    def test_retry_alert_span_holds_its_worst_window(self):
+        recs = []
+        for minute, retried in ((5, 10), (6, 3)):
+            for i in range(30):
+                ts = f"2026-11-30T08:{minute:02d}:{i:02d}.000Z"
+                if i < retried:
+                    recs.append(record(ts, f"m{minute}-{i}", final=False, outcome="http_503",
+                                       tokens=None, cost=None))
+                recs.append(record(ts, f"m{minute}-{i}", attempt=2 if i < retried else 1))
+        alerts = report_json(self, [self.jsonl("span.jsonl", recs)])["alerts"]
+        [a] = [a for a in alerts if a["kind"] == "retry_ratio"]
+        self.assertLessEqual(a["from"], a["worst_from"])
+        self.assertGreaterEqual(a["to"], a["worst_to"])
+        self.assertEqual((a["from"], a["to"]),
+                         ("2026-11-30T07:56:00.000Z", "2026-11-30T08:16:00.000Z"))
+
+    def test_huge_latency_extremes_are_exact(self):
+        lat = report_json(self, [self.jsonl("lat.jsonl", [
+            record(self.T, "a", duration=10 ** 12)])])["totals"]["latency_ms"]
+        self.assertEqual((lat["min"], lat["max"], lat["p50"], lat["p99"]), (10 ** 12,) * 4)
+
+    def test_cost_overflow_agrees_in_text_and_json(self):
+        path = self.jsonl("inf.jsonl", [record(self.T, "a", cost=1e308),
+                                      record(self.T, "b", cost=1e308)])
+        t = report_json(self, [path])["totals"]
+        self.assertIsNone(t["cost_usd"])
+        self.assertTrue(t["cost_overflow"])
+        text = report([path]).stdout.decode()
+        self.assertNotIn("inf", text)
+        self.assertRegex(text, r"\nTOTAL +.* overflow ")
+
+    def test_null_and_overflow_groups_are_apart_from_strings(self):
+        recs = [record(self.T, "a", pool=None), record(self.T, "b", pool="-"),
+                record(self.T, "c", pool="(none)"), record(self.T, "d", model="m\u0000x"),
+                record(self.T, "e", model="m")]
+        doc = report_json(self, [self.jsonl("keys.jsonl", recs)])
+        self.assertEqual([(g["pool"], g["model"], g["other"]) for g in doc["groups"]],
+                         [(None, "gpt-4o-mini", False), ("-", "gpt-4o-mini", False),
+                          ("(none)", "gpt-4o-mini", False), ("p", "m\ufffdx", False),
+                          ("p", "m", False)])
+        text = report([self.tmp / "keys.jsonl"]).stdout.decode()
+        self.assertRegex(text, r"\n\(none\) +gpt-4o-mini ")
+        self.assertRegex(text, r"\n\\\(none\) +gpt-4o-mini ")
+        # A literal "(other)" is a group like any; the overflow group is a flag.
+        recs = [record(self.T, "o", pool="(other)")]
+        recs += [record(self.T, f"g{i}", model=f"model-{i}") for i in range(512 + 3)]
+        doc = report_json(self, [self.jsonl("other.jsonl", recs)])
+        self.assertEqual((doc["groups"][0]["pool"], doc["groups"][0]["other"]),
+                         ("(other)", False))
+        last = doc["groups"][-1]
+        self.assertEqual((last["pool"], last["model"], last["other"], last["attempts"]),
+                         (None, None, True, 4))
+        self.assertTrue(doc["limits"]["groups_capped"])
+
+    def test_small_costs_keep_significant_digits(self):
+        path = self.jsonl("cents.jsonl", [record(self.T, "a", model="cheap", cost=4e-7),
+                                        record(self.T, "b", model="unpriced-x", cost=None)])
+        text = report([path]).stdout.decode()
+        self.assertRegex(text, r"\np +cheap +.* 4e-07 ")
+        self.assertRegex(text, r"\np +unpriced-x +(\S+ +){7}- ")
+        self.assertNotIn("0.000000", text)
+
+    def test_empty_outcome_nul_byte_and_empty_log(self):
+        good = json.dumps(record(self.T, "a")).encode()
+        path = self.tmp / "odd.jsonl"
+        path.write_bytes(json.dumps(record(self.T, "b", outcome="")).encode() + b"\n" +
+                         good + b"\x00garbage\n")
+        doc = report_json(self, [str(path)])
+        self.assertEqual((doc["records"], doc["malformed"]["bad_value"],
+                          doc["malformed"]["not_json"]), (0, 1, 1))
+        empty = self.tmp / "empty.jsonl"
+        empty.write_bytes(b"")
+        text = report([str(empty)]).stdout.decode()
+        self.assertIn("0 records from 0 lines", text)
+        self.assertNotIn("outcomes:", text)
+
+    def test_lines_up_to_a_mebibyte_are_records(self):
+        long_task = "t" * (8 * 1024)
+        r = record(self.T, "a", task=long_task)
+        r["path"] = "/v1/" + "p" * (200 * 1024)
+        doc = report_json(self, [self.jsonl("long.jsonl", [r])])
+        self.assertEqual((doc["records"], doc["malformed"]["too_long"]), (1, 0))
+        r["path"] = "/v1/" + "p" * LINE_MAX
+        doc = report_json(self, [self.jsonl("too-long.jsonl", [r, record(self.T, "b")])])
+        self.assertEqual((doc["records"], doc["malformed"]["too_long"]), (1, 1))
+
+    def test_ok_answer_without_usage_is_billed_and_at_risk(self):
+        recs = [record(self.T, "a", model="gpt-4o-2024-08-06", cost=0.25),
+                record(self.T, "b", model="gpt-4o", cost=0.75),
+                # What the guard now writes for a 2xx answer with a model but no usage.
+                record(self.T, "c", model="gpt-4o", outcome="ok", tokens=None, cost=None,
+                       pb=True)]
+        self.assertEqual(recs[2]["status"], 200)
+        t = report_json(self, [self.jsonl("nousage.jsonl", recs)])["totals"]
+        self.assertEqual((t["billed_attempts"], t["possibly_billed"], t["at_risk_attempts"],
+                          t["unpriced_attempts"]), (3, 1, 1, 0))
+        self.assertEqual(t["cost_at_risk_usd"], 0.5)         # the gpt-4o family's mean
+        self.assertEqual(t["at_risk_unestimated"], 0)
 
 
 if __name__ == "__main__":

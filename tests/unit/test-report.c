@@ -156,7 +156,7 @@ Test(report_hist, clamps_out_of_range) {
   cg_hist_add(h, -5);
   cg_hist_add(h, INT64_MAX);
   cr_expect_eq(h->min, 0);
-  cr_expect_eq(h->max, ((int64_t) 1 << CG_HIST_MAX_BITS) - 1);
+  cr_expect_eq(h->max, INT64_MAX); /* exact: only the bucket clamps */
   cr_expect_eq(cg_hist_percentile(h, 50), 0);
   cr_expect_eq(cg_hist_percentile(h, 100), h->max);
   free(h);
@@ -365,7 +365,7 @@ Test(report_agg, totals_and_definitions) {
   cr_expect_eq(t->priced, 2);
   cr_expect_eq(t->unpriced, 1);
   cr_expect_eq(t->dup_digests, 1);           /* D1 billed on a#2 and c */
-  cr_expect_eq(t->dup_extra_billed, 1);
+  cr_expect_eq(t->dup_extra_calls, 1);
   cr_expect_eq(r->tasks_multi, 1);           /* T1: calls a and b billed */
   cr_expect_str_eq(r->task_example[0], "T1");
   cr_expect_eq(t->latency->count, 5);
@@ -495,8 +495,9 @@ Test(report_alert, retry_ratio_window) {
   cr_expect_eq(count_alerts(r, "retry_ratio"), 1);
   a = first_alert(r, "retry_ratio");
   cr_assert_not_null(a);
-  cr_expect_str_eq(cJSON_GetObjectItem(a, "from")->valuestring, "2026-11-30T10:40:00.000Z");
-  cr_expect_str_eq(cJSON_GetObjectItem(a, "to")->valuestring, "2026-11-30T10:41:00.000Z");
+  /* Every window holding 10:40 fires: [10:31, 10:41) ... [10:40, 10:50). */
+  cr_expect_str_eq(cJSON_GetObjectItem(a, "from")->valuestring, "2026-11-30T10:31:00.000Z");
+  cr_expect_str_eq(cJSON_GetObjectItem(a, "to")->valuestring, "2026-11-30T10:50:00.000Z");
   cr_expect_eq(num(a, "retries"), 8);
   cr_expect_eq(num(a, "attempts"), 48);
   cg_report_free(r);
@@ -561,7 +562,8 @@ Test(report_agg, groups_capped_into_other) {
   cg_report_finish(r);
   cr_expect_eq(r->ngroups, CG_REPORT_MAX_GROUPS + 1);
   cr_expect_eq(r->groups_capped, 1);
-  cr_expect_str_eq(r->group[CG_REPORT_MAX_GROUPS].model, "(other)");
+  cr_expect_eq(r->group[CG_REPORT_MAX_GROUPS].other, 1);
+  cr_expect_null(r->group[CG_REPORT_MAX_GROUPS].model);
   cr_expect_eq(r->group[CG_REPORT_MAX_GROUPS].s.attempts, 88);
   cr_expect_eq(r->total.attempts, CG_REPORT_MAX_GROUPS + 88);
   cg_report_free(r);
@@ -607,5 +609,411 @@ Test(report_agg, outcomes_capped_into_other) {
   cr_expect_eq(r->noutcomes, CG_REPORT_MAX_OUTCOMES);
   cr_expect_eq(r->total.outcome[CG_REPORT_MAX_OUTCOMES], 6);
   cr_expect_eq(r->total.outcome[0], 1);
+  cg_report_free(r);
+}
+
+/* ---- review fixes ---- */
+
+/* The record line of `x` with the first `from` replaced by `to`. */
+static char *line_sub(const struct rec *x, const char *from, const char *to) {
+  char *l = line_of(x), *at = strstr(l, from), *out;
+  size_t n;
+  cr_assert_not_null(at, "%s not in %s", from, l);
+  n = strlen(l) + strlen(to) + 1;
+  out = malloc(n);
+  snprintf(out, n, "%.*s%s%s", (int) (at - l), l, to, at + strlen(from));
+  free(l);
+  return out;
+}
+
+static enum cg_rbad feed_sub(struct cg_report *r, const struct rec *x, const char *from,
+                             const char *to) {
+  char *l = line_sub(x, from, to);
+  enum cg_rbad b = cg_report_line(r, l, strlen(l));
+  free(l);
+  return b;
+}
+
+/* The text report in a malloc'ed string. */
+static char *text_of(struct cg_report *r) {
+  char **buf = calloc(1, sizeof(*buf)), *text; /* on the heap: GCC's dangling-pointer
+                                                * check mistakes a local's text for it */
+  size_t len = 0;
+  FILE *f = open_memstream(buf, &len);
+  cg_report_print(r, f);
+  fclose(f);
+  text = *buf;
+  free(buf);
+  return text;
+}
+
+/* The JSON report, printed, in a malloc'ed string. */
+static char *json_of(struct cg_report *r) {
+  cJSON *doc = cg_report_json(r);
+  char *text = cJSON_PrintUnformatted(doc);
+  cJSON_Delete(doc);
+  return text;
+}
+
+static int valid_utf8(const char *s) {
+  size_t bad, len = strlen(s);
+  return cg_utf8_valid_prefix(s, len, &bad) == len && bad == 0;
+}
+
+/* 1: a retry of one call (same request id) is not a duplicate body; other calls are,
+ * once each however many of their attempts were billed. */
+Test(report_review, duplicate_bodies_count_calls_not_retries) {
+  struct cg_report *r = cg_report_new();
+  /* Call a: keyed retry after a possibly-billed 500, same body: billed twice. */
+  feed(r, &(struct rec){.rid = "a", .attempt = 1, .outcome = "http_500", .pb = 1,
+                        .tokens = -1, .cost = -1, .duration = 1, .digest = "D"});
+  feed(r, &(struct rec){.rid = "a", .attempt = 2, .final = 1, .tokens = 5, .cost = 0.1,
+                        .duration = 1, .digest = "D"});
+  cr_expect_eq(r->total.dup_digests, 0);
+  cr_expect_eq(r->total.dup_extra_calls, 0);
+  cr_expect_eq(r->total.billed_retries, 1);
+  /* Calls b (billed twice) and c: the same body in two more calls. */
+  feed(r, &(struct rec){.rid = "b", .attempt = 1, .outcome = "http_500", .pb = 1,
+                        .tokens = -1, .cost = -1, .duration = 1, .digest = "D"});
+  feed(r, &(struct rec){.rid = "b", .attempt = 2, .final = 1, .tokens = 5, .cost = 0.1,
+                        .duration = 1, .digest = "D"});
+  feed(r, &(struct rec){.rid = "c", .attempt = 1, .final = 1, .tokens = 5, .cost = 0.1,
+                        .duration = 1, .digest = "D"});
+  feed(r, &(struct rec){.rid = "a", .attempt = 3, .final = 1, .tokens = 5, .cost = 0.1,
+                        .duration = 1, .digest = "D"}); /* the first call again */
+  cg_report_finish(r);
+  cr_expect_eq(r->total.dup_digests, 1);
+  cr_expect_eq(r->total.dup_extra_calls, 2); /* b and c */
+  cr_expect_eq(r->group[0].s.dup_extra_calls, 2);
+  cr_expect_eq(r->total.billed_retries, 3);  /* a#2, b#2, a#3 */
+  cg_report_free(r);
+}
+
+/* 2: the family of a dated model name. */
+Test(report_review, model_family) {
+  static const char *const v[][2] = {
+      {"gpt-4o-2024-08-06", "gpt-4o"},
+      {"gpt-4o-mini-2024-07-18", "gpt-4o-mini"},
+      {"o3-2025-04-16", "o3"},
+      {"claude-sonnet-4-20250514", "claude-sonnet-4"},
+      {"claude-3-5-sonnet@20240620", "claude-3-5-sonnet"},
+      {"gemini-2.5-flash-preview-05-20", "gemini-2.5-flash-preview"},
+      {"claude-3-5-sonnet-latest", "claude-3-5-sonnet"},
+      {"gpt-4-0613", "gpt-4"},
+      {"mistral-large-2407", "mistral-large"},
+      /* not dates: kept */
+      {"gpt-4o", "gpt-4o"},
+      {"gpt-4.1-nano", "gpt-4.1-nano"},
+      {"gemini-2.5-flash", "gemini-2.5-flash"},
+      {"text-davinci-003", "text-davinci-003"},
+      {"model-2048", "model-2048"},
+      {"x-2024-13-01", "x-2024-13-01"}, /* month 13 */
+      {"-latest", "-latest"},            /* nothing would be left */
+      {"m-20250532", "m-20250532"},      /* day 32 */
+  };
+  for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+    size_t n = cg_model_family(v[i][0], strlen(v[i][0]));
+    cr_expect_eq(n, strlen(v[i][1]), "%s -> %.*s, want %s", v[i][0], (int) n, v[i][0],
+                 v[i][1]);
+  }
+}
+
+/* 2: a call asked for gpt-4o and answered by gpt-4o-2024-08-06 is one group. */
+Test(report_review, dated_answer_in_the_requested_group) {
+  struct cg_report *r = cg_report_new();
+  cJSON *doc;
+  const cJSON *g, *models;
+  feed(r, &(struct rec){.rid = "a", .attempt = 1, .outcome = "http_503", .tokens = -1,
+                        .cost = -1, .duration = 1, .model = "gpt-4o"});
+  feed(r, &(struct rec){.rid = "a", .attempt = 2, .final = 1, .tokens = 10, .cost = 0.5,
+                        .duration = 1, .model = "gpt-4o-2024-08-06"});
+  cg_report_finish(r);
+  cr_assert_eq(r->ngroups, 1);
+  cr_expect_str_eq(r->group[0].model, "gpt-4o");
+  cr_expect_eq(r->group[0].s.calls, 1);
+  cr_expect_eq(r->group[0].s.attempts, 2);
+  doc = cg_report_json(r);
+  g = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "groups"), 0);
+  cr_expect_str_eq(cJSON_GetObjectItem(g, "model")->valuestring, "gpt-4o");
+  models = cJSON_GetObjectItem(g, "models");
+  cr_assert_eq(cJSON_GetArraySize(models), 2);
+  cr_expect_str_eq(cJSON_GetArrayItem(models, 1)->valuestring, "gpt-4o-2024-08-06");
+  cJSON_Delete(doc);
+  cg_report_free(r);
+}
+
+/* 3: invalid UTF-8 in a record's strings is repaired (U+FFFD) before any output. */
+Test(report_review, invalid_utf8_repaired) {
+  struct cg_report *r = cg_report_new();
+  char *json, *text;
+  cr_expect_eq(feed_sub(r, &(struct rec){.attempt = 1, .final = 1, .tokens = 1, .cost = 0.1,
+                                          .duration = 1, .task = "t\xc3"},
+                        "\"model\":\"m\"", "\"model\":\"bad\xff\xfe\xe2\x82\""),
+               CG_RBAD_NONE);
+  feed_sub(r, &(struct rec){.rid = "r2", .attempt = 1, .final = 1, .tokens = 1, .cost = 0.1,
+                            .duration = 1, .task = "t\xc3"},
+           "\"model\":\"m\"", "\"model\":\"ok\"");
+  cg_report_finish(r);
+  cr_expect_str_eq(r->group[0].model, "bad\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+  json = json_of(r);
+  text = text_of(r);
+  cr_expect(valid_utf8(json), "%s", json);
+  cr_expect(valid_utf8(text), "%s", text);
+  cr_expect_not_null(strstr(json, "\"t\xef\xbf\xbd\""), "%s", json); /* task example */
+  free(json);
+  free(text);
+  cg_report_free(r);
+}
+
+Test(report_review, utf8_repair_rules) {
+  char out[64];
+  cg_utf8_repair("a\xed\xa0\x80z", 5, out);           /* a surrogate: 3 bad bytes */
+  cr_expect_str_eq(out, "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz");
+  cg_utf8_repair("\xe2\x82", 2, out);                  /* a cut sequence: one U+FFFD */
+  cr_expect_str_eq(out, "\xef\xbf\xbd");
+  cg_utf8_repair("\xc0\xaf", 2, out);                  /* overlong */
+  cr_expect_str_eq(out, "\xef\xbf\xbd\xef\xbf\xbd");
+  cg_utf8_repair("\xe2\x82\xac\xf0\x9f\x98\x80", 7, out); /* valid: unchanged */
+  cr_expect_str_eq(out, "\xe2\x82\xac\xf0\x9f\x98\x80");
+}
+
+/* 4: control characters in names do not reach the terminal. */
+Test(report_review, text_escapes_controls) {
+  struct cg_report *r = cg_report_new();
+  char *text;
+  feed_sub(r, &(struct rec){.attempt = 4, .final = 1, .tokens = 1, .cost = 0.1, .duration = 1,
+                            .task = "x", .outcome = "o\\u0007k"},
+           "\"model\":\"m\"", "\"model\":\"evil\\u001b[31mRED\\nALERT fake\\u009b\"");
+  feed(r, &(struct rec){.rid = "r2", .attempt = 1, .final = 1, .tokens = 1, .cost = 0.1,
+                        .duration = 1, .task = "x"});
+  cg_report_finish(r);
+  text = text_of(r);
+  cr_expect_null(strchr(text, '\x1b'), "%s", text);
+  cr_expect_null(strchr(text, '\x07'), "%s", text);
+  cr_expect_null(strstr(text, "\xc2\x9b"), "%s", text);
+  cr_expect_null(strstr(text, "\nALERT fake"), "%s", text);
+  cr_expect_not_null(strstr(text, "evil\\x1b[31mRED\\nALERT"), "%s", text);
+  cr_expect_not_null(strstr(text, "o\\x07k 1"), "%s", text);
+  /* The per-request alert names the model escaped too. */
+  cr_expect_not_null(strstr(text, "model evil\\x1b[31mRED\\nALERT fake\\u009b)"), "%s", text);
+  free(text);
+  {
+    char buf[64];
+    cg_text_escape(buf, sizeof(buf), "(none)\\\x7f\xe2\x80\xae");
+    cr_expect_str_eq(buf, "\\(none)\\\\\\x7f\\u202e");
+    cg_text_escape(buf, 6, "abcdefgh");                 /* cut to fit */
+    cr_expect_str_eq(buf, "abcde");
+  }
+  cg_report_free(r);
+}
+
+/* 5: unfinished calls do not depend on the order of the records. */
+Test(report_review, unfinished_calls_order_independent) {
+  const struct rec v[] = {
+      {.rid = "a", .attempt = 1, .outcome = "http_503", .tokens = -1, .cost = -1},
+      {.rid = "a", .attempt = 2, .outcome = "http_503", .tokens = -1, .cost = -1},
+      {.rid = "a", .attempt = 3, .final = 1, .tokens = 1, .cost = 0.1},
+      {.rid = "b", .attempt = 1, .outcome = "http_503", .tokens = -1, .cost = -1},
+      {.rid = "c", .attempt = 1, .final = 1, .tokens = 1, .cost = 0.1},
+      {.rid = "d", .attempt = 1, .outcome = "http_503", .tokens = -1, .cost = -1},
+      {.rid = "d", .attempt = 2, .final = 1, .tokens = 1, .cost = 0.1},
+  };
+  enum { N = sizeof(v) / sizeof(v[0]) };
+  for (int order = 0; order < 3; order++) {
+    struct cg_report *r = cg_report_new();
+    for (int i = 0; i < N; i++) /* forwards, backwards, finals first */
+      feed(r, &v[order == 0 ? i : order == 1 ? N - 1 - i : (i * 3) % N]);
+    cg_report_finish(r);
+    cr_expect_eq(r->total.unfinished, 1, "order %d: %llu", order,
+                 (unsigned long long) r->total.unfinished); /* b */
+    cr_expect_eq(r->total.calls, 3);
+    cr_expect_eq(r->pending.count, 1, "order %d: complete calls are forgotten", order);
+    cg_report_free(r);
+  }
+}
+
+/* 6: a merged retry-ratio alert covers every window that fired, the worst one too. */
+Test(report_review, retry_alert_span_covers_worst_window) {
+  struct cg_report *r = cg_report_new();
+  const cJSON *a;
+  const char *from, *to, *wfrom, *wto;
+  calls_at(r, 8, 5, 30, 10, 0.01);
+  calls_at(r, 8, 6, 30, 3, 0.01);
+  cg_report_finish(r);
+  cr_assert_eq(count_alerts(r, "retry_ratio"), 1);
+  a = first_alert(r, "retry_ratio");
+  from = cJSON_GetObjectItem(a, "from")->valuestring;
+  to = cJSON_GetObjectItem(a, "to")->valuestring;
+  wfrom = cJSON_GetObjectItem(a, "worst_from")->valuestring;
+  wto = cJSON_GetObjectItem(a, "worst_to")->valuestring;
+  cr_expect_leq(strcmp(from, wfrom), 0, "%s > %s", from, wfrom);
+  cr_expect_geq(strcmp(to, wto), 0, "%s < %s", to, wto);
+  cr_expect_str_eq(from, "2026-11-30T07:56:00.000Z");
+  cr_expect_str_eq(to, "2026-11-30T08:16:00.000Z");
+  cg_report_free(r);
+}
+
+/* 7: latency extremes are exact whatever the value. */
+Test(report_review, latency_extremes_exact_beyond_histogram) {
+  struct cg_report *r = cg_report_new();
+  feed(r, &(struct rec){.attempt = 1, .final = 1, .tokens = 1, .cost = 0.1,
+                        .duration = 1000000000000LL});
+  cg_report_finish(r);
+  cr_expect_eq(r->total.latency->max, 1000000000000LL);
+  cr_expect_eq(cg_hist_percentile(r->total.latency, 99), 1000000000000LL);
+  cr_expect_eq(cg_hist_percentile(r->total.latency, 50), 1000000000000LL);
+  cg_report_free(r);
+}
+
+/* 8: a cost sum beyond the largest double reads "overflow" in text, null + flag in JSON. */
+Test(report_review, cost_overflow_agrees) {
+  struct cg_report *r = cg_report_new();
+  char *text, *json;
+  for (int i = 0; i < 2; i++)
+    feed(r, &(struct rec){.rid = i ? "b" : "a", .attempt = 1, .final = 1, .tokens = 1,
+                          .cost = 1e308, .duration = 1});
+  cg_report_finish(r);
+  text = text_of(r);
+  json = json_of(r);
+  cr_expect_null(strstr(text, "inf"), "%s", text);
+  cr_expect_not_null(strstr(text, "overflow"), "%s", text);
+  cr_expect_not_null(strstr(json, "\"cost_usd\":null"), "%s", json);
+  cr_expect_not_null(strstr(json, "\"cost_overflow\":true"), "%s", json);
+  free(text);
+  free(json);
+  cg_report_free(r);
+}
+
+/* 9: null stays apart from every string; the overflow group is a flag. */
+Test(report_review, group_keys_do_not_collide) {
+  struct cg_report *r = cg_report_new();
+  struct rec x = {.attempt = 1, .final = 1, .tokens = 1, .cost = 0.1, .duration = 1};
+  char *text;
+  feed_sub(r, &x, "\"pool\":\"p\"", "\"pool\":null");
+  feed_sub(r, &x, "\"pool\":\"p\"", "\"pool\":\"-\"");
+  feed_sub(r, &x, "\"pool\":\"p\"", "\"pool\":\"(none)\"");
+  feed_sub(r, &x, "\"model\":\"m\"", "\"model\":\"m\\u0000x\"");
+  feed(r, &x);
+  cg_report_finish(r);
+  cr_expect_eq(r->ngroups, 5);
+  cr_expect_null(r->group[0].pool);
+  cr_expect_str_eq(r->group[1].pool, "-");
+  cr_expect_str_eq(r->group[3].model, "m\xef\xbf\xbdx");
+  cr_expect_str_eq(r->group[4].model, "m");
+  text = text_of(r);
+  cr_expect_not_null(strstr(text, "\n(none)     "), "%s", text);
+  cr_expect_not_null(strstr(text, "\n\\(none)    "), "%s", text);
+  free(text);
+  cg_report_free(r);
+  {
+    char model[32];
+    r = cg_report_new();
+    x.model = "(other)";
+    feed(r, &x); /* a literal "(other)" is a group like any */
+    for (int i = 0; i < CG_REPORT_MAX_GROUPS; i++) {
+      snprintf(model, sizeof(model), "model-%d", i);
+      x.model = model;
+      feed(r, &x);
+    }
+    cg_report_finish(r);
+    cr_expect_eq(r->group[0].other, 0);
+    cr_expect_str_eq(r->group[0].model, "(other)");
+    cr_expect_eq(r->group[0].s.attempts, 1);
+    cr_expect_eq(r->group[CG_REPORT_MAX_GROUPS].other, 1);
+    cr_expect_eq(r->group[CG_REPORT_MAX_GROUPS].s.attempts, 1);
+    cg_report_free(r);
+  }
+}
+
+/* 10: a tiny priced cost is not printed as zero; an unpriced group shows "-". */
+Test(report_review, text_cost_significant_digits) {
+  struct cg_report *r = cg_report_new();
+  char *text;
+  feed(r, &(struct rec){.rid = "a", .attempt = 1, .final = 1, .tokens = 1, .cost = 4e-7,
+                        .duration = 1, .model = "cheap"});
+  feed(r, &(struct rec){.rid = "b", .attempt = 1, .final = 1, .tokens = 1, .cost = -1,
+                        .duration = 1, .model = "unpriced"});
+  cg_report_finish(r);
+  text = text_of(r);
+  cr_expect_not_null(strstr(text, " 4e-07 "), "%s", text);
+  cr_expect_null(strstr(text, "0.000000"), "%s", text);
+  cr_expect(strstr(text, "\nunpriced  ") == NULL); /* pool column first */
+  {
+    char row[512] = "";
+    const char *at = strstr(text, "unpriced      "); /* the second group's row */
+    cr_assert_not_null(at, "%s", text);
+    snprintf(row, sizeof(row), "%.*s", (int) strcspn(at, "\n"), at);
+    cr_expect_not_null(strstr(row, "           - "), "%s", row); /* cost_usd: - */
+  }
+  free(text);
+  cg_report_free(r);
+}
+
+/* 11: an empty outcome and a NUL byte are malformed; an empty log has no outcomes line. */
+Test(report_review, empty_outcome_nul_and_empty_log) {
+  struct cg_report *r = cg_report_new();
+  struct rec x = {.attempt = 1, .final = 1, .tokens = 1, .cost = 0.1, .duration = 1};
+  char *l = line_of(&x), *text;
+  size_t n = strlen(l);
+  char *withnul = malloc(n + 9);
+
+  cr_expect_eq(feed(r, &(struct rec){.attempt = 1, .final = 1, .tokens = 1, .cost = 0.1,
+                                     .duration = 1, .outcome = ""}),
+               CG_RBAD_VALUE);
+  memcpy(withnul, l, n);
+  memcpy(withnul + n, "\0garbage", 8);
+  cr_expect_eq(cg_report_line(r, withnul, n + 8), CG_RBAD_JSON);
+  cr_expect_eq(r->records, 0);
+  cg_report_finish(r);
+  text = text_of(r);
+  cr_expect_null(strstr(text, "outcomes:"), "%s", text);
+  free(text);
+  free(withnul);
+  free(l);
+  cg_report_free(r);
+}
+
+/* 12: lines up to 1 MiB are records (a long task id and path). */
+Test(report_review, long_lines_up_to_a_mebibyte) {
+  struct cg_report *r = cg_report_new();
+  size_t big = 900 * 1024;
+  char *task = malloc(big + 1);
+  memset(task, 't', big);
+  task[big] = '\0';
+  {
+    struct rec x = {.attempt = 1, .final = 1, .tokens = 1, .cost = 0.1, .duration = 1};
+    char *to = malloc(big + 32), *l;
+    snprintf(to, big + 32, "\"task_id\":\"%s\"", task);
+    l = line_sub(&x, "\"task_id\":null", to);
+    cr_expect_gt(strlen(l), 64 * 1024);
+    cr_expect_eq(cg_report_line(r, l, strlen(l)), CG_RBAD_NONE);
+    free(l);
+    free(to);
+  }
+  cr_expect_eq(r->records, 1);
+  free(task);
+  cg_report_free(r);
+}
+
+/* 13: an OK answer without usage, possibly billed: billed, at risk at its family's mean. */
+Test(report_review, ok_without_usage_is_at_risk_at_family_mean) {
+  struct cg_report *r = cg_report_new();
+  double usd;
+  uint64_t unest;
+  feed(r, &(struct rec){.rid = "a", .attempt = 1, .final = 1, .tokens = 10, .cost = 0.25,
+                        .duration = 1, .model = "gpt-4o-2024-08-06"});
+  feed(r, &(struct rec){.rid = "b", .attempt = 1, .final = 1, .tokens = 10, .cost = 0.75,
+                        .duration = 1, .model = "gpt-4o"});
+  feed(r, &(struct rec){.rid = "c", .attempt = 1, .final = 1, .tokens = -1, .cost = -1,
+                        .pb = 1, .duration = 1, .model = "gpt-4o", .outcome = "ok"});
+  cg_report_finish(r);
+  cr_expect_eq(r->ngroups, 1);
+  cr_expect_eq(r->total.billed, 3);
+  cr_expect_eq(r->total.possibly_billed, 1);
+  cr_expect_eq(r->total.at_risk_attempts, 1);
+  cr_expect_eq(r->total.unpriced, 0);
+  cg_report_risk(r, -1, &usd, &unest);
+  cr_expect_eq(usd, 0.5);
+  cr_expect_eq(unest, 0);
   cg_report_free(r);
 }
