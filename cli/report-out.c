@@ -146,6 +146,7 @@ static cJSON *cg__stats_json(const struct cg_report *r, const struct cg_rstats *
   cg__num(o, "usage_attempts", (double) s->usage_attempts);
   cg__num(o, "possibly_billed", (double) s->possibly_billed);
   cg__num(o, "at_risk_attempts", (double) s->at_risk_attempts);
+  cg__num(o, "unmetered_attempts", (double) s->unmetered);
   cg__num(o, "cost_at_risk_usd", at_risk);
   cg__num(o, "at_risk_unestimated", (double) unestimated);
   t = cJSON_AddObjectToObject(o, "tokens");

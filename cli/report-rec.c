@@ -206,7 +206,7 @@ const char *const cg_rbad_name[CG_RBAD_COUNT] = {
 enum cg_rfield {
   F_NONE, F_TS, F_REQUEST_ID, F_TASK_ID, F_ATTEMPT, F_FINAL, F_POOL, F_OUTCOME,
   F_COUNT_MS, F_DURATION, F_MODEL, F_PROMPT, F_COMPLETION, F_TOTAL, F_CACHED, F_COST,
-  F_POSSIBLY_BILLED, F_DIGEST, F_REPEAT_OF, F_REPEATS
+  F_POSSIBLY_BILLED, F_DIGEST, F_REPEAT_OF, F_REPEATS, F_METHOD
 };
 
 struct cg_rkey {
@@ -225,7 +225,7 @@ static const struct cg_rkey cg__keys[] = {
     {"task_id", T_STR | T_NULL, F_TASK_ID, 0},
     {"attempt", T_NUM, F_ATTEMPT, 0},
     {"final", T_BOOL, F_FINAL, 0},
-    {"method", T_STR | T_NULL, F_NONE, 0},
+    {"method", T_STR | T_NULL, F_METHOD, 0},
     {"host", T_STR | T_NULL, F_NONE, 0},
     {"path", T_STR | T_NULL, F_NONE, 0},
     {"pool", T_STR | T_NULL, F_POOL, 0},
@@ -322,6 +322,9 @@ static enum cg_rbad cg__store(const struct cg_rkey *k, const cJSON *v, struct cg
     return *s ? CG_RBAD_NONE : CG_RBAD_VALUE; /* "" names nothing */
   case F_DIGEST:
     r->body_digest = s;
+    return CG_RBAD_NONE;
+  case F_METHOD:
+    r->method = s;
     return CG_RBAD_NONE;
   case F_REPEAT_OF:
     r->repeat_of = s;

@@ -42,6 +42,7 @@ struct cg_rrec {
   const char *pool;         /* NULL when null */
   const char *model;        /* NULL when null */
   const char *outcome;
+  const char *method;       /* NULL when null (only compared, never printed) */
   const char *body_digest;  /* NULL when null */
   const char *repeat_of;    /* NULL when null or absent */
   int64_t attempt;          /* >= 1 */

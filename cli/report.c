@@ -258,8 +258,19 @@ static size_t cg__outcome(struct cg_report *r, const char *name) {
 
 /* ---- accounting ---- */
 
+/* An answer the client got ("ok") to a model call that did not say what it used: a stream
+ * without its usage chunk, a body over the guard's parser bounds.  The provider billed it
+ * by an amount nobody knows.  GET and HEAD fetch what exists and are not billed (the guard
+ * does not read their usage). */
+static int cg__unmetered(const struct cg_rrec *x) {
+  return !x->possibly_billed && x->model && x->total_tokens == CG_RNULL &&
+         x->prompt_tokens == CG_RNULL && strcmp(x->outcome, "ok") == 0 &&
+         !(x->method && (strcmp(x->method, "GET") == 0 || strcmp(x->method, "HEAD") == 0));
+}
+
 static int cg__billed(const struct cg_rrec *x) {
-  return x->possibly_billed || x->total_tokens != CG_RNULL || x->prompt_tokens != CG_RNULL;
+  return x->possibly_billed || x->total_tokens != CG_RNULL || x->prompt_tokens != CG_RNULL ||
+         cg__unmetered(x);
 }
 
 static void cg__add_tokens(uint64_t *sum, int64_t v) {
@@ -282,7 +293,8 @@ static void cg__stats_add(struct cg_rstats *s, const struct cg_rrec *x, size_t o
   s->billed_retries += cg__billed(x) && x->attempt > 1;
   s->usage_attempts += usage;
   s->possibly_billed += x->possibly_billed != 0;
-  s->at_risk_attempts += x->possibly_billed && isnan(x->cost_usd);
+  s->unmetered += cg__unmetered(x);
+  s->at_risk_attempts += (x->possibly_billed || cg__unmetered(x)) && isnan(x->cost_usd);
   cg__add_tokens(&s->prompt_tokens, x->prompt_tokens);
   cg__add_tokens(&s->completion_tokens, x->completion_tokens);
   cg__add_tokens(&s->total_tokens, x->total_tokens);

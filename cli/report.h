@@ -66,6 +66,8 @@
 struct cg_rstats {
   uint64_t attempts, retries, calls, unfinished, host_retry_calls;
   uint64_t billed, billed_retries, usage_attempts, possibly_billed, at_risk_attempts;
+  uint64_t unmetered;        /* ok answers to a model call without usage (billed, amount
+                                unknown; in at_risk_attempts too) */
   uint64_t priced, unpriced;
   uint64_t prompt_tokens, completion_tokens, total_tokens, cached_tokens;
   double cost_usd;                              /* summed in record order */

@@ -14,6 +14,7 @@ The guarded programs are /usr/bin/curl, or python3 + pycurl under `make check-as
 curl tool deadlocks with a preloaded ASan runtime, see harness.py).
 """
 
+import hashlib
 import json
 import math
 import os
@@ -48,10 +49,12 @@ PYCURL_HOST = textwrap.dedent(r'''
 ''')
 
 
-def chat(model="gpt-4o-mini", text="Say hello.", stream=False):
+def chat(model="gpt-4o-mini", text="Say hello.", stream=False, include_usage=True):
     body = {"model": model, "messages": [{"role": "user", "content": text}]}
     if stream:
-        body.update(stream=True, stream_options={"include_usage": True})
+        body.update(stream=True)
+        if include_usage:
+            body.update(stream_options={"include_usage": True})
     return json.dumps(body)
 
 
@@ -60,8 +63,12 @@ def anthropic(text="Hello, Claude."):
                        "messages": [{"role": "user", "content": text}]})
 
 
-# The fault run: (path, plan, body, task id, Idempotency-Key?).  Every success carries
-# usage, so "billed" in the report and "processing started" in the ledger mean the same.
+NO_USAGE_BODY = chat(model="gpt-4o", text="No usage.", stream=True, include_usage=False)
+
+# The fault run: (path, plan, body, task id, Idempotency-Key?).  A success either carries
+# usage or is an "unmetered" ok (a stream without its usage chunk), which the report counts
+# as billed too, so "billed" in the report and "processing started" in the ledger mean the
+# same.
 FAULT_CALLS = [
     (CHAT, "200", chat(), "task-a", False),
     (CHAT, "503:ra=0,200", chat(), "task-a", False),            # task-a: two billed calls
@@ -71,6 +78,7 @@ FAULT_CALLS = [
     (CHAT, "stall:ms=4000:after=30,200", chat(text="Stalled."), "task-e", True),  # read timeout
     (CHAT, "close:billed=1,200", chat(text="Dropped."), "task-f", True),
     (CHAT, "200:chunk_ms=2", chat(model="gpt-4o", stream=True), None, False),
+    (CHAT, "200:chunk_ms=2", NO_USAGE_BODY, None, False),   # unmetered: no usage chunk
     (CHAT, "503:ra=0,503:ra=0,503:ra=0,200", chat(text="Busy."), "task-g", False),
     (CHAT, "200", chat(model="my-private-model-7"), None, False),     # unpriced
     (CHAT, "400", chat(text="Bad request."), None, False),
@@ -136,12 +144,15 @@ def nearest_rank(sorted_values, p):
 
 def expected_report(records):
     """The report's numbers from the parsed records, by the README definitions."""
-    def billed(r):
-        return bool(r["possibly_billed"] or r["total_tokens"] is not None
-                    or r["prompt_tokens"] is not None)
-
     def usage(r):
         return r["total_tokens"] is not None or r["prompt_tokens"] is not None
+
+    def unmetered(r):                    # an ok model answer that did not say what it used
+        return (not r["possibly_billed"] and r["model"] is not None and not usage(r)
+                and r["outcome"] == "ok" and r["method"] not in ("GET", "HEAD"))
+
+    def billed(r):
+        return bool(r["possibly_billed"] or usage(r) or unmetered(r))
 
     groups, order = {}, []
     variants = {}
@@ -169,7 +180,9 @@ def expected_report(records):
             s["billed_retries"] += billed(r) and r["attempt"] > 1
             s["usage_attempts"] += usage(r)
             s["possibly_billed"] += bool(r["possibly_billed"])
-            s["at_risk_attempts"] += bool(r["possibly_billed"] and r["cost_usd"] is None)
+            s["unmetered_attempts"] += unmetered(r)
+            s["at_risk_attempts"] += bool((r["possibly_billed"] or unmetered(r))
+                                          and r["cost_usd"] is None)
             for name, field in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
                                 ("total", "total_tokens"), ("cached", "cached_tokens")):
                 s["tokens"][name] += r[field] or 0
@@ -223,7 +236,7 @@ def new_stats():
     return {"calls": 0, "unfinished_calls": 0, "attempts": 0, "retries": 0,
             "host_retry_calls": 0, "outcomes": {}, "outcomes_other": 0, "billed_attempts": 0,
             "billed_retries": 0, "usage_attempts": 0,
-            "possibly_billed": 0, "at_risk_attempts": 0,
+            "possibly_billed": 0, "at_risk_attempts": 0, "unmetered_attempts": 0,
             "tokens": {"prompt": 0, "completion": 0, "total": 0, "cached": 0},
             "cost_usd": 0.0, "cost_overflow": False, "priced_attempts": 0, "unpriced_attempts": 0,
             "duplicate_bodies": {"digests": 0, "extra_calls": 0},
@@ -388,8 +401,9 @@ class ReportFaultRunTest(harness.GuardTestCase):
         self.assertEqual(sum(r.get("libcurl_resends") or 0 for r in recs), 0)
         self.assertEqual(got["attempts"], len(ledger),
                          [(e["key"], e["action"], e["status"]) for e in ledger])
-        # Billed: every success carries usage, and every attempt the provider may have
-        # processed without answering is possibly_billed: the two sides count the same.
+        # Billed: every success carries usage or is counted unmetered, and every attempt the
+        # provider may have processed without answering is possibly_billed: the two sides
+        # count the same.
         started = [e for e in ledger if e["processing_started"]]
         self.assertEqual(got["billed_attempts"], len(started))
         # Possibly billed: processed, then a 500/504 or no complete answer to the client.
@@ -401,8 +415,12 @@ class ReportFaultRunTest(harness.GuardTestCase):
         # answers, and the difference is exactly the tokens of the incomplete ones.
         answered = sum(e["billed_tokens"] for e in started if e["completed"])
         unanswered = sum(e["billed_tokens"] for e in started if not e["completed"])
-        self.assertEqual(got["tokens"]["total"], answered)
-        self.assertEqual(got["tokens"]["total"] + unanswered,
+        self.assertEqual(got["unmetered_attempts"], 1)   # the stream without usage
+        no_usage = hashlib.sha256(NO_USAGE_BODY.encode()).hexdigest()
+        unmetered = sum(e["billed_tokens"] for e in started if e["body_digest"] == no_usage)
+        self.assertGreater(unmetered, 0)
+        self.assertEqual(got["tokens"]["total"], answered - unmetered)
+        self.assertEqual(got["tokens"]["total"] + unmetered + unanswered,
                          sum(e["billed_tokens"] for e in ledger))
         self.assertGreater(unanswered, 0)
         self.assertEqual(got["calls"], len(FAULT_CALLS))
