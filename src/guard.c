@@ -285,9 +285,13 @@ static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
   table = r->model ? cg__price_table(call->cfg) : NULL;
   if (table && cg_prices_lookup(table, r->model, &price))
     r->cost_usd = cg_price_cost(&price, u->input, u->cached_input, u->cache_write, u->output);
-  /* The limiter charged an estimate before sending: correct it with what was used. */
-  if (u->total >= 0 && call->admission.tokens > 0 && call->admission.pool_index >= 0 &&
-      call->admission.state)
+  /* The limiter charged an estimate before sending.  A request that used more is charged
+   * the rest; one that used less gets nothing back, because providers charge their rate
+   * limit with the estimate (OpenAI: max_tokens and the prompt's size) and a refund would
+   * let the guard admit more than the provider will (bench: 345 429s at TPM = the
+   * provider's with refunds, see bench/RESULTS.md). */
+  if (u->total > call->admission.tokens && call->admission.tokens > 0 &&
+      call->admission.pool_index >= 0 && call->admission.state)
     cg_limiter_tokens_correct(call->admission.state, call->admission.pool_index,
                               &call->pool->lim, u->total - call->admission.tokens);
 }
