@@ -10,7 +10,8 @@
  *   --retry curl:K     what `curl --retry K` does: up to K retries on a timeout, 408, 429,
  *                      500, 502, 503, 504; waits Retry-After (seconds) if given, else 1 s
  *                      doubling
- * Output (--out, default stdout): one line per call, in call order:
+ * Output (--out, default stdout): one line per call, written (and flushed) as it ends, so a
+ * batch stopped half-way still tells what its finished calls got:
  *   i start_ms end_ms status curl_code attempts
  * times in ms since the batch started (CLOCK_MONOTONIC); status 0 without a response.
  * On stderr at the end: "batch-host: calls=N ok=K wall_ms=W".
@@ -47,6 +48,8 @@ static int g_k;
 static struct call *g_calls;
 static atomic_long g_next;
 static struct timespec g_t0;
+static FILE *g_out;
+static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double now_ms(void)
 {
@@ -152,6 +155,11 @@ static void *worker(void *arg)
             }
         }
         c->end_ms = now_ms();
+        pthread_mutex_lock(&g_out_lock);
+        fprintf(g_out, "%ld %.1f %.1f %ld %d %d\n", i, c->start_ms, c->end_ms, c->status, c->code,
+                c->attempts);
+        fflush(g_out);
+        pthread_mutex_unlock(&g_out_lock);
     }
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
@@ -244,6 +252,11 @@ int main(int argc, char **argv)
     for (long i = 0; i < g_ncalls; i++)
         g_bodies[i] = lines[i % n];
 
+    g_out = out ? fopen(out, "w") : stdout;
+    if (!g_out) {
+        perror(out);
+        return 1;
+    }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     clock_gettime(CLOCK_MONOTONIC, &g_t0);
     pthread_t tid[1024];
@@ -255,20 +268,13 @@ int main(int argc, char **argv)
         pthread_join(tid[t], NULL);
     double wall = now_ms();
 
-    FILE *o = out ? fopen(out, "w") : stdout;
-    if (!o) {
-        perror(out);
-        return 1;
-    }
     long ok = 0;
     for (long i = 0; i < g_ncalls; i++) {
         struct call *c = &g_calls[i];
         ok += c->code == CURLE_OK && c->status >= 200 && c->status < 300;
-        fprintf(o, "%ld %.1f %.1f %ld %d %d\n", i, c->start_ms, c->end_ms, c->status, c->code,
-                c->attempts);
     }
-    if (o != stdout)
-        fclose(o);
+    if (g_out != stdout)
+        fclose(g_out);
     fprintf(stderr, "batch-host: calls=%ld ok=%ld wall_ms=%.0f\n", g_ncalls, ok, wall);
     curl_global_cleanup();
     return 0;

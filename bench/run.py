@@ -67,7 +67,9 @@ FULL = {
     "acc_tpm": 22800, "acc_tpm_n": 200,
     "ovh_n": 10000, "ovh_runs": 3,
     **_prefixed("batch_", dict(_BATCH, rpm=600, n=300, contenders=list(CONTENDER_KEYS))),
-    **_prefixed("drill_", dict(_BATCH, **_DRILL, rpm=600, n=500, outage=(20, 50), slow=(60, 70),
+    # The drill's limit is above what 64 workers ask for, so that it measures the faults.
+    **_prefixed("drill_", dict(_BATCH, **_DRILL, rpm=6000, n=1100, lat_median_ms=2000,
+                               lat_p99_ms=8000, lat_max_ms=9500, outage=(20, 50), slow=(60, 70),
                                stall_ms=15000, cap_s=110, baseline_from=5)),
     "report_timeout_s": 240,
 }
@@ -79,8 +81,9 @@ QUICK = {
     "acc_tpm": 22800, "acc_tpm_n": 40,
     "ovh_n": 1000, "ovh_runs": 1,
     **_prefixed("batch_", dict(_BATCH_QUICK, rpm=1200, n=60, contenders=list(CONTENDER_KEYS))),
-    **_prefixed("drill_", dict(_BATCH_QUICK, **_DRILL, rpm=1200, n=160, outage=(4, 10),
-                               slow=(12, 14), stall_ms=4000, cap_s=20, baseline_from=1)),
+    **_prefixed("drill_", dict(_BATCH_QUICK, **_DRILL, rpm=6000, n=250, lat_median_ms=1000,
+                               lat_p99_ms=3000, lat_max_ms=3500, timeout_s=4, outage=(3, 8),
+                               slow=(10, 12), stall_ms=5000, cap_s=20, baseline_from=1)),
     "report_timeout_s": 60,
 }
 # A small chat request, as an LLM batch would send (the guard parses it for model/tokens).
@@ -847,7 +850,8 @@ def batch_rows(r, drill=False):
          lambda x: f"{fmt(x['p50'])} / {fmt(x['p99'])}"),
         (f"batch wall time, s (ideal N/R = {b['ideal_s']:.0f} s)",
          lambda x: f"{x['wall_s']:.1f} (x{x['wall_s'] / b['ideal_s']:.2f})"
-         + (" capped" if x["capped"] else "")),
+         + (" stopped" if x["capped"] else "")) if not drill else
+        ("batch wall time, s", lambda x: f"{x['wall_s']:.1f}" + (" stopped" if x["capped"] else "")),
         ("requests per 100 ms: peak / mean", lambda x: f"{x['summary']['peak_per_100ms']} / "
          f"{fmt(x['summary']['mean_per_100ms'])}"),
     ]
@@ -921,13 +925,23 @@ def report_batch(r):
            f"JSON body, `max_tokens` 64), {b['workers']} workers: `xargs -P {b['workers']}` "
            f"over `bench/curl-call`, and `build/bench/batch-host --threads {b['workers']}` (one "
            f"keep-alive handle per thread). The provider: `scripts/mock-provider "
-           f"{' '.join(x for x in r['mock_args'] if not x.startswith('/'))}`: a limit R = "
+           f"{' '.join(Path(x).name if x.startswith('/') else x for x in r['mock_args'])}`: a limit R = "
            f"{b['rpm']} requests/min (token bucket of {max(1, b['rpm'] / 60):g}, refused "
            f"requests count too, 429 with `Retry-After` and `x-ratelimit-*`), generation latency "
            f"lognormal (median {b['lat_median_ms']} ms, p99 {b['lat_p99_ms']} ms, at most "
-           f"{b['lat_max_ms']} ms), no faults. A fresh provider per contender, same seed.",
+           f"{b['lat_max_ms']} ms), no faults (`plan.json`: "
+           f"`{json.dumps({'seed': b['seed'], 'draw': 'request'})}`). A fresh provider per "
+           f"contender, same seed; each is stopped (*stopped*) after "
+           f"{b['ideal_s'] * 2 + 20:.0f} s (twice N/R + 20 s).",
            "", "Contenders:"] + contenders_text(b, b["timeout_s"]) + [""]
     out += table(r, batch_rows(r))
+    out += ["", f"Reading it: the provider counts refused requests against its limit too, and "
+            f"its bucket goes down to minus one minute's worth ({b['rpm']} requests), so a "
+            f"client that keeps arriving faster than R on average, refusals included, is "
+            f"refused almost everything until it slows down: the first burst passes, then "
+            f"retries that ignore the provider's pace keep the account locked out. The "
+            f"guard's pace is the provider's (97 % of R), so its calls queue locally instead "
+            f"(their latency includes that wait)."]
     out += [""] + measure_notes()
     for x in r["rows"]:
         if x["stderr"]:
@@ -939,9 +953,11 @@ def report_drill(r):
     b = r["cfg"]
     o0, o1 = b["outage"]
     s0, s1 = b["slow"]
-    out = [f"The batch of scenario 2 (N = {b['n']}, {b['workers']} workers, limit R = "
-           f"{b['rpm']} requests/min, latency median {b['lat_median_ms']} ms / p99 "
-           f"{b['lat_p99_ms']} ms) against a provider with a fault schedule (seed {b['seed']}, "
+    out = [f"A batch as in scenario 2 (N = {b['n']} calls, {b['workers']} workers), against a "
+           f"provider whose limit (R = {b['rpm']} requests/min) is above what the workers ask "
+           f"for, so that the faults make the difference: latency median {b['lat_median_ms']} "
+           f"ms, p99 {b['lat_p99_ms']} ms, at most {b['lat_max_ms']} ms, and a fault schedule "
+           f"(seed {b['seed']}, "
            f"drawn per request: the k-th arrival of a given body meets the same fate for every "
            f"contender): all the time {b['p503'] * 100:g} % `503` and {b['pstall'] * 100:g} % "
            f"stalls of {b['stall_ms'] / 1000:g} s before the first byte (longer than the "
@@ -951,6 +967,9 @@ def report_drill(r):
            f"after {b['cap_s']} s. Plan file: `{json.dumps(r['plan'], separators=(',', ':'))}`.",
            "", "Contenders as in scenario 2 (curl):"] + contenders_text(b, b["timeout_s"]) + [""]
     out += table(r, batch_rows(r, drill=True))
+    out += ["", "A call of the guard that meets a stall is not sent again (a POST that may have "
+            "been processed: `first_byte_timeout`, `possibly_billed`); the loops send it again "
+            "and may be billed twice (*duplicate charges*)."]
     pic = f"Picture not drawn: {r['plot_error']}" if r.get("plot_error") else \
         "![requests per 100 ms over time, one line per contender](drill.png)"
     out += ["", pic, "",
@@ -977,8 +996,9 @@ def summary_batch(r, name="2. batch"):
         out.append(f"{name}, {x['label']}: {x['completed']}/{x['n']} completed, "
                    f"{s['requests'] / x['n']:.2f} upstream requests and "
                    f"{s['billed_requests'] / x['n']:.2f} billed per call, {s['429s']} 429s, "
-                   f"{s['duplicate_charges']} duplicate charges, wall {x['wall_s']:.1f} s "
-                   f"(N/R {r['cfg']['ideal_s']:.0f} s)"
+                   f"{s['duplicate_charges']} duplicate charges, wall {x['wall_s']:.1f} s"
+                   + (" (stopped)" if x["capped"] else "")
+                   + (f" (N/R {r['cfg']['ideal_s']:.0f} s)" if "recovery" not in x else "")
                    + (f", {x['recovery']['during']} requests during the outage, first success "
                       f"{fmt(x['recovery']['first_ok'], '{:.1f} s', 'never')} after it, success "
                       f"rate back after {fmt(x['recovery']['rate_back'], '{:d} s', 'never')}"
@@ -1138,7 +1158,7 @@ SCENARIOS = [
      scenario_overhead, report_overhead, summary_overhead),
     ("batch", "2. Batch against a rate-limited provider", scenario_batch, report_batch,
      summary_batch),
-    ("drill", "3. Fault drill: faults, a 30 s outage and a slow period during the batch",
+    ("drill", "3. Fault drill: faults, a full outage and a slow period during the batch",
      scenario_drill, report_drill, summary_drill),
     ("limiter", "4a. Limiter micro-benchmark", scenario_limiter, report_limiter, summary_limiter),
     ("accuracy", "4b. Limiter accuracy: 32 curl workers against a rate-limited provider",
