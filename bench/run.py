@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
-"""bench/run.py - curlguard's benchmark harness; writes bench/RESULTS.md.
+"""bench/run.py - curlguard's benchmark harness; writes bench/RESULTS.md and bench/drill.png.
 
-    make bench          # full: about 3 minutes on 2 cores (limit: 15)
-    make bench-quick    # reduced: about 1 minute (limit: 2); CI may run it
+    make bench          # full: about 12 minutes on 2 cores (limit: 15)
+    make bench-quick    # reduced: about 1.5 minutes (limit: 2); CI may run it; writes
+                        # build/bench/RESULTS-quick.md (never assert on its numbers)
     /usr/bin/python3 bench/run.py [--quick] [--build DIR] [--out FILE] [--only a,b,c]
 
-Scenarios (the limits issue):
-  a. limiter   the cost of one admission (cg_state_now + cg_limiter_reserve on a mapped
-               state file), by build/bench/limiter-bench, with 1, 2, 8, 64 processes
-               hammering one pool; medians of several runs.
-  b. accuracy  N requests by unmodified /usr/bin/curl processes (xargs -P 32, several
-               requests each) through `curlguard run` with one shared CURLGUARD_STATE and
-               CURLGUARD_RPM=R, against scripts/mock-provider --limit-rpm R (the same R);
-               then the same batch without the guard.
-  c. overhead  sequential keep-alive requests from one curl process (curl -K with many
-               URLs): no preload; preloaded with CURLGUARD off; guard on (log off, log
-               on, log on + limiter); wall and CPU time of the curl process (wait4).
+Scenarios (issue 7; sizes in FULL / QUICK below), each contender side by side, the same seed
+and load, a fresh mock provider per contender; ground truth from its ledger (GET /__summary):
+  1. overhead  sequential keep-alive requests to the mock (no limit, no latency) from
+               `curl -K` (many URLs) and from build/bench/batch-host --threads 1: no preload;
+               preloaded with CURLGUARD off; guard on with every feature and the log on.
+               CPU (wait4) and wall time per request, and the ratios.
+  2. batch     N calls (distinct bodies) from 64 workers, `xargs -P 64 bench/curl-call` and
+               batch-host --threads 64, against mock-provider --limit-rpm R with lognormal
+               latency: a naive fixed 1 s retry loop; curl --retry 3 (and the same policy in
+               the C host); the guard with CURLGUARD_RPM=R.
+  3. drill     the same kind of batch (curl) against a fault schedule: 503s, stalls longer
+               than the client's timeout, a full outage, a slow period; requests during the
+               outage and time to recover; drill.png: requests per 100 ms, per contender.
+  4a. limiter  the cost of one admission (build/bench/limiter-bench), 1..64 processes.
+  4b. accuracy N requests by curl workers through the guard with CURLGUARD_RPM=R (and TPM)
+               against the mock enforcing the same limit.
+  4c. report   bench/report-bench.py (curlguard report's throughput) if that file exists.
 
-Python 3 standard library only. Everything listens on 127.0.0.1. Every server and worker
-is started in its own session and stopped (by its process group id) at the end, also on
-failure or Ctrl-C. A scenario that fails prints why; the others still run. Numbers are
-reported, never asserted: the exit status is 1 only when a scenario could not run.
+Python 3 standard library only (gnuplot for the picture). Everything listens on 127.0.0.1.
+Every server and worker is started in its own session and stopped (by its process group id)
+at the end, also on failure or Ctrl-C; every batch has a time cap. A scenario that fails
+prints why; the others still run. Numbers are reported, never asserted: the exit status is
+1 only when a scenario could not run.
 """
 
 import argparse
@@ -1011,47 +1019,62 @@ def summary_drill(r):
 
 
 def plot_drill(r, png, tmp):
-    """Requests per 100 ms over time, one line per contender (gnuplot, pngcairo or png)."""
+    """Requests per 100 ms over time, one panel and line per contender (gnuplot, pngcairo or
+    png); the data goes next to the picture as drill.dat (gnuplot drill.gp redraws it)."""
     import shutil
     gp = shutil.which("gnuplot")
-    if not gp:
-        return "gnuplot is not installed (scripts/install-deps installs gnuplot-nox): no picture"
     b = r["cfg"]
     w = b["bucket_ms"] / 1000
     series = [x["summary"].get("series", {}).get("requests", []) for x in r["rows"]]
     n = max((len(s) for s in series), default=0)
-    data = Path(tmp) / "drill.dat"
+    half = int(round(0.5 / w))                 # a 1 s moving mean, centred
+    data = Path(png).with_name("drill.dat")
     with open(data, "w") as f:
+        f.write("# t_s " + " ".join(f"req_{x['key']} mean1s_{x['key']}" for x in r["rows"])
+                + "\n# requests reaching the provider per 100 ms (and their 1 s moving mean), "
+                "from GET /__summary?bucket_ms=100 of each contender's run\n")
         for k in range(n):
-            f.write(f"{k * w:.1f} " + " ".join(str(s[k] if k < len(s) else 0) for s in series) + "\n")
+            cells = []
+            for s in series:
+                window = [s[j] if j < len(s) else 0 for j in range(max(0, k - half), k + half)]
+                cells += [str(s[k] if k < len(s) else 0), f"{sum(window) / len(window):.2f}"]
+            f.write(f"{k * w:.1f} " + " ".join(cells) + "\n")
+    if not gp:
+        return "gnuplot is not installed (scripts/install-deps installs gnuplot-nox): no picture"
     terms = subprocess.run([gp, "-e", "set terminal"], capture_output=True, text=True)
-    term = "pngcairo size 1100,520 font ',10'" if "pngcairo" in terms.stdout + terms.stderr \
-        else "png size 1100,520"
+    rows = len(r["rows"])
+    term = (f"pngcairo size 1100,{200 + 220 * rows} font ',10'"
+            if "pngcairo" in terms.stdout + terms.stderr else f"png size 1100,{200 + 220 * rows}")
     o0, o1 = b["outage"]
     s0, s1 = b["slow"]
-    tmp_png = Path(tmp) / "drill.png"
-    plots = ", ".join(f"'{data}' using 1:{i + 2} with lines lw 1.3 title '{x['label']}'"
-                      for i, x in enumerate(r["rows"]))
-    script = f"""set terminal {term}
-set output '{tmp_png}'
-set title 'Fault drill: requests reaching the provider per 100 ms (N={b['n']}, {b['workers']} workers, limit {b['rpm']}/min)'
-set xlabel 't, s (batch start = 0)'
-set ylabel 'requests per 100 ms'
-set key top right box opaque
-set grid ytics
-set object 1 rect from {o0},graph 0 to {o1},graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
-set object 2 rect from {s0},graph 0 to {s1},graph 1 fc rgb '#fff2cc' fs solid 0.5 noborder behind
-set label 1 'outage' at {(o0 + o1) / 2},graph 0.95 center
-set label 2 'slow' at {(s0 + s1) / 2},graph 0.95 center
-set xrange [0:*]
-set yrange [0:*]
-plot {plots}
-"""
-    (Path(tmp) / "drill.gp").write_text(script)
-    p = subprocess.run([gp, str(Path(tmp) / "drill.gp")], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0 or not tmp_png.exists():
+    ymax = max([max(s) for s in series if s] + [1])
+    colors = ["#7b3294", "#1b9e77", "#2c7bb6", "#d95f02", "#666666", "#e7298a"]
+    lines = [f"set terminal {term}", "set output 'drill.png'",
+             f"set multiplot layout {rows},1 title 'Fault drill: requests reaching the provider "
+             f"per 100 ms (N={b['n']}, {b['workers']} workers, limit {b['rpm']}/min; thin: per "
+             f"100 ms, thick: 1 s mean)'",
+             "set grid ytics", "set key top right opaque box",
+             f"set xrange [0:{n * w:.1f}]", f"set yrange [0:{ymax * 1.15:.0f}]",
+             "set ylabel 'requests / 100 ms'",
+             f"set object 1 rect from {o0},graph 0 to {o1},graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind",
+             f"set object 2 rect from {s0},graph 0 to {s1},graph 1 fc rgb '#fff2cc' fs solid 0.5 noborder behind",
+             f"set label 1 'outage' at {(o0 + o1) / 2},graph 0.9 center",
+             f"set label 2 'slow' at {(s0 + s1) / 2},graph 0.9 center"]
+    for i, x in enumerate(r["rows"]):
+        c = colors[i % len(colors)]
+        if i == rows - 1:
+            lines.append("set xlabel 't, s (batch start = 0)'")
+        lines.append(f"plot 'drill.dat' using 1:{2 * i + 2} with lines lw 0.8 lc rgb '{c}' "
+                     f"notitle, '' using 1:{2 * i + 3} with lines lw 2.5 lc rgb '{c}' "
+                     f"title '{x['label']}'")
+    lines.append("unset multiplot")
+    script = Path(png).with_name("drill.gp")
+    script.write_text("# gnuplot drill.gp (in this directory) redraws drill.png from drill.dat\n"
+                      + "\n".join(lines) + "\n")
+    p = subprocess.run([gp, script.name], capture_output=True, text=True, timeout=60,
+                       cwd=str(script.parent))
+    if p.returncode != 0 or not Path(png).exists():
         return f"gnuplot failed: {p.stderr.strip()[-300:]}"
-    shutil.copyfile(tmp_png, png)
     return None
 
 
