@@ -108,21 +108,29 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo $(BUILD)
 
-# Benchmarks: limiter micro-benchmark, accuracy of the shared limiter against a
-# rate-limited mock provider, per-request overhead.  Both rewrite bench/RESULTS.md and
-# never fail on numbers (only when a scenario cannot run).  See bench/run.py.
+# Benchmarks (bench/run.py): overhead per request, a batch against a rate-limited provider,
+# the fault drill, the limiter micro-benchmark and accuracy, report throughput.  `bench`
+# (<= 15 min on 2 cores) rewrites bench/RESULTS.md and bench/drill.png; `bench-quick`
+# (<= 2 min) writes build/bench/RESULTS-quick.md.  Neither fails on numbers (only when a
+# scenario cannot run).
 .PHONY: bench-quick
 
 $(BUILD)/bench/limiter-bench: bench/limiter-bench.c $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
 
+$(BUILD)/bench/batch-host: bench/batch-host.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+
+BENCH_BINS := $(BUILD)/bench/limiter-bench $(BUILD)/bench/batch-host
+
 bench: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/bench/limiter-bench
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@$(PYTHON) bench/run.py --build $(BUILD) --command "make bench"
 
 bench-quick: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/bench/limiter-bench
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@$(PYTHON) bench/run.py --quick --build $(BUILD) --command "make bench-quick"
 
 install: $(BUILD)/libcurlguard.so $(BUILD)/curlguard

@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
-"""bench/run.py - curlguard's benchmark harness; writes bench/RESULTS.md.
+"""bench/run.py - curlguard's benchmark harness; writes bench/RESULTS.md and bench/drill.png.
 
-    make bench          # full: about 3 minutes on 2 cores (limit: 15)
-    make bench-quick    # reduced: about 1 minute (limit: 2); CI may run it
+    make bench          # full: about 12 minutes on 2 cores (limit: 15)
+    make bench-quick    # reduced: about 1.5 minutes (limit: 2); CI may run it; writes
+                        # build/bench/RESULTS-quick.md (never assert on its numbers)
     /usr/bin/python3 bench/run.py [--quick] [--build DIR] [--out FILE] [--only a,b,c]
 
-Scenarios (the limits issue):
-  a. limiter   the cost of one admission (cg_state_now + cg_limiter_reserve on a mapped
-               state file), by build/bench/limiter-bench, with 1, 2, 8, 64 processes
-               hammering one pool; medians of several runs.
-  b. accuracy  N requests by unmodified /usr/bin/curl processes (xargs -P 32, several
-               requests each) through `curlguard run` with one shared CURLGUARD_STATE and
-               CURLGUARD_RPM=R, against scripts/mock-provider --limit-rpm R (the same R);
-               then the same batch without the guard.
-  c. overhead  sequential keep-alive requests from one curl process (curl -K with many
-               URLs): no preload; preloaded with CURLGUARD off; guard on (log off, log
-               on, log on + limiter); wall and CPU time of the curl process (wait4).
+Scenarios (issue 7; sizes in FULL / QUICK below), each contender side by side, the same seed
+and load, a fresh mock provider per contender; ground truth from its ledger (GET /__summary):
+  1. overhead  sequential keep-alive requests to the mock (no limit, no latency) from
+               `curl -K` (many URLs) and from build/bench/batch-host --threads 1: no preload;
+               preloaded with CURLGUARD off; guard on with every feature and the log on.
+               CPU (wait4) and wall time per request, and the ratios.
+  2. batch     N calls (distinct bodies) from 64 workers, `xargs -P 64 bench/curl-call` and
+               batch-host --threads 64, against mock-provider --limit-rpm R with lognormal
+               latency: a naive fixed 1 s retry loop; curl --retry 3 (and the same policy in
+               the C host); the guard with CURLGUARD_RPM=R.
+  3. drill     the same kind of batch (curl) against a fault schedule: 503s, stalls longer
+               than the client's timeout, a full outage, a slow period; requests during the
+               outage and time to recover; drill.png: requests per 100 ms, per contender.
+  4a. limiter  the cost of one admission (build/bench/limiter-bench), 1..64 processes.
+  4b. accuracy N requests by curl workers through the guard with CURLGUARD_RPM=R (and TPM)
+               against the mock enforcing the same limit.
+  4c. report   bench/report-bench.py (curlguard report's throughput) if that file exists.
 
-Python 3 standard library only. Everything listens on 127.0.0.1. Every server and worker
-is started in its own session and stopped (by its process group id) at the end, also on
-failure or Ctrl-C. A scenario that fails prints why; the others still run. Numbers are
-reported, never asserted: the exit status is 1 only when a scenario could not run.
+Python 3 standard library only (gnuplot for the picture). Everything listens on 127.0.0.1.
+Every server and worker is started in its own session and stopped (by its process group id)
+at the end, also on failure or Ctrl-C; every batch has a time cap. A scenario that fails
+prints why; the others still run. Numbers are reported, never asserted: the exit status is
+1 only when a scenario could not run.
 """
 
 import argparse
@@ -44,20 +52,47 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"
 CURL = "/usr/bin/curl"
 MOCK = ROOT / "scripts" / "mock-provider"
+CONTENDER_KEYS = ["curl-naive", "curl-retry", "curl-guard", "c-naive", "c-retry", "c-guard"]
+
+_BATCH = {"workers": 64, "timeout_s": 10, "deadline_s": 120, "guard_attempts": 5, "naive_max": 5,
+          "curl_retry": 3, "lat_median_ms": 1000, "lat_p99_ms": 5000, "lat_max_ms": 9000,
+          "seed": 42, "bucket_ms": 100}
+_BATCH_QUICK = dict(_BATCH, timeout_s=3, deadline_s=30, lat_median_ms=300, lat_p99_ms=1500,
+                    lat_max_ms=2500)
+_DRILL = {"p503": 0.05, "pstall": 0.02, "slow_x": 3, "recover_frac": 0.8,
+          "contenders": ["curl-naive", "curl-retry", "curl-guard"]}
+
+
+def _prefixed(prefix, d):
+    return {prefix + k: v for k, v in d.items()}
+
 
 FULL = {
+    "quick": False,
     "micro_procs": [1, 2, 8, 64], "micro_modes": ["rpm", "rpm+tpm"], "micro_ms": 1000,
-    "micro_runs": 5,
-    "acc_rpm": 600, "acc_n": 600, "acc_workers": 32, "acc_per_proc": 5, "acc_margin": 0.01,
-    "acc_tpm": 22800, "acc_tpm_n": 300,
-    "ovh_n": 2000, "ovh_runs": 5,
+    "micro_runs": 3,
+    "acc_rpm": 600, "acc_n": 300, "acc_workers": 32, "acc_per_proc": 5, "acc_margin": 0.01,
+    "acc_tpm": 22800, "acc_tpm_n": 200,
+    "ovh_n": 10000, "ovh_runs": 3,
+    **_prefixed("batch_", dict(_BATCH, rpm=600, n=300, contenders=list(CONTENDER_KEYS))),
+    # The drill's limit is above what 64 workers ask for, so that it measures the faults.
+    **_prefixed("drill_", dict(_BATCH, **_DRILL, rpm=6000, n=1100, lat_median_ms=2000,
+                               lat_p99_ms=8000, lat_max_ms=9500, outage=(20, 50), slow=(60, 70),
+                               stall_ms=15000, cap_s=110, baseline_from=5)),
+    "report_timeout_s": 240,
 }
 QUICK = {
-    "micro_procs": [1, 2, 8, 64], "micro_modes": ["rpm", "rpm+tpm"], "micro_ms": 200,
-    "micro_runs": 3,
-    "acc_rpm": 600, "acc_n": 150, "acc_workers": 32, "acc_per_proc": 5, "acc_margin": 0.01,
-    "acc_tpm": 22800, "acc_tpm_n": 60,
-    "ovh_n": 300, "ovh_runs": 3,
+    "quick": True,
+    "micro_procs": [1, 8, 64], "micro_modes": ["rpm", "rpm+tpm"], "micro_ms": 200,
+    "micro_runs": 1,
+    "acc_rpm": 600, "acc_n": 60, "acc_workers": 32, "acc_per_proc": 5, "acc_margin": 0.01,
+    "acc_tpm": 22800, "acc_tpm_n": 40,
+    "ovh_n": 1000, "ovh_runs": 1,
+    **_prefixed("batch_", dict(_BATCH_QUICK, rpm=1200, n=60, contenders=list(CONTENDER_KEYS))),
+    **_prefixed("drill_", dict(_BATCH_QUICK, **_DRILL, rpm=6000, n=250, lat_median_ms=1000,
+                               lat_p99_ms=3000, lat_max_ms=3500, timeout_s=4, outage=(3, 8),
+                               slow=(10, 12), stall_ms=5000, cap_s=20, baseline_from=1)),
+    "report_timeout_s": 60,
 }
 # A small chat request, as an LLM batch would send (the guard parses it for model/tokens).
 CHAT_BODY = json.dumps({
@@ -367,9 +402,6 @@ def scenario_accuracy(cfg, build, tmp):
     rows = [
         (f"guard, RPM {rpm:g} (= the provider's)", ["--limit-rpm", str(rpm)],
          {"CURLGUARD_RPM": rpm}, n, n / rpm * 60, "rpm"),
-        (f"guard, RPM {rpm * (1 - margin):g} ({margin * 100:g} % under)", ["--limit-rpm", str(rpm)],
-         {"CURLGUARD_RPM": f"{rpm * (1 - margin):g}"}, n, n / (rpm * (1 - margin)) * 60, "rpm"),
-        ("no guard", ["--limit-rpm", str(rpm)], None, n, n / rpm * 60, "rpm"),
         (f"guard, TPM {tpm:g} (= the provider's; no RPM)", ["--limit-tpm", str(tpm)],
          {"CURLGUARD_TPM": tpm}, tn, tn * cost / tpm * 60, "tpm"),
     ]
@@ -403,11 +435,14 @@ def report_accuracy(r):
            f"{r['per_proc']} requests each (`curl -K`), {r['workers']} at a time "
            f"(`xargs -P {r['workers']}`), against `scripts/mock-provider --limit-rpm {rpm:g}`: a "
            f"token bucket of {burst:g} requests refilled at {rpm:g}/min (the guard's default "
-           f"burst), refused requests count too. Guarded rows run every worker under "
+           f"burst), refused requests count too. Every worker runs under "
            f"`curlguard run` with one shared `CURLGUARD_STATE` (defaults otherwise: 3 attempts). "
            f"Such a bucket admits at most {lim1s:g} requests in any 1 s window and {lim100:g} in "
            f"any 100 ms. The last row limits tokens instead: `--limit-tpm {tpm:g}` (bucket "
-           f"{tburst:g} tokens, {tburst / cost:.1f} requests; at most {tlim1s:.1f} requests in 1 s).",
+           f"{tburst:g} tokens, {tburst / cost:.1f} requests; at most {tlim1s:.1f} requests in 1 s). "
+           f"The mock charges a request its estimate when it arrives (characters / 4 + "
+           f"`max_tokens`, as providers do) and gives nothing back when the answer uses fewer "
+           f"tokens.",
            "",
            "| batch | N | wall s | ideal N/R s | vs N/R | vs (N-burst)/R | 429s sent by the mock | final answers 200 / 429 | requests during a Retry-After | retries by the guard | busiest 1 s: admitted (all) / limit | busiest 100 ms: admitted (all) / limit |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
@@ -427,7 +462,7 @@ def report_accuracy(r):
                    f"{s['during_retry_after']} | {retries} | "
                    f"{s['peak_admitted_per_1s']} ({s['peak_per_1s']}) / {l1:.4g} | "
                    f"{s['peak_admitted_per_100ms']} ({s['peak_per_100ms']}) / {l100:.4g} |")
-    out += ["", "*N/R* is N / limit (for the 1 %-under row, N / its own RPM; for the TPM row, "
+    out += ["", "The same batch without the guard is in scenario 2. *N/R* is N / limit (for the TPM row, "
             "N x tokens / TPM); the first burst (10 requests) may go at once, so a perfectly "
             "paced batch takes (N - burst) / R plus one request's latency, slightly less than "
             "N / R. *requests during a Retry-After*: "
@@ -452,101 +487,629 @@ def report_accuracy(r):
     return out
 
 
-# ---------------------------------------------------------------- c. overhead
+# ---------------------------------------------------------------- 1. overhead
+
+def guard_all_env(lib, state, logf):
+    """The guard with every feature on and the log on (limits far above the load)."""
+    return {"LD_PRELOAD": lib, "CURLGUARD": 1, "CURLGUARD_LOG": logf, "CURLGUARD_STATE": state,
+            "CURLGUARD_RPM": "100000000", "CURLGUARD_TPM": "1000000000000",
+            "CURLGUARD_MAX_INFLIGHT": 64, "CURLGUARD_REQUEST_ID_HEADER": "Idempotency-Key"}
+
 
 def scenario_overhead(cfg, build, tmp):
     n, runs = cfg["ovh_n"], cfg["ovh_runs"]
     lib = build / "libcurlguard.so"
-    if not lib.exists():
-        raise RuntimeError(f"{lib.name} is missing from the build directory (make)")
+    host = build / "bench" / "batch-host"
+    for f in (lib, host):
+        if not f.exists():
+            raise RuntimeError(f"{f.name} is missing from the build directory (make bench)")
     d = Path(tempfile.mkdtemp(prefix="overhead-", dir=tmp))
     state = f"/dev/shm/curlguard-bench-{os.getpid()}-overhead.state"
     logf = d / "usage.jsonl"
     variants = [
         ("no preload", {}),
         ("preloaded, CURLGUARD off", {"LD_PRELOAD": lib}),
-        ("guard on, log off", {"LD_PRELOAD": lib, "CURLGUARD": 1, "CURLGUARD_LOG": "off",
-                               "CURLGUARD_STATE": state}),
-        ("guard on, log on", {"LD_PRELOAD": lib, "CURLGUARD": 1, "CURLGUARD_LOG": logf,
-                              "CURLGUARD_STATE": state}),
-        ("guard on, log on, limiter (RPM 1e8)", {"LD_PRELOAD": lib, "CURLGUARD": 1,
-                                                 "CURLGUARD_LOG": logf, "CURLGUARD_STATE": state,
-                                                 "CURLGUARD_RPM": "100000000"}),
+        ("guard on, every feature, log on", guard_all_env(lib, state, logf)),
     ]
-    results = {name: [] for name, _ in variants}
-    log(f"overhead: {n} sequential requests x {len(variants)} variants x {runs} runs")
+    hosts = ["curl", "C host"]
+    results = {(h, v): [] for h in hosts for v, _ in variants}
+    log(f"overhead: {n} sequential requests x {len(variants)} variants x {len(hosts)} hosts "
+        f"x {runs} runs")
     try:
         with Mock(tmp) as mock:
             conf = d / "urls.curl"
             # Distinct URLs: identical calls would be marked as host retries (repeat_of).
             write_curl_config(conf, [f"{mock.base}/v1/chat/completions?i={i}" for i in range(n)])
-            argv = [CURL, "-q", "-sS", "-w", "%{http_code}\\n", "-H", "Content-Type: application/json",
-                    "--data-binary", CHAT_BODY, "-K", str(conf)]
-            # One untimed warm-up run (page cache, the mock's first connection).
-            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=plain_env(),
-                           timeout=300)
+            (d / "bodies.txt").write_text(CHAT_BODY + "\n")
+            argvs = {
+                "curl": [CURL, "-q", "-sS", "-w", "%{http_code}\\n", "-H",
+                         "Content-Type: application/json", "--data-binary", CHAT_BODY, "-K",
+                         str(conf)],
+                "C host": [str(host), "--url", f"{mock.base}/v1/chat/completions", "--bodies",
+                           str(d / "bodies.txt"), "--calls", str(n), "--threads", "1",
+                           "--index-query", "--out", str(d / "calls.txt")],
+            }
+            for h in hosts:      # one untimed warm-up run each (page cache, first connection)
+                subprocess.run(argvs[h], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=plain_env(), timeout=300)
             for run in range(runs):
-                for name, extra in variants:
-                    try:
-                        os.unlink(logf)
-                    except OSError:
-                        pass
-                    seq0 = mock.get("/__stats")["requests"]
-                    with open(d / "stdout", "wb") as out, open(d / "stderr", "wb") as err:
-                        t0 = time.monotonic()
-                        p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        env=plain_env(**extra))
-                        rc, cpu = wait_rusage(p, 300)
-                        wall = time.monotonic() - t0
-                    codes = (d / "stdout").read_text().split()
-                    entries = mock.get(f"/__ledger?since={seq0}")["entries"]
-                    errtext = (d / "stderr").read_text(errors="replace").strip()
-                    results[name].append({
-                        "wall_s": wall, "cpu_s": cpu, "rc": rc, "ok": codes.count("200"),
-                        "requests": len(entries), "conns": len({e["conn"] for e in entries}),
-                        "records": len(read_log(logf)) if "log on" in name else None,
-                        "stderr": errtext.splitlines()[-3:]})
+                for h in hosts:
+                    for name, extra in variants:
+                        try:
+                            os.unlink(logf)
+                        except OSError:
+                            pass
+                        seq0 = mock.get("/__stats")["requests"]
+                        with open(d / "stdout", "wb") as out, open(d / "stderr", "wb") as err:
+                            t0 = time.monotonic()
+                            p = PROCS.popen(argvs[h], stdin=subprocess.DEVNULL, stdout=out,
+                                            stderr=err, env=plain_env(**extra))
+                            rc, cpu = wait_rusage(p, 300)
+                            wall = time.monotonic() - t0
+                        if h == "curl":
+                            ok = (d / "stdout").read_text().split().count("200")
+                        else:
+                            ok = sum(1 for line in (d / "calls.txt").read_text().splitlines()
+                                     if line.split()[3:5] == ["200", "0"])
+                        summ = mock.get(f"/__summary?since={seq0}")
+                        errtext = (d / "stderr").read_text(errors="replace").strip()
+                        errtext = [x for x in errtext.splitlines() if not x.startswith("batch-host:")]
+                        results[(h, name)].append({
+                            "wall_s": wall, "cpu_s": cpu, "rc": rc, "ok": ok,
+                            "requests": summ["requests"],
+                            "records": len(read_log(logf)) if "log on" in name else None,
+                            "stderr": errtext[-3:]})
+                        log(f"overhead: run {run + 1}/{runs}, {h}, {name}: "
+                            f"{wall / n * 1e3:.3f} ms, {cpu / n * 1e6:.1f} CPU µs per request")
     finally:
         try:
             os.unlink(state)
         except OSError:
             pass
-    return {"n": n, "runs": runs, "variants": [v for v, _ in variants], "results": results,
-            "argv": argv}
+    return {"n": n, "runs": runs, "variants": [v for v, _ in variants], "hosts": hosts,
+            "results": results, "argvs": argvs}
 
 
 def report_overhead(r):
     n = r["n"]
-    out = [f"{n} sequential `POST /v1/chat/completions` requests ({len(CHAT_BODY)}-byte JSON body, "
-           f"distinct URLs) from one `curl -K urls.curl` process over a keep-alive connection to "
-           f"the mock (no rate limit), output to /dev/null. CPU = user+sys of the curl process "
-           f"(`wait4`; its start-up is included, spread over the requests); wall includes the Python mock's own time per request, so the CPU column "
-           f"is the one that shows the guard. Medians of {r['runs']} interleaved runs, after one "
-           f"untimed warm-up.",
-           "",
-           "| variant | wall ms/request | CPU µs/request | wall ratio | CPU ratio | requests seen by the mock | connections | log records | exit |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    base = None
-    for name in r["variants"]:
-        runs = r["results"][name]
-        if not runs:
-            continue
-        wall = statistics.median(x["wall_s"] for x in runs) / n
-        cpu = statistics.median(x["cpu_s"] for x in runs) / n
-        if base is None:
-            base = (wall, cpu)
-        recs = runs[-1]["records"]
-        out.append(f"| {name} | {wall * 1e3:.3f} | {cpu * 1e6:.1f} | {wall / base[0]:.3f} | "
-                   f"{cpu / base[1]:.3f} | {runs[-1]['requests']} | {runs[-1]['conns']} | "
-                   f"{'-' if recs is None else recs} | "
-                   f"{', '.join(str(x['rc']) for x in runs)} |")
+    out = [f"{n} sequential `POST /v1/chat/completions` requests ({len(CHAT_BODY)}-byte JSON "
+           f"body, distinct URLs `?i=N`) over one keep-alive connection to the mock (no rate "
+           f"limit, no latency, no faults), from one `curl -K urls.curl` process (a config file "
+           f"with {n} URLs) and from `build/bench/batch-host --threads 1` (one easy handle, "
+           f"reused). CPU = user+sys of the client process (`wait4`; its start-up is included, "
+           f"spread over the requests); wall includes the Python mock's own time per request "
+           f"(on the same 2 cores), so the CPU column is the one that shows the guard. "
+           f"*every feature* = `CURLGUARD=1`, the log on, the limiter on (`CURLGUARD_RPM` 1e8, "
+           f"`CURLGUARD_TPM` 1e12, `CURLGUARD_MAX_INFLIGHT` 64), "
+           f"`CURLGUARD_REQUEST_ID_HEADER=Idempotency-Key`, defaults otherwise. Medians of "
+           f"{r['runs']} interleaved runs, after one untimed warm-up per client.", ""]
+    cols = [(h, v) for h in r["hosts"] for v in r["variants"]]
+    med = {}
+    for c in cols:
+        runs = r["results"][c]
+        if runs:
+            med[c] = (statistics.median(x["wall_s"] for x in runs) / n,
+                      statistics.median(x["cpu_s"] for x in runs) / n)
+    out.append("| | " + " | ".join(f"{h}: {v}" for h, v in cols) + " |")
+    out.append("|---|" + "---:|" * len(cols))
+
+    def row(label, f):
+        out.append(f"| {label} | " + " | ".join(f(c) for c in cols) + " |")
+
+    def ratio(c, i):
+        base = med.get((c[0], r["variants"][0]))
+        return f"{med[c][i] / base[i]:.3f}" if c in med and base else "-"
+
+    row("wall ms per request", lambda c: f"{med[c][0] * 1e3:.3f}" if c in med else "-")
+    row("CPU µs per request", lambda c: f"{med[c][1] * 1e6:.1f}" if c in med else "-")
+    row("wall ratio (vs no preload)", lambda c: ratio(c, 0))
+    row("CPU ratio (vs no preload)", lambda c: ratio(c, 1))
+    row("requests seen by the mock (last run)",
+        lambda c: str(r["results"][c][-1]["requests"]) if r["results"][c] else "-")
+    row("2xx answers (last run)", lambda c: str(r["results"][c][-1]["ok"]) if r["results"][c] else "-")
+    row("log records (last run)", lambda c: str(r["results"][c][-1]["records"] or "-")
+        if r["results"][c] else "-")
+    row("exit codes", lambda c: ", ".join(str(x["rc"]) for x in r["results"][c]))
     out += ["", "Per-run CPU µs/request: " + "; ".join(
-        f"{name}: " + ", ".join(f"{x['cpu_s'] / n * 1e6:.1f}" for x in r["results"][name])
-        for name in r["variants"])]
-    errs = {name: runs[-1]["stderr"] for name, runs in r["results"].items() if runs and runs[-1]["stderr"]}
+        f"{h}, {v}: " + ", ".join(f"{x['cpu_s'] / n * 1e6:.1f}" for x in r["results"][(h, v)])
+        for h, v in cols)]
+    errs = {f"{h}, {v}": runs[-1]["stderr"] for (h, v), runs in r["results"].items()
+            if runs and runs[-1]["stderr"]}
     if errs:
-        out += ["", "stderr of the last run: " + "; ".join(f"{k}: `{' / '.join(v)}`" for k, v in errs.items())]
+        out += ["", "stderr of the last run: " + "; ".join(
+            f"{k}: `{' / '.join(v)}`" for k, v in errs.items())]
     return out
+
+
+# ---------------------------------------------------------------- 2./3. batch and drill
+
+CONTENDERS = {
+    # key: (host, mode, column label)
+    "curl-naive": ("curl", "naive", "curl, naive 1 s loop"),
+    "curl-retry": ("curl", "retry", "curl --retry 3"),
+    "curl-guard": ("curl", "guard", "curl + guard"),
+    "c-naive": ("C host", "naive", "C host, naive 1 s loop"),
+    "c-retry": ("C host", "retry", "C host, curl-style retry 3"),
+    "c-guard": ("C host", "guard", "C host + guard"),
+}
+
+
+def batch_body(i):
+    return json.dumps({"model": "gpt-4o-mini", "max_tokens": 64, "messages": [
+        {"role": "system", "content": "You are a terse assistant."},
+        {"role": "user", "content": f"Item {i} of the batch: summarise record {i} in one line."}]})
+
+
+def make_bodies(d, n):
+    """One distinct body per call (so duplicates show by digest), the same for every contender
+    (so the mock's per-request draws give every contender the same luck)."""
+    (d / "bodies").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(n):
+        body = batch_body(i)
+        (d / "bodies" / f"{i}.json").write_text(body)
+        lines.append(body)
+    (d / "bodies.txt").write_text("\n".join(lines) + "\n")
+    (d / "calls").write_text("\n".join(map(str, range(n))) + "\n")
+
+
+def guard_batch_env(b, state, logf):
+    return {"CURLGUARD_STATE": state, "CURLGUARD_LOG": logf, "CURLGUARD_RPM": b["rpm"],
+            "CURLGUARD_FIRST_BYTE_TIMEOUT_MS": b["timeout_s"] * 1000,
+            "CURLGUARD_READ_TIMEOUT_MS": b["timeout_s"] * 1000,
+            "CURLGUARD_DEADLINE_MS": b["deadline_s"] * 1000,
+            "CURLGUARD_MAX_ATTEMPTS": b["guard_attempts"]}
+
+
+def run_contender(key, b, build, tmp, d, mock_args, cap_s):
+    """One contender's batch against a fresh mock -> metrics (ground truth: /__summary)."""
+    host, mode, label = CONTENDERS[key]
+    n, workers = b["n"], b["workers"]
+    cd = Path(tempfile.mkdtemp(prefix=key + "-", dir=d))
+    state = f"/dev/shm/curlguard-bench-{os.getpid()}-{key}.state"
+    logf = cd / "usage.jsonl"
+    try:
+        os.unlink(state)
+    except OSError:
+        pass
+    with Mock(tmp, *mock_args) as mock:
+        url = f"{mock.base}/v1/chat/completions"
+        if host == "curl":
+            env = plain_env(BENCH_URL=url, BENCH_BODIES=d / "bodies", BENCH_OUT=cd,
+                            BENCH_TIMEOUT_S=b["timeout_s"], BENCH_NAIVE_MAX=b["naive_max"],
+                            BENCH_RETRY=b["curl_retry"])
+            argv = ["xargs", "-P", str(workers), "-n", "1", "-a", str(d / "calls"),
+                    str(ROOT / "bench" / "curl-call"), "plain" if mode == "guard" else mode]
+        else:
+            env = plain_env()
+            retry = {"naive": f"naive:{b['naive_max']}", "retry": f"curl:{b['curl_retry']}",
+                     "guard": "none"}[mode]
+            argv = [str(build / "bench" / "batch-host"), "--url", url, "--bodies",
+                    str(d / "bodies.txt"), "--calls", str(n), "--threads", str(workers),
+                    "--retry", retry, "--timeout-ms",
+                    "0" if mode == "guard" else str(b["timeout_s"] * 1000),
+                    "--out", str(cd / "calls.txt")]
+        if mode == "guard":
+            env.update({k: str(v) for k, v in guard_batch_env(b, state, logf).items()})
+            argv = [str(build / "curlguard"), "run", "--"] + argv
+        mock.post("/__reset?clock=1")            # t = 0 of the schedule: now
+        capped = False
+        with open(cd / "stdout", "ab") as out, open(cd / "stderr", "wb") as err:
+            t_epoch_ms = time.time() * 1000
+            t0 = time.monotonic()
+            p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+            try:
+                rc, cpu = wait_rusage(p, cap_s)
+            except TimeoutError:
+                capped, rc, cpu = True, None, None
+            finally:
+                PROCS.stop(p)
+            wall = time.monotonic() - t0
+        # Handlers of requests whose client went away finish within a poll interval.
+        for _ in range(40):
+            summ = mock.get(f"/__summary?bucket_ms={b['bucket_ms']}")
+            if not summ["pending"]:
+                break
+            time.sleep(0.1)
+    try:
+        os.unlink(state)
+    except OSError:
+        pass
+    calls = {}
+    text = (cd / ("stdout" if host == "curl" else "calls.txt"))
+    for line in (text.read_text(errors="replace").splitlines() if text.exists() else []):
+        f = line.split()
+        if len(f) != 6:
+            continue
+        i, start, end, status, code, attempts = int(f[0]), float(f[1]), float(f[2]), int(f[3]), int(f[4]), int(f[5])
+        if host == "curl":
+            start, end = start - t_epoch_ms, end - t_epoch_ms
+        if host == "C host" and end == 0 and attempts == 0:
+            continue                               # never started (the host was stopped)
+        calls[i] = (start / 1000, end / 1000, status, code, attempts)
+    done = [c for c in calls.values() if c[3] == 0 and 200 <= c[2] < 300]
+    lat = [c[1] - c[0] for c in done]
+    recs = read_log(logf) if mode == "guard" else []
+    outcomes, decisions = {}, {}
+    for x in recs:
+        outcomes[x.get("outcome")] = outcomes.get(x.get("outcome"), 0) + 1
+        decisions[x.get("decision")] = decisions.get(x.get("decision"), 0) + 1
+    errtext = [x for x in (cd / "stderr").read_text(errors="replace").splitlines()
+               if not x.startswith("batch-host:") and "does not use libcurl" not in x]
+    last_end = max((c[1] for c in calls.values()), default=wall)
+    return {"key": key, "label": label, "host": host, "mode": mode, "n": n, "wall_s": wall,
+            "batch_s": min(wall, max(last_end, 0)), "capped": capped, "rc": rc, "cpu_s": cpu,
+            "finished": len(calls), "completed": len(done),
+            "p50": pct(lat, 50), "p99": pct(lat, 99), "summary": summ,
+            "outcomes": outcomes, "decisions": decisions, "records": len(recs),
+            "stderr": errtext[-3:], "argv": argv}
+
+
+def batch_cfg(cfg, prefix):
+    return {k[len(prefix):]: v for k, v in cfg.items() if k.startswith(prefix)}
+
+
+def latency_args(b):
+    return ["--latency-median-ms", str(b["lat_median_ms"]), "--latency-p99-ms",
+            str(b["lat_p99_ms"]), "--latency-max-ms", str(b["lat_max_ms"])]
+
+
+def scenario_batch(cfg, build, tmp):
+    b = batch_cfg(cfg, "batch_")
+    b["ideal_s"] = b["n"] / b["rpm"] * 60
+    d = Path(tempfile.mkdtemp(prefix="batch-", dir=tmp))
+    make_bodies(d, b["n"])
+    plan = d / "plan.json"
+    plan.write_text(json.dumps({"seed": b["seed"], "draw": "request"}))
+    mock_args = ["--limit-rpm", str(b["rpm"]), "--plan", str(plan)] + latency_args(b)
+    res = []
+    for key in b["contenders"]:
+        log(f"batch: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} workers, provider "
+            f"limit {b['rpm']} rpm (ideal {b['ideal_s']:.0f} s)")
+        r = run_contender(key, b, build, tmp, d, mock_args, b["ideal_s"] * 2 + 20)
+        log(f"batch: {r['label']}: {r['completed']}/{b['n']} completed in {r['wall_s']:.1f} s, "
+            f"{r['summary']['requests']} upstream requests, {r['summary']['429s']} 429s")
+        res.append(r)
+    return {"cfg": b, "rows": res, "mock_args": mock_args}
+
+
+def drill_plan(b):
+    base = {"503": b["p503"], f"200:delay={b['stall_ms']}": b["pstall"]}
+    o0, o1 = b["outage"]
+    s0, s1 = b["slow"]
+    return {"seed": b["seed"], "draw": "request",
+            "schedule": [
+                {"from_s": 0, "to_s": o0, "p": base},
+                {"from_s": o0, "to_s": o1, "p": {"503": 1.0}, "comment": "full outage"},
+                {"from_s": o1, "to_s": s0, "p": base},
+                {"from_s": s0, "to_s": s1, "p": base, "latency_x": b["slow_x"],
+                 "comment": "slow period"},
+                {"from_s": s1, "p": base}]}
+
+
+def recovery(r, b):
+    """Requests during the outage and the two recovery times (see report_drill)."""
+    ser = r["summary"].get("series") or {"requests": [], "ok": []}
+    w = b["bucket_ms"] / 1000
+    o0, o1 = b["outage"]
+    req, ok = ser["requests"], ser["ok"]
+    during = sum(c for k, c in enumerate(req) if o0 <= k * w + 1e-9 < o1)
+    pre = [c for k, c in enumerate(ok) if b["baseline_from"] <= k * w + 1e-9 < o0]
+    baseline = sum(pre) / (o0 - b["baseline_from"])
+    first_ok = next((round((k + 1) * w - o1, 3) for k, c in enumerate(ok)
+                     if c and k * w + 1e-9 >= o1), None)
+    per_s = int(round(1 / w))
+    rate_back = None
+    k0 = int(round(o1 / w))
+    sec = 0
+    while k0 + (sec + 1) * per_s <= len(ok):
+        got = sum(ok[k0 + sec * per_s:k0 + (sec + 1) * per_s])
+        if baseline > 0 and got >= b["recover_frac"] * baseline:
+            rate_back = sec + 1
+            break
+        sec += 1
+    return {"during": during, "baseline": baseline, "first_ok": first_ok, "rate_back": rate_back,
+            "ok_after": sum(c for k, c in enumerate(ok) if k * w + 1e-9 >= o1)}
+
+
+def scenario_drill(cfg, build, tmp):
+    b = batch_cfg(cfg, "drill_")
+    b["ideal_s"] = b["n"] / b["rpm"] * 60
+    d = Path(tempfile.mkdtemp(prefix="drill-", dir=tmp))
+    make_bodies(d, b["n"])
+    plan = d / "plan.json"
+    plan.write_text(json.dumps(drill_plan(b)))
+    mock_args = ["--limit-rpm", str(b["rpm"]), "--plan", str(plan)] + latency_args(b)
+    res = []
+    for key in b["contenders"]:
+        log(f"drill: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} workers, outage "
+            f"{b['outage'][0]}-{b['outage'][1]} s (cap {b['cap_s']} s)")
+        r = run_contender(key, b, build, tmp, d, mock_args, b["cap_s"])
+        r["recovery"] = recovery(r, b)
+        log(f"drill: {r['label']}: {r['completed']}/{b['n']} completed in {r['wall_s']:.1f} s, "
+            f"{r['recovery']['during']} requests during the outage, first success "
+            f"{r['recovery']['first_ok']} s after it")
+        res.append(r)
+    return {"cfg": b, "rows": res, "mock_args": mock_args, "plan": drill_plan(b)}
+
+
+def fmt(v, spec="{:.2f}", none="-"):
+    return none if v is None else spec.format(v)
+
+
+def never(x):
+    return "never (stopped)" if x["capped"] else "never (batch over)"
+
+
+def batch_rows(r, drill=False):
+    b = r["cfg"]
+    rows = [
+        ("completed calls (2xx to the client)", lambda x: f"{x['completed']} / {x['n']}"),
+        ("upstream requests (per call)", lambda x: f"{x['summary']['requests']} "
+         f"({x['summary']['requests'] / x['n']:.2f})"),
+        ("429s from the provider", lambda x: str(x["summary"]["429s"])),
+        ("billed requests (per call)", lambda x: f"{x['summary']['billed_requests']} "
+         f"({x['summary']['billed_requests'] / x['n']:.2f})"),
+        ("billed tokens", lambda x: str(x["summary"]["billed_tokens"])),
+        ("duplicate charges (bodies)", lambda x: f"{x['summary']['duplicate_charges']} "
+         f"({x['summary']['duplicate_bodies']})"),
+        ("billed, answer never delivered", lambda x: str(x["summary"]["billed_client_gone"])),
+        ("p50 / p99 latency per completed call, s",
+         lambda x: f"{fmt(x['p50'])} / {fmt(x['p99'])}"),
+        (f"batch wall time, s (ideal N/R = {b['ideal_s']:.0f} s)",
+         lambda x: f"{x['wall_s']:.1f} (x{x['wall_s'] / b['ideal_s']:.2f})"
+         + (" stopped" if x["capped"] else "")) if not drill else
+        ("batch wall time, s", lambda x: f"{x['wall_s']:.1f}" + (" stopped" if x["capped"] else "")),
+        ("requests per 100 ms: peak / mean", lambda x: f"{x['summary']['peak_per_100ms']} / "
+         f"{fmt(x['summary']['mean_per_100ms'])}"),
+    ]
+    if drill:
+        rows += [
+            (f"requests during the outage ({b['outage'][0]}-{b['outage'][1]} s)",
+             lambda x: str(x["recovery"]["during"])),
+            ("first successful answer after the outage, s",
+             lambda x: fmt(x["recovery"]["first_ok"], "{:.1f}", never(x))),
+            (f"success rate back to {b['recover_frac'] * 100:.0f} % of before, s",
+             lambda x: fmt(x["recovery"]["rate_back"], "{:d}", never(x))),
+            ("successful answers after the outage", lambda x: str(x["recovery"]["ok_after"])),
+        ]
+    rows.append(("guard records: outcomes", lambda x: ", ".join(
+        f"{k} {v}" for k, v in sorted(x["outcomes"].items(), key=lambda kv: -kv[1])) or "-"))
+    return rows
+
+
+def table(r, rows):
+    cols = r["rows"]
+    out = ["| | " + " | ".join(x["label"] for x in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for name, f in rows:
+        cells = []
+        for x in cols:
+            try:
+                cells.append(f(x))
+            except Exception as e:          # a contender that could not run
+                cells.append(f"({type(e).__name__})")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
+def contenders_text(b, ctimeout):
+    return [
+        f"- *naive 1 s loop*: `bench/curl-call naive` (bash around plain `curl -m {b['timeout_s']}`): "
+        f"any failure (curl error, 429, 5xx, any non-2xx) -> `sleep 1`, again, at most "
+        f"{b['naive_max']} attempts. The C host's `--retry naive:{b['naive_max']}` does the same.",
+        f"- *curl --retry {b['curl_retry']}*: `curl -m {b['timeout_s']} --retry {b['curl_retry']}`: "
+        f"curl retries timeouts, 408, 429, 500, 502, 503, 504, waiting `Retry-After` (whole "
+        f"seconds) or 1 s doubling. The C host's `--retry curl:{b['curl_retry']}` does the same.",
+        f"- *guard*: plain `curl` (one attempt, no `-m`) / `batch-host --retry none` under "
+        f"`curlguard run` with `CURLGUARD_RPM={b['rpm']}` (the provider's limit), "
+        f"`CURLGUARD_FIRST_BYTE_TIMEOUT_MS` and `CURLGUARD_READ_TIMEOUT_MS` {b['timeout_s'] * 1000} "
+        f"(in place of `-m {b['timeout_s']}`), `CURLGUARD_DEADLINE_MS` {b['deadline_s'] * 1000}, "
+        f"`CURLGUARD_MAX_ATTEMPTS` {b['guard_attempts']}, one shared state file, the log on; "
+        f"library defaults otherwise (whatever the built library does: circuit breaker and "
+        f"retry budget included once they are there).",
+    ]
+
+
+def measure_notes():
+    return [
+        "How each figure is measured: *completed* from the clients' own per-call lines (final "
+        "answer 2xx, curl exit 0); every other count from the mock's ledger (`GET /__summary`): "
+        "*upstream requests* = requests that reached the provider (refused ones too); *billed* = "
+        "requests whose processing started (a 2xx, a 500/504 or a stall: billed even when the "
+        "client has gone by the time the answer is ready); *duplicate charges* = billed requests "
+        "whose body (sha256) had been billed before (a body billed k times counts k - 1; the "
+        "number of such bodies in brackets); *billed, answer never delivered* = billed requests "
+        "whose client did not get the whole answer; *latency* = from the call's start to its "
+        "final answer, as the client saw it, completed calls only; *batch wall time* = from the "
+        "launch of the batch to the exit of its last process; *requests per 100 ms* = arrivals "
+        "at the provider, peak of any sliding 100 ms window / mean over the span from the first "
+        "to the last arrival.",
+    ]
+
+
+def report_batch(r):
+    b = r["cfg"]
+    out = [f"N = {b['n']} logical calls (`POST /v1/chat/completions`, each a distinct ~230-byte "
+           f"JSON body, `max_tokens` 64), {b['workers']} workers: `xargs -P {b['workers']}` "
+           f"over `bench/curl-call`, and `build/bench/batch-host --threads {b['workers']}` (one "
+           f"keep-alive handle per thread). The provider: `scripts/mock-provider "
+           f"{' '.join(Path(x).name if x.startswith('/') else x for x in r['mock_args'])}`: a limit R = "
+           f"{b['rpm']} requests/min (token bucket of {max(1, b['rpm'] / 60):g}, refused "
+           f"requests count too, 429 with `Retry-After` and `x-ratelimit-*`), generation latency "
+           f"lognormal (median {b['lat_median_ms']} ms, p99 {b['lat_p99_ms']} ms, at most "
+           f"{b['lat_max_ms']} ms), no faults (`plan.json`: "
+           f"`{json.dumps({'seed': b['seed'], 'draw': 'request'})}`). A fresh provider per "
+           f"contender, same seed; each is stopped (*stopped*) after "
+           f"{b['ideal_s'] * 2 + 20:.0f} s (twice N/R + 20 s).",
+           "", "Contenders:"] + contenders_text(b, b["timeout_s"]) + [""]
+    out += table(r, batch_rows(r))
+    out += ["", f"Reading it: the provider counts refused requests against its limit too, and "
+            f"its bucket goes down to minus one minute's worth ({b['rpm']} requests), so a "
+            f"client that keeps arriving faster than R on average, refusals included, is "
+            f"refused almost everything until it slows down: the first burst passes, then "
+            f"retries that ignore the provider's pace keep the account locked out. The "
+            f"guard's pace is the provider's (97 % of R), so its calls queue locally instead "
+            f"(their latency includes that wait)."]
+    out += [""] + measure_notes()
+    for x in r["rows"]:
+        if x["stderr"]:
+            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
+    return out
+
+
+def report_drill(r):
+    b = r["cfg"]
+    o0, o1 = b["outage"]
+    s0, s1 = b["slow"]
+    out = [f"A batch as in scenario 2 (N = {b['n']} calls, {b['workers']} workers), against a "
+           f"provider whose limit (R = {b['rpm']} requests/min) is above what the workers ask "
+           f"for, so that the faults make the difference: latency median {b['lat_median_ms']} "
+           f"ms, p99 {b['lat_p99_ms']} ms, at most {b['lat_max_ms']} ms, and a fault schedule "
+           f"(seed {b['seed']}, "
+           f"drawn per request: the k-th arrival of a given body meets the same fate for every "
+           f"contender): all the time {b['p503'] * 100:g} % `503` and {b['pstall'] * 100:g} % "
+           f"stalls of {b['stall_ms'] / 1000:g} s before the first byte (longer than the "
+           f"clients' {b['timeout_s']} s timeout; billed), a full outage (every request `503`) "
+           f"from t = {o0} s to t = {o1} s, a slow period (latency x{b['slow_x']:g}) from "
+           f"t = {s0} s to t = {s1} s; t = 0 when the batch starts. Each contender is stopped "
+           f"after {b['cap_s']} s. Plan file: `{json.dumps(r['plan'], separators=(',', ':'))}`.",
+           "", "Contenders as in scenario 2 (curl):"] + contenders_text(b, b["timeout_s"]) + [""]
+    out += table(r, batch_rows(r, drill=True))
+    out += ["", "A call of the guard that meets a stall is not sent again (a POST that may have "
+            "been processed: `first_byte_timeout`, `possibly_billed`); the loops send it again "
+            "and may be billed twice (*duplicate charges*)."]
+    pic = f"Picture not drawn: {r['plot_error']}" if r.get("plot_error") else \
+        "![requests per 100 ms over time, one line per contender](drill.png)"
+    out += ["", pic, "",
+            f"*Requests during the outage*: arrivals at the provider with {o0} <= t < {o1} s. "
+            f"*Time to recover*, two figures, both counted from the end of the outage (t = {o1} "
+            f"s) and both on answers the provider wrote whole with a 2xx (by the time the last "
+            f"byte was written, to {b['bucket_ms']} ms): (1) *first successful answer*: until "
+            f"the first such answer; (2) *success rate back*: until the end of the first whole "
+            f"second (counted in 1 s steps from t = {o1} s) with at least "
+            f"{b['recover_frac'] * 100:.0f} % as many such answers as the mean per second before "
+            f"the outage (t = {b['baseline_from']} to {o0} s). *never*: not before the batch "
+            f"was over (every call had its final answer) or was stopped at "
+            f"{b['cap_s']} s."] + [""] + measure_notes()
+    for x in r["rows"]:
+        if x["stderr"]:
+            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
+    return out
+
+
+def summary_batch(r, name="2. batch"):
+    out = []
+    for x in r["rows"]:
+        s = x["summary"]
+        out.append(f"{name}, {x['label']}: {x['completed']}/{x['n']} completed, "
+                   f"{s['requests'] / x['n']:.2f} upstream requests and "
+                   f"{s['billed_requests'] / x['n']:.2f} billed per call, {s['429s']} 429s, "
+                   f"{s['duplicate_charges']} duplicate charges, wall {x['wall_s']:.1f} s"
+                   + (" (stopped)" if x["capped"] else "")
+                   + (f" (N/R {r['cfg']['ideal_s']:.0f} s)" if "recovery" not in x else "")
+                   + (f", {x['recovery']['during']} requests during the outage, first success "
+                      f"{fmt(x['recovery']['first_ok'], '{:.1f} s', 'never')} after it, success "
+                      f"rate back after {fmt(x['recovery']['rate_back'], '{:d} s', 'never')}"
+                      if "recovery" in x else ""))
+    return out
+
+
+def summary_drill(r):
+    return summary_batch(r, "3. drill")
+
+
+def plot_drill(r, png, tmp):
+    """Requests per 100 ms over time, one panel and line per contender (gnuplot, pngcairo or
+    png); the data goes next to the picture as drill.dat (gnuplot drill.gp redraws it)."""
+    import shutil
+    gp = shutil.which("gnuplot")
+    b = r["cfg"]
+    w = b["bucket_ms"] / 1000
+    series = [x["summary"].get("series", {}).get("requests", []) for x in r["rows"]]
+    n = max((len(s) for s in series), default=0)
+    half = int(round(0.5 / w))                 # a 1 s moving mean, centred
+    data = Path(png).with_name("drill.dat")
+    with open(data, "w") as f:
+        f.write("# t_s " + " ".join(f"req_{x['key']} mean1s_{x['key']}" for x in r["rows"])
+                + "\n# requests reaching the provider per 100 ms (and their 1 s moving mean), "
+                "from GET /__summary?bucket_ms=100 of each contender's run\n")
+        for k in range(n):
+            cells = []
+            for s in series:
+                window = [s[j] if j < len(s) else 0 for j in range(max(0, k - half), k + half)]
+                cells += [str(s[k] if k < len(s) else 0), f"{sum(window) / len(window):.2f}"]
+            f.write(f"{k * w:.1f} " + " ".join(cells) + "\n")
+    if not gp:
+        return "gnuplot is not installed (scripts/install-deps installs gnuplot-nox): no picture"
+    terms = subprocess.run([gp, "-e", "set terminal"], capture_output=True, text=True)
+    rows = len(r["rows"])
+    term = (f"pngcairo size 1100,{200 + 220 * rows} font ',10'"
+            if "pngcairo" in terms.stdout + terms.stderr else f"png size 1100,{200 + 220 * rows}")
+    o0, o1 = b["outage"]
+    s0, s1 = b["slow"]
+    ymax = max([max(s) for s in series if s] + [1])
+    colors = ["#7b3294", "#1b9e77", "#2c7bb6", "#d95f02", "#666666", "#e7298a"]
+    lines = [f"set terminal {term}", "set output 'drill.png'",
+             f"set multiplot layout {rows},1 title 'Fault drill: requests reaching the provider "
+             f"per 100 ms (N={b['n']}, {b['workers']} workers, limit {b['rpm']}/min; thin: per "
+             f"100 ms, thick: 1 s mean)'",
+             "set grid ytics", "set key top right opaque box",
+             f"set xrange [0:{n * w:.1f}]", f"set yrange [0:{ymax * 1.15:.0f}]",
+             "set ylabel 'requests / 100 ms'",
+             f"set object 1 rect from {o0},graph 0 to {o1},graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind",
+             f"set object 2 rect from {s0},graph 0 to {s1},graph 1 fc rgb '#fff2cc' fs solid 0.5 noborder behind",
+             f"set label 1 'outage' at {(o0 + o1) / 2},graph 0.9 center",
+             f"set label 2 'slow' at {(s0 + s1) / 2},graph 0.9 center"]
+    for i, x in enumerate(r["rows"]):
+        c = colors[i % len(colors)]
+        if i == rows - 1:
+            lines.append("set xlabel 't, s (batch start = 0)'")
+        lines.append(f"plot 'drill.dat' using 1:{2 * i + 2} with lines lw 0.8 lc rgb '{c}' "
+                     f"notitle, '' using 1:{2 * i + 3} with lines lw 2.5 lc rgb '{c}' "
+                     f"title '{x['label']}'")
+    lines.append("unset multiplot")
+    script = Path(png).with_name("drill.gp")
+    script.write_text("# gnuplot drill.gp (in this directory) redraws drill.png from drill.dat\n"
+                      + "\n".join(lines) + "\n")
+    p = subprocess.run([gp, script.name], capture_output=True, text=True, timeout=60,
+                       cwd=str(script.parent))
+    if p.returncode != 0 or not Path(png).exists():
+        return f"gnuplot failed: {p.stderr.strip()[-300:]}"
+    return None
+
+
+# ---------------------------------------------------------------- 4b. report throughput
+
+def scenario_report(cfg, build, tmp):
+    script = ROOT / "bench" / "report-bench.py"
+    if not os.path.exists(script):
+        return {"missing": True}
+    env = plain_env(CURLGUARD_BENCH_BUILD=build, CURLGUARD_BENCH_QUICK="1" if cfg["quick"] else "0")
+    p = PROCS.popen([PYTHON, str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, env=env, text=True, cwd=str(ROOT))
+    try:
+        out, err = p.communicate(timeout=cfg["report_timeout_s"])
+    except subprocess.TimeoutExpired:
+        PROCS.stop(p)
+        raise RuntimeError(f"bench/report-bench.py did not finish within {cfg['report_timeout_s']} s")
+    finally:
+        if p in PROCS.live:
+            PROCS.live.remove(p)
+    if p.returncode != 0:
+        raise RuntimeError(f"bench/report-bench.py failed ({p.returncode}): {err.strip()[-300:]}")
+    return {"missing": False, "table": out.rstrip().splitlines()}
+
+
+def report_report(r):
+    if r["missing"]:
+        return ["`bench/report-bench.py` is not in this tree yet (it comes with `curlguard "
+                "report`): not run."]
+    return ["Output of `bench/report-bench.py` (run with `CURLGUARD_BENCH_BUILD` and "
+            "`CURLGUARD_BENCH_QUICK` in its environment):", ""] + r["table"]
+
+
+def summary_report(r):
+    return [] if r["missing"] else ["4. report throughput: see its section"]
 
 
 # ---------------------------------------------------------------- summary
@@ -584,13 +1147,18 @@ def summary_accuracy(r):
 
 
 def summary_overhead(r):
-    n, res = r["n"], r["results"]
-    med = {k: statistics.median(x["cpu_s"] for x in v) / n * 1e6 for k, v in res.items() if v}
-    base = med.get("no preload")
-    if not base:
-        return []
-    return ["overhead (CPU per request of the curl process): " + "; ".join(
-        f"{k} {v:.1f} µs (x{v / base:.2f})" for k, v in med.items())]
+    n, res, out = r["n"], r["results"], []
+    for h in r["hosts"]:
+        med = {v: statistics.median(x["cpu_s"] for x in res[(h, v)]) / n * 1e6
+               for v in r["variants"] if res[(h, v)]}
+        wall = {v: statistics.median(x["wall_s"] for x in res[(h, v)]) / n * 1e3
+                for v in r["variants"] if res[(h, v)]}
+        base, wbase = med.get(r["variants"][0]), wall.get(r["variants"][0])
+        if base:
+            out.append(f"1. overhead, {h} (CPU per request; wall per request): " + "; ".join(
+                f"{k} {v:.1f} µs (x{v / base:.2f}), {wall[k]:.3f} ms (x{wall[k] / wbase:.2f})"
+                for k, v in med.items()))
+    return out
 
 
 # ---------------------------------------------------------------- main
@@ -602,18 +1170,38 @@ def snapshot_build(build, tmp):
     import shutil
     snap = tmp / "build"
     (snap / "bench").mkdir(parents=True)
-    for rel in ("curlguard", "libcurlguard.so", "bench/limiter-bench"):
+    for rel in ("curlguard", "libcurlguard.so", "bench/limiter-bench", "bench/batch-host"):
         if (build / rel).exists():
             shutil.copy2(build / rel, snap / rel)
     return snap
 
 
 SCENARIOS = [
-    ("limiter", "a. Limiter micro-benchmark", scenario_limiter, report_limiter, summary_limiter),
-    ("accuracy", "b. Accuracy: 32 curl workers against a rate-limited provider", scenario_accuracy,
-     report_accuracy, summary_accuracy),
-    ("overhead", "c. Overhead per request", scenario_overhead, report_overhead, summary_overhead),
+    ("overhead", "1. Overhead: sequential keep-alive requests to a fast local endpoint",
+     scenario_overhead, report_overhead, summary_overhead),
+    ("batch", "2. Batch against a rate-limited provider", scenario_batch, report_batch,
+     summary_batch),
+    ("drill", "3. Fault drill: faults, a full outage and a slow period during the batch",
+     scenario_drill, report_drill, summary_drill),
+    ("limiter", "4a. Limiter micro-benchmark", scenario_limiter, report_limiter, summary_limiter),
+    ("accuracy", "4b. Limiter accuracy: 32 curl workers against a rate-limited provider",
+     scenario_accuracy, report_accuracy, summary_accuracy),
+    ("report", "4c. Report throughput (`curlguard report`)", scenario_report, report_report,
+     summary_report),
 ]
+
+
+def loadavg():
+    try:
+        return open("/proc/loadavg").read().split()[0]
+    except OSError:
+        return "?"
+
+
+def git_rev():
+    p = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                       capture_output=True, text=True)
+    return p.stdout.strip() or "unknown"
 
 
 def machine():
@@ -638,12 +1226,17 @@ def main():
     ap = argparse.ArgumentParser(description="curlguard benchmarks -> bench/RESULTS.md")
     ap.add_argument("--quick", action="store_true", help="the reduced run (bench-quick)")
     ap.add_argument("--build", default="build", help="build directory (default build)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
-    ap.add_argument("--only", help="comma list of scenarios: limiter, accuracy, overhead")
+    ap.add_argument("--out", help="results file (default bench/RESULTS.md; with --quick "
+                    "BUILD/bench/RESULTS-quick.md); the picture drill.png goes next to it")
+    ap.add_argument("--only", help="comma list of scenarios: " + ", ".join(k for k, *_ in SCENARIOS))
     ap.add_argument("--command", help="the command to record (default: this one)")
     args = ap.parse_args()
     cfg = QUICK if args.quick else FULL
     build = (ROOT / args.build).resolve()
+    out = Path(args.out) if args.out else \
+        (build / "bench" / "RESULTS-quick.md" if args.quick else ROOT / "bench" / "RESULTS.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    png = out.with_name("drill.png")
     only = set(args.only.split(",")) if args.only else None
     command = args.command or " ".join(shlex.quote(a) for a in [PYTHON] + sys.argv)
 
@@ -663,8 +1256,14 @@ def main():
                 if only and key not in only:
                     continue
                 t0 = time.monotonic()
+                load0 = loadavg()
+                log(f"{key}: start (load average {load0})")
                 try:
                     res = run(cfg, build, tmp)
+                    if key == "drill":
+                        err = plot_drill(res, png, tmp)
+                        res["plot_error"] = err
+                        log(f"drill: picture: {err or png}")
                     body = report(res)
                     summary += summarise(res)
                     log(f"{key}: done in {time.monotonic() - t0:.1f} s")
@@ -678,26 +1277,28 @@ def main():
                     summary.append(f"{key}: FAILED: {type(e).__name__}: {e}")
                 finally:
                     PROCS.stop_all()
-                sections.append((title, time.monotonic() - t0, body))
+                sections.append((title, time.monotonic() - t0, body, load0, loadavg()))
         finally:
             PROCS.stop_all()
 
     total = time.monotonic() - t_start
     m = machine()
     lines = ["# curlguard benchmarks", "",
-             "Written by `bench/run.py` (`make bench`, or `make bench-quick` for the reduced "
-             "run); every run rewrites this file. Numbers are measurements, not assertions.", "",
+             "Written by `bench/run.py`: `make bench` rewrites this file and `drill.png`; "
+             "`make bench-quick` (the reduced run, to check the harness) writes "
+             "`build/bench/RESULTS-quick.md` instead. Numbers are measurements, not assertions; "
+             "every count of requests, bills and duplicates is the mock provider's ledger.", "",
              f"- mode: **{'quick' if args.quick else 'full'}**",
-             f"- command: `{command}`",
+             f"- command: `{command}` (tree `{git_rev()}`)",
              f"- date: {started.strftime('%Y-%m-%d %H:%M:%S %Z')}, total {total:.0f} s",
              f"- machine: `nproc` = {m['nproc']}, CPU {m['cpu']}, Linux {m['kernel']}; load "
              f"average (1 min) {m0['load']} at the start, {m['load']} at the end (other work on "
              f"the machine shows in the numbers)",
              f"- {m['curl']}; Python {m['python']}",
              "", "## Summary", ""] + [f"- {x}" for x in summary] + [""]
-    for title, secs, body in sections:
-        lines += [f"## {title}", "", f"({secs:.0f} s)", ""] + body + [""]
-    out = Path(args.out)
+    for title, secs, body, l0, l1 in sections:
+        lines += [f"## {title}", "", f"({secs:.0f} s; load average {l0} at its start, {l1} at "
+                  f"its end)", ""] + body + [""]
     tmp_out = out.with_name(out.name + ".tmp")
     tmp_out.write_text("\n".join(lines).rstrip() + "\n")
     os.replace(tmp_out, out)

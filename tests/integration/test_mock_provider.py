@@ -191,6 +191,81 @@ class MockProviderTest(unittest.TestCase):
                 proc = mock.proc
             self.assertIsNotNone(proc.poll())
 
+    def test_latency_draws_and_summary(self):
+        """Seeded per-request draws (faults and lognormal latency), the clock reset, and the
+        billing summary: billed = processing started, usage = billed, duplicates by body."""
+        plan = {"seed": 3, "draw": "request",
+                "latency": {"median_ms": 40, "p99_ms": 160},
+                "schedule": [{"from_s": 0, "to_s": 600, "p": {"503": 0.3}}]}
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(plan, f)
+            f.flush()
+            with harness.MockProvider(plan_file=f.name) as mock:
+                def batch(order):
+                    got = {}
+                    for i in order:
+                        status, _, raw = request(mock.url(CHAT), chat_body(f"call {i}"))
+                        usage = json.loads(raw)["usage"] if status == 200 else None
+                        got[i] = (status, usage)
+                    return got
+
+                first = batch(range(24))
+                entries = mock.ledger()
+                statuses = [s for s, _ in first.values()]
+                self.assertIn(503, statuses)
+                self.assertIn(200, statuses)
+                lat = [e["latency_ms"] for e in entries if e["status"] == 200]
+                self.assertTrue(all(x is not None and 0 < x <= 480 for x in lat), lat)
+                self.assertTrue(all(e["latency_ms"] is None for e in entries if e["status"] == 503))
+                self.assertTrue(5 < sorted(lat)[len(lat) // 2] < 200, lat)
+                for e in entries:                  # the answer waited for its draw
+                    if e["status"] == 200:
+                        self.assertGreaterEqual(e["t_end"] - e["t"], e["latency_ms"] / 1000 - 0.01)
+                summary = mock._call("GET", "/__summary?bucket_ms=100")
+                ok = [u for s, u in first.values() if s == 200]
+                self.assertEqual(summary["requests"], 24)
+                self.assertEqual(summary["billed_requests"], len(ok))
+                self.assertEqual(summary["answered_2xx"], len(ok))
+                self.assertEqual(summary["billed_tokens"], sum(u["total_tokens"] for u in ok))
+                self.assertEqual((summary["usage_mismatches"], summary["duplicate_charges"]), (0, 0))
+                self.assertEqual(summary["actions"], {"200": len(ok), "503": 24 - len(ok)})
+                self.assertEqual(sum(summary["series"]["requests"]), 24)
+                self.assertEqual(sum(summary["series"]["ok"]), len(ok))
+                self.assertEqual(summary["latency"]["median_ms"], 40)
+
+                # Same calls in another order after a reset: the same fate per call.
+                mock._call("POST", "/__reset?clock=1")
+                self.assertLess(mock._call("GET", "/__health")["t"], 5)
+                second = batch(reversed(range(24)))
+                self.assertEqual({i: s for i, (s, _) in first.items()},
+                                 {i: s for i, (s, _) in second.items()})
+                lat2 = sorted(e["latency_ms"] for e in mock.ledger() if e["status"] == 200)
+                self.assertEqual(sorted(lat), lat2)
+                # The second arrival of a body draws anew; billing it twice is a duplicate.
+                again = [i for i, (s, _) in first.items() if s == 200][0]
+                status = 503
+                for _ in range(10):
+                    status = request(mock.url(CHAT), chat_body(f"call {again}"))[0]
+                    if status == 200:
+                        break
+                self.assertEqual(status, 200)
+                summary = mock._call("GET", "/__summary")
+                self.assertEqual((summary["duplicate_charges"], summary["duplicate_bodies"]), (1, 1))
+
+    def test_billed_when_client_gone(self):
+        url = self.mock.url(CHAT, plan="200:delay=3000")
+        seq0 = max([e["seq"] for e in self.mock.ledger()] or [0])
+        p = self.curl("-m", "1", "-o", "/dev/null", "--data-binary", chat_body(), url)
+        self.assertEqual(p.returncode, 28, p.stderr)
+        entry = self.mock.wait_entries(url=url, timeout=5)[0]
+        self.assertTrue(entry["processing_started"] and entry["done"])
+        self.assertFalse(entry["completed"])
+        self.assertGreater(entry["billed_tokens"], 0)
+        summary = self.mock._call("GET", f"/__summary?since={seq0}")
+        self.assertEqual((summary["billed_requests"], summary["billed_client_gone"],
+                          summary["answered_2xx"]), (1, 1, 0))
+        self.assertEqual(summary["billed_tokens"], entry["billed_tokens"])
+
     def test_harness_helpers(self):
         with unittest.mock.patch.dict(os.environ, {"http_proxy": "http://bad:1",
                                                    "HTTPS_PROXY": "http://bad:1",
