@@ -1084,9 +1084,12 @@ def scenario_report(cfg, build, tmp):
     script = ROOT / "bench" / "report-bench.py"
     if not os.path.exists(script):
         return {"missing": True}
-    env = plain_env(CURLGUARD_BENCH_BUILD=build, CURLGUARD_BENCH_QUICK="1" if cfg["quick"] else "0")
-    p = PROCS.popen([PYTHON, str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, env=env, text=True, cwd=str(ROOT))
+    argv = [PYTHON, str(script), "--build", str(build),
+            "--lines", str(100_000 if cfg["quick"] else 1_000_000),
+            "--runs", "1" if cfg["quick"] else "3"]
+    cfg["report_argv"] = " ".join(["bench/report-bench.py"] + argv[2:])
+    p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, env=plain_env(), text=True, cwd=str(ROOT))
     try:
         out, err = p.communicate(timeout=cfg["report_timeout_s"])
     except subprocess.TimeoutExpired:
@@ -1097,19 +1100,26 @@ def scenario_report(cfg, build, tmp):
             PROCS.live.remove(p)
     if p.returncode != 0:
         raise RuntimeError(f"bench/report-bench.py failed ({p.returncode}): {err.strip()[-300:]}")
-    return {"missing": False, "table": out.rstrip().splitlines()}
+    return {"missing": False, "table": out.rstrip().splitlines(), "argv": cfg["report_argv"]}
 
 
 def report_report(r):
     if r["missing"]:
         return ["`bench/report-bench.py` is not in this tree yet (it comes with `curlguard "
                 "report`): not run."]
-    return ["Output of `bench/report-bench.py` (run with `CURLGUARD_BENCH_BUILD` and "
-            "`CURLGUARD_BENCH_QUICK` in its environment):", ""] + r["table"]
+    return [f"Output of `{r['argv']}` (a generated log of realistic records, timed "
+            "`curlguard report --json` on it, best of the runs):", ""] + r["table"]
 
 
 def summary_report(r):
-    return [] if r["missing"] else ["4. report throughput: see its section"]
+    if r["missing"]:
+        return []
+    rows = [l for l in r["table"] if l.startswith("|") and l[1:2].strip()[:1].isdigit()]
+    if not rows:
+        return ["4. report throughput: see its section"]
+    cells = [c.strip() for c in rows[-1].strip("|").split("|")]
+    return [f"4. report: {cells[0]} lines in {cells[3]} s (best), {cells[5]} lines/s, "
+            f"peak RSS {cells[7]} MiB"]
 
 
 # ---------------------------------------------------------------- summary
