@@ -60,7 +60,7 @@ _BATCH = {"workers": 64, "timeout_s": 10, "deadline_s": 120, "guard_attempts": 5
 _BATCH_QUICK = dict(_BATCH, timeout_s=3, deadline_s=30, lat_median_ms=300, lat_p99_ms=1500,
                     lat_max_ms=2500)
 _DRILL = {"p503": 0.05, "pstall": 0.02, "slow_x": 3, "recover_frac": 0.8,
-          "contenders": ["curl-naive", "curl-retry", "curl-guard"]}
+          "contenders": ["curl-naive", "curl-retry", "curl-guard", "curl-guard-cd5"]}
 
 
 def _prefixed(prefix, d):
@@ -631,7 +631,10 @@ CONTENDERS = {
     "c-naive": ("C host", "naive", "C host, naive 1 s loop"),
     "c-retry": ("C host", "retry", "C host, curl-style retry 3"),
     "c-guard": ("C host", "guard", "C host + guard"),
+    "curl-guard-cd5": ("curl", "guard", "curl + guard, breaker cooldown 5 s"),
 }
+# Settings a guard contender adds to guard_batch_env (the rest are library defaults).
+GUARD_EXTRA_ENV = {"curl-guard-cd5": {"CURLGUARD_BREAKER_COOLDOWN_S": 5}}
 
 
 def batch_body(i):
@@ -691,6 +694,7 @@ def run_contender(key, b, build, tmp, d, mock_args, cap_s):
                     "--out", str(cd / "calls.txt")]
         if mode == "guard":
             env.update({k: str(v) for k, v in guard_batch_env(b, state, logf).items()})
+            env.update({k: str(v) for k, v in GUARD_EXTRA_ENV.get(key, {}).items()})
             argv = [str(build / "curlguard"), "run", "--"] + argv
         mock.post("/__reset?clock=1")            # t = 0 of the schedule: now
         capped = False
@@ -905,9 +909,12 @@ def contenders_text(b, ctimeout):
         f"`CURLGUARD_FIRST_BYTE_TIMEOUT_MS` and `CURLGUARD_READ_TIMEOUT_MS` {b['timeout_s'] * 1000} "
         f"(in place of `-m {b['timeout_s']}`), `CURLGUARD_DEADLINE_MS` {b['deadline_s'] * 1000}, "
         f"`CURLGUARD_MAX_ATTEMPTS` {b['guard_attempts']}, one shared state file, the log on; "
-        f"library defaults otherwise (whatever the built library does: circuit breaker and "
-        f"retry budget included once they are there).",
-    ]
+        f"library defaults otherwise, the circuit breaker (50 % failures over 60 s, at least "
+        f"20 requests, 30 s cooldown) and the retry budget (20 % of first attempts + 1/s) "
+        f"included.",
+    ] + ([f"- *guard, breaker cooldown 5 s*: the same with `CURLGUARD_BREAKER_COOLDOWN_S=5`: "
+          f"probes the way back every 5 s instead of 30 s."]
+         if "curl-guard-cd5" in b.get("contenders", []) else [])
 
 
 def measure_notes():
@@ -1114,7 +1121,7 @@ def report_report(r):
 def summary_report(r):
     if r["missing"]:
         return []
-    rows = [l for l in r["table"] if l.startswith("|") and l[1:2].strip()[:1].isdigit()]
+    rows = [l for l in r["table"] if l.startswith("|") and l.strip("| ")[:1].isdigit()]
     if not rows:
         return ["4. report throughput: see its section"]
     cells = [c.strip() for c in rows[-1].strip("|").split("|")]
