@@ -60,6 +60,26 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
   return CG_GATE_GO;
 }
 
+enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
+                                  int64_t *next_probe_ms) {
+  int p = ad->state ? ad->pool_index : -1;
+  int64_t now, next_ns;
+  enum cg_breaker_verdict v;
+
+  *next_probe_ms = 0;
+  if (p < 0 || !ad->pool->breaker.enabled || ad->probe)
+    return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
+  now = cg_state_now();
+  v = cg_breaker_admit(ad->state, p, &ad->pool->breaker, now,
+                       now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
+  if (v == CG_BREAKER_REJECT) {
+    *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+    return CG_GATE_CIRCUIT_OPEN;
+  }
+  ad->probe = v == CG_BREAKER_PROBE;
+  return CG_GATE_GO;
+}
+
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)

@@ -52,6 +52,13 @@ enum cg_gate {
 enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
                                int64_t deadline_ms, int64_t *next_probe_ms);
 
+/* Right before the attempt goes out, after cg_admission_enter's wait (a queued call, or
+ * a retry after its backoff): ask the breaker again, so calls that queued while it opened
+ * fail fast instead of reaching a provider already known to be down.  Same answers as
+ * cg_admission_gate's breaker part; the budget is not asked again. */
+enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
+                                  int64_t *next_probe_ms);
+
 /* After an attempt with outcome `o` (HTTP `status`): feed the breaker (a probe's result
  * closes or re-opens it) and give back the budget slot of the retry just made. */
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status);

@@ -618,6 +618,62 @@ static int cg__divert(struct cg_call *call) {
   return 1;
 }
 
+/* Pass the breaker, the budget and the limiter before an attempt.  The breaker is asked
+ * twice: before the limiter's wait, and again once the wait is over, right before the
+ * attempt goes out (calls queued behind RPM pacing or MAX_INFLIGHT while it opened fail
+ * fast too).  An open breaker diverts the call to its pool's fallback once.  Returns 0
+ * with the in-flight `*slot` to go, or 1 with the call's final code in `*rc`. */
+static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
+  struct cg_handle *h = call->h;
+  char msg[CURL_ERROR_SIZE];
+  int round;
+
+  for (round = 0; round < 3; round++) {
+    int64_t wait_ms;
+    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                                          call->deadline_ms, &wait_ms);
+    int s;
+
+    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
+      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                               call->deadline_ms, &wait_ms);
+    if (gate != CG_GATE_GO) {
+      *rc = cg__refused(call, gate, wait_ms);
+      return 1;
+    }
+    s = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
+    if (s == -1 || s == -3) {
+      /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
+      int host = s == -3;
+      cg__local_record(call, host ? CG_OUT_ABORTED_BY_HOST : CG_OUT_LOCAL_RATE_LIMITED,
+                       host ? CURLE_ABORTED_BY_CALLBACK : CURLE_OPERATION_TIMEDOUT,
+                       host ? "aborted_by_host" : "rate_limit_wait");
+      if (host) {
+        cg__host_errbuf(h, "Callback aborted");
+        *rc = CURLE_ABORTED_BY_CALLBACK;
+        return 1;
+      }
+      snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
+               (double) wait_ms / 1000.0);
+      cg__host_errbuf(h, msg);
+      *rc = CURLE_OPERATION_TIMEDOUT;
+      return 1;
+    }
+    if (cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms) == CG_GATE_GO) {
+      *slot = s;
+      return 0;
+    }
+    /* The breaker opened while this call waited: it does not go out. */
+    cg_admission_leave(&call->admission, s);
+    if (!cg__divert(call)) {
+      *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, wait_ms);
+      return 1;
+    }
+  }
+  *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, 0); /* not reached: one diversion at most */
+  return 1;
+}
+
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
 
@@ -627,34 +683,12 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_verdict v;
     struct cg_policy_out out;
     struct cg_record rec;
-    char outcome[24], digest[CG_DIGEST_HEX], msg[CURL_ERROR_SIZE];
-    int64_t wait_ms;
-    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
-                                          call->deadline_ms, &wait_ms);
+    char outcome[24], digest[CG_DIGEST_HEX];
     int slot;
     CURLcode rc;
 
-    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
-      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
-                               call->deadline_ms, &wait_ms);
-    if (gate != CG_GATE_GO)
-      return cg__refused(call, gate, wait_ms);
-    slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
-    if (slot == -1 || slot == -3) {
-      /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
-      int host = slot == -3;
-      cg__local_record(call, host ? CG_OUT_ABORTED_BY_HOST : CG_OUT_LOCAL_RATE_LIMITED,
-                       host ? CURLE_ABORTED_BY_CALLBACK : CURLE_OPERATION_TIMEDOUT,
-                       host ? "aborted_by_host" : "rate_limit_wait");
-      if (host) {
-        cg__host_errbuf(h, "Callback aborted");
-        return CURLE_ABORTED_BY_CALLBACK;
-      }
-      snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
-               (double) wait_ms / 1000.0);
-      cg__host_errbuf(h, msg);
-      return CURLE_OPERATION_TIMEDOUT;
-    }
+    if (cg__admit(call, &slot, &rc) != 0)
+      return rc;
     rc = cg__attempt(call, &a);
     cg_admission_leave(&call->admission, slot);
 

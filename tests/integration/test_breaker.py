@@ -425,3 +425,42 @@ class FallbackTest(BreakerTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class QueuedCallsTest(BreakerTestCase):
+    """Calls waiting in the limiter when the breaker opens do not go out afterwards: the
+    breaker is asked again right before each attempt (review 6, item 1)."""
+
+    def run_parallel(self, env, url, n):
+        barrier = threading.Barrier(n)
+
+        def one(_):
+            barrier.wait(10)
+            return self.curl(url, env, timeout=60)
+
+        with concurrent.futures.ThreadPoolExecutor(n) as ex:
+            return list(ex.map(one, range(n)))
+
+    def check(self, env, label):
+        url = self.mock.url("/v1/chat/completions", plan="503:delay=100")
+        results = self.run_parallel(env, url, 12)
+        codes = sorted(r.returncode for r in results)
+        seen = len(self.mock.entries(url=url))
+        print(f"\n[breaker] {label}: {seen} of 12 queued calls reached the server "
+              f"(min_requests 4)", flush=True)
+        # Four open it; a few more may already be on the wire then (in flight, or past the
+        # re-check a moment before the breaker opened).  Without the re-check all 12 go.
+        self.assertLessEqual(seen, 7, [(r.returncode, r.stderr) for r in results])
+        self.assertEqual(codes.count(0), seen)
+        self.assertEqual(codes.count(7), 12 - seen, codes)
+        for r in results:
+            if r.returncode == 7:
+                self.assertIn(b"curlguard: circuit open for 127.0.0.1", r.stderr)
+        outcomes = [x["outcome"] for x in self.records()]
+        self.assertEqual(outcomes.count("circuit_open"), 12 - seen, outcomes)
+
+    def test_rpm_paced_calls_fail_fast_once_open(self):
+        self.check(self.benv(CURLGUARD_RPM="240"), "RPM 240")
+
+    def test_inflight_limited_calls_fail_fast_once_open(self):
+        self.check(self.benv(CURLGUARD_MAX_INFLIGHT="1"), "MAX_INFLIGHT 1")
