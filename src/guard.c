@@ -60,6 +60,7 @@ struct cg_call {
   char task_id_buf[128];
   int repeats;
   uint64_t repeat_key;
+  int reached;                /* an attempt was made (the call reached the network) */
   int final_ok;               /* the final attempt's outcome was ok */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
@@ -428,7 +429,7 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
       cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL);
   if (cfg->repeat_window_ms > 0)
     call->repeats = cg_repeat_note(call->repeat_key, cg_mono_ms(), cfg->repeat_window_ms,
-                                   call->request_id, call->repeat_of, sizeof(call->repeat_of));
+                                   call->repeat_of, sizeof(call->repeat_of));
 }
 
 static void cg__call_free(struct cg_call *call) {
@@ -689,6 +690,7 @@ static CURLcode cg__run(struct cg_call *call) {
 
     if (cg__admit(call, &slot, &rc) != 0)
       return rc;
+    call->reached = 1;
     rc = cg__attempt(call, &a);
     cg_admission_leave(&call->admission, slot);
 
@@ -778,7 +780,13 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.retry_slot = -1;
   rc = cg__run(&call);
   cg_admission_finish(&call.admission);
-  cg_repeat_done(call.repeat_key, rc == CURLE_OK && call.final_ok);
+  if (cfg->repeat_window_ms > 0)
+    cg_repeat_done(call.repeat_key,
+                   !call.reached                 ? CG_REPEAT_LOCAL
+                   : rc == CURLE_OK && call.final_ok ? CG_REPEAT_OK
+                                                     : CG_REPEAT_FAILED,
+                   cg_mono_ms(), call.repeats,
+                   call.repeat_of[0] ? call.repeat_of : call.request_id);
   cg__call_free(&call);
   return rc;
 }
