@@ -802,9 +802,29 @@ static int cg__switch(const char *v) {
   return cg__truthy(v) ? 1 : -1;
 }
 
+/* The bits (as in cg_pool_cfg.breaker_set) of the sub-object keys `keys` whose variable
+ * (a cg__keys entry inside [base, base + size) of struct cg_config) the environment set:
+ * `taken[i]` says cg__keys[i] was taken from it. */
+static unsigned cg__env_sub_bits(const unsigned char *taken, const struct cg__sub *keys,
+                                 size_t base, size_t size) {
+  unsigned bits = 0;
+  size_t i, k;
+
+  for (i = 0; i < CG_NKEYS; i++) {
+    if (!taken[i] || cg__keys[i].offset < base || cg__keys[i].offset >= base + size)
+      continue;
+    for (k = 0; keys[k].name; k++)
+      if (keys[k].offset == cg__keys[i].offset - base)
+        bits |= 1u << k;
+  }
+  return bits;
+}
+
 int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
   const char *v;
   int problems = 0;
+  unsigned env_brk, env_bud;
+  unsigned char taken[CG_NKEYS] = {0};
   size_t i;
 
   cg__defaults(c, env);
@@ -816,8 +836,11 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
     problems += cg__load_file(c, v);
   for (i = 0; i < CG_NKEYS; i++) {
     v = env(cg__keys[i].env);
-    if (v)
-      problems += cg__apply_text(c, &cg__keys[i], v, "environment");
+    if (v) {
+      int bad = cg__apply_text(c, &cg__keys[i], v, "environment") != 0;
+      problems += bad;
+      taken[i] = !bad;
+    }
   }
   if (c->backoff_cap_ms < c->backoff_base_ms) {
     cg_warn("backoff cap %ld ms is below the base %ld ms; using the base as the cap",
@@ -825,10 +848,15 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
     c->backoff_cap_ms = c->backoff_base_ms;
     problems++;
   }
-  /* Pools take what they did not set themselves from the top level, env included. */
+  /* Pools take what they did not set themselves from the top level; a variable set in
+   * the environment wins over a pool's own key too (environment over config file). */
+  env_brk = cg__env_sub_bits(taken, cg__brk_keys, CG_OFF(breaker), sizeof(c->breaker));
+  env_bud = cg__env_sub_bits(taken, cg__bud_keys, CG_OFF(budget), sizeof(c->budget));
   for (i = 0; i < c->npools; i++) {
-    cg__inherit_sub(cg__brk_keys, &c->pools[i].breaker, &c->breaker, c->pools[i].breaker_set);
-    cg__inherit_sub(cg__bud_keys, &c->pools[i].budget, &c->budget, c->pools[i].budget_set);
+    cg__inherit_sub(cg__brk_keys, &c->pools[i].breaker, &c->breaker,
+                    c->pools[i].breaker_set & ~env_brk);
+    cg__inherit_sub(cg__bud_keys, &c->pools[i].budget, &c->budget,
+                    c->pools[i].budget_set & ~env_bud);
   }
   return problems;
 }

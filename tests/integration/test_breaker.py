@@ -181,6 +181,39 @@ class OpenTest(BreakerTestCase):
         self.assertEqual((b["state"], b["min_requests"], b["threshold"], b["window_s"],
                           b["cooldown_s"]), ("open", 3, 1, 5, 20), b)
 
+    def test_environment_off_wins_over_a_pools_config_file(self):
+        """CURLGUARD_BREAKER=off switches off a pool whose config file says enabled: true
+        (SPEC 3: env wins over the config file); a pool's other keys stay (review 6, 8)."""
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [{
+            "name": "mockpool", "hosts": ["127.0.0.1"],
+            "breaker": {"enabled": True, "min_requests": 3, "failure_rate": 1.0}}]}))
+        url = self.mock.url("/v1/x", plan="503")
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1",
+                             CURLGUARD_BREAKER="off")
+        for _ in range(5):
+            p = self.curl(url, env)
+            self.assertEqual((p.returncode, p.stdout), (0, b"503"), p.stderr)
+        self.exact_entries(url, 5)
+        # Without the variable the file's pool breaker is on: 3 failures open it.
+        url2 = self.mock.url("/v1/y", plan="503")
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1")
+        codes = [self.curl(url2, env).returncode for _ in range(4)]
+        self.assertEqual(codes, [0, 0, 0, 7])
+
+    def test_stat_shows_an_open_breaker_after_a_process_ran_with_it_off(self):
+        """A process with CURLGUARD_BREAKER=off does not hide the shared state from `stat`
+        (review 6, item 6)."""
+        env = self.benv()
+        self.open_breaker(env)
+        url = self.mock.url("/v1/chat/completions", plan="200")
+        p = self.curl(url, self.benv(CURLGUARD_BREAKER="off"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertEqual(self.stat_breaker()["state"], "open")
+        t = harness.run([harness.CLI, "stat"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
+        self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 ")
+        self.assertEqual(self.curl(url, env).returncode, 7)   # still open for the others
+
     def test_malformed_values_warn_once_and_use_defaults(self):
         env = self.guard_env(CURLGUARD_BREAKER_FAILURE_RATE="lots", CURLGUARD_BREAKER="maybe",
                              CURLGUARD_MAX_ATTEMPTS="1")

@@ -235,3 +235,21 @@ print(" ".join(out))
         recs = [r for r in self.records() if r["path"] == "/v1/chat/completions"][4:]
         self.assertEqual({r["outcome"] for r in recs}, {"circuit_open", "ok"}, recs)
         self.assertNotIn("retry_budget_exhausted", [r["reason"] for r in recs])
+
+
+class EnvironmentWinsTest(BudgetTestCase):
+    def test_environment_off_wins_over_a_pools_config_file(self):
+        """CURLGUARD_RETRY_BUDGET=off switches off a pool's budget the config file enables
+        (SPEC 3: env wins over the config file; review 6, item 8)."""
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [{
+            "name": "mockpool", "hosts": ["127.0.0.1"],
+            "retry_budget": {"enabled": True, "ratio": 0, "min_per_s": 0}}]}))
+        url = self.mock.url("/v1/x", plan="503")
+        p = self.curl(url, self.benv(CURLGUARD_CONFIG=str(cfg)))
+        self.assertEqual(p.stdout, b"503", p.stderr)
+        self.exact_entries(url, 1)           # the file's budget allows no retry
+        url2 = self.mock.url("/v1/y", plan="503")
+        p = self.curl(url2, self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_RETRY_BUDGET="off"))
+        self.assertEqual(p.stdout, b"503", p.stderr)
+        self.exact_entries(url2, 3)          # off: all three attempts
