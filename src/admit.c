@@ -80,12 +80,13 @@ enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
   return CG_GATE_GO;
 }
 
-void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status) {
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
+                         int hinted) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
   if (ad->pool->breaker.enabled)
-    cg_breaker_report(ad->state, p, &ad->pool->breaker, cg_breaker_counts(o, status),
+    cg_breaker_report(ad->state, p, &ad->pool->breaker, cg_breaker_counts(o, status, hinted),
                       ad->probe, cg_state_now());
   ad->probe = 0;
   cg_budget_done(ad->state, p, ad->retry_slot);

@@ -59,9 +59,11 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
 enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
                                   int64_t *next_probe_ms);
 
-/* After an attempt with outcome `o` (HTTP `status`): feed the breaker (a probe's result
+/* After an attempt with outcome `o` (HTTP `status`; `hinted`: it carried a server hint,
+ * so a 429 is left to the limiter, breaker.h): feed the breaker (a probe's result
  * closes or re-opens it) and give back the budget slot of the retry just made. */
-void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status);
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
+                         int hinted);
 
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,

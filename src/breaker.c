@@ -35,11 +35,13 @@ static const signed char cg__counts[CG_OUT_COUNT] = {
   [CG_OUT_STREAM_ERROR] = 1, /* the provider failed mid-answer (overloaded_error, ...) */
 };
 
-int cg_breaker_counts(enum cg_outcome o, long status) {
+int cg_breaker_counts(enum cg_outcome o, long status, int hinted) {
   if ((unsigned) o >= CG_OUT_COUNT)
     return -1;
+  if (o == CG_OUT_HTTP && status == 429)
+    return hinted ? -1 : 1; /* a hinted 429 is the limiter's: it holds the pool */
   if (o == CG_OUT_HTTP)
-    return status == 429 || status >= 500 ? 1 : 0;
+    return status >= 500 ? 1 : 0;
   return cg__counts[o];
 }
 

@@ -22,9 +22,17 @@
  * connect_timeout, tls_error), timeouts (first_byte_timeout, read_timeout), the
  * connection lost during the answer (reset_after_send, partial_response), a 2xx stream
  * that carried an error event (stream_error: overloaded_error and the like), any 5xx,
- * and 429.  Successes: 2xx/3xx and the other 4xx (the provider answered; the client erred).
- * Not counted: outcomes decided locally or by the host (aborted_by_host, circuit_open,
- * local_rate_limited, retry_budget_exhausted, deadline, curl_error).
+ * and a 429 without a hint.  Successes: 2xx/3xx and the other 4xx (the provider
+ * answered; the client erred).  Not counted: outcomes decided locally or by the host
+ * (aborted_by_host, circuit_open, local_rate_limited, retry_budget_exhausted, deadline,
+ * curl_error), and a 429 that carries a hint (Retry-After or retry-after-ms).
+ *
+ * That last one deviates on purpose from issue 6 ("429 counts"): a 429 with a hint is a
+ * provider that is up and metering us, and says for how long.  The limiter already holds
+ * the whole pool, in every process, until the hint (admit.h); counting it as well would
+ * let a startup burst against a rate limit (32 workers, 120 RPM) open the breaker and
+ * black out every call for `cooldown_s` (30 s) when the server asked for 1 s.  A 429
+ * without a hint says nothing of when to come back: it counts, as the issue says.
  *
  * The state is one 64-bit word in the shared file (state.h struct cg_state_breaker):
  *   bits 0-1 state, bits 2-23 the probe's pid (pids are < 2^22 on Linux, PID_MAX_LIMIT),
@@ -52,9 +60,9 @@ enum cg_breaker_verdict {
   CG_BREAKER_REJECT, /* fail fast */
 };
 
-/* How an attempt's outcome counts: 1 failure, 0 success, -1 not at all (see above).
- * Pure. */
-int cg_breaker_counts(enum cg_outcome o, long status);
+/* How an attempt's outcome counts: 1 failure, 0 success, -1 not at all (see above);
+ * `hinted`: the answer carried a usable Retry-After or retry-after-ms.  Pure. */
+int cg_breaker_counts(enum cg_outcome o, long status, int hinted);
 
 /* Whether `ok` successes and `failed` failures in the window open the breaker: at least
  * min_requests of them, and failed / (ok + failed) >= failure_rate.  Pure. */

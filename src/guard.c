@@ -699,7 +699,11 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
-    cg_admission_result(&call->admission, v.outcome, v.status);
+    cg_admission_result(&call->admission, v.outcome, v.status,
+                        v.outcome == CG_OUT_HTTP && v.status == 429 &&
+                            cg_hint_ms(a.hints.retry_after_ms, a.hints.retry_after,
+                                       a.hints.date[0] ? a.hints.date : NULL, cg_wall_ms(),
+                                       call->lib->getdate) >= 0);
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */

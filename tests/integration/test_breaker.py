@@ -214,6 +214,24 @@ class OpenTest(BreakerTestCase):
         self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 ")
         self.assertEqual(self.curl(url, env).returncode, 7)   # still open for the others
 
+    def test_429_with_a_hint_is_left_to_the_limiter(self):
+        """A 429 carrying Retry-After / retry-after-ms does not count (the limiter holds the
+        pool for the hint); one without a hint does (review 6, item 7)."""
+        env = self.benv()
+        for plan in ("429:ram=50", "429:ra=0"):
+            url = self.mock.url("/v1/chat/completions", plan=plan)
+            for _ in range(6):
+                p = self.curl(url, env)
+                self.assertEqual((p.returncode, p.stdout), (0, b"429"), p.stderr)
+            self.exact_entries(url, 6)
+            b = self.stat_breaker()
+            self.assertEqual((b["state"], b["requests"]), ("closed", 0), (plan, b))
+        url = self.mock.url("/v1/chat/completions", plan="429")
+        codes = [self.curl(url, env).returncode for _ in range(5)]
+        self.assertEqual(codes, [0, 0, 0, 0, 7])
+        self.exact_entries(url, 4)
+        self.assertEqual(self.stat_breaker()["state"], "open")
+
     def test_malformed_values_warn_once_and_use_defaults(self):
         env = self.guard_env(CURLGUARD_BREAKER_FAILURE_RATE="lots", CURLGUARD_BREAKER="maybe",
                              CURLGUARD_MAX_ATTEMPTS="1")

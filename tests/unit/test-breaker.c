@@ -48,29 +48,31 @@ static struct cg_breaker_cfg cfg(double rate, long min, double window_s, double 
 /* ---- counting rules and the failure-rate math (pure) ---- */
 
 Test(breaker, counting_rules) {
-  cr_assert_eq(cg_breaker_counts(CG_OUT_OK, 200), 0);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 404), 0, "a client error: the provider is up");
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 400), 0);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 429), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 500), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 503), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 599), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_REFUSED, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_TIMEOUT, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_DNS_ERROR, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_TLS_ERROR, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_FIRST_BYTE_TIMEOUT, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_READ_TIMEOUT, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_RESET_AFTER_SEND, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_PARTIAL_RESPONSE, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_STREAM_ERROR, 200), 1, "overloaded mid-stream");
-  cr_assert_eq(cg_breaker_counts(CG_OUT_ABORTED_BY_HOST, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CIRCUIT_OPEN, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_LOCAL_RATE_LIMITED, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_RETRY_BUDGET_EXHAUSTED, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_DEADLINE, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CURL_ERROR, 0), -1);
-  cr_assert_eq(cg_breaker_counts((enum cg_outcome) 999, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_OK, 200, 0), 0);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 404, 0), 0, "a client error: the provider is up");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 400, 0), 0);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 429, 0), 1, "a 429 without a hint counts");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 429, 1), -1, "a hinted 429 is the limiter's");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 503, 1), 1, "only a 429's hint is special");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 500, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 503, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 599, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_REFUSED, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_TIMEOUT, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_DNS_ERROR, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_TLS_ERROR, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_FIRST_BYTE_TIMEOUT, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_READ_TIMEOUT, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_RESET_AFTER_SEND, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_PARTIAL_RESPONSE, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_STREAM_ERROR, 200, 0), 1, "overloaded mid-stream");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_ABORTED_BY_HOST, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CIRCUIT_OPEN, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_LOCAL_RATE_LIMITED, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_RETRY_BUDGET_EXHAUSTED, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_DEADLINE, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CURL_ERROR, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts((enum cg_outcome) 999, 0, 0), -1);
 }
 
 Test(breaker, failure_rate_math) {
