@@ -50,7 +50,8 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
     cg_budget_first(ad->state, p, &ad->pool->budget, now);
     return CG_GATE_GO;
   }
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now, &slot) != CG_BUDGET_GRANTED) {
+  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                      now + (deadline_ms - cg_mono_ms()) * 1000000, &slot) != CG_BUDGET_GRANTED) {
     if (ad->probe)
       cg_breaker_release(ad->state, p);
     ad->probe = 0;
@@ -95,12 +96,15 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
 
 const char *cg_admission_retry(struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
+  int64_t now;
   int slot;
   if (p < 0)
     return NULL;
   if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED)
     return "circuit_open";
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, cg_state_now(), &slot) !=
+  now = cg_state_now();
+  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                      now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
       CG_BUDGET_GRANTED)
     return "retry_budget_exhausted";
   cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */

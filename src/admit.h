@@ -35,6 +35,7 @@ struct cg_admission {
   int probe;                       /* this call holds the breaker's half-open probe */
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */
+  int64_t deadline_ms;             /* the call's (monotonic): a retry slot's deadline */
 };
 
 /* What cg_admission_gate decided. */

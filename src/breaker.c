@@ -75,19 +75,15 @@ static int64_t cg__ns(double s) {
   return (int64_t) (s * 1e9);
 }
 
-/* Whether the probe held by `pid` is gone: the process is dead, or the pid now belongs
- * to a newer process.  The owner word is written just after the winning CAS; until then
+/* Whether the probe held by `pid` is gone: the process is dead (or a zombie nobody has
+ * reaped), or the pid now belongs to a newer process.  The owner word is written just after the winning CAS; until then
  * (or if the winner died in between) only the pid can tell. */
 static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
   uint64_t owner = cg__load(&b->probe_owner);
   if (pid == 0)
     return 1;
-  if (kill((pid_t) pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  if (owner >> 32 == pid && (uint32_t) owner != 0 &&
-      (uint32_t) cg_proc_start((pid_t) pid) != (uint32_t) owner)
-    return 1;
-  return 0;
+  /* The start time only when the owner word is this pid's (else only the pid tells). */
+  return cg_proc_gone((pid_t) pid, owner >> 32 == pid ? (uint32_t) owner : 0, 0xFFFFFFFFu);
 }
 
 void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {

@@ -782,6 +782,7 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
   call.admission.state = cg_state_get(cfg->state_path);
   call.admission.retry_slot = -1;
+  call.admission.deadline_ms = call.deadline_ms;
   rc = cg__run(&call);
   cg_admission_finish(&call.admission);
   if (cfg->repeat_window_ms > 0)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +43,10 @@ static void cg__boot_id(char out[40]) {
   out[strcspn(out, "\n")] = '\0';
 }
 
-uint64_t cg_proc_start(pid_t pid) {
+/* Fields 3 (state) and 22 (start time) of /proc/PID/stat.  0 on success. */
+static int cg__proc_stat(pid_t pid, char *state, uint64_t *start) {
   char path[64], buf[1024];
-  unsigned long long start = 0;
+  unsigned long long st = 0;
   const char *p;
   FILE *f;
   size_t n;
@@ -52,19 +54,44 @@ uint64_t cg_proc_start(pid_t pid) {
 
   snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
   if (!(f = fopen(path, "re")))
-    return 0;
+    return -1;
   n = fread(buf, 1, sizeof(buf) - 1, f);
   fclose(f);
   buf[n] = '\0';
   /* The command name (field 2) may hold spaces and ')': skip to the last ')'. */
-  if (!(p = strrchr(buf, ')')))
-    return 0;
+  if (!(p = strrchr(buf, ')')) || p[1] != ' ' || !p[2])
+    return -1;
+  *state = p[2];
   for (field = 2; *p && field < 22; p++)
     if (*p == ' ')
       field++;
-  if (sscanf(p, "%llu", &start) != 1)
-    return 0;
-  return start;
+  if (sscanf(p, "%llu", &st) != 1)
+    return -1;
+  *start = st;
+  return 0;
+}
+
+uint64_t cg_proc_start(pid_t pid) {
+  uint64_t start;
+  char state;
+  return cg__proc_stat(pid, &state, &start) == 0 ? start : 0;
+}
+
+int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask) {
+  uint64_t now_start;
+  char state;
+
+  if (pid <= 0)
+    return 1;
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  if (cg__proc_stat(pid, &state, &now_start) != 0)
+    return start != 0; /* it died just now (or /proc is not there: trust the pid) */
+  /* A killed process nobody has reaped yet (a zombie) still answers kill(pid, 0), but it
+   * will never give anything back. */
+  if (state == 'Z' || state == 'X' || state == 'x')
+    return 1;
+  return start != 0 && (now_start & mask) != (start & mask);
 }
 
 /* Take the file's lock, waiting at most CG_LOCK_WAIT_MS.  0 on success. */

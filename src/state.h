@@ -137,6 +137,12 @@ struct cg_state *cg_state_get(const char *path);
  * or 0 if it does not exist. */
 uint64_t cg_proc_start(pid_t pid);
 
+/* Whether the holder `pid` of something in the file is gone: no such process, a zombie
+ * (killed but not yet reaped: state Z or X in /proc/PID/stat), or a newer process whose
+ * start time differs from `start` in the bits of `mask` (`start` 0: not known, only the
+ * pid can tell). */
+int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask);
+
 /* Monotonic nanoseconds, the time base of the file. */
 int64_t cg_state_now(void);
 

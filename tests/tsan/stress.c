@@ -59,7 +59,7 @@ static void breaker_round(int i) {
 static void budget_round(void) {
   int slot;
   cg_budget_first(&st, pool, &ucfg, cg_state_now());
-  if (cg_budget_retry(&st, pool, &ucfg, cg_state_now(), &slot) == CG_BUDGET_GRANTED) {
+  if (cg_budget_retry(&st, pool, &ucfg, cg_state_now(), cg_state_now() + 60000000000LL, &slot) == CG_BUDGET_GRANTED) {
     __atomic_fetch_add(&retries_granted, 1, __ATOMIC_RELAXED);
     cg_budget_done(&st, pool, slot);
   }

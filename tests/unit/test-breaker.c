@@ -9,6 +9,7 @@
 #include "window.h"
 
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -266,6 +267,39 @@ Test(breaker, dead_probe_holder_is_released) {
   /* Long before its deadline: the holder is gone, so the next caller probes. */
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 2 * SEC, &next), CG_BREAKER_PROBE);
   cr_assert_eq(st.breakers[0].probe_owner >> 32, (uint64_t) getpid());
+}
+
+/* A parent that SIGKILLs a stalled probe holder and does not reap it: the zombie still
+ * answers kill(pid, 0), yet the probe goes to the next caller (review 6, item 4). */
+Test(breaker, zombie_probe_holder_is_released) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  int64_t t = open_it(&c), next;
+  int fds[2], status;
+  char ok = 0;
+  pid_t child;
+
+  cr_assert_eq(pipe(fds), 0);
+  child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    char r = cg_breaker_admit(&st, 0, &c, t, t + 20 * SEC, &next) == CG_BREAKER_PROBE;
+    if (write(fds[1], &r, 1) != 1)
+      _exit(1);
+    for (;;)
+      pause(); /* the probe stalls */
+  }
+  cr_assert_eq(read(fds[0], &ok, 1), 1);
+  cr_assert_eq(ok, 1, "the child took the probe");
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 2 * SEC, &next), CG_BREAKER_REJECT,
+               "a live probe keeps it");
+  kill(child, SIGKILL);
+  for (int i = 0; i < 200 && cg_proc_gone(child, 0, 0) == 0; i++)
+    usleep(10000); /* bounded: until the kernel made it a zombie */
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 2 * SEC, &next), CG_BREAKER_PROBE,
+               "the zombie's probe is taken over");
+  cr_assert_eq(waitpid(child, &status, 0), child);
+  close(fds[0]);
+  close(fds[1]);
 }
 
 Test(breaker, disabled_lets_everything_through) {
