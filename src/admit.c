@@ -81,6 +81,11 @@ enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
   return CG_GATE_GO;
 }
 
+int cg_admission_probing(const struct cg_admission *ad) {
+  int p = ad->state ? ad->pool_index : -1;
+  return p >= 0 && cg_breaker_state(ad->state, p) == CG_BREAKER_HALF_OPEN;
+}
+
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
                          int hinted) {
   int p = ad->state ? ad->pool_index : -1;

@@ -60,6 +60,10 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
 enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
                                   int64_t *next_probe_ms);
 
+/* Whether another call's half-open probe is under way in the pool (for the message of
+ * a refused call). */
+int cg_admission_probing(const struct cg_admission *ad);
+
 /* After an attempt with outcome `o` (HTTP `status`; `hinted`: it carried a server hint,
  * so a 429 is left to the limiter, breaker.h): feed the breaker (a probe's result
  * closes or re-opens it) and give back the budget slot of the retry just made. */

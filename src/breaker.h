@@ -8,7 +8,8 @@
  *              `failure_rate`, the breaker opens.
  *   open       calls fail at once, before any DNS or connect: the host gets `open_code`
  *              (CURLE_COULDNT_CONNECT by default) and "curlguard: circuit open for HOST,
- *              next probe in N s"; the record says outcome circuit_open.  After
+ *              next probe in N s" (while a probe is out: "..., probe in flight"); the
+ *              record says outcome circuit_open.  After
  *              `cooldown_s` the next call becomes the probe.
  *   half-open  exactly one call, across all processes, is the probe: it wins one
  *              compare-and-swap on the state word.  Its success closes the breaker (the

@@ -576,8 +576,14 @@ static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t nex
   if (gate == CG_GATE_CIRCUIT_OPEN) {
     CURLcode rc = (CURLcode) call->pool->breaker.open_code;
     cg__local_record(call, CG_OUT_CIRCUIT_OPEN, rc, "circuit_open");
-    snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
-             call->url.host, (long long) ((next_probe_ms + 999) / 1000));
+    /* While a probe is out the breaker closes the moment it succeeds: its deadline is
+     * no "next probe" time. */
+    if (cg_admission_probing(&call->admission))
+      snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, probe in flight",
+               call->url.host);
+    else
+      snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
+               call->url.host, (long long) ((next_probe_ms + 999) / 1000));
     cg__host_errbuf(call->h, msg);
     return rc;
   }
