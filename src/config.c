@@ -579,7 +579,8 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
         snprintf(pc->fallback_url, sizeof(pc->fallback_url), "%s", item->valuestring);
       } else {
         cg_warn("config: pool \"%.40s\": \"fallback_url\" must be an http(s) URL without "
-                "credentials, query or fragment; no fallback", pc->name);
+                "credentials, query or fragment, with a port from 1 to 65535 if any; "
+                "no fallback", pc->name);
         problems++;
       }
     } else if (strcmp(k, "breaker") == 0 || strcmp(k, "retry_budget") == 0) {

@@ -616,6 +616,11 @@ static int cg__divert(struct cg_call *call) {
                  call->url.host, from->fallback_url);
     return 0;
   }
+  if (strcmp(call->url.scheme, "https") == 0 && strcmp(u.scheme, "http") == 0)
+    cg_warn_once("fallback-downgrade",
+                 "pool %s sends https calls to its fallback %.200s in clear text (http): "
+                 "headers such as API keys are readable on the way", from->name,
+                 from->fallback_url);
   cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
   call->fallback_from = from->name;
   call->url = u;

@@ -517,10 +517,6 @@ class FallbackTest(BreakerTestCase):
         self.assertEqual((b["backup"]["state"], b["backup"]["requests"]), ("open", 4), b)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class QueuedCallsTest(BreakerTestCase):
     """Calls waiting in the limiter when the breaker opens do not go out afterwards: the
     breaker is asked again right before each attempt (review 6, item 1)."""
@@ -558,3 +554,46 @@ class QueuedCallsTest(BreakerTestCase):
 
     def test_inflight_limited_calls_fail_fast_once_open(self):
         self.check(self.benv(CURLGUARD_MAX_INFLIGHT="1"), "MAX_INFLIGHT 1")
+
+
+class FallbackDowngradeTest(BreakerTestCase):
+    def test_https_pool_with_an_http_fallback_warns_once(self):
+        """An https pool whose fallback_url is http:// sends its calls (API keys included)
+        in clear text: one `curlguard:` line says so (review 6, item 12)."""
+        import socket
+        with socket.socket() as s:          # a port nobody listens on: connect refused
+            s.bind(("127.0.0.1", 0))
+            closed = s.getsockname()[1]
+        port = self.mock.port
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [
+            {"name": "primary", "hosts": ["primary.test"],
+             "breaker": {"min_requests": 2, "failure_rate": 0.5, "cooldown_s": 30},
+             "fallback_url": f"http://fallback.test:{port}"},
+            {"name": "backup", "hosts": ["fallback.test"]}]}))
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1")
+        url = f"https://primary.test:{closed}/v1/chat/completions?key={harness.unique_key()}"
+        resolve = ["--resolve", f"primary.test:{closed}:127.0.0.1",
+                   "--resolve", f"fallback.test:{port}:127.0.0.1"]
+        script = [harness.CURL, "-sS", "-w", "%{http_code}\\n", *resolve]
+        for _ in range(4):
+            script += ["-o", "/dev/null", url]
+        p = harness.run(script, env, timeout=60)
+        self.assertEqual(p.stdout.split(), [b"000", b"000", b"200", b"200"], p.stderr)
+        warn = [l for l in p.stderr.decode().splitlines() if "clear text" in l]
+        self.assertEqual(len(warn), 1, p.stderr)
+        self.assertTrue(warn[0].startswith("curlguard: pool primary sends https calls to its "
+                                           f"fallback http://fallback.test:{port} in clear "
+                                           "text"), warn)
+        cfg.write_text(json.dumps({"pools": [{"name": "p", "hosts": ["x.test"],
+                                              "fallback_url": "http://127.0.0.1:65536"}]}))
+        p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", self.mock.url("/v1/x")],
+                        env, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        bad = [l for l in p.stderr.decode().splitlines() if "fallback_url" in l]
+        self.assertEqual(len(bad), 1, p.stderr)
+        self.assertIn("port from 1 to 65535", bad[0])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -502,3 +502,17 @@ Test(fallback, bases_accepted) {
   cr_assert_not(cg_fallback_base_ok(""));
   cr_assert_not(cg_fallback_base_ok(NULL));
 }
+
+Test(fallback, ports) {
+  cr_assert(cg_fallback_base_ok("http://127.0.0.1:65535/x"));
+  cr_assert(cg_fallback_base_ok("http://127.0.0.1:1"));
+  cr_assert(cg_fallback_base_ok("http://[::1]:8080/x"));
+  cr_assert(cg_fallback_base_ok("http://[::1]/x"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:65536/x"), "past 65535");
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:99999"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:0"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:/x"), "empty port");
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:80a"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:000080"), "six digits");
+  cr_assert_not(cg_fallback_base_ok("http://[::1]:70000"));
+}
