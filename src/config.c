@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,18 +125,37 @@ static const struct cg__sub cg__bud_keys[] = {
   {"ratio", CG_BUD(ratio), CG_SUB_DOUBLE, 0, 100},
   {"min_per_s", CG_BUD(min_per_s), CG_SUB_DOUBLE, 0, 1000000},
   {"window_s", CG_BUD(window_s), CG_SUB_DOUBLE, 0.1, 3600},
+  {"max_concurrent", CG_BUD(max_concurrent), CG_SUB_LONG, 0, CG_BUDGET_MAX_CONCURRENT},
+  /* The older name, kept: both set the same value (the variable is
+   * CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT, stat says max_concurrent). */
   {"max_concurrent_retries", CG_BUD(max_concurrent), CG_SUB_LONG, 0, CG_BUDGET_MAX_CONCURRENT},
   {NULL, 0, CG_SUB_BOOL, 0, 0},
 };
 
+/* Append ", <fmt>" (or "<fmt>" first) to the problems of one object in `buf`. */
+static void cg__note(char *buf, size_t len, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  va_list ap;
+  if (used + 3 >= len)
+    return;
+  if (used) {
+    memcpy(buf + used, "; ", 3);
+    used += 2;
+  }
+  va_start(ap, fmt);
+  vsnprintf(buf + used, len - used, fmt, ap);
+  va_end(ap);
+}
+
 /* A "breaker" or "retry_budget" value into `base` (a struct cg_breaker_cfg or
  * cg_budget_cfg): an object of the keys in `keys`, or a bare true/false for "enabled".
- * Bad keys and values are reported and left as they were.  `*set` gets a bit per key
- * taken.  Returns the number of problems. */
+ * Bad keys and values are left as they were and reported on one line for the whole
+ * object.  `*set` gets a bit per key taken.  Returns the number of problems. */
 static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
                          unsigned *set, const char *what, const char *where) {
   const cJSON *item;
   int problems = 0;
+  char why[512] = "";
 
   if (cJSON_IsBool(v)) {
     *(int *) ((char *) base + keys[0].offset) = cJSON_IsTrue(v);
@@ -147,11 +167,11 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
     return 1;
   }
   cJSON_ArrayForEach(item, v) {
-    size_t i;
+    size_t i, j;
     for (i = 0; keys[i].name && strcmp(keys[i].name, item->string) != 0; i++)
       ;
     if (!keys[i].name) {
-      cg_warn("config: %s \"%s\": unknown key \"%.40s\" ignored", where, what, item->string);
+      cg__note(why, sizeof(why), "unknown key \"%.40s\"", item->string);
       problems++;
       continue;
     }
@@ -167,17 +187,20 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
         *(double *) ((char *) base + keys[i].offset) = item->valuedouble;
     } else {
       if (keys[i].type == CG_SUB_BOOL)
-        cg_warn("config: %s \"%s\": \"%s\" must be true or false; ignored", where, what,
-                keys[i].name);
+        cg__note(why, sizeof(why), "\"%s\" must be true or false", keys[i].name);
       else
-        cg_warn("config: %s \"%s\": \"%s\" must be a%s number from %g to %g; ignored",
-                where, what, keys[i].name, keys[i].type == CG_SUB_LONG ? " whole" : "",
-                keys[i].min, keys[i].max);
+        cg__note(why, sizeof(why), "\"%s\" must be a%s number from %g to %g", keys[i].name,
+                 keys[i].type == CG_SUB_LONG ? " whole" : "", keys[i].min, keys[i].max);
       problems++;
       continue;
     }
-    *set |= 1u << i;
+    for (j = 0; keys[j].name; j++) /* and its other name, if it has one */
+      if (keys[j].offset == keys[i].offset)
+        *set |= 1u << j;
   }
+  if (problems)
+    cg_warn("config: %s \"%s\": %s; %s ignored", where, what, why,
+            problems == 1 ? "that key" : "those keys");
   return problems;
 }
 

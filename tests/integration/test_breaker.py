@@ -233,6 +233,27 @@ class OpenTest(BreakerTestCase):
         self.exact_entries(url, 4)
         self.assertEqual(self.stat_breaker()["state"], "open")
 
+    def test_one_line_per_bad_breaker_object(self):
+        """Six bad keys in one "breaker" object: one `curlguard:` line naming them all, and
+        the good keys of the object still apply (review 6, item 14)."""
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [{
+            "name": "mockpool", "hosts": ["127.0.0.1"],
+            "breaker": {"enabled": "yes", "failure_rate": 5, "min_requests": -1,
+                        "window_s": "x", "cooldown_s": 0, "open_code": 500, "bogus": 1,
+                        "min_requests ": 2}}]}))
+        env = self.guard_env(CURLGUARD_CONFIG=str(cfg), CURLGUARD_MAX_ATTEMPTS="1")
+        p = self.curl(self.mock.url("/v1/x", plan="200"), env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertTrue(lines[0].startswith('curlguard: config: pool "mockpool" "breaker": '),
+                        lines)
+        for key in ("enabled", "failure_rate", "min_requests", "window_s", "cooldown_s",
+                    "open_code", "bogus"):
+            self.assertIn(f'"{key}"', lines[0])
+        self.assertTrue(lines[0].endswith("those keys ignored"), lines)
+
     def test_malformed_values_warn_once_and_use_defaults(self):
         env = self.guard_env(CURLGUARD_BREAKER_FAILURE_RATE="lots", CURLGUARD_BREAKER="maybe",
                              CURLGUARD_MAX_ATTEMPTS="1")

@@ -465,6 +465,28 @@ Test(breaker_config, pools_take_their_own_keys_and_inherit_the_rest) {
   cg_config_free(&c);
 }
 
+Test(breaker_config, max_concurrent_has_two_names_and_env_wins_over_pools) {
+  struct cg_config c;
+  struct cg_pool_cfg scratch;
+  const struct cg_pool_cfg *a;
+  cfg_file("{\"retry_budget\": {\"max_concurrent\": 7},"
+           " \"pools\": [{\"name\": \"a\", \"hosts\": [\"a.example\"],"
+           " \"breaker\": {\"enabled\": true, \"min_requests\": 5},"
+           " \"retry_budget\": {\"enabled\": true, \"max_concurrent\": 3}}]}");
+  cfg_env_set(0, "CURLGUARD_CONFIG", cfg_path);
+  cfg_env_set(1, "CURLGUARD_BREAKER", "off");
+  cfg_env_set(2, "CURLGUARD_RETRY_BUDGET", "off");
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 0);
+  unlink(cfg_path);
+  cr_assert_eq(c.budget.max_concurrent, 7, "the short name at the top level");
+  a = cg_config_pool(&c, "a.example", &scratch);
+  cr_assert_eq(a->budget.max_concurrent, 3, "the short name in a pool, not overwritten");
+  cr_assert_eq(a->breaker.enabled, 0, "CURLGUARD_BREAKER=off wins over the pool's file key");
+  cr_assert_eq(a->budget.enabled, 0, "CURLGUARD_RETRY_BUDGET=off likewise");
+  cr_assert_eq(a->breaker.min_requests, 5, "the pool's other keys stay");
+  cg_config_free(&c);
+}
+
 /* ---- the fallback base (fallback.h) ---- */
 
 #include "fallback.h"
