@@ -7,6 +7,23 @@
 #include "log.h"
 #include "ratelimit.h"
 
+/* Say once when the pool's shared windows (set by the first process to use the pool's
+ * breaker and budget) differ from this process's: the shared ones are used. */
+static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
+  const struct cg_pool_cfg *pc = ad->pool;
+  if (brk_ns != (int64_t) (pc->breaker.window_s * 1e9))
+    cg_warn_once("breaker-window",
+                 "pool %s: the state file's breaker window is %g s (another process set it "
+                 "first), not %g s; using %g s (curlguard reset clears it)",
+                 pc->name, (double) brk_ns / 1e9, pc->breaker.window_s,
+                 (double) brk_ns / 1e9);
+  if (bud_ns != (int64_t) (pc->budget.window_s * 1e9))
+    cg_warn_once("budget-window",
+                 "pool %s: the state file's retry budget window is %g s (another process set "
+                 "it first), not %g s; using %g s (curlguard reset clears it)",
+                 pc->name, (double) bud_ns / 1e9, pc->budget.window_s, (double) bud_ns / 1e9);
+}
+
 /* The pool's index in the state file, claimed on first use (-1: no room, or no file). */
 static int cg__pool(struct cg_admission *ad) {
   if (!ad->state)
@@ -18,8 +35,8 @@ static int cg__pool(struct cg_admission *ad) {
                    ad->pool->name);
       return -1;
     }
-    cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker);
-    cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget);
+    cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),
+                cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget));
   }
   return ad->pool_index;
 }

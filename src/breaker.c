@@ -86,14 +86,23 @@ static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
   return cg_proc_gone((pid_t) pid, owner >> 32 == pid ? (uint32_t) owner : 0, 0xFFFFFFFFu);
 }
 
-void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {
+/* The pool's window (ns): the shared one, or this process's until one is stored. */
+static int64_t cg__window(struct cg_state_breaker *b, const struct cg_breaker_cfg *c) {
+  int64_t w = cg__load(&b->window_ns);
+  return w > 0 ? w : cg__ns(c->window_s);
+}
+
+int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {
   struct cg_state_breaker *b = &st->breakers[p];
-  int64_t win = cg__ns(c->window_s), cool = cg__ns(c->cooldown_s);
+  int64_t win = cg__ns(c->window_s), cool = cg__ns(c->cooldown_s), shared = 0;
   __atomic_store_n(&b->enabled, (uint32_t) (c->enabled != 0), __ATOMIC_RELAXED);
   __atomic_store_n(&b->min_requests, (uint32_t) c->min_requests, __ATOMIC_RELAXED);
   __atomic_store(&b->failure_rate, &c->failure_rate, __ATOMIC_RELAXED);
-  __atomic_store_n(&b->window_ns, win, __ATOMIC_RELAXED);
   __atomic_store_n(&b->cooldown_ns, cool, __ATOMIC_RELAXED);
+  /* The first process to configure the pool sets its window for everybody. */
+  if (cg__cas(&b->window_ns, &shared, win))
+    return win;
+  return shared;
 }
 
 enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
@@ -151,7 +160,7 @@ void cg_breaker_release(struct cg_state *st, int p) {
 int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
                       int probe, int64_t now_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
-  int64_t width = cg_window_width(cg__ns(c->window_s));
+  int64_t width = cg_window_width(cg__window(b, c));
   uint64_t w;
   uint32_t ok_n, fail_n;
 

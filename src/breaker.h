@@ -69,8 +69,12 @@ int cg_breaker_counts(enum cg_outcome o, long status, int hinted);
  * min_requests of them, and failed / (ok + failed) >= failure_rate.  Pure. */
 int cg_breaker_tripped(uint32_t ok, uint32_t failed, const struct cg_breaker_cfg *c);
 
-/* Record pool `p`'s configuration in the file, for `stat`. */
-void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c);
+/* Record pool `p`'s configuration in the file, for `stat`.  The window is shared: the
+ * first process to configure the pool (since the file was made or reset) stores its
+ * `window_s`, and every process counts in that one, so that processes configured
+ * differently do not read each other's buckets with another width.  Returns the shared
+ * window in ns (the caller says so when it differs from its own). */
+int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c);
 
 /* May a call go now (`now_ns`, monotonic)?  A caller that becomes the probe holds
  * half-open until `probe_deadline_ns` (capped at now + CG_BREAKER_PROBE_MAX_MS) or until
@@ -101,7 +105,8 @@ struct cg_breaker_view {
   uint32_t ok, failed;       /* counted in the window */
   double failure_rate;       /* configured */
   uint32_t min_requests;     /* configured */
-  int64_t window_ns, cooldown_ns; /* configured */
+  int64_t window_ns;         /* shared: set by the first process (cg_breaker_configure) */
+  int64_t cooldown_ns;       /* configured */
   int64_t next_probe_ns;     /* open: until the cooldown ends; half-open: the probe's
                               * deadline; closed: 0 */
   int probe_pid;             /* half-open: the probe's process */

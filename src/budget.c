@@ -22,18 +22,29 @@ double cg_budget_allowed(uint32_t first, const struct cg_budget_cfg *c) {
   return c->ratio * (double) first + c->min_per_s * c->window_s;
 }
 
-void cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c) {
+int64_t cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c) {
   struct cg_state_budget *b = &st->budgets[p];
+  int64_t win = cg__ns(c->window_s), shared = 0;
   __atomic_store_n(&b->enabled, (uint32_t) (c->enabled != 0), __ATOMIC_RELAXED);
   __atomic_store_n(&b->max_concurrent, (uint32_t) c->max_concurrent, __ATOMIC_RELAXED);
   __atomic_store(&b->ratio, &c->ratio, __ATOMIC_RELAXED);
   __atomic_store(&b->min_per_s, &c->min_per_s, __ATOMIC_RELAXED);
-  __atomic_store_n(&b->window_ns, cg__ns(c->window_s), __ATOMIC_RELAXED);
+  /* The first process to configure the pool sets its window for everybody. */
+  if (cg__cas(&b->window_ns, &shared, win))
+    return win;
+  return shared;
+}
+
+/* The pool's window (ns): the shared one, or this process's until one is stored. */
+static int64_t cg__window(struct cg_state_budget *b, const struct cg_budget_cfg *c) {
+  int64_t w = cg__load(&b->window_ns);
+  return w > 0 ? w : cg__ns(c->window_s);
 }
 
 void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns) {
   if (c->enabled)
-    cg_window_add(st->budgets[p].buckets, now_ns, cg_window_width(cg__ns(c->window_s)), 1, 0);
+    cg_window_add(st->budgets[p].buckets, now_ns,
+                  cg_window_width(cg__window(&st->budgets[p], c)), 1, 0);
 }
 
 /* ---- concurrency slots ----
@@ -160,16 +171,20 @@ enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
                                        const struct cg_budget_cfg *c, int64_t now_ns,
                                        int64_t deadline_ns, int *slot) {
   struct cg_state_budget *b = &st->budgets[p];
+  struct cg_budget_cfg eff = *c;
+  int64_t win;
 
   *slot = -1;
   if (!c->enabled)
     return CG_BUDGET_GRANTED;
-  if (c->max_concurrent > 0 && (*slot = cg__acquire(b, (uint32_t) c->max_concurrent, now_ns, deadline_ns)) < 0) {
+  win = cg__window(b, c);
+  eff.window_s = (double) win / 1e9; /* for min_per_s * window_s */
+  if (c->max_concurrent > 0 &&
+      (*slot = cg__acquire(b, (uint32_t) c->max_concurrent, now_ns, deadline_ns)) < 0) {
     __atomic_fetch_add(&b->refused, 1, __ATOMIC_RELAXED);
     return CG_BUDGET_CONCURRENCY;
   }
-  if (!cg_window_add_if(b->buckets, now_ns, cg_window_width(cg__ns(c->window_s)), 0, 1,
-                        cg__fits, (void *) c)) {
+  if (!cg_window_add_if(b->buckets, now_ns, cg_window_width(win), 0, 1, cg__fits, &eff)) {
     cg_budget_done(st, p, *slot);
     *slot = -1;
     __atomic_fetch_add(&b->refused, 1, __ATOMIC_RELAXED);

@@ -42,8 +42,10 @@ enum cg_budget_verdict {
  * window_s (not rounded: a retry goes while retries <= this).  Pure. */
 double cg_budget_allowed(uint32_t first, const struct cg_budget_cfg *c);
 
-/* Record pool `p`'s configuration in the file, for `stat`. */
-void cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c);
+/* Record pool `p`'s configuration in the file, for `stat`.  The window is shared as the
+ * breaker's is (breaker.h cg_breaker_configure): the first process's `window_s` is every
+ * process's, for the counts and for min_per_s * window_s.  Returns it in ns. */
+int64_t cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c);
 
 /* Count a first attempt of pool `p` at `now_ns`. */
 void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns);
@@ -68,7 +70,7 @@ struct cg_budget_view {
   uint32_t concurrent;       /* retries outstanding */
   uint32_t max_concurrent;   /* configured, 0 = no limit */
   double ratio, min_per_s;   /* configured */
-  int64_t window_ns;         /* configured */
+  int64_t window_ns;         /* shared: set by the first process (cg_budget_configure) */
   uint64_t refused;
 };
 void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget_view *v);

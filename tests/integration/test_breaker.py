@@ -538,6 +538,34 @@ class FallbackTest(BreakerTestCase):
         self.assertEqual((b["backup"]["state"], b["backup"]["requests"]), ("open", 4), b)
 
 
+class SharedWindowTest(BreakerTestCase):
+    def test_processes_with_different_windows_share_the_first_ones(self):
+        """Two configurations (window_s 60 and 5) alternating on one state file: 4
+        failures at 100 % open the breaker as for one process; the second one says once
+        that it uses the file's window (review 6, item 9)."""
+        url = self.mock.url("/v1/chat/completions", plan="503")
+        envs = [self.benv(CURLGUARD_BREAKER_WINDOW_S="60", CURLGUARD_RETRY_BUDGET_WINDOW_S="10"),
+                self.benv(CURLGUARD_BREAKER_WINDOW_S="5", CURLGUARD_RETRY_BUDGET_WINDOW_S="3")]
+        got = [self.curl(url, envs[i % 2]) for i in range(8)]
+        self.assertEqual([p.returncode for p in got], [0] * 4 + [7] * 4,
+                         [p.stderr for p in got])
+        self.exact_entries(url, 4)
+        second = got[1].stderr.decode().splitlines()
+        self.assertEqual(second, [
+            "curlguard: pool 127.0.0.1: the state file's breaker window is 60 s (another "
+            "process set it first), not 5 s; using 60 s (curlguard reset clears it)",
+            "curlguard: pool 127.0.0.1: the state file's retry budget window is 10 s (another "
+            "process set it first), not 3 s; using 10 s (curlguard reset clears it)"])
+        self.assertEqual(got[0].stderr, b"")
+        self.assertEqual(self.stat_breaker()["window_s"], 60)
+        # `reset` clears it: the next process's window is the file's.
+        r = harness.run([harness.CLI, "reset"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.curl(url, envs[1])
+        self.assertEqual((p.returncode, p.stderr), (0, b""))
+        self.assertEqual(self.stat_breaker()["window_s"], 5)
+
+
 class QueuedCallsTest(BreakerTestCase):
     """Calls waiting in the limiter when the breaker opens do not go out afterwards: the
     breaker is asked again right before each attempt (review 6, item 1)."""
