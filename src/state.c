@@ -219,9 +219,16 @@ void cg_state_close(struct cg_state *st) {
   st->fd = -1;
 }
 
+#define CG_STATE_REMAPS 4 /* fresh mappings of a file found re-made under us, at most */
+
 static pthread_mutex_t cg__state_mutex = PTHREAD_MUTEX_INITIALIZER;
-static struct cg_state cg__state;
+/* The mappings made so far; the current one is cg__state_cur.  An older one is never
+ * unmapped: another thread may still be in a call that uses it. */
+static struct cg_state cg__states[1 + CG_STATE_REMAPS];
+static int cg__nstates;
+static struct cg_state *cg__state_cur;
 static int cg__state_tried;
+static int cg__state_bad; /* the last check found the file unusable (said once) */
 
 /* A forked child must not inherit cg__state_mutex held by a thread it does not have. */
 static void cg__fork_prepare(void) {
@@ -234,21 +241,53 @@ __attribute__((constructor)) static void cg__fork_register(void) {
   pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
 }
 
+/* Whether the mapping can be touched now: its file is still as long as the layout
+ * (truncating a mapped file turns every access past the new end into SIGBUS) and still
+ * carries the magic.  One fstat(2), about half a microsecond. */
+static int cg__usable(const struct cg_state *st, int *short_file) {
+  struct stat sb;
+  *short_file = fstat(st->fd, &sb) != 0 || sb.st_size < (off_t) CG_STATE_SIZE;
+  if (*short_file)
+    return 0;
+  return __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC;
+}
+
 struct cg_state *cg_state_get(const char *path) {
-  struct cg_state *st = NULL;
+  struct cg_state *st;
   char why[512];
+  int short_file;
 
   pthread_mutex_lock(&cg__state_mutex);
   if (!cg__state_tried) {
     cg__state_tried = 1;
-    if (!path || cg_state_open(path, &cg__state, why, sizeof(why)) != 0) {
+    if (!path || cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
       cg_warn("%s; requests run without the shared limiter",
               path ? why : "no state file configured");
-      cg__state.hdr = NULL;
+    } else {
+      cg__nstates = 1;
+      cg__state_cur = &cg__states[0];
     }
   }
-  if (cg__state.hdr)
-    st = &cg__state;
+  st = cg__state_cur;
+  if (st && !cg__usable(st, &short_file)) {
+    /* Full length again but not ready (emptied, re-made): a fresh mapping, which
+     * initialises it under the file's lock when nobody else has. */
+    if (!short_file && path && cg__nstates <= CG_STATE_REMAPS &&
+        cg_state_open(path, &cg__states[cg__nstates], why, sizeof(why)) == 0) {
+      st = cg__state_cur = &cg__states[cg__nstates++];
+      cg__state_bad = 0;
+    } else {
+      if (!cg__state_bad)
+        cg_warn("state file %s is %s; requests run without the shared limiter until it is "
+                "valid again",
+                path ? path : "(none)",
+                short_file ? "shorter than its layout (truncated?)" : "not valid");
+      cg__state_bad = 1;
+      st = NULL;
+    }
+  } else if (st) {
+    cg__state_bad = 0;
+  }
   pthread_mutex_unlock(&cg__state_mutex);
   return st;
 }
