@@ -548,6 +548,48 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
     out->sleep_ms = 0;
 }
 
+/* Make curl_easy_getinfo describe "no transfer" after a call that ended before any
+ * attempt of its own (circuit_open, retry_budget_exhausted, local_rate_limited, a host
+ * abort while waiting), as libcurl does for every transfer it starts: otherwise the
+ * handle still shows the previous transfer (its status, its byte counts) beside a
+ * failed perform.
+ *
+ * libcurl resets that information in Curl_pretransfer (Curl_initinfo and
+ * Curl_pgrsResetTransferSizes, lib/transfer.c), which runs before the URL's protocol is
+ * looked up in Curl_connect (lib/url.c findprotocol, against CURLOPT_PROTOCOLS).  So the
+ * real perform is run once with no protocol allowed: it fails with
+ * CURLE_UNSUPPORTED_PROTOCOL after the reset and before any name lookup or socket.
+ * VERBOSE and progress are off for it, so no host callback and no "* Protocol ..." line;
+ * then the host's PROTOCOLS(_STR), VERBOSE and NOPROGRESS are put back as the shadow
+ * recorded them (libcurl's defaults when the host never set them), and the caller
+ * writes its own text over the error buffer.  When the host's protocol list cannot be
+ * put back exactly (out of memory when it was recorded), the run is skipped and the
+ * previous transfer's information stays (README). */
+static void cg__no_transfer(struct cg_call *call) {
+  struct cg_handle *h = call->h;
+  const struct cg_lib *lib = call->lib;
+  CURL *c = h->curl;
+  CURLcode rc;
+
+  if (h->protocols_kind == 2 && !h->protocols_str)
+    return;
+  if (lib->easy_setopt(c, CURLOPT_PROTOCOLS, 0L) != CURLE_OK)
+    return; /* this libcurl cannot: getinfo keeps the previous transfer */
+  lib->easy_setopt(c, CURLOPT_VERBOSE, 0L);
+  lib->easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+  rc = lib->easy_perform(c);
+  if (h->protocols_kind == 2)
+    lib->easy_setopt(c, CG_OPT_PROTOCOLS_STR, h->protocols_str);
+  else
+    lib->easy_setopt(c, CURLOPT_PROTOCOLS, h->protocols_kind == 1 ? h->protocols
+                                                                  : (long) CURLPROTO_ALL);
+  lib->easy_setopt(c, CURLOPT_VERBOSE, h->verbose);
+  lib->easy_setopt(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
+  if (rc != CURLE_UNSUPPORTED_PROTOCOL)
+    cg_warn_once("no-transfer", "resetting the transfer information gave curl code %d, "
+                 "not %d", (int) rc, (int) CURLE_UNSUPPORTED_PROTOCOL);
+}
+
 /* Record an attempt that ended before reaching the network (host abort during a wait,
  * rate-limit fail-fast). */
 static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
@@ -558,6 +600,7 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   struct cg_verdict v = {o, 0, 0};
   char outcome[24], digest[CG_DIGEST_HEX];
 
+  cg__no_transfer(call);
   memset(&a, 0, sizeof(a));
   memset(&info, 0, sizeof(info));
   cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);

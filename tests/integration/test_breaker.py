@@ -566,6 +566,99 @@ class SharedWindowTest(BreakerTestCase):
         self.assertEqual(self.stat_breaker()["window_s"], 5)
 
 
+GETINFO_SCRIPT = r'''
+import os, sys, pycurl
+mode, ok_url, bad_url, dict_url = sys.argv[1:5]
+c = pycurl.Curl()
+calls = []
+c.setopt(pycurl.WRITEFUNCTION, lambda b: calls.append("write"))
+c.setopt(pycurl.PROTOCOLS, pycurl.PROTO_HTTP)
+c.setopt(pycurl.TIMEOUT, 10)
+def one(url, watch=False):
+    c.setopt(pycurl.URL, url)
+    if watch:                       # every host callback libcurl could call, recorded
+        del calls[:]
+        c.setopt(pycurl.HEADERFUNCTION, lambda b: calls.append("header"))
+        c.setopt(pycurl.NOPROGRESS, 0)
+        c.setopt(pycurl.XFERINFOFUNCTION, lambda *a: calls.append("progress"))
+        c.setopt(pycurl.DEBUGFUNCTION, lambda t, m: calls.append("debug"))
+        c.setopt(pycurl.VERBOSE, 1)
+        os.write(2, b"MARK-BEFORE\n")
+    try:
+        c.perform()
+        rc = 0
+    except pycurl.error as e:
+        rc = e.args[0]
+    if watch:
+        os.write(2, b"MARK-AFTER\n")
+        c.setopt(pycurl.VERBOSE, 0)
+        c.setopt(pycurl.NOPROGRESS, 1)
+    return [rc, c.getinfo(pycurl.RESPONSE_CODE), c.getinfo(pycurl.SIZE_DOWNLOAD),
+            c.errstr()]
+out = [one(ok_url)]
+if mode == "breaker":
+    for _ in range(4):
+        one(bad_url)
+out.append(one(ok_url, watch=True) + [list(calls)])
+out.append(one(dict_url)[:1])       # the host's protocol list is back: dict refused
+print(repr(out))
+'''
+
+
+class GetinfoAfterFailFastTest(BreakerTestCase):
+    """After a local fail-fast, curl_easy_getinfo says "no transfer" (status 0, 0 bytes),
+    not the handle's previous transfer, without any socket or host callback; the host's
+    CURLOPT_PROTOCOLS is back afterwards (review 6, items 2 and 3)."""
+
+    def setUp(self):
+        super().setUp()
+        if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
+            raise unittest.SkipTest("python3-pycurl is not installed")
+
+    def run_script(self, mode, env, strace=None):
+        ok = self.mock.url("/v1/chat/completions", plan="200")
+        bad = self.mock.url("/v1/chat/completions", plan="503")
+        argv = [harness.PYTHON, "-c", GETINFO_SCRIPT, mode, ok, bad,
+                f"dict://127.0.0.1:{self.mock.port}/x"]
+        if strace:
+            argv = [strace, "-f", "-e", "trace=socket,connect,write", "-o",
+                    str(self.tmp / "strace.txt")] + argv
+        p = harness.run(argv, env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return eval(p.stdout.decode())
+
+    def test_circuit_open_after_a_200(self):
+        first, refused, proto = self.run_script("breaker", self.benv())
+        self.assertEqual(first[:2], [0, 200])
+        self.assertGreater(first[2], 0)
+        self.assertEqual(refused[:3], [7, 0, 0.0], refused)
+        self.assertRegex(refused[3], OPEN_RE)
+        self.assertEqual(refused[4], [], "no host callback during the fail-fast")
+        self.assertEqual(proto, [1], "CURLOPT_PROTOCOLS put back (dict: unsupported)")
+
+    def test_local_rate_limited_after_a_200(self):
+        env = self.benv(CURLGUARD_RPM="1", CURLGUARD_DEADLINE_MS="3000")
+        first, refused, proto = self.run_script("rpm", env)
+        self.assertEqual(first[:2], [0, 200])
+        self.assertGreater(first[2], 0)
+        self.assertEqual(refused[:3], [28, 0, 0.0], refused)
+        self.assertIn("curlguard: rate limit wait", refused[3])
+        self.assertEqual(proto, [1])
+
+    def test_no_socket_during_the_fail_fast(self):
+        import shutil
+        strace = shutil.which("strace")
+        if not strace:
+            raise unittest.SkipTest("strace is not installed")
+        env = self.benv()
+        harness.skip_unsanitizable([strace], env)
+        _, refused, _ = self.run_script("breaker", env, strace=strace)
+        self.assertEqual(refused[0], 7)
+        trace = (self.tmp / "strace.txt").read_text()
+        between = trace.split("MARK-BEFORE", 1)[1].split("MARK-AFTER", 1)[0]
+        self.assertNotRegex(between, r"\b(socket|connect)\(", between)
+
+
 class QueuedCallsTest(BreakerTestCase):
     """Calls waiting in the limiter when the breaker opens do not go out afterwards: the
     breaker is asked again right before each attempt (review 6, item 1)."""
