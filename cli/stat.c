@@ -195,7 +195,9 @@ int cg_cli_stat(int argc, char **argv) {
       printf("state file %s: not created yet (no guarded call so far)\n", path);
     return CG_EXIT_OK;
   }
-  if (cg_state_open(path, &st, why, sizeof(why)) != 0) {
+  /* Read-only: looking must not re-make a file that a process of another layout, or a
+   * moment of truncation, left as it is. */
+  if (cg_state_open_readonly(path, &st, why, sizeof(why)) != 0) {
     cg_cli_error("stat: %s", why);
     return CG_EXIT_ERROR;
   }

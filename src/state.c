@@ -202,6 +202,52 @@ int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whyle
   return cg__open(path, st, 0, why, whylen);
 }
 
+int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, size_t len) {
+  struct stat sb;
+  char boot[40];
+  void *base;
+  int fd;
+
+  memset(st, 0, sizeof(*st));
+  st->fd = -1;
+  cg__boot_id(boot);
+  fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 && errno == ELOOP) {
+    snprintf(why, len, "state file %s is a symbolic link: refused", path);
+    return -1;
+  }
+  if (fd < 0)
+    return cg__fail(why, len, -1, "state file %s: %s", path);
+  if (fstat(fd, &sb) != 0)
+    return cg__fail(why, len, fd, "state file %s: %s", path);
+  if (!S_ISREG(sb.st_mode) || sb.st_uid != getuid()) {
+    snprintf(why, len, "state file %s is %s: refused", path,
+             !S_ISREG(sb.st_mode) ? "not a regular file" : "owned by another user");
+    close(fd);
+    return -1;
+  }
+  if (sb.st_size < (off_t) CG_STATE_SIZE) {
+    snprintf(why, len, "state file %s is %lld bytes, shorter than layout %u (%u bytes): not "
+             "read (the next guarded call, or curlguard reset, re-makes it)", path,
+             (long long) sb.st_size, CG_STATE_VERSION, (unsigned) CG_STATE_SIZE);
+    close(fd);
+    return -1;
+  }
+  base = mmap(NULL, CG_STATE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED)
+    return cg__fail(why, len, fd, "state file %s: cannot map it: %s", path);
+  cg__map_parts(st, base);
+  st->fd = fd;
+  if (!cg__valid(st, boot)) {
+    snprintf(why, len, "state file %s is not a ready layout-%u file of this boot (layout %u "
+             "in its header): not read (the next guarded call, or curlguard reset, re-makes "
+             "it)", path, CG_STATE_VERSION, st->hdr->version);
+    cg_state_close(st);
+    return -1;
+  }
+  return 0;
+}
+
 int cg_state_reset(const char *path, char *why, size_t whylen) {
   struct cg_state st;
   if (cg__open(path, &st, 1, why, whylen) != 0)

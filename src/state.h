@@ -123,6 +123,12 @@ struct cg_state {
  * Returns 0 on success, -1 otherwise (the caller then runs without the limiter). */
 int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whylen);
 
+/* Map the file at `path` read-only, for `curlguard stat`: nothing is created, grown or
+ * re-initialised.  Refuses (-1, `why`) what cg_state_open refuses, and a file shorter
+ * than the layout or not a ready file of this layout and boot.  Only reads through the
+ * mapping are allowed.  Returns 0 on success. */
+int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, size_t whylen);
+
 /* Re-initialise the file: every pool and slot is cleared.  Returns 0 or -1 with `why`. */
 int cg_state_reset(const char *path, char *why, size_t whylen);
 

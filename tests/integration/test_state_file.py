@@ -161,7 +161,7 @@ class UntrustedStateFileTest(StateFileTestCase):
         """The file is cut to 0 bytes while a host has it mapped (review 6, item 10): the
         next call checks the length first (fstat), runs unpaced with one `curlguard:`
         line instead of dying of SIGBUS, and the limiter is used again once the file is
-        whole (`curlguard stat` re-makes it here)."""
+        whole (`curlguard reset` re-makes it here)."""
         if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
             raise unittest.SkipTest("python3-pycurl is not installed")
         script = r'''
@@ -176,7 +176,7 @@ def one():
 out = [one()]                       # maps the file
 os.truncate(state, 0)               # cut under the mapping
 out += [one(), one()]               # unpaced, one line
-subprocess.run([cli, "stat"], stdout=subprocess.DEVNULL, check=True)   # whole again
+subprocess.run([cli, "reset"], stdout=subprocess.DEVNULL, check=True)  # whole again
 out += [one()]
 print(out)
 '''
@@ -245,6 +245,24 @@ class CliTest(StateFileTestCase):
         p = self.curl([self.mock.url("/v1/state/reset", plan="200")], self.guard_env())
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(self.stat()["pools"][0]["admitted"], 1)
+
+    def test_stat_is_read_only(self):
+        """`stat` neither grows a short file nor re-initialises one of another layout: it
+        says why it shows nothing and leaves the bytes as they were (review 6, item 11)."""
+        p = self.curl([self.mock.url("/v1/state/ro", plan="200")], self.guard_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        good = self.state.read_bytes()
+        old = bytearray(good)
+        old[8] = 1                              # layout 1 in the header
+        for content, why in ((bytes(old), rb"not a ready layout-2 file of this boot \(layout 1"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 2")):
+            self.state.write_bytes(content)
+            for args in (("stat",), ("stat", "--json")):
+                r = self.cli(*args)
+                self.assertEqual(r.returncode, 1, r)
+                self.assertRegex(r.stderr, why)
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+                self.assertEqual(self.state.read_bytes(), content, "stat changed the file")
 
     def test_stat_of_missing_file_creates_nothing(self):
         missing = self.tmp / "not-yet"
