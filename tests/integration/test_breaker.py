@@ -645,6 +645,48 @@ class GetinfoAfterFailFastTest(BreakerTestCase):
         self.assertIn("curlguard: rate limit wait", refused[3])
         self.assertEqual(proto, [1])
 
+    def test_breaker_opening_during_a_retrys_backoff(self):
+        """A call waits 2 s before its retry; meanwhile other processes open the breaker:
+        the retry is not sent, the call ends circuit_open (exit code 7) and getinfo says no
+        transfer, not the first attempt's 503 (review 6, items 2 and 3)."""
+        script = r'''
+import sys, pycurl
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+c.setopt(pycurl.URL, sys.argv[1])
+try:
+    c.perform(); rc = 0
+except pycurl.error as e:
+    rc = e.args[0]
+print(repr([rc, c.getinfo(pycurl.RESPONSE_CODE), c.getinfo(pycurl.SIZE_DOWNLOAD),
+            c.errstr()]))
+'''
+        first = self.mock.url("/v1/chat/completions", plan="503,200")
+        env = self.benv(CURLGUARD_MAX_ATTEMPTS="2", CURLGUARD_BACKOFF_BASE_MS="2000",
+                        CURLGUARD_BACKOFF_CAP_MS="2000", CURLGUARD_JITTER="none")
+        waiting = subprocess.Popen([harness.PYTHON, "-c", script, first], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self.mock.wait_entries(url=first, count=1, timeout=10)
+            bad = self.mock.url("/v1/chat/completions", plan="503")
+            for _ in range(3):          # with the waiting call's 503: 4 of 4 failed
+                self.assertEqual(self.curl(bad, self.benv()).stdout, b"503")
+            self.assertEqual(self.stat_breaker()["state"], "open")
+            out, err = waiting.communicate(timeout=30)
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.wait(10)
+        self.assertEqual(waiting.returncode, 0, err)
+        rc, status, size, text = eval(out.decode())
+        self.assertEqual((rc, status, size), (7, 0, 0.0), text)
+        self.assertRegex(text, OPEN_RE)
+        self.exact_entries(first, 1)            # the retry was never sent
+        recs = [r for r in self.records() if r["request_id"] ==
+                self.records()[0]["request_id"]]
+        self.assertEqual([(r["attempt"], r["outcome"], r["decision"]) for r in recs],
+                         [(1, "http_503", "retry"), (2, "circuit_open", "give_up")])
+
     def test_no_socket_during_the_fail_fast(self):
         import shutil
         strace = shutil.which("strace")
