@@ -68,7 +68,8 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
     return CG_GATE_GO;
   }
   if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                      now + (deadline_ms - cg_mono_ms()) * 1000000, &slot) != CG_BUDGET_GRANTED) {
+                      now + (deadline_ms - cg_mono_ms()) * 1000000,
+                      &slot) != CG_BUDGET_GRANTED) {
     if (ad->probe)
       cg_breaker_release(ad->state, p);
     ad->probe = 0;

@@ -76,8 +76,9 @@ static int64_t cg__ns(double s) {
 }
 
 /* Whether the probe held by `pid` is gone: the process is dead (or a zombie nobody has
- * reaped), or the pid now belongs to a newer process.  The owner word is written just after the winning CAS; until then
- * (or if the winner died in between) only the pid can tell. */
+ * reaped), or the pid now belongs to a newer process.  The owner word is written just
+ * after the winning CAS; until then (or if the winner died in between) only the pid can
+ * tell. */
 static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
   uint64_t owner = cg__load(&b->probe_owner);
   if (pid == 0)
