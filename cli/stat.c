@@ -115,6 +115,16 @@ static cJSON *cg__budget_json(struct cg_state *st, int i, int64_t now) {
   return o;
 }
 
+/* The breaker column: its shared state, or "off" when it is closed and the last process
+ * that configured the pool had it off.  An open or half-open breaker is shown as it is,
+ * whatever any one process's switch says: other processes still fail fast on it. */
+static const char *cg__breaker_word(const cJSON *b) {
+  const char *state = cJSON_GetObjectItem(b, "state")->valuestring;
+  if (!cJSON_IsTrue(cJSON_GetObjectItem(b, "enabled")) && strcmp(state, "closed") == 0)
+    return "off";
+  return state;
+}
+
 static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   cJSON *o = cJSON_CreateObject();
   double req = cg_limiter_available(__atomic_load_n(&p->tat_requests, __ATOMIC_ACQUIRE),
@@ -185,7 +195,9 @@ int cg_cli_stat(int argc, char **argv) {
       printf("state file %s: not created yet (no guarded call so far)\n", path);
     return CG_EXIT_OK;
   }
-  if (cg_state_open(path, &st, why, sizeof(why)) != 0) {
+  /* Read-only: looking must not re-make a file that a process of another layout, or a
+   * moment of truncation, left as it is. */
+  if (cg_state_open_readonly(path, &st, why, sizeof(why)) != 0) {
     cg_cli_error("stat: %s", why);
     return CG_EXIT_ERROR;
   }
@@ -253,9 +265,7 @@ int cg_cli_stat(int argc, char **argv) {
         snprintf(fr, sizeof(fr), cJSON_IsNull(rate) ? "-" : "%.0f", rate->valuedouble * 100);
         printf("%-24s %9s %6s %6g %8.1f %7g %8g %8g %7g %7g %7g %6g %7g\n",
                cJSON_GetObjectItem(p, "name")->valuestring,
-               cJSON_IsTrue(cJSON_GetObjectItem(b, "enabled"))
-                   ? cJSON_GetObjectItem(b, "state")->valuestring
-                   : "off",
+               cg__breaker_word(b),
                fr, cJSON_GetObjectItem(b, "requests")->valuedouble,
                cJSON_GetObjectItem(b, "next_probe_s")->valuedouble,
                cJSON_GetObjectItem(b, "opened")->valuedouble,

@@ -7,6 +7,23 @@
 #include "log.h"
 #include "ratelimit.h"
 
+/* Say once when the pool's shared windows (set by the first process to use the pool's
+ * breaker and budget) differ from this process's: the shared ones are used. */
+static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
+  const struct cg_pool_cfg *pc = ad->pool;
+  if (brk_ns != (int64_t) (pc->breaker.window_s * 1e9))
+    cg_warn_once("breaker-window",
+                 "pool %s: the state file's breaker window is %g s (another process set it "
+                 "first), not %g s; using %g s (curlguard reset clears it)",
+                 pc->name, (double) brk_ns / 1e9, pc->breaker.window_s,
+                 (double) brk_ns / 1e9);
+  if (bud_ns != (int64_t) (pc->budget.window_s * 1e9))
+    cg_warn_once("budget-window",
+                 "pool %s: the state file's retry budget window is %g s (another process set "
+                 "it first), not %g s; using %g s (curlguard reset clears it)",
+                 pc->name, (double) bud_ns / 1e9, pc->budget.window_s, (double) bud_ns / 1e9);
+}
+
 /* The pool's index in the state file, claimed on first use (-1: no room, or no file). */
 static int cg__pool(struct cg_admission *ad) {
   if (!ad->state)
@@ -18,8 +35,8 @@ static int cg__pool(struct cg_admission *ad) {
                    ad->pool->name);
       return -1;
     }
-    cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker);
-    cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget);
+    cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),
+                cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget));
   }
   return ad->pool_index;
 }
@@ -50,7 +67,9 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
     cg_budget_first(ad->state, p, &ad->pool->budget, now);
     return CG_GATE_GO;
   }
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now, &slot) != CG_BUDGET_GRANTED) {
+  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                      now + (deadline_ms - cg_mono_ms()) * 1000000,
+                      &slot) != CG_BUDGET_GRANTED) {
     if (ad->probe)
       cg_breaker_release(ad->state, p);
     ad->probe = 0;
@@ -60,12 +79,38 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
   return CG_GATE_GO;
 }
 
-void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status) {
+enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
+                                  int64_t *next_probe_ms) {
+  int p = ad->state ? ad->pool_index : -1;
+  int64_t now, next_ns;
+  enum cg_breaker_verdict v;
+
+  *next_probe_ms = 0;
+  if (p < 0 || !ad->pool->breaker.enabled || ad->probe)
+    return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
+  now = cg_state_now();
+  v = cg_breaker_admit(ad->state, p, &ad->pool->breaker, now,
+                       now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
+  if (v == CG_BREAKER_REJECT) {
+    *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+    return CG_GATE_CIRCUIT_OPEN;
+  }
+  ad->probe = v == CG_BREAKER_PROBE;
+  return CG_GATE_GO;
+}
+
+int cg_admission_probing(const struct cg_admission *ad) {
+  int p = ad->state ? ad->pool_index : -1;
+  return p >= 0 && cg_breaker_state(ad->state, p) == CG_BREAKER_HALF_OPEN;
+}
+
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
+                         int hinted) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
   if (ad->pool->breaker.enabled)
-    cg_breaker_report(ad->state, p, &ad->pool->breaker, cg_breaker_counts(o, status),
+    cg_breaker_report(ad->state, p, &ad->pool->breaker, cg_breaker_counts(o, status, hinted),
                       ad->probe, cg_state_now());
   ad->probe = 0;
   cg_budget_done(ad->state, p, ad->retry_slot);
@@ -74,12 +119,15 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
 
 const char *cg_admission_retry(struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
+  int64_t now;
   int slot;
   if (p < 0)
     return NULL;
   if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED)
     return "circuit_open";
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, cg_state_now(), &slot) !=
+  now = cg_state_now();
+  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                      now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
       CG_BUDGET_GRANTED)
     return "retry_budget_exhausted";
   cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */

@@ -35,6 +35,7 @@ struct cg_admission {
   int probe;                       /* this call holds the breaker's half-open probe */
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */
+  int64_t deadline_ms;             /* the call's (monotonic): a retry slot's deadline */
 };
 
 /* What cg_admission_gate decided. */
@@ -52,9 +53,22 @@ enum cg_gate {
 enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
                                int64_t deadline_ms, int64_t *next_probe_ms);
 
-/* After an attempt with outcome `o` (HTTP `status`): feed the breaker (a probe's result
+/* Right before the attempt goes out, after cg_admission_enter's wait (a queued call, or
+ * a retry after its backoff): ask the breaker again, so calls that queued while it opened
+ * fail fast instead of reaching a provider already known to be down.  Same answers as
+ * cg_admission_gate's breaker part; the budget is not asked again. */
+enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
+                                  int64_t *next_probe_ms);
+
+/* Whether another call's half-open probe is under way in the pool (for the message of
+ * a refused call). */
+int cg_admission_probing(const struct cg_admission *ad);
+
+/* After an attempt with outcome `o` (HTTP `status`; `hinted`: it carried a server hint,
+ * so a 429 is left to the limiter, breaker.h): feed the breaker (a probe's result
  * closes or re-opens it) and give back the budget slot of the retry just made. */
-void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status);
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
+                         int hinted);
 
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,

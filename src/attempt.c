@@ -473,7 +473,7 @@ void cg_attempt_restore(struct cg_attempt *a) {
   if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
     set(c, CURLOPT_PROGRESSFUNCTION, h->progress_fn);
   set(c, CURLOPT_XFERINFODATA, h->progress_data);
-  set(c, CURLOPT_NOPROGRESS, h->noprogress);
+  set(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
   set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
   set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
   set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);

@@ -35,11 +35,13 @@ static const signed char cg__counts[CG_OUT_COUNT] = {
   [CG_OUT_STREAM_ERROR] = 1, /* the provider failed mid-answer (overloaded_error, ...) */
 };
 
-int cg_breaker_counts(enum cg_outcome o, long status) {
+int cg_breaker_counts(enum cg_outcome o, long status, int hinted) {
   if ((unsigned) o >= CG_OUT_COUNT)
     return -1;
+  if (o == CG_OUT_HTTP && status == 429)
+    return hinted ? -1 : 1; /* a hinted 429 is the limiter's: it holds the pool */
   if (o == CG_OUT_HTTP)
-    return status == 429 || status >= 500 ? 1 : 0;
+    return status >= 500 ? 1 : 0;
   return cg__counts[o];
 }
 
@@ -73,29 +75,35 @@ static int64_t cg__ns(double s) {
   return (int64_t) (s * 1e9);
 }
 
-/* Whether the probe held by `pid` is gone: the process is dead, or the pid now belongs
- * to a newer process.  The owner word is written just after the winning CAS; until then
- * (or if the winner died in between) only the pid can tell. */
+/* Whether the probe held by `pid` is gone: the process is dead (or a zombie nobody has
+ * reaped), or the pid now belongs to a newer process.  The owner word is written just
+ * after the winning CAS; until then (or if the winner died in between) only the pid can
+ * tell. */
 static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
   uint64_t owner = cg__load(&b->probe_owner);
   if (pid == 0)
     return 1;
-  if (kill((pid_t) pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  if (owner >> 32 == pid && (uint32_t) owner != 0 &&
-      (uint32_t) cg_proc_start((pid_t) pid) != (uint32_t) owner)
-    return 1;
-  return 0;
+  /* The start time only when the owner word is this pid's (else only the pid tells). */
+  return cg_proc_gone((pid_t) pid, owner >> 32 == pid ? (uint32_t) owner : 0, 0xFFFFFFFFu);
 }
 
-void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {
+/* The pool's window (ns): the shared one, or this process's until one is stored. */
+static int64_t cg__window(struct cg_state_breaker *b, const struct cg_breaker_cfg *c) {
+  int64_t w = cg__load(&b->window_ns);
+  return w > 0 ? w : cg__ns(c->window_s);
+}
+
+int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {
   struct cg_state_breaker *b = &st->breakers[p];
-  int64_t win = cg__ns(c->window_s), cool = cg__ns(c->cooldown_s);
+  int64_t win = cg__ns(c->window_s), cool = cg__ns(c->cooldown_s), shared = 0;
   __atomic_store_n(&b->enabled, (uint32_t) (c->enabled != 0), __ATOMIC_RELAXED);
   __atomic_store_n(&b->min_requests, (uint32_t) c->min_requests, __ATOMIC_RELAXED);
   __atomic_store(&b->failure_rate, &c->failure_rate, __ATOMIC_RELAXED);
-  __atomic_store_n(&b->window_ns, win, __ATOMIC_RELAXED);
   __atomic_store_n(&b->cooldown_ns, cool, __ATOMIC_RELAXED);
+  /* The first process to configure the pool sets its window for everybody. */
+  if (cg__cas(&b->window_ns, &shared, win))
+    return win;
+  return shared;
 }
 
 enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
@@ -153,7 +161,7 @@ void cg_breaker_release(struct cg_state *st, int p) {
 int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
                       int probe, int64_t now_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
-  int64_t width = cg_window_width(cg__ns(c->window_s));
+  int64_t width = cg_window_width(cg__window(b, c));
   uint64_t w;
   uint32_t ok_n, fail_n;
 

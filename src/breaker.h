@@ -8,7 +8,8 @@
  *              `failure_rate`, the breaker opens.
  *   open       calls fail at once, before any DNS or connect: the host gets `open_code`
  *              (CURLE_COULDNT_CONNECT by default) and "curlguard: circuit open for HOST,
- *              next probe in N s"; the record says outcome circuit_open.  After
+ *              next probe in N s" (while a probe is out: "..., probe in flight"); the
+ *              record says outcome circuit_open.  After
  *              `cooldown_s` the next call becomes the probe.
  *   half-open  exactly one call, across all processes, is the probe: it wins one
  *              compare-and-swap on the state word.  Its success closes the breaker (the
@@ -22,9 +23,17 @@
  * connect_timeout, tls_error), timeouts (first_byte_timeout, read_timeout), the
  * connection lost during the answer (reset_after_send, partial_response), a 2xx stream
  * that carried an error event (stream_error: overloaded_error and the like), any 5xx,
- * and 429.  Successes: 2xx/3xx and the other 4xx (the provider answered; the client erred).
- * Not counted: outcomes decided locally or by the host (aborted_by_host, circuit_open,
- * local_rate_limited, retry_budget_exhausted, deadline, curl_error).
+ * and a 429 without a hint.  Successes: 2xx/3xx and the other 4xx (the provider
+ * answered; the client erred).  Not counted: outcomes decided locally or by the host
+ * (aborted_by_host, circuit_open, local_rate_limited, retry_budget_exhausted, deadline,
+ * curl_error), and a 429 that carries a hint (Retry-After or retry-after-ms).
+ *
+ * That last one deviates on purpose from issue 6 ("429 counts"): a 429 with a hint is a
+ * provider that is up and metering us, and says for how long.  The limiter already holds
+ * the whole pool, in every process, until the hint (admit.h); counting it as well would
+ * let a startup burst against a rate limit (32 workers, 120 RPM) open the breaker and
+ * black out every call for `cooldown_s` (30 s) when the server asked for 1 s.  A 429
+ * without a hint says nothing of when to come back: it counts, as the issue says.
  *
  * The state is one 64-bit word in the shared file (state.h struct cg_state_breaker):
  *   bits 0-1 state, bits 2-23 the probe's pid (pids are < 2^22 on Linux, PID_MAX_LIMIT),
@@ -52,16 +61,20 @@ enum cg_breaker_verdict {
   CG_BREAKER_REJECT, /* fail fast */
 };
 
-/* How an attempt's outcome counts: 1 failure, 0 success, -1 not at all (see above).
- * Pure. */
-int cg_breaker_counts(enum cg_outcome o, long status);
+/* How an attempt's outcome counts: 1 failure, 0 success, -1 not at all (see above);
+ * `hinted`: the answer carried a usable Retry-After or retry-after-ms.  Pure. */
+int cg_breaker_counts(enum cg_outcome o, long status, int hinted);
 
 /* Whether `ok` successes and `failed` failures in the window open the breaker: at least
  * min_requests of them, and failed / (ok + failed) >= failure_rate.  Pure. */
 int cg_breaker_tripped(uint32_t ok, uint32_t failed, const struct cg_breaker_cfg *c);
 
-/* Record pool `p`'s configuration in the file, for `stat`. */
-void cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c);
+/* Record pool `p`'s configuration in the file, for `stat`.  The window is shared: the
+ * first process to configure the pool (since the file was made or reset) stores its
+ * `window_s`, and every process counts in that one, so that processes configured
+ * differently do not read each other's buckets with another width.  Returns the shared
+ * window in ns (the caller says so when it differs from its own). */
+int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c);
 
 /* May a call go now (`now_ns`, monotonic)?  A caller that becomes the probe holds
  * half-open until `probe_deadline_ns` (capped at now + CG_BREAKER_PROBE_MAX_MS) or until
@@ -92,7 +105,8 @@ struct cg_breaker_view {
   uint32_t ok, failed;       /* counted in the window */
   double failure_rate;       /* configured */
   uint32_t min_requests;     /* configured */
-  int64_t window_ns, cooldown_ns; /* configured */
+  int64_t window_ns;         /* shared: set by the first process (cg_breaker_configure) */
+  int64_t cooldown_ns;       /* configured */
   int64_t next_probe_ns;     /* open: until the cooldown ends; half-open: the probe's
                               * deadline; closed: 0 */
   int probe_pid;             /* half-open: the probe's process */

@@ -22,44 +22,89 @@ double cg_budget_allowed(uint32_t first, const struct cg_budget_cfg *c) {
   return c->ratio * (double) first + c->min_per_s * c->window_s;
 }
 
-void cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c) {
+int64_t cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c) {
   struct cg_state_budget *b = &st->budgets[p];
+  int64_t win = cg__ns(c->window_s), shared = 0;
   __atomic_store_n(&b->enabled, (uint32_t) (c->enabled != 0), __ATOMIC_RELAXED);
   __atomic_store_n(&b->max_concurrent, (uint32_t) c->max_concurrent, __ATOMIC_RELAXED);
   __atomic_store(&b->ratio, &c->ratio, __ATOMIC_RELAXED);
   __atomic_store(&b->min_per_s, &c->min_per_s, __ATOMIC_RELAXED);
-  __atomic_store_n(&b->window_ns, cg__ns(c->window_s), __ATOMIC_RELAXED);
+  /* The first process to configure the pool sets its window for everybody. */
+  if (cg__cas(&b->window_ns, &shared, win))
+    return win;
+  return shared;
+}
+
+/* The pool's window (ns): the shared one, or this process's until one is stored. */
+static int64_t cg__window(struct cg_state_budget *b, const struct cg_budget_cfg *c) {
+  int64_t w = cg__load(&b->window_ns);
+  return w > 0 ? w : cg__ns(c->window_s);
 }
 
 void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns) {
   if (c->enabled)
-    cg_window_add(st->budgets[p].buckets, now_ns, cg_window_width(cg__ns(c->window_s)), 1, 0);
+    cg_window_add(st->budgets[p].buckets, now_ns,
+                  cg_window_width(cg__window(&st->budgets[p], c)), 1, 0);
 }
 
-/* ---- concurrency slots ---- */
+/* ---- concurrency slots ----
+ *
+ * A slot's owner word:  pid (22 bits, 63-42) | deadline (20 bits, 41-22) | start (22 bits,
+ * 21-0).  The deadline is the holder call's own, in CLOCK_MONOTONIC seconds modulo 2^20
+ * (compared within half of that: 6 days; deadlines are capped at CG_SLOT_MAX_S ahead),
+ * so a holder that is never reaped, or hangs, cannot pin a slot past its call's end.
+ * The start time (low 22 bits of /proc/PID/stat field 22, in clock ticks) tells a reused
+ * pid apart. */
 
-static uint64_t cg__me(void) {
+#define CG_PID_BITS 22
+#define CG_DL_BITS 20
+#define CG_START_BITS 22
+#define CG_DL_MASK ((1u << CG_DL_BITS) - 1)
+#define CG_START_MASK ((1u << CG_START_BITS) - 1)
+#define CG_SLOT_MAX_S (1 << 18) /* about 3 days: longer deadlines are cut to this */
+
+static pid_t cg__owner_pid(uint64_t o) {
+  return (pid_t) (o >> (CG_DL_BITS + CG_START_BITS));
+}
+
+static uint32_t cg__owner_dl(uint64_t o) {
+  return (uint32_t) (o >> CG_START_BITS) & CG_DL_MASK;
+}
+
+static uint64_t cg__me(int64_t now_ns, int64_t deadline_ns) {
   pid_t pid = getpid();
-  return (uint64_t) pid << 32 | (uint32_t) cg_proc_start(pid);
+  int64_t s = deadline_ns - now_ns;
+  uint32_t dl;
+
+  if (s < 0)
+    s = 0;
+  if (s > (int64_t) CG_SLOT_MAX_S * 1000000000)
+    s = (int64_t) CG_SLOT_MAX_S * 1000000000;
+  /* Rounded up, plus one second of grace: a slot is never taken back early. */
+  dl = (uint32_t) ((now_ns + s) / 1000000000 + 2) & CG_DL_MASK;
+  return (uint64_t) pid << (CG_DL_BITS + CG_START_BITS) | (uint64_t) dl << CG_START_BITS |
+         (cg_proc_start(pid) & CG_START_MASK);
 }
 
-/* Whether the holder of `owner` is gone (dead, or its pid reused by a newer process). */
-static int cg__gone(uint64_t owner) {
-  pid_t pid = (pid_t) (owner >> 32);
-  if (kill(pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  return (uint32_t) owner != 0 && (uint32_t) cg_proc_start(pid) != (uint32_t) owner;
+/* Whether the holder of `owner` is gone (dead, a zombie, or its pid reused by a newer
+ * process) or past its call's deadline at `now_ns`. */
+static int cg__gone(uint64_t owner, int64_t now_ns) {
+  uint32_t now_s = (uint32_t) (now_ns / 1000000000) & CG_DL_MASK;
+  uint32_t past = (now_s - cg__owner_dl(owner)) & CG_DL_MASK;
+  if (past < (1u << (CG_DL_BITS - 1)))
+    return 1; /* the deadline (mod 2^20) is behind us */
+  return cg_proc_gone(cg__owner_pid(owner), owner & CG_START_MASK, CG_START_MASK);
 }
 
-/* Free the slots of dead holders; the number of live ones left. */
-static uint32_t cg__reclaim(struct cg_state_budget *b) {
+/* Free the slots of dead or overdue holders; the number of live ones left. */
+static uint32_t cg__reclaim(struct cg_state_budget *b, int64_t now_ns) {
   uint32_t live = 0;
   int i;
   for (i = 0; i < CG_STATE_RETRY_SLOTS; i++) {
     uint64_t o = cg__load(&b->retry_owner[i]);
     if (!o)
       continue;
-    if (cg__gone(o) && cg__cas(&b->retry_owner[i], &o, 0))
+    if (cg__gone(o, now_ns) && cg__cas(&b->retry_owner[i], &o, 0))
       continue;
     live++;
   }
@@ -86,17 +131,18 @@ static int cg__claim(struct cg_state_budget *b, uint64_t me) {
 
 /* Take a slot when fewer than `max` are held.  Claim first, then count: two callers
  * racing for the last slot may both be refused, never both let through. */
-static int cg__acquire(struct cg_state_budget *b, uint32_t max) {
-  uint64_t me = cg__me();
+static int cg__acquire(struct cg_state_budget *b, uint32_t max, int64_t now_ns,
+                       int64_t deadline_ns) {
+  uint64_t me = cg__me(now_ns, deadline_ns);
   int slot = cg__claim(b, me);
 
   if (slot < 0) {
-    cg__reclaim(b);
+    cg__reclaim(b, now_ns);
     slot = cg__claim(b, me);
   }
   if (slot < 0)
     return -1;
-  if (cg__count(b) > max && cg__reclaim(b) > max) {
+  if (cg__count(b) > max && cg__reclaim(b, now_ns) > max) {
     __atomic_store_n(&b->retry_owner[slot], 0, __ATOMIC_RELEASE);
     return -1;
   }
@@ -111,7 +157,7 @@ void cg_budget_done(struct cg_state *st, int p, int slot) {
   w = &st->budgets[p].retry_owner[slot];
   o = cg__load(w);
   /* Only ours: a slot taken back from us (we were thought dead) is not freed twice. */
-  if (o >> 32 == (uint64_t) getpid())
+  if (o && cg__owner_pid(o) == getpid())
     cg__cas(w, &o, 0);
 }
 
@@ -123,18 +169,22 @@ static int cg__fits(uint32_t first, uint32_t retries, void *arg) {
 
 enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
                                        const struct cg_budget_cfg *c, int64_t now_ns,
-                                       int *slot) {
+                                       int64_t deadline_ns, int *slot) {
   struct cg_state_budget *b = &st->budgets[p];
+  struct cg_budget_cfg eff = *c;
+  int64_t win;
 
   *slot = -1;
   if (!c->enabled)
     return CG_BUDGET_GRANTED;
-  if (c->max_concurrent > 0 && (*slot = cg__acquire(b, (uint32_t) c->max_concurrent)) < 0) {
+  win = cg__window(b, c);
+  eff.window_s = (double) win / 1e9; /* for min_per_s * window_s */
+  if (c->max_concurrent > 0 &&
+      (*slot = cg__acquire(b, (uint32_t) c->max_concurrent, now_ns, deadline_ns)) < 0) {
     __atomic_fetch_add(&b->refused, 1, __ATOMIC_RELAXED);
     return CG_BUDGET_CONCURRENCY;
   }
-  if (!cg_window_add_if(b->buckets, now_ns, cg_window_width(cg__ns(c->window_s)), 0, 1,
-                        cg__fits, (void *) c)) {
+  if (!cg_window_add_if(b->buckets, now_ns, cg_window_width(win), 0, 1, cg__fits, &eff)) {
     cg_budget_done(st, p, *slot);
     *slot = -1;
     __atomic_fetch_add(&b->refused, 1, __ATOMIC_RELAXED);

@@ -9,8 +9,9 @@
  * at most `max_concurrent` retries may be outstanding at once (Envoy's retry budget
  * bounds concurrent retries the same way, min_retry_concurrency being its floor): a
  * retry holds a slot from the moment it is granted, through its backoff and its
- * attempt.  Slots record the owner's pid and start time, so those of a process killed
- * with kill -9 are taken back by the next retry that finds them full.
+ * attempt.  Slots record the owner's pid, start time and call deadline, so those of a
+ * process killed with kill -9 (reaped or not: a zombie counts as gone) or past its
+ * call's deadline are taken back by the next retry that finds them full.
  *
  * Defaults (config.c): ratio 0.2 (Envoy's budget_percent 20 %, Finagle's 20 %),
  * min_per_s 1 (Finagle's 10 per second is the whole load of an LLM batch: providers
@@ -41,19 +42,22 @@ enum cg_budget_verdict {
  * window_s (not rounded: a retry goes while retries <= this).  Pure. */
 double cg_budget_allowed(uint32_t first, const struct cg_budget_cfg *c);
 
-/* Record pool `p`'s configuration in the file, for `stat`. */
-void cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c);
+/* Record pool `p`'s configuration in the file, for `stat`.  The window is shared as the
+ * breaker's is (breaker.h cg_breaker_configure): the first process's `window_s` is every
+ * process's, for the counts and for min_per_s * window_s.  Returns it in ns. */
+int64_t cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_cfg *c);
 
 /* Count a first attempt of pool `p` at `now_ns`. */
 void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns);
 
 /* Ask for one retry at `now_ns`.  When granted it is counted and `*slot` holds its
  * concurrency slot (-1 when there is no concurrency limit), to give back with
- * cg_budget_done when the retry's attempt is over.  A disabled budget grants
- * everything and counts nothing. */
+ * cg_budget_done when the retry's attempt is over; the slot is anybody's after
+ * `deadline_ns` (the asking call's deadline, monotonic; rounded up to whole seconds) or
+ * once its holder is gone.  A disabled budget grants everything and counts nothing. */
 enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
                                        const struct cg_budget_cfg *c, int64_t now_ns,
-                                       int *slot);
+                                       int64_t deadline_ns, int *slot);
 
 /* Give back a concurrency slot from cg_budget_retry (no-op for -1). */
 void cg_budget_done(struct cg_state *st, int p, int slot);
@@ -66,7 +70,7 @@ struct cg_budget_view {
   uint32_t concurrent;       /* retries outstanding */
   uint32_t max_concurrent;   /* configured, 0 = no limit */
   double ratio, min_per_s;   /* configured */
-  int64_t window_ns;         /* configured */
+  int64_t window_ns;         /* shared: set by the first process (cg_budget_configure) */
   uint64_t refused;
 };
 void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget_view *v);

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,18 +125,37 @@ static const struct cg__sub cg__bud_keys[] = {
   {"ratio", CG_BUD(ratio), CG_SUB_DOUBLE, 0, 100},
   {"min_per_s", CG_BUD(min_per_s), CG_SUB_DOUBLE, 0, 1000000},
   {"window_s", CG_BUD(window_s), CG_SUB_DOUBLE, 0.1, 3600},
+  {"max_concurrent", CG_BUD(max_concurrent), CG_SUB_LONG, 0, CG_BUDGET_MAX_CONCURRENT},
+  /* The older name, kept: both set the same value (the variable is
+   * CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT, stat says max_concurrent). */
   {"max_concurrent_retries", CG_BUD(max_concurrent), CG_SUB_LONG, 0, CG_BUDGET_MAX_CONCURRENT},
   {NULL, 0, CG_SUB_BOOL, 0, 0},
 };
 
+/* Append ", <fmt>" (or "<fmt>" first) to the problems of one object in `buf`. */
+static void cg__note(char *buf, size_t len, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  va_list ap;
+  if (used + 3 >= len)
+    return;
+  if (used) {
+    memcpy(buf + used, "; ", 3);
+    used += 2;
+  }
+  va_start(ap, fmt);
+  vsnprintf(buf + used, len - used, fmt, ap);
+  va_end(ap);
+}
+
 /* A "breaker" or "retry_budget" value into `base` (a struct cg_breaker_cfg or
  * cg_budget_cfg): an object of the keys in `keys`, or a bare true/false for "enabled".
- * Bad keys and values are reported and left as they were.  `*set` gets a bit per key
- * taken.  Returns the number of problems. */
+ * Bad keys and values are left as they were and reported on one line for the whole
+ * object.  `*set` gets a bit per key taken.  Returns the number of problems. */
 static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
                          unsigned *set, const char *what, const char *where) {
   const cJSON *item;
   int problems = 0;
+  char why[512] = "";
 
   if (cJSON_IsBool(v)) {
     *(int *) ((char *) base + keys[0].offset) = cJSON_IsTrue(v);
@@ -147,11 +167,11 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
     return 1;
   }
   cJSON_ArrayForEach(item, v) {
-    size_t i;
+    size_t i, j;
     for (i = 0; keys[i].name && strcmp(keys[i].name, item->string) != 0; i++)
       ;
     if (!keys[i].name) {
-      cg_warn("config: %s \"%s\": unknown key \"%.40s\" ignored", where, what, item->string);
+      cg__note(why, sizeof(why), "unknown key \"%.40s\"", item->string);
       problems++;
       continue;
     }
@@ -167,17 +187,20 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
         *(double *) ((char *) base + keys[i].offset) = item->valuedouble;
     } else {
       if (keys[i].type == CG_SUB_BOOL)
-        cg_warn("config: %s \"%s\": \"%s\" must be true or false; ignored", where, what,
-                keys[i].name);
+        cg__note(why, sizeof(why), "\"%s\" must be true or false", keys[i].name);
       else
-        cg_warn("config: %s \"%s\": \"%s\" must be a%s number from %g to %g; ignored",
-                where, what, keys[i].name, keys[i].type == CG_SUB_LONG ? " whole" : "",
-                keys[i].min, keys[i].max);
+        cg__note(why, sizeof(why), "\"%s\" must be a%s number from %g to %g", keys[i].name,
+                 keys[i].type == CG_SUB_LONG ? " whole" : "", keys[i].min, keys[i].max);
       problems++;
       continue;
     }
-    *set |= 1u << i;
+    for (j = 0; keys[j].name; j++) /* and its other name, if it has one */
+      if (keys[j].offset == keys[i].offset)
+        *set |= 1u << j;
   }
+  if (problems)
+    cg_warn("config: %s \"%s\": %s; %s ignored", where, what, why,
+            problems == 1 ? "that key" : "those keys");
   return problems;
 }
 
@@ -579,7 +602,8 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
         snprintf(pc->fallback_url, sizeof(pc->fallback_url), "%s", item->valuestring);
       } else {
         cg_warn("config: pool \"%.40s\": \"fallback_url\" must be an http(s) URL without "
-                "credentials, query or fragment; no fallback", pc->name);
+                "credentials, query or fragment, with a port from 1 to 65535 if any; "
+                "no fallback", pc->name);
         problems++;
       }
     } else if (strcmp(k, "breaker") == 0 || strcmp(k, "retry_budget") == 0) {
@@ -802,9 +826,29 @@ static int cg__switch(const char *v) {
   return cg__truthy(v) ? 1 : -1;
 }
 
+/* The bits (as in cg_pool_cfg.breaker_set) of the sub-object keys `keys` whose variable
+ * (a cg__keys entry inside [base, base + size) of struct cg_config) the environment set:
+ * `taken[i]` says cg__keys[i] was taken from it. */
+static unsigned cg__env_sub_bits(const unsigned char *taken, const struct cg__sub *keys,
+                                 size_t base, size_t size) {
+  unsigned bits = 0;
+  size_t i, k;
+
+  for (i = 0; i < CG_NKEYS; i++) {
+    if (!taken[i] || cg__keys[i].offset < base || cg__keys[i].offset >= base + size)
+      continue;
+    for (k = 0; keys[k].name; k++)
+      if (keys[k].offset == cg__keys[i].offset - base)
+        bits |= 1u << k;
+  }
+  return bits;
+}
+
 int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
   const char *v;
   int problems = 0;
+  unsigned env_brk, env_bud;
+  unsigned char taken[CG_NKEYS] = {0};
   size_t i;
 
   cg__defaults(c, env);
@@ -816,8 +860,11 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
     problems += cg__load_file(c, v);
   for (i = 0; i < CG_NKEYS; i++) {
     v = env(cg__keys[i].env);
-    if (v)
-      problems += cg__apply_text(c, &cg__keys[i], v, "environment");
+    if (v) {
+      int bad = cg__apply_text(c, &cg__keys[i], v, "environment") != 0;
+      problems += bad;
+      taken[i] = !bad;
+    }
   }
   if (c->backoff_cap_ms < c->backoff_base_ms) {
     cg_warn("backoff cap %ld ms is below the base %ld ms; using the base as the cap",
@@ -825,10 +872,15 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
     c->backoff_cap_ms = c->backoff_base_ms;
     problems++;
   }
-  /* Pools take what they did not set themselves from the top level, env included. */
+  /* Pools take what they did not set themselves from the top level; a variable set in
+   * the environment wins over a pool's own key too (environment over config file). */
+  env_brk = cg__env_sub_bits(taken, cg__brk_keys, CG_OFF(breaker), sizeof(c->breaker));
+  env_bud = cg__env_sub_bits(taken, cg__bud_keys, CG_OFF(budget), sizeof(c->budget));
   for (i = 0; i < c->npools; i++) {
-    cg__inherit_sub(cg__brk_keys, &c->pools[i].breaker, &c->breaker, c->pools[i].breaker_set);
-    cg__inherit_sub(cg__bud_keys, &c->pools[i].budget, &c->budget, c->pools[i].budget_set);
+    cg__inherit_sub(cg__brk_keys, &c->pools[i].breaker, &c->breaker,
+                    c->pools[i].breaker_set & ~env_brk);
+    cg__inherit_sub(cg__bud_keys, &c->pools[i].budget, &c->budget,
+                    c->pools[i].budget_set & ~env_bud);
   }
   return problems;
 }

@@ -6,6 +6,32 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Whether the authority `auth` (`len` bytes, no userinfo) has no port, or a port of 1 to
+ * 65535 in decimal digits. */
+static int cg__port_ok(const char *auth, size_t len) {
+  const char *end = auth + len, *colon;
+  long port = 0;
+
+  if (auth < end && *auth == '[') { /* IPv6: the port follows the bracket */
+    const char *close = memchr(auth, ']', len);
+    if (!close)
+      return 0;
+    colon = close + 1 < end && close[1] == ':' ? close + 1 : NULL;
+  } else {
+    colon = memchr(auth, ':', len);
+  }
+  if (!colon)
+    return 1;
+  if (colon + 1 == end || end - colon - 1 > 5)
+    return 0;
+  for (colon++; colon < end; colon++) {
+    if (*colon < '0' || *colon > '9')
+      return 0;
+    port = port * 10 + (*colon - '0');
+  }
+  return port >= 1 && port <= 65535;
+}
+
 int cg_fallback_base_ok(const char *base) {
   struct cg_url u;
   const char *auth;
@@ -19,7 +45,9 @@ int cg_fallback_base_ok(const char *base) {
     return 0;
   auth += 3;
   alen = strcspn(auth, "/");
-  return memchr(auth, '@', alen) == NULL; /* credentials in a URL would be logged */
+  if (memchr(auth, '@', alen))
+    return 0; /* credentials in a URL would be logged */
+  return cg__port_ok(auth, alen);
 }
 
 int cg_fallback_url(const char *base, const char *url, char *out, size_t len) {

@@ -15,7 +15,8 @@
 #define CG_FALLBACK_MAX 512 /* bytes of a fallback base, NUL included */
 
 /* Whether `base` can be a fallback base: an http or https URL with a host, no userinfo,
- * query or fragment, shorter than CG_FALLBACK_MAX.  1 or 0. */
+ * query or fragment, a port (if any) from 1 to 65535, shorter than CG_FALLBACK_MAX.
+ * 1 or 0. */
 int cg_fallback_base_ok(const char *base);
 
 /* The URL of request `url` sent to `base` instead, into `out` (`len` bytes).  Returns 0,

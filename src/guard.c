@@ -60,6 +60,7 @@ struct cg_call {
   char task_id_buf[128];
   int repeats;
   uint64_t repeat_key;
+  int reached;                /* an attempt was made (the call reached the network) */
   int final_ok;               /* the final attempt's outcome was ok */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
@@ -432,7 +433,7 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
       cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL);
   if (cfg->repeat_window_ms > 0)
     call->repeats = cg_repeat_note(call->repeat_key, cg_mono_ms(), cfg->repeat_window_ms,
-                                   call->request_id, call->repeat_of, sizeof(call->repeat_of));
+                                   call->repeat_of, sizeof(call->repeat_of));
 }
 
 static void cg__call_free(struct cg_call *call) {
@@ -551,6 +552,48 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
     out->sleep_ms = 0;
 }
 
+/* Make curl_easy_getinfo describe "no transfer" after a call that ended before any
+ * attempt of its own (circuit_open, retry_budget_exhausted, local_rate_limited, a host
+ * abort while waiting), as libcurl does for every transfer it starts: otherwise the
+ * handle still shows the previous transfer (its status, its byte counts) beside a
+ * failed perform.
+ *
+ * libcurl resets that information in Curl_pretransfer (Curl_initinfo and
+ * Curl_pgrsResetTransferSizes, lib/transfer.c), which runs before the URL's protocol is
+ * looked up in Curl_connect (lib/url.c findprotocol, against CURLOPT_PROTOCOLS).  So the
+ * real perform is run once with no protocol allowed: it fails with
+ * CURLE_UNSUPPORTED_PROTOCOL after the reset and before any name lookup or socket.
+ * VERBOSE and progress are off for it, so no host callback and no "* Protocol ..." line;
+ * then the host's PROTOCOLS(_STR), VERBOSE and NOPROGRESS are put back as the shadow
+ * recorded them (libcurl's defaults when the host never set them), and the caller
+ * writes its own text over the error buffer.  When the host's protocol list cannot be
+ * put back exactly (out of memory when it was recorded), the run is skipped and the
+ * previous transfer's information stays (README). */
+static void cg__no_transfer(struct cg_call *call) {
+  struct cg_handle *h = call->h;
+  const struct cg_lib *lib = call->lib;
+  CURL *c = h->curl;
+  CURLcode rc;
+
+  if (h->protocols_kind == 2 && !h->protocols_str)
+    return;
+  if (lib->easy_setopt(c, CURLOPT_PROTOCOLS, 0L) != CURLE_OK)
+    return; /* this libcurl cannot: getinfo keeps the previous transfer */
+  lib->easy_setopt(c, CURLOPT_VERBOSE, 0L);
+  lib->easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+  rc = lib->easy_perform(c);
+  if (h->protocols_kind == 2)
+    lib->easy_setopt(c, CG_OPT_PROTOCOLS_STR, h->protocols_str);
+  else
+    lib->easy_setopt(c, CURLOPT_PROTOCOLS, h->protocols_kind == 1 ? h->protocols
+                                                                  : (long) CURLPROTO_ALL);
+  lib->easy_setopt(c, CURLOPT_VERBOSE, h->verbose);
+  lib->easy_setopt(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
+  if (rc != CURLE_UNSUPPORTED_PROTOCOL)
+    cg_warn_once("no-transfer", "resetting the transfer information gave curl code %d, "
+                 "not %d", (int) rc, (int) CURLE_UNSUPPORTED_PROTOCOL);
+}
+
 /* Record an attempt that ended before reaching the network (host abort during a wait,
  * rate-limit fail-fast). */
 static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
@@ -561,6 +604,7 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   struct cg_verdict v = {o, 0, 0};
   char outcome[24], digest[CG_DIGEST_HEX];
 
+  cg__no_transfer(call);
   memset(&a, 0, sizeof(a));
   memset(&info, 0, sizeof(info));
   cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
@@ -579,8 +623,14 @@ static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t nex
   if (gate == CG_GATE_CIRCUIT_OPEN) {
     CURLcode rc = (CURLcode) call->pool->breaker.open_code;
     cg__local_record(call, CG_OUT_CIRCUIT_OPEN, rc, "circuit_open");
-    snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
-             call->url.host, (long long) ((next_probe_ms + 999) / 1000));
+    /* While a probe is out the breaker closes the moment it succeeds: its deadline is
+     * no "next probe" time. */
+    if (cg_admission_probing(&call->admission))
+      snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, probe in flight",
+               call->url.host);
+    else
+      snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
+               call->url.host, (long long) ((next_probe_ms + 999) / 1000));
     cg__host_errbuf(call->h, msg);
     return rc;
   }
@@ -613,12 +663,73 @@ static int cg__divert(struct cg_call *call) {
                  call->url.host, from->fallback_url);
     return 0;
   }
+  if (strcmp(call->url.scheme, "https") == 0 && strcmp(u.scheme, "http") == 0)
+    cg_warn_once("fallback-downgrade",
+                 "pool %s sends https calls to its fallback %.200s in clear text (http): "
+                 "headers such as API keys are readable on the way", from->name,
+                 from->fallback_url);
   cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
   call->fallback_from = from->name;
   call->url = u;
   call->pool = cg_config_pool(call->cfg, u.host, &call->fallback_scratch);
   call->admission.pool = call->pool;
   call->admission.pool_index = -1;
+  return 1;
+}
+
+/* Pass the breaker, the budget and the limiter before an attempt.  The breaker is asked
+ * twice: before the limiter's wait, and again once the wait is over, right before the
+ * attempt goes out (calls queued behind RPM pacing or MAX_INFLIGHT while it opened fail
+ * fast too).  An open breaker diverts the call to its pool's fallback once.  Returns 0
+ * with the in-flight `*slot` to go, or 1 with the call's final code in `*rc`. */
+static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
+  struct cg_handle *h = call->h;
+  char msg[CURL_ERROR_SIZE];
+  int round;
+
+  for (round = 0; round < 3; round++) {
+    int64_t wait_ms;
+    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                                          call->deadline_ms, &wait_ms);
+    int s;
+
+    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
+      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+                               call->deadline_ms, &wait_ms);
+    if (gate != CG_GATE_GO) {
+      *rc = cg__refused(call, gate, wait_ms);
+      return 1;
+    }
+    s = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
+    if (s == -1 || s == -3) {
+      /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
+      int host = s == -3;
+      cg__local_record(call, host ? CG_OUT_ABORTED_BY_HOST : CG_OUT_LOCAL_RATE_LIMITED,
+                       host ? CURLE_ABORTED_BY_CALLBACK : CURLE_OPERATION_TIMEDOUT,
+                       host ? "aborted_by_host" : "rate_limit_wait");
+      if (host) {
+        cg__host_errbuf(h, "Callback aborted");
+        *rc = CURLE_ABORTED_BY_CALLBACK;
+        return 1;
+      }
+      snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
+               (double) wait_ms / 1000.0);
+      cg__host_errbuf(h, msg);
+      *rc = CURLE_OPERATION_TIMEDOUT;
+      return 1;
+    }
+    if (cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms) == CG_GATE_GO) {
+      *slot = s;
+      return 0;
+    }
+    /* The breaker opened while this call waited: it does not go out. */
+    cg_admission_leave(&call->admission, s);
+    if (!cg__divert(call)) {
+      *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, wait_ms);
+      return 1;
+    }
+  }
+  *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, 0); /* not reached: one diversion at most */
   return 1;
 }
 
@@ -631,34 +742,13 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_verdict v;
     struct cg_policy_out out;
     struct cg_record rec;
-    char outcome[24], digest[CG_DIGEST_HEX], msg[CURL_ERROR_SIZE];
-    int64_t wait_ms;
-    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
-                                          call->deadline_ms, &wait_ms);
+    char outcome[24], digest[CG_DIGEST_HEX];
     int slot;
     CURLcode rc;
 
-    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
-      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
-                               call->deadline_ms, &wait_ms);
-    if (gate != CG_GATE_GO)
-      return cg__refused(call, gate, wait_ms);
-    slot = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
-    if (slot == -1 || slot == -3) {
-      /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
-      int host = slot == -3;
-      cg__local_record(call, host ? CG_OUT_ABORTED_BY_HOST : CG_OUT_LOCAL_RATE_LIMITED,
-                       host ? CURLE_ABORTED_BY_CALLBACK : CURLE_OPERATION_TIMEDOUT,
-                       host ? "aborted_by_host" : "rate_limit_wait");
-      if (host) {
-        cg__host_errbuf(h, "Callback aborted");
-        return CURLE_ABORTED_BY_CALLBACK;
-      }
-      snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
-               (double) wait_ms / 1000.0);
-      cg__host_errbuf(h, msg);
-      return CURLE_OPERATION_TIMEDOUT;
-    }
+    if (cg__admit(call, &slot, &rc) != 0)
+      return rc;
+    call->reached = 1;
     rc = cg__attempt(call, &a);
     cg_admission_leave(&call->admission, slot);
 
@@ -667,7 +757,11 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
-    cg_admission_result(&call->admission, v.outcome, v.status);
+    cg_admission_result(&call->admission, v.outcome, v.status,
+                        v.outcome == CG_OUT_HTTP && v.status == 429 &&
+                            cg_hint_ms(a.hints.retry_after_ms, a.hints.retry_after,
+                                       a.hints.date[0] ? a.hints.date : NULL, cg_wall_ms(),
+                                       call->lib->getdate) >= 0);
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */
@@ -746,9 +840,16 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
   call.admission.state = cg_state_get(cfg->state_path);
   call.admission.retry_slot = -1;
+  call.admission.deadline_ms = call.deadline_ms;
   rc = cg__run(&call);
   cg_admission_finish(&call.admission);
-  cg_repeat_done(call.repeat_key, rc == CURLE_OK && call.final_ok);
+  if (cfg->repeat_window_ms > 0)
+    cg_repeat_done(call.repeat_key,
+                   !call.reached                 ? CG_REPEAT_LOCAL
+                   : rc == CURLE_OK && call.final_ok ? CG_REPEAT_OK
+                                                     : CG_REPEAT_FAILED,
+                   cg_mono_ms(), call.repeats,
+                   call.repeat_of[0] ? call.repeat_of : call.request_id);
   cg__call_free(&call);
   return rc;
 }

@@ -48,6 +48,7 @@ static void cg__free_owned(struct cg_handle *h) {
   free(h->url);
   free(h->custom_request);
   free(h->copypostfields);
+  free(h->protocols_str);
 }
 
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
@@ -147,8 +148,10 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup) {
   h->copypostfields =
       src->copypostfields ? cg__dup_mem(src->copypostfields, (size_t) src->copypostfields_len)
                           : NULL;
+  h->protocols_str = src->protocols_str ? strdup(src->protocols_str) : NULL;
   failed = (src->url && !h->url) || (src->custom_request && !h->custom_request) ||
-           (src->copypostfields && !h->copypostfields);
+           (src->copypostfields && !h->copypostfields) ||
+           (src->protocols_str && !h->protocols_str);
   if (failed) {
     cg_handle_remove(dup);
     return NULL;
@@ -346,6 +349,18 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     break;
   case CURLOPT_NOSIGNAL:
     h->nosignal = v->u.l;
+    break;
+  case CURLOPT_PROTOCOLS:
+    h->protocols_kind = 1;
+    h->protocols = v->u.l;
+    break;
+  case CG_OPT_PROTOCOLS_STR:
+    /* libcurl refuses NULL and names it does not know: what it took is a string. */
+    cg__set_str(&h->protocols_str, v->u.p);
+    h->protocols_kind = 2; /* a NULL copy (out of memory) means: cannot be put back */
+    break;
+  case CURLOPT_VERBOSE:
+    h->verbose = v->u.l;
     break;
   default:
     break;

@@ -20,6 +20,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* CURLOPT_PROTOCOLS_STR (libcurl >= 7.85), by number: older headers lack the name. */
+#define CG_OPT_PROTOCOLS_STR (CURLOPTTYPE_STRINGPOINT + 318)
+
 /* libcurl's HTTPREQ_* of lib/urldata.h: what request the options ask for. */
 enum cg_method { CG_M_GET, CG_M_POST, CG_M_POST_FORM, CG_M_POST_MIME, CG_M_PUT, CG_M_HEAD };
 
@@ -61,6 +64,12 @@ struct cg_handle {
   long timeout_ms;           /* CURLOPT_TIMEOUT(_MS), 0 = none */
   long connecttimeout_ms;    /* 0 = libcurl default */
   long nosignal;
+
+  /* Put back after the guard's "no transfer" run (guard.c cg__no_transfer). */
+  int protocols_kind;        /* 0: libcurl's default (all), 1: CURLOPT_PROTOCOLS, 2: _STR */
+  long protocols;            /* CURLOPT_PROTOCOLS */
+  char *protocols_str;       /* copy of CURLOPT_PROTOCOLS_STR */
+  long verbose;              /* CURLOPT_VERBOSE */
 
   /* Non-zero while a guarded perform runs: options the guard overrides are then only
    * recorded here, and the attempt picks the new value up from the shadow. */

@@ -193,9 +193,7 @@ static int cg__claim_slot(struct cg_state *st, int p) {
 /* Whether the holder of a slot is gone.  `start` 0: the holder was killed (or is)
  * between claiming the slot and writing its start time: only its pid can tell. */
 static int cg__holder_gone(pid_t pid, uint64_t start) {
-  if (kill(pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  return start != 0 && cg_proc_start(pid) != start;
+  return cg_proc_gone(pid, start, UINT64_MAX);
 }
 
 /* Make pool `p`'s in-flight count agree with its live slots.  A process killed between

@@ -42,53 +42,45 @@ uint64_t cg_repeat_key(const char *method, const char *url, const char *body_dig
   return XXH3_64bits_digest(&st);
 }
 
-int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *request_id,
-                   char *prev, size_t len) {
-  struct cg__seen *hit = NULL;
+int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, size_t len) {
   int repeats = 0;
   size_t i;
 
   pthread_mutex_lock(&cg__repeat_mutex);
   for (i = 0; i < CG_REPEAT_SLOTS; i++) {
-    struct cg__seen *s = &cg__seen[i];
+    const struct cg__seen *s = &cg__seen[i];
     if (s->key == key && s->t_ms && s->failed && now_ms - s->t_ms <= window_ms) {
-      hit = s;
+      repeats = s->repeats + 1;
+      snprintf(prev, len, "%s", s->request_id);
       break;
     }
   }
-  if (hit) {
-    repeats = hit->repeats + 1;
-    snprintf(prev, len, "%s", hit->request_id);
-  } else {
-    hit = &cg__seen[cg__next];
-    cg__next = (cg__next + 1) % CG_REPEAT_SLOTS;
-  }
-  if (!hit->key || hit->key != key) {
-    /* A free slot, or the oldest: look again for this key's own slot to reuse. */
-    for (i = 0; i < CG_REPEAT_SLOTS; i++)
-      if (cg__seen[i].key == key) {
-        hit = &cg__seen[i];
-        break;
-      }
-  }
-  hit->key = key;
-  hit->t_ms = now_ms;
-  hit->repeats = repeats;
-  hit->failed = 0;
-  /* A chain of repeats keeps pointing at the call that started it. */
-  if (repeats == 0)
-    snprintf(hit->request_id, sizeof(hit->request_id), "%s", request_id);
   pthread_mutex_unlock(&cg__repeat_mutex);
   return repeats;
 }
 
-void cg_repeat_done(uint64_t key, int ok) {
+void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
+                    const char *chain_id) {
+  struct cg__seen *hit = NULL;
   size_t i;
+
+  if (end == CG_REPEAT_LOCAL)
+    return; /* never reached the network: neither a failure nor a refresh of a chain */
   pthread_mutex_lock(&cg__repeat_mutex);
-  for (i = 0; i < CG_REPEAT_SLOTS; i++)
-    if (cg__seen[i].key == key) {
-      cg__seen[i].failed = !ok;
-      break;
-    }
+  for (i = 0; i < CG_REPEAT_SLOTS && !hit; i++)
+    if (cg__seen[i].key == key)
+      hit = &cg__seen[i];
+  if (!hit && end == CG_REPEAT_FAILED) {
+    hit = &cg__seen[cg__next]; /* a free slot, or the oldest */
+    cg__next = (cg__next + 1) % CG_REPEAT_SLOTS;
+  }
+  if (hit) {
+    hit->key = key;
+    hit->t_ms = now_ms;
+    hit->failed = end == CG_REPEAT_FAILED;
+    hit->repeats = hit->failed ? repeats : 0;
+    /* A chain of repeats keeps pointing at the call that started it. */
+    snprintf(hit->request_id, sizeof(hit->request_id), "%s", chain_id ? chain_id : "");
+  }
   pthread_mutex_unlock(&cg__repeat_mutex);
 }

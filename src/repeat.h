@@ -14,16 +14,28 @@
 
 #define CG_REPEAT_SLOTS 128
 
-/* Note a call with `key` and `request_id` at `now_ms` (monotonic).  When the last call
+/* How a call ended, for cg_repeat_done. */
+enum cg_repeat_end {
+  CG_REPEAT_OK,     /* ended ok: identical calls after it (polls) are not retries */
+  CG_REPEAT_FAILED, /* reached the provider and failed: an identical call is a host retry */
+  CG_REPEAT_LOCAL,  /* never reached the network (circuit_open, retry_budget_exhausted,
+                     * local_rate_limited, a host abort before the first attempt): it
+                     * neither starts nor refreshes a chain */
+};
+
+/* Look up a call with `key` at `now_ms` (monotonic); changes nothing.  When the last call
  * with that key failed (cg_repeat_done) within `window_ms`, this call is a host retry:
  * copies the request id of the call that started the chain into `prev` (NUL-terminated,
  * `len` bytes) and returns how many times in a row it has now been repeated (>= 1); else
  * returns 0.  (Identical calls after a success, such as polls, are not retries.) */
-int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, const char *request_id,
-                   char *prev, size_t len);
+int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, size_t len);
 
-/* Say how the call with `key` ended: 1 ok, 0 failed. */
-void cg_repeat_done(uint64_t key, int ok);
+/* Say how the call with `key` ended, at `now_ms`: a failure starts a chain (`chain_id`:
+ * the call's own request id) or extends it (`repeats` from cg_repeat_note, `chain_id`:
+ * the id it returned); a success ends it; a call that never reached the network leaves
+ * it as it was, so a refused repeat cannot keep a chain alive. */
+void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
+                    const char *chain_id);
 
 /* The key of a call. */
 uint64_t cg_repeat_key(const char *method, const char *url, const char *body_digest);

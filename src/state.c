@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +43,10 @@ static void cg__boot_id(char out[40]) {
   out[strcspn(out, "\n")] = '\0';
 }
 
-uint64_t cg_proc_start(pid_t pid) {
+/* Fields 3 (state) and 22 (start time) of /proc/PID/stat.  0 on success. */
+static int cg__proc_stat(pid_t pid, char *state, uint64_t *start) {
   char path[64], buf[1024];
-  unsigned long long start = 0;
+  unsigned long long st = 0;
   const char *p;
   FILE *f;
   size_t n;
@@ -52,19 +54,44 @@ uint64_t cg_proc_start(pid_t pid) {
 
   snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
   if (!(f = fopen(path, "re")))
-    return 0;
+    return -1;
   n = fread(buf, 1, sizeof(buf) - 1, f);
   fclose(f);
   buf[n] = '\0';
   /* The command name (field 2) may hold spaces and ')': skip to the last ')'. */
-  if (!(p = strrchr(buf, ')')))
-    return 0;
+  if (!(p = strrchr(buf, ')')) || p[1] != ' ' || !p[2])
+    return -1;
+  *state = p[2];
   for (field = 2; *p && field < 22; p++)
     if (*p == ' ')
       field++;
-  if (sscanf(p, "%llu", &start) != 1)
-    return 0;
-  return start;
+  if (sscanf(p, "%llu", &st) != 1)
+    return -1;
+  *start = st;
+  return 0;
+}
+
+uint64_t cg_proc_start(pid_t pid) {
+  uint64_t start;
+  char state;
+  return cg__proc_stat(pid, &state, &start) == 0 ? start : 0;
+}
+
+int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask) {
+  uint64_t now_start;
+  char state;
+
+  if (pid <= 0)
+    return 1;
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  if (cg__proc_stat(pid, &state, &now_start) != 0)
+    return start != 0; /* it died just now (or /proc is not there: trust the pid) */
+  /* A killed process nobody has reaped yet (a zombie) still answers kill(pid, 0), but it
+   * will never give anything back. */
+  if (state == 'Z' || state == 'X' || state == 'x')
+    return 1;
+  return start != 0 && (now_start & mask) != (start & mask);
 }
 
 /* Take the file's lock, waiting at most CG_LOCK_WAIT_MS.  0 on success. */
@@ -175,6 +202,52 @@ int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whyle
   return cg__open(path, st, 0, why, whylen);
 }
 
+int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, size_t len) {
+  struct stat sb;
+  char boot[40];
+  void *base;
+  int fd;
+
+  memset(st, 0, sizeof(*st));
+  st->fd = -1;
+  cg__boot_id(boot);
+  fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 && errno == ELOOP) {
+    snprintf(why, len, "state file %s is a symbolic link: refused", path);
+    return -1;
+  }
+  if (fd < 0)
+    return cg__fail(why, len, -1, "state file %s: %s", path);
+  if (fstat(fd, &sb) != 0)
+    return cg__fail(why, len, fd, "state file %s: %s", path);
+  if (!S_ISREG(sb.st_mode) || sb.st_uid != getuid()) {
+    snprintf(why, len, "state file %s is %s: refused", path,
+             !S_ISREG(sb.st_mode) ? "not a regular file" : "owned by another user");
+    close(fd);
+    return -1;
+  }
+  if (sb.st_size < (off_t) CG_STATE_SIZE) {
+    snprintf(why, len, "state file %s is %lld bytes, shorter than layout %u (%u bytes): not "
+             "read (the next guarded call, or curlguard reset, re-makes it)", path,
+             (long long) sb.st_size, CG_STATE_VERSION, (unsigned) CG_STATE_SIZE);
+    close(fd);
+    return -1;
+  }
+  base = mmap(NULL, CG_STATE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED)
+    return cg__fail(why, len, fd, "state file %s: cannot map it: %s", path);
+  cg__map_parts(st, base);
+  st->fd = fd;
+  if (!cg__valid(st, boot)) {
+    snprintf(why, len, "state file %s is not a ready layout-%u file of this boot (layout %u "
+             "in its header): not read (the next guarded call, or curlguard reset, re-makes "
+             "it)", path, CG_STATE_VERSION, st->hdr->version);
+    cg_state_close(st);
+    return -1;
+  }
+  return 0;
+}
+
 int cg_state_reset(const char *path, char *why, size_t whylen) {
   struct cg_state st;
   if (cg__open(path, &st, 1, why, whylen) != 0)
@@ -192,9 +265,16 @@ void cg_state_close(struct cg_state *st) {
   st->fd = -1;
 }
 
+#define CG_STATE_REMAPS 4 /* fresh mappings of a file found re-made under us, at most */
+
 static pthread_mutex_t cg__state_mutex = PTHREAD_MUTEX_INITIALIZER;
-static struct cg_state cg__state;
+/* The mappings made so far; the current one is cg__state_cur.  An older one is never
+ * unmapped: another thread may still be in a call that uses it. */
+static struct cg_state cg__states[1 + CG_STATE_REMAPS];
+static int cg__nstates;
+static struct cg_state *cg__state_cur;
 static int cg__state_tried;
+static int cg__state_bad; /* the last check found the file unusable (said once) */
 
 /* A forked child must not inherit cg__state_mutex held by a thread it does not have. */
 static void cg__fork_prepare(void) {
@@ -207,21 +287,53 @@ __attribute__((constructor)) static void cg__fork_register(void) {
   pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
 }
 
+/* Whether the mapping can be touched now: its file is still as long as the layout
+ * (truncating a mapped file turns every access past the new end into SIGBUS) and still
+ * carries the magic.  One fstat(2), about half a microsecond. */
+static int cg__usable(const struct cg_state *st, int *short_file) {
+  struct stat sb;
+  *short_file = fstat(st->fd, &sb) != 0 || sb.st_size < (off_t) CG_STATE_SIZE;
+  if (*short_file)
+    return 0;
+  return __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC;
+}
+
 struct cg_state *cg_state_get(const char *path) {
-  struct cg_state *st = NULL;
+  struct cg_state *st;
   char why[512];
+  int short_file;
 
   pthread_mutex_lock(&cg__state_mutex);
   if (!cg__state_tried) {
     cg__state_tried = 1;
-    if (!path || cg_state_open(path, &cg__state, why, sizeof(why)) != 0) {
+    if (!path || cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
       cg_warn("%s; requests run without the shared limiter",
               path ? why : "no state file configured");
-      cg__state.hdr = NULL;
+    } else {
+      cg__nstates = 1;
+      cg__state_cur = &cg__states[0];
     }
   }
-  if (cg__state.hdr)
-    st = &cg__state;
+  st = cg__state_cur;
+  if (st && !cg__usable(st, &short_file)) {
+    /* Full length again but not ready (emptied, re-made): a fresh mapping, which
+     * initialises it under the file's lock when nobody else has. */
+    if (!short_file && path && cg__nstates <= CG_STATE_REMAPS &&
+        cg_state_open(path, &cg__states[cg__nstates], why, sizeof(why)) == 0) {
+      st = cg__state_cur = &cg__states[cg__nstates++];
+      cg__state_bad = 0;
+    } else {
+      if (!cg__state_bad)
+        cg_warn("state file %s is %s; requests run without the shared limiter until it is "
+                "valid again",
+                path ? path : "(none)",
+                short_file ? "shorter than its layout (truncated?)" : "not valid");
+      cg__state_bad = 1;
+      st = NULL;
+    }
+  } else if (st) {
+    cg__state_bad = 0;
+  }
   pthread_mutex_unlock(&cg__state_mutex);
   return st;
 }

@@ -123,6 +123,12 @@ struct cg_state {
  * Returns 0 on success, -1 otherwise (the caller then runs without the limiter). */
 int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whylen);
 
+/* Map the file at `path` read-only, for `curlguard stat`: nothing is created, grown or
+ * re-initialised.  Refuses (-1, `why`) what cg_state_open refuses, and a file shorter
+ * than the layout or not a ready file of this layout and boot.  Only reads through the
+ * mapping are allowed.  Returns 0 on success. */
+int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, size_t whylen);
+
 /* Re-initialise the file: every pool and slot is cleared.  Returns 0 or -1 with `why`. */
 int cg_state_reset(const char *path, char *why, size_t whylen);
 
@@ -136,6 +142,12 @@ struct cg_state *cg_state_get(const char *path);
 /* The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22),
  * or 0 if it does not exist. */
 uint64_t cg_proc_start(pid_t pid);
+
+/* Whether the holder `pid` of something in the file is gone: no such process, a zombie
+ * (killed but not yet reaped: state Z or X in /proc/PID/stat), or a newer process whose
+ * start time differs from `start` in the bits of `mask` (`start` 0: not known, only the
+ * pid can tell). */
+int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask);
 
 /* Monotonic nanoseconds, the time base of the file. */
 int64_t cg_state_now(void);

@@ -187,3 +187,69 @@ class GuardRetryTest(BudgetTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LocalFailuresAreNotRepeatsTest(BudgetTestCase):
+    """A call that never reached the network (circuit_open, retry_budget_exhausted) neither
+    starts nor refreshes a host-retry chain (review 6, item 5): otherwise identical calls
+    0.6 s apart refresh the chain forever, each refused as an over-budget repeat."""
+
+    def test_identical_calls_go_out_after_recovery(self):
+        if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
+            raise unittest.SkipTest("python3-pycurl is not installed")
+        script = r'''
+import sys, time, pycurl
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+def one(url):
+    c.setopt(pycurl.URL, url)
+    try:
+        c.perform()
+        return str(c.getinfo(pycurl.RESPONSE_CODE))
+    except pycurl.error as e:
+        return "E%d" % e.args[0]
+# Four different failing calls open the breaker (none is a repeat of another).
+print(" ".join(one(sys.argv[1] + "&n=%d" % i) for i in range(4)), flush=True)
+out = []
+for _ in range(int(sys.argv[3])):
+    out.append(one(sys.argv[2]))
+    time.sleep(0.6)
+print(" ".join(out))
+'''
+        bad = self.mock.url("/v1/chat/completions", plan="503", key=harness.unique_key("bad"))
+        good = self.mock.url("/v1/chat/completions", plan="200")
+        env = self.guard_env(extra=dict(
+            CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_MIN_REQUESTS="4",
+            CURLGUARD_BREAKER_COOLDOWN_S="2", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0",
+            CURLGUARD_REPEAT_WINDOW_MS="1000"))
+        p = harness.run([harness.PYTHON, "-c", script, bad, good, "9"], env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        opening, calls = p.stdout.decode().splitlines()
+        self.assertEqual(opening, "503 503 503 503")
+        calls = calls.split()
+        # Open for 2 s (about 3 calls), then the probe and everything after it go out.
+        self.assertEqual(calls[0], "E7", calls)
+        self.assertEqual(calls[-4:], ["200"] * 4, calls)
+        seen = len(self.mock.entries(url=good))
+        self.assertGreaterEqual(seen, 4, calls)
+        recs = [r for r in self.records() if r["path"] == "/v1/chat/completions"][4:]
+        self.assertEqual({r["outcome"] for r in recs}, {"circuit_open", "ok"}, recs)
+        self.assertNotIn("retry_budget_exhausted", [r["reason"] for r in recs])
+
+
+class EnvironmentWinsTest(BudgetTestCase):
+    def test_environment_off_wins_over_a_pools_config_file(self):
+        """CURLGUARD_RETRY_BUDGET=off switches off a pool's budget the config file enables
+        (SPEC 3: env wins over the config file; review 6, item 8)."""
+        cfg = self.tmp / "guard.json"
+        cfg.write_text(json.dumps({"pools": [{
+            "name": "mockpool", "hosts": ["127.0.0.1"],
+            "retry_budget": {"enabled": True, "ratio": 0, "min_per_s": 0}}]}))
+        url = self.mock.url("/v1/x", plan="503")
+        p = self.curl(url, self.benv(CURLGUARD_CONFIG=str(cfg)))
+        self.assertEqual(p.stdout, b"503", p.stderr)
+        self.exact_entries(url, 1)           # the file's budget allows no retry
+        url2 = self.mock.url("/v1/y", plan="503")
+        p = self.curl(url2, self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_RETRY_BUDGET="off"))
+        self.assertEqual(p.stdout, b"503", p.stderr)
+        self.exact_entries(url2, 3)          # off: all three attempts

@@ -157,6 +157,44 @@ class UntrustedStateFileTest(StateFileTestCase):
         self.assertEqual(os.path.getsize(self.state), size)
         self.stat()
 
+    def test_file_truncated_while_mapped_fails_open(self):
+        """The file is cut to 0 bytes while a host has it mapped (review 6, item 10): the
+        next call checks the length first (fstat), runs unpaced with one `curlguard:`
+        line instead of dying of SIGBUS, and the limiter is used again once the file is
+        whole (`curlguard reset` re-makes it here)."""
+        if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
+            raise unittest.SkipTest("python3-pycurl is not installed")
+        script = r'''
+import os, subprocess, sys, pycurl
+url, state, cli = sys.argv[1:4]
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+def one():
+    c.setopt(pycurl.URL, url)
+    c.perform()
+    return c.getinfo(pycurl.RESPONSE_CODE)
+out = [one()]                       # maps the file
+os.truncate(state, 0)               # cut under the mapping
+out += [one(), one()]               # unpaced, one line
+subprocess.run([cli, "reset"], stdout=subprocess.DEVNULL, check=True)  # whole again
+out += [one()]
+print(out)
+'''
+        url = self.mock.url("/v1/state/cut")
+        env = self.guard_env(CURLGUARD_LOG="off", CURLGUARD_MAX_ATTEMPTS="1",
+                             CURLGUARD_STATE=str(self.state))
+        p = harness.run([harness.PYTHON, "-c", script, url, str(self.state), str(harness.CLI)],
+                        env, timeout=60)
+        self.assertEqual(p.returncode, 0, f"host died: {p.returncode} {p.stderr!r}")
+        self.assertEqual(p.stdout.strip(), b"[200, 200, 200, 200]")
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertRegex(lines[0], r"^curlguard: state file .* is shorter than its layout "
+                                   r"\(truncated\?\); requests run without the shared "
+                                   r"limiter until it is valid again$")
+        admitted = {x["name"]: x for x in self.stat()["pools"]}["127.0.0.1"]["admitted"]
+        self.assertEqual(admitted, 1, "only the call after the file was whole again")
+
 
 class ManyProcessesTest(StateFileTestCase):
     def test_32_processes_agree_on_one_new_file(self):
@@ -207,6 +245,24 @@ class CliTest(StateFileTestCase):
         p = self.curl([self.mock.url("/v1/state/reset", plan="200")], self.guard_env())
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(self.stat()["pools"][0]["admitted"], 1)
+
+    def test_stat_is_read_only(self):
+        """`stat` neither grows a short file nor re-initialises one of another layout: it
+        says why it shows nothing and leaves the bytes as they were (review 6, item 11)."""
+        p = self.curl([self.mock.url("/v1/state/ro", plan="200")], self.guard_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        good = self.state.read_bytes()
+        old = bytearray(good)
+        old[8] = 1                              # layout 1 in the header
+        for content, why in ((bytes(old), rb"not a ready layout-2 file of this boot \(layout 1"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 2")):
+            self.state.write_bytes(content)
+            for args in (("stat",), ("stat", "--json")):
+                r = self.cli(*args)
+                self.assertEqual(r.returncode, 1, r)
+                self.assertRegex(r.stderr, why)
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+                self.assertEqual(self.state.read_bytes(), content, "stat changed the file")
 
     def test_stat_of_missing_file_creates_nothing(self):
         missing = self.tmp / "not-yet"

@@ -59,7 +59,7 @@ static void breaker_round(int i) {
 static void budget_round(void) {
   int slot;
   cg_budget_first(&st, pool, &ucfg, cg_state_now());
-  if (cg_budget_retry(&st, pool, &ucfg, cg_state_now(), &slot) == CG_BUDGET_GRANTED) {
+  if (cg_budget_retry(&st, pool, &ucfg, cg_state_now(), cg_state_now() + 60000000000LL, &slot) == CG_BUDGET_GRANTED) {
     __atomic_fetch_add(&retries_granted, 1, __ATOMIC_RELAXED);
     cg_budget_done(&st, pool, slot);
   }
@@ -96,8 +96,8 @@ static void *worker(void *arg) {
     budget_round();
 
     cg_uuid4(uuid);
-    cg_repeat_note(cg_rand64() % 16, i, 1000, uuid, prev, sizeof(prev));
-    cg_repeat_done(cg_rand64() % 16, i & 1);
+    cg_repeat_note(cg_rand64() % 16, i, 1000, prev, sizeof(prev));
+    cg_repeat_done(cg_rand64() % 16, (enum cg_repeat_end) (i % 3), i, 1, uuid);
     if (i % 100 == 0) {
       struct cg_record r;
       cg_record_init(&r);

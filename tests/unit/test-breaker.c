@@ -9,6 +9,7 @@
 #include "window.h"
 
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,29 +49,31 @@ static struct cg_breaker_cfg cfg(double rate, long min, double window_s, double 
 /* ---- counting rules and the failure-rate math (pure) ---- */
 
 Test(breaker, counting_rules) {
-  cr_assert_eq(cg_breaker_counts(CG_OUT_OK, 200), 0);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 404), 0, "a client error: the provider is up");
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 400), 0);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 429), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 500), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 503), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 599), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_REFUSED, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_TIMEOUT, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_DNS_ERROR, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_TLS_ERROR, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_FIRST_BYTE_TIMEOUT, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_READ_TIMEOUT, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_RESET_AFTER_SEND, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_PARTIAL_RESPONSE, 0), 1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_STREAM_ERROR, 200), 1, "overloaded mid-stream");
-  cr_assert_eq(cg_breaker_counts(CG_OUT_ABORTED_BY_HOST, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CIRCUIT_OPEN, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_LOCAL_RATE_LIMITED, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_RETRY_BUDGET_EXHAUSTED, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_DEADLINE, 0), -1);
-  cr_assert_eq(cg_breaker_counts(CG_OUT_CURL_ERROR, 0), -1);
-  cr_assert_eq(cg_breaker_counts((enum cg_outcome) 999, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_OK, 200, 0), 0);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 404, 0), 0, "a client error: the provider is up");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 400, 0), 0);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 429, 0), 1, "a 429 without a hint counts");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 429, 1), -1, "a hinted 429 is the limiter's");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 503, 1), 1, "only a 429's hint is special");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 500, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 503, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_HTTP, 599, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_REFUSED, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CONNECT_TIMEOUT, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_DNS_ERROR, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_TLS_ERROR, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_FIRST_BYTE_TIMEOUT, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_READ_TIMEOUT, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_RESET_AFTER_SEND, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_PARTIAL_RESPONSE, 0, 0), 1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_STREAM_ERROR, 200, 0), 1, "overloaded mid-stream");
+  cr_assert_eq(cg_breaker_counts(CG_OUT_ABORTED_BY_HOST, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CIRCUIT_OPEN, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_LOCAL_RATE_LIMITED, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_RETRY_BUDGET_EXHAUSTED, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_DEADLINE, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts(CG_OUT_CURL_ERROR, 0, 0), -1);
+  cr_assert_eq(cg_breaker_counts((enum cg_outcome) 999, 0, 0), -1);
 }
 
 Test(breaker, failure_rate_math) {
@@ -266,6 +269,39 @@ Test(breaker, dead_probe_holder_is_released) {
   cr_assert_eq(st.breakers[0].probe_owner >> 32, (uint64_t) getpid());
 }
 
+/* A parent that SIGKILLs a stalled probe holder and does not reap it: the zombie still
+ * answers kill(pid, 0), yet the probe goes to the next caller (review 6, item 4). */
+Test(breaker, zombie_probe_holder_is_released) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  int64_t t = open_it(&c), next;
+  int fds[2], status;
+  char ok = 0;
+  pid_t child;
+
+  cr_assert_eq(pipe(fds), 0);
+  child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    char r = cg_breaker_admit(&st, 0, &c, t, t + 20 * SEC, &next) == CG_BREAKER_PROBE;
+    if (write(fds[1], &r, 1) != 1)
+      _exit(1);
+    for (;;)
+      pause(); /* the probe stalls */
+  }
+  cr_assert_eq(read(fds[0], &ok, 1), 1);
+  cr_assert_eq(ok, 1, "the child took the probe");
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 2 * SEC, &next), CG_BREAKER_REJECT,
+               "a live probe keeps it");
+  kill(child, SIGKILL);
+  for (int i = 0; i < 200 && cg_proc_gone(child, 0, 0) == 0; i++)
+    usleep(10000); /* bounded: until the kernel made it a zombie */
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 2 * SEC, &next), CG_BREAKER_PROBE,
+               "the zombie's probe is taken over");
+  cr_assert_eq(waitpid(child, &status, 0), child);
+  close(fds[0]);
+  close(fds[1]);
+}
+
 Test(breaker, disabled_lets_everything_through) {
   struct cg_breaker_cfg c = cfg(0.5, 1, 60, 30);
   int64_t next;
@@ -429,6 +465,28 @@ Test(breaker_config, pools_take_their_own_keys_and_inherit_the_rest) {
   cg_config_free(&c);
 }
 
+Test(breaker_config, max_concurrent_has_two_names_and_env_wins_over_pools) {
+  struct cg_config c;
+  struct cg_pool_cfg scratch;
+  const struct cg_pool_cfg *a;
+  cfg_file("{\"retry_budget\": {\"max_concurrent\": 7},"
+           " \"pools\": [{\"name\": \"a\", \"hosts\": [\"a.example\"],"
+           " \"breaker\": {\"enabled\": true, \"min_requests\": 5},"
+           " \"retry_budget\": {\"enabled\": true, \"max_concurrent\": 3}}]}");
+  cfg_env_set(0, "CURLGUARD_CONFIG", cfg_path);
+  cfg_env_set(1, "CURLGUARD_BREAKER", "off");
+  cfg_env_set(2, "CURLGUARD_RETRY_BUDGET", "off");
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 0);
+  unlink(cfg_path);
+  cr_assert_eq(c.budget.max_concurrent, 7, "the short name at the top level");
+  a = cg_config_pool(&c, "a.example", &scratch);
+  cr_assert_eq(a->budget.max_concurrent, 3, "the short name in a pool, not overwritten");
+  cr_assert_eq(a->breaker.enabled, 0, "CURLGUARD_BREAKER=off wins over the pool's file key");
+  cr_assert_eq(a->budget.enabled, 0, "CURLGUARD_RETRY_BUDGET=off likewise");
+  cr_assert_eq(a->breaker.min_requests, 5, "the pool's other keys stay");
+  cg_config_free(&c);
+}
+
 /* ---- the fallback base (fallback.h) ---- */
 
 #include "fallback.h"
@@ -465,4 +523,18 @@ Test(fallback, bases_accepted) {
   cr_assert_not(cg_fallback_base_ok("https://backup.example.com/#x"));
   cr_assert_not(cg_fallback_base_ok(""));
   cr_assert_not(cg_fallback_base_ok(NULL));
+}
+
+Test(fallback, ports) {
+  cr_assert(cg_fallback_base_ok("http://127.0.0.1:65535/x"));
+  cr_assert(cg_fallback_base_ok("http://127.0.0.1:1"));
+  cr_assert(cg_fallback_base_ok("http://[::1]:8080/x"));
+  cr_assert(cg_fallback_base_ok("http://[::1]/x"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:65536/x"), "past 65535");
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:99999"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:0"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:/x"), "empty port");
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:80a"));
+  cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:000080"), "six digits");
+  cr_assert_not(cg_fallback_base_ok("http://[::1]:70000"));
 }

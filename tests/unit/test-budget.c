@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,7 +46,8 @@ static struct cg_budget_cfg cfg(double ratio, double min_per_s, double window_s,
  * are given back at once. */
 static int drain(const struct cg_budget_cfg *c, int64_t now) {
   int n = 0, slot;
-  while (n < 1000 && cg_budget_retry(&st, 0, c, now, &slot) == CG_BUDGET_GRANTED) {
+  while (n < 1000 &&
+         cg_budget_retry(&st, 0, c, now, now + 60 * SEC, &slot) == CG_BUDGET_GRANTED) {
     cg_budget_done(&st, 0, slot);
     n++;
   }
@@ -74,7 +76,7 @@ Test(budget, floor_only) {
 Test(budget, ratio_of_first_attempts) {
   struct cg_budget_cfg c = cfg(0.2, 0, 10, 0);
   int slot;
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_WINDOW, "nothing yet");
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot), CG_BUDGET_WINDOW, "nothing yet");
   firsts(&c, 16, NOW0);
   cr_assert_eq(drain(&c, NOW0), 3, "20 %% of 16 is 3.2: 3 retries");
   firsts(&c, 4, NOW0 + MS);
@@ -95,15 +97,15 @@ Test(budget, window_expiry_restores) {
 Test(budget, concurrency_slots) {
   struct cg_budget_cfg c = cfg(0, 100, 10, 2);
   int a, b, x;
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &a), CG_BUDGET_GRANTED);
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &b), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &a), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &b), CG_BUDGET_GRANTED);
   cr_assert_geq(a, 0);
   cr_assert_geq(b, 0);
   cr_assert_neq(a, b);
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &x), CG_BUDGET_CONCURRENCY);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &x), CG_BUDGET_CONCURRENCY);
   cr_assert_eq(x, -1);
   cg_budget_done(&st, 0, a);
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &x), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &x), CG_BUDGET_GRANTED);
   cg_budget_done(&st, 0, b);
   cg_budget_done(&st, 0, x);
   cg_budget_done(&st, 0, x); /* twice: harmless */
@@ -113,7 +115,7 @@ Test(budget, refused_by_window_keeps_no_slot) {
   struct cg_budget_cfg c = cfg(0, 0, 10, 4);
   struct cg_budget_view v;
   int slot;
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_WINDOW);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot), CG_BUDGET_WINDOW);
   cr_assert_eq(slot, -1);
   cg_budget_view(&st, 0, NOW0, &v);
   cr_assert_eq(v.concurrent, 0);
@@ -126,13 +128,68 @@ Test(budget, dead_slot_holder_is_reclaimed) {
   cr_assert_geq(child, 0);
   if (child == 0) {
     int s;
-    _exit(cg_budget_retry(&st, 0, &c, NOW0, &s) == CG_BUDGET_GRANTED && s >= 0 ? 0 : 1);
+    _exit(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &s) == CG_BUDGET_GRANTED && s >= 0 ? 0 : 1);
   }
   cr_assert_eq(waitpid(child, &status, 0), child);
   cr_assert_eq(WEXITSTATUS(status), 0);
   /* The child died holding the only slot: it is taken back. */
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot), CG_BUDGET_GRANTED);
   cg_budget_done(&st, 0, slot);
+}
+
+/* A parent that SIGKILLs a stalled child and does not reap it: the zombie still answers
+ * kill(pid, 0), yet its slot is taken back (review 6, item 4). */
+Test(budget, zombie_slot_holder_is_reclaimed) {
+  struct cg_budget_cfg c = cfg(0, 100, 10, 1);
+  int fds[2], status, slot;
+  char ok = 0;
+  pid_t child;
+
+  cr_assert_eq(pipe(fds), 0);
+  child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    int s;
+    char r = cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &s) == CG_BUDGET_GRANTED;
+    if (write(fds[1], &r, 1) != 1)
+      _exit(1);
+    for (;;)
+      pause(); /* stalled, holding the slot */
+  }
+  cr_assert_eq(read(fds[0], &ok, 1), 1);
+  cr_assert_eq(ok, 1, "the child took the only slot");
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot),
+               CG_BUDGET_CONCURRENCY, "a live holder keeps it");
+  kill(child, SIGKILL);
+  /* Not reaped: wait (bounded) until the kernel has made it a zombie. */
+  for (int i = 0; i < 200 && cg_proc_gone(child, 0, 0) == 0; i++)
+    usleep(10000);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot), CG_BUDGET_GRANTED,
+               "the zombie's slot is taken back");
+  cg_budget_done(&st, 0, slot);
+  cr_assert_eq(waitpid(child, &status, 0), child);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+/* A live holder past its call's deadline (hung, or its slot never given back) does not
+ * pin the slot. */
+Test(budget, overdue_slot_is_reclaimed) {
+  struct cg_budget_cfg c = cfg(0, 100, 10, 1);
+  int a, b;
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 5 * SEC, &a), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0 + 5 * SEC, NOW0 + 60 * SEC, &b),
+               CG_BUDGET_CONCURRENCY, "not before its deadline (and a second of grace)");
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0 + 8 * SEC, NOW0 + 60 * SEC, &b),
+               CG_BUDGET_GRANTED, "taken back after it");
+  cr_assert_neq(a, b);
+  cg_budget_done(&st, 0, a); /* already taken back: nothing to free */
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0 + 9 * SEC, NOW0 + 60 * SEC, &a),
+               CG_BUDGET_CONCURRENCY, "b still holds the one slot");
+  cg_budget_done(&st, 0, b);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0 + 9 * SEC, NOW0 + 60 * SEC, &a),
+               CG_BUDGET_GRANTED);
+  cg_budget_done(&st, 0, a);
 }
 
 Test(budget, disabled_grants_and_counts_nothing) {
@@ -141,7 +198,7 @@ Test(budget, disabled_grants_and_counts_nothing) {
   int slot, i;
   c.enabled = 0;
   for (i = 0; i < 10; i++) {
-    cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_GRANTED);
+    cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot), CG_BUDGET_GRANTED);
     cr_assert_eq(slot, -1);
   }
   cg_budget_first(&st, 0, &c, NOW0);
@@ -157,7 +214,7 @@ Test(budget, view_for_stat) {
   int slot;
   cg_budget_configure(&st, 0, &c);
   firsts(&c, 50, NOW0);
-  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, &slot), CG_BUDGET_GRANTED);
+  cr_assert_eq(cg_budget_retry(&st, 0, &c, NOW0, NOW0 + 60 * SEC, &slot), CG_BUDGET_GRANTED);
   cg_budget_view(&st, 0, NOW0 + SEC, &v);
   cr_assert_eq(v.first, 50);
   cr_assert_eq(v.retries, 1);
@@ -178,7 +235,7 @@ static void *racer(void *arg) {
   (void) arg;
   pthread_barrier_wait(&race_barrier);
   for (i = 0; i < 200; i++)
-    if (cg_budget_retry(&st, 0, &race_cfg, NOW0 + i * MS, &slot) == CG_BUDGET_GRANTED) {
+    if (cg_budget_retry(&st, 0, &race_cfg, NOW0 + i * MS, NOW0 + i * MS + 60 * SEC, &slot) == CG_BUDGET_GRANTED) {
       mine++;
       cg_budget_done(&st, 0, slot);
     }

@@ -555,6 +555,33 @@ Test(handle, timeouts_seconds_vs_ms) {
   }
 }
 
+/* What the guard's "no transfer" run (guard.c) puts back: the host's protocol list, in
+ * the form it was set, and VERBOSE. */
+Test(handle, protocols_and_verbose_recorded) {
+  struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib), *d;
+  char list[] = "http,https";
+  cr_assert_eq(h->protocols_kind, 0, "libcurl's default: all");
+  set(h, CURLOPT_PROTOCOLS, (long) CURLPROTO_HTTP);
+  cr_assert_eq(h->protocols_kind, 1);
+  cr_assert_eq(h->protocols, (long) CURLPROTO_HTTP);
+  set(h, CG_OPT_PROTOCOLS_STR, list);
+  list[0] = 'X'; /* the shadow has its own copy */
+  cr_assert_eq(h->protocols_kind, 2, "the one set last decides");
+  cr_assert_str_eq(h->protocols_str, "http,https");
+  set(h, CURLOPT_VERBOSE, 1L);
+  cr_assert_eq(h->verbose, 1);
+  d = cg_handle_dup(h, FAKE(2));
+  cr_assert_not_null(d);
+  cr_assert_str_eq(d->protocols_str, "http,https");
+  cr_assert_neq(d->protocols_str, h->protocols_str);
+  cg_handle_reset(h);
+  cr_assert_eq(h->protocols_kind, 0);
+  cr_assert_null(h->protocols_str);
+  cr_assert_eq(h->verbose, 0);
+  cg_handle_remove(FAKE(1));
+  cg_handle_remove(FAKE(2));
+}
+
 Test(handle, timeout_last_setting_wins) {
   struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib);
   set(h, CURLOPT_TIMEOUT, 30L);
