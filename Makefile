@@ -65,7 +65,7 @@ $(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
 $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
-$(BUILD)/tests/test-%: tests/unit/test-%.c $(CORE_OBJS) | $(BUILD)/tests
+$(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) | $(BUILD)/tests
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
 
 $(BUILD)/tests/test-report: tests/unit/test-report.c $(REPORT_OBJS) | $(BUILD)/tests

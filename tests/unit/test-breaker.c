@@ -8,6 +8,8 @@
 #include "state.h"
 #include "window.h"
 
+#include "state-fixture.h"
+
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <pthread.h>
@@ -17,29 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MS 1000000LL
-#define SEC 1000000000LL
 #define NOW0 (100000 * SEC)
 
-static char dir[64];
-static char path[128];
-static struct cg_state st;
-
-static void setup(void) {
-  char why[512] = "";
-  snprintf(dir, sizeof(dir), "/tmp/cg-test-breaker-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof(path), "%s/state", dir);
-  cr_assert_eq(cg_state_open(path, &st, why, sizeof(why)), 0, "cg_state_open: %s", why);
-}
-
-static void teardown(void) {
-  cg_state_close(&st);
-  unlink(path);
-  rmdir(dir);
-}
-
-TestSuite(breaker, .init = setup, .fini = teardown, .timeout = 30);
+CG_STATE_FIXTURE(breaker);
 
 static struct cg_breaker_cfg cfg(double rate, long min, double window_s, double cooldown_s) {
   struct cg_breaker_cfg c = {1, rate, min, window_s, cooldown_s, 7};

@@ -4,6 +4,8 @@
 #include "budget.h"
 #include "state.h"
 
+#include "state-fixture.h"
+
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -13,29 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MS 1000000LL
-#define SEC 1000000000LL
 #define NOW0 (100000 * SEC)
 
-static char dir[64];
-static char path[128];
-static struct cg_state st;
-
-static void setup(void) {
-  char why[512] = "";
-  snprintf(dir, sizeof(dir), "/tmp/cg-test-budget-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof(path), "%s/state", dir);
-  cr_assert_eq(cg_state_open(path, &st, why, sizeof(why)), 0, "cg_state_open: %s", why);
-}
-
-static void teardown(void) {
-  cg_state_close(&st);
-  unlink(path);
-  rmdir(dir);
-}
-
-TestSuite(budget, .init = setup, .fini = teardown, .timeout = 30);
+CG_STATE_FIXTURE(budget);
 
 static struct cg_budget_cfg cfg(double ratio, double min_per_s, double window_s, long conc) {
   struct cg_budget_cfg c = {1, ratio, min_per_s, window_s, conc};

@@ -7,6 +7,8 @@
 #include "limiter.h"
 #include "state.h"
 
+#include "state-fixture.h"
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -19,30 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MS 1000000LL
-#define SEC 1000000000LL
 #define NOW0 (1000 * SEC) /* an arbitrary monotonic instant, far from 0 */
 #define NO_MAX INT64_MAX
 
-static char dir[64];
-static char path[128];
-static struct cg_state st;
-
-static void setup(void) {
-  char why[512] = "";
-  snprintf(dir, sizeof(dir), "/tmp/cg-test-limiter-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof(path), "%s/state", dir);
-  cr_assert_eq(cg_state_open(path, &st, why, sizeof(why)), 0, "cg_state_open: %s", why);
-}
-
-static void teardown(void) {
-  cg_state_close(&st);
-  unlink(path);
-  rmdir(dir);
-}
-
-TestSuite(limiter, .init = setup, .fini = teardown, .timeout = 30);
+CG_STATE_FIXTURE(limiter);
 
 static struct cg_limits limits(double rpm, double burst, double tpm, double token_burst,
                                long max_inflight) {
