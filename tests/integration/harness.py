@@ -462,6 +462,23 @@ class GuardTestCase(unittest.TestCase):
                          f"{[(e['n'], e['action'], e['status']) for e in got]}")
         return got
 
+    def start_slow_curl(self, url, env, timeout=10):
+        """Start `curl URL` in the background under `env` and return its Popen once the
+        mock has its request (the call is then in flight: holding a slot, a probe, ...).
+        The caller kills and reaps it (or deliberately does not)."""
+        skip_unsanitizable([CURL], env)
+        holder = subprocess.Popen([CURL, "-sS", "-o", "/dev/null", url], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.mock.entries(url=url):
+            if time.monotonic() > deadline or holder.poll() is not None:
+                holder.kill()
+                holder.wait(10)
+                self.fail(f"the slow call to {url} never arrived (exit {holder.returncode})")
+            time.sleep(0.02)
+        return holder
+
     def records(self, path=None):
         return read_records(self.log if path is None else path)
 

@@ -413,16 +413,8 @@ class HalfOpenTest(BreakerTestCase):
         opened = self.open_breaker(env)
         self.wait_cooldown(opened, 1)
         slow = self.mock.url("/v1/chat/completions", plan="200:delay=20000")
-        harness.skip_unsanitizable([harness.CURL], env)
-        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        holder = self.start_slow_curl(slow, env)
         try:
-            deadline = time.monotonic() + 10
-            while not self.mock.entries(url=slow):
-                self.assertLess(time.monotonic(), deadline, "the probe never arrived")
-                self.assertIsNone(holder.poll(), "the probe ended early")
-                time.sleep(0.02)
             b = self.stat_breaker()
             self.assertEqual((b["state"], b["probe_pid"]), ("half_open", holder.pid), b)
             # While the probe lives, everybody else fails fast, told a probe is out.
@@ -453,15 +445,8 @@ class HalfOpenTest(BreakerTestCase):
         opened = self.open_breaker(env)
         self.wait_cooldown(opened, 1)
         slow = self.mock.url("/v1/chat/completions", plan="200:delay=20000")
-        harness.skip_unsanitizable([harness.CURL], env)
-        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        holder = self.start_slow_curl(slow, env)
         try:
-            deadline = time.monotonic() + 10
-            while not self.mock.entries(url=slow):
-                self.assertLess(time.monotonic(), deadline, "the probe never arrived")
-                time.sleep(0.02)
             os.kill(holder.pid, signal.SIGKILL)
             deadline = time.monotonic() + 10
             while True:             # a zombie now, and nobody waits for it

@@ -11,7 +11,6 @@ import datetime
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 import unittest
@@ -189,16 +188,8 @@ class InflightTest(LimiterTestCase):
     def test_slot_of_killed_process_is_taken_back(self):
         env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
         slow = self.mock.url("/v1/killed", plan="200:delay=5000")
-        harness.skip_unsanitizable([harness.CURL], env)
-        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        holder = self.start_slow_curl(slow, env)
         try:
-            deadline = time.monotonic() + 10
-            while not self.mock.entries(url=slow):
-                self.assertLess(time.monotonic(), deadline, "the slow call never arrived")
-                self.assertIsNone(holder.poll(), "the slow call ended early")
-                time.sleep(0.02)
             pool, _ = self.stat_pool(HOST_POOL)
             self.assertEqual(pool["inflight"], 1, f"the slow call holds no slot: {pool}")
         finally:
@@ -253,14 +244,8 @@ class FailFastTest(LimiterTestCase):
         harness.skip_unsanitizable([harness.CURL], self.guard_env())
         env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
         slow = self.mock.url("/v1/ff-slot-holder", plan="200:delay=4000")
-        holder = subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", slow], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        holder = self.start_slow_curl(slow, env)
         try:
-            deadline = time.monotonic() + 10
-            while not self.mock.entries(url=slow):
-                self.assertLess(time.monotonic(), deadline, "the slow call never arrived")
-                time.sleep(0.02)
             second = self.mock.url("/v1/ff-slot", plan="200")
             t0 = time.monotonic()
             p = self.curl(second, env, ["--max-time", "1"], timeout=20)
