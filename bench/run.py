@@ -423,7 +423,7 @@ def scenario_accuracy(cfg, build, tmp):
 
 
 def report_accuracy(r):
-    rpm, n, tpm, cost = r["rpm"], r["n"], r["tpm"], r["cost"]
+    rpm, tpm, cost = r["rpm"], r["tpm"], r["cost"]
     burst = max(1.0, rpm / 60)
     tburst = max(1.0, tpm / 60)
     lim1s, lim100 = rpm / 60 + burst, rpm / 60 * 0.1 + burst
@@ -912,8 +912,8 @@ def contenders_text(b, ctimeout):
         f"library defaults otherwise, the circuit breaker (50 % failures over 60 s, at least "
         f"20 requests, 30 s cooldown) and the retry budget (20 % of first attempts + 1/s) "
         f"included.",
-    ] + ([f"- *guard, breaker cooldown 5 s*: the same with `CURLGUARD_BREAKER_COOLDOWN_S=5`: "
-          f"probes the way back every 5 s instead of 30 s."]
+    ] + (["- *guard, breaker cooldown 5 s*: the same with `CURLGUARD_BREAKER_COOLDOWN_S=5`: "
+          "probes the way back every 5 s instead of 30 s."]
          if "curl-guard-cd5" in b.get("contenders", []) else [])
 
 

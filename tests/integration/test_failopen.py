@@ -2,7 +2,6 @@
 and exactly one line starting "curlguard:" says why (SPEC section 3, README "How it stays
 invisible"). Every case runs one curl process with two requests, so "once" is checked too."""
 
-import json
 import os
 import unittest
 
@@ -70,6 +69,7 @@ class FailOpenTest(harness.GuardTestCase):
         self.log.unlink()
         url = self.mock.url("/v1/fo/always503", plan="503:ra=0")
         g = self.curl([url], self.guard_env(extra=FAST, CURLGUARD_MAX_ATTEMPTS="abc"))
+        self.assertEqual(g.returncode, 0, g.stderr)          # the last 503 reaches curl
         self.assertEqual(len(self.mock.wait_entries(url=url, count=3)), 3)
         self.assertEqual([r["attempt"] for r in self.records()], [1, 2, 3])
 

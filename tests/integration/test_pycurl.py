@@ -1,7 +1,6 @@
 """Debian's python3-pycurl (libcurl-gnutls.so.4, dlopen'ed RTLD_LOCAL) under the guard, and a
 process holding both libcurl flavours at once (pycurl + ctypes on libcurl.so.4)."""
 
-import json
 import re
 import socket
 import subprocess

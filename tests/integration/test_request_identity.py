@@ -5,7 +5,6 @@ Idempotency-Key reused, and host retries (curl --retry) marked with repeat_of / 
 """
 
 import re
-import time
 import unittest
 import uuid
 
