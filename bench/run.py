@@ -78,7 +78,7 @@ FULL = {
     # The drill's limit is above what 64 workers ask for, so that it measures the faults.
     **_prefixed("drill_", dict(_BATCH, **_DRILL, rpm=6000, n=1100, lat_median_ms=2000,
                                lat_p99_ms=8000, lat_max_ms=9500, outage=(20, 50), slow=(60, 70),
-                               stall_ms=15000, cap_s=110, baseline_from=5)),
+                               stall_ms=15000, cap_s=110, baseline_from=5, arrive_s=80)),
     "report_timeout_s": 240,
 }
 QUICK = {
@@ -91,7 +91,8 @@ QUICK = {
     **_prefixed("batch_", dict(_BATCH_QUICK, rpm=1200, n=60, contenders=list(CONTENDER_KEYS))),
     **_prefixed("drill_", dict(_BATCH_QUICK, **_DRILL, rpm=6000, n=250, lat_median_ms=1000,
                                lat_p99_ms=3000, lat_max_ms=3500, timeout_s=4, outage=(3, 8),
-                               slow=(10, 12), stall_ms=5000, cap_s=20, baseline_from=1)),
+                               slow=(10, 12), stall_ms=5000, cap_s=20, baseline_from=1,
+                               arrive_s=12)),
     "report_timeout_s": 60,
 }
 # A small chat request, as an LLM batch would send (the guard parses it for model/tokens).
@@ -700,6 +701,10 @@ def run_contender(key, b, build, tmp, d, mock_args, cap_s):
         capped = False
         with open(cd / "stdout", "ab") as out, open(cd / "stderr", "wb") as err:
             t_epoch_ms = time.time() * 1000
+            if b.get("arrive_s") and host == "curl":
+                # An open-loop stream: call i starts at t = i * pace, whatever came before.
+                env["BENCH_T0_MS"] = str(int(t_epoch_ms))
+                env["BENCH_PACE_MS"] = str(int(b["arrive_s"] * 1000 / n))
             t0 = time.monotonic()
             p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
             try:
@@ -968,7 +973,11 @@ def report_drill(r):
     b = r["cfg"]
     o0, o1 = b["outage"]
     s0, s1 = b["slow"]
-    out = [f"A batch as in scenario 2 (N = {b['n']} calls, {b['workers']} workers), against a "
+    out = [f"N = {b['n']} calls from {b['workers']} workers (`xargs -P {b['workers']}` over "
+           f"`bench/curl-call`), arriving at a steady rate: call i starts at t = i x "
+           f"{b['arrive_s'] * 1000 / b['n']:.1f} ms (t = 0 to {b['arrive_s']} s), whatever "
+           f"happened to the earlier ones, like a service's traffic (a closed batch would "
+           f"leave a contender that fails fast nothing to recover with), against a "
            f"provider whose limit (R = {b['rpm']} requests/min) is above what the workers ask "
            f"for, so that the faults make the difference: latency median {b['lat_median_ms']} "
            f"ms, p99 {b['lat_p99_ms']} ms, at most {b['lat_max_ms']} ms, and a fault schedule "
