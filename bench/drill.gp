@@ -4,8 +4,8 @@ set output 'drill.png'
 set multiplot layout 4,1 title 'Fault drill: requests reaching the provider per 100 ms (N=1100, 64 workers, limit 6000/min; thin: per 100 ms, thick: 1 s mean)'
 set grid ytics
 set key top right opaque box
-set xrange [0:86.2]
-set yrange [0:32]
+set xrange [0:95.0]
+set yrange [0:12]
 set ylabel 'requests / 100 ms'
 set object 1 rect from 20,graph 0 to 50,graph 1 fc rgb '#f4cccc' fs solid 0.5 noborder behind
 set object 2 rect from 60,graph 0 to 70,graph 1 fc rgb '#fff2cc' fs solid 0.5 noborder behind
