@@ -181,8 +181,12 @@ Test(record, numbers_are_exact_in_the_text) {
   full_record(&r);
   r.prompt_tokens = 9007199254740993LL; /* 2^53 + 1: not a double */
   r.cost_usd = 0.1 + 0.2;                /* 0.30000000000000004 */
+  r.backoff_ms = -1234;                  /* never written so, but formatted right */
+  r.queue_ms = 0;
   line = cg_record_json(&r, &len);
   cr_assert_not_null(line);
+  cr_expect_not_null(strstr(line, "\"backoff_ms\":-1234,"), "%s", line);
+  cr_expect_not_null(strstr(line, "\"queue_ms\":0,"), "%s", line);
   cr_expect_not_null(strstr(line, "\"prompt_tokens\":9007199254740993,"), "%s", line);
   cr_expect_not_null(strstr(line, "\"bytes_sent\":5000000000,"), "%s", line);
   o = parse_line(line, len);
