@@ -367,7 +367,10 @@ void cg_report_print(const struct cg_report *r, FILE *out) {
       }
     if (r->first_bad) {
       char place[512];
-      cg_text_escape(place, sizeof(place), r->first_bad);
+      if (strncmp(r->first_bad, "(stdin):", 8) == 0) /* our own name for stdin */
+        snprintf(place, sizeof(place), "%s", r->first_bad);
+      else
+        cg_text_escape(place, sizeof(place), r->first_bad);
       fprintf(out, "; first at %s)", place);
     } else {
       fputs("; first at ?)", out);

@@ -302,8 +302,9 @@ static void cg__stats_add(struct cg_rstats *s, const struct cg_rrec *x, size_t o
   if (!isnan(x->cost_usd)) {
     s->priced++;
     s->cost_usd += x->cost_usd;
-  } else if (usage) {
-    s->unpriced++;
+  } else if (x->prompt_tokens != CG_RNULL && x->completion_tokens != CG_RNULL) {
+    s->unpriced++; /* whole usage, no cost: the price table lacks the model (partial usage,
+                      such as a stream cut after its input count, is not priced either) */
   }
   if (x->duration_ms == CG_RNULL)
     s->latency_missing++;

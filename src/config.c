@@ -920,7 +920,8 @@ int cg_config_enabled(void) {
     const char *s = getenv("CURLGUARD");
     v = cg__switch(s);
     if (v < 0) {
-      cg_warn_once("switch", "CURLGUARD=\"%.40s\" is neither on (1, on) nor off (0, off); "
+      cg_warn_once("switch", "CURLGUARD=\"%.40s\" is neither on (1, on, true, yes) nor off (0, off, "
+                             "false, no); "
                              "the guard stays off", s);
       v = 0;
     }

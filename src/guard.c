@@ -750,6 +750,12 @@ static CURLcode cg__run(struct cg_call *call) {
       return rc;
     call->reached = 1;
     rc = cg__attempt(call, &a);
+    if (call->admission.state && !cg_state_intact(call->admission.state)) {
+      /* Truncated during the transfer: what it learned is not written (no SIGBUS). */
+      cg_warn_once("state-truncated", "state file truncated during a request; this call "
+                   "runs on without the shared limiter");
+      call->admission.state = NULL;
+    }
     cg_admission_leave(&call->admission, slot);
 
     cg__getinfo(call, &info);

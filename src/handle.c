@@ -355,7 +355,8 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     h->protocols = v->u.l;
     break;
   case CG_OPT_PROTOCOLS_STR:
-    /* libcurl refuses NULL and names it does not know: what it took is a string. */
+    /* Only a list libcurl accepted is recorded (a refused one: see
+     * cg_handle_protocols_unknown). */
     cg__set_str(&h->protocols_str, v->u.p);
     h->protocols_kind = 2; /* a NULL copy (out of memory) means: cannot be put back */
     break;
@@ -425,4 +426,10 @@ int cg_handle_header(const struct cg_handle *h, const char *name, char *val, siz
     }
   }
   return 0;
+}
+
+void cg_handle_protocols_unknown(struct cg_handle *h) {
+  free(h->protocols_str);
+  h->protocols_str = NULL;
+  h->protocols_kind = 2; /* no copy: cannot be put back, so never touched */
 }

@@ -104,6 +104,11 @@ int cg_handle_overridden(const struct cg_handle *h, long opt);
 /* Record option `opt` with value `v`, which libcurl accepted, in the shadow. */
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v);
 
+/* libcurl refused the host's CURLOPT_PROTOCOLS(_STR): what the handle allows is then
+ * unknown (libcurl 7.88 stores part of a refused list), so the guard must never set it
+ * again; marks the protocol list as "cannot be put back". */
+void cg_handle_protocols_unknown(struct cg_handle *h);
+
 /* The request body as libcurl will send it from POSTFIELDS/COPYPOSTFIELDS, or NULL
  * when the body comes from a read callback, mime, or there is none.  `*len` gets its
  * length in bytes. */

@@ -85,6 +85,8 @@ CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   rc = cg_optval_forward(lib->easy_setopt, curl, (long) option, &v);
   if (h && rc == CURLE_OK)
     cg_handle_record(h, (long) option, &v);
+  else if (h && (option == CURLOPT_PROTOCOLS || (long) option == CG_OPT_PROTOCOLS_STR))
+    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
   return rc;
 }
 

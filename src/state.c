@@ -298,6 +298,11 @@ static int cg__usable(const struct cg_state *st, int *short_file) {
   return __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC;
 }
 
+int cg_state_intact(const struct cg_state *st) {
+  struct stat sb;
+  return st && fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE;
+}
+
 struct cg_state *cg_state_get(const char *path) {
   struct cg_state *st;
   char why[512];

@@ -139,6 +139,11 @@ void cg_state_close(struct cg_state *st);
  * cannot be used (one "curlguard:" line then said why). */
 struct cg_state *cg_state_get(const char *path);
 
+/* 1 while the mapped file is still as long as the layout (one fstat(2)); 0 once it was
+ * truncated under us, when touching the mapping would raise SIGBUS.  A call checks it
+ * again after its transfer, before it writes what it learned. */
+int cg_state_intact(const struct cg_state *st);
+
 /* The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22),
  * or 0 if it does not exist. */
 uint64_t cg_proc_start(pid_t pid);

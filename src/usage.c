@@ -81,7 +81,7 @@ static void cg__release(struct cg_usage_parser *p) {
  * double holds exactly); absent, null, fractional or anything else: left alone. */
 static void cg__num(const cJSON *obj, const char *name, int64_t *dst) {
   const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= 9007199254740992.0 &&
+  if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble < 9007199254740992.0 &&
       n->valuedouble == (double) (int64_t) n->valuedouble)
     *dst = (int64_t) n->valuedouble;
 }

@@ -48,6 +48,7 @@ enum progress_mode { PROGRESS_NONE, PROGRESS_XFERINFO, PROGRESS_OLD };
 struct config {
     const char *url;
     const char *url2;              /* URL of every perform after the first */
+    const char *protocols_str;     /* CURLOPT_PROTOCOLS_STR; libcurl may refuse it */
     const char *method;            /* NULL: not given */
     const char *post_fields;       /* CURLOPT_POSTFIELDS */
     const char *copy_post_fields;  /* CURLOPT_COPYPOSTFIELDS */
@@ -177,6 +178,7 @@ static void usage(FILE *fp)
 "  --twice                  perform twice on the same handle\n"
 "  --reset                  curl_easy_reset, set URL (+ write cb), perform\n"
 "  --url2 URL               URL for the performs after the first\n"
+"  --protocols-str LIST     CURLOPT_PROTOCOLS_STR (its result is printed, a refusal too)\n"
 "  --threads N              run everything in N threads at once\n",
         fp);
 }
@@ -280,6 +282,7 @@ static bool parse_valued_option(struct config *cfg, const char *opt,
     else if (IS("--timeout"))              cfg->timeout_s = (long)NUMBER(0, LONG_MAX);
     else if (IS("--connect-timeout-ms"))   cfg->connect_timeout_ms = (long)NUMBER(0, LONG_MAX);
     else if (IS("--url2"))                 cfg->url2 = VALUE();
+    else if (IS("--protocols-str"))        cfg->protocols_str = VALUE();
     else if (IS("--threads"))              cfg->threads = (long)NUMBER(1, MAX_THREADS);
     else
         return false;
@@ -615,6 +618,11 @@ static void set_request(struct scenario *s, CURL *h)
     const struct config *cfg = s->cfg;
 
     SETOPT(s, h, CURLOPT_URL, cfg->url);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85.0 */
+    if (cfg->protocols_str) /* a refusal is the point of some tests: printed, not fatal */
+        printf("protocols_str=%d\n",
+               (int)curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, cfg->protocols_str));
+#endif
     set_method(s, h);
     if (cfg->read_body)
         set_read_body(s, h);

@@ -621,6 +621,24 @@ class GetinfoAfterFailFastTest(BreakerTestCase):
         self.assertEqual(refused[4], [], "no host callback during the fail-fast")
         self.assertEqual(proto, [1], "CURLOPT_PROTOCOLS put back (dict: unsupported)")
 
+    def test_a_refused_protocol_list_is_never_widened(self):
+        """libcurl 7.88 keeps part of a CURLOPT_PROTOCOLS_STR it refused ("http,foo": http
+        only).  The guard cannot know what the handle allows then, so after a fail-fast it
+        leaves the protocols alone (and getinfo as it was) rather than put back "all": a
+        dict:// URL stays refused, as without the guard (review 6, N1)."""
+        env = self.benv()
+        self.open_breaker(env)
+        ok = self.mock.url("/v1/chat/completions", plan="200")
+        argv = [harness.CGHOST, "--protocols-str", "http,foo", "--twice", "--url2",
+                f"dict://127.0.0.1:{self.mock.port}/x", ok]
+        p = harness.run(argv, env, timeout=30)
+        out = p.stdout.decode() + p.stderr.decode()
+        self.assertIn("protocols_str=1", out)                  # libcurl refused the list
+        self.assertRegex(out, r"perform=1 rc=7 ")              # the circuit is open
+        self.assertRegex(out, r"perform=2 rc=1 ")              # dict: still unsupported
+        plain = harness.run(argv, harness.plain_env(), timeout=30)
+        self.assertRegex(plain.stdout.decode() + plain.stderr.decode(), r"perform=2 rc=1 ")
+
     def test_local_rate_limited_after_a_200(self):
         env = self.benv(CURLGUARD_RPM="1", CURLGUARD_DEADLINE_MS="3000")
         first, refused, proto = self.run_script("rpm", env)

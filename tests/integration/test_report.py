@@ -189,7 +189,7 @@ def expected_report(records):
             if r["cost_usd"] is not None:
                 s["priced_attempts"] += 1
                 s["cost_usd"] += r["cost_usd"]
-            elif usage(r):
+            elif r["prompt_tokens"] is not None and r["completion_tokens"] is not None:
                 s["unpriced_attempts"] += 1
             if r["duration_ms"] is None:
                 s["_missing"] += 1

@@ -196,6 +196,20 @@ print(out)
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 
 
+class TruncatedDuringACallTest(StateFileTestCase):
+    def test_file_truncated_during_a_transfer_fails_open(self):
+        """The file is cut while a call is in flight (review 6, N3): the call checks the
+        length again after its transfer, writes nothing it learned and ends normally,
+        with one `curlguard:` line, instead of dying of SIGBUS."""
+        env = self.guard_env(CURLGUARD_LOG="off", CURLGUARD_MAX_ATTEMPTS="1",
+                             CURLGUARD_STATE=str(self.state))
+        slow = self.mock.url("/v1/state/cut-in-flight", plan="200:delay=1000")
+        holder = self.start_slow_curl(slow, env)
+        os.truncate(self.state, 0)
+        holder.wait(30)
+        self.assertEqual(holder.returncode, 0, "the host died (SIGBUS is -7)")
+
+
 class ManyProcessesTest(StateFileTestCase):
     def test_32_processes_agree_on_one_new_file(self):
         n = 32
