@@ -61,6 +61,7 @@ struct cg_call {
   int repeats;
   uint64_t repeat_key;
   int reached;                /* an attempt was made (the call reached the network) */
+  int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
@@ -536,6 +537,7 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
     v->sent = 1;
   }
   cg__policy_in(call, a, v, &in, 0);
+  call->hint_ms = in.hint_ms;
   cg_policy_decide(&in, out);
 
   if (out->decision == CG_RETRY && a->delivered) {
@@ -764,10 +766,7 @@ static CURLcode cg__run(struct cg_call *call) {
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
     cg_admission_result(&call->admission, v.outcome, v.status,
-                        v.outcome == CG_OUT_HTTP && v.status == 429 &&
-                            cg_hint_ms(a.hints.retry_after_ms, a.hints.retry_after,
-                                       a.hints.date[0] ? a.hints.date : NULL, cg_wall_ms(),
-                                       call->lib->getdate) >= 0);
+                        v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0);
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */
