@@ -41,26 +41,37 @@ static int cg__pool(struct cg_admission *ad) {
   return ad->pool_index;
 }
 
+/* Ask pool `p`'s breaker (enabled, and this call not already its probe): GO, possibly
+ * as the half-open probe, or CIRCUIT_OPEN with the time to the next probe. */
+static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now,
+                                     int64_t deadline_ms, int64_t *next_probe_ms) {
+  int64_t next_ns;
+  enum cg_breaker_verdict v;
+
+  if (!ad->pool->breaker.enabled || ad->probe)
+    return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
+  v = cg_breaker_admit(ad->state, p, &ad->pool->breaker, now,
+                       now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
+  if (v == CG_BREAKER_REJECT) {
+    *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+    return CG_GATE_CIRCUIT_OPEN;
+  }
+  ad->probe = v == CG_BREAKER_PROBE;
+  return CG_GATE_GO;
+}
+
 enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
                                int64_t deadline_ms, int64_t *next_probe_ms) {
   int p = cg__pool(ad);
-  int64_t now, next_ns;
+  int64_t now;
   int slot;
 
   *next_probe_ms = 0;
   if (p < 0)
     return CG_GATE_GO;
   now = cg_state_now();
-  if (ad->pool->breaker.enabled && !ad->probe) {
-    enum cg_breaker_verdict v = cg_breaker_admit(
-        ad->state, p, &ad->pool->breaker, now,
-        now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
-    if (v == CG_BREAKER_REJECT) {
-      *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
-      return CG_GATE_CIRCUIT_OPEN;
-    }
-    ad->probe = v == CG_BREAKER_PROBE;
-  }
+  if (cg__breaker_gate(ad, p, now, deadline_ms, next_probe_ms) != CG_GATE_GO)
+    return CG_GATE_CIRCUIT_OPEN;
   if (attempt != 1)
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
   if (!host_repeat) {
@@ -82,21 +93,11 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
 enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
                                   int64_t *next_probe_ms) {
   int p = ad->state ? ad->pool_index : -1;
-  int64_t now, next_ns;
-  enum cg_breaker_verdict v;
 
   *next_probe_ms = 0;
-  if (p < 0 || !ad->pool->breaker.enabled || ad->probe)
-    return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
-  now = cg_state_now();
-  v = cg_breaker_admit(ad->state, p, &ad->pool->breaker, now,
-                       now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
-  if (v == CG_BREAKER_REJECT) {
-    *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
-    return CG_GATE_CIRCUIT_OPEN;
-  }
-  ad->probe = v == CG_BREAKER_PROBE;
-  return CG_GATE_GO;
+  if (p < 0)
+    return CG_GATE_GO;
+  return cg__breaker_gate(ad, p, cg_state_now(), deadline_ms, next_probe_ms);
 }
 
 int cg_admission_probing(const struct cg_admission *ad) {
