@@ -150,6 +150,28 @@ static int cg__fail(char *why, size_t len, int fd, const char *fmt, const char *
   return -1;
 }
 
+/* Open `path` with `flags` (plus O_NOFOLLOW, O_CLOEXEC; mode 0600 when created) and
+ * refuse a symbolic link, anything but a regular file, and another user's file.  Returns
+ * the descriptor with its stat in `*sb`, or -1 with the reason in `why`. */
+static int cg__open_own(const char *path, int flags, struct stat *sb, char *why, size_t len) {
+  int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0 && errno == ELOOP) {
+    snprintf(why, len, "state file %s is a symbolic link: refused", path);
+    return -1;
+  }
+  if (fd < 0)
+    return cg__fail(why, len, -1, "state file %s: %s", path);
+  if (fstat(fd, sb) != 0)
+    return cg__fail(why, len, fd, "state file %s: %s", path);
+  if (!S_ISREG(sb->st_mode) || sb->st_uid != getuid()) {
+    snprintf(why, len, "state file %s is %s: refused", path,
+             !S_ISREG(sb->st_mode) ? "not a regular file" : "owned by another user");
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 static int cg__open(const char *path, struct cg_state *st, int force_init, char *why,
                     size_t len) {
   struct stat sb;
@@ -160,21 +182,9 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   memset(st, 0, sizeof(*st));
   st->fd = -1;
   cg__boot_id(boot);
-  fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-  if (fd < 0 && errno == ELOOP) {
-    snprintf(why, len, "state file %s is a symbolic link: refused", path);
-    return -1;
-  }
+  fd = cg__open_own(path, O_RDWR | O_CREAT, &sb, why, len);
   if (fd < 0)
-    return cg__fail(why, len, -1, "state file %s: %s", path);
-  if (fstat(fd, &sb) != 0)
-    return cg__fail(why, len, fd, "state file %s: %s", path);
-  if (!S_ISREG(sb.st_mode) || sb.st_uid != getuid()) {
-    snprintf(why, len, "state file %s is %s: refused", path,
-             !S_ISREG(sb.st_mode) ? "not a regular file" : "owned by another user");
-    close(fd);
     return -1;
-  }
   if (cg__lock(fd) != 0) {
     errno = ETIMEDOUT;
     return cg__fail(why, len, fd, "state file %s: cannot lock it (%s)", path);
@@ -211,21 +221,9 @@ int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, siz
   memset(st, 0, sizeof(*st));
   st->fd = -1;
   cg__boot_id(boot);
-  fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0 && errno == ELOOP) {
-    snprintf(why, len, "state file %s is a symbolic link: refused", path);
-    return -1;
-  }
+  fd = cg__open_own(path, O_RDONLY, &sb, why, len);
   if (fd < 0)
-    return cg__fail(why, len, -1, "state file %s: %s", path);
-  if (fstat(fd, &sb) != 0)
-    return cg__fail(why, len, fd, "state file %s: %s", path);
-  if (!S_ISREG(sb.st_mode) || sb.st_uid != getuid()) {
-    snprintf(why, len, "state file %s is %s: refused", path,
-             !S_ISREG(sb.st_mode) ? "not a regular file" : "owned by another user");
-    close(fd);
     return -1;
-  }
   if (sb.st_size < (off_t) CG_STATE_SIZE) {
     snprintf(why, len, "state file %s is %lld bytes, shorter than layout %u (%u bytes): not "
              "read (the next guarded call, or curlguard reset, re-makes it)", path,
