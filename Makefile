@@ -47,7 +47,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all check check-unit check-integration check-asan check-tsan demo install uninstall clean deps bench
 
-all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost
+all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
@@ -63,6 +63,9 @@ $(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm
 
 $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
+	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+
+$(BUILD)/tests/rsshost: tests/hosts/rsshost.c | $(BUILD)/tests
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
 $(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) | $(BUILD)/tests

@@ -292,10 +292,8 @@ static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
    * limit with the estimate (OpenAI: max_tokens and the prompt's size) and a refund would
    * let the guard admit more than the provider will (bench: 345 429s at TPM = the
    * provider's with refunds, see bench/RESULTS.md). */
-  if (u->total > call->admission.tokens && call->admission.tokens > 0 &&
-      call->admission.pool_index >= 0 && call->admission.state)
-    cg_limiter_tokens_correct(call->admission.state, call->admission.pool_index,
-                              &call->pool->lim, u->total - call->admission.tokens);
+  if (u->total > call->admission.tokens && call->admission.tokens > 0)
+    cg_admission_tokens_correct(&call->admission, u->total - call->admission.tokens);
 }
 
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,

@@ -52,7 +52,7 @@ static void cg__free_owned(struct cg_handle *h) {
 }
 
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
-  struct cg__node *n = calloc(1, sizeof(*n));
+  struct cg__node *n = calloc(1, sizeof(*n)), **pp, *stale = NULL;
   size_t b;
 
   if (!n)
@@ -62,10 +62,24 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   cg__defaults(&n->h);
   b = cg__bucket(curl);
   cg__map_lock();
+  /* A shadow still keyed by this address belongs to a handle freed where the guard could
+   * not see it (libcurl's Curl_close): the address was reused, so it goes, and no chain
+   * ever holds a key twice. */
+  for (pp = &cg__buckets[b]; *pp; pp = &(*pp)->next)
+    if ((*pp)->h.curl == curl) {
+      stale = *pp;
+      *pp = stale->next;
+      cg__count--;
+      break;
+    }
   n->next = cg__buckets[b];
   cg__buckets[b] = n;
   cg__count++;
   cg__map_unlock();
+  if (stale) {
+    cg__free_owned(&stale->h);
+    free(stale);
+  }
   return &n->h;
 }
 

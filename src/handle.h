@@ -79,7 +79,8 @@ struct cg_handle {
   int replaying;
 };
 
-/* Create the shadow of a new handle (all defaults) and add it to the map.
+/* Create the shadow of a new handle (all defaults) and add it to the map, replacing a
+ * stale shadow of the same address (a handle freed where the guard could not see it).
  * Returns NULL when out of memory (the handle then passes through). */
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib);
 
