@@ -33,6 +33,8 @@ struct cg_handle {
   /* The request. */
   char *url;                 /* copy */
   char *custom_request;      /* copy, NULL = none */
+  char *default_protocol;    /* CURLOPT_DEFAULT_PROTOCOL copy: the scheme of a URL
+                              * without one (libcurl's guess otherwise); NULL = none */
   enum cg_method method;     /* as libcurl tracks data->set.method */
   int nobody;                /* CURLOPT_NOBODY */
   const char *postfields;    /* CURLOPT_POSTFIELDS, host-owned */
