@@ -101,8 +101,11 @@ check-asan: deps
 # The concurrent parts (handle map, limiter, records, rng, repeats) under ThreadSanitizer.
 # Criterion's runner does not start under TSan: a plain stress program instead.
 check-tsan: deps
-	@$(MAKE) --no-print-directory BUILD=build-tsan TSAN=1 build-tsan/tests/tsan-stress
+	@$(MAKE) --no-print-directory BUILD=build-tsan TSAN=1 build-tsan/tests/tsan-stress \
+	  build-tsan/libcurlguard.so
+	@$(MAKE) --no-print-directory $(BUILD)/tests/cghost
 	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/tsan-stress
+	@scripts/tsan-host build-tsan $(BUILD)/tests/cghost
 
 $(BUILD)/tests/tsan-stress: tests/tsan/stress.c $(CORE_OBJS) | $(BUILD)/tests
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)

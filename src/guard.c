@@ -237,18 +237,20 @@ static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
 
 static struct cg_prices *cg__prices;
 static pthread_once_t cg__prices_once = PTHREAD_ONCE_INIT;
-static const char *cg__prices_path;
 
 /* The shipped table, found from this library's own path: PREFIX/share/curlguard/ when
  * installed (the library is PREFIX/lib/curlguard/), data/ in the build tree (build/). */
 static void cg__prices_init(void) {
   static const char *const rel[] = {"../../share/curlguard/prices.json", "../data/prices.json"};
   char path[4096], why[512];
+  /* The process's one config snapshot (config.h), read here under pthread_once: no
+   * shared variable is written by every call (a data race under TSan, issue 11 item 9). */
+  const char *prices_path = cg_config()->prices_path;
   Dl_info info;
   size_t i;
 
-  if (cg__prices_path) {
-    if (!(cg__prices = cg_prices_load(cg__prices_path, why, sizeof(why))))
+  if (prices_path) {
+    if (!(cg__prices = cg_prices_load(prices_path, why, sizeof(why))))
       cg_warn("%s; cost_usd stays null", why);
     return;
   }
@@ -265,7 +267,7 @@ static void cg__prices_init(void) {
 
 /* The price table (CURLGUARD_PRICES or the shipped one), or NULL. */
 static const struct cg_prices *cg__price_table(const struct cg_config *cfg) {
-  cg__prices_path = cfg->prices_path;
+  (void) cfg; /* the same snapshot cg__prices_init reads */
   pthread_once(&cg__prices_once, cg__prices_init);
   return cg__prices;
 }
