@@ -1,6 +1,12 @@
 /* rsshost.c - does many requests and reports its own resident memory, for the leak test.
  *
  * Usage: rsshost MODE N1 N2 [URL]
+ *        rsshost serve      only the server: prints its URL, serves until killed
+ *        rsshost maxrss CMD ARGS...
+ *                           runs CMD as its child and prints "maxrss KB" (wait4's
+ *                           ru_maxrss): a child of this small process, unlike one of a big
+ *                           parent, does not start from the parent's maximum (execve keeps
+ *                           the old image's high-water mark); exits with CMD's status
  *   MODE  new    a new easy handle per request (init, setopt, perform, cleanup)
  *         reuse  one easy handle for every request
  *   N1    requests before the first measurement, N2 (> N1) before the second
@@ -18,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
@@ -116,6 +124,29 @@ int main(int argc, char **argv) {
   int reuse;
   CURL *shared = NULL;
 
+  if (argc > 2 && strcmp(argv[1], "maxrss") == 0) {
+    struct rusage ru;
+    int status;
+    pid_t pid = fork();
+    if (pid == 0) {
+      execvp(argv[2], argv + 2);
+      _exit(127);
+    }
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid)
+      return 2;
+    printf("maxrss %ld\n", ru.ru_maxrss);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  if (argc == 2 && strcmp(argv[1], "serve") == 0) {
+    if (start_server(own, sizeof(own)) != 0) {
+      perror("rsshost: server");
+      return 2;
+    }
+    printf("%s\n", own);
+    fflush(stdout);
+    for (;;)
+      pause();
+  }
   if (argc < 4 || (strcmp(argv[1], "new") != 0 && strcmp(argv[1], "reuse") != 0)) {
     fprintf(stderr, "usage: rsshost new|reuse N1 N2 [URL]\n");
     return 2;
