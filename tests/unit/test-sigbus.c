@@ -257,6 +257,12 @@ Test(sigbus_chain, the_default_action_still_kills) {
     if (pid == 0)
       child_faults(sent);
     cr_assert_eq(waitpid(pid, &status, 0), pid);
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan installed its own SIGBUS handler first: that is the previous action the guard
+     * chains to, and it reports and exits non-zero instead of dying by the signal. */
+    cr_assert(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "status 0x%x", status);
+    continue;
+#endif
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
               "%s SIGBUS: status 0x%x, expected death by SIGBUS", sent ? "a sent" : "a foreign",
               status);
