@@ -134,14 +134,19 @@ CG_EXPORT void curl_easy_reset(CURL *curl) {
 CG_EXPORT CURL *curl_easy_duphandle(CURL *curl) {
   struct cg_handle *h;
   const struct cg_lib *lib = cg__lib(curl, &h, CG_CALLER());
+  int internal = 0;
   CURL *dup;
 
   if (!lib)
     return NULL;
   dup = lib->easy_duphandle(curl);
-  /* A copy of a handle the guard does not know stays unknown: without its options
-   * the guard could not stand in for its callbacks. */
-  if (dup && h && !cg_handle_dup(h, dup))
+  /* libcurl duplicates handles for itself too (7.88 lib/http2.c, a server push: freed
+   * with Curl_close when the push is refused): no shadow for those.  A copy of a handle
+   * the guard does not know stays unknown: without its options the guard could not stand
+   * in for its callbacks. */
+  if (dup && h)
+    cg_lib_for_caller_ex(CG_CALLER(), &internal);
+  if (dup && h && !internal && !cg_handle_dup(h, dup))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
   return dup;
 }
