@@ -51,7 +51,6 @@ static void cg__fault(struct cg_admission *ad) {
   cg_state_guard_push(&g_, (ad)->state)
 #define CG_UNGUARD() cg_state_guard_pop(&g_)
 
-
 /* Say once when the pool's shared windows (set by the first process to use the pool's
  * breaker and budget) differ from this process's: the shared ones are used. */
 static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
@@ -108,7 +107,7 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
 }
 
 static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repeat,
-                               int64_t deadline_ms, int64_t *next_probe_ms) {
+                             int64_t deadline_ms, int64_t *next_probe_ms) {
   int p = cg__pool(ad);
   int64_t now;
   int slot;
@@ -138,7 +137,7 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
 }
 
 static enum cg_gate cg__recheck(struct cg_admission *ad, int64_t deadline_ms,
-                                  int64_t *next_probe_ms) {
+                                int64_t *next_probe_ms) {
   int p = ad->state ? ad->pool_index : -1;
 
   *next_probe_ms = 0;
@@ -153,7 +152,7 @@ static int cg__probing(const struct cg_admission *ad) {
 }
 
 static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
-                         int hinted) {
+                       int hinted) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
@@ -195,7 +194,7 @@ static void cg__finish(struct cg_admission *ad) {
 }
 
 static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
-                       void *wait_arg, int64_t *wait_ms) {
+                     void *wait_arg, int64_t *wait_ms) {
   const struct cg_limits *lim = &ad->pool->lim;
   struct cg_state *st = ad->state;
   int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns;
@@ -259,7 +258,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
 }
 
 static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long status,
-                        int64_t sleep_ms, cg_getdate_fn getdate) {
+                      int64_t sleep_ms, cg_getdate_fn getdate) {
   struct cg_state *st = ad->state;
   struct cg_rl_headers rh = {
     hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,

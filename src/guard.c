@@ -832,8 +832,8 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   struct cg_url url;
   CURLcode rc;
 
-  if (!h->url || cg_url_parse_default(h->url, h->default_protocol, &url) != 0 || !cg_url_is_http(&url) ||
-      !cg_config_host_guarded(cfg, url.host))
+  if (!h->url || cg_url_parse_default(h->url, h->default_protocol, &url) != 0 ||
+      !cg_url_is_http(&url) || !cg_config_host_guarded(cfg, url.host))
     return h->lib->easy_perform(h->curl);
   cg__call_init(&call, h, cfg);
   call.url = url;
