@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <setjmp.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -167,10 +168,12 @@ static void cg__limit(char *buf, size_t len, double v) {
 }
 
 int cg_cli_stat(int argc, char **argv) {
+  static struct cg_state_guard g;
   char path[4096], why[512];
   struct cg_state st;
   struct stat sb;
-  int json = 0, i;
+  volatile int json = 0;
+  int i;
   cJSON *root, *pools;
   int64_t now;
 
@@ -201,6 +204,14 @@ int cg_cli_stat(int argc, char **argv) {
     cg_cli_error("stat: %s", why);
     return CG_EXIT_ERROR;
   }
+  /* Any process of the user may cut the file short while we read it (state.h): a clear
+   * line instead of SIGBUS. */
+  if (sigsetjmp(g.jb, 0) != 0) {
+    cg_cli_error("stat: state file %s was truncated while it was read (the next guarded "
+                 "call, or curlguard reset, re-makes it)", path);
+    return CG_EXIT_ERROR;
+  }
+  cg_state_guard_push(&g, &st);
   now = cg_state_now();
   root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "path", path);
@@ -279,6 +290,7 @@ int cg_cli_stat(int argc, char **argv) {
       }
     }
   }
+  cg_state_guard_pop(&g);
   cJSON_Delete(root);
   cg_state_close(&st);
   return CG_EXIT_OK;

@@ -7,6 +7,50 @@
 #include "log.h"
 #include "ratelimit.h"
 
+#include <setjmp.h>
+
+/* ---- guarded regions (state.h): a file cut short under a call ----
+ *
+ * Every access to the mapping below runs inside a region opened by the public entry
+ * points at the end of this file.  A SIGBUS there (the file was truncated) lands back in
+ * the entry point, which drops the mapping for the rest of the call and goes on as if
+ * there were no state file (fail open), with one "curlguard:" line per process; the next
+ * call's cg_state_get repairs the file (state.h). */
+
+/* A wait runs the host's progress callback: never inside a region. */
+static int cg__wait(cg_wait_fn wait, void *arg, int64_t ms) {
+  struct cg_state_guard *g = cg_state_guard_suspend();
+  int r = wait(arg, ms);
+  cg_state_guard_resume(g);
+  return r;
+}
+
+/* cg_state_check takes the file's lock, and has its own region. */
+static int cg__unguarded_check(struct cg_state *st) {
+  struct cg_state_guard *g = cg_state_guard_suspend();
+  int r = cg_state_check(st);
+  cg_state_guard_resume(g);
+  return r;
+}
+
+static void cg__fault(struct cg_admission *ad) {
+  ad->state = NULL;
+  ad->probe = 0;
+  ad->retry_slot = -1;
+  cg_warn_once("state-truncated", "state file truncated during a request; this call "
+               "runs on without the shared limiter");
+}
+
+/* Open a region on `ad`'s mapping; on a fault, run FAIL (after dropping the mapping). */
+#define CG_GUARDED(ad, FAIL)                                                              \
+  struct cg_state_guard g_;                                                               \
+  if (sigsetjmp(g_.jb, 0) != 0) {                                                         \
+    cg__fault(ad);                                                                        \
+    FAIL;                                                                                 \
+  }                                                                                       \
+  cg_state_guard_push(&g_, (ad)->state)
+#define CG_UNGUARD() cg_state_guard_pop(&g_)
+
 /* Say once when the pool's shared windows (set by the first process to use the pool's
  * breaker and budget) differ from this process's: the shared ones are used. */
 static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
@@ -30,6 +74,8 @@ static int cg__pool(struct cg_admission *ad) {
     return -1;
   if (ad->pool_index < 0) {
     ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
+    if (ad->pool_index < 0 && cg__unguarded_check(ad->state)) /* garbage, re-made */
+      ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
     if (ad->pool_index < 0) {
       cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
                    ad->pool->name);
@@ -60,8 +106,8 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
   return CG_GATE_GO;
 }
 
-enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
-                               int64_t deadline_ms, int64_t *next_probe_ms) {
+static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repeat,
+                             int64_t deadline_ms, int64_t *next_probe_ms) {
   int p = cg__pool(ad);
   int64_t now;
   int slot;
@@ -90,8 +136,8 @@ enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_re
   return CG_GATE_GO;
 }
 
-enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
-                                  int64_t *next_probe_ms) {
+static enum cg_gate cg__recheck(struct cg_admission *ad, int64_t deadline_ms,
+                                int64_t *next_probe_ms) {
   int p = ad->state ? ad->pool_index : -1;
 
   *next_probe_ms = 0;
@@ -100,13 +146,13 @@ enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
   return cg__breaker_gate(ad, p, cg_state_now(), deadline_ms, next_probe_ms);
 }
 
-int cg_admission_probing(const struct cg_admission *ad) {
+static int cg__probing(const struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
   return p >= 0 && cg_breaker_state(ad->state, p) == CG_BREAKER_HALF_OPEN;
 }
 
-void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
-                         int hinted) {
+static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
+                       int hinted) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
@@ -118,7 +164,7 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
   ad->retry_slot = -1;
 }
 
-const char *cg_admission_retry(struct cg_admission *ad) {
+static const char *cg__retry(struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
   int64_t now;
   int slot;
@@ -136,7 +182,7 @@ const char *cg_admission_retry(struct cg_admission *ad) {
   return NULL;
 }
 
-void cg_admission_finish(struct cg_admission *ad) {
+static void cg__finish(struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
@@ -147,8 +193,8 @@ void cg_admission_finish(struct cg_admission *ad) {
   ad->retry_slot = -1;
 }
 
-int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
-                       void *wait_arg, int64_t *wait_ms) {
+static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                     void *wait_arg, int64_t *wait_ms) {
   const struct cg_limits *lim = &ad->pool->lim;
   struct cg_state *st = ad->state;
   int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns;
@@ -174,7 +220,7 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
   if (wait_ns > 0) {
     int rounds;
     cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
-    if (wait(wait_arg, (wait_ns + 999999) / 1000000) != 0)
+    if (cg__wait(wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
       return -3; /* the host aborted while waiting */
     ad->queue_ms += wait_ns / 1000000;
     /* A 429 seen by another process while we slept holds us too.  Holds only move
@@ -188,7 +234,7 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
         *wait_ms = hold / 1000000;
         return -1;
       }
-      if (wait(wait_arg, (hold + 999999) / 1000000) != 0)
+      if (cg__wait(wait, wait_arg, (hold + 999999) / 1000000) != 0)
         return -3;
       ad->queue_ms += hold / 1000000;
     }
@@ -211,8 +257,8 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
   return slot;
 }
 
-void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hh, long status,
-                        int64_t sleep_ms, cg_getdate_fn getdate) {
+static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long status,
+                      int64_t sleep_ms, cg_getdate_fn getdate) {
   struct cg_state *st = ad->state;
   struct cg_rl_headers rh = {
     hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,
@@ -245,7 +291,129 @@ void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hh, long
                                      (double) ad->tokens / (double) sig.tokens_limit));
 }
 
-void cg_admission_leave(struct cg_admission *ad, int slot) {
+static void cg__leave(struct cg_admission *ad, int slot) {
   if (slot >= 0)
     cg_limiter_inflight_release(ad->state, ad->pool_index, slot);
+}
+
+/* ---- the entry points: each one a guarded region ---- */
+
+enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
+                               int64_t deadline_ms, int64_t *next_probe_ms) {
+  enum cg_gate r;
+  if (!ad->state)
+    return cg__gate(ad, attempt, host_repeat, deadline_ms, next_probe_ms);
+  {
+    CG_GUARDED(ad, *next_probe_ms = 0; return CG_GATE_GO);
+    r = cg__gate(ad, attempt, host_repeat, deadline_ms, next_probe_ms);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
+                                  int64_t *next_probe_ms) {
+  enum cg_gate r;
+  if (!ad->state)
+    return cg__recheck(ad, deadline_ms, next_probe_ms);
+  {
+    CG_GUARDED(ad, *next_probe_ms = 0; return CG_GATE_GO);
+    r = cg__recheck(ad, deadline_ms, next_probe_ms);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+int cg_admission_probing(const struct cg_admission *ad) {
+  struct cg_admission *m = (struct cg_admission *) ad;
+  int r;
+  if (!ad->state)
+    return 0;
+  {
+    CG_GUARDED(m, return 0);
+    r = cg__probing(ad);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
+                         int hinted) {
+  if (!ad->state)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg__result(ad, o, status, hinted);
+    CG_UNGUARD();
+  }
+}
+
+const char *cg_admission_retry(struct cg_admission *ad) {
+  const char *r;
+  if (!ad->state)
+    return NULL;
+  {
+    CG_GUARDED(ad, return NULL);
+    r = cg__retry(ad);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+void cg_admission_finish(struct cg_admission *ad) {
+  if (!ad->state)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg__finish(ad);
+    CG_UNGUARD();
+  }
+}
+
+int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                       void *wait_arg, int64_t *wait_ms) {
+  int r;
+  if (!ad->state) {
+    ad->queue_ms = 0;
+    *wait_ms = 0;
+    return -2;
+  }
+  {
+    /* A fault after the wait began keeps the time already waited in queue_ms. */
+    CG_GUARDED(ad, *wait_ms = 0; return -2);
+    r = cg__enter(ad, deadline_ms, wait, wait_arg, wait_ms);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, long status,
+                        int64_t sleep_ms, cg_getdate_fn getdate) {
+  if (!ad->state)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg__learn(ad, hints, status, sleep_ms, getdate);
+    CG_UNGUARD();
+  }
+}
+
+void cg_admission_leave(struct cg_admission *ad, int slot) {
+  if (!ad->state || slot < 0)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg__leave(ad, slot);
+    CG_UNGUARD();
+  }
+}
+
+void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta) {
+  if (!ad->state || ad->pool_index < 0 || delta == 0)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg_limiter_tokens_correct(ad->state, ad->pool_index, &ad->pool->lim, delta);
+    CG_UNGUARD();
+  }
 }

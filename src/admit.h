@@ -10,6 +10,13 @@
  * counted in the budget (a host's repeat of a failed call asks it for a retry instead);
  * after it the outcome feeds the breaker; a retry the guard wants must find the breaker
  * closed and the budget willing.
+ *
+ * Every entry point below reads and writes the mapped state file inside a guarded region
+ * (state.h): when the file is cut short under the call (any process of the user may
+ * `truncate` it at any instant), the SIGBUS is caught, the call drops the file and goes on
+ * as if there were none (gate and recheck: go; enter: -2; retry: NULL; the rest: nothing),
+ * with one "curlguard:" line per process.  The next call finds the file repaired
+ * (cg_state_get).  Waits run the host's callbacks outside any region.
  */
 #ifndef CG_ADMIT_H
 #define CG_ADMIT_H
@@ -90,6 +97,10 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
 
 /* Give back the slot cg_admission_enter returned (no-op for -2). */
 void cg_admission_leave(struct cg_admission *ad, int slot);
+
+/* The request used `delta` tokens more than it was charged (usage known after the
+ * transfer): charge them to the pool's token account (limiter.h). */
+void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta);
 
 /* Learn from an answer with HTTP `status` (0: none) and its headers `hints`; `sleep_ms`
  * is the caller's own backoff, the hold of a 429 that has no hint. */

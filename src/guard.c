@@ -237,18 +237,20 @@ static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
 
 static struct cg_prices *cg__prices;
 static pthread_once_t cg__prices_once = PTHREAD_ONCE_INIT;
-static const char *cg__prices_path;
 
 /* The shipped table, found from this library's own path: PREFIX/share/curlguard/ when
  * installed (the library is PREFIX/lib/curlguard/), data/ in the build tree (build/). */
 static void cg__prices_init(void) {
   static const char *const rel[] = {"../../share/curlguard/prices.json", "../data/prices.json"};
   char path[4096], why[512];
+  /* The process's one config snapshot (config.h), read here under pthread_once: no
+   * shared variable is written by every call (a data race under TSan, issue 11 item 9). */
+  const char *prices_path = cg_config()->prices_path;
   Dl_info info;
   size_t i;
 
-  if (cg__prices_path) {
-    if (!(cg__prices = cg_prices_load(cg__prices_path, why, sizeof(why))))
+  if (prices_path) {
+    if (!(cg__prices = cg_prices_load(prices_path, why, sizeof(why))))
       cg_warn("%s; cost_usd stays null", why);
     return;
   }
@@ -265,7 +267,7 @@ static void cg__prices_init(void) {
 
 /* The price table (CURLGUARD_PRICES or the shipped one), or NULL. */
 static const struct cg_prices *cg__price_table(const struct cg_config *cfg) {
-  cg__prices_path = cfg->prices_path;
+  (void) cfg; /* the same snapshot cg__prices_init reads */
   pthread_once(&cg__prices_once, cg__prices_init);
   return cg__prices;
 }
@@ -292,10 +294,8 @@ static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
    * limit with the estimate (OpenAI: max_tokens and the prompt's size) and a refund would
    * let the guard admit more than the provider will (bench: 345 429s at TPM = the
    * provider's with refunds, see bench/RESULTS.md). */
-  if (u->total > call->admission.tokens && call->admission.tokens > 0 &&
-      call->admission.pool_index >= 0 && call->admission.state)
-    cg_limiter_tokens_correct(call->admission.state, call->admission.pool_index,
-                              &call->pool->lim, u->total - call->admission.tokens);
+  if (u->total > call->admission.tokens && call->admission.tokens > 0)
+    cg_admission_tokens_correct(&call->admission, u->total - call->admission.tokens);
 }
 
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
@@ -832,8 +832,8 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   struct cg_url url;
   CURLcode rc;
 
-  if (!h->url || cg_url_parse(h->url, &url) != 0 || !cg_url_is_http(&url) ||
-      !cg_config_host_guarded(cfg, url.host))
+  if (!h->url || cg_url_parse_default(h->url, h->default_protocol, &url) != 0 ||
+      !cg_url_is_http(&url) || !cg_config_host_guarded(cfg, url.host))
     return h->lib->easy_perform(h->curl);
   cg__call_init(&call, h, cfg);
   call.url = url;

@@ -47,12 +47,13 @@ static void cg__defaults(struct cg_handle *h) {
 static void cg__free_owned(struct cg_handle *h) {
   free(h->url);
   free(h->custom_request);
+  free(h->default_protocol);
   free(h->copypostfields);
   free(h->protocols_str);
 }
 
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
-  struct cg__node *n = calloc(1, sizeof(*n));
+  struct cg__node *n = calloc(1, sizeof(*n)), **pp, *stale = NULL;
   size_t b;
 
   if (!n)
@@ -62,10 +63,24 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   cg__defaults(&n->h);
   b = cg__bucket(curl);
   cg__map_lock();
+  /* A shadow still keyed by this address belongs to a handle freed where the guard could
+   * not see it (libcurl's Curl_close): the address was reused, so it goes, and no chain
+   * ever holds a key twice. */
+  for (pp = &cg__buckets[b]; *pp; pp = &(*pp)->next)
+    if ((*pp)->h.curl == curl) {
+      stale = *pp;
+      *pp = stale->next;
+      cg__count--;
+      break;
+    }
   n->next = cg__buckets[b];
   cg__buckets[b] = n;
   cg__count++;
   cg__map_unlock();
+  if (stale) {
+    cg__free_owned(&stale->h);
+    free(stale);
+  }
   return &n->h;
 }
 
@@ -145,11 +160,13 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup) {
   }
   h->url = src->url ? strdup(src->url) : NULL;
   h->custom_request = src->custom_request ? strdup(src->custom_request) : NULL;
+  h->default_protocol = src->default_protocol ? strdup(src->default_protocol) : NULL;
   h->copypostfields =
       src->copypostfields ? cg__dup_mem(src->copypostfields, (size_t) src->copypostfields_len)
                           : NULL;
   h->protocols_str = src->protocols_str ? strdup(src->protocols_str) : NULL;
   failed = (src->url && !h->url) || (src->custom_request && !h->custom_request) ||
+           (src->default_protocol && !h->default_protocol) ||
            (src->copypostfields && !h->copypostfields) ||
            (src->protocols_str && !h->protocols_str);
   if (failed) {
@@ -243,6 +260,9 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     break;
   case CURLOPT_CUSTOMREQUEST:
     cg__set_str(&h->custom_request, v->u.p);
+    break;
+  case CURLOPT_DEFAULT_PROTOCOL:
+    cg__set_str(&h->default_protocol, v->u.p);
     break;
   case CURLOPT_NOBODY:
   case CURLOPT_UPLOAD:

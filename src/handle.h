@@ -33,6 +33,8 @@ struct cg_handle {
   /* The request. */
   char *url;                 /* copy */
   char *custom_request;      /* copy, NULL = none */
+  char *default_protocol;    /* CURLOPT_DEFAULT_PROTOCOL copy: the scheme of a URL
+                              * without one (libcurl's guess otherwise); NULL = none */
   enum cg_method method;     /* as libcurl tracks data->set.method */
   int nobody;                /* CURLOPT_NOBODY */
   const char *postfields;    /* CURLOPT_POSTFIELDS, host-owned */
@@ -79,7 +81,8 @@ struct cg_handle {
   int replaying;
 };
 
-/* Create the shadow of a new handle (all defaults) and add it to the map.
+/* Create the shadow of a new handle (all defaults) and add it to the map, replacing a
+ * stale shadow of the same address (a handle freed where the guard could not see it).
  * Returns NULL when out of memory (the handle then passes through). */
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib);
 

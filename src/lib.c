@@ -17,6 +17,7 @@
 struct cg__site {
   uintptr_t key;
   const struct cg_lib *lib;
+  int internal; /* the call site lies inside `lib` itself */
 };
 
 static pthread_mutex_t cg__lib_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -87,9 +88,9 @@ static int cg__load(void *scope, struct cg_lib *out) {
   }
   {
     Dl_info info;
-    out->path = dladdr((void *) out->easy_perform, &info) && info.dli_fname
-                    ? info.dli_fname
-                    : "libcurl";
+    int found = dladdr((void *) out->easy_perform, &info) != 0;
+    out->path = found && info.dli_fname ? info.dli_fname : "libcurl";
+    out->base = found ? info.dli_fbase : NULL;
   }
   return 0;
 }
@@ -112,6 +113,12 @@ static void cg__duplicate_init(void) {
 int cg_lib_is_duplicate(void) {
   pthread_once(&cg__duplicate_once, cg__duplicate_init);
   return cg__duplicate;
+}
+
+/* Whether `caller` lies in the object loaded at `base` (a libcurl). */
+static int cg__inside(const void *caller, const void *base) {
+  Dl_info info;
+  return caller && base && dladdr(caller, &info) && info.dli_fbase == base;
 }
 
 /* Resolve the libcurl for `caller`; called with cg__lib_mutex held. */
@@ -158,16 +165,27 @@ static size_t cg__slot(uintptr_t key) {
 }
 
 const struct cg_lib *cg_lib_for_caller(const void *caller) {
+  return cg_lib_for_caller_ex(caller, NULL);
+}
+
+const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
   uintptr_t key = (uintptr_t) caller;
   const struct cg_lib *lib;
   size_t i, probe;
+  int inside = 0;
+
+  if (internal)
+    *internal = 0;
 
   if (key == 0)
     key = 1;
   for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
     uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_ACQUIRE);
-    if (k == key)
+    if (k == key) {
+      if (internal)
+        *internal = cg__sites[i].internal;
       return cg__sites[i].lib;
+    }
     if (k == 0)
       break;
   }
@@ -175,12 +193,16 @@ const struct cg_lib *cg_lib_for_caller(const void *caller) {
   pthread_mutex_lock(&cg__lib_mutex);
   lib = cg__resolve_locked(caller);
   if (lib) {
+    inside = cg__inside(caller, lib->base);
+    if (internal)
+      *internal = inside;
     for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
       uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_RELAXED);
       if (k == key)
         break;
       if (k == 0) {
         cg__sites[i].lib = lib;
+        cg__sites[i].internal = inside;
         __atomic_store_n(&cg__sites[i].key, key, __ATOMIC_RELEASE);
         break;
       }

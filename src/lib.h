@@ -20,6 +20,7 @@
  * non-NULL in a struct returned by cg_lib_for_caller(); optional ones say so. */
 struct cg_lib {
   const char *path; /* file name of the libcurl object, for messages */
+  const void *base; /* its load address (dladdr dli_fbase): tells libcurl's own calls */
   CURL *(*easy_init)(void);
   CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
   CURLcode (*easy_perform)(CURL *);
@@ -45,5 +46,12 @@ int cg_lib_is_duplicate(void);
  * when no complete libcurl can be found (then a "curlguard:" line was printed once).
  * Thread-safe; the result lives as long as the process. */
 const struct cg_lib *cg_lib_for_caller(const void *caller);
+
+/* The same, and in `*internal` 1 when `caller` lies inside that libcurl itself: libcurl
+ * calls its own exported API through the PLT (7.88's Curl_conncache_init makes the
+ * connection cache's closure handle with curl_easy_init() and frees it with Curl_close,
+ * never curl_easy_cleanup), so such a call is libcurl's business, not the host's.
+ * Cached per call site like cg_lib_for_caller. */
+const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal);
 
 #endif

@@ -279,7 +279,9 @@ int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t de
       __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
       if (cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT)
         cg_limiter_reclaim(st, p); /* a holder may have died without releasing */
-      __atomic_fetch_sub(&pool->waiters, 1, __ATOMIC_ACQ_REL);
+      /* Never below 0: the file may have been re-initialised (reset, or repaired after a
+       * truncation) while we slept, and a wrapped count is what state.c takes for garbage. */
+      cg__count_down(&pool->waiters);
     }
   }
 }

@@ -9,7 +9,8 @@
  *
  * With CURLGUARD unset or off, every call goes straight to the real libcurl: no
  * shadow, no file, no callback replaced.  With it on, a handle's shadow is kept from
- * curl_easy_init / curl_easy_duphandle to curl_easy_cleanup.
+ * curl_easy_init / curl_easy_duphandle to curl_easy_cleanup; handles libcurl makes for
+ * itself through its own exported curl_easy_init (lib.h, cg_lib_for_caller_ex) get none.
  */
 #define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
@@ -52,13 +53,17 @@ static const struct cg_lib *cg__lib(CURL *curl, struct cg_handle **hp, const voi
 }
 
 CG_EXPORT CURL *curl_easy_init(void) {
-  const struct cg_lib *lib = cg_lib_for_caller(CG_CALLER());
+  int internal;
+  const struct cg_lib *lib = cg_lib_for_caller_ex(CG_CALLER(), &internal);
   CURL *curl;
 
   if (!lib)
     return NULL; /* as libcurl does when it cannot make a handle */
   curl = lib->easy_init();
-  if (curl && cg__enabled() && !cg_handle_add(curl, lib))
+  /* libcurl's own handles (the connection cache's closure handle, made through the PLT
+   * and freed with Curl_close, which the guard never sees) get no shadow: it would
+   * outlive them, one per performing handle (issue 11 item 8). */
+  if (curl && !internal && cg__enabled() && !cg_handle_add(curl, lib))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
   return curl;
 }
@@ -129,14 +134,19 @@ CG_EXPORT void curl_easy_reset(CURL *curl) {
 CG_EXPORT CURL *curl_easy_duphandle(CURL *curl) {
   struct cg_handle *h;
   const struct cg_lib *lib = cg__lib(curl, &h, CG_CALLER());
+  int internal = 0;
   CURL *dup;
 
   if (!lib)
     return NULL;
   dup = lib->easy_duphandle(curl);
-  /* A copy of a handle the guard does not know stays unknown: without its options
-   * the guard could not stand in for its callbacks. */
-  if (dup && h && !cg_handle_dup(h, dup))
+  /* libcurl duplicates handles for itself too (7.88 lib/http2.c, a server push: freed
+   * with Curl_close when the push is refused): no shadow for those.  A copy of a handle
+   * the guard does not know stays unknown: without its options the guard could not stand
+   * in for its callbacks. */
+  if (dup && h)
+    cg_lib_for_caller_ex(CG_CALLER(), &internal);
+  if (dup && h && !internal && !cg_handle_dup(h, dup))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
   return dup;
 }

@@ -94,6 +94,105 @@ int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask) {
   return start != 0 && (now_start & mask) != (start & mask);
 }
 
+/* ---- SIGBUS (state.h) ---- */
+
+/* The innermost guarded region of this thread.  initial-exec: the handler reads it
+ * without the dynamic TLS machinery (which may allocate). */
+static __thread struct cg_state_guard *cg__guard_top __attribute__((tls_model("initial-exec")));
+static struct sigaction cg__old_bus; /* the action before ours, to chain to */
+static pthread_once_t cg__bus_once = PTHREAD_ONCE_INIT;
+
+/* What would have happened without the guard: the previous handler runs (with its own
+ * mask and flags as far as they matter here), or the default action kills the process
+ * with SIGBUS (a fault re-runs the faulting instruction once the default is back; a sent
+ * signal is raised again). */
+static void cg__bus_chain(int sig, siginfo_t *si, void *uc) {
+  struct sigaction old = cg__old_bus, dfl;
+  int fault = si && si->si_code > 0; /* raised by the kernel, not sent */
+
+  if (old.sa_handler == SIG_IGN && !fault)
+    return;
+  if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+    sigset_t mask, prev;
+    mask = old.sa_mask;
+    if (!(old.sa_flags & SA_NODEFER))
+      sigaddset(&mask, sig);
+    if (old.sa_flags & SA_RESETHAND) {
+      memset(&dfl, 0, sizeof(dfl));
+      dfl.sa_handler = SIG_DFL;
+      sigaction(sig, &dfl, NULL);
+    }
+    pthread_sigmask(SIG_BLOCK, &mask, &prev);
+    if (old.sa_flags & SA_SIGINFO)
+      old.sa_sigaction(sig, si, uc);
+    else
+      old.sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    return;
+  }
+  /* SIG_DFL, or SIG_IGN for a fault (which the kernel would not ignore either). */
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, NULL);
+  if (!fault)
+    raise(sig);
+}
+
+static void cg__on_sigbus(int sig, siginfo_t *si, void *uc) {
+  struct cg_state_guard *g = cg__guard_top;
+  const char *a = si ? (const char *) si->si_addr : NULL;
+
+  if (g && si && si->si_code > 0 && a >= g->lo && a < g->hi) {
+    cg__guard_top = g->prev;
+    siglongjmp(g->jb, 1); /* SA_NODEFER: the mask needs no restore */
+  }
+  cg__bus_chain(sig, si, uc);
+}
+
+static void cg__bus_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = cg__on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGBUS, &sa, &cg__old_bus) != 0)
+    memset(&cg__old_bus, 0, sizeof(cg__old_bus)); /* SIG_DFL */
+}
+
+void cg_state_sigbus_install(void) {
+  pthread_once(&cg__bus_once, cg__bus_install);
+}
+
+void cg_state_guard_push(struct cg_state_guard *g, const struct cg_state *st) {
+  g->lo = (const char *) st->hdr;
+  g->hi = g->lo + st->size;
+  g->prev = cg__guard_top;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  cg__guard_top = g;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+void cg_state_guard_pop(struct cg_state_guard *g) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  cg__guard_top = g->prev;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+struct cg_state_guard *cg_state_guard_suspend(void) {
+  struct cg_state_guard *g = cg__guard_top;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  cg__guard_top = NULL;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  return g;
+}
+
+void cg_state_guard_resume(struct cg_state_guard *g) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  cg__guard_top = g;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
 /* Take the file's lock, waiting at most CG_LOCK_WAIT_MS.  0 on success. */
 static int cg__lock(int fd) {
   int waited = 0;
@@ -124,6 +223,34 @@ static int cg__valid(const struct cg_state *st, const char *boot) {
          h->version == CG_STATE_VERSION && h->size == CG_STATE_SIZE &&
          h->npools == CG_STATE_POOLS && h->nslots == CG_STATE_SLOTS &&
          strncmp(h->boot_id, boot, sizeof(h->boot_id)) == 0;
+}
+
+#define CG_PID_LIMIT (1u << 22)  /* PID_MAX_LIMIT: no pid is larger */
+#define CG_COUNT_LIMIT (1u << 24) /* no count of processes or calls gets near this */
+
+int cg_state_body_ok(const struct cg_state *st) {
+  int i;
+
+  for (i = 0; i < CG_STATE_POOLS; i++) {
+    const struct cg_state_pool *p = &st->pools[i];
+    uint64_t hash = __atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE);
+    uint32_t ready = __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE);
+    uint64_t bw = __atomic_load_n(&st->breakers[i].word, __ATOMIC_ACQUIRE);
+    if (ready > 1 || (ready && !hash) ||
+        (ready && !memchr(p->name, '\0', sizeof(p->name))) ||
+        __atomic_load_n(&p->inflight, __ATOMIC_RELAXED) >= CG_COUNT_LIMIT ||
+        __atomic_load_n(&p->waiters, __ATOMIC_RELAXED) >= CG_COUNT_LIMIT ||
+        (bw & 3u) == 3u) /* breaker.h: states 0-2 */
+      return 0;
+  }
+  for (i = 0; i < CG_STATE_SLOTS; i++) {
+    uint64_t o = __atomic_load_n(&st->slots[i].owner, __ATOMIC_RELAXED);
+    /* limiter.c: pid << 32 | pool index + 1 */
+    if (o && ((o >> 32) == 0 || (o >> 32) >= CG_PID_LIMIT || (o & 0xFFFFFFFFu) == 0 ||
+              (o & 0xFFFFFFFFu) > CG_STATE_POOLS))
+      return 0;
+  }
+  return 1;
 }
 
 /* Clear everything and publish the header, magic last.  Called with the lock held. */
@@ -174,6 +301,7 @@ static int cg__open_own(const char *path, int flags, struct stat *sb, char *why,
 
 static int cg__open(const char *path, struct cg_state *st, int force_init, char *why,
                     size_t len) {
+  struct cg_state_guard g;
   struct stat sb;
   char boot[40];
   void *base;
@@ -201,8 +329,23 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
     return cg__fail(why, len, fd, "state file %s: cannot map it: %s", path);
   }
   cg__map_parts(st, base);
-  if (force_init || !cg__valid(st, boot))
+  cg_state_sigbus_install();
+  if (sigsetjmp(g.jb, 0) != 0) {
+    /* Cut short again while we looked at it or cleared it. */
+    flock(fd, LOCK_UN);
+    munmap(base, CG_STATE_SIZE);
+    memset(st, 0, sizeof(*st));
+    st->fd = -1;
+    errno = EIO;
+    return cg__fail(why, len, fd, "state file %s: truncated while it was initialised (%s)",
+                    path);
+  }
+  cg_state_guard_push(&g, st);
+  /* Garbage behind a good header (a stray write, a file of another program) would make
+   * every call run unpaced: it is re-made like a file of another layout. */
+  if (force_init || !cg__valid(st, boot) || !cg_state_body_ok(st))
     cg__init(st, boot);
+  cg_state_guard_pop(&g);
   flock(fd, LOCK_UN);
   st->fd = fd;
   return 0;
@@ -213,6 +356,9 @@ int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whyle
 }
 
 int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, size_t len) {
+  struct cg_state_guard g;
+  uint32_t version;
+  int valid;
   struct stat sb;
   char boot[40];
   void *base;
@@ -236,10 +382,21 @@ int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, siz
     return cg__fail(why, len, fd, "state file %s: cannot map it: %s", path);
   cg__map_parts(st, base);
   st->fd = fd;
-  if (!cg__valid(st, boot)) {
+  cg_state_sigbus_install();
+  if (sigsetjmp(g.jb, 0) != 0) {
+    snprintf(why, len, "state file %s was truncated while it was read (the next guarded "
+             "call, or curlguard reset, re-makes it)", path);
+    cg_state_close(st);
+    return -1;
+  }
+  cg_state_guard_push(&g, st);
+  valid = cg__valid(st, boot);
+  version = st->hdr->version;
+  cg_state_guard_pop(&g);
+  if (!valid) {
     snprintf(why, len, "state file %s is not a ready layout-%u file of this boot (layout %u "
              "in its header): not read (the next guarded call, or curlguard reset, re-makes "
-             "it)", path, CG_STATE_VERSION, st->hdr->version);
+             "it)", path, CG_STATE_VERSION, version);
     cg_state_close(st);
     return -1;
   }
@@ -287,18 +444,96 @@ __attribute__((constructor)) static void cg__fork_register(void) {
 
 /* Whether the mapping can be touched now: its file is still as long as the layout
  * (truncating a mapped file turns every access past the new end into SIGBUS) and still
- * carries the magic.  One fstat(2), about half a microsecond. */
+ * carries the magic.  One fstat(2), about half a microsecond; the read of the magic is
+ * guarded, since the file may be cut right after the fstat. */
 static int cg__usable(const struct cg_state *st, int *short_file) {
+  struct cg_state_guard g;
   struct stat sb;
+  int ok;
+
   *short_file = fstat(st->fd, &sb) != 0 || sb.st_size < (off_t) CG_STATE_SIZE;
   if (*short_file)
     return 0;
-  return __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC;
+  if (sigsetjmp(g.jb, 0) != 0) {
+    *short_file = 1;
+    return 0;
+  }
+  cg_state_guard_push(&g, st);
+  ok = __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC;
+  cg_state_guard_pop(&g);
+  return ok;
 }
 
 int cg_state_intact(const struct cg_state *st) {
   struct stat sb;
   return st && fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE;
+}
+
+/* The file at `path` is still the one `st` maps (same device and inode): repair it in
+ * place, as cg_state_open would (grow it to the layout, re-initialise it under its lock
+ * unless another process already did), keeping the mapping.  0 when it is usable again;
+ * 1 when `path` is now another file (or none), -1 when the repair failed. */
+static int cg__repair(struct cg_state *st, const char *path) {
+  struct cg_state_guard g;
+  struct stat sb, cur;
+  char boot[40], why[256];
+  int fd;
+  volatile int rc = 0;
+
+  fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
+  if (fd < 0 || fstat(st->fd, &cur) != 0 || cur.st_dev != sb.st_dev ||
+      cur.st_ino != sb.st_ino) {
+    if (fd >= 0)
+      close(fd);
+    return 1;
+  }
+  cg__boot_id(boot);
+  if (cg__lock(fd) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (fstat(fd, &sb) != 0 ||
+      (sb.st_size < (off_t) CG_STATE_SIZE && ftruncate(fd, (off_t) CG_STATE_SIZE) != 0)) {
+    rc = -1;
+  } else if (sigsetjmp(g.jb, 0) != 0) {
+    rc = -1; /* cut again meanwhile: the next call tries again */
+  } else {
+    cg_state_guard_push(&g, st);
+    if (!cg__valid(st, boot) || !cg_state_body_ok(st))
+      cg__init(st, boot);
+    cg_state_guard_pop(&g);
+  }
+  flock(fd, LOCK_UN);
+  close(fd);
+  return rc;
+}
+
+int cg_state_check(struct cg_state *st) {
+  struct cg_state_guard g;
+  struct stat sb;
+  char boot[40];
+  volatile int rc = 0;
+
+  if (!st || st->fd < 0)
+    return 0;
+  cg__boot_id(boot);
+  if (cg__lock(st->fd) != 0)
+    return 0;
+  if (fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE) {
+    if (sigsetjmp(g.jb, 0) == 0) {
+      cg_state_guard_push(&g, st);
+      if (cg__valid(st, boot) && !cg_state_body_ok(st)) {
+        cg__init(st, boot);
+        rc = 1;
+      }
+      cg_state_guard_pop(&g);
+    }
+  }
+  flock(st->fd, LOCK_UN);
+  if (rc)
+    cg_warn_once("state-garbage", "state file held values no curlguard writes (garbage behind "
+                 "a valid header); re-initialised it");
+  return rc;
 }
 
 struct cg_state *cg_state_get(const char *path) {
@@ -319,10 +554,18 @@ struct cg_state *cg_state_get(const char *path) {
   }
   st = cg__state_cur;
   if (st && !cg__usable(st, &short_file)) {
-    /* Full length again but not ready (emptied, re-made): a fresh mapping, which
-     * initialises it under the file's lock when nobody else has. */
-    if (!short_file && path && cg__nstates <= CG_STATE_REMAPS &&
-        cg_state_open(path, &cg__states[cg__nstates], why, sizeof(why)) == 0) {
+    /* Cut short, emptied or re-made under us: the same file is repaired in place (grown
+     * and re-initialised under its lock, as a new process would); a file that is now
+     * another one at the path gets a fresh mapping. */
+    int r = path ? cg__repair(st, path) : -1;
+    if (r == 0) {
+      if (!cg__state_bad)
+        cg_warn_once("state-repaired", "state file %s was %s; re-initialised it (its pools, "
+                     "breakers and budgets start over)", path,
+                     short_file ? "cut short under this process (truncated?)" : "not valid");
+      cg__state_bad = 0;
+    } else if (r == 1 && cg__nstates <= CG_STATE_REMAPS &&
+               cg_state_open(path, &cg__states[cg__nstates], why, sizeof(why)) == 0) {
       st = cg__state_cur = &cg__states[cg__nstates++];
       cg__state_bad = 0;
     } else {

@@ -21,6 +21,7 @@
 #ifndef CG_STATE_H
 #define CG_STATE_H
 
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -129,6 +130,15 @@ int cg_state_open(const char *path, struct cg_state *st, char *why, size_t whyle
  * mapping are allowed.  Returns 0 on success. */
 int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, size_t whylen);
 
+/* Whether the body of a mapped file whose header is valid holds only values its writers
+ * can produce (state.h's layout): every claimed pool's name is NUL-terminated and
+ * published, slot owners point at a pool that exists, and counters and flags stay within
+ * their bounds (a pool's inflight and waiters below 2^24, its breaker's state one of breaker.h's
+ * three, a slot owner's pid below 2^22, PID_MAX_LIMIT, and its pool index + 1 within
+ * 1..CG_STATE_POOLS).  0: garbage behind a good header, re-initialised by
+ * cg_state_open.  To be called inside a guarded region (it reads the mapping). */
+int cg_state_body_ok(const struct cg_state *st);
+
 /* Re-initialise the file: every pool and slot is cleared.  Returns 0 or -1 with `why`. */
 int cg_state_reset(const char *path, char *why, size_t whylen);
 
@@ -136,13 +146,64 @@ int cg_state_reset(const char *path, char *why, size_t whylen);
 void cg_state_close(struct cg_state *st);
 
 /* The process-wide mapping of the configured file, opened on first use; NULL when it
- * cannot be used (one "curlguard:" line then said why). */
+ * cannot be used (one "curlguard:" line then said why).  A file found cut short, or not
+ * a valid file of this layout and boot any more (emptied, overwritten, see cg_state_body_ok),
+ * is repaired first: grown back to the layout's size and re-initialised under its lock,
+ * as a new process would (one "curlguard:" line says so, once per process). */
 struct cg_state *cg_state_get(const char *path);
+
+/* A pool could not be found or claimed in `st` (limiter.h cg_limiter_pool: -1): check
+ * the body under the file's lock and re-initialise it when it is garbage behind a valid
+ * header (cg_state_body_ok), with one "curlguard:" line.  Returns 1 when it did (the
+ * caller looks again), 0 otherwise.  Must not be called inside a guarded region. */
+int cg_state_check(struct cg_state *st);
 
 /* 1 while the mapped file is still as long as the layout (one fstat(2)); 0 once it was
  * truncated under us, when touching the mapping would raise SIGBUS.  A call checks it
  * again after its transfer, before it writes what it learned. */
 int cg_state_intact(const struct cg_state *st);
+
+/* ---- SIGBUS: a file cut short under the mapping ----
+ *
+ * Any process of the user may truncate the file at any instant (`truncate -s 0`, `: >`),
+ * and the next access past the new end raises SIGBUS: no check before an access can
+ * close that window.  So every access to a mapping runs inside a guarded region: a
+ * SIGBUS handler, installed once when the first mapping is made (the previous action is
+ * saved), takes a fault only when its address lies inside the mapping of the innermost
+ * region of the faulting thread, and jumps back (siglongjmp) to where the region began,
+ * which then goes on without the file.  Every other SIGBUS goes to the host's previous
+ * handler, or to the default action, as if the guard were not there.
+ *
+ * A region costs no system call: sigsetjmp(buf, 0) saves no signal mask, and the handler
+ * runs with SA_NODEFER, so jumping out of it leaves the mask as it was.  The accesses in a
+ * region are lock-free atomics on shared words and take no process-local lock and no
+ * malloc while they touch the mapping, so abandoning one midway leaves nothing held.
+ *
+ *   struct cg_state_guard g;
+ *   if (sigsetjmp(g.jb, 0) != 0)
+ *     return what-to-do-without-the-file;    (the fault; g is already off the stack)
+ *   cg_state_guard_push(&g, st);
+ *   ... accesses ...
+ *   cg_state_guard_pop(&g);
+ */
+struct cg_state_guard {
+  sigjmp_buf jb;
+  const char *lo, *hi;             /* the mapping's bytes: [lo, hi) */
+  struct cg_state_guard *prev;     /* the thread's enclosing region, or NULL */
+};
+
+/* Install the SIGBUS handler once per process (thread-safe; later calls do nothing). */
+void cg_state_sigbus_install(void);
+
+/* Enter a region guarding `st`'s mapping (`g->jb` set by the caller's sigsetjmp just
+ * before; the handler must be installed).  Regions nest; pop them in reverse order. */
+void cg_state_guard_push(struct cg_state_guard *g, const struct cg_state *st);
+void cg_state_guard_pop(struct cg_state_guard *g);
+
+/* Leave the thread's regions for a while (a wait that runs host callbacks): a SIGBUS
+ * meanwhile is never taken for ours.  Returns what cg_state_guard_resume puts back. */
+struct cg_state_guard *cg_state_guard_suspend(void);
+void cg_state_guard_resume(struct cg_state_guard *g);
 
 /* The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22),
  * or 0 if it does not exist. */

@@ -2,6 +2,7 @@
 #include "url.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,8 +16,25 @@ static void cg__copy_lower(char *dst, size_t cap, const char *src, size_t n) {
   dst[n] = '\0';
 }
 
+/* libcurl's guess for a URL without a scheme, from the host's first label (urlapi.c). */
+static const char *cg__guess(const char *host, size_t n) {
+  static const char *const guess[] = {"ftp", "dict", "ldap", "imap", "smtp", "pop3"};
+  size_t i;
+  for (i = 0; i < sizeof(guess) / sizeof(guess[0]); i++) {
+    size_t len = strlen(guess[i]);
+    if (n > len && strncasecmp(host, guess[i], len) == 0 && host[len] == '.')
+      return guess[i];
+  }
+  return "http";
+}
+
 int cg_url_parse(const char *url, struct cg_url *out) {
+  return cg_url_parse_default(url, NULL, out);
+}
+
+int cg_url_parse_default(const char *url, const char *default_scheme, struct cg_url *out) {
   const char *p = url, *sep, *auth_end, *host, *host_end, *at;
+  int guessed = 0;
 
   memset(out, 0, sizeof(*out));
   out->port = -1;
@@ -24,17 +42,34 @@ int cg_url_parse(const char *url, struct cg_url *out) {
     return -1;
   while (*p == ' ' || *p == '\t')
     p++;
-  /* A scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) before "://" (RFC 3986
-   * section 3.1); "://" anywhere else (e.g. in a query) is not one. */
+  /* A scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 section 3.1)
+   * followed by ":/" (libcurl's Curl_is_absolute_url with guessing on); "://" anywhere
+   * else (e.g. in a query) is not one. */
   sep = p;
   if (isalpha((unsigned char) *sep))
     while (isalnum((unsigned char) *sep) || *sep == '+' || *sep == '-' || *sep == '.')
       sep++;
-  if (sep > p && strncmp(sep, "://", 3) == 0 && (size_t) (sep - p) < sizeof(out->scheme)) {
+  if (sep > p && sep[0] == ':' && sep[1] == '/') {
+    /* A longer scheme than the buffer is none the guard handles: kept cut short. */
     cg__copy_lower(out->scheme, sizeof(out->scheme), p, (size_t) (sep - p));
-    p = sep + 3;
+    p = sep + 1;
+    if (strcmp(out->scheme, "file") == 0) {
+      /* No host: file:/path, file:///path, file://localhost/path. */
+      size_t n = strcspn(p, "?#");
+      if (n >= sizeof(out->path))
+        n = sizeof(out->path) - 1;
+      memcpy(out->path, p, n);
+      out->path[n] = '\0';
+      return -1;
+    }
+    if (p[1] == '/' && p[2] == '/' && p[3] == '/')
+      return -1; /* libcurl: CURLUE_BAD_SLASHES */
+    while (*p == '/')
+      p++; /* libcurl takes one to three */
+  } else if (default_scheme && *default_scheme) {
+    cg__copy_lower(out->scheme, sizeof(out->scheme), default_scheme, strlen(default_scheme));
   } else {
-    strcpy(out->scheme, "http"); /* libcurl guesses http without a scheme */
+    guessed = 1; /* from the host, below */
   }
   auth_end = p + strcspn(p, "/?#");
   at = memchr(p, '@', (size_t) (auth_end - p));
@@ -60,6 +95,8 @@ int cg_url_parse(const char *url, struct cg_url *out) {
   }
   if (out->host[0] == '\0')
     return -1;
+  if (guessed)
+    snprintf(out->scheme, sizeof(out->scheme), "%s", cg__guess(out->host, strlen(out->host)));
   if (*host_end == ':' && host_end + 1 < auth_end)
     out->port = atoi(host_end + 1);
   else if (strcmp(out->scheme, "http") == 0)

@@ -159,9 +159,10 @@ class UntrustedStateFileTest(StateFileTestCase):
 
     def test_file_truncated_while_mapped_fails_open(self):
         """The file is cut to 0 bytes while a host has it mapped (review 6, item 10): the
-        next call checks the length first (fstat), runs unpaced with one `curlguard:`
-        line instead of dying of SIGBUS, and the limiter is used again once the file is
-        whole (`curlguard reset` re-makes it here)."""
+        next call checks the length first (fstat) and, instead of dying of SIGBUS, grows
+        the file back and re-initialises it under its lock, as a new process would (issue
+        11 item 2), with one `curlguard:` line; the limiter is used from then on
+        (`curlguard reset` clears it again here)."""
         if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
             raise unittest.SkipTest("python3-pycurl is not installed")
         script = r'''
@@ -189,9 +190,9 @@ print(out)
         self.assertEqual(p.stdout.strip(), b"[200, 200, 200, 200]")
         lines = p.stderr.decode().splitlines()
         self.assertEqual(len(lines), 1, lines)
-        self.assertRegex(lines[0], r"^curlguard: state file .* is shorter than its layout "
-                                   r"\(truncated\?\); requests run without the shared "
-                                   r"limiter until it is valid again$")
+        self.assertRegex(lines[0], r"^curlguard: state file .* was cut short under this "
+                                   r"process \(truncated\?\); re-initialised it \(its pools, "
+                                   r"breakers and budgets start over\)$")
         admitted = {x["name"]: x for x in self.stat()["pools"]}["127.0.0.1"]["admitted"]
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 

@@ -856,3 +856,28 @@ Test(handle, threads_one_by_one) {
 Test(handle, threads_in_bulk) {
   run_threads(in_bulk);
 }
+
+/* A handle freed where the guard cannot see it (libcurl's Curl_close of its closure
+ * handle) and its address reused by a new handle: the stale shadow is replaced, so no
+ * chain of the map holds one address twice and the map does not grow (issue 11 item 8). */
+Test(handle, reused_address_replaces_the_stale_shadow) {
+  size_t start = cg_handle_count();
+  struct cg_handle *a, *b;
+  int i;
+
+  a = cg_handle_add(FAKE(77), &fake_lib);
+  cr_assert_not_null(a);
+  cg_handle_record(a, CURLOPT_URL, &(struct cg_optval){.u.p = "http://old.example/"});
+  for (i = 0; i < 1000; i++) {
+    b = cg_handle_add(FAKE(77), &other_lib);
+    cr_assert_not_null(b);
+  }
+  cr_assert_eq(cg_handle_count(), start + 1, "%zu shadows for one address",
+               cg_handle_count() - start);
+  cr_assert_eq(cg_handle_get(FAKE(77)), b);
+  cr_assert_eq(b->lib, &other_lib);
+  cr_assert_null(b->url, "the new shadow starts from the defaults");
+  cg_handle_remove(FAKE(77));
+  cr_assert_null(cg_handle_get(FAKE(77)));
+  cr_assert_eq(cg_handle_count(), start);
+}

@@ -38,7 +38,20 @@ static const struct {
     {"http://[::1]/", "http", "::1", 80, "/"},
     {"https://[2001:DB8::1]/v1", "https", "2001:db8::1", 443, "/v1"},
     {"http://user:pw@[::1]:9000/p?q", "http", "::1", 9000, "/p"},
-    /* No scheme: libcurl guesses http. */
+    /* No scheme: libcurl guesses from the host's first label (urlapi.c), else http. */
+    {"ftp.example.com/pub", "ftp", "ftp.example.com", -1, "/pub"},
+    {"FTP.example.com", "ftp", "ftp.example.com", -1, "/"},
+    {"dict.example.com", "dict", "dict.example.com", -1, "/"},
+    {"ldap.example.com", "ldap", "ldap.example.com", -1, "/"},
+    {"imap.example.com", "imap", "imap.example.com", -1, "/"},
+    {"smtp.example.com", "smtp", "smtp.example.com", -1, "/"},
+    {"pop3.example.com", "pop3", "pop3.example.com", -1, "/"},
+    {"user@ftp.example.com/x", "ftp", "ftp.example.com", -1, "/x"},
+    {"ftpx.example.com", "http", "ftpx.example.com", 80, "/"},
+    {"ftp/x", "http", "ftp", 80, "/x"},
+    /* One slash (or three) after the scheme, as libcurl takes it. */
+    {"http:/example.com/x", "http", "example.com", 80, "/x"},
+    {"https:///example.com/x", "https", "example.com", 443, "/x"},
     {"example.com/path", "http", "example.com", 80, "/path"},
     {"example.com", "http", "example.com", 80, "/"},
     {"localhost:3000/v1?x=1", "http", "localhost", 3000, "/v1"},
@@ -97,7 +110,8 @@ Test(url, schemeless_with_scheme_like_text_in_query) {
 }
 
 static const char *const bad_cases[] = {
-    "http:///path", "https://", "http://:8080/", "http://user@/x", "http://[::1/x", "", "/just/a/path",
+    /* "http:///path" is host "path" to libcurl (one to three slashes); four are not. */
+    "http:////path", "https://", "http://:8080/", "http://user@/x", "http://[::1/x", "", "/just/a/path",
 };
 
 Test(url, missing_host_is_an_error) {
@@ -146,4 +160,30 @@ Test(url, is_http) {
     cr_assert_eq(cg_url_parse(c[i].url, &u), 0);
     cr_expect_eq(cg_url_is_http(&u), c[i].http, "%s", c[i].url);
   }
+}
+
+/* file: URLs never go to a host, with one slash too (issue 11 item 9): never http. */
+Test(url, file_urls_are_not_http) {
+  static const char *const urls[] = {"file:/etc/hostname", "file:///etc/hostname",
+                                     "file://localhost/etc/hostname", "FILE:/etc/hostname"};
+  size_t i;
+  for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+    struct cg_url u;
+    cg_url_parse(urls[i], &u);
+    cr_expect_str_eq(u.scheme, "file", "%s: scheme \"%s\"", urls[i], u.scheme);
+    cr_expect_eq(cg_url_is_http(&u), 0, "%s: taken for http", urls[i]);
+    cr_expect_eq(cg_url_parse(urls[i], &u), -1, "%s: has no host", urls[i]);
+  }
+}
+
+/* CURLOPT_DEFAULT_PROTOCOL replaces the guess for a URL without a scheme only. */
+Test(url, default_protocol) {
+  struct cg_url u;
+  cr_assert_eq(cg_url_parse_default("example.com/x", "ftp", &u), 0);
+  cr_expect_str_eq(u.scheme, "ftp");
+  cr_assert_eq(cg_url_parse_default("ftp.example.com/x", "https", &u), 0);
+  cr_expect_str_eq(u.scheme, "https");
+  cr_expect_eq(u.port, 443);
+  cr_assert_eq(cg_url_parse_default("http://example.com/x", "ftp", &u), 0);
+  cr_expect_str_eq(u.scheme, "http");
 }
