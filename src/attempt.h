@@ -73,12 +73,17 @@ struct cg_attempt {
   size_t dup_skip[2];      /* bytes libcurl will deliver again after a pause, per kind */
 
   long status;             /* of the last status line seen */
+  int in_body;             /* the last response's headers ended: body bytes follow */
   struct cg_hints hints;   /* of the last response */
   int host_aborted;        /* a host callback refused data or asked to abort */
-  int delivered;           /* some bytes of this attempt reached the host */
+  int delivered;           /* some bytes of this attempt reached a host callback */
+  int hop_delivered;       /* headers of a followed redirect reached the host: the call
+                              is committed to this attempt (see cg__ready_to_stream) */
   enum cg_guard_stop guard_stop;
 
   int wrap_read;           /* the host's read callback is wrapped */
+  int skip_hsts_read;      /* leave the host's HSTS read callback out of this perform:
+                              an earlier perform of the call fed libcurl its entries */
   int64_t read_bytes;      /* bytes the host's read callback handed out */
   struct cg_digest *digest;/* of the body read through the callback, or NULL */
 
