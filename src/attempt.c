@@ -467,6 +467,17 @@ static curl_socket_t cg__opensocket_cb(void *arg, curlsocktype purpose,
   return s;
 }
 
+/* SEEKDATA is the seek function's only userdata (lib/multi.c Curl_readrewind, lib/http.c
+ * and lib/ftp.c resume: conn->seek_client = data->set.seek_client).  CURL_SEEKFUNC_FAIL
+ * is a refusal; CANTSEEK only says "read instead" (resume) or "cannot resend". */
+static int cg__seek_cb(void *arg, curl_off_t offset, int origin) {
+  struct cg_attempt *a = arg;
+  int r = a->h->seek_fn(a->h->seek_data, offset, origin);
+  if (r == CURL_SEEKFUNC_FAIL)
+    a->host_aborted = 1;
+  return r;
+}
+
 /* READDATA is not the only userdata of the read function: a form part made with
  * curl_formadd(CURLFORM_STREAM, ptr) reads through it with `ptr` (lib/formdata.c
  * Curl_getformdata: curl_mime_data_cb(..., fread_func, ..., post->userp)).  So it is
@@ -540,6 +551,10 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
     CG_SET(CURLOPT_RESOLVER_START_FUNCTION, cg__resolver_start_cb);
     CG_SET(CURLOPT_RESOLVER_START_DATA, (void *) a);
   }
+  if (a->h->seek_fn) {
+    CG_SET(CURLOPT_SEEKFUNCTION, cg__seek_cb);
+    CG_SET(CURLOPT_SEEKDATA, (void *) a);
+  }
   if (a->h->opensocket_fn) {
     CG_SET(CURLOPT_OPENSOCKETFUNCTION, cg__opensocket_cb);
     CG_SET(CURLOPT_OPENSOCKETDATA, (void *) a);
@@ -587,6 +602,8 @@ void cg_attempt_restore(struct cg_attempt *a) {
    * then only recorded them (cg_handle_overridden). */
   set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
   set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
+  set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
+  set(c, CURLOPT_SEEKDATA, h->seek_data);
   set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
   set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
   set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);

@@ -58,6 +58,7 @@ struct config {
     curl_off_t post_size;          /* CURLOPT_POSTFIELDSIZE_LARGE */
     const char *read_body;         /* sent through the read callback */
     bool seek;
+    bool seek_fail;                /* the seek callback returns CURL_SEEKFUNC_FAIL */
     struct curl_slist *headers;    /* CURLOPT_HTTPHEADER, shared read-only */
     enum write_mode write_mode;
     const char *out_path;          /* --out, for --write data */
@@ -114,6 +115,7 @@ struct body_source {
     size_t pos;
     curl_off_t handed_out;
     long seeks;
+    bool fail;                     /* --seek-fail */
 };
 
 /* XFERINFODATA / PROGRESSDATA. */
@@ -183,6 +185,7 @@ static void usage(FILE *fp)
 "  --post-size-large N      CURLOPT_POSTFIELDSIZE_LARGE\n"
 "  --read-body STR          send STR through a read callback (<= 7 bytes/call)\n"
 "  --seek                   also install a seek callback for the read body\n"
+"  --seek-fail              the seek callback returns CURL_SEEKFUNC_FAIL\n"
 "  --header 'Name: value'   add a request header (repeatable)\n"
 "  --write cb|default|data  body: own callback | libcurl's fwrite to stdout |\n"
 "                           libcurl's fwrite to WRITEDATA = --out PATH\n"
@@ -330,6 +333,7 @@ static bool parse_flag(struct config *cfg, const char *opt)
 {
     static const struct { const char *name; size_t offset; } flags[] = {
         { "--seek",       offsetof(struct config, seek) },
+        { "--seek-fail",  offsetof(struct config, seek_fail) },
         { "--pause-once", offsetof(struct config, pause_once) },
         { "--errbuf",     offsetof(struct config, errbuf) },
         { "--follow",     offsetof(struct config, follow) },
@@ -404,6 +408,8 @@ static void check_config(const struct config *cfg)
         usage_error("--form-stream is the request body: no other body or --method");
     if (cfg->header_info && cfg->header_mode != HEADERS_CB)
         usage_error("--header-info needs --headers cb");
+    if (cfg->seek_fail && !cfg->seek)
+        usage_error("--seek-fail needs --seek");
     if (cfg->hsts_oneshot && cfg->hsts_fail)
         usage_error("give at most one of --hsts-oneshot and --hsts-fail");
 }
@@ -647,6 +653,8 @@ static int seek_cb(void *userdata, curl_off_t offset, int origin)
     if (!src || src->magic != SOURCE_MAGIC)
         die_bad_pointer("seek", userdata);
     src->seeks++;
+    if (src->fail)
+        return CURL_SEEKFUNC_FAIL;
     if (origin != SEEK_SET || offset < 0 || offset > (curl_off_t)src->len)
         return CURL_SEEKFUNC_FAIL;
     src->pos = (size_t)offset;
@@ -1162,6 +1170,7 @@ static void init_scenario(struct scenario *s, const struct config *cfg,
     if (cfg->form_stream)
         s->source.data = cfg->form_stream;
     s->source.len = strlen(s->source.data);
+    s->source.fail = cfg->seek_fail;
 
     s->progress.magic = PROGRESS_MAGIC;
     s->progress.abort_after = cfg->abort_progress_after;

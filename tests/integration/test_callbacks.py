@@ -78,6 +78,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif self.path == "/to-ftp":
             self._answer(301, b"to ftp\n",
                          [("Location", f"ftp://127.0.0.1:{self.server.ftp_port}/file.txt")])
+        elif self.path == "/307":
+            self._answer(307, b"again\n", [("Location", base + "/form")])
         elif self.path == "/close":
             self._answer(200, b"closing body\n", close=True)
         else:
@@ -86,6 +88,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def do_POST(self):
+        if self.path == "/307":
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            return self.do_GET()
         n = int(self.headers.get("Content-Length", "0"))
         data = self.rfile.read(n)
         tail = data[data.find(b"\r\n\r\n") + 4:data.rfind(b"\r\n--")] if b"\r\n\r\n" in data else data
@@ -278,6 +283,17 @@ class CallbackTest(harness.GuardTestCase):
         g, p = self.both(argv)
         self.assertSame(g, p)
         self.assertIn(b"rc=7 ", g.stderr)
+        self.assertEqual([(r["attempt"], r["outcome"], r["final"]) for r in self.records()],
+                         [(1, "aborted_by_host", True)])
+
+    def test_seek_refusal_is_final(self):
+        """A 307 makes libcurl rewind the read body through the host's seek callback; a
+        CURL_SEEKFUNC_FAIL is the host's refusal (CURLE_SEND_FAIL_REWIND), not curl_error."""
+        argv = [harness.CGHOST, "--read-body", "0123456789abcdef", "--seek", "--seek-fail",
+                "--follow", "--errbuf", self.base + "/307"]
+        g, p = self.both(argv)
+        self.assertSame(g, p)
+        self.assertIn(b"rc=65 ", g.stderr)
         self.assertEqual([(r["attempt"], r["outcome"], r["final"]) for r in self.records()],
                          [(1, "aborted_by_host", True)])
 
