@@ -97,8 +97,12 @@ static int cg__flush(struct cg_attempt *a) {
     size_t r = cg__host(a, e->kind, e->data, e->len);
     if (r == CURL_WRITEFUNC_PAUSE)
       return 1;
-    if (r != e->len)
+    if (r != e->len) {
+      /* Refused: the transfer ends here, and nothing of it is offered again. */
+      cg_attempt_discard(a);
+      a->mode = CG_MODE_STREAM;
       return -1;
+    }
     cg__drop_head(a);
   }
   a->mode = CG_MODE_STREAM;
@@ -292,9 +296,7 @@ static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t 
   if (ready == CG_READY_HOP) {
     /* A followed redirect's headers went to the host: committed, the rest streams.
      * If they went nowhere (no header callback), the next hop is held like any. */
-    if (a->delivered)
-      a->hop_delivered = 1;
-    else
+    if (!a->delivered)
       a->mode = CG_MODE_HOLD;
   }
   if (skip < n) {

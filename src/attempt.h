@@ -77,8 +77,6 @@ struct cg_attempt {
   struct cg_hints hints;   /* of the last response */
   int host_aborted;        /* a host callback refused data or asked to abort */
   int delivered;           /* some bytes of this attempt reached a host callback */
-  int hop_delivered;       /* headers of a followed redirect reached the host: the call
-                              is committed to this attempt (see cg__ready_to_stream) */
   enum cg_guard_stop guard_stop;
 
   int wrap_read;           /* the host's read callback is wrapped */

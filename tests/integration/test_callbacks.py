@@ -24,6 +24,7 @@ import socket
 import socketserver
 import threading
 import unittest
+import urllib.parse
 
 try:
     from . import harness
@@ -33,6 +34,7 @@ except ImportError:          # discovered with tests/integration as the top-leve
 FAST = {"CURLGUARD_BACKOFF_BASE_MS": "20", "CURLGUARD_BACKOFF_CAP_MS": "50",
         "CURLGUARD_MAX_ATTEMPTS": "3"}
 FTP_FILE = b"ftp file contents\n"
+OK_BODY = {"action": 200, "body": "ok\n"}
 
 
 def closed_port():
@@ -69,7 +71,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        if self.path == "/redir":
+        if self.path.startswith("/redir-to?u="):
+            self._answer(301, b"moved\n", [("Location", urllib.parse.unquote(self.path[12:]))])
+        elif self.path == "/redir":
             self._answer(301, b"moved\n", [("Location", base + "/final")])
         elif self.path == "/redir2":
             self._answer(302, b"moved again\n", [("Location", "/redir")])
@@ -217,13 +221,43 @@ class CallbackTest(harness.GuardTestCase):
                       % self.base.encode(), p.stderr)
         self.assertEqual(self.outcomes(), [(1, "ok", "done", True)])
 
-    def test_redirect_headers_nowhere_still_retryable(self):
-        """A host that takes no headers is shown nothing of a redirect hop, so a failure of
-        the last hop can still be retried: a redirect to a closed port is retried (the
-        redirect made it curl_error, final, since an earlier server answered)."""
-        argv = [harness.CGHOST, "--follow", self.base + "/redir"]
-        g, p = self.both(argv)
-        self.assertSame(g, p)
+    def redirect_to(self, plan):
+        url = self.mock.url("/v1/after-redirect", plan=plan)
+        return url, self.base + "/redir-to?u=" + urllib.parse.quote(url, safe="")
+
+    def test_redirect_then_503_retried_when_host_takes_no_headers(self):
+        """A host that takes no headers is shown nothing of a redirect hop, so a 503 on the
+        last hop is still retried (the redirect again, then the 200)."""
+        final = {"action": 200, "body": "after the redirect\n"}
+        gtarget, gurl = self.redirect_to(["503:ra=0", final])
+        _, purl = self.redirect_to([final])
+        g = harness.run([harness.CGHOST, "--follow", gurl], self.genv(), timeout=30)
+        p = harness.run([harness.CGHOST, "--follow", purl], harness.plain_env(), timeout=30)
+        self.assertEqual((g.returncode, g.stdout), (p.returncode, p.stdout))
+        self.assertEqual(g.stdout, b"after the redirect\n")
+        self.assertEqual(len(self.mock.entries(url=gtarget)), 2)
+        self.assertEqual([(r["attempt"], r["decision"]) for r in self.records()],
+                         [(1, "retry"), (2, "done")])
+
+    def test_redirect_then_503_final_once_hop_headers_were_shown(self):
+        """The rule: once a redirect hop's headers reached the host's header callback the
+        call is committed; the last hop's 503 streams and is not retried (a retry would show
+        the 301 twice). What the host sees is what it sees without the guard."""
+        gtarget, gurl = self.redirect_to(["503:ra=0", OK_BODY])
+        _, purl = self.redirect_to(["503:ra=0", OK_BODY])
+        argv = [harness.CGHOST, "--follow", "--headers", "cb", "--header-info"]
+        g = harness.run(argv + [gurl], self.genv(), timeout=30)
+        p = harness.run(argv + [purl], harness.plain_env(), timeout=30)
+        def norm(b):
+            b = re.sub(rb"127\.0\.0\.1:\d+/[^\s\]]*", b"URL", b)
+            return re.sub(rb"(?im)^(H: \[[^\]]*\] )?(date|x-request-id|x-mock-[a-z-]*): .*$",
+                          rb"\1\2: X", b)
+        self.assertEqual((g.returncode, norm(g.stdout), norm(g.stderr)),
+                         (p.returncode, norm(p.stdout), norm(p.stderr)))
+        self.assertEqual(g.stderr.count(b"HTTP/1.1 301"), 1)
+        self.assertEqual(len(self.mock.entries(url=gtarget)), 1)
+        self.assertEqual([(r["attempt"], r["decision"], r["reason"]) for r in self.records()],
+                         [(1, "give_up", "response_delivered")])
 
     def test_curl_include_follow_http(self):
         argv = [harness.CURL, "-sS", "-i", "-L", self.base + "/redir2"]
