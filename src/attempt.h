@@ -6,7 +6,13 @@
  *   - at a 2xx/3xx status line (unless a redirect will be followed): stream at once,
  *     except when `hold_body` is set (idempotent requests, which can be retried if the
  *     body is cut): then a body of announced length up to CG_HOLD_MAX that is not
- *     text/event-stream is held whole;
+ *     text/event-stream is held whole, and handed over inside the transfer the moment
+ *     its last byte arrived (an answer without a body: at the end of its headers), so
+ *     the host sees it before libcurl's close-socket and share unlock callbacks;
+ *   - at the end of a followed redirect's headers: handed over while that hop is current
+ *     (getinfo inside the host's header callback describes it); if any of it reached a
+ *     host callback, the attempt streams from then on and is not retried (the host would
+ *     see the hop twice), else the next hop is held like the first;
  *   - at the end of a 4xx/5xx response's headers: the guard's preview says whether
  *     this response would be retried; if not, stream it;
  *   - when more than CG_HOLD_MAX bytes are held: stream (too big to be an error page);
@@ -20,6 +26,11 @@
  * function, or the write function with HEADERDATA when only HEADERDATA is set, or
  * nowhere.  Their return values are honoured: a short write or CURL_WRITEFUNC_ERROR
  * ends the transfer (host abort, never retried), CURL_WRITEFUNC_PAUSE pauses it.
+ *
+ * Other wrapped callbacks (progress, prereq, read, seek, resolver start, open socket)
+ * get the host's own *DATA pointer; a refusal by any of them is the host's decision
+ * (host_aborted: final).  The read function is not wrapped for a form post, whose
+ * CURLFORM_STREAM parts libcurl reads through it with their own pointers.
  */
 #ifndef CG_ATTEMPT_H
 #define CG_ATTEMPT_H

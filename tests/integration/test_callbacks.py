@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import socketserver
+import subprocess
 import threading
 import unittest
 import urllib.parse
@@ -289,6 +290,38 @@ class CallbackTest(harness.GuardTestCase):
         self.assertEqual(self.outcomes(), [(1, "connect_refused", "retry", False),
                                            (2, "connect_refused", "retry", False),
                                            (3, "connect_refused", "give_up", True)])
+
+    def test_hsts_oneshot_not_asked_by_the_fail_fast_after_an_attempt(self):
+        """The guard's "no transfer" perform after a fail-fast runs libcurl's pretransfer,
+        which asks the HSTS read callback: after an attempt of the same call it must not
+        (the breaker opens during the retry's backoff; review 6's scenario)."""
+        breaker = dict(CURLGUARD_BREAKER_MIN_REQUESTS="4", CURLGUARD_BREAKER_FAILURE_RATE="0.5",
+                       CURLGUARD_BREAKER_WINDOW_S="60", CURLGUARD_BREAKER_COOLDOWN_S="30")
+        wenv = self.guard_env(extra=dict(breaker, CURLGUARD_MAX_ATTEMPTS="2",
+                                         CURLGUARD_BACKOFF_BASE_MS="2000",
+                                         CURLGUARD_BACKOFF_CAP_MS="2000",
+                                         CURLGUARD_JITTER="none"))
+        first = self.mock.url("/v1/chat/completions", plan="503,200")
+        waiting = subprocess.Popen([str(harness.CGHOST), "--hsts-oneshot", first], env=wenv,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self.mock.wait_entries(url=first, count=1, timeout=10)
+            bad = self.mock.url("/v1/chat/completions", plan="503")
+            oenv = self.guard_env(extra=dict(breaker, CURLGUARD_MAX_ATTEMPTS="1"))
+            for _ in range(3):          # with the waiting call's 503: 4 of 4 failed
+                harness.run([harness.CURL, "-sS", "-o", "/dev/null", bad], oenv, timeout=30)
+            out, err = waiting.communicate(timeout=30)
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.wait(10)
+        self.assertEqual(waiting.returncode, 1, err)
+        self.assertIn(b"perform=1 rc=7 ", err)
+        self.assertEqual(err.count(b"hsts read: done"), 1, err)
+        recs = [r for r in self.records() if r["path"] == "/v1/chat/completions" and
+                r["request_id"] == self.records()[0]["request_id"]]
+        self.assertEqual([(r["attempt"], r["outcome"]) for r in recs],
+                         [(1, "http_503"), (2, "circuit_open")])
 
     def test_hsts_read_failing_is_the_hosts_decision(self):
         argv = [harness.CGHOST, "--hsts-fail", self.base + "/final"]
