@@ -572,8 +572,10 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
 }
 
 void cg_attempt_restore(struct cg_attempt *a) {
-  const struct cg_handle *h = a->h;
-  CURL *c = h->curl;
+  cg_attempt_put_back(a->h, a->h->curl);
+}
+
+void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
   CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
 
   set(c, CURLOPT_WRITEFUNCTION, h->write_fn); /* NULL: libcurl's fwrite default */
@@ -591,17 +593,14 @@ void cg_attempt_restore(struct cg_attempt *a) {
   set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
   set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
   set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
-  if (a->wrap_read) {
-    set(c, CURLOPT_READFUNCTION, h->read_fn);
-    set(c, CURLOPT_READDATA, h->read_data);
-  }
+  /* All of them, wrapped or not: the host may have set one from a callback during the
+   * attempt, and the shim then only recorded it (cg_handle_overridden).  NULL puts
+   * libcurl's default back (fread for the read function). */
+  set(c, CURLOPT_READFUNCTION, h->read_fn);
+  set(c, CURLOPT_READDATA, h->read_data);
   set(c, CURLOPT_HTTPHEADER, h->httpheader);
-  if (a->watch_resend) {
-    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn);
-    set(c, CURLOPT_PREREQDATA, h->prereq_data);
-  }
-  /* Always: the host may have set them from a callback during the attempt, and the shim
-   * then only recorded them (cg_handle_overridden). */
+  set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn); /* refused before 7.80: never set then */
+  set(c, CURLOPT_PREREQDATA, h->prereq_data);
   set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
   set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
   set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);

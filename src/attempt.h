@@ -139,6 +139,11 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
 /* Put back every option cg_attempt_install changed, from the shadow. */
 void cg_attempt_restore(struct cg_attempt *a);
 
+/* The same on handle `c` from shadow `h`: also for a copy the host made with
+ * curl_easy_duphandle from inside a callback, which libcurl made with the attempt's
+ * callbacks, data pointers (the attempt's, gone after it), error buffer, headers. */
+void cg_attempt_put_back(const struct cg_handle *h, CURL *c);
+
 /* Hand the held response to the host's callbacks, in order, as libcurl would have,
  * after the transfer ended.  A host that pauses (CURL_WRITEFUNC_PAUSE) is offered the
  * same bytes again, with its progress callback called in between as libcurl does while

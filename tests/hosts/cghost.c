@@ -80,6 +80,8 @@ struct config {
     bool opensocket_refuse;        /* OPENSOCKETFUNCTION returns CURL_SOCKET_BAD */
     bool closesocket;              /* CLOSESOCKETFUNCTION prints [CLOSE] to stdout */
     bool share_locks;              /* a share (connections) whose lock/unlock print */
+    bool dup_in_callback;          /* duphandle inside the header callback, run the copy
+                                      through the multi API afterwards */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -105,6 +107,8 @@ struct header_sink {
     const char *prefix;
     long calls;
     CURL *info;                    /* --header-info: the handle to ask, or NULL */
+    CURL *dup_from;                /* --dup-in-callback: the handle being performed */
+    CURL *dup;                     /* its copy, made in the first header callback */
 };
 
 /* READDATA / SEEKDATA: the request body. */
@@ -214,7 +218,9 @@ static void usage(FILE *fp)
 "  --resolver-start-refuse  resolver start callback returns 1\n"
 "  --opensocket-refuse      open-socket callback returns CURL_SOCKET_BAD\n"
 "  --closesocket            close-socket callback prints [CLOSE] to stdout\n"
-"  --share-locks            connection share; lock/unlock print to stdout\n",
+"  --share-locks            connection share; lock/unlock print to stdout\n"
+"  --dup-in-callback        duphandle in the first header callback; the copy is\n"
+"                           then run through the multi API and reported\n",
         fp);
 }
 
@@ -350,6 +356,7 @@ static bool parse_flag(struct config *cfg, const char *opt)
         { "--opensocket-refuse", offsetof(struct config, opensocket_refuse) },
         { "--closesocket", offsetof(struct config, closesocket) },
         { "--share-locks", offsetof(struct config, share_locks) },
+        { "--dup-in-callback", offsetof(struct config, dup_in_callback) },
     };
     size_t k;
 
@@ -408,6 +415,10 @@ static void check_config(const struct config *cfg)
         usage_error("--form-stream is the request body: no other body or --method");
     if (cfg->header_info && cfg->header_mode != HEADERS_CB)
         usage_error("--header-info needs --headers cb");
+    if (cfg->dup_in_callback && (cfg->header_mode != HEADERS_CB || cfg->threads ||
+                                 cfg->dup || cfg->twice || cfg->reset))
+        usage_error("--dup-in-callback needs --headers cb, and no --threads, --dup, "
+                    "--twice or --reset");
     if (cfg->seek_fail && !cfg->seek)
         usage_error("--seek-fail needs --seek");
     if (cfg->hsts_oneshot && cfg->hsts_fail)
@@ -527,6 +538,11 @@ static size_t header_cb(char *data, size_t size, size_t nitems, void *userdata)
     if (!hs || hs->magic != HEADER_SINK_MAGIC)
         die_bad_pointer("header", userdata);
     hs->calls++;
+    if (hs->dup_from && !hs->dup) {
+        hs->dup = curl_easy_duphandle(hs->dup_from);
+        if (!hs->dup)
+            fprintf(hs->out, "cghost: curl_easy_duphandle in the header callback failed\n");
+    }
     fputs(hs->prefix, hs->out);
     if (hs->info) {
         /* What a header callback may ask libcurl about the response it is in. */
@@ -1017,6 +1033,33 @@ static void report_perform(struct scenario *s, CURL *h, CURLcode rc)
     fflush(s->err);
 }
 
+/* Run `h` to the end through a private multi handle, as git or curl --parallel do. */
+static CURLcode perform_multi(CURL *h)
+{
+    CURLM *m = curl_multi_init();
+    CURLcode rc = CURLE_FAILED_INIT;
+    int running = 1;
+
+    if (!m)
+        return rc;
+    curl_multi_add_handle(m, h);
+    while (running) {
+        CURLMsg *msg;
+        int left;
+
+        if (curl_multi_perform(m, &running) != CURLM_OK)
+            break;
+        while ((msg = curl_multi_info_read(m, &left)))
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+                rc = msg->data.result;
+        if (running && curl_multi_poll(m, NULL, 0, 100, NULL) != CURLM_OK)
+            break;
+    }
+    curl_multi_remove_handle(m, h);
+    curl_multi_cleanup(m);
+    return rc;
+}
+
 static void perform_and_report(struct scenario *s, CURL *h)
 {
     CURLcode rc;
@@ -1070,7 +1113,23 @@ static void run_scenario(struct scenario *s)
         s->failed = true;
         return;
     }
+    if (cfg->dup_in_callback)
+        s->headers.dup_from = h;
     perform_and_report(s, h);
+    if (s->headers.dup) {
+        CURL *copy = s->headers.dup;
+        CURLcode rc;
+
+        s->headers.dup_from = NULL;
+        s->headers.dup = NULL;
+        start_perform(s);
+        rc = perform_multi(copy);
+        s->performs++;
+        if (rc != CURLE_OK)
+            s->failed = true;
+        report_perform(s, copy, rc);
+        curl_easy_cleanup(copy);
+    }
 
     if (cfg->twice) {
         s->source.pos = 0;               /* rewind, as a normal host would */

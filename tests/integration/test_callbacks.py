@@ -83,6 +83,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif self.path == "/to-ftp":
             self._answer(301, b"to ftp\n",
                          [("Location", f"ftp://127.0.0.1:{self.server.ftp_port}/file.txt")])
+        elif self.path.startswith("/once/"):
+            # the first request of a key is answered, later ones get nothing (curl rc 52)
+            with self.server.lock:
+                seen = self.path in self.server.seen
+                self.server.seen.add(self.path)
+            if seen:
+                self.close_connection = True
+                return
+            self._answer(200, b"once\n", close=True)
         elif self.path == "/307":
             self._answer(307, b"again\n", [("Location", base + "/form")])
         elif self.path == "/close":
@@ -93,7 +102,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def do_POST(self):
-        if self.path == "/307":
+        if self.path == "/307" or self.path.startswith("/once/"):
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             return self.do_GET()
         n = int(self.headers.get("Content-Length", "0"))
@@ -168,6 +177,7 @@ class CallbackTest(harness.GuardTestCase):
         cls.ftp = _FTPServer(("127.0.0.1", 0), _FTP)
         cls.http = _Server(("127.0.0.1", 0), _Handler)
         cls.http.ftp_port = cls.ftp.server_address[1]
+        cls.http.seen, cls.http.lock = set(), threading.Lock()
         for srv in (cls.ftp, cls.http):
             threading.Thread(target=srv.serve_forever, daemon=True).start()
         cls.base = f"http://127.0.0.1:{cls.http.server_address[1]}"
@@ -363,6 +373,25 @@ class CallbackTest(harness.GuardTestCase):
         self.assertIn(b"rc=65 ", g.stderr)
         self.assertEqual([(r["attempt"], r["outcome"], r["final"]) for r in self.records()],
                          [(1, "aborted_by_host", True)])
+
+    def test_duphandle_inside_a_callback_gets_the_hosts_callbacks(self):
+        """libcurl copies the options it has at the time: inside a callback of an attempt
+        those are the guard's wrappers with the attempt's pointer (gone once it ends). The
+        copy, run through the multi API (unguarded), must call the host's callbacks."""
+        for how in (["--post-fields", "x"], []):   # streamed (POST) / handed over complete
+            with self.subTest(how=how):
+                self.dup_in_callback(how)
+
+    def dup_in_callback(self, how):
+        argv = [harness.CGHOST, "--headers", "cb", "--dup-in-callback", "--errbuf"] + how
+        key = "/once/%d-" % len(how)
+        g = harness.run(argv + [self.base + key + "g"], self.genv(), timeout=30)
+        p = harness.run(argv + [self.base + key + "p"], harness.plain_env(), timeout=30)
+        self.assertSame(g, p)
+        self.assertEqual(g.stdout, b"once\n")
+        # the copy's error text lands in the host's buffer, not in the attempt's
+        self.assertRegex(g.stderr, rb'perform=2 rc=52 status=0 method=[A-Z]+ '
+                                   rb'errbuf="Empty reply from server"')
 
     # -- item 7: callbacks after the held response ----------------------------------------
 
