@@ -41,6 +41,11 @@ static size_t cg__host_header(struct cg_attempt *a, char *p, size_t n) {
   return fwrite(p, 1, n, (FILE *) h->header_data);
 }
 
+/* 1 when header lines reach a host callback at all (see cg__host_header). */
+static int cg__host_takes_headers(const struct cg_handle *h) {
+  return h->header_fn || h->header_data;
+}
+
 static size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p, size_t n) {
   size_t r = k == CG_KIND_WRITE ? cg__host_write(a, p, n) : cg__host_header(a, p, n);
   if (r != n && r != CURL_WRITEFUNC_PAUSE) {
@@ -50,8 +55,8 @@ static size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p, size_t n) 
              k == CG_KIND_WRITE ? "Failure writing output to destination"
                                 : "Failed writing header");
   }
-  if (r == n)
-    a->delivered = 1;
+  if (r == n && (k == CG_KIND_WRITE || cg__host_takes_headers(a->h)))
+    a->delivered = 1; /* dropped header lines reached nobody: nothing to take back */
   return r;
 }
 
@@ -92,8 +97,12 @@ static int cg__flush(struct cg_attempt *a) {
     size_t r = cg__host(a, e->kind, e->data, e->len);
     if (r == CURL_WRITEFUNC_PAUSE)
       return 1;
-    if (r != e->len)
+    if (r != e->len) {
+      /* Refused: the transfer ends here, and nothing of it is offered again. */
+      cg_attempt_discard(a);
+      a->mode = CG_MODE_STREAM;
       return -1;
+    }
     cg__drop_head(a);
   }
   a->mode = CG_MODE_STREAM;
@@ -195,7 +204,26 @@ static int cg__holdable_body(const struct cg_hints *hints) {
   return end != hints->content_length && n >= 0 && n <= CG_HOLD_MAX;
 }
 
-/* Whether a held response can be handed over now.  Called after each header line. */
+/* 1 for a response whose headers are all of it: an answer to HEAD, 204, 304, or an
+ * announced empty body.  Nothing more can go wrong with it. */
+static int cg__bodiless(const struct cg_attempt *a) {
+  return a->h->nobody || a->status == 204 || a->status == 304 ||
+         strcmp(a->hints.content_length, "0") == 0;
+}
+
+#define CG_READY_HOP 2 /* cg__ready_to_stream: a followed redirect's headers, see there */
+
+/* Whether a held response can be handed over now.  Called after each header line.
+ *
+ * A redirect that libcurl follows (FOLLOWLOCATION, a 3xx with Location) is handed over
+ * at the end of its headers, while it is still the current hop: a header callback that
+ * calls curl_easy_getinfo sees that hop's code, effective URL and scheme, as without the
+ * guard (curl's tool_cb_hdr.c decides from CURLINFO_SCHEME whether to show headers).
+ * Holding it until the last hop would show it to the host with the next hop's details.
+ * Once any of its bytes reached a host callback the call is committed to this attempt:
+ * the following hops stream and are not retried (a retry would show the host the earlier
+ * hops twice).  A host that takes no headers is given nothing, so the call stays
+ * retryable. */
 static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of_headers) {
   long s = a->status;
   int follows = a->h->followlocation && s >= 300 && s < 400 && s != 304;
@@ -208,8 +236,12 @@ static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of
     return 0; /* 1xx: the real response follows */
   if (s < 400) {
     if (follows && a->hints.has_location)
-      return 0; /* libcurl follows: the next response is the one that counts */
-    return !a->hold_body || !cg__holdable_body(&a->hints);
+      return CG_READY_HOP;
+    /* A body held whole is handed over the moment it is complete (cg__write_cb), an
+     * answer without a body at once: before libcurl ends the transfer, so the host sees
+     * it before the close-socket and share unlock callbacks that follow, as without the
+     * guard. */
+    return !a->hold_body || !cg__holdable_body(&a->hints) || cg__bodiless(a);
   }
   return !(a->preview && a->preview(a, a->preview_arg));
 }
@@ -261,6 +293,12 @@ static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t 
   }
   if (rc < 0)
     return 0;
+  if (ready == CG_READY_HOP) {
+    /* A followed redirect's headers went to the host: committed, the rest streams.
+     * If they went nowhere (no header callback), the next hop is held like any. */
+    if (!a->delivered)
+      a->mode = CG_MODE_HOLD;
+  }
   if (skip < n) {
     r = cg__host(a, k, p + skip, n - skip);
     if (r == CURL_WRITEFUNC_PAUSE) {
@@ -274,6 +312,23 @@ static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t 
   return n;
 }
 
+/* 1 when a held 2xx/3xx body has all its announced bytes: libcurl counts the body's
+ * bytes as received, before decoding, before it calls the write function
+ * (lib/transfer.c readwrite_data), so CURLINFO_SIZE_DOWNLOAD_T includes these. */
+static int cg__body_complete(struct cg_attempt *a) {
+  curl_off_t got = 0;
+  char *end;
+  long long want;
+
+  if (!a->in_body || a->status < 200 || a->status >= 400 || !a->hints.content_length[0])
+    return 0;
+  want = strtoll(a->hints.content_length, &end, 10);
+  if (end == a->hints.content_length || want < 0)
+    return 0;
+  return a->h->lib->easy_getinfo(a->h->curl, CURLINFO_SIZE_DOWNLOAD_T, &got) == CURLE_OK &&
+         got >= want;
+}
+
 static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   size_t n = size * nmemb;
@@ -283,7 +338,7 @@ static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
    * delivers again after a pause is in dup_skip, and not read twice). */
   if (a->usage && a->dup_skip[CG_KIND_WRITE] < n && cg__usage_body(&a->hints))
     cg_usage_feed(a->usage, p + a->dup_skip[CG_KIND_WRITE], n - a->dup_skip[CG_KIND_WRITE]);
-  return cg__on_data(a, CG_KIND_WRITE, p, n, 0);
+  return cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
 }
 
 static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
@@ -300,8 +355,10 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
       a->status = s;
       memset(&a->hints, 0, sizeof(a->hints));
       status_line = 1;
+      a->in_body = 0;
     } else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n')) {
       end = 1;
+      a->in_body = a->status >= 200;
     } else {
       cg__parse_header(a, p, n);
     }
@@ -392,6 +449,42 @@ static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int loca
   return CURL_PREREQFUNC_OK;
 }
 
+/* libcurl calls these with exactly the *DATA pointer set beside them (lib/hostip.c
+ * Curl_resolv: resolver_start_client; lib/cf-socket.c socket_open: opensocket_client).
+ * A refusal is the host's decision, final: not a DNS or connect failure to retry. */
+static int cg__resolver_start_cb(void *resolver, void *reserved, void *arg) {
+  struct cg_attempt *a = arg;
+  int r = a->h->resolver_start_fn(resolver, reserved, a->h->resolver_start_data);
+  if (r != 0)
+    a->host_aborted = 1;
+  return r;
+}
+
+static curl_socket_t cg__opensocket_cb(void *arg, curlsocktype purpose,
+                                       struct curl_sockaddr *addr) {
+  struct cg_attempt *a = arg;
+  curl_socket_t s = a->h->opensocket_fn(a->h->opensocket_data, purpose, addr);
+  if (s == CURL_SOCKET_BAD)
+    a->host_aborted = 1;
+  return s;
+}
+
+/* SEEKDATA is the seek function's only userdata (lib/multi.c Curl_readrewind, lib/http.c
+ * and lib/ftp.c resume: conn->seek_client = data->set.seek_client).  CURL_SEEKFUNC_FAIL
+ * is a refusal; CANTSEEK only says "read instead" (resume) or "cannot resend". */
+static int cg__seek_cb(void *arg, curl_off_t offset, int origin) {
+  struct cg_attempt *a = arg;
+  int r = a->h->seek_fn(a->h->seek_data, offset, origin);
+  if (r == CURL_SEEKFUNC_FAIL)
+    a->host_aborted = 1;
+  return r;
+}
+
+/* READDATA is not the only userdata of the read function: a form part made with
+ * curl_formadd(CURLFORM_STREAM, ptr) reads through it with `ptr` (lib/formdata.c
+ * Curl_getformdata: curl_mime_data_cb(..., fread_func, ..., post->userp)).  So it is
+ * never wrapped for a form post (cg_attempt_init); for every other request libcurl calls
+ * it with READDATA only (lib/transfer.c Curl_fillreadbuffer, lib/http.c resume). */
 static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   const struct cg_handle *h = a->h;
@@ -417,7 +510,10 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
   a->preview_arg = preview_arg;
   a->mode = CG_MODE_HOLD;
   a->digest = digest;
-  a->wrap_read = h->read_fn != NULL;
+  /* A form post reads its CURLFORM_STREAM parts through the read function with their own
+   * pointers (see cg__read_cb): left alone.  Such parts cannot be rewound, so the body
+   * counts as sent once the request went out (guard.c, CG_BODY_MIME). */
+  a->wrap_read = h->read_fn != NULL && h->method != CG_M_POST_FORM;
   a->watch_resend = h->lib->version_num >= 0x075000; /* PREREQFUNCTION: 7.80.0 */
   a->resend_mode = CG_RESEND_ALLOW;
 }
@@ -453,13 +549,33 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
     CG_SET(CURLOPT_PREREQFUNCTION, cg__prereq_cb);
     CG_SET(CURLOPT_PREREQDATA, (void *) a);
   }
+  if (a->h->resolver_start_fn) {
+    CG_SET(CURLOPT_RESOLVER_START_FUNCTION, cg__resolver_start_cb);
+    CG_SET(CURLOPT_RESOLVER_START_DATA, (void *) a);
+  }
+  if (a->h->seek_fn) {
+    CG_SET(CURLOPT_SEEKFUNCTION, cg__seek_cb);
+    CG_SET(CURLOPT_SEEKDATA, (void *) a);
+  }
+  if (a->h->opensocket_fn) {
+    CG_SET(CURLOPT_OPENSOCKETFUNCTION, cg__opensocket_cb);
+    CG_SET(CURLOPT_OPENSOCKETDATA, (void *) a);
+  }
+  /* libcurl asks the HSTS read callback at the start of every perform (lib/transfer.c
+   * Curl_pretransfer -> Curl_hsts_loadcb) and keeps what it got in the handle's cache
+   * (data->hsts lives until curl_easy_cleanup): a retry must not ask again (a one-shot
+   * iterator, like curl's test 1915, may not be called after it said it was done). */
+  if (a->skip_hsts_read && a->h->hstsread_fn)
+    CG_SET(CURLOPT_HSTSREADFUNCTION, (curl_hstsread_callback) NULL);
 #undef CG_SET
   return rc;
 }
 
 void cg_attempt_restore(struct cg_attempt *a) {
-  const struct cg_handle *h = a->h;
-  CURL *c = h->curl;
+  cg_attempt_put_back(a->h, a->h->curl);
+}
+
+void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
   CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
 
   set(c, CURLOPT_WRITEFUNCTION, h->write_fn); /* NULL: libcurl's fwrite default */
@@ -477,15 +593,21 @@ void cg_attempt_restore(struct cg_attempt *a) {
   set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
   set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
   set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
-  if (a->wrap_read) {
-    set(c, CURLOPT_READFUNCTION, h->read_fn);
-    set(c, CURLOPT_READDATA, h->read_data);
-  }
+  /* All of them, wrapped or not: the host may have set one from a callback during the
+   * attempt, and the shim then only recorded it (cg_handle_overridden).  NULL puts
+   * libcurl's default back (fread for the read function). */
+  set(c, CURLOPT_READFUNCTION, h->read_fn);
+  set(c, CURLOPT_READDATA, h->read_data);
   set(c, CURLOPT_HTTPHEADER, h->httpheader);
-  if (a->watch_resend) {
-    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn);
-    set(c, CURLOPT_PREREQDATA, h->prereq_data);
-  }
+  set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn); /* refused before 7.80: never set then */
+  set(c, CURLOPT_PREREQDATA, h->prereq_data);
+  set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
+  set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
+  set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
+  set(c, CURLOPT_SEEKDATA, h->seek_data);
+  set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
+  set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
+  set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
 }
 
 static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms);

@@ -6,7 +6,13 @@
  *   - at a 2xx/3xx status line (unless a redirect will be followed): stream at once,
  *     except when `hold_body` is set (idempotent requests, which can be retried if the
  *     body is cut): then a body of announced length up to CG_HOLD_MAX that is not
- *     text/event-stream is held whole;
+ *     text/event-stream is held whole, and handed over inside the transfer the moment
+ *     its last byte arrived (an answer without a body: at the end of its headers), so
+ *     the host sees it before libcurl's close-socket and share unlock callbacks;
+ *   - at the end of a followed redirect's headers: handed over while that hop is current
+ *     (getinfo inside the host's header callback describes it); if any of it reached a
+ *     host callback, the attempt streams from then on and is not retried (the host would
+ *     see the hop twice), else the next hop is held like the first;
  *   - at the end of a 4xx/5xx response's headers: the guard's preview says whether
  *     this response would be retried; if not, stream it;
  *   - when more than CG_HOLD_MAX bytes are held: stream (too big to be an error page);
@@ -20,6 +26,11 @@
  * function, or the write function with HEADERDATA when only HEADERDATA is set, or
  * nowhere.  Their return values are honoured: a short write or CURL_WRITEFUNC_ERROR
  * ends the transfer (host abort, never retried), CURL_WRITEFUNC_PAUSE pauses it.
+ *
+ * Other wrapped callbacks (progress, prereq, read, seek, resolver start, open socket)
+ * get the host's own *DATA pointer; a refusal by any of them is the host's decision
+ * (host_aborted: final).  The read function is not wrapped for a form post, whose
+ * CURLFORM_STREAM parts libcurl reads through it with their own pointers.
  */
 #ifndef CG_ATTEMPT_H
 #define CG_ATTEMPT_H
@@ -73,12 +84,15 @@ struct cg_attempt {
   size_t dup_skip[2];      /* bytes libcurl will deliver again after a pause, per kind */
 
   long status;             /* of the last status line seen */
+  int in_body;             /* the last response's headers ended: body bytes follow */
   struct cg_hints hints;   /* of the last response */
   int host_aborted;        /* a host callback refused data or asked to abort */
-  int delivered;           /* some bytes of this attempt reached the host */
+  int delivered;           /* some bytes of this attempt reached a host callback */
   enum cg_guard_stop guard_stop;
 
   int wrap_read;           /* the host's read callback is wrapped */
+  int skip_hsts_read;      /* leave the host's HSTS read callback out of this perform:
+                              an earlier perform of the call fed libcurl its entries */
   int64_t read_bytes;      /* bytes the host's read callback handed out */
   struct cg_digest *digest;/* of the body read through the callback, or NULL */
 
@@ -124,6 +138,11 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
 
 /* Put back every option cg_attempt_install changed, from the shadow. */
 void cg_attempt_restore(struct cg_attempt *a);
+
+/* The same on handle `c` from shadow `h`: also for a copy the host made with
+ * curl_easy_duphandle from inside a callback, which libcurl made with the attempt's
+ * callbacks, data pointers (the attempt's, gone after it), error buffer, headers. */
+void cg_attempt_put_back(const struct cg_handle *h, CURL *c);
 
 /* Hand the held response to the host's callbacks, in order, as libcurl would have,
  * after the transfer ended.  A host that pauses (CURL_WRITEFUNC_PAUSE) is offered the

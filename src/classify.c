@@ -64,6 +64,12 @@ void cg_classify(const struct cg_facts *f, struct cg_verdict *out) {
   case CG_STOP_NONE:
     break;
   }
+  /* Only callbacks return 42, and the guard's own stops are handled above: a host
+   * callback refused (sockopt, HSTS read, chunk, fnmatch, ssh key, ...). Its decision. */
+  if (f->curl_code == CURLE_ABORTED_BY_CALLBACK) {
+    out->outcome = CG_OUT_ABORTED_BY_HOST;
+    return;
+  }
   out->outcome = CG_OUT_CURL_ERROR;
   for (i = 0; i < sizeof(cg__rows) / sizeof(cg__rows[0]); i++) {
     if (cg__rows[i].code == f->curl_code) {

@@ -481,6 +481,8 @@ static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
    * CG_HOLD_MAX) so a retried attempt's partial body never reaches the host. */
   a->hold_body = call->idempotent && call->attempt < call->cfg->max_attempts;
   a->resend_mode = call->idempotent ? CG_RESEND_ALLOW : call->cfg->silent_resend;
+  /* The first attempt fed libcurl the host's HSTS entries; its cache keeps them. */
+  a->skip_hsts_read = call->attempt > 1;
   if (call->stream_digest)
     cg_digest_reset(call->stream_digest);
   cg__limits(call, &timeout_ms, &connect_ms);
@@ -583,7 +585,13 @@ static void cg__no_transfer(struct cg_call *call) {
     return; /* this libcurl cannot: getinfo keeps the previous transfer */
   lib->easy_setopt(c, CURLOPT_VERBOSE, 0L);
   lib->easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+  /* The HSTS read callback runs in every perform, before the protocol check: after an
+   * attempt of this call it was asked already (its entries are in the handle's cache). */
+  if (call->reached && h->hstsread_fn)
+    lib->easy_setopt(c, CURLOPT_HSTSREADFUNCTION, (curl_hstsread_callback) NULL);
   rc = lib->easy_perform(c);
+  if (call->reached && h->hstsread_fn)
+    lib->easy_setopt(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
   if (h->protocols_kind == 2)
     lib->easy_setopt(c, CG_OPT_PROTOCOLS_STR, h->protocols_str);
   else
@@ -591,7 +599,7 @@ static void cg__no_transfer(struct cg_call *call) {
                                                                   : (long) CURLPROTO_ALL);
   lib->easy_setopt(c, CURLOPT_VERBOSE, h->verbose);
   lib->easy_setopt(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
-  if (rc != CURLE_UNSUPPORTED_PROTOCOL)
+  if (rc != CURLE_UNSUPPORTED_PROTOCOL && rc != CURLE_ABORTED_BY_CALLBACK /* HSTS read */)
     cg_warn_once("no-transfer", "resetting the transfer information gave curl code %d, "
                  "not %d", (int) rc, (int) CURLE_UNSUPPORTED_PROTOCOL);
 }

@@ -198,6 +198,13 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
   case CURLOPT_HTTPHEADER:
   case CURLOPT_PREREQFUNCTION:
   case CURLOPT_PREREQDATA:
+  case CURLOPT_SEEKFUNCTION:
+  case CURLOPT_SEEKDATA:
+  case CURLOPT_RESOLVER_START_FUNCTION:
+  case CURLOPT_RESOLVER_START_DATA:
+  case CURLOPT_OPENSOCKETFUNCTION:
+  case CURLOPT_OPENSOCKETDATA:
+  case CURLOPT_HSTSREADFUNCTION:
     return 1;
   default:
     return 0;
@@ -337,6 +344,21 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     break;
   case CURLOPT_PREREQDATA:
     h->prereq_data = v->u.p;
+    break;
+  case CURLOPT_RESOLVER_START_FUNCTION:
+    h->resolver_start_fn = (curl_resolver_start_callback) v->u.f;
+    break;
+  case CURLOPT_RESOLVER_START_DATA:
+    h->resolver_start_data = v->u.p;
+    break;
+  case CURLOPT_OPENSOCKETFUNCTION:
+    h->opensocket_fn = (curl_opensocket_callback) v->u.f;
+    break;
+  case CURLOPT_OPENSOCKETDATA:
+    h->opensocket_data = v->u.p;
+    break;
+  case CURLOPT_HSTSREADFUNCTION:
+    h->hstsread_fn = (curl_hstsread_callback) v->u.f;
     break;
   case CURLOPT_XFERINFOFUNCTION:
     h->xferinfo_fn = (curl_xferinfo_callback) v->u.f;

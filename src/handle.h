@@ -55,6 +55,13 @@ struct cg_handle {
   void *seek_data;
   curl_prereq_callback prereq_fn;  /* CURLOPT_PREREQFUNCTION (libcurl >= 7.80) */
   void *prereq_data;
+  /* Callbacks whose refusal is the host's decision (attempt.c wraps them to tell it from
+   * a network fault), and the HSTS read callback a retry must not ask again. */
+  curl_resolver_start_callback resolver_start_fn;
+  void *resolver_start_data;
+  curl_opensocket_callback opensocket_fn;
+  void *opensocket_data;
+  curl_hstsread_callback hstsread_fn;
   curl_xferinfo_callback xferinfo_fn;
   curl_progress_callback progress_fn;
   void *progress_data;

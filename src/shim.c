@@ -15,6 +15,7 @@
 #define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 
+#include "attempt.h"
 #include "config.h"
 #include "guard.h"
 #include "handle.h"
@@ -148,6 +149,13 @@ CG_EXPORT CURL *curl_easy_duphandle(CURL *curl) {
     cg_lib_for_caller_ex(CG_CALLER(), &internal);
   if (dup && h && !internal && !cg_handle_dup(h, dup))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
+  if (dup && h && h->in_perform) {
+    /* Copied from inside a host callback: libcurl copied the attempt's callbacks and
+     * pointers (gone once the attempt ends); the copy gets the host's. */
+    cg_attempt_put_back(h, dup);
+    if (h->url)
+      lib->easy_setopt(dup, CURLOPT_URL, h->url); /* not a fallback's */
+  }
   return dup;
 }
 

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Older headers lack this helper; the deprecated option still works. */
 #ifndef CURL_IGNORE_DEPRECATION
@@ -33,6 +34,7 @@
 #define HEADER_SINK_MAGIC 0x48656164u /* "Head" */
 #define SOURCE_MAGIC      0x52656164u /* "Read" */
 #define PROGRESS_MAGIC    0x50726f67u /* "Prog" */
+#define HOOK_MAGIC        0x486f6f6bu /* "Hook": HSTS, resolver, socket, share data */
 
 #define READ_CHUNK_MAX 7 /* the read callback hands out at most this much */
 #define MAX_THREADS    256
@@ -56,6 +58,7 @@ struct config {
     curl_off_t post_size;          /* CURLOPT_POSTFIELDSIZE_LARGE */
     const char *read_body;         /* sent through the read callback */
     bool seek;
+    bool seek_fail;                /* the seek callback returns CURL_SEEKFUNC_FAIL */
     struct curl_slist *headers;    /* CURLOPT_HTTPHEADER, shared read-only */
     enum write_mode write_mode;
     const char *out_path;          /* --out, for --write data */
@@ -70,6 +73,15 @@ struct config {
     bool follow, include, verbose, nosignal;
     bool dup, twice, reset;
     long threads;                  /* 0: run in main, unbuffered */
+    const char *form_stream;       /* curl_formadd CURLFORM_STREAM part, read callback */
+    bool header_info;              /* header callback prints getinfo per line */
+    bool hsts_oneshot, hsts_fail;  /* HSTS read callback: one entry / CURLSTS_FAIL */
+    bool resolver_start_refuse;    /* RESOLVER_START_FUNCTION returns 1 */
+    bool opensocket_refuse;        /* OPENSOCKETFUNCTION returns CURL_SOCKET_BAD */
+    bool closesocket;              /* CLOSESOCKETFUNCTION prints [CLOSE] to stdout */
+    bool share_locks;              /* a share (connections) whose lock/unlock print */
+    bool dup_in_callback;          /* duphandle inside the header callback, run the copy
+                                      through the multi API afterwards */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -94,6 +106,9 @@ struct header_sink {
     FILE *out;
     const char *prefix;
     long calls;
+    CURL *info;                    /* --header-info: the handle to ask, or NULL */
+    CURL *dup_from;                /* --dup-in-callback: the handle being performed */
+    CURL *dup;                     /* its copy, made in the first header callback */
 };
 
 /* READDATA / SEEKDATA: the request body. */
@@ -104,6 +119,7 @@ struct body_source {
     size_t pos;
     curl_off_t handed_out;
     long seeks;
+    bool fail;                     /* --seek-fail */
 };
 
 /* XFERINFODATA / PROGRESSDATA. */
@@ -114,6 +130,16 @@ struct progress_state {
     struct body_sink *body;        /* to resume a paused transfer */
     CURL *handle;                  /* the handle being performed */
     FILE *err;
+};
+
+/* HSTSREADDATA, RESOLVER_START_DATA, OPENSOCKETDATA, CLOSESOCKETDATA, SHAREDATA. */
+struct hooks {
+    unsigned magic;
+    FILE *out;                     /* stdout of the scenario: ordered with the body */
+    FILE *err;
+    int hsts_calls;
+    bool hsts_done;                /* the one-shot iterator said CURLSTS_DONE */
+    CURLSH *share;
 };
 
 /* An in-memory stream used to keep thread output apart. */
@@ -139,6 +165,8 @@ struct scenario {
     struct header_sink headers;
     struct body_source source;
     struct progress_state progress;
+    struct hooks hooks;
+    struct curl_httppost *form;    /* --form-stream */
     int performs;
     bool failed;
 };
@@ -161,6 +189,7 @@ static void usage(FILE *fp)
 "  --post-size-large N      CURLOPT_POSTFIELDSIZE_LARGE\n"
 "  --read-body STR          send STR through a read callback (<= 7 bytes/call)\n"
 "  --seek                   also install a seek callback for the read body\n"
+"  --seek-fail              the seek callback returns CURL_SEEKFUNC_FAIL\n"
 "  --header 'Name: value'   add a request header (repeatable)\n"
 "  --write cb|default|data  body: own callback | libcurl's fwrite to stdout |\n"
 "                           libcurl's fwrite to WRITEDATA = --out PATH\n"
@@ -179,7 +208,19 @@ static void usage(FILE *fp)
 "  --reset                  curl_easy_reset, set URL (+ write cb), perform\n"
 "  --url2 URL               URL for the performs after the first\n"
 "  --protocols-str LIST     CURLOPT_PROTOCOLS_STR (its result is printed, a refusal too)\n"
-"  --threads N              run everything in N threads at once\n",
+"  --threads N              run everything in N threads at once\n"
+"  --form-stream STR        form post (curl_formadd) of one CURLFORM_STREAM part\n"
+"                           read through the read callback with its own pointer\n"
+"  --header-info            header callback prints code, scheme, URL per line\n"
+"  --hsts-oneshot           HSTS read callback: one entry, then done; fatal if\n"
+"                           called again after it said done\n"
+"  --hsts-fail              HSTS read callback returns CURLSTS_FAIL\n"
+"  --resolver-start-refuse  resolver start callback returns 1\n"
+"  --opensocket-refuse      open-socket callback returns CURL_SOCKET_BAD\n"
+"  --closesocket            close-socket callback prints [CLOSE] to stdout\n"
+"  --share-locks            connection share; lock/unlock print to stdout\n"
+"  --dup-in-callback        duphandle in the first header callback; the copy is\n"
+"                           then run through the multi API and reported\n",
         fp);
 }
 
@@ -284,6 +325,7 @@ static bool parse_valued_option(struct config *cfg, const char *opt,
     else if (IS("--url2"))                 cfg->url2 = VALUE();
     else if (IS("--protocols-str"))        cfg->protocols_str = VALUE();
     else if (IS("--threads"))              cfg->threads = (long)NUMBER(1, MAX_THREADS);
+    else if (IS("--form-stream"))          cfg->form_stream = VALUE();
     else
         return false;
     return true;
@@ -297,6 +339,7 @@ static bool parse_flag(struct config *cfg, const char *opt)
 {
     static const struct { const char *name; size_t offset; } flags[] = {
         { "--seek",       offsetof(struct config, seek) },
+        { "--seek-fail",  offsetof(struct config, seek_fail) },
         { "--pause-once", offsetof(struct config, pause_once) },
         { "--errbuf",     offsetof(struct config, errbuf) },
         { "--follow",     offsetof(struct config, follow) },
@@ -306,6 +349,14 @@ static bool parse_flag(struct config *cfg, const char *opt)
         { "--dup",        offsetof(struct config, dup) },
         { "--twice",      offsetof(struct config, twice) },
         { "--reset",      offsetof(struct config, reset) },
+        { "--header-info", offsetof(struct config, header_info) },
+        { "--hsts-oneshot", offsetof(struct config, hsts_oneshot) },
+        { "--hsts-fail",  offsetof(struct config, hsts_fail) },
+        { "--resolver-start-refuse", offsetof(struct config, resolver_start_refuse) },
+        { "--opensocket-refuse", offsetof(struct config, opensocket_refuse) },
+        { "--closesocket", offsetof(struct config, closesocket) },
+        { "--share-locks", offsetof(struct config, share_locks) },
+        { "--dup-in-callback", offsetof(struct config, dup_in_callback) },
     };
     size_t k;
 
@@ -360,6 +411,18 @@ static void check_config(const struct config *cfg)
         usage_error("--threads cannot keep --write default output apart");
     if (cfg->threads && cfg->reset && cfg->write_mode != WRITE_CB)
         usage_error("--threads with --reset needs --write cb");
+    if (cfg->form_stream && (cfg->read_body || fields || cfg->method))
+        usage_error("--form-stream is the request body: no other body or --method");
+    if (cfg->header_info && cfg->header_mode != HEADERS_CB)
+        usage_error("--header-info needs --headers cb");
+    if (cfg->dup_in_callback && (cfg->header_mode != HEADERS_CB || cfg->threads ||
+                                 cfg->dup || cfg->twice || cfg->reset))
+        usage_error("--dup-in-callback needs --headers cb, and no --threads, --dup, "
+                    "--twice or --reset");
+    if (cfg->seek_fail && !cfg->seek)
+        usage_error("--seek-fail needs --seek");
+    if (cfg->hsts_oneshot && cfg->hsts_fail)
+        usage_error("give at most one of --hsts-oneshot and --hsts-fail");
 }
 
 static void parse_args(int argc, char **argv, struct config *cfg)
@@ -475,8 +538,111 @@ static size_t header_cb(char *data, size_t size, size_t nitems, void *userdata)
     if (!hs || hs->magic != HEADER_SINK_MAGIC)
         die_bad_pointer("header", userdata);
     hs->calls++;
+    if (hs->dup_from && !hs->dup) {
+        hs->dup = curl_easy_duphandle(hs->dup_from);
+        if (!hs->dup)
+            fprintf(hs->out, "cghost: curl_easy_duphandle in the header callback failed\n");
+    }
     fputs(hs->prefix, hs->out);
+    if (hs->info) {
+        /* What a header callback may ask libcurl about the response it is in. */
+        long code = -1;
+        char *url = NULL, *scheme = NULL;
+
+        curl_easy_getinfo(hs->info, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(hs->info, CURLINFO_EFFECTIVE_URL, &url);
+        curl_easy_getinfo(hs->info, CURLINFO_SCHEME, &scheme);
+        fprintf(hs->out, "[code=%ld scheme=%s url=%s] ", code, scheme ? scheme : "-",
+                url ? url : "-");
+    }
     return fwrite(data, 1, n, hs->out);
+}
+
+static struct hooks *check_hooks(const char *name, void *userdata)
+{
+    struct hooks *k = userdata;
+
+    if (!k || k->magic != HOOK_MAGIC)
+        die_bad_pointer(name, userdata);
+    return k;
+}
+
+/* Like curl's test 1915: an iterator over a list that must not run past its end. */
+static CURLSTScode hsts_read_cb(CURL *easy, struct curl_hstsentry *e, void *userdata)
+{
+    struct hooks *k = check_hooks("hsts read", userdata);
+
+    (void)easy;
+    k->hsts_calls++;
+    if (k->hsts_done) {
+        fprintf(stderr, "cghost: FATAL: hsts read callback called again after it "
+                "said done\n");
+        abort();
+    }
+    if (k->hsts_calls == 1) {
+        strcpy(e->name, "hsts-preload.example");
+        e->includeSubDomains = 0;
+        strcpy(e->expire, "20370320 01:02:03");
+        fprintf(k->err, "cghost: hsts read: add hsts-preload.example\n");
+        return CURLSTS_OK;
+    }
+    k->hsts_done = true;
+    fprintf(k->err, "cghost: hsts read: done\n");
+    return CURLSTS_DONE;
+}
+
+static CURLSTScode hsts_fail_cb(CURL *easy, struct curl_hstsentry *e, void *userdata)
+{
+    struct hooks *k = check_hooks("hsts read", userdata);
+
+    (void)easy; (void)e;
+    k->hsts_calls++;
+    fprintf(k->err, "cghost: hsts read: fail\n");
+    return CURLSTS_FAIL;
+}
+
+static int resolver_start_cb(void *resolver, void *reserved, void *userdata)
+{
+    struct hooks *k = check_hooks("resolver start", userdata);
+
+    (void)resolver; (void)reserved;
+    fprintf(k->err, "cghost: resolver start: refused\n");
+    return 1;
+}
+
+static curl_socket_t opensocket_cb(void *userdata, curlsocktype purpose,
+                                   struct curl_sockaddr *addr)
+{
+    struct hooks *k = check_hooks("opensocket", userdata);
+
+    (void)purpose; (void)addr;
+    fprintf(k->err, "cghost: opensocket: refused\n");
+    return CURL_SOCKET_BAD;
+}
+
+static int closesocket_cb(void *userdata, curl_socket_t fd)
+{
+    struct hooks *k = check_hooks("closesocket", userdata);
+
+    fprintf(k->out, "[CLOSE]\n");
+    return close(fd);
+}
+
+static void share_lock_cb(CURL *h, curl_lock_data data, curl_lock_access access,
+                          void *userdata)
+{
+    struct hooks *k = check_hooks("share lock", userdata);
+
+    (void)h; (void)access;
+    fprintf(k->out, "[LOCK %d]\n", (int)data);
+}
+
+static void share_unlock_cb(CURL *h, curl_lock_data data, void *userdata)
+{
+    struct hooks *k = check_hooks("share unlock", userdata);
+
+    (void)h;
+    fprintf(k->out, "[UNLOCK %d]\n", (int)data);
 }
 
 static size_t read_cb(char *buf, size_t size, size_t nitems, void *userdata)
@@ -503,6 +669,8 @@ static int seek_cb(void *userdata, curl_off_t offset, int origin)
     if (!src || src->magic != SOURCE_MAGIC)
         die_bad_pointer("seek", userdata);
     src->seeks++;
+    if (src->fail)
+        return CURL_SEEKFUNC_FAIL;
     if (origin != SEEK_SET || offset < 0 || offset > (curl_off_t)src->len)
         return CURL_SEEKFUNC_FAIL;
     src->pos = (size_t)offset;
@@ -613,6 +781,64 @@ static void set_read_body(struct scenario *s, CURL *h)
     }
 }
 
+/* Like curl's tests 554 and 587: the read function is set, READDATA is not; libcurl
+ * calls it with the part's own pointer. */
+static void set_form_stream(struct scenario *s, CURL *h)
+{
+    struct curl_httppost *last = NULL;
+
+    if (!s->form &&
+        curl_formadd(&s->form, &last, CURLFORM_COPYNAME, "field",
+                     CURLFORM_STREAM, &s->source,
+                     CURLFORM_CONTENTSLENGTH, (long)s->source.len,
+                     CURLFORM_CONTENTTYPE, "text/plain", CURLFORM_END) != CURL_FORMADD_OK) {
+        fprintf(s->err, "cghost: curl_formadd failed\n");
+        s->failed = true;
+        return;
+    }
+    SETOPT(s, h, CURLOPT_READFUNCTION, read_cb);
+    SETOPT(s, h, CURLOPT_HTTPPOST, s->form);
+}
+
+static void set_hooks(struct scenario *s, CURL *h)
+{
+    const struct config *cfg = s->cfg;
+
+    if (cfg->hsts_oneshot || cfg->hsts_fail) {
+        SETOPT(s, h, CURLOPT_HSTS_CTRL, (long)CURLHSTS_ENABLE);
+        SETOPT(s, h, CURLOPT_HSTSREADFUNCTION,
+               cfg->hsts_oneshot ? hsts_read_cb : hsts_fail_cb);
+        SETOPT(s, h, CURLOPT_HSTSREADDATA, &s->hooks);
+    }
+    if (cfg->resolver_start_refuse) {
+        SETOPT(s, h, CURLOPT_RESOLVER_START_FUNCTION, resolver_start_cb);
+        SETOPT(s, h, CURLOPT_RESOLVER_START_DATA, &s->hooks);
+    }
+    if (cfg->opensocket_refuse) {
+        SETOPT(s, h, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
+        SETOPT(s, h, CURLOPT_OPENSOCKETDATA, &s->hooks);
+    }
+    if (cfg->closesocket) {
+        SETOPT(s, h, CURLOPT_CLOSESOCKETFUNCTION, closesocket_cb);
+        SETOPT(s, h, CURLOPT_CLOSESOCKETDATA, &s->hooks);
+    }
+    if (cfg->share_locks) {
+        if (!s->hooks.share) {
+            s->hooks.share = curl_share_init();
+            if (!s->hooks.share) {
+                fprintf(s->err, "cghost: curl_share_init failed\n");
+                s->failed = true;
+                return;
+            }
+            curl_share_setopt(s->hooks.share, CURLSHOPT_LOCKFUNC, share_lock_cb);
+            curl_share_setopt(s->hooks.share, CURLSHOPT_UNLOCKFUNC, share_unlock_cb);
+            curl_share_setopt(s->hooks.share, CURLSHOPT_USERDATA, &s->hooks);
+            curl_share_setopt(s->hooks.share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+        }
+        SETOPT(s, h, CURLOPT_SHARE, s->hooks.share);
+    }
+}
+
 static void set_request(struct scenario *s, CURL *h)
 {
     const struct config *cfg = s->cfg;
@@ -626,6 +852,8 @@ static void set_request(struct scenario *s, CURL *h)
     set_method(s, h);
     if (cfg->read_body)
         set_read_body(s, h);
+    if (cfg->form_stream)
+        set_form_stream(s, h);
     /*
      * The size goes before the fields: libcurl copies COPYPOSTFIELDS with
      * the size set so far, and a larger size set afterwards discards the
@@ -714,6 +942,9 @@ static void configure_handle(struct scenario *s, CURL *h)
     set_body_and_headers(s, h);
     set_progress(s, h);
     set_misc(s, h);
+    set_hooks(s, h);
+    if (s->cfg->header_info)
+        s->headers.info = h;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -802,6 +1033,33 @@ static void report_perform(struct scenario *s, CURL *h, CURLcode rc)
     fflush(s->err);
 }
 
+/* Run `h` to the end through a private multi handle, as git or curl --parallel do. */
+static CURLcode perform_multi(CURL *h)
+{
+    CURLM *m = curl_multi_init();
+    CURLcode rc = CURLE_FAILED_INIT;
+    int running = 1;
+
+    if (!m)
+        return rc;
+    curl_multi_add_handle(m, h);
+    while (running) {
+        CURLMsg *msg;
+        int left;
+
+        if (curl_multi_perform(m, &running) != CURLM_OK)
+            break;
+        while ((msg = curl_multi_info_read(m, &left)))
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+                rc = msg->data.result;
+        if (running && curl_multi_poll(m, NULL, 0, 100, NULL) != CURLM_OK)
+            break;
+    }
+    curl_multi_remove_handle(m, h);
+    curl_multi_cleanup(m);
+    return rc;
+}
+
 static void perform_and_report(struct scenario *s, CURL *h)
 {
     CURLcode rc;
@@ -841,6 +1099,8 @@ static CURL *make_handle(struct scenario *s)
     curl_easy_cleanup(h);
     if (!copy)
         fprintf(s->err, "cghost: curl_easy_duphandle failed\n");
+    if (s->headers.info)
+        s->headers.info = copy;
     return copy;
 }
 
@@ -853,7 +1113,23 @@ static void run_scenario(struct scenario *s)
         s->failed = true;
         return;
     }
+    if (cfg->dup_in_callback)
+        s->headers.dup_from = h;
     perform_and_report(s, h);
+    if (s->headers.dup) {
+        CURL *copy = s->headers.dup;
+        CURLcode rc;
+
+        s->headers.dup_from = NULL;
+        s->headers.dup = NULL;
+        start_perform(s);
+        rc = perform_multi(copy);
+        s->performs++;
+        if (rc != CURLE_OK)
+            s->failed = true;
+        report_perform(s, copy, rc);
+        curl_easy_cleanup(copy);
+    }
 
     if (cfg->twice) {
         s->source.pos = 0;               /* rewind, as a normal host would */
@@ -870,6 +1146,10 @@ static void run_scenario(struct scenario *s)
         perform_and_report(s, h);
     }
     curl_easy_cleanup(h);
+    if (s->hooks.share)
+        curl_share_cleanup(s->hooks.share);
+    if (s->form)
+        curl_formfree(s->form);
 }
 
 static void *thread_main(void *arg)
@@ -942,6 +1222,14 @@ static void init_scenario(struct scenario *s, const struct config *cfg,
     s->source.magic = SOURCE_MAGIC;
     s->source.data = cfg->read_body ? cfg->read_body : "";
     s->source.len = strlen(s->source.data);
+
+    s->hooks.magic = HOOK_MAGIC;
+    s->hooks.out = s->out;
+    s->hooks.err = s->err;
+    if (cfg->form_stream)
+        s->source.data = cfg->form_stream;
+    s->source.len = strlen(s->source.data);
+    s->source.fail = cfg->seek_fail;
 
     s->progress.magic = PROGRESS_MAGIC;
     s->progress.abort_after = cfg->abort_progress_after;

@@ -76,6 +76,25 @@ static int prog_cb(void *u, double a, double b, double c, double d) {
   return 0;
 }
 
+static int rs_cb(void *r, void *x, void *u) {
+  (void) r;
+  (void) x;
+  (void) u;
+  return 0;
+}
+static curl_socket_t os_cb(void *u, curlsocktype p, struct curl_sockaddr *a) {
+  (void) u;
+  (void) p;
+  (void) a;
+  return CURL_SOCKET_BAD;
+}
+static CURLSTScode hr_cb(CURL *c, struct curl_hstsentry *e, void *u) {
+  (void) c;
+  (void) e;
+  (void) u;
+  return CURLSTS_DONE;
+}
+
 /* ---- the map ---- */
 
 Test(handle, add_get_remove_count) {
@@ -519,6 +538,18 @@ Test(handle, callbacks_and_data_recorded) {
   cr_assert_eq(h->errorbuffer, errbuf);
   cr_assert_eq(h->followlocation, 1);
   cr_assert_eq(h->nosignal, 1);
+  /* The callbacks whose refusal is the host's, and the HSTS read callback. */
+  cr_assert_null(h->resolver_start_fn);
+  set(h, CURLOPT_RESOLVER_START_FUNCTION, rs_cb);
+  set(h, CURLOPT_RESOLVER_START_DATA, &hd);
+  set(h, CURLOPT_OPENSOCKETFUNCTION, os_cb);
+  set(h, CURLOPT_OPENSOCKETDATA, &rdd);
+  set(h, CURLOPT_HSTSREADFUNCTION, hr_cb);
+  cr_assert(h->resolver_start_fn == rs_cb);
+  cr_assert_eq(h->resolver_start_data, (void *) &hd);
+  cr_assert(h->opensocket_fn == os_cb);
+  cr_assert_eq(h->opensocket_data, (void *) &rdd);
+  cr_assert(h->hstsread_fn == hr_cb);
   /* PROGRESSDATA is the same option as XFERINFODATA. */
   set(h, CURLOPT_PROGRESSDATA, &wd);
   cr_assert_eq(h->progress_data, (void *) &wd);
@@ -640,7 +671,9 @@ static const long overridden_opts[] = {
     CURLOPT_PROGRESSDATA,      CURLOPT_NOPROGRESS,    CURLOPT_ERRORBUFFER,
     CURLOPT_TIMEOUT,           CURLOPT_TIMEOUT_MS,    CURLOPT_CONNECTTIMEOUT,
     CURLOPT_CONNECTTIMEOUT_MS, CURLOPT_HTTPHEADER,    CURLOPT_PREREQFUNCTION,
-    CURLOPT_PREREQDATA,
+    CURLOPT_PREREQDATA,        CURLOPT_SEEKFUNCTION,  CURLOPT_SEEKDATA,
+    CURLOPT_RESOLVER_START_FUNCTION, CURLOPT_RESOLVER_START_DATA,
+    CURLOPT_OPENSOCKETFUNCTION, CURLOPT_OPENSOCKETDATA, CURLOPT_HSTSREADFUNCTION,
 };
 static const long plain_opts[] = {CURLOPT_URL,        CURLOPT_POSTFIELDS, CURLOPT_VERBOSE,
                                   CURLOPT_CUSTOMREQUEST, CURLOPT_FOLLOWLOCATION,
