@@ -45,7 +45,16 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
     if (cur == h) {
       /* Limits are per process configuration; the last one is shown by `stat`.  Atomic
        * stores: many threads and processes write them at once. */
-      uint32_t mi = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
+      uint32_t mi;
+      if (!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) {
+        /* Claimed, but the name never published: a claimer that died between the two
+         * steps, or a file cut short inside this pool (its hash kept, its name zeroed).
+         * The same hash is the same name: writing it again changes no byte a reader of
+         * a complete name could see, and `stat` shows the pool again. */
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
+      }
+      mi = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
       __atomic_store(&p->rpm, &lim->rpm, __ATOMIC_RELAXED);
       __atomic_store(&p->tpm, &lim->tpm, __ATOMIC_RELAXED);
       __atomic_store(&p->burst_requests, &lim->burst_requests, __ATOMIC_RELAXED);

@@ -696,3 +696,15 @@ Test(limiter, count_of_process_killed_before_claiming_a_slot_is_taken_back) {
   s = cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + 1500 * MS, &waited);
   cr_assert_geq(s, 0, "pool stuck: in-flight count 1 with no slot behind it is never repaired");
 }
+
+/* A file cut short inside a pool keeps its hash and loses its name (truncate -s 300):
+ * the next process that uses the pool publishes the name again, so `stat` shows it. */
+Test(limiter, claimed_pool_without_a_published_name_is_named_again) {
+  struct cg_limits l = limits(60, 1, 0, 0, 0);
+  int p = pool("127.0.0.1", &l);
+  memset(st.pools[p].name, 0, sizeof(st.pools[p].name));
+  st.pools[p].name_ready = 0;
+  cr_assert_eq(pool("127.0.0.1", &l), p);
+  cr_assert_eq(st.pools[p].name_ready, 1);
+  cr_assert_str_eq(st.pools[p].name, "127.0.0.1");
+}
