@@ -319,18 +319,26 @@ int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
 }
 
 void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,
-                     int64_t reset_ns, int64_t now) {
+                     int64_t reset_ns, int64_t now, int64_t max_ns) {
   struct cg_state_pool *pool = &st->pools[p];
+  int64_t interval, window;
   if (remaining < 0 || reset_ns <= 0)
     return;
+  if (max_ns < 0)
+    max_ns = 0;
   if (remaining == 0) {
     if (limit > 0)
-      cg_limiter_hold(st, p, now + reset_ns / limit);
+      cg_limiter_hold(st, p, now + (reset_ns / limit < max_ns ? reset_ns / limit : max_ns));
     return;
   }
-  /* `remaining` requests over `reset_ns`: one every reset / (remaining + 1). */
-  __atomic_store_n(&pool->pace_interval, reset_ns / (remaining + 1), __ATOMIC_RELEASE);
-  __atomic_store_n(&pool->pace_until, now + reset_ns, __ATOMIC_RELEASE);
+  /* `remaining` requests over `reset_ns`: one every reset / (remaining + 1) (0 when
+   * remaining >= reset_ns: no overflow of remaining + 1).  Neither the spacing nor how
+   * long it lasts goes beyond max_ns. */
+  interval = remaining >= reset_ns ? 0 : reset_ns / (remaining + 1);
+  window = reset_ns < max_ns ? reset_ns : max_ns;
+  __atomic_store_n(&pool->pace_interval, interval < max_ns ? interval : max_ns,
+                   __ATOMIC_RELEASE);
+  __atomic_store_n(&pool->pace_until, now + window, __ATOMIC_RELEASE);
 }
 
 void cg_limiter_count(struct cg_state *st, int p, enum cg_counter c) {
