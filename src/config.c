@@ -552,6 +552,17 @@ static int cg__pool_limit(struct cg_pool_cfg *pc, const char *k, const cJSON *it
   return 0;
 }
 
+/* Free a pool's host globs (found by fuzzing: a pool given "hosts" twice, or ignored after
+ * its hosts were read, leaked them). */
+static void cg__free_pool_hosts(struct cg_pool_cfg *pc) {
+  size_t j;
+  for (j = 0; j < pc->nhosts; j++)
+    free(pc->hosts[j]);
+  free(pc->hosts);
+  pc->hosts = NULL;
+  pc->nhosts = 0;
+}
+
 /* One pool object -> `pc`.  Returns the number of problems (the pool is still used
  * with defaults for what was wrong, unless it has no name). */
 static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cfg *pc) {
@@ -585,6 +596,7 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
         }
         problems += cg__set_hosts(&tmp, joined) != 0;
       }
+      cg__free_pool_hosts(pc); /* the last "hosts" wins */
       pc->hosts = tmp.hosts;
       pc->nhosts = tmp.nhosts;
     } else if (cg__pool_limit(pc, k, item, &problems)) {
@@ -630,12 +642,9 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
 }
 
 static void cg__free_pools(struct cg_config *c) {
-  size_t i, j;
-  for (i = 0; i < c->npools; i++) {
-    for (j = 0; j < c->pools[i].nhosts; j++)
-      free(c->pools[i].hosts[j]);
-    free(c->pools[i].hosts);
-  }
+  size_t i;
+  for (i = 0; i < c->npools; i++)
+    cg__free_pool_hosts(&c->pools[i]);
   free(c->pools);
   c->pools = NULL;
   c->npools = 0;
@@ -662,6 +671,7 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
     problems += cg__parse_pool(c, o, pc);
     if (!pc->name[0] || !pc->nhosts) {
       cg_warn("config: a pool needs a \"name\" and \"hosts\"; pool ignored");
+      cg__free_pool_hosts(pc);
       problems++;
       continue;
     }
@@ -673,6 +683,7 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
       if (dup) {
         /* Pools are shared by name in the state file: two would share one bucket. */
         cg_warn("config: two pools are named \"%s\"; the second is ignored", pc->name);
+        cg__free_pool_hosts(pc);
         problems++;
         continue;
       }

@@ -15,6 +15,22 @@ static void cg__copy_lower(char *dst, size_t cap, const char *src, size_t n) {
   dst[n] = '\0';
 }
 
+/* The port in [p, end): decimal digits only, 0 to 65535 (libcurl refuses others), else
+ * -1 (unknown).  Not atoi: found by fuzzing, "h:99999999999" overflowed to 1215752191. */
+static int cg__port(const char *p, const char *end) {
+  long v = 0;
+  if (p == end)
+    return -1;
+  for (; p < end; p++) {
+    if (!isdigit((unsigned char) *p))
+      return -1;
+    v = v * 10 + (*p - '0');
+    if (v > 65535)
+      return -1;
+  }
+  return (int) v;
+}
+
 int cg_url_parse(const char *url, struct cg_url *out) {
   const char *p = url, *sep, *auth_end, *host, *host_end, *at;
 
@@ -61,7 +77,7 @@ int cg_url_parse(const char *url, struct cg_url *out) {
   if (out->host[0] == '\0')
     return -1;
   if (*host_end == ':' && host_end + 1 < auth_end)
-    out->port = atoi(host_end + 1);
+    out->port = cg__port(host_end + 1, auth_end);
   else if (strcmp(out->scheme, "http") == 0)
     out->port = 80;
   else if (strcmp(out->scheme, "https") == 0)

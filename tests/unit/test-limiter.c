@@ -720,3 +720,18 @@ Test(limiter, pace_is_capped_at_max) {
   cr_assert_eq(st.pools[r].pace_interval, 0);
   cr_assert_leq(st.pools[r].pace_until, NOW0 + 2 * SEC);
 }
+
+/* A token cost times the ns per token of a tiny tpm (10^12 tokens at 0.001 per minute:
+ * 6e25 ns) was a float-to-integer overflow (UB; -fsanitize=float-cast-overflow).  Such a
+ * request goes when the bucket is full (limiter.h) and moves the account as far as it
+ * can, 4e18 ns, never a wrapped (negative: unlimited) one; the next one cannot go. */
+Test(limiter, huge_token_cost_saturates_not_ub) {
+  struct cg_limits l = limits(0, 0, 0.001, 1, 0);
+  int p = pool("a", &l);
+  int64_t w = -1;
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, INT64_C(1000000000000), NOW0, 60 * SEC, &w), 0);
+  cr_assert_eq(w, 0);
+  cr_assert_eq(st.pools[p].tat_tokens, INT64_C(4000000000000000000));
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 1, NOW0, 60 * SEC, &w), 1);
+  cr_assert_gt(w, 60 * SEC);
+}
