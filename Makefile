@@ -147,6 +147,6 @@ uninstall:
 	-rmdir $(DESTDIR)$(PREFIX)/lib/curlguard
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 include fuzz/fuzz.mk

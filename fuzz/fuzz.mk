@@ -21,7 +21,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz-%)
 
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-bins
 
-fuzz-build:
+fuzz-build: deps
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
 	  CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN) $(FUZZ_WARN)" fuzz-bins
 
