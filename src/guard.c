@@ -295,7 +295,8 @@ static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
   if (u->total > call->admission.tokens && call->admission.tokens > 0 &&
       call->admission.pool_index >= 0 && call->admission.state)
     cg_limiter_tokens_correct(call->admission.state, call->admission.pool_index,
-                              &call->pool->lim, u->total - call->admission.tokens);
+                              &call->pool->lim, u->total - call->admission.tokens,
+                              call->admission.max_retry_after_ms * 1000000);
 }
 
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,

@@ -163,13 +163,16 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
 }
 
 void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limits *lim,
-                               int64_t delta) {
+                               int64_t delta, int64_t max_ns) {
   double t_ns, tau_ns;
+  int64_t add;
   if (lim->tpm <= 0 || delta == 0)
     return;
   cg__gcra(lim->tpm, lim->burst_tokens, lim->margin, &t_ns, &tau_ns);
-  __atomic_fetch_add(&st->pools[p].tat_tokens, cg__ns((double) delta * t_ns),
-                     __ATOMIC_ACQ_REL);
+  add = cg__ns((double) delta * t_ns);
+  if (add > max_ns)
+    add = max_ns > 0 ? max_ns : 0;
+  __atomic_fetch_add(&st->pools[p].tat_tokens, add, __ATOMIC_ACQ_REL);
 }
 
 /* ---- in-flight ---- */

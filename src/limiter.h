@@ -34,9 +34,11 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
                        int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns);
 
 /* Add `delta` tokens (negative: give back) to pool `p`'s token account, once the real
- * usage of a request is known. */
+ * usage of a request is known.  The usage comes from the response: one answer moves the
+ * account by at most `max_ns` (max_retry_after), so a body claiming 2^53 tokens delays
+ * the pool's next requests by that much at most, not for years. */
 void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limits *lim,
-                               int64_t delta);
+                               int64_t delta, int64_t max_ns);
 
 /* Take an in-flight slot of pool `p` (limit `max`), waiting until `deadline_ns` at most.
  * Returns the slot index (>= 0), -1 on timeout, -2 when the slot table is full (the call

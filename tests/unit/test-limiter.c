@@ -311,13 +311,13 @@ Test(limiter, tokens_correct_moves_the_token_account) {
   int p = pool("a", &l);
   cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2500 * MS);
-  cg_limiter_tokens_correct(&st, p, &l, -100); /* used 100 fewer than estimated */
+  cg_limiter_tokens_correct(&st, p, &l, -100, 3600 * SEC); /* used 100 fewer than estimated */
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 1500 * MS);
-  cg_limiter_tokens_correct(&st, p, &l, 50);
+  cg_limiter_tokens_correct(&st, p, &l, 50, 3600 * SEC);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2000 * MS);
   cr_assert_eq(reserve(p, &l, 1, NOW0), 2 * SEC);
   /* No token limit: nothing to correct. */
-  cg_limiter_tokens_correct(&st, p, &none, 1000);
+  cg_limiter_tokens_correct(&st, p, &none, 1000, 3600 * SEC);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2010 * MS);
 }
 
@@ -734,4 +734,18 @@ Test(limiter, huge_token_cost_saturates_not_ub) {
   cr_assert_eq(st.pools[p].tat_tokens, INT64_C(4000000000000000000));
   cr_assert_eq(cg_limiter_reserve(&st, p, &l, 1, NOW0, 60 * SEC, &w), 1);
   cr_assert_gt(w, 60 * SEC);
+}
+
+/* The usage of a response is network data too: a body claiming 2^53 tokens moves the
+ * token account by max_ns at most (issue 11: no answer holds a pool beyond the maximum;
+ * before, 2^53 tokens at 6000 tpm pushed it 2.8e18 ns, 89 years). */
+Test(limiter, tokens_correct_is_capped_at_max) {
+  struct cg_limits l = limits(0, 0, 6000, 1, 0);
+  int p = pool("a", &l);
+  int64_t tat;
+  cr_assert_eq(reserve(p, &l, 1, NOW0), 0);
+  tat = st.pools[p].tat_tokens;
+  cg_limiter_tokens_correct(&st, p, &l, INT64_C(9007199254740992), 2 * SEC);
+  cr_assert_eq(st.pools[p].tat_tokens, tat + 2 * SEC);
+  cr_assert_eq(reserve(p, &l, 1, NOW0 + 3 * SEC), 0, "the next call goes after the cap");
 }
