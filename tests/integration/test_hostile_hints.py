@@ -4,7 +4,8 @@ nothing longer than the cap is ever stored in shared state).
 One answer, from a gateway, a test server or a MITM on plain HTTP, must never lock a host
 out for every process on the machine. Each case: a guarded curl gets one hostile answer
 (a 429 whose hint is a year, 10^30 s, 1e309, inf, an HTTP-date 5 years after its Date or
-in year 817853964; a 200 whose rate-limit headers reset in 114 years or in 2099), then
+in year 817853964; a 200 whose rate-limit headers reset in 114 years or in 2099, or whose
+body reports 10^11 tokens to a pool with a token limit), then
 `curlguard stat` must show no hold or pacing beyond CURLGUARD_MAX_RETRY_AFTER_MS, and two
 normal calls to the same host, through the same state file, must both be answered (not
 failed fast) within that maximum each. Cases run side by side, each with its own state
@@ -27,7 +28,14 @@ PATH = "/v1/chat/completions"
 BODY = '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
 FIVE_YEARS_S = 5 * 365 * 86400 + 86400
 
-# name -> (status, headers, date header wanted)
+# A 200 whose body reports 10^11 tokens (under 2^53, so read): with a token limit, the
+# usage beyond the estimate is charged to the pool, capped like a hint.
+HUGE_USAGE = ('{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[],'
+              '"usage":{"prompt_tokens":50000000000,"completion_tokens":50000000000,'
+              '"total_tokens":100000000000}}')
+TOKEN_LIMIT = {"CURLGUARD_TPM": "6000"}
+
+# name -> (status, headers, date header wanted[, extra step fields, extra environment])
 CASES = {
     "429 Retry-After 31536000": (429, {"Retry-After": "31536000"}, False),
     "429 Retry-After 10^30": (429, {"Retry-After": "1" + "0" * 30}, False),
@@ -57,6 +65,8 @@ CASES = {
         "anthropic-ratelimit-requests-limit": "50",
         "anthropic-ratelimit-requests-remaining": "3",
         "anthropic-ratelimit-requests-reset": "2099-01-01T00:00:00Z"}, False),
+    "200 usage 10^11 tokens at 6000 tpm": (200, {}, False, {
+        "body": HUGE_USAGE, "content_type": "application/json"}, TOKEN_LIMIT),
 }
 
 
@@ -70,8 +80,8 @@ class HostileHintTest(harness.GuardTestCase):
         if not harness.CLI.exists():
             raise unittest.SkipTest(f"{harness.CLI} is not built")
 
-    def curl(self, url, state, log):
-        env = self.guard_env(log_path=log, CURLGUARD_STATE=str(state),
+    def curl(self, url, state, log, extra=None):
+        env = self.guard_env(log_path=log, extra=extra, CURLGUARD_STATE=str(state),
                              CURLGUARD_MAX_RETRY_AFTER_MS=str(CAP_MS),
                              CURLGUARD_BACKOFF_BASE_MS="50", CURLGUARD_BACKOFF_CAP_MS="200")
         t0 = time.monotonic()
@@ -89,16 +99,16 @@ class HostileHintTest(harness.GuardTestCase):
 
     def one_case(self, i, name):
         """-> list of failure strings (empty: the case passed) and a line for the log."""
-        status, headers, date = CASES[name]
+        status, headers, date, step, extra = (CASES[name] + ({}, {}))[:5]
         state = self.tmp / f"case{i}.state"
         key = harness.unique_key(f"hostile{i}")
-        self.mock.set_plan(key, [{"action": status, "headers": headers, "date": date},
-                                 {"action": 200}])
+        self.mock.set_plan(key, [dict({"action": status, "headers": headers, "date": date},
+                                      **step), {"action": 200}])
         url = self.mock.url(PATH, plan=f"@{key}", key=key)
         bad = []
 
         # 1. the hostile answer: a 429 gives up at once with the answer in hand
-        p, took = self.curl(url, state, self.tmp / f"case{i}-hostile.jsonl")
+        p, took = self.curl(url, state, self.tmp / f"case{i}-hostile.jsonl", extra)
         recs = harness.read_records(self.tmp / f"case{i}-hostile.jsonl")
         if p.returncode != 0:
             bad.append(f"hostile call: curl exit {p.returncode} {p.stderr!r}")
@@ -121,7 +131,7 @@ class HostileHintTest(harness.GuardTestCase):
         normal = []
         for n in (1, 2):
             log = self.tmp / f"case{i}-normal{n}.jsonl"
-            p, took = self.curl(self.mock.url(PATH, key=f"{key}-n{n}"), state, log)
+            p, took = self.curl(self.mock.url(PATH, key=f"{key}-n{n}"), state, log, extra)
             recs = harness.read_records(log)
             normal.append(took)
             outcomes = [(r["outcome"], r["queue_ms"]) for r in recs]
