@@ -66,11 +66,16 @@ static inline char *cg_fuzz_fields(const uint8_t *data, size_t size, char **fiel
 
 /* The input written to a private file under /dev/shm (for parsers that read a path).
  * Returns the path (static). */
+static char cg_fuzz_path[128];
+static void cg_fuzz_unlink(void) { unlink(cg_fuzz_path); }
+
 static inline const char *cg_fuzz_file(const char *tag, const uint8_t *data, size_t size) {
-  static char path[128];
+  char *path = cg_fuzz_path;
   FILE *f;
-  if (!path[0])
-    snprintf(path, sizeof(path), "/dev/shm/cg-fuzz-%s-%d", tag, (int) getpid());
+  if (!path[0]) {
+    snprintf(path, sizeof(cg_fuzz_path), "/dev/shm/cg-fuzz-%s-%d", tag, (int) getpid());
+    atexit(cg_fuzz_unlink); /* the file is gone when the run ends (not after a crash) */
+  }
   f = fopen(path, "w");
   if (!f)
     abort();
