@@ -17,7 +17,8 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -DCURL_DISABLE_DEPRECATION -O2 -g $(WARN)
 SAN_FLAGS :=
 ifeq ($(SAN),1)
-SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+  -fno-sanitize-recover=undefined,float-cast-overflow
 endif
 ifeq ($(TSAN),1)
 SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
@@ -158,4 +159,6 @@ uninstall:
 	-rmdir $(DESTDIR)$(PREFIX)/lib/curlguard
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
+
+include fuzz/fuzz.mk

@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "log.h"
 #include "ratelimit.h"
+#include "saturate.h"
 
 #include <setjmp.h>
 
@@ -257,6 +258,15 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   return slot;
 }
 
+/* `ms` (a hint, >= 0) as ns, at most `max_ms`: what a hint may hold or pace a pool for. */
+static int64_t cg__capped_ns(int64_t ms, int64_t max_ms) {
+  if (ms < 0)
+    ms = 0;
+  if (ms > max_ms)
+    ms = max_ms;
+  return cg_sat_mul(ms, 1000000);
+}
+
 static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long status,
                       int64_t sleep_ms, cg_getdate_fn getdate) {
   struct cg_state *st = ad->state;
@@ -268,27 +278,32 @@ static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long s
     hh->ietf,
   };
   struct cg_rl_signal sig;
-  int64_t now = cg_state_now();
+  int64_t now = cg_state_now(), max = ad->max_retry_after_ms;
 
   if (!st || ad->pool_index < 0 || !status)
     return;
   if (status == 429) {
     int64_t hint = cg_hint_ms(hh->retry_after_ms, hh->retry_after,
                               hh->date[0] ? hh->date : NULL, cg_wall_ms(), getdate);
+    /* Capped: a hint longer than max_retry_after made this call give up (policy.h); the
+     * pool is held for max_retry_after at most, so one answer never locks a host out
+     * (hint <= CG_DURATION_MAX_MS: no overflow either way). */
     cg_limiter_count(st, ad->pool_index, CG_CNT_429);
-    cg_limiter_hold(st, ad->pool_index, now + (hint >= 0 ? hint : sleep_ms) * 1000000);
+    cg_limiter_hold(st, ad->pool_index, now + cg__capped_ns(hint >= 0 ? hint : sleep_ms, max));
   }
   cg_rl_parse(&rh, cg_wall_ms(), &sig);
   if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
     cg_limiter_pace(st, ad->pool_index, sig.requests_limit, sig.requests_remaining,
-                    sig.requests_reset_ms * 1000000, now);
+                    cg__capped_ns(sig.requests_reset_ms, CG_DURATION_MAX_MS), now,
+                    max * 1000000);
   /* Tokens: nothing left means waiting for a refill, when the size of one is known: the
-   * next request's estimate out of limit tokens per reset. */
+   * next request's estimate out of limit tokens per reset (in double: the product may be
+   * far beyond int64; capped before any conversion). */
   if (sig.tokens_remaining == 0 && sig.tokens_reset_ms > 0 && sig.tokens_limit > 0 &&
-      ad->tokens > 0)
-    cg_limiter_hold(st, ad->pool_index,
-                    now + (int64_t) ((double) sig.tokens_reset_ms * 1e6 *
-                                     (double) ad->tokens / (double) sig.tokens_limit));
+      ad->tokens > 0) {
+    double ms = (double) sig.tokens_reset_ms * (double) ad->tokens / (double) sig.tokens_limit;
+    cg_limiter_hold(st, ad->pool_index, now + cg__capped_ns(cg_duration_from_double(ms), max));
+  }
 }
 
 static void cg__leave(struct cg_admission *ad, int slot) {
@@ -413,7 +428,8 @@ void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta) {
     return;
   {
     CG_GUARDED(ad, return);
-    cg_limiter_tokens_correct(ad->state, ad->pool_index, &ad->pool->lim, delta);
+    cg_limiter_tokens_correct(ad->state, ad->pool_index, &ad->pool->lim, delta,
+                              cg_sat_mul(ad->max_retry_after_ms, 1000000));
     CG_UNGUARD();
   }
 }

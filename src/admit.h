@@ -103,7 +103,11 @@ void cg_admission_leave(struct cg_admission *ad, int slot);
 void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta);
 
 /* Learn from an answer with HTTP `status` (0: none) and its headers `hints`; `sleep_ms`
- * is the caller's own backoff, the hold of a 429 that has no hint. */
+ * is the caller's own backoff, the hold of a 429 that has no hint.  Nothing an answer
+ * says holds or paces the pool beyond `max_retry_after_ms` (issue 11): a longer 429
+ * hint (the call itself gave up) holds it for max_retry_after_ms, and the hold of a
+ * quota with nothing remaining, the pacing interval and how long pacing lasts are each
+ * capped at it, so the next call of any process goes within that maximum. */
 void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, long status,
                         int64_t sleep_ms, cg_getdate_fn getdate);
 

@@ -32,15 +32,22 @@ typedef time_t (*cg_getdate_fn)(const char *, const time_t *);
 
 /* The server's hint in ms, or -1 when there is none that parses.
  *   retry_after_ms  value of "retry-after-ms" or NULL
- *   retry_after     value of "Retry-After" or NULL
+ *   retry_after     value of "Retry-After" or NULL (RFC 9110 section 10.2.3:
+ *                   delta-seconds or an HTTP-date)
  *   date            value of the response's "Date" or NULL
  *   now_wall_ms     the local wall clock, used when `date` is absent or unparsable
- *   getdate         HTTP-date parser (the host libcurl's curl_getdate) or NULL */
+ *   getdate         HTTP-date parser (the host libcurl's curl_getdate) or NULL
+ * Saturated: a hint too large to represent (10^30 s, 1e309, inf, an HTTP-date in year
+ * 817853964) is CG_DURATION_MAX_MS (saturate.h), the largest value, never "none" and
+ * never a wrapped product (RFC 9111 section 1.2.2); callers compare it with
+ * max_retry_after and give up.  The result is always -1 or in [0, CG_DURATION_MAX_MS]. */
 int64_t cg_hint_ms(const char *retry_after_ms, const char *retry_after, const char *date,
                    int64_t now_wall_ms, cg_getdate_fn getdate);
 
-/* Parse a non-negative decimal number of `unit_ms` units ("1.5" s -> 1500 ms).
- * Returns -1 for anything else (negative, empty, trailing junk, overflow). */
+/* Parse a non-negative number of `unit_ms` units ("1.5" s -> 1500 ms, exactly, rounded
+ * up below the unit) into ms.  Also the exponent forms ("1e3", "2.5E+1") and "inf" /
+ * "infinity".  Too large (more digits than fit, 1e309, inf) is CG_DURATION_MAX_MS.
+ * Returns -1 for anything else: negative, empty, hex, nan, trailing junk. */
 int64_t cg_parse_decimal_ms(const char *s, double unit_ms);
 
 #endif

@@ -30,14 +30,18 @@ static int64_t cg__max_output(const cJSON *root) {
   const cJSON *m;
   int64_t best = 0;
   size_t i;
+  double v = 0;
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     m = cJSON_GetObjectItemCaseSensitive(root, names[i]);
-    if (cJSON_IsNumber(m) && m->valuedouble > (double) best)
-      best = (int64_t) m->valuedouble;
+    if (cJSON_IsNumber(m) && m->valuedouble > v)
+      v = m->valuedouble;
   }
   m = cJSON_GetObjectItemCaseSensitive(gc, "maxOutputTokens");
-  if (cJSON_IsNumber(m) && m->valuedouble > (double) best)
-    best = (int64_t) m->valuedouble;
+  if (cJSON_IsNumber(m) && m->valuedouble > v)
+    v = m->valuedouble;
+  /* Bounded before the conversion (found by fuzzing: "max_tokens": 1e300 was a
+   * float-to-integer overflow, UB): no model writes more than CG_BODY_OUTPUT_MAX. */
+  best = v > (double) CG_BODY_OUTPUT_MAX ? CG_BODY_OUTPUT_MAX : (int64_t) v;
   return best;
 }
 

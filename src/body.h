@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define CG_BODY_PARSE_MAX (8 << 20) /* bytes: larger bodies are not parsed */
+#define CG_BODY_OUTPUT_MAX INT64_C(100000000) /* tokens: a larger output limit counts as this */
 
 /* Parse `len` bytes at `body` if they are a JSON object.  On success `*model` gets a
  * malloc'd copy of "model" (left alone when absent) and `*tokens` the estimate (left

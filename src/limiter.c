@@ -76,6 +76,18 @@ static void cg__gcra(double per_minute, double burst, double margin, double *t_n
   *tau_ns = (fmax(burst, 1.0) - 1.0) * *t_ns;
 }
 
+/* A time or duration computed in double, as ns: clamped to +-4e18 (about 127 years from
+ * the clock's origin) before the conversion, so a huge cost (a token estimate times the
+ * ns per token of a tiny tpm) is a wait too long for any deadline, never a
+ * float-to-integer overflow (UB). */
+static int64_t cg__ns(double v) {
+  if (!(v < 4e18))
+    return INT64_C(4000000000000000000);
+  if (v < -4e18)
+    return -INT64_C(4000000000000000000);
+  return (int64_t) v;
+}
+
 /* Reserve `cost` units on `tat`.  Returns 0 and the wait, or 1 when too long.
  * `*took` gets what the reservation added to the account (ns), to give it back.
  * A request goes when its whole cost fits in the burst (a cost above the burst: when the
@@ -88,12 +100,12 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
   int tries;
   int64_t old, base, go;
 
-  *took = (int64_t) (cost * t_ns);
+  *took = cg__ns(cost * t_ns);
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     int64_t next;
     old = cg__load(tat);
     base = old > now ? old : now;
-    go = (int64_t) ((double) base - tau_ns + need_ns);
+    go = cg__ns((double) base - tau_ns + need_ns);
     if (go < now)
       go = now;
     if (go < floor_ns)
@@ -104,7 +116,7 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
       return 1;
     }
     /* The request goes at `go`: the account moves from there. */
-    next = (int64_t) ((double) (base > go ? base : go) + cost * t_ns);
+    next = cg__ns((double) (base > go ? base : go) + cost * t_ns);
     if (cg__cas(tat, &old, next))
       return 0;
   }
@@ -112,7 +124,7 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
    * than let the request through unaccounted. */
   old = __atomic_fetch_add(tat, *took, __ATOMIC_ACQ_REL);
   base = old > now ? old : now;
-  go = (int64_t) ((double) base - tau_ns + need_ns);
+  go = cg__ns((double) base - tau_ns + need_ns);
   *wait = go > now ? go - now : 0;
   return 0;
 }
@@ -160,13 +172,16 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
 }
 
 void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limits *lim,
-                               int64_t delta) {
+                               int64_t delta, int64_t max_ns) {
   double t_ns, tau_ns;
+  int64_t add;
   if (lim->tpm <= 0 || delta == 0)
     return;
   cg__gcra(lim->tpm, lim->burst_tokens, lim->margin, &t_ns, &tau_ns);
-  __atomic_fetch_add(&st->pools[p].tat_tokens, (int64_t) ((double) delta * t_ns),
-                     __ATOMIC_ACQ_REL);
+  add = cg__ns((double) delta * t_ns);
+  if (add > max_ns)
+    add = max_ns > 0 ? max_ns : 0;
+  __atomic_fetch_add(&st->pools[p].tat_tokens, add, __ATOMIC_ACQ_REL);
 }
 
 /* ---- in-flight ---- */
@@ -330,18 +345,26 @@ int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
 }
 
 void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,
-                     int64_t reset_ns, int64_t now) {
+                     int64_t reset_ns, int64_t now, int64_t max_ns) {
   struct cg_state_pool *pool = &st->pools[p];
+  int64_t interval, window;
   if (remaining < 0 || reset_ns <= 0)
     return;
+  if (max_ns < 0)
+    max_ns = 0;
   if (remaining == 0) {
     if (limit > 0)
-      cg_limiter_hold(st, p, now + reset_ns / limit);
+      cg_limiter_hold(st, p, now + (reset_ns / limit < max_ns ? reset_ns / limit : max_ns));
     return;
   }
-  /* `remaining` requests over `reset_ns`: one every reset / (remaining + 1). */
-  __atomic_store_n(&pool->pace_interval, reset_ns / (remaining + 1), __ATOMIC_RELEASE);
-  __atomic_store_n(&pool->pace_until, now + reset_ns, __ATOMIC_RELEASE);
+  /* `remaining` requests over `reset_ns`: one every reset / (remaining + 1) (0 when
+   * remaining >= reset_ns: no overflow of remaining + 1).  Neither the spacing nor how
+   * long it lasts goes beyond max_ns. */
+  interval = remaining >= reset_ns ? 0 : reset_ns / (remaining + 1);
+  window = reset_ns < max_ns ? reset_ns : max_ns;
+  __atomic_store_n(&pool->pace_interval, interval < max_ns ? interval : max_ns,
+                   __ATOMIC_RELEASE);
+  __atomic_store_n(&pool->pace_until, now + window, __ATOMIC_RELEASE);
 }
 
 void cg_limiter_count(struct cg_state *st, int p, enum cg_counter c) {

@@ -34,9 +34,11 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
                        int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns);
 
 /* Add `delta` tokens (negative: give back) to pool `p`'s token account, once the real
- * usage of a request is known. */
+ * usage of a request is known.  The usage comes from the response: one answer moves the
+ * account by at most `max_ns` (max_retry_after), so a body claiming 2^53 tokens delays
+ * the pool's next requests by that much at most, not for years. */
 void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limits *lim,
-                               int64_t delta);
+                               int64_t delta, int64_t max_ns);
 
 /* Take an in-flight slot of pool `p` (limit `max`), waiting until `deadline_ns` at most.
  * Returns the slot index (>= 0), -1 on timeout, -2 when the slot table is full (the call
@@ -60,10 +62,12 @@ int64_t cg_limiter_hold_until(struct cg_state *st, int p);
 /* Spread the next requests of pool `p` so the `remaining` of them last the `reset_ns`
  * until the provider's window refills (its rate-limit headers).  The reset is when the
  * window is full again, not a wait (CASES.md): with nothing remaining the next request
- * waits for one request's refill, reset / (limit - remaining), and only when the `limit`
- * is known (> 0). */
+ * waits for one request's refill, reset / limit, and only when the `limit` is known
+ * (> 0).  Nothing a provider says holds or paces the pool beyond `max_ns` (the
+ * configured max_retry_after): the hold, the spacing and how long the spacing lasts are
+ * each capped at it.  Caller's `now + reset_ns` must not overflow (reset <= 10^18 ns). */
 void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,
-                     int64_t reset_ns, int64_t now);
+                     int64_t reset_ns, int64_t now, int64_t max_ns);
 
 /* Count events for `stat`. */
 enum cg_counter { CG_CNT_ADMITTED, CG_CNT_WAITED, CG_CNT_REJECTED, CG_CNT_429 };

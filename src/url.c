@@ -28,6 +28,22 @@ static const char *cg__guess(const char *host, size_t n) {
   return "http";
 }
 
+/* The port in [p, end): decimal digits only, 0 to 65535 (libcurl refuses others), else
+ * -1 (unknown).  Not atoi: found by fuzzing, "h:99999999999" overflowed to 1215752191. */
+static int cg__port(const char *p, const char *end) {
+  long v = 0;
+  if (p == end)
+    return -1;
+  for (; p < end; p++) {
+    if (!isdigit((unsigned char) *p))
+      return -1;
+    v = v * 10 + (*p - '0');
+    if (v > 65535)
+      return -1;
+  }
+  return (int) v;
+}
+
 int cg_url_parse(const char *url, struct cg_url *out) {
   return cg_url_parse_default(url, NULL, out);
 }
@@ -98,7 +114,7 @@ int cg_url_parse_default(const char *url, const char *default_scheme, struct cg_
   if (guessed)
     snprintf(out->scheme, sizeof(out->scheme), "%s", cg__guess(out->host, strlen(out->host)));
   if (*host_end == ':' && host_end + 1 < auth_end)
-    out->port = atoi(host_end + 1);
+    out->port = cg__port(host_end + 1, auth_end);
   else if (strcmp(out->scheme, "http") == 0)
     out->port = 80;
   else if (strcmp(out->scheme, "https") == 0)

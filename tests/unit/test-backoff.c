@@ -1,6 +1,7 @@
 /* test-backoff.c - backoff with jitter and server hints (backoff.h, SPEC section 7,
  * CASES.md "Retry-After and friends"). */
 #include "backoff.h"
+#include "saturate.h"
 
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -168,11 +169,29 @@ static const struct {
     {"1.2.3", 1000, -1},
     {"12abc", 1000, -1},
     {"1 2", 1000, -1},
-    {"1e3", 1000, -1},
     {"0x10", 1000, -1},
-    {"inf", 1000, -1},
     {"nan", 1000, -1},
-    {"99999999999999999999999", 1000, -1},
+    {"-inf", 1000, -1},
+    {"1e", 1000, -1},
+    {"e5", 1000, -1},
+    {"1e5x", 1000, -1},
+    /* Issue 11: too large to represent is the largest value ("too long"), never "no
+     * hint" (RFC 9111 section 1.2.2).  Before the fix these were -1 (ignored, so the
+     * call retried at once) or, past the 10^12 check, a signed overflow. */
+    {"99999999999999999999999", 1000, CG_DURATION_MAX_MS},
+    {"1000000000000000000000000000000", 1000, CG_DURATION_MAX_MS},
+    {"1000000000000000000000000000000", 1, CG_DURATION_MAX_MS},
+    {"9223372036854775807", 1000, CG_DURATION_MAX_MS},
+    {"9223372036854775808", 1, CG_DURATION_MAX_MS},
+    {"999999999999999.5", 1000, CG_DURATION_MAX_MS},
+    {"1e309", 1000, CG_DURATION_MAX_MS},
+    {"1E+309", 1, CG_DURATION_MAX_MS},
+    {"inf", 1000, CG_DURATION_MAX_MS},
+    {"Infinity", 1, CG_DURATION_MAX_MS},
+    {"1e3", 1000, 1000000},
+    {"2.5e1", 1000, 25000},
+    {"1e-400", 1000, 0},
+    {"31536000", 1000, 31536000000},  /* a year: a value, too long for any cap */
 };
 
 Test(backoff, parse_decimal) {
@@ -301,4 +320,60 @@ Test(backoff, numeric_hints_never_reach_the_date_parser) {
                -1);
   cr_assert_eq(cg_hint_ms("250", "1", NULL, NOW_MS, counting_getdate), 250);
   cr_assert_eq(getdate_calls, 0);
+}
+
+/* ---- hostile hints (issue 11 items 3 and 4) ---- */
+
+/* A curl_getdate() stand-in that also returns what the real one returns for the hostile
+ * dates: curl's parsedate reads any year up to 2^31 ("Retry-After: ,2Oct817853964" is
+ * 2 October of year 817853964, curl test 1596), and time_t extremes. */
+static time_t hostile_getdate(const char *s, const time_t *unused) {
+  if (strcmp(s, ",2Oct817853964") == 0)
+    return (time_t) INT64_C(25808878396166400); /* 817853964-10-02T00:00:00Z */
+  if (strcmp(s, "MAX") == 0)
+    return (time_t) INT64_MAX;
+  if (strcmp(s, "MIN") == 0)
+    return (time_t) (INT64_MIN + 1);
+  return test_getdate(s, unused);
+}
+
+static const struct {
+  const char *name;
+  const char *ms, *ra, *date;
+  int64_t now;
+  int64_t want;
+} hostile_cases[] = {
+    /* Before the fix: `when * 1000` overflowed (UBSan: signed-integer-overflow) and
+     * wrapped to a 29-year hint. */
+    {"year 817853964, no Date", NULL, ",2Oct817853964", NULL, NOW_MS, CG_DURATION_MAX_MS},
+    {"year 817853964 vs Date", NULL, ",2Oct817853964", "Thu, 13 Aug 2026 15:36:43 GMT", NOW_MS,
+     CG_DURATION_MAX_MS},
+    {"time_t max vs Date", NULL, "MAX", "Thu, 13 Aug 2026 15:36:43 GMT", NOW_MS,
+     CG_DURATION_MAX_MS},
+    {"time_t max vs time_t min", NULL, "MAX", "MIN", NOW_MS, CG_DURATION_MAX_MS},
+    {"time_t max, no Date, now min", NULL, "MAX", NULL, INT64_MIN, CG_DURATION_MAX_MS},
+    {"time_t min vs time_t max", NULL, "MIN", "MAX", NOW_MS, 0},
+    /* curl test 1596: an HTTP-date 5 years after the response's Date: a value, measured
+     * exactly (5 * 365 + 2 leap days), too long for any cap. */
+    {"5 years after Date", NULL, "Wed, 13 Aug 2031 15:36:43 GMT", "Thu, 13 Aug 2026 15:36:43 GMT",
+     NOW_MS, INT64_C(1826) * 86400 * 1000},
+    {"Retry-After: 31536000", NULL, "31536000", NULL, NOW_MS, INT64_C(31536000000)},
+    {"Retry-After: 10^30", NULL, "1000000000000000000000000000000", NULL, NOW_MS,
+     CG_DURATION_MAX_MS},
+    {"Retry-After: 1e309", NULL, "1e309", NULL, NOW_MS, CG_DURATION_MAX_MS},
+    {"Retry-After: inf", NULL, "inf", NULL, NOW_MS, CG_DURATION_MAX_MS},
+    {"retry-after-ms: 10^30", "1000000000000000000000000000000", "1", NULL, NOW_MS,
+     CG_DURATION_MAX_MS},
+    {"retry-after-ms: 1e309", "1e309", "1", NULL, NOW_MS, CG_DURATION_MAX_MS},
+};
+
+Test(backoff, hostile_hints_saturate) {
+  size_t i;
+  for (i = 0; i < sizeof(hostile_cases) / sizeof(hostile_cases[0]); i++) {
+    int64_t v = cg_hint_ms(hostile_cases[i].ms, hostile_cases[i].ra, hostile_cases[i].date,
+                           hostile_cases[i].now, hostile_getdate);
+    cr_expect_eq(v, hostile_cases[i].want, "%s: %lld, want %lld", hostile_cases[i].name,
+                 (long long) v, (long long) hostile_cases[i].want);
+    cr_expect(v <= CG_DURATION_MAX_MS, "%s: beyond the largest duration", hostile_cases[i].name);
+  }
 }

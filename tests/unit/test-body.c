@@ -25,6 +25,12 @@ static const struct body_case cases[] = {
    NULL, 2 + 64},
   /* UTF-8: characters, not bytes ("\xc3\xa9" is one character) */
   {"{\"model\":\"m\",\"prompt\":\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}", "m", 1},
+  /* Found by fuzzing: an output limit beyond int64 was a float-to-integer overflow (UB);
+   * it counts as CG_BODY_OUTPUT_MAX.  Negative ones are no limit. */
+  {"{\"model\":\"m\",\"max_tokens\":1e300}", "m", CG_BODY_OUTPUT_MAX},
+  {"{\"max_completion_tokens\":9223372036854775808}", NULL, CG_BODY_OUTPUT_MAX},
+  {"{\"generationConfig\":{\"maxOutputTokens\":1e20}}", NULL, CG_BODY_OUTPUT_MAX},
+  {"{\"max_tokens\":-1e300}", NULL, 0},
   /* not JSON objects: nothing */
   {"model=gpt-4o&x=1", NULL, -1},
   {"[1,2,3]", NULL, -1},

@@ -5,6 +5,9 @@
 
 #include <criterion/criterion.h>
 #include <malloc.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -621,4 +624,32 @@ Test(config, ignored_pools_and_repeated_hosts_do_not_leak) {
                after - before);
   unlink(path);
   free(path);
+}
+
+/* Found by fuzzing (LeakSanitizer, in the SAN=1 build): a pool given "hosts" twice, a
+ * pool ignored for having no name, and a second pool of the same name leaked their host
+ * lists.  The last "hosts" wins; ignored pools are freed. */
+Test(config, ignored_pools_keep_the_last_hosts_and_free_the_rest) {
+  struct cg_config c;
+  char *path = write_file("{\"pools\": ["
+                          "{\"name\": \"a\", \"hosts\": [\"x.example\"], \"hosts\": \"y.example\"},"
+                          "{\"hosts\": [\"nameless.example\"]},"
+                          "{\"name\": \"a\", \"hosts\": [\"dup.example\"]},"
+                          "{\"name\": \"" 
+                          "a-name-longer-than-forty-seven-bytes-is-ignored-as-a-pool\","
+                          " \"hosts\": [\"long.example\"]}]}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.npools, 1);
+  cr_assert_str_eq(c.pools[0].name, "a");
+  cr_assert_eq(c.pools[0].nhosts, 1);
+  cr_assert_str_eq(c.pools[0].hosts[0], "y.example");
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+#ifdef __SANITIZE_ADDRESS__
+  /* In the SAN=1 build, fail here rather than in a report after the test passed. */
+  cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "memory leaked (see the report above)");
+#endif
 }

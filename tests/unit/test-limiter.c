@@ -188,7 +188,7 @@ Test(limiter, paced_request_reservation_given_back_when_tokens_fail) {
   struct cg_limits l = limits(0, 0, 6000, 1, 0);
   int p = pool("a", &l);
   int64_t w = -1, tat_req;
-  cg_limiter_pace(&st, p, 60, 9, 10 * SEC, NOW0); /* 10 s / 10 = 1 s apart */
+  cg_limiter_pace(&st, p, 60, 9, 10 * SEC, NOW0, 3600 * SEC); /* 10 s / 10 = 1 s apart */
   cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
   tat_req = st.pools[p].tat_requests;
   cr_assert_eq(tat_req, NOW0 + SEC);
@@ -206,7 +206,7 @@ Test(limiter, paced_with_rpm_reservation_given_back_when_tokens_fail) {
   struct cg_limits l = limits(600, 1, 6000, 1, 0);
   int p = pool("a", &l);
   int64_t w = -1, tat_req;
-  cg_limiter_pace(&st, p, 60, 9, 10 * SEC, NOW0);
+  cg_limiter_pace(&st, p, 60, 9, 10 * SEC, NOW0, 3600 * SEC);
   cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
   tat_req = st.pools[p].tat_requests;
   cr_assert_eq(tat_req, NOW0 + SEC);
@@ -243,7 +243,7 @@ Test(limiter, pace_interval_widens_spacing_until_pace_until) {
   struct cg_limits l = limits(600, 0, 0, 0, 0); /* 10/s, burst 10 */
   int p = pool("a", &l), i;
   /* 2 remaining over 3 s: one request every 1 s. */
-  cg_limiter_pace(&st, p, 60, 2, 3 * SEC, NOW0);
+  cg_limiter_pace(&st, p, 60, 2, 3 * SEC, NOW0, 3600 * SEC);
   cr_assert_eq(st.pools[p].pace_interval, SEC);
   cr_assert_eq(st.pools[p].pace_until, NOW0 + 3 * SEC);
   cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
@@ -258,7 +258,7 @@ Test(limiter, pace_interval_widens_spacing_until_pace_until) {
 Test(limiter, pace_without_a_rate_limit) {
   struct cg_limits l = limits(0, 0, 0, 0, 0);
   int p = pool("a", &l);
-  cg_limiter_pace(&st, p, -1, 4, 10 * SEC, NOW0); /* 10 s / 5 = 2 s */
+  cg_limiter_pace(&st, p, -1, 4, 10 * SEC, NOW0, 3600 * SEC); /* 10 s / 5 = 2 s */
   cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
   cr_assert_eq(reserve(p, &l, 0, NOW0), 2 * SEC);
   cr_assert_eq(reserve(p, &l, 0, NOW0 + 11 * SEC), 0);
@@ -268,7 +268,7 @@ Test(limiter, pace_without_a_rate_limit) {
 Test(limiter, pace_narrower_than_rate_keeps_the_rate) {
   struct cg_limits l = limits(60, 1, 0, 0, 0); /* 1 s */
   int p = pool("a", &l);
-  cg_limiter_pace(&st, p, 1000, 999, 10 * SEC, NOW0); /* 10 ms */
+  cg_limiter_pace(&st, p, 1000, 999, 10 * SEC, NOW0, 3600 * SEC); /* 10 ms */
   cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
   cr_assert_eq(reserve(p, &l, 0, NOW0), SEC);
 }
@@ -276,19 +276,19 @@ Test(limiter, pace_narrower_than_rate_keeps_the_rate) {
 Test(limiter, pace_nothing_remaining_known_limit_waits_one_refill) {
   struct cg_limits l = limits(0, 0, 0, 0, 0);
   int p = pool("a", &l);
-  cg_limiter_pace(&st, p, 60, 0, 6 * SEC, NOW0); /* 6 s / 60 = 100 ms */
+  cg_limiter_pace(&st, p, 60, 0, 6 * SEC, NOW0, 3600 * SEC); /* 6 s / 60 = 100 ms */
   cr_assert_eq(st.pools[p].hold_until, NOW0 + 100 * MS);
   cr_assert_eq(reserve(p, &l, 0, NOW0), 100 * MS);
   /* 6m0s with 10000 requests: 36 ms, not 6 minutes. */
-  cg_limiter_pace(&st, p, 10000, 0, 360 * SEC, NOW0 + SEC);
+  cg_limiter_pace(&st, p, 10000, 0, 360 * SEC, NOW0 + SEC, 3600 * SEC);
   cr_assert_eq(st.pools[p].hold_until, NOW0 + SEC + 36 * MS);
 }
 
 Test(limiter, pace_nothing_remaining_unknown_limit_does_nothing) {
   struct cg_limits l = limits(0, 0, 0, 0, 0);
   int p = pool("a", &l);
-  cg_limiter_pace(&st, p, -1, 0, 360 * SEC, NOW0);
-  cg_limiter_pace(&st, p, 0, 0, 360 * SEC, NOW0);
+  cg_limiter_pace(&st, p, -1, 0, 360 * SEC, NOW0, 3600 * SEC);
+  cg_limiter_pace(&st, p, 0, 0, 360 * SEC, NOW0, 3600 * SEC);
   cr_assert_eq(st.pools[p].hold_until, 0);
   cr_assert_eq(st.pools[p].pace_until, 0);
   cr_assert_eq(reserve(p, &l, 0, NOW0), 0);
@@ -298,9 +298,9 @@ Test(limiter, pace_nothing_remaining_unknown_limit_does_nothing) {
 Test(limiter, pace_ignores_unknown_values) {
   struct cg_limits l = limits(0, 0, 0, 0, 0);
   int p = pool("a", &l);
-  cg_limiter_pace(&st, p, 60, -1, 3 * SEC, NOW0);
-  cg_limiter_pace(&st, p, 60, 2, 0, NOW0);
-  cg_limiter_pace(&st, p, 60, 2, -1, NOW0);
+  cg_limiter_pace(&st, p, 60, -1, 3 * SEC, NOW0, 3600 * SEC);
+  cg_limiter_pace(&st, p, 60, 2, 0, NOW0, 3600 * SEC);
+  cg_limiter_pace(&st, p, 60, 2, -1, NOW0, 3600 * SEC);
   cr_assert_eq(st.pools[p].hold_until, 0);
   cr_assert_eq(st.pools[p].pace_until, 0);
   cr_assert_eq(st.pools[p].pace_interval, 0);
@@ -311,13 +311,13 @@ Test(limiter, tokens_correct_moves_the_token_account) {
   int p = pool("a", &l);
   cr_assert_eq(reserve(p, &l, 250, NOW0), 0);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2500 * MS);
-  cg_limiter_tokens_correct(&st, p, &l, -100); /* used 100 fewer than estimated */
+  cg_limiter_tokens_correct(&st, p, &l, -100, 3600 * SEC); /* used 100 fewer than estimated */
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 1500 * MS);
-  cg_limiter_tokens_correct(&st, p, &l, 50);
+  cg_limiter_tokens_correct(&st, p, &l, 50, 3600 * SEC);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2000 * MS);
   cr_assert_eq(reserve(p, &l, 1, NOW0), 2 * SEC);
   /* No token limit: nothing to correct. */
-  cg_limiter_tokens_correct(&st, p, &none, 1000);
+  cg_limiter_tokens_correct(&st, p, &none, 1000, 3600 * SEC);
   cr_assert_eq(st.pools[p].tat_tokens, NOW0 + 2010 * MS);
 }
 
@@ -707,4 +707,57 @@ Test(limiter, claimed_pool_without_a_published_name_is_named_again) {
   cr_assert_eq(pool("127.0.0.1", &l), p);
   cr_assert_eq(st.pools[p].name_ready, 1);
   cr_assert_str_eq(st.pools[p].name, "127.0.0.1");
+}
+
+/* ---- nothing a provider says holds or paces beyond max_ns (issue 11 item 3) ---- */
+
+Test(limiter, pace_is_capped_at_max) {
+  struct cg_limits l = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &l), q = pool("b", &l), r = pool("c", &l);
+  int64_t year = 31536000LL * SEC;
+  /* Nothing left, 999999h to refill one request: held 2 s, not 114 years. */
+  cg_limiter_pace(&st, p, 1, 0, 1000000000000LL * MS, NOW0, 2 * SEC);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 2 * SEC);
+  cr_assert_eq(reserve(p, &l, 0, NOW0), 2 * SEC);
+  /* One left over a year: spaced at most 2 s apart, for at most 2 s. */
+  cg_limiter_pace(&st, q, 100, 1, year, NOW0, 2 * SEC);
+  cr_assert_eq(st.pools[q].pace_interval, 2 * SEC);
+  cr_assert_eq(st.pools[q].pace_until, NOW0 + 2 * SEC);
+  cr_assert_eq(reserve(q, &l, 0, NOW0), 0);
+  cr_assert_eq(reserve(q, &l, 0, NOW0), 2 * SEC);
+  cr_assert_eq(reserve(q, &l, 0, NOW0 + 3 * SEC), 0, "pacing over after the cap");
+  cr_assert_eq(reserve(q, &l, 0, NOW0 + 3 * SEC), 0);
+  /* remaining = INT64_MAX (a saturated count): remaining + 1 never overflows. */
+  cg_limiter_pace(&st, r, -1, INT64_MAX, year, NOW0, 2 * SEC);
+  cr_assert_eq(st.pools[r].pace_interval, 0);
+  cr_assert_leq(st.pools[r].pace_until, NOW0 + 2 * SEC);
+}
+
+/* A token cost times the ns per token of a tiny tpm (10^12 tokens at 0.001 per minute:
+ * 6e25 ns) was a float-to-integer overflow (UB; -fsanitize=float-cast-overflow).  Such a
+ * request goes when the bucket is full (limiter.h) and moves the account as far as it
+ * can, 4e18 ns, never a wrapped (negative: unlimited) one; the next one cannot go. */
+Test(limiter, huge_token_cost_saturates_not_ub) {
+  struct cg_limits l = limits(0, 0, 0.001, 1, 0);
+  int p = pool("a", &l);
+  int64_t w = -1;
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, INT64_C(1000000000000), NOW0, 60 * SEC, &w), 0);
+  cr_assert_eq(w, 0);
+  cr_assert_eq(st.pools[p].tat_tokens, INT64_C(4000000000000000000));
+  cr_assert_eq(cg_limiter_reserve(&st, p, &l, 1, NOW0, 60 * SEC, &w), 1);
+  cr_assert_gt(w, 60 * SEC);
+}
+
+/* The usage of a response is network data too: a body claiming 2^53 tokens moves the
+ * token account by max_ns at most (issue 11: no answer holds a pool beyond the maximum;
+ * before, 2^53 tokens at 6000 tpm pushed it 2.8e18 ns, 89 years). */
+Test(limiter, tokens_correct_is_capped_at_max) {
+  struct cg_limits l = limits(0, 0, 6000, 1, 0);
+  int p = pool("a", &l);
+  int64_t tat;
+  cr_assert_eq(reserve(p, &l, 1, NOW0), 0);
+  tat = st.pools[p].tat_tokens;
+  cg_limiter_tokens_correct(&st, p, &l, INT64_C(9007199254740992), 2 * SEC);
+  cr_assert_eq(st.pools[p].tat_tokens, tat + 2 * SEC);
+  cr_assert_eq(reserve(p, &l, 1, NOW0 + 3 * SEC), 0, "the next call goes after the cap");
 }

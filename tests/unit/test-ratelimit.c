@@ -1,6 +1,7 @@
 /* test-ratelimit.c - providers' rate-limit headers -> quota left (ratelimit.h,
  * README "What the provider says", CASES.md "Provider rate-limit headers"). */
 #include "ratelimit.h"
+#include "saturate.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -314,4 +315,101 @@ Test(rl_parse, negative_or_bad_remaining_is_unknown) {
   h.remaining_requests = "12\r";
   parse(&h, T0, &s);
   cr_assert_eq(s.requests_remaining, 12);
+}
+
+/* ---- hostile values (issue 11 items 3 and 4): saturated, never UB ---- */
+
+/* Before the fix: `(int64_t) ceil(total)` of inf or of 3.6e12 * ... (UBSan: "inf is
+ * outside the range of representable values"), or a 114-year reset taken as is. */
+Test(go_duration, too_large_is_the_largest) {
+  static const struct {
+    const char *s;
+    int64_t ms;
+  } c[] = {
+      {"1e309s", CG_DURATION_MAX_MS},
+      {"1e400ms", CG_DURATION_MAX_MS},
+      {"999999h", CG_DURATION_MAX_MS},          /* 114 years */
+      {"99999999999999999999h", CG_DURATION_MAX_MS},
+      {"1e308h1e308h", CG_DURATION_MAX_MS},     /* a sum that overflows a double */
+      {"infs", CG_DURATION_MAX_MS},
+      {"277777h", 999997200000},                /* just under: a value */
+      {"0x10s", -1},                            /* strtod's hex form is not Go's */
+      {"nans", -1},
+      {"-1e309s", -1},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+    cr_expect_eq(cg_rl_go_duration_ms(c[i].s), c[i].ms, "\"%s\" -> %lld, want %lld", c[i].s,
+                 (long long) cg_rl_go_duration_ms(c[i].s), (long long) c[i].ms);
+}
+
+/* Before the fix: strtod of the fraction (".5e400": inf * 1000 converted to int64) and
+ * atoi of the offset hours ("+99999999999:00": hh * 3600 overflowed). */
+Test(rfc3339, hostile_fractions_and_offsets) {
+  static const struct {
+    const char *s;
+    int64_t ms;
+  } c[] = {
+      {"2026-11-30T06:17:30.5e400Z", -1},
+      {"2026-11-30T06:17:30.Z", -1},
+      {"2026-11-30T06:17:30.99999999999999999999999999Z", T0 + 999},
+      {"2026-11-30T06:17:30+99999999999:00", -1},
+      {"2026-11-30T06:17:30+2147483647:00", -1},
+      {"2026-11-30T06:17:30+596524:00", -1},
+      {"2026-11-30T06:17:30+01:35791395", -1}, /* before: 35791395 * 60 > INT_MAX */
+      {"2026-11-30T06:17:30+01:99999999999", -1},
+      {"2026-11-30T06:17:30+24:00", -1},
+      {"2026-11-30T06:17:30+01:60", -1},
+      {"2026-11-30T06:17:30+1a:00", -1},
+      {"2026-11-30T06:17:30-0x:00", -1},
+      {"2026-11-30T07:17:30+01:00", T0},
+      {"2026-11-30T06:17:30+23:59", T0 - (23 * 3600 + 59 * 60) * 1000LL},
+      {"9999-12-31T23:59:59Z", 253402300799000},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+    cr_expect_eq(cg_rl_rfc3339_ms(c[i].s), c[i].ms, "\"%s\" -> %lld, want %lld", c[i].s,
+                 (long long) cg_rl_rfc3339_ms(c[i].s), (long long) c[i].ms);
+}
+
+/* Every reset the parser returns is -1 or within [0, CG_DURATION_MAX_MS]. */
+Test(rl_parse, hostile_resets_are_saturated) {
+  static const struct {
+    const char *name;
+    const char *rem, *reset, *a_rem, *a_reset, *ietf;
+    int64_t remaining, reset_ms;
+  } c[] = {
+      {"openai 999999h", "0", "999999h", NULL, NULL, NULL, 0, CG_DURATION_MAX_MS},
+      {"openai 1e309s", "0", "1e309s", NULL, NULL, NULL, 0, CG_DURATION_MAX_MS},
+      {"anthropic 2099", NULL, NULL, "0", "2099-01-01T00:00:00Z", NULL, 0, CG_DURATION_MAX_MS},
+      {"anthropic 9999", NULL, NULL, "0", "9999-12-31T23:59:59Z", NULL, 0, CG_DURATION_MAX_MS},
+      {"ietf a year", NULL, NULL, NULL, NULL, "remaining=0, reset=31536000", 0,
+       INT64_C(31536000000)},
+      /* Before the fix: `s * 1000` overflowed for s = LLONG_MAX (strtoll's saturation). */
+      {"ietf 10^30", NULL, NULL, NULL, NULL, "remaining=0, reset=1000000000000000000000000000000",
+       0, CG_DURATION_MAX_MS},
+      {"ietf LLONG_MAX", NULL, NULL, NULL, NULL, "r=1;t=9223372036854775807", 1,
+       CG_DURATION_MAX_MS},
+      {"ietf 1e309", NULL, NULL, NULL, NULL, "\"default\";r=0;t=1e309", 0, CG_DURATION_MAX_MS},
+      {"ietf inf", NULL, NULL, NULL, NULL, "r=0;t=inf", 0, CG_DURATION_MAX_MS},
+      {"ietf junk", NULL, NULL, NULL, NULL, "r=0;t=30x", -1, -1},
+      {"remaining 10^30", "1000000000000000000000000000000", "1s", NULL, NULL, NULL, INT64_MAX,
+       1000},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+    struct cg_rl_headers h;
+    struct cg_rl_signal s;
+    memset(&h, 0, sizeof(h));
+    h.remaining_requests = c[i].rem;
+    h.reset_requests = c[i].reset;
+    h.a_remaining_requests = c[i].a_rem;
+    h.a_reset_requests = c[i].a_reset;
+    h.ietf = c[i].ietf;
+    parse(&h, T0, &s);
+    cr_expect_eq(s.requests_remaining, c[i].remaining, "%s: remaining %lld", c[i].name,
+                 (long long) s.requests_remaining);
+    cr_expect_eq(s.requests_reset_ms, c[i].reset_ms, "%s: reset %lld ms, want %lld", c[i].name,
+                 (long long) s.requests_reset_ms, (long long) c[i].reset_ms);
+  }
 }

@@ -61,6 +61,14 @@ static const struct {
     {"http://example.com:/x", "http", "example.com", 80, "/x"},
     /* Unknown scheme: no default port. */
     {"ftp://files.example/pub", "ftp", "files.example", -1, "/pub"},
+    /* Found by fuzzing: atoi of the port wrapped ("99999999999" -> 1215752191).  A port
+     * that is not 0-65535 in digits is unknown, as libcurl refuses it. */
+    {"http://h:99999999999/", "http", "h", -1, "/"},
+    {"http://h:65536/", "http", "h", -1, "/"},
+    {"http://h:65535/", "http", "h", 65535, "/"},
+    {"http://h:80abc/", "http", "h", -1, "/"},
+    {"http://h:-1/", "http", "h", -1, "/"},
+    {"http://[::1]:4294967377/", "http", "::1", -1, "/"},
     /* Leading blanks are skipped. */
     {"  https://example.com/x", "https", "example.com", 443, "/x"},
 };

@@ -1,0 +1,53 @@
+/* fuzz-usage.c - token usage from response bodies, JSON and Server-Sent Events
+ * (src/usage.c).  The first byte picks how the rest is cut into chunks, as a network
+ * would deliver it.  Invariants: counts are -1 (unknown) or >= 0; the model is a
+ * NUL-terminated string; and the result does not depend on the chunking (the same body
+ * fed whole gives the same usage). */
+#include "fuzz.h"
+#include "usage.h"
+
+static void run(const uint8_t *data, size_t size, size_t step, struct cg_usage *out) {
+  struct cg_usage_parser *p = cg_usage_new();
+  size_t off = 0;
+  if (!p)
+    abort();
+  while (off < size) {
+    size_t n = step && step < size - off ? step : size - off;
+    cg_usage_feed(p, (const char *) data + off, n);
+    off += n;
+    if (step)
+      step = step * 7 % 61 + 1; /* uneven chunks */
+  }
+  cg_usage_finish(p, out);
+  cg_usage_free(p);
+}
+
+static void check(const struct cg_usage *u) {
+  CG_FUZZ_CHECK(u->input >= -1 && u->cached_input >= -1 && u->cache_write >= -1 &&
+                    u->output >= -1 && u->reasoning >= -1 && u->total >= -1,
+                "negative count");
+  CG_FUZZ_CHECK(memchr(u->model, '\0', sizeof(u->model)) != NULL, "model not terminated");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  struct cg_usage whole, cut;
+  size_t step;
+  if (size < 1)
+    return 0;
+  step = data[0] % 64; /* 0: one chunk */
+  run(data + 1, size - 1, 0, &whole);
+  run(data + 1, size - 1, step ? step : 1, &cut);
+  check(&whole);
+  check(&cut);
+  CG_FUZZ_CHECK(whole.input == cut.input && whole.cached_input == cut.cached_input &&
+                    whole.cache_write == cut.cache_write && whole.output == cut.output &&
+                    whole.reasoning == cut.reasoning && whole.total == cut.total &&
+                    whole.error_event == cut.error_event && whole.skipped == cut.skipped &&
+                    strcmp(whole.model, cut.model) == 0,
+                "chunking changed the usage (step %zu): in %lld/%lld out %lld/%lld "
+                "total %lld/%lld model %s/%s err %d/%d",
+                step, (long long) whole.input, (long long) cut.input, (long long) whole.output,
+                (long long) cut.output, (long long) whole.total, (long long) cut.total,
+                whole.model, cut.model, whole.error_event, cut.error_event);
+  return 0;
+}

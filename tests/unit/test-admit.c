@@ -1,0 +1,156 @@
+/* test-admit.c - what one answer may write into the shared state (admit.h): hostile
+ * server hints (issue 11 items 3 and 4, CASES.md "Turn 2": "nothing longer than the cap
+ * is ever stored in shared state").  Each case is one answer learnt by a fresh pool; the
+ * pool's hold, pacing interval and pacing window must all stay within max_retry_after. */
+#include "admit.h"
+#include "limiter.h"
+#include "state.h"
+
+#include "state-fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+CG_STATE_FIXTURE(admit);
+
+#define CAP_MS 2000
+
+/* curl_getdate() for the forms used here: IMF-fixdate, and year 817853964 as the real one
+ * returns it for ",2Oct817853964" (curl's parsedate reads years up to 2^31). */
+static time_t fake_getdate(const char *s, const time_t *unused) {
+  struct tm tm;
+  const char *end;
+  (void) unused;
+  if (strcmp(s, ",2Oct817853964") == 0)
+    return (time_t) INT64_C(25808878396166400);
+  memset(&tm, 0, sizeof(tm));
+  end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return end && !*end ? timegm(&tm) : (time_t) -1;
+}
+
+/* The IMF-fixdate of now + `secs` (wall clock). */
+static void imf(char *buf, size_t len, int64_t secs) {
+  time_t t = time(NULL) + (time_t) secs;
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+struct hostile {
+  const char *name;
+  long status;
+  const char *ra, *ram;           /* Retry-After, retry-after-ms */
+  int64_t ra_date_s, date_s;      /* != 0: Retry-After / Date as an HTTP-date, now + s */
+  const char *rem, *reset, *limit; /* OpenAI x-ratelimit-*-requests */
+  const char *a_rem, *a_reset;    /* Anthropic */
+  const char *ietf;               /* RateLimit */
+  const char *tok_rem, *tok_reset, *tok_limit;
+};
+
+static const struct hostile cases[] = {
+    {"openai 200 remaining 0 reset 999999h", 200, .rem = "0", .reset = "999999h", .limit = "1"},
+    {"openai 200 remaining 1 reset 999999h", 200, .rem = "1", .reset = "999999h", .limit = "100"},
+    {"openai 200 reset 1e309s", 200, .rem = "0", .reset = "1e309s", .limit = "1"},
+    {"ietf remaining=0 reset=31536000", 200, .ietf = "remaining=0, reset=31536000"},
+    {"ietf remaining=1 reset=31536000", 200, .ietf = "remaining=1, reset=31536000"},
+    {"ietf reset=10^30", 200, .ietf = "remaining=5, reset=1000000000000000000000000000000"},
+    {"anthropic reset in 2099", 200, .a_rem = "0", .a_reset = "2099-01-01T00:00:00Z",
+     .limit = "50"},
+    {"anthropic remaining 3 reset in 2099", 200, .a_rem = "3", .a_reset = "2099-01-01T00:00:00Z"},
+    {"429 Retry-After 31536000", 429, .ra = "31536000"},
+    {"429 Retry-After 10^30", 429, .ra = "1000000000000000000000000000000"},
+    {"429 retry-after-ms 1e309", 429, .ram = "1e309"},
+    {"429 Retry-After inf", 429, .ra = "inf"},
+    {"429 Retry-After ,2Oct817853964", 429, .ra = ",2Oct817853964"},
+    {"429 HTTP-date 5 years after Date", 429, .ra_date_s = 5 * 31536000 + 86400, .date_s = 1},
+    {"429 tokens 0 reset 999999h", 429, .ra = "1", .tok_rem = "0", .tok_reset = "999999h",
+     .tok_limit = "1"},
+    {"200 tokens 0 reset 1e309s", 200, .tok_rem = "0", .tok_reset = "1e309s", .tok_limit = "1"},
+};
+
+static void fill(struct cg_hints *h, const struct hostile *c) {
+  memset(h, 0, sizeof(*h));
+#define CG_SET(dst, src) snprintf(h->dst, sizeof(h->dst), "%s", (src) ? (src) : "")
+  CG_SET(retry_after, c->ra);
+  CG_SET(retry_after_ms, c->ram);
+  CG_SET(rl_remaining_req, c->rem);
+  CG_SET(rl_reset_req, c->reset);
+  CG_SET(rl_limit_req, c->limit);
+  CG_SET(a_remaining_req, c->a_rem);
+  CG_SET(a_reset_req, c->a_reset);
+  CG_SET(ietf, c->ietf);
+  CG_SET(rl_remaining_tok, c->tok_rem);
+  CG_SET(rl_reset_tok, c->tok_reset);
+  CG_SET(rl_limit_tok, c->tok_limit);
+#undef CG_SET
+  if (c->ra_date_s)
+    imf(h->retry_after, sizeof(h->retry_after), c->ra_date_s);
+  if (c->date_s)
+    imf(h->date, sizeof(h->date), 0);
+}
+
+Test(admit, hostile_hints_never_hold_or_pace_beyond_the_cap) {
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const struct hostile *c = &cases[i];
+    struct cg_pool_cfg pc;
+    struct cg_admission ad;
+    struct cg_hints h;
+    int64_t before, after, hold, pace_until, interval, w = -1;
+    char name[32];
+
+    memset(&pc, 0, sizeof(pc));
+    snprintf(name, sizeof(name), "p%zu", i);
+    snprintf(pc.name, sizeof(pc.name), "%s", name);
+    memset(&ad, 0, sizeof(ad));
+    ad.state = &st;
+    ad.pool = &pc;
+    ad.pool_index = cg_limiter_pool(&st, name, &pc.lim);
+    cr_assert_geq(ad.pool_index, 0);
+    ad.tokens = 100;
+    ad.max_retry_after_ms = CAP_MS;
+    ad.retry_slot = -1;
+    fill(&h, c);
+
+    before = cg_state_now();
+    cg_admission_learn(&ad, &h, c->status, 0, fake_getdate);
+    after = cg_state_now();
+    hold = st.pools[ad.pool_index].hold_until;
+    pace_until = st.pools[ad.pool_index].pace_until;
+    interval = st.pools[ad.pool_index].pace_interval;
+    cr_expect_leq(hold, after + CAP_MS * MS, "%s: held %lld ms beyond now", c->name,
+                  (long long) ((hold - before) / MS));
+    cr_expect_leq(pace_until, after + CAP_MS * MS, "%s: paced for %lld ms", c->name,
+                  (long long) ((pace_until - before) / MS));
+    cr_expect_leq(interval, CAP_MS * MS, "%s: pacing interval %lld ms", c->name,
+                  (long long) (interval / MS));
+    cr_expect_geq(hold, 0, "%s: negative hold (wrapped)", c->name);
+    /* The next call of the pool goes within the cap. */
+    cr_expect_eq(cg_limiter_reserve(&st, ad.pool_index, &pc.lim, 0, after, CAP_MS * MS, &w), 0,
+                 "%s: the next call would wait %lld ms", c->name, (long long) (w / MS));
+  }
+}
+
+/* An ordinary hint below the cap is still honoured whole. */
+Test(admit, hint_below_the_cap_holds_the_pool) {
+  struct cg_pool_cfg pc;
+  struct cg_admission ad;
+  struct cg_hints h;
+  int64_t before;
+  memset(&pc, 0, sizeof(pc));
+  snprintf(pc.name, sizeof(pc.name), "ok");
+  memset(&ad, 0, sizeof(ad));
+  ad.state = &st;
+  ad.pool = &pc;
+  ad.pool_index = cg_limiter_pool(&st, "ok", &pc.lim);
+  ad.max_retry_after_ms = CAP_MS;
+  memset(&h, 0, sizeof(h));
+  snprintf(h.retry_after, sizeof(h.retry_after), "1.5");
+  before = cg_state_now();
+  cg_admission_learn(&ad, &h, 429, 0, fake_getdate);
+  cr_assert_geq(st.pools[ad.pool_index].hold_until, before + 1500 * MS);
+  cr_assert_leq(st.pools[ad.pool_index].hold_until, cg_state_now() + 1500 * MS);
+}
