@@ -3,6 +3,8 @@
 #   make              build/libcurlguard.so and build/curlguard
 #   make check        the whole test suite (unit + integration); installs missing deps
 #   make check-asan   the same suite with ASan+UBSan builds
+#   make check-peers  curl's and pycurl's own test suites, plain vs guarded (issue 11);
+#                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
 #   make demo         a real batch of curl calls through the guard against the mock provider
 #   make install      PREFIX=/usr/local (DESTDIR honoured)
 
@@ -45,6 +47,7 @@ CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
+.PHONY: check-peers deps-peers
 .PHONY: all check check-unit check-integration check-asan check-tsan demo install uninstall clean deps bench
 
 all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost
@@ -88,6 +91,18 @@ check-unit: deps
 check-integration: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/run-tests $(BUILD) integration
+
+# curl's and pycurl's own test suites as a gate: each runs plain, guarded with
+# CURLGUARD_MAX_ATTEMPTS=1 and guarded with the defaults; a test passing plain and failing
+# guarded fails the gate unless tests/peers/<peer>-expected-<mode>.txt lists it.  Pieces:
+# PEERS=curl|pycurl, PEER_MODES=plain,one,defaults, PEER_TESTS="554 587" (see the script).
+deps-peers: deps
+	@scripts/install-peer-deps --check >/dev/null 2>&1 || scripts/install-peer-deps
+
+check-peers: deps-peers
+	@$(MAKE) --no-print-directory all
+	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
+	  PEER_JOBS="$(PEER_JOBS)" scripts/check-peers $(BUILD)
 
 # The same suite against ASan+UBSan builds in build-asan/.
 check-asan: deps
