@@ -47,7 +47,7 @@ CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: check-peers deps-peers
+.PHONY: check-peers check-peers-report deps-peers
 .PHONY: all check check-unit check-integration check-asan check-tsan demo install uninstall clean deps bench
 
 all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost
@@ -103,6 +103,11 @@ check-peers: deps-peers
 	@$(MAKE) --no-print-directory all
 	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
 	  PEER_JOBS="$(PEER_JOBS)" scripts/check-peers $(BUILD)
+
+# The summary of the last check-peers runs again, from their saved outputs (no test run).
+check-peers-report:
+	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
+	  scripts/check-peers --report $(BUILD)
 
 # The same suite against ASan+UBSan builds in build-asan/.
 check-asan: deps
