@@ -102,7 +102,7 @@ deps-peers: deps
 check-peers: deps-peers
 	@$(MAKE) --no-print-directory all
 	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
-	  PEER_JOBS="$(PEER_JOBS)" scripts/check-peers $(BUILD)
+	  PEER_JOBS="$(PEER_JOBS)" PEER_GUARD_ENV="$(PEER_GUARD_ENV)" scripts/check-peers $(BUILD)
 
 # The summary of the last check-peers runs again, from their saved outputs (no test run).
 check-peers-report:
