@@ -3,6 +3,8 @@
 #   make              build/libcurlguard.so and build/curlguard
 #   make check        the whole test suite (unit + integration); installs missing deps
 #   make check-asan   the same suite with ASan+UBSan builds
+#   make check-peers  curl's and pycurl's own test suites, plain vs guarded (issue 11);
+#                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
 #   make demo         a real batch of curl calls through the guard against the mock provider
 #   make install      PREFIX=/usr/local (DESTDIR honoured)
 
@@ -47,6 +49,7 @@ UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all check check-unit check-integration check-asan check-tsan check-soak demo install uninstall clean deps bench
+.PHONY: check-peers check-peers-report deps-peers
 
 all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost
 
@@ -98,6 +101,23 @@ check-integration: deps
 check-soak: deps
 	@$(MAKE) --no-print-directory all
 	@CG_BUILD=$(CURDIR)/$(BUILD) CG_SOAK=1 /usr/bin/python3 -m unittest tests.integration.test_leaks -v
+
+# curl's and pycurl's own test suites as a gate: each runs plain, guarded with
+# CURLGUARD_MAX_ATTEMPTS=1 and guarded with the defaults; a test passing plain and failing
+# guarded fails the gate unless tests/peers/<peer>-expected-<mode>.txt lists it.  Pieces:
+# PEERS=curl|pycurl, PEER_MODES=plain,one,defaults, PEER_TESTS="554 587" (see the script).
+deps-peers: deps
+	@scripts/install-peer-deps --check >/dev/null 2>&1 || scripts/install-peer-deps
+
+check-peers: deps-peers
+	@$(MAKE) --no-print-directory all
+	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
+	  PEER_JOBS="$(PEER_JOBS)" PEER_GUARD_ENV="$(PEER_GUARD_ENV)" scripts/check-peers $(BUILD)
+
+# The summary of the last check-peers runs again, from their saved outputs (no test run).
+check-peers-report:
+	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
+	  scripts/check-peers --report $(BUILD)
 
 # The same suite against ASan+UBSan builds in build-asan/.
 check-asan: deps
