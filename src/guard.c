@@ -167,6 +167,12 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   memset(in, 0, sizeof(*in));
   in->verdict = *v;
   in->idempotent = call->idempotent;
+  {
+    long redirects = 0; /* allowed inside callbacks too (the preview) */
+    if (call->lib->easy_getinfo(call->h->curl, CURLINFO_REDIRECT_COUNT, &redirects) ==
+        CURLE_OK)
+      in->redirected = redirects > 0;
+  }
   in->should_retry = v->outcome == CG_OUT_HTTP ? cg__should_retry_header(&a->hints) : -1;
   in->body_replayable = cg__body_replayable(call, a, v);
   in->attempt = call->attempt;

@@ -124,6 +124,12 @@ void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) 
   if (v->outcome == CG_OUT_HTTP && in->should_retry == 1)
     cls = CG_RC_SAFE;
 
+  /* A retry starts the call over from its first request.  After a followed redirect that
+   * request was already answered, so "not processed" no longer holds for the call: only
+   * an idempotent or keyed request may go again (curl tests 1633-1635: a POST answered
+   * 301, then a 429 on the GET it led to, was sent three times). */
+  if (in->redirected && cls == CG_RC_SAFE)
+    cls = CG_RC_IDEMPOTENT;
   if (cls == CG_RC_FINAL)
     return cg__set(out, CG_DONE, v->outcome == CG_OUT_HTTP ? "final_status" : "final_error");
   if (cls == CG_RC_IDEMPOTENT && !in->idempotent)

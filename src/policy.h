@@ -46,6 +46,8 @@ enum cg_decision { CG_DONE, CG_RETRY, CG_GIVE_UP };
 struct cg_policy_in {
   struct cg_verdict verdict;
   int idempotent;          /* method is idempotent or an Idempotency-Key is present */
+  int redirected;          /* this attempt followed a redirect: a server already answered
+                              (processed) the request, so a retry sends it again */
   int should_retry;        /* x-should-retry: -1 absent, 0 false, 1 true */
   int body_replayable;     /* the request body can be sent again */
   int attempt;             /* 1-based number of the attempt just made */

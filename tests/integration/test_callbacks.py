@@ -102,6 +102,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def do_POST(self):
+        if self.path.startswith("/redir-to?u="):
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with self.server.lock:
+                self.server.posts[self.path] = self.server.posts.get(self.path, 0) + 1
+            return self._answer(302, b"see there\n",
+                                [("Location", urllib.parse.unquote(self.path[12:]))])
         if self.path == "/307" or self.path.startswith("/once/"):
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             return self.do_GET()
@@ -178,6 +184,7 @@ class CallbackTest(harness.GuardTestCase):
         cls.http = _Server(("127.0.0.1", 0), _Handler)
         cls.http.ftp_port = cls.ftp.server_address[1]
         cls.http.seen, cls.http.lock = set(), threading.Lock()
+        cls.http.posts = {}
         for srv in (cls.ftp, cls.http):
             threading.Thread(target=srv.serve_forever, daemon=True).start()
         cls.base = f"http://127.0.0.1:{cls.http.server_address[1]}"
@@ -246,6 +253,33 @@ class CallbackTest(harness.GuardTestCase):
         p = harness.run([harness.CGHOST, "--follow", purl], harness.plain_env(), timeout=30)
         self.assertEqual((g.returncode, g.stdout), (p.returncode, p.stdout))
         self.assertEqual(g.stdout, b"after the redirect\n")
+        self.assertEqual(len(self.mock.entries(url=gtarget)), 2)
+        self.assertEqual([(r["attempt"], r["decision"]) for r in self.records()],
+                         [(1, "retry"), (2, "done")])
+
+    def test_post_redirected_then_429_is_not_sent_again(self):
+        """A POST answered 302, then a 429 on the GET it led to: a retry would start over
+        from the POST, which the first server already processed (curl tests 1633-1635).
+        Not idempotent, so the call ends with the 429, as without the guard."""
+        gtarget, gurl = self.redirect_to(["429:ra=0", OK_BODY])
+        _, purl = self.redirect_to(["429:ra=0", OK_BODY])
+        argv = [harness.CGHOST, "--method", "POST", "--post-fields", '{"model": "m"}',
+                "--follow"]
+        g = harness.run(argv + [gurl], self.genv(), timeout=30)
+        p = harness.run(argv + [purl], harness.plain_env(), timeout=30)
+        self.assertGreaterEqual(g.returncode, 0, g.stderr[-600:])
+        self.assertEqual((g.returncode, g.stdout), (p.returncode, p.stdout))
+        gpath = gurl[len(self.base):]
+        self.assertEqual(self.http.posts.get(gpath), 1, "the POST was sent again")
+        self.assertEqual(len(self.mock.entries(url=gtarget)), 1)
+        self.assertEqual([(r["attempt"], r["decision"], r["reason"]) for r in self.records()],
+                         [(1, "give_up", "not_idempotent")])
+
+    def test_get_redirected_then_429_is_retried(self):
+        """The same chain for a GET (idempotent) is retried from the start, as before."""
+        gtarget, gurl = self.redirect_to(["429:ra=0", OK_BODY])
+        g = harness.run([harness.CGHOST, "--follow", gurl], self.genv(), timeout=30)
+        self.assertEqual(g.returncode, 0, g.stderr[-600:])
         self.assertEqual(len(self.mock.entries(url=gtarget)), 2)
         self.assertEqual([(r["attempt"], r["decision"]) for r in self.records()],
                          [(1, "retry"), (2, "done")])

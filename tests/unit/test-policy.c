@@ -183,6 +183,25 @@ Test(policy, should_retry_false_on_503_gives_up) {
   cr_assert_eq(decide(&in).decision, CG_GIVE_UP);
 }
 
+/* After a followed redirect the first request was answered: a 429 or 503 on a later hop
+ * retries only what may be sent again (curl tests 1633-1635). */
+Test(policy, redirected_call_retries_only_idempotent_requests) {
+  struct cg_policy_in in = base(CG_OUT_HTTP, 429, 1, 0);
+  struct cg_policy_out out;
+  in.redirected = 1;
+  out = decide(&in);
+  cr_assert_eq(out.decision, CG_GIVE_UP);
+  cr_assert_str_eq(out.reason, "not_idempotent");
+  in.should_retry = 1; /* the last hop's server cannot speak for the first one */
+  cr_assert_eq(decide(&in).decision, CG_GIVE_UP);
+  in.should_retry = -1;
+  in.idempotent = 1;
+  cr_assert_eq(decide(&in).decision, CG_RETRY);
+  in.idempotent = 0;
+  in.redirected = 0;
+  cr_assert_eq(decide(&in).decision, CG_RETRY);
+}
+
 Test(policy, should_retry_true_on_409_retries) {
   struct cg_policy_in in = base(CG_OUT_HTTP, 409, 1, 0); /* a POST */
   struct cg_policy_out out = decide(&in);
