@@ -98,12 +98,41 @@ static int cg__load(void *scope, struct cg_lib *out) {
 static int cg__duplicate;
 static pthread_once_t cg__duplicate_once = PTHREAD_ONCE_INIT;
 
+/* The DT_SONAME of the object `lm`, or NULL (glibc relocates the d_ptr entries of l_ld). */
+static const char *cg__soname(const struct link_map *lm) {
+  const ElfW(Dyn) *d;
+  const char *strtab = NULL;
+  ElfW(Xword) off = (ElfW(Xword)) -1;
+
+  if (!lm || !lm->l_ld)
+    return NULL;
+  for (d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+    if (d->d_tag == DT_STRTAB)
+      strtab = (const char *) d->d_un.d_ptr;
+    else if (d->d_tag == DT_SONAME)
+      off = d->d_un.d_val;
+  }
+  return strtab && off != (ElfW(Xword)) -1 ? strtab + off : NULL;
+}
+
+/* Another copy of the guard comes first when the first curl_easy_perform in the global
+ * scope is not ours and its object is a curlguard: by its SONAME (kept by a copy under any
+ * file name: a copy named cgcopy.so was guarding every call a second time) or its file
+ * name. */
 static void cg__duplicate_init(void) {
   void *first = dlsym(RTLD_DEFAULT, "curl_easy_perform");
+  struct link_map *lm = NULL;
   Dl_info info;
-  const char *base;
+  const char *base, *soname;
 
-  if (!first || cg__is_self(first) || !dladdr(first, &info) || !info.dli_fname)
+  if (!first || cg__is_self(first) || !dladdr1(first, &info, (void **) &lm, RTLD_DL_LINKMAP))
+    return;
+  soname = cg__soname(lm);
+  if (soname && strcmp(soname, "libcurlguard.so") == 0) {
+    cg__duplicate = 1;
+    return;
+  }
+  if (!info.dli_fname)
     return;
   base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;

@@ -347,6 +347,25 @@ class CliRunTest(CurlTestCase):
         self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
         self.assertRetriedOnce(self.records(), "http_503", "POST")
 
+    def test_two_copies_under_other_names_guard_once(self):
+        """A copy of the library under another file name ahead of the build's one (an
+        installed copy, a vendored one): the second copy sees the first by its SONAME and
+        only forwards. Told apart by file name only, the call was guarded twice: 9
+        upstream requests for 3 attempts."""
+        import shutil
+        copy = self.tmp / "cgcopy.so"
+        shutil.copy(harness.LIB, copy)
+        env = self.genv(CURLGUARD_BREAKER="off", CURLGUARD_RETRY_BUDGET="off")
+        env["LD_PRELOAD"] = " ".join(x for x in (harness.SAN_PRELOAD, str(copy),
+                                                 str(harness.LIB)) if x)
+        url = self.mock.url("/v1/two-copies", plan="503:ra=0")
+        g = self.curl([url], env)
+        self.assertGreaterEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=3)), 3)
+        time.sleep(0.3)
+        self.assertEqual(len(self.mock.entries(url=url)), 3)
+        self.assertEqual([r["attempt"] for r in self.records()], [1, 2, 3])
+
 
 class ParallelTest(CurlTestCase):
     def test_eight_parallel_curls(self):
