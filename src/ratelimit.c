@@ -200,6 +200,15 @@ void cg_rl_parse(const struct cg_rl_headers *h, int64_t now_wall_ms, struct cg_r
     if (r >= 0 && s >= 0) {
       out->requests_remaining = r;
       out->requests_reset_ms = s;
+      /* The draft's own limit (`limit=100, remaining=0, reset=30`): without it, nothing
+       * remaining could not be paced (one request's refill is reset / limit). */
+      if (out->requests_limit < 0) {
+        static const char *const lim[] = {"limit", NULL};
+        char lbuf[48];
+        const char *lv = cg__ietf_param(h->ietf, lim, lbuf, sizeof(lbuf));
+        int64_t l = lv ? cg__count(lv) : -1;
+        out->requests_limit = l > 0 ? l : -1;
+      }
     }
   }
 }

@@ -400,6 +400,22 @@ class ProviderSignalsTest(LimiterTestCase):
         self.assertGreaterEqual(gap, 0.95, f"B went {gap:.3f} s after A had 0 of 3 left (reset 3s)")
         self.assertLess(gap, 2.5, f"B waited {gap:.3f} s: the reset is not a wait")
 
+    def test_ietf_nothing_remaining_with_its_limit_waits_one_refill(self):
+        """The same for the IETF draft's early form, whose limit is a parameter of the same
+        field (`limit=3, remaining=0, reset=3`): it was not read, so nothing remaining
+        never paced."""
+        a_url = self.mock.url("/v1/ietf-refill-a", plan=[{
+            "action": 200, "headers": {"RateLimit": "limit=3, remaining=0, reset=3"}}])
+        env = self.guard_env()
+        self.assertOk(self.curl(a_url, env))
+        b_url = self.mock.url("/v1/ietf-refill-b", plan="200")
+        self.assertOk(self.curl(b_url, env, timeout=20))
+        (ea,) = self.mock.wait_entries(url=a_url)
+        (eb,) = self.mock.wait_entries(url=b_url)
+        gap = eb["t"] - ea["t"]
+        self.assertGreaterEqual(gap, 0.95, f"B went {gap:.3f} s after A had 0 of 3 left (reset 3)")
+        self.assertLess(gap, 2.5, f"B waited {gap:.3f} s: the reset is not a wait")
+
 
 class PoolsTest(LimiterTestCase):
     def config(self, pools):

@@ -210,6 +210,11 @@ Test(rl_parse, ietf_early_form) {
   parse(&h, T0, &s);
   cr_assert_eq(s.requests_remaining, 50);
   cr_assert_eq(s.requests_reset_ms, 30000);
+  /* Its limit is read too: with nothing remaining, one request's refill is reset / limit. */
+  cr_assert_eq(s.requests_limit, 100);
+  h.ietf = "\"default\";r=0;t=30";
+  parse(&h, T0, &s);
+  cr_assert_eq(s.requests_limit, -1, "the structured form carries no limit");
 }
 
 Test(rl_parse, ietf_structured_form) {
