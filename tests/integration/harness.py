@@ -24,6 +24,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,23 @@ KEEP_TMP = os.environ.get("CURLGUARD_TEST_KEEP") == "1"   # keep per-test temp d
 
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _keys = itertools.count(1)
+
+
+def closed_port():
+    """A loopback port nothing listens on (bound once, then closed): connect refused."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def require_curl_and_cli():
+    """Skip the calling test class when Debian's curl or the built CLI is missing."""
+    if not CURL:
+        raise unittest.SkipTest("curl is not installed")
+    if not CLI.exists():
+        raise unittest.SkipTest(f"{CLI} is not built")
 
 
 def unique_key(prefix="k"):

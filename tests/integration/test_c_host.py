@@ -8,7 +8,6 @@ callback count is normalised (it depends on timing even between two plain runs).
 
 import hashlib
 import re
-import socket
 import time
 import unittest
 
@@ -25,13 +24,6 @@ BODY = "0123456789abcdefghijklmnopqrstuvwxyz-request-body"      # > 7 bytes: sev
 SHA = hashlib.sha256(BODY.encode()).hexdigest()
 SUMMARY_RE = re.compile(rb"^(?:\[t\d+\] )?cghost: perform=(\d+) rc=(\d+) status=(\d+) .*$", re.M)
 
-
-def closed_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def normalize(stderr, fields=("progress",)):
@@ -280,7 +272,7 @@ class CHostTest(harness.GuardTestCase):
         self.assertSame(g, p)
         self.assertIn(b'errbuf="" ', g.stderr)          # cleared (it was pre-filled with Z)
         self.assertRetried(gurl)
-        url = f"http://127.0.0.1:{closed_port()}/v1/refused"
+        url = f"http://127.0.0.1:{harness.closed_port()}/v1/refused"
         self.log.unlink()
         g = self.host(["--errbuf"], url, self.genv(CURLGUARD_MAX_ATTEMPTS="3"))
         p = self.host(["--errbuf"], url, harness.plain_env())

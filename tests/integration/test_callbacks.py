@@ -38,13 +38,6 @@ FTP_FILE = b"ftp file contents\n"
 OK_BODY = {"action": 200, "body": "ok\n"}
 
 
-def closed_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -327,7 +320,7 @@ class CallbackTest(harness.GuardTestCase):
         (libcurl keeps its entries in the handle's cache). Before the fix the retry called
         it after it said done and the host aborted."""
         argv = [harness.CGHOST, "--hsts-oneshot", "--errbuf",
-                f"http://127.0.0.1:{closed_port()}/x"]
+                f"http://127.0.0.1:{harness.closed_port()}/x"]
         g, p = self.both(argv)
         self.assertSame(g, p)
         self.assertEqual(g.stderr.count(b"hsts read: done"), 1)

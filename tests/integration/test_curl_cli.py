@@ -8,7 +8,6 @@ a fixed body from a stored JSON step: a guarded `503,200` and a plain `200` answ
 import json
 import os
 import re
-import socket
 import threading
 import time
 import unittest
@@ -24,15 +23,6 @@ OK = {"action": 200, "body": FIXED}
 POST_BODY = '{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
 FAST = {"CURLGUARD_BACKOFF_BASE_MS": "50", "CURLGUARD_BACKOFF_CAP_MS": "200"}
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-def closed_port():
-    """A 127.0.0.1 port nothing listens on (bound, then closed)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def normalize_ms(stderr):
@@ -198,7 +188,7 @@ class RetryTransparencyTest(CurlTestCase):
 
 class FailureTest(CurlTestCase):
     def test_connect_refused_retried_then_exit_7(self):
-        url = f"http://127.0.0.1:{closed_port()}/v1/x"
+        url = f"http://127.0.0.1:{harness.closed_port()}/v1/x"
         g = self.curl([url], self.genv(CURLGUARD_MAX_ATTEMPTS="4"))
         p = self.curl([url], harness.plain_env())
         self.assertEqual(p.returncode, 7, p.stderr)

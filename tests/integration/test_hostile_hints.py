@@ -75,10 +75,7 @@ class HostileHintTest(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not harness.CURL:
-            raise unittest.SkipTest("curl is not installed")
-        if not harness.CLI.exists():
-            raise unittest.SkipTest(f"{harness.CLI} is not built")
+        harness.require_curl_and_cli()
 
     def curl(self, url, state, log, extra=None):
         env = self.guard_env(log_path=log, extra=extra, CURLGUARD_STATE=str(state),

@@ -29,10 +29,7 @@ class LimiterTestCase(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not harness.CURL:
-            raise unittest.SkipTest("curl is not installed")
-        if not harness.CLI.exists():
-            raise unittest.SkipTest(f"{harness.CLI} is not built")
+        harness.require_curl_and_cli()
 
     # -- running things
 

@@ -2,7 +2,6 @@
 process holding both libcurl flavours at once (pycurl + ctypes on libcurl.so.4)."""
 
 import re
-import socket
 import subprocess
 import textwrap
 import unittest
@@ -111,13 +110,6 @@ BOTH = textwrap.dedent(r'''
 ''')
 
 
-def closed_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class PycurlTest(harness.GuardTestCase):
     @classmethod
@@ -167,7 +159,7 @@ class PycurlTest(harness.GuardTestCase):
                     self.assertRecordKeys(r)
 
     def test_connect_refused_raises_error_7_after_retries(self):
-        url = f"http://127.0.0.1:{closed_port()}/v1/x"
+        url = f"http://127.0.0.1:{harness.closed_port()}/v1/x"
         g = self.py(["one", url], self.genv(CURLGUARD_MAX_ATTEMPTS="3"))
         p = self.py(["one", url], harness.plain_env())
         self.assertEqual(g.returncode, 0, g.stderr)

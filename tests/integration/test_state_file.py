@@ -23,10 +23,7 @@ class StateFileTestCase(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not harness.CURL:
-            raise unittest.SkipTest("curl is not installed")
-        if not harness.CLI.exists():
-            raise unittest.SkipTest(f"{harness.CLI} is not built")
+        harness.require_curl_and_cli()
 
     def curl(self, urls, env):
         return harness.run([harness.CURL, "-sS", *urls], env, timeout=30)
