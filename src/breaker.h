@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #define CG_BREAKER_PROBE_MAX_MS 30000 /* a live probe holds half-open this long at most */
+#define CG_BREAKER_RAMP_STEPS 6 /* the slow start doubles its release this many times */
 
 enum cg_breaker_state { CG_BREAKER_CLOSED, CG_BREAKER_OPEN, CG_BREAKER_HALF_OPEN };
 
@@ -91,6 +92,33 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
 int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
                       int probe, int64_t now_ns);
 
+/* As cg_breaker_report, with `floor_ns` (> 0): a failed probe's answer carried a
+ * Retry-After of that long (already bounded by max_retry_after): the next probe goes no
+ * sooner. */
+int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                           int failed, int probe, int64_t now_ns, int64_t floor_ns);
+
+/* The interval before the next probe after `fails` failed probes: cooldown_s doubled
+ * `fails` times, at most cooldown_max_s, times 0.8 + 0.4 u (jitter, u in [0, 1]).  Pure. */
+int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, double u);
+
+/* The slow start (issue 12 item 3): within ramp_s after a probe closed the breaker, calls
+ * are released 1, 1, 2, 4, 8 ... per ramp_s / CG_BREAKER_RAMP_STEPS, each taking a ticket.
+ * Returns the monotonic ns at which this call may go, or 0 for now. */
+int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                        int64_t now_ns);
+
+/* Parking while the breaker is open (open = wait): read the futex word, ask
+ * cg_breaker_admit, and if refused, park on the word for at most `ns` (a probe's end wakes
+ * every parked process at once; a timeout lets a waiter take over a dead probe). */
+uint32_t cg_breaker_seq(struct cg_state *st, int p);
+void cg_breaker_park(struct cg_state *st, int p, uint32_t seq, int64_t ns);
+/* Count one call that waited (for stat). */
+void cg_breaker_held(struct cg_state *st, int p);
+/* Whether a call with `left_ns` to go can still see a probe: not open, or open with the
+ * next probe within `left_ns`. */
+int cg_breaker_wait_ok(struct cg_state *st, int p, int64_t now_ns, int64_t left_ns);
+
 /* Give the probe back unused (the call stopped before its attempt): the next caller may
  * probe at once. */
 void cg_breaker_release(struct cg_state *st, int p);
@@ -111,6 +139,14 @@ struct cg_breaker_view {
                               * deadline; closed: 0 */
   int probe_pid;             /* half-open: the probe's process */
   uint64_t opened, rejected, probes;
+  uint32_t consecutive;      /* failed calls in a row now */
+  uint32_t consecutive_max;  /* configured */
+  uint32_t probe_fails;      /* failed probes since it opened */
+  int64_t cooldown_max_ns;   /* configured */
+  int64_t ramp_ns;           /* configured */
+  int64_t ramp_left_ns;      /* closed and in the slow start: how long it still runs */
+  int open_wait;             /* configured: 1 wait, 0 fail */
+  uint64_t held;             /* calls that waited for a probe */
 };
 void cg_breaker_view(struct cg_state *st, int p, int64_t now_ns, struct cg_breaker_view *v);
 

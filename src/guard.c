@@ -4,6 +4,7 @@
 #include "attempt.h"
 #include "backoff.h"
 #include "body.h"
+#include "breaker.h"
 #include "classify.h"
 #include "clock.h"
 #include "config.h"
@@ -312,7 +313,8 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->host = call->url.host;
   r->path = call->url.path;
   r->pool = call->pool->name;
-  r->queue_ms = call->admission.queue_ms;
+  r->queue_ms = call->admission.queue_ms + call->admission.breaker_wait_ms;
+  r->breaker_wait_ms = call->admission.breaker_wait_ms;
   r->status = i->status > 0 ? i->status : CG_NULL_INT;
   r->curl_code = curl_code;
   r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
@@ -363,6 +365,17 @@ static int cg__wait(struct cg_call *call, int64_t ms) {
 
 static int cg__wait_fn(void *arg, int64_t ms) {
   return cg__wait(arg, ms);
+}
+
+/* One host progress call while parked on the breaker (admit.h): 1 when the host aborted. */
+static int cg__tick_fn(void *arg) {
+  const struct cg_handle *h = ((struct cg_call *) arg)->h;
+  int r;
+  if (h->noprogress || (!h->xferinfo_fn && !h->progress_fn))
+    return 0;
+  r = h->xferinfo_fn ? h->xferinfo_fn(h->progress_data, 0, 0, 0, 0)
+                     : h->progress_fn(h->progress_data, 0, 0, 0, 0);
+  return r != 0 && r != CURL_PROGRESSFUNC_CONTINUE;
 }
 
 static void cg__host_errbuf(const struct cg_handle *h, const char *msg) {
@@ -706,6 +719,13 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
     if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
       gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                call->deadline_ms, &wait_ms);
+    if (gate == CG_GATE_ABORTED) {
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                       "aborted_by_host");
+      cg__host_errbuf(h, "Callback aborted");
+      *rc = CURLE_ABORTED_BY_CALLBACK;
+      return 1;
+    }
     if (gate != CG_GATE_GO) {
       *rc = cg__refused(call, gate, wait_ms);
       return 1;
@@ -728,12 +748,20 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
       *rc = CURLE_OPERATION_TIMEDOUT;
       return 1;
     }
-    if (cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms) == CG_GATE_GO) {
+    gate = cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms);
+    if (gate == CG_GATE_GO) {
       *slot = s;
       return 0;
     }
     /* The breaker opened while this call waited: it does not go out. */
     cg_admission_leave(&call->admission, s);
+    if (gate == CG_GATE_ABORTED) {
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                       "aborted_by_host");
+      cg__host_errbuf(h, "Callback aborted");
+      *rc = CURLE_ABORTED_BY_CALLBACK;
+      return 1;
+    }
     if (!cg__divert(call)) {
       *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, wait_ms);
       return 1;
@@ -753,7 +781,7 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_policy_out out;
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX];
-    int slot;
+    int slot, deferred;
     CURLcode rc;
 
     if (cg__admit(call, &slot, &rc) != 0)
@@ -773,8 +801,13 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
-    cg_admission_result(&call->admission, v.outcome, v.status,
-                        v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0);
+    /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
+     * to the breaker yet (a retry's failure, or a host's repeat's, is): it counts only if
+     * the call ends with it. */
+    deferred = out.decision == CG_RETRY && call->attempt == 1 && call->repeats == 0;
+    cg_admission_result2(&call->admission, v.outcome, v.status,
+                         v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
+                         deferred, call->hint_ms);
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */
@@ -783,6 +816,10 @@ static CURLcode cg__run(struct cg_call *call) {
         out.decision = CG_GIVE_UP;
         out.reason = refused;
         out.sleep_ms = 0;
+        if (deferred && cg_breaker_counts(v.outcome, v.status,
+                                          v.outcome == CG_OUT_HTTP && v.status == 429 &&
+                                              call->hint_ms >= 0) == 1)
+          cg_admission_count_failure(&call->admission);
       }
     }
 
@@ -824,6 +861,9 @@ static CURLcode cg__run(struct cg_call *call) {
     rec.final = 1;
     rec.decision = cg_decision_name(out.decision);
     rec.reason = out.reason;
+    /* A call that the breaker held and that then succeeded says why it took longer. */
+    if (call->admission.breaker_wait_ms > 0 && out.reason && strcmp(out.reason, "ok") == 0)
+      rec.reason = "breaker_wait";
     /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
     if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
       rec.reason = "usage_too_large";
@@ -854,6 +894,8 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.state = cg_state_get(cfg->state_path);
   call.admission.retry_slot = -1;
   call.admission.deadline_ms = call.deadline_ms;
+  call.admission.tick = cg__tick_fn;
+  call.admission.tick_arg = &call;
   rc = cg__run(&call);
   cg_admission_finish(&call.admission);
   if (cfg->repeat_window_ms > 0)
