@@ -117,7 +117,7 @@ int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, d
     u = 0;
   if (u > 1)
     u = 1;
-  return cg__ns(s * (0.8 + 0.4 * u));
+  return cg__ns(s * (1 - c->jitter + 2 * c->jitter * u));
 }
 
 static long cg__futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {

@@ -99,7 +99,8 @@ int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_c
                            int failed, int probe, int64_t now_ns, int64_t floor_ns);
 
 /* The interval before the next probe after `fails` failed probes: cooldown_s doubled
- * `fails` times, at most cooldown_max_s, times 0.8 + 0.4 u (jitter, u in [0, 1]).  Pure. */
+ * `fails` times, at most cooldown_max_s, times 1 - j + 2 j u (j = c->jitter, 0.2 by
+ * default; u in [0, 1]).  Pure. */
 int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, double u);
 
 /* The slow start (issue 12 item 3): within ramp_s after a probe closed the breaker, calls
