@@ -451,16 +451,6 @@ void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long statu
   }
 }
 
-void cg_admission_count_failure(struct cg_admission *ad) {
-  if (!ad->state || ad->pool_index < 0 || !ad->pool->breaker.enabled)
-    return;
-  {
-    CG_GUARDED(ad, return);
-    cg_breaker_report(ad->state, ad->pool_index, &ad->pool->breaker, 1, 0, cg_state_now());
-    CG_UNGUARD();
-  }
-}
-
 const char *cg_admission_retry(struct cg_admission *ad) {
   const char *r;
   if (!ad->state)

@@ -96,8 +96,6 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
 void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
                           int hinted, int defer, int64_t hint_ms);
 
-/* A deferred failure turned out final (the retry was refused): count it now. */
-void cg_admission_count_failure(struct cg_admission *ad);
 
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,

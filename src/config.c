@@ -89,6 +89,7 @@ static const struct cg__key cg__keys[] = {
    CG_OFF(breaker.cooldown_max_s), 0.01, 86400},
   {"CURLGUARD_BREAKER_RAMP_S", "breaker_ramp_s", CG_T_DOUBLE, CG_OFF(breaker.ramp_s), 0,
    3600},
+  {"CURLGUARD_BREAKER_JITTER", "breaker_jitter", CG_T_DOUBLE, CG_OFF(breaker.jitter), 0, 0.5},
   {"CURLGUARD_RETRY_BUDGET", "retry_budget", CG_T_SWITCH, CG_OFF(budget.enabled), 0, 0},
   {"CURLGUARD_RETRY_BUDGET_RATIO", "retry_budget_ratio", CG_T_DOUBLE, CG_OFF(budget.ratio), 0,
    100},
@@ -130,6 +131,7 @@ static const struct cg__sub cg__brk_keys[] = {
   {"consecutive_failures", CG_BRK(consecutive), CG_SUB_LONG, 0, 1000000},
   {"cooldown_max_s", CG_BRK(cooldown_max_s), CG_SUB_DOUBLE, 0.01, 86400},
   {"ramp_s", CG_BRK(ramp_s), CG_SUB_DOUBLE, 0, 3600},
+  {"jitter", CG_BRK(jitter), CG_SUB_DOUBLE, 0, 0.5},
   {NULL, 0, CG_SUB_BOOL, 0, 0},
 };
 static const struct cg__sub cg__bud_keys[] = {

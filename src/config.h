@@ -64,7 +64,7 @@ struct cg_breaker_cfg {
   long consecutive;      /* open on this many consecutive failed calls, 0 = off, default 5 */
   double cooldown_max_s; /* the doubling interval between failed probes stops here, 60 */
   double ramp_s;         /* slow start after a successful probe, seconds, 0 = none, 3 */
-  double jitter;         /* the probe interval is times 1 +- this, default 0.2 (no key) */
+  double jitter;         /* the probe interval is times 1 +- this, [0, 0.5], default 0.2 */
 };
 
 #define CG_BUDGET_MAX_CONCURRENT 64 /* = CG_STATE_RETRY_SLOTS of state.h */

@@ -816,10 +816,10 @@ static CURLcode cg__run(struct cg_call *call) {
         out.decision = CG_GIVE_UP;
         out.reason = refused;
         out.sleep_ms = 0;
-        if (deferred && cg_breaker_counts(v.outcome, v.status,
-                                          v.outcome == CG_OUT_HTTP && v.status == 429 &&
-                                              call->hint_ms >= 0) == 1)
-          cg_admission_count_failure(&call->admission);
+        /* A deferred failure stays uncounted: the retry budget (or an open breaker) said
+         * no, the provider did not say the retry would fail.  An outage is still seen:
+         * the retries the budget grants (at least min_per_s) fail and count, and so do
+         * calls that end failed without a retry (issue 12 item 6, README). */
       }
     }
 

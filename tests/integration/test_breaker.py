@@ -35,10 +35,15 @@ class BreakerTestCase(harness.GuardTestCase):
             raise unittest.SkipTest("curl is not installed")
 
     def benv(self, cooldown="30", **extra):
-        """One attempt per call (so calls and requests are one to one), a 4-request breaker."""
+        """One attempt per call (so calls and requests are one to one), a 4-request breaker
+        that fails fast while open (CURLGUARD_BREAKER_OPEN=fail: these tests are about the
+        fail-fast behaviour, issue 12's holding is in test_breaker_hold) with a fixed
+        cooldown: no doubling, no jitter, no slow start."""
         env = dict(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_MIN_REQUESTS="4",
                    CURLGUARD_BREAKER_FAILURE_RATE="0.5", CURLGUARD_BREAKER_WINDOW_S="60",
-                   CURLGUARD_BREAKER_COOLDOWN_S=cooldown)
+                   CURLGUARD_BREAKER_COOLDOWN_S=cooldown, CURLGUARD_BREAKER_OPEN="fail",
+                   CURLGUARD_BREAKER_COOLDOWN_MAX_S=cooldown, CURLGUARD_BREAKER_JITTER="0",
+                   CURLGUARD_BREAKER_RAMP_S="0")
         env.update(extra)
         return self.guard_env(extra=env)
 
