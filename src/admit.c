@@ -128,7 +128,8 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
     *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
     /* Fail fast: open = fail, or the deadline cannot see the next probe (a probe under
      * way may answer any moment: waited for while time is left). */
-    if (!c->open_wait || left_ns <= 0 || !cg_breaker_wait_ok(ad->state, p, now, left_ns)) {
+    if (!c->open_wait || ad->can_divert || left_ns <= 0 ||
+        !cg_breaker_wait_ok(ad->state, p, now, left_ns)) {
       r = CG_GATE_CIRCUIT_OPEN;
       break;
     }

@@ -49,6 +49,8 @@ struct cg_admission {
   int (*tick)(void *arg);
   void *tick_arg;
   int64_t breaker_wait_ms;
+  int can_divert;                  /* the pool has a fallback this call may go to: an open
+                                    * breaker sends it there at once, no holding */
 };
 
 /* What cg_admission_gate decided. */

@@ -712,11 +712,15 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
 
   for (round = 0; round < 3; round++) {
     int64_t wait_ms;
-    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+    enum cg_gate gate;
+
+    call->admission.can_divert = !call->fallback_from && call->pool->fallback_url[0];
+    gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                           call->deadline_ms, &wait_ms);
     int s;
 
-    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
+    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call) &&
+        !(call->admission.can_divert = 0))
       gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                call->deadline_ms, &wait_ms);
     if (gate == CG_GATE_ABORTED) {
