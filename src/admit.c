@@ -133,10 +133,8 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
       r = CG_GATE_CIRCUIT_OPEN;
       break;
     }
-    if (!held) {
-      held = 1;
-      cg_breaker_held(ad->state, p);
-    }
+    cg_breaker_held(ad->state, p, !held);
+    held = 1;
     nap = next_ns > now ? next_ns - now : CG_PARK_MAX_NS;
     if (nap > CG_PARK_MAX_NS)
       nap = CG_PARK_MAX_NS;

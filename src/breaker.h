@@ -114,8 +114,9 @@ int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg 
  * every parked process at once; a timeout lets a waiter take over a dead probe). */
 uint32_t cg_breaker_seq(struct cg_state *st, int p);
 void cg_breaker_park(struct cg_state *st, int p, uint32_t seq, int64_t ns);
-/* Count one call that waited (for stat). */
-void cg_breaker_held(struct cg_state *st, int p);
+/* A refusal of cg_breaker_admit that holds the call instead of failing it: not counted as
+ * rejected; `first`: the call's first, counted as held (for stat). */
+void cg_breaker_held(struct cg_state *st, int p, int first);
 /* Whether a call with `left_ns` to go can still see a probe: not open, or open with the
  * next probe within `left_ns`. */
 int cg_breaker_wait_ok(struct cg_state *st, int p, int64_t now_ns, int64_t left_ns);
