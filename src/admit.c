@@ -234,8 +234,9 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
     int counts = cg_breaker_counts(o, status, hinted);
     int64_t floor_ms = hint_ms < ad->max_retry_after_ms ? hint_ms : ad->max_retry_after_ms;
     if (!(defer && counts == 1 && !ad->probe))
-      cg_breaker_report_hint(ad->state, p, &ad->pool->breaker, counts, ad->probe,
-                             cg_state_now(), floor_ms > 0 ? floor_ms * 1000000 : 0);
+      cg_breaker_report_at(ad->state, p, &ad->pool->breaker, counts, ad->probe,
+                           cg_state_now(), floor_ms > 0 ? floor_ms * 1000000 : 0,
+                           ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
   }
   ad->probe = 0;
   cg_budget_done(ad->state, p, ad->retry_slot);

@@ -49,6 +49,7 @@ struct cg_admission {
   int (*tick)(void *arg);
   void *tick_arg;
   int64_t breaker_wait_ms;
+  int64_t attempt_start_ns;        /* when the current attempt went out (state clock) */
   int can_divert;                  /* the pool has a fallback this call may go to: an open
                                     * breaker sends it there at once, no holding */
 };

@@ -160,6 +160,7 @@ static int cg__open(struct cg_state_breaker *b, const struct cg_breaker_cfg *c, 
     return 0; /* somebody else opened it */
   __atomic_store_n(&b->probe_fails, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
   __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
   return 1;
 }
@@ -271,6 +272,12 @@ int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c
 
 int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
                            int failed, int probe, int64_t now_ns, int64_t floor_ns) {
+  return cg_breaker_report_at(st, p, c, failed, probe, now_ns, floor_ns, now_ns);
+}
+
+int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                         int failed, int probe, int64_t now_ns, int64_t floor_ns,
+                         int64_t start_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
   int64_t width = cg_window_width(cg__window(b, c));
   uint64_t w;
@@ -294,6 +301,7 @@ int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_c
       if (cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
         cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
         __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&b->probe_fails, 0, __ATOMIC_RELEASE);
         cg__wake(b);
         return 0;
@@ -315,12 +323,20 @@ int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_c
   }
   cg_window_add(b->buckets, now_ns, width, failed ? 0 : 1, failed ? 1 : 0);
   if (!failed) {
-    if (cg__load(&b->consecutive))
+    /* A success ends the run of failures only if it was sent after the run began: the
+     * answers of requests sent before an outage keep arriving for a while (an LLM call
+     * takes seconds) and say nothing of the provider now. */
+    int64_t run_start = cg__load(&b->run_start_ns);
+    if (cg__load(&b->consecutive) && (run_start <= 0 || start_ns >= run_start)) {
       __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
+    }
     return 0;
   }
   {
     uint32_t run = __atomic_add_fetch(&b->consecutive, 1, __ATOMIC_ACQ_REL);
+    if (run == 1)
+      __atomic_store_n(&b->run_start_ns, now_ns, __ATOMIC_RELEASE);
     w = cg__load(&b->word);
     if (cg__state(w) != CG_BREAKER_CLOSED)
       return 0;

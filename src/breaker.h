@@ -98,6 +98,13 @@ int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c
 int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
                            int failed, int probe, int64_t now_ns, int64_t floor_ns);
 
+/* As cg_breaker_report_hint, with `start_ns`: when the attempt was sent.  A success
+ * sent before the current run of failures began does not end it (issue 12 item 2: the
+ * answers of requests sent before an outage must not delay opening). */
+int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                         int failed, int probe, int64_t now_ns, int64_t floor_ns,
+                         int64_t start_ns);
+
 /* The interval before the next probe after `fails` failed probes: cooldown_s doubled
  * `fails` times, at most cooldown_max_s, times 1 - j + 2 j u (j = c->jitter, 0.2 by
  * default; u in [0, 1]).  Pure. */

@@ -17,6 +17,7 @@
 #include "record.h"
 #include "repeat.h"
 #include "rng.h"
+#include "state.h"
 #include "url.h"
 
 #include <stdio.h>
@@ -790,6 +791,7 @@ static CURLcode cg__run(struct cg_call *call) {
 
     if (cg__admit(call, &slot, &rc) != 0)
       return rc;
+    call->admission.attempt_start_ns = cg_state_now();
     call->reached = 1;
     rc = cg__attempt(call, &a);
     if (call->admission.state && !cg_state_intact(call->admission.state)) {

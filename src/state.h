@@ -97,7 +97,8 @@ struct cg_state_breaker {
   uint64_t held;             /* calls that waited for a probe's result (open = wait) */
   uint32_t open_wait;        /* last configured (for stat) */
   uint32_t pad;
-  uint64_t reserved[3];
+  int64_t run_start_ns;      /* when the current run of failures began (0: none) */
+  uint64_t reserved[2];
 };
 
 /* The retry budget of one pool (budget.h): 736 bytes. */

@@ -383,6 +383,22 @@ Test(breaker, a_success_resets_the_run) {
   cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED, "never 5 in a row");
 }
 
+Test(breaker, answers_sent_before_the_run_do_not_end_it) {
+  struct cg_breaker_cfg c = cfg12();
+  int i;
+  fail_n(&c, 1, NOW0 + SEC);
+  for (i = 0; i < 20; i++) /* requests sent before the outage, answered during it */
+    cg_breaker_report_at(&st, 0, &c, 0, 0, NOW0 + SEC + i * MS, 0, NOW0);
+  cr_assert_eq(st.breakers[0].consecutive, 1);
+  fail_n(&c, 3, NOW0 + 2 * SEC);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
+  cr_assert_eq(cg_breaker_report(&st, 0, &c, 1, 0, NOW0 + 2 * SEC), 1, "5 in a row");
+  st.breakers[0].word = 0;
+  fail_n(&c, 2, NOW0 + 3 * SEC);
+  cg_breaker_report_at(&st, 0, &c, 0, 0, NOW0 + 4 * SEC, 0, NOW0 + 3 * SEC + MS);
+  cr_assert_eq(st.breakers[0].consecutive, 0, "sent after the run began: it ends it");
+}
+
 Test(breaker, probe_interval_doubles_to_the_cap) {
   struct cg_breaker_cfg c = cfg12();
   int64_t next, t;
