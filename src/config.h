@@ -51,7 +51,7 @@ struct cg_limits {
 
 /* The circuit breaker of one pool (breaker.h).  Issue 12: open on 5 consecutive failed
  * calls (Envoy's consecutive_5xx, Finagle's FailureAccrual) or 50 % of a short window
- * (Hystrix: 10 s); probe after ~2 s, doubling while probes fail up to 60 s; hold calls
+ * (Hystrix: 10 s); probe after ~2 s, doubling while probes fail up to 5 s; hold calls
  * for the probe's result within their deadline; release them with a slow start. */
 struct cg_breaker_cfg {
   int enabled;           /* CURLGUARD_BREAKER, default on */
@@ -62,7 +62,7 @@ struct cg_breaker_cfg {
   long open_code;        /* CURLcode the host gets while open, default 7 COULDNT_CONNECT */
   int open_wait;         /* CURLGUARD_BREAKER_OPEN: 1 wait (default), 0 fail */
   long consecutive;      /* open on this many consecutive failed calls, 0 = off, default 5 */
-  double cooldown_max_s; /* the doubling interval between failed probes stops here, 60 */
+  double cooldown_max_s; /* the doubling interval between failed probes stops here, 5 */
   double ramp_s;         /* slow start after a successful probe, seconds, 0 = none, 3 */
   double jitter;         /* the probe interval is times 1 +- this, [0, 0.5], default 0.2 */
 };
