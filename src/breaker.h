@@ -1,23 +1,37 @@
-/* breaker.h - the shared circuit breaker of a pool: every process on the machine fails
- * fast together while a provider is down, and exactly one of them probes it back.
+/* breaker.h - the shared circuit breaker of a pool: every process on the machine stops
+ * sending together while a provider is down, exactly one of them probes it back, and the
+ * others wait for that probe's result (issue 12).
  *
- * States (the standard circuit breaker of Nygard's "Release It!", as in resilience4j):
- *   closed     calls go; each attempt's outcome is counted in a sliding time window
- *              (window.h, `window_s` long).  When the window holds at least
- *              `min_requests` counted attempts and the failed fraction reaches
- *              `failure_rate`, the breaker opens.
- *   open       calls fail at once, before any DNS or connect: the host gets `open_code`
+ * States (the standard circuit breaker of Nygard's "Release It!", as in resilience4j, with
+ * Envoy's and Finagle's consecutive-failure rule, doubling probe interval and slow start):
+ *   closed     calls go; each counted result goes into a sliding time window (window.h,
+ *              `window_s` long) and a shared run of failures in a row.  It opens when the
+ *              run reaches `consecutive` (5), or when the window holds at least
+ *              `min_requests` and the failed fraction reaches `failure_rate`.  A success
+ *              ends the run only if its attempt was sent after the run began
+ *              (cg_breaker_report_at): answers to requests sent before an outage say
+ *              nothing of the provider now.
+ *   open       no call goes before the next probe.  With open_wait (the default) a call
+ *              whose deadline reaches past the next probe is held: admit.c parks it on
+ *              `seq` (a futex word, woken at every probe's end) and asks again; the rest fail
+ *              at once, before any DNS or connect: the host gets `open_code`
  *              (CURLE_COULDNT_CONNECT by default) and "curlguard: circuit open for HOST,
- *              next probe in N s" (while a probe is out: "..., probe in flight"); the
- *              record says outcome circuit_open.  After
- *              `cooldown_s` the next call becomes the probe.
+ *              next probe in N s" (while a probe is out: "..., probe in flight"); the record
+ *              says outcome circuit_open.  The first probe may go `cooldown_s` after it
+ *              opened (times 1 +- jitter); each failed probe doubles the interval, up to
+ *              `cooldown_max_s`, and a Retry-After on its answer is a floor for the next.
  *   half-open  exactly one call, across all processes, is the probe: it wins one
  *              compare-and-swap on the state word.  Its success closes the breaker (the
- *              window starts empty); its failure opens it again for another cooldown.
- *              Everybody else fails fast as when open.  A probe whose process died
- *              (kill -9) is taken over by the next caller at once (its pid is gone, or
- *              belongs to a newer process); a probe that overruns its deadline (the
- *              probe call's own deadline, at most CG_BREAKER_PROBE_MAX_MS) likewise.
+ *              window starts empty, the doubling starts over) and starts the slow start:
+ *              for `ramp_s` calls go in doubling batches (cg_breaker_ramp).  Its failure
+ *              opens it again.  A probe whose process died (kill -9) is taken over by the
+ *              next caller at once (its pid is gone, or belongs to a newer process), or by a
+ *              held caller within a second; a probe that overruns its deadline (the probe
+ *              call's own deadline, at most CG_BREAKER_PROBE_MAX_MS) likewise.
+ *
+ * Which results reach the breaker (issue 12 item 6, admit.c): every attempt's success; the
+ * failure of a retry, of a host's repeat, of a probe, and of a call that ends without a
+ * retry; not the failure of a first attempt the guard is about to retry.
  *
  * Counted as failures (issue 6): connect failures (dns_error, connect_refused,
  * connect_timeout, tls_error), timeouts (first_byte_timeout, read_timeout), the
@@ -32,7 +46,7 @@
  * provider that is up and metering us, and says for how long.  The limiter already holds
  * the whole pool, in every process, until the hint (admit.h); counting it as well would
  * let a startup burst against a rate limit (32 workers, 120 RPM) open the breaker and
- * black out every call for `cooldown_s` (30 s) when the server asked for 1 s.  A 429
+ * black out every call for the cooldown when the server asked for 1 s.  A 429
  * without a hint says nothing of when to come back: it counts, as the issue says.
  *
  * The state is one 64-bit word in the shared file (state.h struct cg_state_breaker):
