@@ -192,6 +192,25 @@ class HoldTest(HoldTestCase):
         self.assertEqual([o for o, _ in outs], [b"200"] * 3, [e for _, e in outs])
         self.assertEqual(self.stat_breaker()["state"], "closed")
 
+    def test_a_held_call_runs_the_host_progress_callback_and_may_abort(self):
+        """While held, the host's progress callback runs about once a second, as in the
+        limiter's waits; its abort ends the call (aborted_by_host) within a second."""
+        if not harness.CGHOST.exists():
+            self.skipTest("cghost is not built")
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="30")
+        self.open_it(env)
+        t0 = time.monotonic()
+        p = harness.run([str(harness.CGHOST), "--progress", "xferinfo",
+                         "--abort-progress-after", "3", self.url], env, timeout=30)
+        took = time.monotonic() - t0
+        self.assertIn(b"rc=42", p.stderr, p.stderr)         # CURLE_ABORTED_BY_CALLBACK
+        self.assertGreater(took, 1.5, "held, with the callback called once a second")
+        self.assertLess(took, 8.0)
+        last = self.records()[-1]
+        self.assertEqual((last["outcome"], last["reason"]), ("aborted_by_host",
+                                                              "aborted_by_host"), last)
+        self.exact_entries(self.url, 5)
+
     def test_open_fail_keeps_fail_fast(self):
         env = self.henv(CURLGUARD_BREAKER_OPEN="fail", CURLGUARD_BREAKER_COOLDOWN_S="30")
         self.open_it(env)
