@@ -65,6 +65,7 @@ struct cg_call {
   int reached;                /* an attempt was made (the call reached the network) */
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
+  int held;                   /* an open breaker held one of its attempts (open = wait) */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
 
@@ -711,6 +712,7 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   char msg[CURL_ERROR_SIZE];
   int round;
 
+  call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
   for (round = 0; round < 3; round++) {
     int64_t wait_ms;
     enum cg_gate gate;
@@ -792,6 +794,7 @@ static CURLcode cg__run(struct cg_call *call) {
     if (cg__admit(call, &slot, &rc) != 0)
       return rc;
     call->admission.attempt_start_ns = cg_state_now();
+    call->held |= call->admission.breaker_wait_ms > 0;
     call->reached = 1;
     rc = cg__attempt(call, &a);
     if (call->admission.state && !cg_state_intact(call->admission.state)) {
@@ -868,7 +871,7 @@ static CURLcode cg__run(struct cg_call *call) {
     rec.decision = cg_decision_name(out.decision);
     rec.reason = out.reason;
     /* A call that the breaker held and that then succeeded says why it took longer. */
-    if (call->admission.breaker_wait_ms > 0 && out.reason && strcmp(out.reason, "ok") == 0)
+    if (call->held && out.reason && strcmp(out.reason, "ok") == 0)
       rec.reason = "breaker_wait";
     /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
     if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
