@@ -90,6 +90,15 @@ static cJSON *cg__breaker_json(struct cg_state *st, int i, int64_t now) {
   cJSON_AddNumberToObject(o, "opened", (double) v.opened);
   cJSON_AddNumberToObject(o, "rejected", (double) v.rejected);
   cJSON_AddNumberToObject(o, "probes", (double) v.probes);
+  /* Issue 12: holding, consecutive failures, the doubling probe interval, the slow start. */
+  cJSON_AddStringToObject(o, "open", v.open_wait ? "wait" : "fail");
+  cJSON_AddNumberToObject(o, "consecutive_failures", v.consecutive);
+  cJSON_AddNumberToObject(o, "consecutive_max", v.consecutive_max);
+  cJSON_AddNumberToObject(o, "failed_probes", v.probe_fails);
+  cJSON_AddNumberToObject(o, "cooldown_max_s", (double) v.cooldown_max_ns / 1e9);
+  cJSON_AddNumberToObject(o, "ramp_s", (double) v.ramp_ns / 1e9);
+  cJSON_AddNumberToObject(o, "ramp_left_s", (double) v.ramp_left_ns / 1e9);
+  cJSON_AddNumberToObject(o, "held", (double) v.held);
   return o;
 }
 
@@ -287,6 +296,20 @@ int cg_cli_stat(int argc, char **argv) {
                cJSON_GetObjectItem(r, "retries_left")->valuedouble,
                cJSON_GetObjectItem(r, "concurrent")->valuedouble,
                cJSON_GetObjectItem(r, "refused")->valuedouble);
+      }
+      /* The breaker's issue-12 side: holding, consecutive failures, probes, slow start. */
+      printf("\n%-24s %5s %7s %7s %8s %7s %7s\n", "pool", "open", "consec", "max",
+             "probes_f", "held", "ramp_s");
+      cJSON_ArrayForEach(p, pools) {
+        const cJSON *b = cJSON_GetObjectItem(p, "breaker");
+        printf("%-24s %5s %7g %7g %8g %7g %7.1f\n",
+               cJSON_GetObjectItem(p, "name")->valuestring,
+               cJSON_GetObjectItem(b, "open")->valuestring,
+               cJSON_GetObjectItem(b, "consecutive_failures")->valuedouble,
+               cJSON_GetObjectItem(b, "consecutive_max")->valuedouble,
+               cJSON_GetObjectItem(b, "failed_probes")->valuedouble,
+               cJSON_GetObjectItem(b, "held")->valuedouble,
+               cJSON_GetObjectItem(b, "ramp_left_s")->valuedouble);
       }
     }
   }

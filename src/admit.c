@@ -88,23 +88,92 @@ static int cg__pool(struct cg_admission *ad) {
   return ad->pool_index;
 }
 
-/* Ask pool `p`'s breaker (enabled, and this call not already its probe): GO, possibly
- * as the half-open probe, or CIRCUIT_OPEN with the time to the next probe. */
-static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now,
-                                     int64_t deadline_ms, int64_t *next_probe_ms) {
-  int64_t next_ns;
-  enum cg_breaker_verdict v;
+/* Run the host's progress callback once, outside any region.  1: the host aborted. */
+static int cg__tick(struct cg_admission *ad) {
+  struct cg_state_guard *g;
+  int r;
+  if (!ad->tick)
+    return 0;
+  g = cg_state_guard_suspend();
+  r = ad->tick(ad->tick_arg);
+  cg_state_guard_resume(g);
+  return r;
+}
 
-  if (!ad->pool->breaker.enabled || ad->probe)
+#define CG_PARK_MAX_NS 1000000000ll /* a parked call looks again at least once a second */
+
+/* Ask pool `p`'s breaker (enabled, and this call not already its probe): GO, possibly
+ * as the half-open probe, or CIRCUIT_OPEN with the time to the next probe.  With
+ * open = wait, a refused call parks for the probe's result while its deadline allows
+ * (admit.h); `ramp`: take a slow-start ticket (the first ask of an attempt only). */
+static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now,
+                                     int64_t deadline_ms, int64_t *next_probe_ms, int ramp) {
+  const struct cg_breaker_cfg *c = &ad->pool->breaker;
+  int64_t next_ns, t0 = now;
+  int held = 0;
+  enum cg_gate r = CG_GATE_GO;
+
+  if (!c->enabled || ad->probe)
     return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
-  v = cg_breaker_admit(ad->state, p, &ad->pool->breaker, now,
-                       now + (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
-  if (v == CG_BREAKER_REJECT) {
+  for (;;) {
+    uint32_t seq = cg_breaker_seq(ad->state, p);
+    int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000, nap;
+    enum cg_breaker_verdict v = cg_breaker_admit(ad->state, p, c, now,
+                                                 now + (deadline_ms - cg_mono_ms()) * 1000000,
+                                                 &next_ns);
+    if (v != CG_BREAKER_REJECT) {
+      ad->probe = v == CG_BREAKER_PROBE;
+      break;
+    }
     *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
-    return CG_GATE_CIRCUIT_OPEN;
+    /* Fail fast: open = fail, or the deadline cannot see the next probe (a probe under
+     * way may answer any moment: waited for while time is left). */
+    if (!c->open_wait || ad->can_divert || left_ns <= 0 ||
+        !cg_breaker_wait_ok(ad->state, p, now, left_ns)) {
+      r = CG_GATE_CIRCUIT_OPEN;
+      break;
+    }
+    cg_breaker_held(ad->state, p, !held);
+    held = 1;
+    nap = next_ns > now ? next_ns - now : CG_PARK_MAX_NS;
+    if (nap > CG_PARK_MAX_NS)
+      nap = CG_PARK_MAX_NS;
+    if (nap > left_ns)
+      nap = left_ns;
+    if (nap < 1000000)
+      nap = 1000000;
+    cg_breaker_park(ad->state, p, seq, nap);
+    now = cg_state_now();
+    if (cg__tick(ad)) {
+      r = CG_GATE_ABORTED;
+      break;
+    }
   }
-  ad->probe = v == CG_BREAKER_PROBE;
-  return CG_GATE_GO;
+  if (held)
+    ad->breaker_wait_ms += (cg_state_now() - t0) / 1000000;
+  if (r == CG_GATE_GO && ramp && !ad->probe) {
+    /* The slow start: this call's turn, never past its deadline (then it just goes: the
+     * limiter still applies on top). */
+    int64_t at = cg_breaker_ramp(ad->state, p, c, now), t1 = now;
+    while (at > 0) {
+      int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000;
+      int64_t nap = at - now;
+      if (nap <= 0 || left_ns <= 0)
+        break;
+      if (nap > CG_PARK_MAX_NS)
+        nap = CG_PARK_MAX_NS;
+      if (nap > left_ns)
+        nap = left_ns;
+      cg_sleep_ms((nap + 999999) / 1000000);
+      now = cg_state_now();
+      if (cg__tick(ad)) {
+        r = CG_GATE_ABORTED;
+        break;
+      }
+    }
+    ad->breaker_wait_ms += (now - t1) / 1000000;
+  }
+  return r;
 }
 
 static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repeat,
@@ -117,8 +186,12 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
   if (p < 0)
     return CG_GATE_GO;
   now = cg_state_now();
-  if (cg__breaker_gate(ad, p, now, deadline_ms, next_probe_ms) != CG_GATE_GO)
-    return CG_GATE_CIRCUIT_OPEN;
+  {
+    enum cg_gate b = cg__breaker_gate(ad, p, now, deadline_ms, next_probe_ms, 1);
+    if (b != CG_GATE_GO)
+      return b;
+    now = cg_state_now();
+  }
   if (attempt != 1)
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
   if (!host_repeat) {
@@ -144,7 +217,7 @@ static enum cg_gate cg__recheck(struct cg_admission *ad, int64_t deadline_ms,
   *next_probe_ms = 0;
   if (p < 0)
     return CG_GATE_GO;
-  return cg__breaker_gate(ad, p, cg_state_now(), deadline_ms, next_probe_ms);
+  return cg__breaker_gate(ad, p, cg_state_now(), deadline_ms, next_probe_ms, 0);
 }
 
 static int cg__probing(const struct cg_admission *ad) {
@@ -153,13 +226,18 @@ static int cg__probing(const struct cg_admission *ad) {
 }
 
 static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
-                       int hinted) {
+                       int hinted, int defer, int64_t hint_ms) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
-  if (ad->pool->breaker.enabled)
-    cg_breaker_report(ad->state, p, &ad->pool->breaker, cg_breaker_counts(o, status, hinted),
-                      ad->probe, cg_state_now());
+  if (ad->pool->breaker.enabled) {
+    int counts = cg_breaker_counts(o, status, hinted);
+    int64_t floor_ms = hint_ms < ad->max_retry_after_ms ? hint_ms : ad->max_retry_after_ms;
+    if (!(defer && counts == 1 && !ad->probe))
+      cg_breaker_report_at(ad->state, p, &ad->pool->breaker, counts, ad->probe,
+                           cg_state_now(), floor_ms > 0 ? floor_ms * 1000000 : 0,
+                           ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
+  }
   ad->probe = 0;
   cg_budget_done(ad->state, p, ad->retry_slot);
   ad->retry_slot = -1;
@@ -171,9 +249,14 @@ static const char *cg__retry(struct cg_admission *ad) {
   int slot;
   if (p < 0)
     return NULL;
-  if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED)
-    return "circuit_open";
   now = cg_state_now();
+  /* open = wait: the retry's gate holds it for the probe if its deadline can see one;
+   * refused here (the answer in hand kept) only when it cannot. */
+  if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED &&
+      (!ad->pool->breaker.open_wait ||
+       !cg_breaker_wait_ok(ad->state, p, now,
+                           (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
+    return "circuit_open";
   if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
                       now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
       CG_BUDGET_GRANTED)
@@ -354,11 +437,16 @@ int cg_admission_probing(const struct cg_admission *ad) {
 
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
                          int hinted) {
+  cg_admission_result2(ad, o, status, hinted, 0, -1);
+}
+
+void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
+                          int hinted, int defer, int64_t hint_ms) {
   if (!ad->state)
     return;
   {
     CG_GUARDED(ad, return);
-    cg__result(ad, o, status, hinted);
+    cg__result(ad, o, status, hinted, defer, hint_ms);
     CG_UNGUARD();
   }
 }

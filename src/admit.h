@@ -43,6 +43,15 @@ struct cg_admission {
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */
   int64_t deadline_ms;             /* the call's (monotonic): a retry slot's deadline */
+  /* Waiting for the breaker (open = wait, issue 12): the host's progress callback, run
+   * about once a second while parked (non-zero: the host aborted), and the time waited,
+   * for the record (guard.c adds it to queue_ms; cg_admission_enter does not reset it). */
+  int (*tick)(void *arg);
+  void *tick_arg;
+  int64_t breaker_wait_ms;
+  int64_t attempt_start_ns;        /* when the current attempt went out (state clock) */
+  int can_divert;                  /* the pool has a fallback this call may go to: an open
+                                    * breaker sends it there at once, no holding */
 };
 
 /* What cg_admission_gate decided. */
@@ -50,10 +59,16 @@ enum cg_gate {
   CG_GATE_GO,
   CG_GATE_CIRCUIT_OPEN,  /* the breaker is open (or a probe is under way): fail fast */
   CG_GATE_BUDGET,        /* a host's repeat of a failed call, refused by the budget */
+  CG_GATE_ABORTED,       /* the host's progress callback aborted a wait for the breaker */
 };
 
 /* Before attempt number `attempt` (1-based), ahead of cg_admission_enter: ask the pool's
- * breaker (on CG_GATE_CIRCUIT_OPEN `*next_probe_ms` says when a probe may go); count a
+ * breaker (on CG_GATE_CIRCUIT_OPEN `*next_probe_ms` says when a probe may go).  With
+ * open = wait (the default) a refused call parks on the breaker's futex word for the
+ * probe's result, in waits of at most a second (the host's progress callback runs
+ * between them; CG_GATE_ABORTED when it aborts), as long as its deadline reaches past
+ * the next probe: CG_GATE_CIRCUIT_OPEN only when it cannot (or open = fail).  In the slow
+ * start after a probe closed the breaker a call may be held for its turn.  Count a
  * first attempt in the budget, or, when `host_repeat` (repeat.h: the host repeats a call
  * that failed), take a retry from it.  `deadline_ms` (the call's, monotonic) bounds how
  * long a probe holds the breaker half-open.  No state file: always CG_GATE_GO. */
@@ -76,6 +91,14 @@ int cg_admission_probing(const struct cg_admission *ad);
  * closes or re-opens it) and give back the budget slot of the retry just made. */
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
                          int hinted);
+
+/* As cg_admission_result, with issue 12 item 6: `defer` (a first attempt the guard is
+ * about to retry) keeps a failure out of the breaker (a probe's is always counted): it
+ * counts only if the call ends with it, through cg_admission_count_failure.  `hint_ms`
+ * (>= 0): the answer's Retry-After, a floor for the next probe after a failed probe. */
+void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
+                          int hinted, int defer, int64_t hint_ms);
+
 
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,

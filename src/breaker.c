@@ -4,7 +4,11 @@
 #include "window.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CG_CAS_TRIES 1000 /* bounded: a lost race is retried, never spun forever */
@@ -87,6 +91,103 @@ static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
   return cg_proc_gone((pid_t) pid, owner >> 32 == pid ? (uint32_t) owner : 0, 0xFFFFFFFFu);
 }
 
+/* A number in [0, 1) for the probe interval's jitter: splitmix64 of the time and the pid
+ * (breaker.o is linked into the CLI too, without rng.o; nothing here needs more). */
+static double cg__jitter_unit(int64_t now_ns) {
+  uint64_t z = (uint64_t) now_ns ^ ((uint64_t) getpid() << 40) ^ 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (double) (z >> 11) / 9007199254740992.0;
+}
+
+/* The cap of the probe interval: cooldown_max_s, never below cooldown_s. */
+static double cg__cap_s(const struct cg_breaker_cfg *c) {
+  return c->cooldown_max_s > c->cooldown_s ? c->cooldown_max_s : c->cooldown_s;
+}
+
+int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, double u) {
+  double s = c->cooldown_s, cap = cg__cap_s(c);
+  uint32_t i;
+  for (i = 0; i < fails && s < cap; i++)
+    s *= 2;
+  if (s > cap)
+    s = cap;
+  if (u < 0)
+    u = 0;
+  if (u > 1)
+    u = 1;
+  return cg__ns(s * (1 - c->jitter + 2 * c->jitter * u));
+}
+
+static long cg__futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+  /* Not FUTEX_PRIVATE: the word lives in a file mapping shared between processes.  On a
+   * mapping cut short the kernel answers EFAULT (no SIGBUS): the caller just re-checks. */
+  return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+/* A probe ended (or the state moved): every parked caller looks again. */
+static void cg__wake(struct cg_state_breaker *b) {
+  __atomic_fetch_add(&b->seq, 1, __ATOMIC_ACQ_REL);
+  cg__futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+uint32_t cg_breaker_seq(struct cg_state *st, int p) {
+  return cg__load(&st->breakers[p].seq);
+}
+
+void cg_breaker_park(struct cg_state *st, int p, uint32_t seq, int64_t ns) {
+  struct timespec ts;
+  if (ns <= 0)
+    return;
+  ts.tv_sec = (time_t) (ns / 1000000000);
+  ts.tv_nsec = (long) (ns % 1000000000);
+  cg__futex(&st->breakers[p].seq, FUTEX_WAIT, seq, &ts);
+}
+
+void cg_breaker_held(struct cg_state *st, int p, int first) {
+  /* A held call was not failed fast: cg_breaker_admit's count of it is taken back. */
+  __atomic_fetch_sub(&st->breakers[p].rejected, 1, __ATOMIC_RELAXED);
+  if (first)
+    __atomic_fetch_add(&st->breakers[p].held, 1, __ATOMIC_RELAXED);
+}
+
+/* Open from closed: the first probe after cooldown_s (+-20 %).  1 when this call did. */
+static int cg__open(struct cg_state_breaker *b, const struct cg_breaker_cfg *c, uint64_t w,
+                    int64_t now_ns) {
+  if (!cg__cas(&b->word, &w,
+               cg__word(CG_BREAKER_OPEN, 0, now_ns + cg_breaker_interval_ns(c, 0, cg__jitter_unit(now_ns)))))
+    return 0; /* somebody else opened it */
+  __atomic_store_n(&b->probe_fails, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                        int64_t now_ns) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  int64_t start = cg__load(&b->ramp_start_ns), ramp = cg__ns(c->ramp_s), step, t;
+  uint64_t n;
+  int k;
+
+  if (!c->enabled || ramp <= 0 || start <= 0 || now_ns >= start + ramp || now_ns < start)
+    return 0;
+  /* Ticket n goes at start + step * log2(n): 1, 1, 2, 4, 8 ... per step, as TCP's slow
+   * start doubles its window, 64 calls by the end of the ramp, then no more holding. */
+  n = __atomic_add_fetch(&b->ramp_tickets, 1, __ATOMIC_ACQ_REL);
+  step = ramp / CG_BREAKER_RAMP_STEPS;
+  for (k = 0; k < 63 && (1ull << (k + 1)) <= n; k++)
+    ;
+  t = start + step * k;
+  if (k < 63 && n > (1ull << k)) /* between two powers of two: spread over the step */
+    t += (int64_t) ((double) step * (double) (n - (1ull << k)) / (double) (1ull << k));
+  if (t > start + ramp)
+    t = start + ramp;
+  return t > now_ns ? t : 0;
+}
+
 /* The pool's window (ns): the shared one, or this process's until one is stored. */
 static int64_t cg__window(struct cg_state_breaker *b, const struct cg_breaker_cfg *c) {
   int64_t w = cg__load(&b->window_ns);
@@ -100,6 +201,11 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
   __atomic_store_n(&b->min_requests, (uint32_t) c->min_requests, __ATOMIC_RELAXED);
   __atomic_store(&b->failure_rate, &c->failure_rate, __ATOMIC_RELAXED);
   __atomic_store_n(&b->cooldown_ns, cool, __ATOMIC_RELAXED);
+  __atomic_store_n(&b->consecutive_max, (uint32_t) (c->consecutive > 0 ? c->consecutive : 0),
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&b->cooldown_max_ns, cg__ns(cg__cap_s(c)), __ATOMIC_RELAXED);
+  __atomic_store_n(&b->ramp_ns, cg__ns(c->ramp_s), __ATOMIC_RELAXED);
+  __atomic_store_n(&b->open_wait, (uint32_t) (c->open_wait != 0), __ATOMIC_RELAXED);
   /* The first process to configure the pool sets its window for everybody. */
   if (cg__cas(&b->window_ns, &shared, win))
     return win;
@@ -155,11 +261,23 @@ static int cg__probe_end(struct cg_state_breaker *b, uint64_t next) {
 
 void cg_breaker_release(struct cg_state *st, int p) {
   /* Open with a cooldown that ends now: the next caller becomes the probe. */
-  cg__probe_end(&st->breakers[p], cg__word(CG_BREAKER_OPEN, 0, cg_state_now()));
+  if (cg__probe_end(&st->breakers[p], cg__word(CG_BREAKER_OPEN, 0, cg_state_now())))
+    cg__wake(&st->breakers[p]);
 }
 
 int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
                       int probe, int64_t now_ns) {
+  return cg_breaker_report_hint(st, p, c, failed, probe, now_ns, 0);
+}
+
+int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                           int failed, int probe, int64_t now_ns, int64_t floor_ns) {
+  return cg_breaker_report_at(st, p, c, failed, probe, now_ns, floor_ns, now_ns);
+}
+
+int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                         int failed, int probe, int64_t now_ns, int64_t floor_ns,
+                         int64_t start_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
   int64_t width = cg_window_width(cg__window(b, c));
   uint64_t w;
@@ -173,30 +291,69 @@ int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c
     return 0;
   }
   if (probe) {
-    if (!failed && cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
-      cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
-      return 0;
-    }
-    if (failed &&
-        cg__probe_end(b, cg__word(CG_BREAKER_OPEN, 0, now_ns + cg__ns(c->cooldown_s)))) {
-      __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
-      return 1;
+    uint32_t fails = cg__load(&b->probe_fails);
+    int64_t next;
+    if (!failed) {
+      /* The slow start begins before the state says closed: nobody sees closed without
+       * it (a lost race below only slows a breaker that closed anyway). */
+      __atomic_store_n(&b->ramp_tickets, 1, __ATOMIC_RELEASE); /* the probe was the 1st */
+      __atomic_store_n(&b->ramp_start_ns, now_ns, __ATOMIC_RELEASE);
+      if (cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
+        cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
+        __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&b->probe_fails, 0, __ATOMIC_RELEASE);
+        cg__wake(b);
+        return 0;
+      }
+    } else {
+      /* Failed again: the interval doubles (up to cooldown_max_s); a Retry-After on the
+       * answer is a floor. */
+      next = cg_breaker_interval_ns(c, fails + 1, cg__jitter_unit(now_ns));
+      if (floor_ns > next)
+        next = floor_ns;
+      if (cg__probe_end(b, cg__word(CG_BREAKER_OPEN, 0, now_ns + next))) {
+        __atomic_store_n(&b->probe_fails, fails + 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
+        cg__wake(b);
+        return 1;
+      }
     }
     /* Somebody took the probe over meanwhile: count it as any attempt. */
   }
   cg_window_add(b->buckets, now_ns, width, failed ? 0 : 1, failed ? 1 : 0);
-  if (!failed)
+  if (!failed) {
+    /* A success ends the run of failures only if it was sent after the run began: the
+     * answers of requests sent before an outage keep arriving for a while (an LLM call
+     * takes seconds) and say nothing of the provider now. */
+    int64_t run_start = cg__load(&b->run_start_ns);
+    if (cg__load(&b->consecutive) && (run_start <= 0 || start_ns >= run_start)) {
+      __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
+    }
     return 0;
-  w = cg__load(&b->word);
-  if (cg__state(w) != CG_BREAKER_CLOSED)
-    return 0;
+  }
+  {
+    uint32_t run = __atomic_add_fetch(&b->consecutive, 1, __ATOMIC_ACQ_REL);
+    if (run == 1)
+      __atomic_store_n(&b->run_start_ns, now_ns, __ATOMIC_RELEASE);
+    w = cg__load(&b->word);
+    if (cg__state(w) != CG_BREAKER_CLOSED)
+      return 0;
+    if (c->consecutive > 0 && run >= (uint32_t) c->consecutive)
+      return cg__open(b, c, w, now_ns);
+  }
   cg_window_sum(b->buckets, now_ns, width, &ok_n, &fail_n);
   if (!cg_breaker_tripped(ok_n, fail_n, c))
     return 0;
-  if (!cg__cas(&b->word, &w, cg__word(CG_BREAKER_OPEN, 0, now_ns + cg__ns(c->cooldown_s))))
-    return 0; /* somebody else opened it */
-  __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
-  return 1;
+  return cg__open(b, c, w, now_ns);
+}
+
+int cg_breaker_wait_ok(struct cg_state *st, int p, int64_t now_ns, int64_t left_ns) {
+  uint64_t w = cg__load(&st->breakers[p].word);
+  if (cg__state(w) != CG_BREAKER_OPEN)
+    return 1; /* closed, or a probe out whose answer may come any moment */
+  return cg__time(w) - now_ns <= left_ns;
 }
 
 enum cg_breaker_state cg_breaker_state(struct cg_state *st, int p) {
@@ -224,6 +381,20 @@ void cg_breaker_view(struct cg_state *st, int p, int64_t now_ns, struct cg_break
   v->opened = cg__load(&b->opened);
   v->rejected = cg__load(&b->rejected);
   v->probes = cg__load(&b->probes);
+  v->consecutive = cg__load(&b->consecutive);
+  v->consecutive_max = cg__load(&b->consecutive_max);
+  v->probe_fails = cg__load(&b->probe_fails);
+  v->cooldown_max_ns = cg__load(&b->cooldown_max_ns);
+  v->ramp_ns = cg__load(&b->ramp_ns);
+  v->open_wait = (int) cg__load(&b->open_wait);
+  v->held = cg__load(&b->held);
+  {
+    int64_t rs = cg__load(&b->ramp_start_ns);
+    v->ramp_left_ns = v->state == CG_BREAKER_CLOSED && rs > 0 && now_ns >= rs &&
+                              now_ns < rs + v->ramp_ns
+                          ? rs + v->ramp_ns - now_ns
+                          : 0;
+  }
 }
 
 const char *cg_breaker_state_name(enum cg_breaker_state s) {

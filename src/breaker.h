@@ -1,23 +1,37 @@
-/* breaker.h - the shared circuit breaker of a pool: every process on the machine fails
- * fast together while a provider is down, and exactly one of them probes it back.
+/* breaker.h - the shared circuit breaker of a pool: every process on the machine stops
+ * sending together while a provider is down, exactly one of them probes it back, and the
+ * others wait for that probe's result (issue 12).
  *
- * States (the standard circuit breaker of Nygard's "Release It!", as in resilience4j):
- *   closed     calls go; each attempt's outcome is counted in a sliding time window
- *              (window.h, `window_s` long).  When the window holds at least
- *              `min_requests` counted attempts and the failed fraction reaches
- *              `failure_rate`, the breaker opens.
- *   open       calls fail at once, before any DNS or connect: the host gets `open_code`
+ * States (the standard circuit breaker of Nygard's "Release It!", as in resilience4j, with
+ * Envoy's and Finagle's consecutive-failure rule, doubling probe interval and slow start):
+ *   closed     calls go; each counted result goes into a sliding time window (window.h,
+ *              `window_s` long) and a shared run of failures in a row.  It opens when the
+ *              run reaches `consecutive` (5), or when the window holds at least
+ *              `min_requests` and the failed fraction reaches `failure_rate`.  A success
+ *              ends the run only if its attempt was sent after the run began
+ *              (cg_breaker_report_at): answers to requests sent before an outage say
+ *              nothing of the provider now.
+ *   open       no call goes before the next probe.  With open_wait (the default) a call
+ *              whose deadline reaches past the next probe is held: admit.c parks it on
+ *              `seq` (a futex word, woken at every probe's end) and asks again; the rest fail
+ *              at once, before any DNS or connect: the host gets `open_code`
  *              (CURLE_COULDNT_CONNECT by default) and "curlguard: circuit open for HOST,
- *              next probe in N s" (while a probe is out: "..., probe in flight"); the
- *              record says outcome circuit_open.  After
- *              `cooldown_s` the next call becomes the probe.
+ *              next probe in N s" (while a probe is out: "..., probe in flight"); the record
+ *              says outcome circuit_open.  The first probe may go `cooldown_s` after it
+ *              opened (times 1 +- jitter); each failed probe doubles the interval, up to
+ *              `cooldown_max_s`, and a Retry-After on its answer is a floor for the next.
  *   half-open  exactly one call, across all processes, is the probe: it wins one
  *              compare-and-swap on the state word.  Its success closes the breaker (the
- *              window starts empty); its failure opens it again for another cooldown.
- *              Everybody else fails fast as when open.  A probe whose process died
- *              (kill -9) is taken over by the next caller at once (its pid is gone, or
- *              belongs to a newer process); a probe that overruns its deadline (the
- *              probe call's own deadline, at most CG_BREAKER_PROBE_MAX_MS) likewise.
+ *              window starts empty, the doubling starts over) and starts the slow start:
+ *              for `ramp_s` calls go in doubling batches (cg_breaker_ramp).  Its failure
+ *              opens it again.  A probe whose process died (kill -9) is taken over by the
+ *              next caller at once (its pid is gone, or belongs to a newer process), or by a
+ *              held caller within a second; a probe that overruns its deadline (the probe
+ *              call's own deadline, at most CG_BREAKER_PROBE_MAX_MS) likewise.
+ *
+ * Which results reach the breaker (issue 12 item 6, admit.c): every attempt's success; the
+ * failure of a retry, of a host's repeat, of a probe, and of a call that ends without a
+ * retry; not the failure of a first attempt the guard is about to retry.
  *
  * Counted as failures (issue 6): connect failures (dns_error, connect_refused,
  * connect_timeout, tls_error), timeouts (first_byte_timeout, read_timeout), the
@@ -32,7 +46,7 @@
  * provider that is up and metering us, and says for how long.  The limiter already holds
  * the whole pool, in every process, until the hint (admit.h); counting it as well would
  * let a startup burst against a rate limit (32 workers, 120 RPM) open the breaker and
- * black out every call for `cooldown_s` (30 s) when the server asked for 1 s.  A 429
+ * black out every call for the cooldown when the server asked for 1 s.  A 429
  * without a hint says nothing of when to come back: it counts, as the issue says.
  *
  * The state is one 64-bit word in the shared file (state.h struct cg_state_breaker):
@@ -52,6 +66,7 @@
 #include <stdint.h>
 
 #define CG_BREAKER_PROBE_MAX_MS 30000 /* a live probe holds half-open this long at most */
+#define CG_BREAKER_RAMP_STEPS 6 /* the slow start doubles its release this many times */
 
 enum cg_breaker_state { CG_BREAKER_CLOSED, CG_BREAKER_OPEN, CG_BREAKER_HALF_OPEN };
 
@@ -91,6 +106,42 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
 int cg_breaker_report(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
                       int probe, int64_t now_ns);
 
+/* As cg_breaker_report, with `floor_ns` (> 0): a failed probe's answer carried a
+ * Retry-After of that long (already bounded by max_retry_after): the next probe goes no
+ * sooner. */
+int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                           int failed, int probe, int64_t now_ns, int64_t floor_ns);
+
+/* As cg_breaker_report_hint, with `start_ns`: when the attempt was sent.  A success
+ * sent before the current run of failures began does not end it (issue 12 item 2: the
+ * answers of requests sent before an outage must not delay opening). */
+int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                         int failed, int probe, int64_t now_ns, int64_t floor_ns,
+                         int64_t start_ns);
+
+/* The interval before the next probe after `fails` failed probes: cooldown_s doubled
+ * `fails` times, at most cooldown_max_s, times 1 - j + 2 j u (j = c->jitter, 0.2 by
+ * default; u in [0, 1]).  Pure. */
+int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, double u);
+
+/* The slow start (issue 12 item 3): within ramp_s after a probe closed the breaker, calls
+ * are released 1, 1, 2, 4, 8 ... per ramp_s / CG_BREAKER_RAMP_STEPS, each taking a ticket.
+ * Returns the monotonic ns at which this call may go, or 0 for now. */
+int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                        int64_t now_ns);
+
+/* Parking while the breaker is open (open = wait): read the futex word, ask
+ * cg_breaker_admit, and if refused, park on the word for at most `ns` (a probe's end wakes
+ * every parked process at once; a timeout lets a waiter take over a dead probe). */
+uint32_t cg_breaker_seq(struct cg_state *st, int p);
+void cg_breaker_park(struct cg_state *st, int p, uint32_t seq, int64_t ns);
+/* A refusal of cg_breaker_admit that holds the call instead of failing it: not counted as
+ * rejected; `first`: the call's first, counted as held (for stat). */
+void cg_breaker_held(struct cg_state *st, int p, int first);
+/* Whether a call with `left_ns` to go can still see a probe: not open, or open with the
+ * next probe within `left_ns`. */
+int cg_breaker_wait_ok(struct cg_state *st, int p, int64_t now_ns, int64_t left_ns);
+
 /* Give the probe back unused (the call stopped before its attempt): the next caller may
  * probe at once. */
 void cg_breaker_release(struct cg_state *st, int p);
@@ -111,6 +162,14 @@ struct cg_breaker_view {
                               * deadline; closed: 0 */
   int probe_pid;             /* half-open: the probe's process */
   uint64_t opened, rejected, probes;
+  uint32_t consecutive;      /* failed calls in a row now */
+  uint32_t consecutive_max;  /* configured */
+  uint32_t probe_fails;      /* failed probes since it opened */
+  int64_t cooldown_max_ns;   /* configured */
+  int64_t ramp_ns;           /* configured */
+  int64_t ramp_left_ns;      /* closed and in the slow start: how long it still runs */
+  int open_wait;             /* configured: 1 wait, 0 fail */
+  uint64_t held;             /* calls that waited for a probe */
 };
 void cg_breaker_view(struct cg_state *st, int p, int64_t now_ns, struct cg_breaker_view *v);
 

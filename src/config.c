@@ -24,7 +24,8 @@
 
 enum cg__type {
   CG_T_LONG, CG_T_DOUBLE, CG_T_STRING, CG_T_JITTER, CG_T_HOSTS, CG_T_RESEND, CG_T_RETRY_ON,
-  CG_T_SWITCH /* int: on/off (1/0, true/false, yes/no) */
+  CG_T_SWITCH, /* int: on/off (1/0, true/false, yes/no) */
+  CG_T_OPENMODE /* int: "wait" 1, "fail" 0 (CURLGUARD_BREAKER_OPEN) */
 };
 
 /* One tunable: its variable, its config-file key, where it lives, its range. */
@@ -81,6 +82,14 @@ static const struct cg__key cg__keys[] = {
    CG_OFF(breaker.cooldown_s), 0.01, 86400},
   {"CURLGUARD_BREAKER_OPEN_CODE", "breaker_open_code", CG_T_LONG, CG_OFF(breaker.open_code),
    1, 99},
+  {"CURLGUARD_BREAKER_OPEN", "breaker_open", CG_T_OPENMODE, CG_OFF(breaker.open_wait), 0, 0},
+  {"CURLGUARD_BREAKER_CONSECUTIVE_FAILURES", "breaker_consecutive_failures", CG_T_LONG,
+   CG_OFF(breaker.consecutive), 0, 1000000},
+  {"CURLGUARD_BREAKER_COOLDOWN_MAX_S", "breaker_cooldown_max_s", CG_T_DOUBLE,
+   CG_OFF(breaker.cooldown_max_s), 0.01, 86400},
+  {"CURLGUARD_BREAKER_RAMP_S", "breaker_ramp_s", CG_T_DOUBLE, CG_OFF(breaker.ramp_s), 0,
+   3600},
+  {"CURLGUARD_BREAKER_JITTER", "breaker_jitter", CG_T_DOUBLE, CG_OFF(breaker.jitter), 0, 0.5},
   {"CURLGUARD_RETRY_BUDGET", "retry_budget", CG_T_SWITCH, CG_OFF(budget.enabled), 0, 0},
   {"CURLGUARD_RETRY_BUDGET_RATIO", "retry_budget_ratio", CG_T_DOUBLE, CG_OFF(budget.ratio), 0,
    100},
@@ -102,7 +111,7 @@ static const char *const cg__pool_later[] = {NULL};
 /* The keys of a "breaker" / "retry_budget" object (a pool's, or the top level's): name,
  * where in its struct, type, range.  Bit i of cg_pool_cfg.breaker_set / budget_set says
  * the pool set key i itself. */
-enum cg__sub_type { CG_SUB_BOOL, CG_SUB_LONG, CG_SUB_DOUBLE };
+enum cg__sub_type { CG_SUB_BOOL, CG_SUB_LONG, CG_SUB_DOUBLE, CG_SUB_OPENMODE /* int */ };
 struct cg__sub {
   const char *name;
   size_t offset;
@@ -118,6 +127,11 @@ static const struct cg__sub cg__brk_keys[] = {
   {"window_s", CG_BRK(window_s), CG_SUB_DOUBLE, 0.1, 86400},
   {"cooldown_s", CG_BRK(cooldown_s), CG_SUB_DOUBLE, 0.01, 86400},
   {"open_code", CG_BRK(open_code), CG_SUB_LONG, 1, 99},
+  {"open", CG_BRK(open_wait), CG_SUB_OPENMODE, 0, 1},
+  {"consecutive_failures", CG_BRK(consecutive), CG_SUB_LONG, 0, 1000000},
+  {"cooldown_max_s", CG_BRK(cooldown_max_s), CG_SUB_DOUBLE, 0.01, 86400},
+  {"ramp_s", CG_BRK(ramp_s), CG_SUB_DOUBLE, 0, 3600},
+  {"jitter", CG_BRK(jitter), CG_SUB_DOUBLE, 0, 0.5},
   {NULL, 0, CG_SUB_BOOL, 0, 0},
 };
 static const struct cg__sub cg__bud_keys[] = {
@@ -177,7 +191,11 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
     }
     if (keys[i].type == CG_SUB_BOOL && cJSON_IsBool(item)) {
       *(int *) ((char *) base + keys[i].offset) = cJSON_IsTrue(item);
-    } else if (keys[i].type != CG_SUB_BOOL && cJSON_IsNumber(item) &&
+    } else if (keys[i].type == CG_SUB_OPENMODE && cJSON_IsString(item) &&
+               cg_breaker_open_parse(item->valuestring) >= 0) {
+      *(int *) ((char *) base + keys[i].offset) = cg_breaker_open_parse(item->valuestring);
+    } else if (keys[i].type != CG_SUB_BOOL && keys[i].type != CG_SUB_OPENMODE &&
+               cJSON_IsNumber(item) &&
                isfinite(item->valuedouble) && item->valuedouble >= keys[i].min &&
                item->valuedouble <= keys[i].max &&
                (keys[i].type == CG_SUB_DOUBLE || item->valuedouble == floor(item->valuedouble))) {
@@ -188,6 +206,8 @@ static int cg__parse_sub(const cJSON *v, const struct cg__sub *keys, void *base,
     } else {
       if (keys[i].type == CG_SUB_BOOL)
         cg__note(why, sizeof(why), "\"%s\" must be true or false", keys[i].name);
+      else if (keys[i].type == CG_SUB_OPENMODE)
+        cg__note(why, sizeof(why), "\"%s\" must be \"wait\" or \"fail\"", keys[i].name);
       else
         cg__note(why, sizeof(why), "\"%s\" must be a%s number from %g to %g", keys[i].name,
                  keys[i].type == CG_SUB_LONG ? " whole" : "", keys[i].min, keys[i].max);
@@ -209,12 +229,20 @@ static void cg__inherit_sub(const struct cg__sub *keys, void *dst, const void *s
                             unsigned set) {
   size_t i;
   for (i = 0; keys[i].name; i++) {
-    size_t n = keys[i].type == CG_SUB_BOOL   ? sizeof(int)
+    size_t n = keys[i].type == CG_SUB_BOOL || keys[i].type == CG_SUB_OPENMODE ? sizeof(int)
                : keys[i].type == CG_SUB_LONG ? sizeof(long)
                                              : sizeof(double);
     if (!(set & (1u << i)))
       memcpy((char *) dst + keys[i].offset, (const char *) src + keys[i].offset, n);
   }
+}
+
+int cg_breaker_open_parse(const char *s) {
+  if (strcasecmp(s, "wait") == 0)
+    return 1;
+  if (strcasecmp(s, "fail") == 0)
+    return 0;
+  return -1;
 }
 
 int cg_jitter_parse(const char *s) {
@@ -427,6 +455,13 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
   case CG_T_SWITCH:
     j = cg__switch(s);
     if (j >= 0 && s[0]) {
+      *(int *) base = j;
+      return 0;
+    }
+    break;
+  case CG_T_OPENMODE:
+    j = cg_breaker_open_parse(s);
+    if (j >= 0) {
       *(int *) base = j;
       return 0;
     }
@@ -802,9 +837,14 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->repeat_window_ms = 60000;
   c->breaker.enabled = 1;
   c->breaker.failure_rate = 0.5;
-  c->breaker.min_requests = 20;
-  c->breaker.window_s = 60;
-  c->breaker.cooldown_s = 30;
+  c->breaker.min_requests = 10;
+  c->breaker.window_s = 10;
+  c->breaker.cooldown_s = 2;
+  c->breaker.open_wait = 1;
+  c->breaker.consecutive = 5;
+  c->breaker.cooldown_max_s = 5;
+  c->breaker.ramp_s = 3;
+  c->breaker.jitter = 0.2;
   c->breaker.open_code = 7; /* CURLE_COULDNT_CONNECT: what an unreachable host gives */
   c->budget.enabled = 1;
   c->budget.ratio = 0.2;

@@ -49,16 +49,22 @@ struct cg_limits {
   double margin;         /* pace at this fraction of rpm/tpm; 0 = exactly (limiter.h) */
 };
 
-/* The circuit breaker of one pool (breaker.h).  Defaults in the spirit of resilience4j's
- * (failureRateThreshold 50 %, a minimum number of calls, a wait in the open state), with
- * the numbers of issue 6: 50 %, 20 requests, 60 s, 30 s. */
+/* The circuit breaker of one pool (breaker.h).  Issue 12: open on 5 consecutive failed
+ * calls (Envoy's consecutive_5xx, Finagle's FailureAccrual) or 50 % of a short window
+ * (Hystrix: 10 s); probe after ~2 s, doubling while probes fail up to 5 s; hold calls
+ * for the probe's result within their deadline; release them with a slow start. */
 struct cg_breaker_cfg {
   int enabled;           /* CURLGUARD_BREAKER, default on */
   double failure_rate;   /* open at this failed fraction of the window, (0, 1], default 0.5 */
-  long min_requests;     /* ... once the window holds at least this many, default 20 */
-  double window_s;       /* sliding window, seconds, default 60 */
-  double cooldown_s;     /* open this long before one probe is let through, default 30 */
+  long min_requests;     /* ... once the window holds at least this many, default 10 */
+  double window_s;       /* sliding window, seconds, default 10 */
+  double cooldown_s;     /* open this long (+-20 % jitter) before the first probe, default 2 */
   long open_code;        /* CURLcode the host gets while open, default 7 COULDNT_CONNECT */
+  int open_wait;         /* CURLGUARD_BREAKER_OPEN: 1 wait (default), 0 fail */
+  long consecutive;      /* open on this many consecutive failed calls, 0 = off, default 5 */
+  double cooldown_max_s; /* the doubling interval between failed probes stops here, 5 */
+  double ramp_s;         /* slow start after a successful probe, seconds, 0 = none, 3 */
+  double jitter;         /* the probe interval is times 1 +- this, [0, 0.5], default 0.2 */
 };
 
 #define CG_BUDGET_MAX_CONCURRENT 64 /* = CG_STATE_RETRY_SLOTS of state.h */
@@ -158,6 +164,8 @@ int cg_retry_on_parse(struct cg_config *c, const char *s);
 const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *host,
                                          struct cg_pool_cfg *scratch);
 
+/* "wait" 1, "fail" 0 (CURLGUARD_BREAKER_OPEN, a breaker object's "open"), else -1. */
+int cg_breaker_open_parse(const char *s);
 /* Parse a jitter mode name; returns -1 if unknown. */
 int cg_jitter_parse(const char *s);
 

@@ -4,6 +4,7 @@
 #include "attempt.h"
 #include "backoff.h"
 #include "body.h"
+#include "breaker.h"
 #include "classify.h"
 #include "clock.h"
 #include "config.h"
@@ -16,6 +17,7 @@
 #include "record.h"
 #include "repeat.h"
 #include "rng.h"
+#include "state.h"
 #include "url.h"
 
 #include <stdio.h>
@@ -63,6 +65,7 @@ struct cg_call {
   int reached;                /* an attempt was made (the call reached the network) */
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
+  int held;                   /* an open breaker held one of its attempts (open = wait) */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
 
@@ -318,7 +321,8 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->host = call->url.host;
   r->path = call->url.path;
   r->pool = call->pool->name;
-  r->queue_ms = call->admission.queue_ms;
+  r->queue_ms = call->admission.queue_ms + call->admission.breaker_wait_ms;
+  r->breaker_wait_ms = call->admission.breaker_wait_ms;
   r->status = i->status > 0 ? i->status : CG_NULL_INT;
   r->curl_code = curl_code;
   r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
@@ -369,6 +373,17 @@ static int cg__wait(struct cg_call *call, int64_t ms) {
 
 static int cg__wait_fn(void *arg, int64_t ms) {
   return cg__wait(arg, ms);
+}
+
+/* One host progress call while parked on the breaker (admit.h): 1 when the host aborted. */
+static int cg__tick_fn(void *arg) {
+  const struct cg_handle *h = ((struct cg_call *) arg)->h;
+  int r;
+  if (h->noprogress || (!h->xferinfo_fn && !h->progress_fn))
+    return 0;
+  r = h->xferinfo_fn ? h->xferinfo_fn(h->progress_data, 0, 0, 0, 0)
+                     : h->progress_fn(h->progress_data, 0, 0, 0, 0);
+  return r != 0 && r != CURL_PROGRESSFUNC_CONTINUE;
 }
 
 static void cg__host_errbuf(const struct cg_handle *h, const char *msg) {
@@ -703,15 +718,27 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   char msg[CURL_ERROR_SIZE];
   int round;
 
+  call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
   for (round = 0; round < 3; round++) {
     int64_t wait_ms;
-    enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
+    enum cg_gate gate;
+
+    call->admission.can_divert = !call->fallback_from && call->pool->fallback_url[0];
+    gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                           call->deadline_ms, &wait_ms);
     int s;
 
-    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
+    if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call) &&
+        !(call->admission.can_divert = 0))
       gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                call->deadline_ms, &wait_ms);
+    if (gate == CG_GATE_ABORTED) {
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                       "aborted_by_host");
+      cg__host_errbuf(h, "Callback aborted");
+      *rc = CURLE_ABORTED_BY_CALLBACK;
+      return 1;
+    }
     if (gate != CG_GATE_GO) {
       *rc = cg__refused(call, gate, wait_ms);
       return 1;
@@ -734,12 +761,20 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
       *rc = CURLE_OPERATION_TIMEDOUT;
       return 1;
     }
-    if (cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms) == CG_GATE_GO) {
+    gate = cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms);
+    if (gate == CG_GATE_GO) {
       *slot = s;
       return 0;
     }
     /* The breaker opened while this call waited: it does not go out. */
     cg_admission_leave(&call->admission, s);
+    if (gate == CG_GATE_ABORTED) {
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                       "aborted_by_host");
+      cg__host_errbuf(h, "Callback aborted");
+      *rc = CURLE_ABORTED_BY_CALLBACK;
+      return 1;
+    }
     if (!cg__divert(call)) {
       *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, wait_ms);
       return 1;
@@ -759,11 +794,13 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_policy_out out;
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX];
-    int slot;
+    int slot, deferred;
     CURLcode rc;
 
     if (cg__admit(call, &slot, &rc) != 0)
       return rc;
+    call->admission.attempt_start_ns = cg_state_now();
+    call->held |= call->admission.breaker_wait_ms > 0;
     call->reached = 1;
     rc = cg__attempt(call, &a);
     if (call->admission.state && !cg_state_intact(call->admission.state)) {
@@ -779,8 +816,13 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
-    cg_admission_result(&call->admission, v.outcome, v.status,
-                        v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0);
+    /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
+     * to the breaker yet (a retry's failure, or a host's repeat's, is): it counts only if
+     * the call ends with it. */
+    deferred = out.decision == CG_RETRY && call->attempt == 1 && call->repeats == 0;
+    cg_admission_result2(&call->admission, v.outcome, v.status,
+                         v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
+                         deferred, call->hint_ms);
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */
@@ -789,6 +831,10 @@ static CURLcode cg__run(struct cg_call *call) {
         out.decision = CG_GIVE_UP;
         out.reason = refused;
         out.sleep_ms = 0;
+        /* A deferred failure stays uncounted: the retry budget (or an open breaker) said
+         * no, the provider did not say the retry would fail.  An outage is still seen:
+         * the retries the budget grants (at least min_per_s) fail and count, and so do
+         * calls that end failed without a retry (issue 12 item 6, README). */
       }
     }
 
@@ -830,6 +876,9 @@ static CURLcode cg__run(struct cg_call *call) {
     rec.final = 1;
     rec.decision = cg_decision_name(out.decision);
     rec.reason = out.reason;
+    /* A call that the breaker held and that then succeeded says why it took longer. */
+    if (call->held && out.reason && strcmp(out.reason, "ok") == 0)
+      rec.reason = "breaker_wait";
     /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
     if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
       rec.reason = "usage_too_large";
@@ -860,6 +909,8 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.admission.state = cg_state_get(cfg->state_path);
   call.admission.retry_slot = -1;
   call.admission.deadline_ms = call.deadline_ms;
+  call.admission.tick = cg__tick_fn;
+  call.admission.tick_arg = &call;
   rc = cg__run(&call);
   cg_admission_finish(&call.admission);
   if (cfg->repeat_window_ms > 0)

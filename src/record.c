@@ -158,6 +158,7 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
   cg__add_str(o, "repeat_of", r->repeat_of);
   cg__add_int(o, "repeats", r->repeats);
   cg__add_str(o, "fallback_from", r->fallback_from);
+  cg__add_int(o, "breaker_wait_ms", r->breaker_wait_ms);
 
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);

@@ -32,7 +32,8 @@ struct cg_record {
   const char *outcome;
   const char *decision;      /* "done", "retry", "give_up" */
   const char *reason;
-  int64_t queue_ms;          /* waiting for the rate limiter */
+  int64_t queue_ms;          /* waiting for the rate limiter (and the breaker) */
+  int64_t breaker_wait_ms;   /* the part of queue_ms spent held by an open breaker */
   int64_t backoff_ms;        /* sleep before the next attempt (0 when final) */
   int64_t connect_ms, ttfb_ms, duration_ms;   /* CG_NULL_INT when unknown */
   int64_t bytes_sent, bytes_received;

@@ -23,7 +23,7 @@ _Static_assert(sizeof(struct cg_state_pool) % 8 == 0, "pool words must stay alig
 _Static_assert(sizeof(struct cg_state_slot) % 8 == 0, "slot words must stay aligned");
 _Static_assert(sizeof(struct cg_state_breaker) % 8 == 0, "breaker words must stay aligned");
 _Static_assert(sizeof(struct cg_state_budget) % 8 == 0, "budget words must stay aligned");
-_Static_assert(sizeof(struct cg_state_breaker) == 256 && sizeof(struct cg_state_budget) == 736,
+_Static_assert(sizeof(struct cg_state_breaker) == 320 && sizeof(struct cg_state_budget) == 736,
                "the sizes documented in state.h");
 
 int64_t cg_state_now(void) {

@@ -17,6 +17,8 @@
  *   struct cg_state_breaker breakers[CG_STATE_POOLS] at CG_STATE_BREAKERS_OFF (pool i's)
  *   struct cg_state_budget budgets[CG_STATE_POOLS] at CG_STATE_BUDGETS_OFF (pool i's)
  * Version 2 added the breakers and budgets: 63488 bytes more, 94464 bytes in all.
+ * Version 3 grew each breaker by 64 bytes (issue 12: the futex word calls held while it
+ * is open park on, consecutive failures, failed probes, the slow start): 98560 bytes.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -27,7 +29,7 @@
 #include <sys/types.h>
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
-#define CG_STATE_VERSION 2u
+#define CG_STATE_VERSION 3u
 #define CG_STATE_POOLS 64   /* pools per file */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
@@ -71,7 +73,7 @@ struct cg_state_slot {
   uint64_t owner_start;      /* the owner's start time (/proc/PID/stat field 22) */
 };
 
-/* The circuit breaker of one pool (breaker.h): 256 bytes. */
+/* The circuit breaker of one pool (breaker.h): 320 bytes. */
 struct cg_state_breaker {
   uint64_t word;             /* state | probe pid | time, one CAS word (breaker.h) */
   uint64_t probe_owner;      /* pid << 32 | low 32 bits of its start time, of the probe */
@@ -84,7 +86,19 @@ struct cg_state_breaker {
   uint64_t opened;           /* times it opened (closed or half-open -> open) */
   uint64_t rejected;         /* calls failed fast while open */
   uint64_t probes;           /* half-open probes let through */
-  uint64_t reserved[3];
+  uint32_t seq;              /* futex word: bumped (and woken) at every probe's end */
+  uint32_t consecutive;      /* failed calls in a row (closed), reset by a success */
+  uint32_t probe_fails;      /* failed probes since it opened: the interval doubles */
+  uint32_t consecutive_max;  /* last configured (for stat) */
+  int64_t ramp_start_ns;     /* when a probe last closed it: the slow start runs from here */
+  uint64_t ramp_tickets;     /* calls admitted since ramp_start_ns (the slow start) */
+  int64_t ramp_ns;           /* last configured (for stat) */
+  int64_t cooldown_max_ns;   /* last configured (for stat) */
+  uint64_t held;             /* calls that waited for a probe's result (open = wait) */
+  uint32_t open_wait;        /* last configured (for stat) */
+  uint32_t pad;
+  int64_t run_start_ns;      /* when the current run of failures began (0: none) */
+  uint64_t reserved[2];
 };
 
 /* The retry budget of one pool (budget.h): 736 bytes. */

@@ -221,7 +221,8 @@ print(" ".join(out))
         env = self.guard_env(extra=dict(
             CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_MIN_REQUESTS="4",
             CURLGUARD_BREAKER_COOLDOWN_S="2", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0",
-            CURLGUARD_REPEAT_WINDOW_MS="1000"))
+            CURLGUARD_REPEAT_WINDOW_MS="1000", CURLGUARD_BREAKER_OPEN="fail",
+            CURLGUARD_BREAKER_JITTER="0"))
         p = harness.run([harness.PYTHON, "-c", script, bad, good, "9"], env, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         opening, calls = p.stdout.decode().splitlines()

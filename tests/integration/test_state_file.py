@@ -69,7 +69,7 @@ class StateFileTestCase(harness.GuardTestCase):
         self.assertEqual(lines, [], "a re-initialised file needs no message")
         st = self.stat(state)
         self.assertTrue(st["exists"])
-        self.assertEqual(st["layout_version"], 2)   # 2: breaker and retry budget added
+        self.assertEqual(st["layout_version"], 3)   # 2: breaker and budget; 3: issue 12
         self.assertGreaterEqual(os.path.getsize(state), st["size"],
                                 "the file was not grown to its layout")
         pools = {p["name"]: p for p in st["pools"]}
@@ -266,8 +266,8 @@ class CliTest(StateFileTestCase):
         good = self.state.read_bytes()
         old = bytearray(good)
         old[8] = 1                              # layout 1 in the header
-        for content, why in ((bytes(old), rb"not a ready layout-2 file of this boot \(layout 1"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 2")):
+        for content, why in ((bytes(old), rb"not a ready layout-3 file of this boot \(layout 1"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 3")):
             self.state.write_bytes(content)
             for args in (("stat",), ("stat", "--json")):
                 r = self.cli(*args)

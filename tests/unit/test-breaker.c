@@ -24,7 +24,9 @@
 CG_STATE_FIXTURE(breaker);
 
 static struct cg_breaker_cfg cfg(double rate, long min, double window_s, double cooldown_s) {
-  struct cg_breaker_cfg c = {1, rate, min, window_s, cooldown_s, 7};
+  /* The rate rule alone, a fixed cooldown (no doubling, no jitter), no slow start: the
+   * issue-12 rules have tests of their own below (cfg12). */
+  struct cg_breaker_cfg c = {1, rate, min, window_s, cooldown_s, 7, 1, 0, cooldown_s, 0, 0};
   return c;
 }
 
@@ -343,6 +345,175 @@ Test(breaker, view_for_stat) {
   cr_assert_str_eq(cg_breaker_state_name(v.state), "open");
 }
 
+/* ---- issue 12: consecutive failures, doubling probes, Retry-After floor, slow start ---- */
+
+static struct cg_breaker_cfg cfg12(void) {
+  /* The library's defaults, without jitter so that times are exact. */
+  struct cg_breaker_cfg c = {1, 0.5, 10, 10, 2, 7, 1, 5, 60, 3, 0};
+  return c;
+}
+
+Test(breaker, opens_on_consecutive_failures_despite_old_successes) {
+  struct cg_breaker_cfg c = cfg12();
+  int i;
+  for (i = 0; i < 100; i++) /* a window full of successes */
+    cg_breaker_report(&st, 0, &c, 0, 0, NOW0);
+  fail_n(&c, 4, NOW0 + SEC);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED, "4 in a row: not yet");
+  cr_assert_eq(cg_breaker_report(&st, 0, &c, 1, 0, NOW0 + SEC), 1, "the 5th opens");
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_OPEN);
+}
+
+Test(breaker, a_success_resets_the_run) {
+  struct cg_breaker_cfg c = cfg12();
+  int i;
+  for (i = 0; i < 50; i++) {
+    fail_n(&c, 4, NOW0 + i * SEC);
+    cg_breaker_report(&st, 0, &c, 0, 0, NOW0 + i * SEC);
+  }
+  /* 4 of 5 failed, far over 50 %: the rate rule opens it, not the run. */
+  cr_assert_eq(st.breakers[0].consecutive, 0);
+  c.failure_rate = 1;
+  cg_window_clear(st.breakers[0].buckets);
+  st.breakers[0].word = 0;
+  for (i = 0; i < 20; i++) {
+    fail_n(&c, 4, NOW0 + 100 * SEC + i * SEC);
+    cg_breaker_report(&st, 0, &c, 0, 0, NOW0 + 100 * SEC + i * SEC);
+  }
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED, "never 5 in a row");
+}
+
+Test(breaker, answers_sent_before_the_run_do_not_end_it) {
+  struct cg_breaker_cfg c = cfg12();
+  int i;
+  fail_n(&c, 1, NOW0 + SEC);
+  for (i = 0; i < 20; i++) /* requests sent before the outage, answered during it */
+    cg_breaker_report_at(&st, 0, &c, 0, 0, NOW0 + SEC + i * MS, 0, NOW0);
+  cr_assert_eq(st.breakers[0].consecutive, 1);
+  fail_n(&c, 3, NOW0 + 2 * SEC);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
+  cr_assert_eq(cg_breaker_report(&st, 0, &c, 1, 0, NOW0 + 2 * SEC), 1, "5 in a row");
+  st.breakers[0].word = 0;
+  fail_n(&c, 2, NOW0 + 3 * SEC);
+  cg_breaker_report_at(&st, 0, &c, 0, 0, NOW0 + 4 * SEC, 0, NOW0 + 3 * SEC + MS);
+  cr_assert_eq(st.breakers[0].consecutive, 0, "sent after the run began: it ends it");
+}
+
+Test(breaker, probe_interval_doubles_to_the_cap) {
+  struct cg_breaker_cfg c = cfg12();
+  int64_t next, t;
+  int k;
+  fail_n(&c, 5, NOW0);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, NOW0, NOW0, &next), CG_BREAKER_REJECT);
+  cr_assert_leq(next - NOW0, 2 * SEC + MS, "the first probe goes after 2 s");
+  cr_assert_geq(next - NOW0, 2 * SEC);
+  t = next;
+  for (k = 1; k <= 8; k++) {
+    int64_t want = (int64_t) 2 << k;
+    if (want > 60)
+      want = 60;
+    cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+    cg_breaker_report(&st, 0, &c, 1, 1, t + 10 * MS);
+    cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 20 * MS, t + SEC, &next), CG_BREAKER_REJECT);
+    cr_assert_geq(next - (t + 10 * MS), want * SEC, "probe %d: %lld s", k, (long long) want);
+    cr_assert_leq(next - (t + 10 * MS), want * SEC + MS);
+    t = next;
+  }
+  /* A success closes it and the next opening starts again from 2 s. */
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+  cg_breaker_report(&st, 0, &c, 0, 1, t + 10 * MS);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
+  cr_assert_eq(st.breakers[0].probe_fails, 0);
+  fail_n(&c, 5, t + 10 * SEC);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 10 * SEC, t + 10 * SEC, &next),
+               CG_BREAKER_REJECT);
+  cr_assert_leq(next - (t + 10 * SEC), 2 * SEC + MS);
+}
+
+Test(breaker, jitter_stays_within_twenty_percent) {
+  struct cg_breaker_cfg c = cfg12();
+  c.jitter = 0.2;
+  cr_assert_eq(cg_breaker_interval_ns(&c, 0, 0), (int64_t) (1.6 * SEC));
+  cr_assert_eq(cg_breaker_interval_ns(&c, 0, 1), (int64_t) (2.4 * SEC));
+  cr_assert_eq(cg_breaker_interval_ns(&c, 1, 0.5), 4 * SEC);
+  cr_assert_eq(cg_breaker_interval_ns(&c, 40, 0.5), 60 * SEC, "capped, no overflow");
+  c.cooldown_max_s = 1; /* a cap below the first interval: the first interval */
+  cr_assert_eq(cg_breaker_interval_ns(&c, 3, 0.5), 2 * SEC);
+}
+
+Test(breaker, retry_after_of_a_failed_probe_is_a_floor) {
+  struct cg_breaker_cfg c = cfg12();
+  int64_t next, t;
+  fail_n(&c, 5, NOW0);
+  cg_breaker_admit(&st, 0, &c, NOW0, NOW0, &t);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+  cg_breaker_report_hint(&st, 0, &c, 1, 1, t, 20 * SEC);
+  cg_breaker_admit(&st, 0, &c, t + MS, t + SEC, &next);
+  cr_assert_geq(next - t, 20 * SEC, "Retry-After: 20 beats the doubled 4 s");
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, next, next + SEC, &t), CG_BREAKER_PROBE);
+  cg_breaker_report_hint(&st, 0, &c, 1, 1, next, SEC);
+  cg_breaker_admit(&st, 0, &c, next + MS, next + SEC, &t);
+  cr_assert_geq(t - next, 8 * SEC, "a shorter hint does not shorten the doubling");
+  cr_assert_leq(t - next, 8 * SEC + MS);
+}
+
+Test(breaker, slow_start_releases_doubling_batches) {
+  struct cg_breaker_cfg c = cfg12();
+  int64_t next, t, step = 3 * SEC / CG_BREAKER_RAMP_STEPS, at[70];
+  int i;
+  fail_n(&c, 5, NOW0);
+  cg_breaker_admit(&st, 0, &c, NOW0, NOW0, &t);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+  cg_breaker_report(&st, 0, &c, 0, 1, t);
+  for (i = 2; i < 70; i++)
+    at[i] = cg_breaker_ramp(&st, 0, &c, t);
+  cr_assert_eq(at[2], t + step, "the probe was the first: the 2nd goes one step later");
+  cr_assert_eq(at[3], t + step + step / 2);
+  cr_assert_eq(at[4], t + 2 * step);
+  cr_assert_eq(at[8], t + 3 * step);
+  cr_assert_eq(at[64], t + 3 * SEC, "64 by the end of the ramp");
+  cr_assert_eq(at[69], t + 3 * SEC, "then no more holding");
+  for (i = 3; i < 70; i++)
+    cr_assert_geq(at[i], at[i - 1], "in ticket order");
+  cr_assert_eq(cg_breaker_ramp(&st, 0, &c, t + 3 * SEC), 0, "over: calls go at once");
+  c.ramp_s = 0;
+  cr_assert_eq(cg_breaker_ramp(&st, 0, &c, t + SEC), 0, "ramp_s 0: no slow start");
+}
+
+Test(breaker, park_returns_on_a_probe_result) {
+  struct cg_breaker_cfg c = cfg12();
+  int64_t t, next, t0;
+  uint32_t seq;
+  pid_t kid;
+  int status;
+  fail_n(&c, 5, NOW0);
+  cg_breaker_admit(&st, 0, &c, NOW0, NOW0, &t);
+  seq = cg_breaker_seq(&st, 0);
+  kid = fork();
+  if (kid == 0) {
+    usleep(200000);
+    cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+    cg_breaker_report(&st, 0, &c, 0, 1, t);
+    _exit(0);
+  }
+  t0 = cg_state_now();
+  cg_breaker_park(&st, 0, seq, 5 * SEC);
+  cr_assert_lt(cg_state_now() - t0, 3 * SEC, "woken by the probe's end, not the timeout");
+  waitpid(kid, &status, 0);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
+  cr_assert_neq(cg_breaker_seq(&st, 0), seq);
+}
+
+Test(breaker, wait_ok_sees_the_next_probe) {
+  struct cg_breaker_cfg c = cfg12();
+  int64_t t;
+  cr_assert(cg_breaker_wait_ok(&st, 0, NOW0, 0), "closed");
+  fail_n(&c, 5, NOW0);
+  cg_breaker_admit(&st, 0, &c, NOW0, NOW0, &t);
+  cr_assert_not(cg_breaker_wait_ok(&st, 0, NOW0, SEC), "1 s left, probe in 2 s: fail fast");
+  cr_assert(cg_breaker_wait_ok(&st, 0, NOW0, 3 * SEC));
+}
+
 /* ---- configuration: defaults, environment, pools (config.c) ---- */
 
 static const char *cfg_env[16][2];
@@ -383,10 +554,14 @@ Test(breaker_config, defaults_from_the_issue) {
   p = cg_config_pool(&c, "api.example.com", &scratch);
   cr_assert_eq(p->breaker.enabled, 1);
   cr_assert_float_eq(p->breaker.failure_rate, 0.5, 1e-12);
-  cr_assert_eq(p->breaker.min_requests, 20);
-  cr_assert_float_eq(p->breaker.window_s, 60, 1e-12);
-  cr_assert_float_eq(p->breaker.cooldown_s, 30, 1e-12);
+  cr_assert_eq(p->breaker.min_requests, 10);
+  cr_assert_float_eq(p->breaker.window_s, 10, 1e-12);
+  cr_assert_float_eq(p->breaker.cooldown_s, 2, 1e-12);
   cr_assert_eq(p->breaker.open_code, 7);
+  cr_assert_eq(p->breaker.open_wait, 1, "issue 12: hold, do not fail");
+  cr_assert_eq(p->breaker.consecutive, 5);
+  cr_assert_float_eq(p->breaker.cooldown_max_s, 5, 1e-12);
+  cr_assert_float_eq(p->breaker.ramp_s, 3, 1e-12);
   cr_assert_eq(p->budget.enabled, 1);
   cr_assert_float_eq(p->budget.ratio, 0.2, 1e-12);
   cr_assert_float_eq(p->budget.min_per_s, 1, 1e-12);
@@ -406,7 +581,7 @@ Test(breaker_config, environment_and_malformed_values) {
   cr_assert_eq(cg_config_load(&c, cfg_getenv), 4);
   cr_assert_eq(c.breaker.enabled, 0);
   cr_assert_float_eq(c.breaker.cooldown_s, 2.5, 1e-12);
-  cr_assert_eq(c.breaker.min_requests, 20);
+  cr_assert_eq(c.breaker.min_requests, 10);
   cr_assert_float_eq(c.budget.ratio, 0.2, 1e-12);
   cr_assert_eq(c.budget.max_concurrent, 16);
   cr_assert_eq(c.budget.enabled, 1);
@@ -443,7 +618,40 @@ Test(breaker_config, pools_take_their_own_keys_and_inherit_the_rest) {
   cr_assert_float_eq(b->budget.ratio, 0.5, 1e-12, "a bad value keeps the inherited one");
   d = cg_config_pool(&c, "other.example", &scratch);
   cr_assert_float_eq(d->breaker.cooldown_s, 9, 1e-12);
-  cr_assert_eq(d->breaker.min_requests, 20);
+  cr_assert_eq(d->breaker.min_requests, 10);
+  cg_config_free(&c);
+}
+
+Test(breaker_config, issue12_variables_and_keys) {
+  struct cg_config c;
+  struct cg_pool_cfg scratch;
+  const struct cg_pool_cfg *a, *d;
+  cfg_file("{\"pools\": [{\"name\": \"a\", \"hosts\": [\"a.example\"],"
+           " \"breaker\": {\"open\": \"fail\", \"consecutive_failures\": 3,"
+           " \"cooldown_max_s\": 30, \"ramp_s\": 0}},"
+           "{\"name\": \"b\", \"hosts\": [\"b.example\"], \"breaker\": {\"open\": \"later\"}}]}");
+  cfg_env_set(0, "CURLGUARD_CONFIG", cfg_path);
+  cfg_env_set(1, "CURLGUARD_BREAKER_OPEN", "sometimes");            /* bad: default */
+  cfg_env_set(2, "CURLGUARD_BREAKER_CONSECUTIVE_FAILURES", "-1");   /* bad: default */
+  cfg_env_set(3, "CURLGUARD_BREAKER_COOLDOWN_MAX_S", "abc");        /* bad: default */
+  cfg_env_set(4, "CURLGUARD_BREAKER_RAMP_S", "1.5");
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 4, "three bad variables, b's bad \"open\"");
+  unlink(cfg_path);
+  cr_assert_eq(c.breaker.open_wait, 1);
+  cr_assert_eq(c.breaker.consecutive, 5);
+  cr_assert_float_eq(c.breaker.cooldown_max_s, 5, 1e-12);
+  cr_assert_float_eq(c.breaker.ramp_s, 1.5, 1e-12);
+  a = cg_config_pool(&c, "a.example", &scratch);
+  cr_assert_eq(a->breaker.open_wait, 0);
+  cr_assert_eq(a->breaker.consecutive, 3);
+  cr_assert_float_eq(a->breaker.cooldown_max_s, 30, 1e-12);
+  cr_assert_float_eq(a->breaker.ramp_s, 1.5, 1e-12, "the environment wins");
+  d = cg_config_pool(&c, "b.example", &scratch);
+  cr_assert_eq(d->breaker.open_wait, 1, "a bad value keeps the inherited one");
+  cg_config_free(&c);
+  cfg_env_set(0, "CURLGUARD_BREAKER_OPEN", "FAIL");
+  cr_assert_eq(cg_config_load(&c, cfg_getenv), 0);
+  cr_assert_eq(c.breaker.open_wait, 0);
   cg_config_free(&c);
 }
 

@@ -29,7 +29,7 @@ static const char *const spec_keys[] = {
  * key must be added here on purpose, after checking it never carries a header value,
  * a body, a key or a query string. */
 static const char *const extra_keys[] = {"libcurl_resends", "repeat_of", "repeats",
-                                          "fallback_from"};
+                                          "fallback_from", "breaker_wait_ms"};
 #define NEXTRA (sizeof(extra_keys) / sizeof(extra_keys[0]))
 
 /* 2026-08-13T15:36:43.123Z */
