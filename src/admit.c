@@ -125,6 +125,8 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
     cg_budget_first(ad->state, p, &ad->pool->budget, now);
     return CG_GATE_GO;
   }
+  if (ad->repeat_granted)
+    return CG_GATE_GO; /* granted after a wait (cg_admission_repeat_wait) */
   if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
                       now + (deadline_ms - cg_mono_ms()) * 1000000,
                       &slot) != CG_BUDGET_GRANTED) {
@@ -165,22 +167,67 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
   ad->retry_slot = -1;
 }
 
-static const char *cg__retry(struct cg_admission *ad) {
+#define CG_BUDGET_WAIT_ROUNDS 4096 /* bounded: each round waits >= 10 ms or ends */
+
+/* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
+ * deadline `need_ms` for the attempt (budget.h).  0: granted (`*slot` set); 1: it cannot
+ * fit; -3: the host aborted the wait.  `*waited_ms` gets the time waited. */
+static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, cg_wait_fn wait,
+                           void *wait_arg, int64_t *waited_ms, int *slot) {
+  int rounds;
+  *waited_ms = 0;
+  for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
+    int64_t now = cg_state_now(), ns, ms, t0;
+    enum cg_budget_verdict v =
+        cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                        now + (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
+    if (v == CG_BUDGET_GRANTED)
+      return 0;
+    ns = cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now);
+    ms = (ns + 999999) / 1000000;
+    if (!wait || cg_mono_ms() + ms + need_ms > ad->deadline_ms)
+      return 1;
+    t0 = cg_mono_ms();
+    if (cg__wait(wait, wait_arg, ms) != 0)
+      return -3;
+    *waited_ms += cg_mono_ms() - t0;
+  }
+  return 1;
+}
+
+static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, cg_wait_fn wait,
+                             void *wait_arg, int64_t *waited_ms) {
   int p = ad->state ? ad->pool_index : -1;
-  int64_t now;
-  int slot;
+  int slot, r;
+  *waited_ms = 0;
   if (p < 0)
     return NULL;
   if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED)
     return "circuit_open";
-  now = cg_state_now();
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                      now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
-      CG_BUDGET_GRANTED)
-    return "retry_budget_exhausted";
   cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */
+  ad->retry_slot = -1;
+  r = cg__budget_take(ad, p, need_ms, wait, wait_arg, waited_ms, &slot);
+  if (r == -3)
+    return "aborted_by_host";
+  if (r != 0)
+    return "retry_budget_exhausted";
   ad->retry_slot = slot;
   return NULL;
+}
+
+static int cg__repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_arg,
+                           int64_t *waited_ms) {
+  int p = ad->state ? ad->pool_index : -1;
+  int slot, r;
+  *waited_ms = 0;
+  if (p < 0)
+    return 0;
+  r = cg__budget_take(ad, p, CG_MIN_ATTEMPT_MS, wait, wait_arg, waited_ms, &slot);
+  if (r == 0) {
+    ad->retry_slot = slot;
+    ad->repeat_granted = 1;
+  }
+  return r;
 }
 
 static void cg__finish(struct cg_admission *ad) {
@@ -363,13 +410,29 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
   }
 }
 
-const char *cg_admission_retry(struct cg_admission *ad) {
+const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, cg_wait_fn wait,
+                               void *wait_arg, int64_t *waited_ms) {
   const char *r;
+  *waited_ms = 0;
   if (!ad->state)
     return NULL;
   {
     CG_GUARDED(ad, return NULL);
-    r = cg__retry(ad);
+    r = cg__retry(ad, need_ms, wait, wait_arg, waited_ms);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+int cg_admission_repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_arg,
+                             int64_t *waited_ms) {
+  int r;
+  *waited_ms = 0;
+  if (!ad->state)
+    return 0;
+  {
+    CG_GUARDED(ad, return 0);
+    r = cg__repeat_wait(ad, wait, wait_arg, waited_ms);
     CG_UNGUARD();
   }
   return r;

@@ -43,6 +43,8 @@ struct cg_admission {
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */
   int64_t deadline_ms;             /* the call's (monotonic): a retry slot's deadline */
+  int repeat_granted;              /* a host repeat's retry was granted after a wait */
+  int64_t sent_ns;                 /* when the current attempt was admitted (state clock) */
 };
 
 /* What cg_admission_gate decided. */
@@ -77,16 +79,26 @@ int cg_admission_probing(const struct cg_admission *ad);
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
                          int hinted);
 
+/* Sleep `ms` for the limiter; non-zero when the host aborted the wait. */
+typedef int (*cg_wait_fn)(void *arg, int64_t ms);
+
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,
- * "circuit_open" or "retry_budget_exhausted". */
-const char *cg_admission_retry(struct cg_admission *ad);
+ * "circuit_open", "retry_budget_exhausted" or "aborted_by_host".  A retry the budget
+ * refuses waits for it (budget.h) with `wait` while the wait leaves `need_ms` of the
+ * deadline for the attempt; `*waited_ms` gets the time waited (to count against the
+ * retry's backoff).  Only a retry that cannot fit is retry_budget_exhausted. */
+const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, cg_wait_fn wait,
+                               void *wait_arg, int64_t *waited_ms);
+
+/* After cg_admission_gate said CG_GATE_BUDGET (a host repeat the budget refused): wait
+ * for the budget as cg_admission_retry does.  0: granted (the next gate lets the call
+ * go), 1: it cannot fit the deadline, -3: the host aborted the wait. */
+int cg_admission_repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_arg,
+                             int64_t *waited_ms);
 
 /* The call is over: give back a probe never made and a retry slot still held. */
 void cg_admission_finish(struct cg_admission *ad);
-
-/* Sleep `ms` for the limiter; non-zero when the host aborted the wait. */
-typedef int (*cg_wait_fn)(void *arg, int64_t ms);
 
 /* Wait until the attempt may go (`deadline_ms`: the call's, monotonic).  Returns the
  * in-flight slot (>= 0) or -2 (none needed or none to be had: go); -1 when the wait would

@@ -681,7 +681,7 @@ static int cg__divert(struct cg_call *call) {
   cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
   call->fallback_from = from->name;
   call->url = u;
-  call->pool = cg_config_pool(call->cfg, u.host, &call->fallback_scratch);
+  call->pool = cg_config_pool_at(call->cfg, u.host, u.port, u.scheme, &call->fallback_scratch);
   call->admission.pool = call->pool;
   call->admission.pool_index = -1;
   return 1;
@@ -697,7 +697,7 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   char msg[CURL_ERROR_SIZE];
   int round;
 
-  for (round = 0; round < 3; round++) {
+  for (round = 0; round < 4; round++) {
     int64_t wait_ms;
     enum cg_gate gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                           call->deadline_ms, &wait_ms);
@@ -706,6 +706,20 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
     if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call))
       gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                call->deadline_ms, &wait_ms);
+    if (gate == CG_GATE_BUDGET) {
+      /* A host repeat over the budget waits for it while the deadline allows. */
+      int64_t waited;
+      int w = cg_admission_repeat_wait(&call->admission, cg__wait_fn, call, &waited);
+      if (w == -3) {
+        cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                         "aborted_by_host");
+        cg__host_errbuf(h, "Callback aborted");
+        *rc = CURLE_ABORTED_BY_CALLBACK;
+        return 1;
+      }
+      if (w == 0)
+        continue; /* granted: the breaker is asked again after the wait */
+    }
     if (gate != CG_GATE_GO) {
       *rc = cg__refused(call, gate, wait_ms);
       return 1;
@@ -754,6 +768,7 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX];
     int slot;
+    int64_t budget_waited = 0;
     CURLcode rc;
 
     if (cg__admit(call, &slot, &rc) != 0)
@@ -778,11 +793,27 @@ static CURLcode cg__run(struct cg_call *call) {
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */
-      const char *refused = cg_admission_retry(&call->admission);
+      int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
+                                                                : CG_MIN_ATTEMPT_MS, waited;
+      const char *refused =
+          cg_admission_retry(&call->admission, need, cg__wait_fn, call, &waited);
+      if (refused && strcmp(refused, "aborted_by_host") == 0) {
+        call->attempt++;
+        cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                         "aborted_by_host");
+        cg__host_errbuf(h, "Callback aborted");
+        cg_attempt_free(&a);
+        return CURLE_ABORTED_BY_CALLBACK;
+      }
       if (refused) {
         out.decision = CG_GIVE_UP;
         out.reason = refused;
         out.sleep_ms = 0;
+      } else if (waited > 0) {
+        /* The wait for the budget is part of the backoff: only the rest is slept, and
+         * the record's backoff_ms says the whole time before the next attempt. */
+        budget_waited = waited;
+        out.sleep_ms = out.sleep_ms > waited ? out.sleep_ms - waited : 0;
       }
     }
 
@@ -790,7 +821,7 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_attempt_discard(&a);
       /* Written before the wait, so a long Retry-After is visible in the log at once. */
       cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
-      rec.backoff_ms = out.sleep_ms;
+      rec.backoff_ms = out.sleep_ms + budget_waited;
       rec.decision = cg_decision_name(CG_RETRY);
       rec.reason = out.reason;
       cg_record_emit(call->cfg, &rec);
@@ -847,7 +878,7 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.url = url;
   if (!call.model)
     call.model = cg_body_model_from_path(url.path); /* Gemini, Vertex AI: in the path */
-  call.pool = cg_config_pool(cfg, url.host, &call.pool_scratch);
+  call.pool = cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call.pool_scratch);
   call.admission.pool = call.pool;
   call.admission.pool_index = -1;
   call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
