@@ -84,6 +84,7 @@ static int cg__pool(struct cg_admission *ad) {
     }
     cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),
                 cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget));
+    cg_limiter_learn_start(ad->state, ad->pool_index, &ad->pool->lim);
   }
   return ad->pool_index;
 }
@@ -287,6 +288,32 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       ad->queue_ms += hold / 1000000;
     }
   }
+  /* The learned rate (limiter.h): a ceiling nobody reserves ahead of, so waiters follow
+   * it as it changes; asked again at least every CG_LEARN_POLL_MS. */
+  {
+    int rounds;
+    for (rounds = 0; rounds < 100000; rounds++) {
+      int64_t w = cg_limiter_learn_take(st, ad->pool_index, lim, cg_state_now()), ms;
+      if (w <= 0)
+        break;
+      ms = (w + 999999) / 1000000;
+      if (ms > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
+        cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
+        *wait_ms = ms;
+        return -1;
+      }
+      if (rounds == 0 && wait_ns <= 0)
+        cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
+      if (ms > CG_LEARN_POLL_MS)
+        ms = CG_LEARN_POLL_MS;
+      {
+        int64_t t0 = cg_mono_ms();
+        if (cg__wait(wait, wait_arg, ms) != 0)
+          return -3;
+        ad->queue_ms += cg_mono_ms() - t0;
+      }
+    }
+  }
   if (lim->max_inflight > 0) {
     slot = cg_limiter_inflight_acquire(st, ad->pool_index, lim->max_inflight,
                                        cg_state_now() + (deadline_ms - cg_mono_ms() -
@@ -302,7 +329,22 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     }
   }
   cg_limiter_count(st, ad->pool_index, CG_CNT_ADMITTED);
+  ad->sent_ns = cg_state_now();
+  cg_limiter_learn_sent(st, ad->pool_index, lim, ad->sent_ns);
   return slot;
+}
+
+static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
+  int p = ad->state ? ad->pool_index : -1;
+  int64_t now;
+  if (p < 0 || !ad->pool->lim.adaptive)
+    return;
+  now = cg_state_now();
+  if (throttle)
+    cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);
+  else if (answered)
+    cg_limiter_learn_success(ad->state, p, &ad->pool->lim,
+                             ad->sent_ns > 0 && now > ad->sent_ns ? now - ad->sent_ns : 0, now);
 }
 
 /* `ms` (a hint, >= 0) as ns, at most `max_ms`: what a hint may hold or pace a pool for. */
@@ -472,6 +514,16 @@ void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, l
   {
     CG_GUARDED(ad, return);
     cg__learn(ad, hints, status, sleep_ms, getdate);
+    CG_UNGUARD();
+  }
+}
+
+void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered) {
+  if (!ad->state)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg__adapt(ad, throttle, answered);
     CG_UNGUARD();
   }
 }

@@ -788,6 +788,12 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
+    cg_admission_adapt(&call->admission,
+                       (v.outcome == CG_OUT_HTTP &&
+                        (v.status == 429 || v.status == 529 ||
+                         (v.status == 503 && call->hint_ms >= 0))) ||
+                           v.outcome == CG_OUT_STREAM_ERROR,
+                       a.status > 0 && a.status < 500);
     cg_admission_result(&call->admission, v.outcome, v.status,
                         v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0);
     if (out.decision == CG_RETRY) {
