@@ -293,9 +293,16 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   {
     int rounds;
     for (rounds = 0; rounds < 100000; rounds++) {
-      int64_t w = cg_limiter_learn_take(st, ad->pool_index, lim, cg_state_now()), ms;
+      int64_t now2 = cg_state_now(), ms;
+      int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
+      /* A 429 hold that began while we waited here holds us too (as above). */
+      int64_t w = hold > 0 ? hold : cg_limiter_learn_take(st, ad->pool_index, lim, now2);
       if (w <= 0)
         break;
+      if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
+        *wait_ms = hold / 1000000;
+        return -1;
+      }
       ms = (w + 999999) / 1000000;
       if (ms > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
         cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
@@ -330,7 +337,6 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   }
   cg_limiter_count(st, ad->pool_index, CG_CNT_ADMITTED);
   ad->sent_ns = cg_state_now();
-  cg_limiter_learn_sent(st, ad->pool_index, lim, ad->sent_ns);
   return slot;
 }
 

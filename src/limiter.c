@@ -435,7 +435,8 @@ double cg_learn_slow_start(double rate, double latency_s) {
   return rate + 1.0 / latency_s;
 }
 
-/* Count one request sent in the pool's measurement; returns the smoothed requests/s. */
+/* Count one answer that was not a throttle in the pool's measurement (the provider's
+ * goodput); returns the smoothed answers/s. */
 static double cg__measure(struct cg_state_pool *pool, int64_t now) {
   uint32_t ep = (uint32_t) ((uint64_t) (now > 0 ? now : 0) / CG_LEARN_BUCKET_NS);
   int tries;
@@ -460,12 +461,6 @@ static double cg__measure(struct cg_state_pool *pool, int64_t now) {
     }
   }
   return cg__loadd(&pool->learn_measured);
-}
-
-void cg_limiter_learn_sent(struct cg_state *st, int p, const struct cg_limits *lim,
-                           int64_t now) {
-  if (lim->adaptive)
-    (void) cg__measure(&st->pools[p], now);
 }
 
 double cg_limiter_learned(struct cg_state *st, int p, const struct cg_limits *lim) {
@@ -511,7 +506,7 @@ void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits
 
   if (!lim->adaptive)
     return;
-  measured = cg__loadd(&pool->learn_measured);
+  measured = cg__measure(pool, now);
   rate = cg__loadd(&pool->learn_rate);
   wmax = cg__loadd(&pool->learn_wmax);
   last = cg__load(&pool->learn_last);

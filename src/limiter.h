@@ -86,15 +86,15 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
  *     until its first throttle, grows as TCP's slow start does: each answer adds
  *     1 / its latency, doubling the rate every round trip;
  *   - a throttle (429, 529, 503 with a hint, an overloaded_error event) of a request sent
- *     more than CG_LEARN_QUIET_NS after the last cut: W_max = the rate (the measured send
- *     rate when lower), rate = 0.7 * W_max; throttles of requests sent before do not cut
+ *     more than CG_LEARN_QUIET_NS after the last cut: W_max = the rate (the measured
+ *     goodput when lower: answers that were not throttles, per half second, smoothed 0.8
+ *     / 0.2 as botocore's RateClocker), rate = 0.7 * W_max; throttles of requests sent before do not cut
  *     again (one cut per round, so a burst of 429s to 60 processes is one cut, not
  *     0.7^60, and the answers of a provider still refilling its bucket after the cut do
  *     not cut it to the floor);
  *   - an answer that is not a throttle: rate = C (t - K)^3 + W_max, K = cbrt(W_max (1 -
- *     β) / C), t since the last cut; it grows no further than twice the measured send
- *     rate (requests admitted per half second, smoothed 0.8 / 0.2 as botocore's
- *     RateClocker), and only throttles lower it;
+ *     β) / C), t since the last cut; it grows no further than twice the measured
+ *     goodput, and only throttles lower it;
  *   - bounded: never under CG_LEARN_FLOOR_RPS, never above the configured rpm (times the
  *     margin) nor CG_LEARN_MAX_RPS; a value read from the file is clamped the same way.
  * The learned rate is a ceiling applied on top of the configured limits
@@ -134,10 +134,6 @@ void cg_limiter_learn_throttle(struct cg_state *st, int p, const struct cg_limit
                                int64_t sent_ns, int64_t now);
 void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits *lim,
                               int64_t latency_ns, int64_t now);
-
-/* Count a request that goes now in pool `p`'s measured send rate. */
-void cg_limiter_learn_sent(struct cg_state *st, int p, const struct cg_limits *lim,
-                           int64_t now);
 
 /* Take the learned rate's next place: 0 when the request may go now (it is counted),
  * else the ns until it might (nothing taken: ask again after waiting). */
