@@ -109,7 +109,7 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
 #define CG_LEARN_MAX_RPS 1e6
 #define CG_LEARN_MIN_RTT_S 0.01    /* slow start: latencies below count as 10 ms */
 #define CG_LEARN_BUCKET_NS 500000000ull /* measurement buckets, as botocore's */
-#define CG_LEARN_QUIET_NS 1000000000LL /* after a cut, throttles of requests sent
+#define CG_LEARN_QUIET_NS 500000000LL  /* after a cut, throttles of requests sent
                                          * within this do not cut again */
 #define CG_LEARN_POLL_MS 100       /* a waiter for the learned rate asks again this often */
 
