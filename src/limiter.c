@@ -538,19 +538,23 @@ void cg_limiter_learn_start(struct cg_state *st, int p, const struct cg_limits *
 int64_t cg_limiter_learn_take(struct cg_state *st, int p, const struct cg_limits *lim,
                               int64_t now) {
   struct cg_state_pool *pool = &st->pools[p];
-  double r = cg_limiter_learned(st, p, lim), t_ns;
+  double r = cg_limiter_learned(st, p, lim), t_ns, tau;
   int tries;
 
   if (r <= 0 || r >= CG_LEARN_MAX_RPS)
     return 0;
   t_ns = 1e9 / r;
+  /* Before the first cut (slow start) a few requests may go at once: a fresh pool's
+   * first calls are not spaced; after it, no burst. */
+  tau = cg__loadd(&pool->learn_wmax) > 0 ? 0 : (CG_LEARN_START_BURST - 1) * t_ns;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
-    int64_t tat = cg__load(&pool->learn_tat), next;
+    int64_t tat = cg__load(&pool->learn_tat), next, go;
     if (tat > now + (int64_t) 4e18 / 2)
       tat = now; /* garbage */
-    if (tat > now)
-      return tat - now; /* not yet: the caller sleeps and asks again (no reservation) */
-    next = cg__ns((double) now + t_ns);
+    go = cg__ns((double) tat - tau);
+    if (go > now)
+      return go - now; /* not yet: the caller sleeps and asks again (no reservation) */
+    next = cg__ns((double) (tat > now ? tat : now) + t_ns);
     if (cg__cas(&pool->learn_tat, &tat, next))
       return 0;
   }

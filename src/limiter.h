@@ -98,13 +98,15 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
  *   - bounded: never under CG_LEARN_FLOOR_RPS, never above the configured rpm (times the
  *     margin) nor CG_LEARN_MAX_RPS; a value read from the file is clamped the same way.
  * The learned rate is a ceiling applied on top of the configured limits
- * (cg_limiter_learn_take): a GCRA word without burst that is only moved by a request
+ * (cg_limiter_learn_take): a GCRA word (burst CG_LEARN_START_BURST before the first cut,
+ * none after) that is only moved by a request
  * that goes (no reservation), so waiters follow the rate as it changes.  A 429 with
  * Retry-After still holds the pool (cg_limiter_hold) for its hint; the cut is the only
  * extra penalty, and only one per round.  lim->adaptive 0 switches all of it off. */
 #define CG_LEARN_BETA 0.7
 #define CG_LEARN_C 0.4
 #define CG_LEARN_START_RPS 2.0     /* a fresh pool's first rate */
+#define CG_LEARN_START_BURST 4.0   /* ... and the requests it lets go at once until a cut */
 #define CG_LEARN_FLOOR_RPS 0.25    /* one request every 4 s at least */
 #define CG_LEARN_MAX_RPS 1e6
 #define CG_LEARN_MIN_RTT_S 0.01    /* slow start: latencies below count as 10 ms */

@@ -22,7 +22,6 @@ try:
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
 
-HOST_POOL = "127.0.0.1"
 OPEN_RE = re.compile(r"curlguard: circuit open for 127\.0\.0\.1, next probe in (\d+) s")
 PROBING = b"curlguard: circuit open for 127.0.0.1, probe in flight"
 
@@ -51,8 +50,8 @@ class BreakerTestCase(harness.GuardTestCase):
                         harness.plain_env(CURLGUARD_STATE=str(self.state)), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
-        self.assertIn(HOST_POOL, pools, pools)
-        return pools[HOST_POOL]["breaker"]
+        self.assertIn(harness.mock_pool(), pools, pools)
+        return pools[harness.mock_pool()]["breaker"]
 
     def open_breaker(self, env):
         """Four failing requests (503) open it; returns the time the last one ended."""

@@ -16,7 +16,6 @@ try:
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
 
-HOST_POOL = "127.0.0.1"
 FAST = {"CURLGUARD_BREAKER": "off", "CURLGUARD_BACKOFF_BASE_MS": "10",
         "CURLGUARD_BACKOFF_CAP_MS": "20", "CURLGUARD_MAX_ATTEMPTS": "3"}
 
@@ -53,7 +52,7 @@ class BudgetTestCase(harness.GuardTestCase):
                         harness.plain_env(CURLGUARD_STATE=str(state or self.state)), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
-        return pools[HOST_POOL]["retry_budget"]
+        return pools[harness.mock_pool()]["retry_budget"]
 
 
 class StormTest(BudgetTestCase):

@@ -851,6 +851,7 @@ Test(limiter, learn_take_spaces_requests_without_reserving) {
   int p = cg_limiter_pool(&st, "take", &l);
   int64_t now = 1000 * SEC;
   cg_limiter_learn_start(&st, p, &l);
+  st.pools[p].learn_wmax = 5; /* after a cut: no burst */
   st.pools[p].learn_rate = 4; /* 250 ms apart */
   cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
   cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 250 * MS);
