@@ -173,8 +173,8 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
 /* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
  * deadline `need_ms` for the attempt (budget.h).  0: granted (`*slot` set); 1: it cannot
  * fit; -3: the host aborted the wait.  `*waited_ms` gets the time waited. */
-static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, cg_wait_fn wait,
-                           void *wait_arg, int64_t *waited_ms, int *slot) {
+static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int64_t sleep_ms,
+                           cg_wait_fn wait, void *wait_arg, int64_t *waited_ms, int *slot) {
   int rounds;
   *waited_ms = 0;
   for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
@@ -186,7 +186,12 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, cg_w
       return 0;
     ns = cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now);
     ms = (ns + 999999) / 1000000;
-    if (!wait || cg_mono_ms() + ms + need_ms > ad->deadline_ms)
+    /* It must leave room for what follows the wait: the rest of the retry's backoff
+     * (`sleep_ms` counts the wait) and an attempt. */
+    if (!wait || cg_mono_ms() +
+                         (sleep_ms - *waited_ms > ms ? sleep_ms - *waited_ms : ms) + need_ms +
+                         CG_MIN_ATTEMPT_MS >
+                     ad->deadline_ms) /* and a margin to hand over the answer in hand */
       return 1;
     t0 = cg_mono_ms();
     if (cg__wait(wait, wait_arg, ms) != 0)
@@ -196,8 +201,8 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, cg_w
   return 1;
 }
 
-static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, cg_wait_fn wait,
-                             void *wait_arg, int64_t *waited_ms) {
+static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                             cg_wait_fn wait, void *wait_arg, int64_t *waited_ms) {
   int p = ad->state ? ad->pool_index : -1;
   int slot, r;
   *waited_ms = 0;
@@ -207,7 +212,7 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, cg_wait_f
     return "circuit_open";
   cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
-  r = cg__budget_take(ad, p, need_ms, wait, wait_arg, waited_ms, &slot);
+  r = cg__budget_take(ad, p, need_ms, sleep_ms, wait, wait_arg, waited_ms, &slot);
   if (r == -3)
     return "aborted_by_host";
   if (r != 0)
@@ -223,7 +228,7 @@ static int cg__repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_
   *waited_ms = 0;
   if (p < 0)
     return 0;
-  r = cg__budget_take(ad, p, CG_MIN_ATTEMPT_MS, wait, wait_arg, waited_ms, &slot);
+  r = cg__budget_take(ad, p, CG_MIN_ATTEMPT_MS, 0, wait, wait_arg, waited_ms, &slot);
   if (r == 0) {
     ad->retry_slot = slot;
     ad->repeat_granted = 1;
@@ -458,15 +463,15 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
   }
 }
 
-const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, cg_wait_fn wait,
-                               void *wait_arg, int64_t *waited_ms) {
+const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                               cg_wait_fn wait, void *wait_arg, int64_t *waited_ms) {
   const char *r;
   *waited_ms = 0;
   if (!ad->state)
     return NULL;
   {
     CG_GUARDED(ad, return NULL);
-    r = cg__retry(ad, need_ms, wait, wait_arg, waited_ms);
+    r = cg__retry(ad, need_ms, sleep_ms, wait, wait_arg, waited_ms);
     CG_UNGUARD();
   }
   return r;

@@ -85,11 +85,11 @@ typedef int (*cg_wait_fn)(void *arg, int64_t ms);
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,
  * "circuit_open", "retry_budget_exhausted" or "aborted_by_host".  A retry the budget
- * refuses waits for it (budget.h) with `wait` while the wait leaves `need_ms` of the
- * deadline for the attempt; `*waited_ms` gets the time waited (to count against the
+ * refuses waits for it (budget.h) with `wait` while the wait, or the retry's backoff
+ * `sleep_ms` when longer, leaves `need_ms` of the deadline for the attempt; `*waited_ms` gets the time waited (to count against the
  * retry's backoff).  Only a retry that cannot fit is retry_budget_exhausted. */
-const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, cg_wait_fn wait,
-                               void *wait_arg, int64_t *waited_ms);
+const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                               cg_wait_fn wait, void *wait_arg, int64_t *waited_ms);
 
 /* After cg_admission_gate said CG_GATE_BUDGET (a host repeat the budget refused): wait
  * for the budget as cg_admission_retry does.  0: granted (the next gate lets the call

@@ -802,7 +802,7 @@ static CURLcode cg__run(struct cg_call *call) {
       int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
                                                                 : CG_MIN_ATTEMPT_MS, waited;
       const char *refused =
-          cg_admission_retry(&call->admission, need, cg__wait_fn, call, &waited);
+          cg_admission_retry(&call->admission, need, out.sleep_ms, cg__wait_fn, call, &waited);
       if (refused && strcmp(refused, "aborted_by_host") == 0) {
         call->attempt++;
         cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,

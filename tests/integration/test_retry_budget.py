@@ -74,7 +74,10 @@ class StormTest(BudgetTestCase):
     def test_budget_caps_upstream_requests_under_host_retries(self):
         budget = {"CURLGUARD_RETRY_BUDGET_RATIO": str(self.RATIO),
                   "CURLGUARD_RETRY_BUDGET_MIN_PER_S": str(self.MIN_PER_S),
-                  "CURLGUARD_RETRY_BUDGET_WINDOW_S": str(self.WINDOW)}
+                  "CURLGUARD_RETRY_BUDGET_WINDOW_S": str(self.WINDOW),
+                  # Refused retries wait for the 30 s window while the deadline allows:
+                  # a short one makes them end instead (what this test counts).
+                  "CURLGUARD_DEADLINE_MS": "4000"}
         upstream, results, took = self.storm(self.benv(**budget))
         allowed = math.floor(self.RATIO * self.N + self.MIN_PER_S * self.WINDOW)   # 6
         bound = self.N + allowed
@@ -125,7 +128,10 @@ class StormTest(BudgetTestCase):
 
 class GuardRetryTest(BudgetTestCase):
     def test_refused_retry_keeps_the_answer(self):
-        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0")
+        # The budget waits for room while the deadline allows (issue 12): with no floor and
+        # no other calls there is none, so the call ends at its deadline with the answer.
+        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0",
+                        CURLGUARD_DEADLINE_MS="2500")
         url = self.mock.url("/v1/chat/completions", plan="503,200")
         p = self.curl(url, env)
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"503", b""))
@@ -136,7 +142,8 @@ class GuardRetryTest(BudgetTestCase):
 
     def test_retries_within_the_floor_go(self):
         env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.2",
-                        CURLGUARD_RETRY_BUDGET_WINDOW_S="10")      # 2 retries per 10 s
+                        CURLGUARD_RETRY_BUDGET_WINDOW_S="10",      # 2 retries per 10 s
+                        CURLGUARD_DEADLINE_MS="3000")   # the third cannot wait ~10 s for room
         urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(3)]
         got = [self.curl(u, env).stdout for u in urls]
         self.assertEqual(got, [b"200", b"200", b"503"])
@@ -151,7 +158,8 @@ class GuardRetryTest(BudgetTestCase):
         # once, one may.
         env = self.benv(CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT="1",
                         CURLGUARD_RETRY_BUDGET_MIN_PER_S="100", CURLGUARD_JITTER="none",
-                        CURLGUARD_BACKOFF_BASE_MS="1500", CURLGUARD_BACKOFF_CAP_MS="1500")
+                        CURLGUARD_BACKOFF_BASE_MS="1500", CURLGUARD_BACKOFF_CAP_MS="1500",
+                        CURLGUARD_DEADLINE_MS="1700")   # no time to wait for the slot
         urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(4)]
         results = self.parallel(4, lambda i: urls[i], env)
         self.assertEqual(sorted(r.stdout for r in results), [b"200", b"503", b"503", b"503"],
@@ -174,7 +182,7 @@ class GuardRetryTest(BudgetTestCase):
             "name": "mockpool", "hosts": ["127.0.0.1"],
             "retry_budget": {"ratio": 0, "min_per_s": 0.1, "window_s": 10,
                              "max_concurrent_retries": 4}}]}))
-        env = self.benv(CURLGUARD_CONFIG=str(cfg))
+        env = self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_DEADLINE_MS="2500")
         urls = [self.mock.url("/v1/x", plan="503,200") for _ in range(2)]
         self.assertEqual([self.curl(u, env).stdout for u in urls], [b"200", b"503"])
         st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
@@ -245,9 +253,9 @@ class EnvironmentWinsTest(BudgetTestCase):
             "name": "mockpool", "hosts": ["127.0.0.1"],
             "retry_budget": {"enabled": True, "ratio": 0, "min_per_s": 0}}]}))
         url = self.mock.url("/v1/x", plan="503")
-        p = self.curl(url, self.benv(CURLGUARD_CONFIG=str(cfg)))
+        p = self.curl(url, self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_DEADLINE_MS="2500"))
         self.assertEqual(p.stdout, b"503", p.stderr)
-        self.exact_entries(url, 1)           # the file's budget allows no retry
+        self.exact_entries(url, 1)           # the file's budget allows no retry in time
         url2 = self.mock.url("/v1/y", plan="503")
         p = self.curl(url2, self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_RETRY_BUDGET="off"))
         self.assertEqual(p.stdout, b"503", p.stderr)
