@@ -524,7 +524,17 @@ void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits
     if (measured >= 0 && measured <= CG_LEARN_MAX_RPS && next > 2 * measured)
       next = 2 * measured > rate ? 2 * measured : rate;
   }
-  cg__stored(&pool->learn_rate, cg_learn_clamp(next, ceil));
+  next = cg_learn_clamp(next, ceil);
+  cg__stored(&pool->learn_rate, next);
+  if (next > rate) {
+    /* A higher rate shortens the spacing at once: the next place was reckoned at the
+     * old rate (bounded: a lost race leaves it as it was). */
+    int64_t tat = cg__load(&pool->learn_tat), soon = cg__ns((double) now + 1e9 / next);
+    int tries;
+    for (tries = 0; tries < 8 && tat > soon; tries++)
+      if (cg__cas(&pool->learn_tat, &tat, soon))
+        break;
+  }
 }
 
 void cg_limiter_learn_start(struct cg_state *st, int p, const struct cg_limits *lim) {
