@@ -269,7 +269,7 @@ class CliTest(StateFileTestCase):
         old = bytearray(good)
         old[8] = 1                              # layout 1 in the header
         for content, why in ((bytes(old), rb"not a ready layout-3 file of this boot \(layout 1"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 2")):
+                             (good[:300], rb"is 300 bytes, shorter than layout 3")):
             self.state.write_bytes(content)
             for args in (("stat",), ("stat", "--json")):
                 r = self.cli(*args)
