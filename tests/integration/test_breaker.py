@@ -115,7 +115,7 @@ class OpenTest(BreakerTestCase):
         # `stat` in words.
         t = harness.run([harness.CLI, "stat"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
         self.assertEqual(t.returncode, 0, t.stderr)
-        self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 +4 ")
+        self.assertRegex(t.stdout.decode(), "\n" + re.escape(harness.mock_pool()) + r" +open +100 +4 ")
 
     def test_client_errors_and_successes_do_not_open(self):
         env = self.benv()
@@ -211,7 +211,7 @@ class OpenTest(BreakerTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
         self.assertEqual(self.stat_breaker()["state"], "open")
         t = harness.run([harness.CLI, "stat"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
-        self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 ")
+        self.assertRegex(t.stdout.decode(), "\n" + re.escape(harness.mock_pool()) + r" +open +100 ")
         self.assertEqual(self.curl(url, env).returncode, 7)   # still open for the others
 
     def test_429_with_a_hint_is_left_to_the_limiter(self):
@@ -536,9 +536,9 @@ class SharedWindowTest(BreakerTestCase):
         self.exact_entries(url, 4)
         second = got[1].stderr.decode().splitlines()
         self.assertEqual(second, [
-            "curlguard: pool 127.0.0.1: the state file's breaker window is 60 s (another "
+            f"curlguard: pool {harness.mock_pool()}: the state file's breaker window is 60 s (another "
             "process set it first), not 5 s; using 60 s (curlguard reset clears it)",
-            "curlguard: pool 127.0.0.1: the state file's retry budget window is 10 s (another "
+            f"curlguard: pool {harness.mock_pool()}: the state file's retry budget window is 10 s (another "
             "process set it first), not 3 s; using 10 s (curlguard reset clears it)"])
         self.assertEqual(got[0].stderr, b"")
         self.assertEqual(self.stat_breaker()["window_s"], 60)
