@@ -122,6 +122,7 @@ static cJSON *cg__budget_json(struct cg_state *st, int i, int64_t now) {
   cJSON_AddNumberToObject(o, "min_per_s", v.min_per_s);
   cJSON_AddNumberToObject(o, "window_s", (double) v.window_ns / 1e9);
   cJSON_AddNumberToObject(o, "refused", (double) v.refused);
+  cJSON_AddNumberToObject(o, "rescued", (double) v.rescued);
   return o;
 }
 
@@ -133,6 +134,33 @@ static const char *cg__breaker_word(const cJSON *b) {
   if (!cJSON_IsTrue(cJSON_GetObjectItem(b, "enabled")) && strcmp(state, "closed") == 0)
     return "off";
   return state;
+}
+
+/* A rate in requests/s from the file as requests per minute, or null when unset or not
+ * a value curlguard writes. */
+static void cg__add_rpm(cJSON *o, const char *k, double rps) {
+  if (rps > 0 && rps <= CG_LEARN_MAX_RPS)
+    cJSON_AddNumberToObject(o, k, round(rps * 60 * 10) / 10);
+  else
+    cJSON_AddNullToObject(o, k);
+}
+
+/* The learned rate (limiter.h): rpm null = not learning (switched off, or no call yet). */
+static cJSON *cg__learned_json(const struct cg_state_pool *p, int64_t now) {
+  cJSON *o = cJSON_CreateObject();
+  double rate, wmax, meas;
+  int64_t last = __atomic_load_n(&p->learn_last, __ATOMIC_ACQUIRE);
+  __atomic_load(&p->learn_rate, &rate, __ATOMIC_ACQUIRE);
+  __atomic_load(&p->learn_wmax, &wmax, __ATOMIC_ACQUIRE);
+  __atomic_load(&p->learn_measured, &meas, __ATOMIC_ACQUIRE);
+  cg__add_rpm(o, "rpm", rate > 0 ? cg_learn_clamp(rate, CG_LEARN_MAX_RPS) : 0);
+  cg__add_rpm(o, "w_max_rpm", wmax);
+  cg__add_rpm(o, "measured_rpm", meas);
+  if (last > 0 && now >= last)
+    cJSON_AddNumberToObject(o, "last_cut_s", round((double) (now - last) / 1e8) / 10);
+  else
+    cJSON_AddNullToObject(o, "last_cut_s");
+  return o;
 }
 
 static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
@@ -166,6 +194,7 @@ static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   cJSON_AddNumberToObject(o, "waited", (double) p->waited);
   cJSON_AddNumberToObject(o, "rejected", (double) p->rejected);
   cJSON_AddNumberToObject(o, "seen_429", (double) p->seen_429);
+  cJSON_AddItemToObject(o, "learned", cg__learned_json(p, now));
   return o;
 }
 
@@ -273,6 +302,21 @@ int cg_cli_stat(int argc, char **argv) {
     if (!cJSON_GetArraySize(pools)) {
       printf("(no pools yet)\n");
     } else {
+      /* The learned rates (limiter.h). */
+      printf("\n%-24s %11s %9s %12s %10s\n", "pool", "learned_rpm", "wmax_rpm",
+             "measured_rpm", "last_cut_s");
+      cJSON_ArrayForEach(p, pools) {
+        const cJSON *l = cJSON_GetObjectItem(p, "learned");
+        const char *keys[] = {"rpm", "w_max_rpm", "measured_rpm", "last_cut_s"};
+        char v[4][32];
+        int k;
+        for (k = 0; k < 4; k++) {
+          const cJSON *x = cJSON_GetObjectItem(l, keys[k]);
+          snprintf(v[k], sizeof(v[k]), cJSON_IsNull(x) ? "-" : "%g", x->valuedouble);
+        }
+        printf("%-24s %11s %9s %12s %10s\n", cJSON_GetObjectItem(p, "name")->valuestring,
+               v[0], v[1], v[2], v[3]);
+      }
       /* The breaker and the budget of the same pools, on lines of their own. */
       printf("\n%-24s %9s %6s %6s %8s %7s %8s %8s %7s %7s %7s %6s %7s\n", "pool", "breaker",
              "fail%", "reqs", "probe_s", "opened", "rejected", "retries", "first", "allowed",

@@ -198,6 +198,8 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
     cg_budget_first(ad->state, p, &ad->pool->budget, now);
     return CG_GATE_GO;
   }
+  if (ad->repeat_granted)
+    return CG_GATE_GO; /* granted after a wait (cg_admission_repeat_wait) */
   if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
                       now + (deadline_ms - cg_mono_ms()) * 1000000,
                       &slot) != CG_BUDGET_GRANTED) {
@@ -207,6 +209,7 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
     return CG_GATE_BUDGET;
   }
   ad->retry_slot = slot;
+  ad->retry_granted_ns = now;
   return CG_GATE_GO;
 }
 
@@ -239,14 +242,52 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
                            ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
   }
   ad->probe = 0;
+  if (o == CG_OUT_OK)
+    cg_budget_refund(ad->state, p, &ad->pool->budget, ad->retry_granted_ns, cg_state_now());
+  ad->retry_granted_ns = 0;
   cg_budget_done(ad->state, p, ad->retry_slot);
   ad->retry_slot = -1;
 }
 
-static const char *cg__retry(struct cg_admission *ad) {
+#define CG_BUDGET_WAIT_ROUNDS 4096 /* bounded: each round waits >= 10 ms or ends */
+
+/* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
+ * deadline `need_ms` for the attempt (budget.h).  0: granted (`*slot` set); 1: it cannot
+ * fit; -3: the host aborted the wait.  `*waited_ms` gets the time waited. */
+static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int64_t sleep_ms,
+                           cg_wait_fn wait, void *wait_arg, int64_t *waited_ms, int *slot) {
+  int rounds;
+  *waited_ms = 0;
+  for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
+    int64_t now = cg_state_now(), ns, ms, t0;
+    enum cg_budget_verdict v =
+        cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                        now + (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
+    if (v == CG_BUDGET_GRANTED)
+      return 0;
+    ns = cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now);
+    ms = (ns + 999999) / 1000000;
+    /* It must leave room for what follows the wait: the rest of the retry's backoff
+     * (`sleep_ms` counts the wait) and an attempt. */
+    if (!wait || cg_mono_ms() +
+                         (sleep_ms - *waited_ms > ms ? sleep_ms - *waited_ms : ms) + need_ms +
+                         CG_MIN_ATTEMPT_MS >
+                     ad->deadline_ms) /* and a margin to hand over the answer in hand */
+      return 1;
+    t0 = cg_mono_ms();
+    if (cg__wait(wait, wait_arg, ms) != 0)
+      return -3;
+    *waited_ms += cg_mono_ms() - t0;
+  }
+  return 1;
+}
+
+static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                             cg_wait_fn wait, void *wait_arg, int64_t *waited_ms) {
   int p = ad->state ? ad->pool_index : -1;
   int64_t now;
-  int slot;
+  int slot, r;
+  *waited_ms = 0;
   if (p < 0)
     return NULL;
   now = cg_state_now();
@@ -257,13 +298,32 @@ static const char *cg__retry(struct cg_admission *ad) {
        !cg_breaker_wait_ok(ad->state, p, now,
                            (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
     return "circuit_open";
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                      now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
-      CG_BUDGET_GRANTED)
-    return "retry_budget_exhausted";
   cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */
+  ad->retry_slot = -1;
+  r = cg__budget_take(ad, p, need_ms, sleep_ms, wait, wait_arg, waited_ms, &slot);
+  if (r == -3)
+    return "aborted_by_host";
+  if (r != 0)
+    return "retry_budget_exhausted";
   ad->retry_slot = slot;
+  ad->retry_granted_ns = cg_state_now();
   return NULL;
+}
+
+static int cg__repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_arg,
+                           int64_t *waited_ms) {
+  int p = ad->state ? ad->pool_index : -1;
+  int slot, r;
+  *waited_ms = 0;
+  if (p < 0)
+    return 0;
+  r = cg__budget_take(ad, p, CG_MIN_ATTEMPT_MS, 0, wait, wait_arg, waited_ms, &slot);
+  if (r == 0) {
+    ad->retry_slot = slot;
+    ad->retry_granted_ns = cg_state_now();
+    ad->repeat_granted = 1;
+  }
+  return r;
 }
 
 static void cg__finish(struct cg_admission *ad) {
@@ -323,6 +383,39 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       ad->queue_ms += hold / 1000000;
     }
   }
+  /* The learned rate (limiter.h): a ceiling nobody reserves ahead of, so waiters follow
+   * it as it changes; asked again at least every CG_LEARN_POLL_MS. */
+  {
+    int rounds;
+    for (rounds = 0; rounds < 100000; rounds++) {
+      int64_t now2 = cg_state_now(), ms;
+      int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
+      /* A 429 hold that began while we waited here holds us too (as above). */
+      int64_t w = hold > 0 ? hold : cg_limiter_learn_take(st, ad->pool_index, lim, now2);
+      if (w <= 0)
+        break;
+      if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
+        *wait_ms = hold / 1000000;
+        return -1;
+      }
+      ms = (w + 999999) / 1000000;
+      if (ms > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
+        cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
+        *wait_ms = ms;
+        return -1;
+      }
+      if (rounds == 0 && wait_ns <= 0)
+        cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
+      if (ms > CG_LEARN_POLL_MS)
+        ms = CG_LEARN_POLL_MS;
+      {
+        int64_t t0 = cg_mono_ms();
+        if (cg__wait(wait, wait_arg, ms) != 0)
+          return -3;
+        ad->queue_ms += cg_mono_ms() - t0;
+      }
+    }
+  }
   if (lim->max_inflight > 0) {
     slot = cg_limiter_inflight_acquire(st, ad->pool_index, lim->max_inflight,
                                        cg_state_now() + (deadline_ms - cg_mono_ms() -
@@ -338,7 +431,20 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     }
   }
   cg_limiter_count(st, ad->pool_index, CG_CNT_ADMITTED);
+  ad->sent_ns = cg_state_now();
   return slot;
+}
+
+static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
+  int p = ad->state ? ad->pool_index : -1;
+  int64_t now;
+  if (p < 0 || !ad->pool->lim.adaptive)
+    return;
+  now = cg_state_now();
+  if (throttle)
+    cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);
+  else if (answered)
+    cg_limiter_learn_success(ad->state, p, &ad->pool->lim, now);
 }
 
 /* `ms` (a hint, >= 0) as ns, at most `max_ms`: what a hint may hold or pace a pool for. */
@@ -451,13 +557,29 @@ void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long statu
   }
 }
 
-const char *cg_admission_retry(struct cg_admission *ad) {
+const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                               cg_wait_fn wait, void *wait_arg, int64_t *waited_ms) {
   const char *r;
+  *waited_ms = 0;
   if (!ad->state)
     return NULL;
   {
     CG_GUARDED(ad, return NULL);
-    r = cg__retry(ad);
+    r = cg__retry(ad, need_ms, sleep_ms, wait, wait_arg, waited_ms);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+int cg_admission_repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_arg,
+                             int64_t *waited_ms) {
+  int r;
+  *waited_ms = 0;
+  if (!ad->state)
+    return 0;
+  {
+    CG_GUARDED(ad, return 0);
+    r = cg__repeat_wait(ad, wait, wait_arg, waited_ms);
     CG_UNGUARD();
   }
   return r;
@@ -497,6 +619,16 @@ void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, l
   {
     CG_GUARDED(ad, return);
     cg__learn(ad, hints, status, sleep_ms, getdate);
+    CG_UNGUARD();
+  }
+}
+
+void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered) {
+  if (!ad->state)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg__adapt(ad, throttle, answered);
     CG_UNGUARD();
   }
 }

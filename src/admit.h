@@ -52,6 +52,11 @@ struct cg_admission {
   int64_t attempt_start_ns;        /* when the current attempt went out (state clock) */
   int can_divert;                  /* the pool has a fallback this call may go to: an open
                                     * breaker sends it there at once, no holding */
+  int repeat_granted;              /* a host repeat's retry was granted after a wait */
+  int64_t retry_granted_ns;        /* when the budget granted the current attempt's retry
+                                    * (state clock; 0: not a retry): one that succeeds is
+                                    * given back (cg_budget_refund) */
+  int64_t sent_ns;                 /* when the current attempt was admitted (state clock) */
 };
 
 /* What cg_admission_gate decided. */
@@ -94,22 +99,32 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
 
 /* As cg_admission_result, with issue 12 item 6: `defer` (a first attempt the guard is
  * about to retry) keeps a failure out of the breaker (a probe's is always counted): it
- * counts only if the call ends with it, through cg_admission_count_failure.  `hint_ms`
+ * counts only through a later attempt of the call that fails too (a retry refused by
+ * the budget leaves it uncounted: README, "The breaker").  `hint_ms`
  * (>= 0): the answer's Retry-After, a floor for the next probe after a failed probe. */
 void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
                           int hinted, int defer, int64_t hint_ms);
 
+/* Sleep `ms` for the limiter; non-zero when the host aborted the wait. */
+typedef int (*cg_wait_fn)(void *arg, int64_t ms);
 
 /* The guard would retry: NULL when it may (the breaker is closed and the budget granted
  * the retry, which is now counted and holds a slot), else the reason it may not,
- * "circuit_open" or "retry_budget_exhausted". */
-const char *cg_admission_retry(struct cg_admission *ad);
+ * "circuit_open", "retry_budget_exhausted" or "aborted_by_host".  A retry the budget
+ * refuses waits for it (budget.h) with `wait` while the wait, or the retry's backoff
+ * `sleep_ms` when longer, leaves `need_ms` of the deadline for the attempt; `*waited_ms` gets the time waited (to count against the
+ * retry's backoff).  Only a retry that cannot fit is retry_budget_exhausted. */
+const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                               cg_wait_fn wait, void *wait_arg, int64_t *waited_ms);
+
+/* After cg_admission_gate said CG_GATE_BUDGET (a host repeat the budget refused): wait
+ * for the budget as cg_admission_retry does.  0: granted (the next gate lets the call
+ * go), 1: it cannot fit the deadline, -3: the host aborted the wait. */
+int cg_admission_repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_arg,
+                             int64_t *waited_ms);
 
 /* The call is over: give back a probe never made and a retry slot still held. */
 void cg_admission_finish(struct cg_admission *ad);
-
-/* Sleep `ms` for the limiter; non-zero when the host aborted the wait. */
-typedef int (*cg_wait_fn)(void *arg, int64_t ms);
 
 /* Wait until the attempt may go (`deadline_ms`: the call's, monotonic).  Returns the
  * in-flight slot (>= 0) or -2 (none needed or none to be had: go); -1 when the wait would
@@ -117,6 +132,11 @@ typedef int (*cg_wait_fn)(void *arg, int64_t ms);
  * aborted while waiting.  The time waited is in `queue_ms`. */
 int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                        void *wait_arg, int64_t *wait_ms);
+
+/* Teach the pool's learned rate (limiter.h) the attempt's answer: `throttle` (429, 529,
+ * 503 with a hint, an overloaded_error event) lowers it once per round; another answer
+ * that reached the provider (`answered`) raises it. */
+void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered);
 
 /* Give back the slot cg_admission_enter returned (no-op for -2). */
 void cg_admission_leave(struct cg_admission *ad, int slot);

@@ -161,6 +161,15 @@ void cg_budget_done(struct cg_state *st, int p, int slot) {
     cg__cas(w, &o, 0);
 }
 
+void cg_budget_refund(struct cg_state *st, int p, const struct cg_budget_cfg *c,
+                      int64_t granted_ns, int64_t now_ns) {
+  struct cg_state_budget *b = &st->budgets[p];
+  if (!c->enabled || granted_ns <= 0)
+    return;
+  if (cg_window_take_b(b->buckets, granted_ns, now_ns, cg_window_width(cg__window(b, c)), 1))
+    __atomic_fetch_add(&b->rescued, 1, __ATOMIC_RELAXED);
+}
+
 /* ---- the window ---- */
 
 static int cg__fits(uint32_t first, uint32_t retries, void *arg) {
@@ -193,6 +202,47 @@ enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
   return CG_BUDGET_GRANTED;
 }
 
+int64_t cg_budget_grant_in(const uint64_t *buckets, int64_t now_ns, int64_t width_ns,
+                           const struct cg_budget_cfg *c) {
+  uint32_t cur = (uint32_t) ((uint64_t) (now_ns > 0 ? now_ns : 0) / (uint64_t) width_ns);
+  int k;
+
+  /* A bucket word is epoch << 32 | first attempts << 16 | retries (window.h).  At the
+   * start of epoch cur + k the buckets older than cur + k - (CG_STATE_BUCKETS - 1) have
+   * left the window: the first k with room for one more retry is the earliest grant
+   * (new first attempts meanwhile only bring it closer; the caller asks again). */
+  for (k = 0; k <= CG_STATE_BUCKETS; k++) {
+    uint32_t first = 0, retries = 0, ep = cur + (uint32_t) k;
+    int i;
+    for (i = 0; i < CG_STATE_BUCKETS; i++) {
+      uint64_t w = __atomic_load_n(&buckets[i], __ATOMIC_ACQUIRE);
+      uint32_t e = (uint32_t) (w >> 32);
+      if (!w || (uint32_t) (ep - e) >= CG_STATE_BUCKETS)
+        continue;
+      first += (uint32_t) (w >> 16) & 0xFFFFu;
+      retries += (uint32_t) w & 0xFFFFu;
+    }
+    if ((double) retries + 1 <= cg_budget_allowed(first, c))
+      return k == 0 ? 0 : (int64_t) ep * width_ns - now_ns;
+  }
+  return -1; /* no floor and no first attempts: only new calls make room */
+}
+
+int64_t cg_budget_wait_ns(struct cg_state *st, int p, const struct cg_budget_cfg *c,
+                          enum cg_budget_verdict why, int64_t now_ns) {
+  struct cg_state_budget *b = &st->budgets[p];
+  struct cg_budget_cfg eff = *c;
+  int64_t win = cg__window(b, c), ns;
+
+  if (why == CG_BUDGET_CONCURRENCY)
+    return CG_BUDGET_POLL_NS; /* a slot is given back when a retry's attempt ends */
+  eff.window_s = (double) win / 1e9;
+  ns = cg_budget_grant_in(b->buckets, now_ns, cg_window_width(win), &eff);
+  if (ns < 0)
+    return cg_window_width(win);
+  return ns < CG_BUDGET_MIN_WAIT_NS ? CG_BUDGET_MIN_WAIT_NS : ns;
+}
+
 void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget_view *v) {
   struct cg_state_budget *b = &st->budgets[p];
   struct cg_budget_cfg c = {0, 0, 0, 0, 0};
@@ -211,4 +261,5 @@ void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget
   v->allowed = cg_budget_allowed(v->first, &c);
   v->concurrent = cg__count(b);
   v->refused = cg__load(&b->refused);
+  v->rescued = cg__load(&b->rescued);
 }

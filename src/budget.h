@@ -21,8 +21,15 @@
  * of the guard is a retry, and so is the first attempt of a call the host repeats
  * (repeat.h: `curl --retry`, an SDK's retry loop), because RFC 9110 section 9.2.2 warns
  * that a client should not retry a failed automatic retry: retries on top of retries
- * multiply.  A refused retry of the guard ends the call with the answer in hand; a
- * refused host repeat fails fast (see guard.c).
+ * multiply.
+ *
+ * A refusal is a wait, not an end (issue 12): a retry the budget refuses, of the guard
+ * or a host repeat, waits until the window would grant it (cg_budget_wait_ns: the start
+ * of the first bucket whose expiry leaves room, computed from the buckets) and asks
+ * again, as long as the wait still leaves the call's deadline room for an attempt
+ * (admit.c).  The budget still bounds how many retries reach the provider per window;
+ * it no longer drops work.  Only a retry that cannot fit its deadline ends the call with
+ * what it has (reason retry_budget_exhausted).
  */
 #ifndef CG_BUDGET_H
 #define CG_BUDGET_H
@@ -59,8 +66,35 @@ enum cg_budget_verdict cg_budget_retry(struct cg_state *st, int p,
                                        const struct cg_budget_cfg *c, int64_t now_ns,
                                        int64_t deadline_ns, int *slot);
 
+#define CG_BUDGET_POLL_NS 100000000LL   /* a concurrency refusal asks again this often */
+#define CG_BUDGET_MIN_WAIT_NS 10000000LL /* no wait for the window is shorter */
+
+/* How long from `now_ns` until the window of `buckets` (bucket width `width_ns`, bucket
+ * words as window.h packs them: first attempts in a, retries in b) would grant one more
+ * retry under `c`, counting nothing new meanwhile: 0 now, else the ns to the start of
+ * the first bucket whose rotation leaves room; -1 when no rotation does (min_per_s 0
+ * and no first attempts).  Pure apart from atomic loads. */
+int64_t cg_budget_grant_in(const uint64_t *buckets, int64_t now_ns, int64_t width_ns,
+                           const struct cg_budget_cfg *c);
+
+/* How long a retry refused with `why` at `now_ns` should wait before asking again:
+ * window: cg_budget_grant_in (at least CG_BUDGET_MIN_WAIT_NS; one bucket when no rotation
+ * helps); concurrency: CG_BUDGET_POLL_NS. */
+int64_t cg_budget_wait_ns(struct cg_state *st, int p, const struct cg_budget_cfg *c,
+                          enum cg_budget_verdict why, int64_t now_ns);
+
 /* Give back a concurrency slot from cg_budget_retry (no-op for -1). */
 void cg_budget_done(struct cg_state *st, int p, int slot);
+
+/* The retry granted at `granted_ns` succeeded: take it back out of the window (while
+ * its bucket is still in it) and count it in `rescued`.  A retry that fixed the call
+ * was work, not amplification: the budget bounds the retries that fail, which are what
+ * an overloaded or broken provider multiplies (issue 12 item 6's rule for the breaker,
+ * applied to the budget).  Without it a provider that fails every other first attempt,
+ * and answers every retry, would have half of its calls refused a retry by a 20 %
+ * budget.  No-op when the budget is off. */
+void cg_budget_refund(struct cg_state *st, int p, const struct cg_budget_cfg *c,
+                      int64_t granted_ns, int64_t now_ns);
 
 /* What `stat` shows of pool `p`'s budget. */
 struct cg_budget_view {
@@ -72,6 +106,7 @@ struct cg_budget_view {
   double ratio, min_per_s;   /* configured */
   int64_t window_ns;         /* shared: set by the first process (cg_budget_configure) */
   uint64_t refused;
+  uint64_t rescued;          /* retries given back: they succeeded (cg_budget_refund) */
 };
 void cg_budget_view(struct cg_state *st, int p, int64_t now_ns, struct cg_budget_view *v);
 

@@ -65,6 +65,7 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_RPM", "rpm", CG_T_DOUBLE, CG_OFF(rpm), 0, 1e9},
   {"CURLGUARD_TPM", "tpm", CG_T_DOUBLE, CG_OFF(tpm), 0, 1e12},
   {"CURLGUARD_MAX_INFLIGHT", "max_inflight", CG_T_LONG, CG_OFF(max_inflight), 0, 1000000},
+  {"CURLGUARD_ADAPTIVE", "adaptive", CG_T_SWITCH, CG_OFF(adaptive), 0, 0},
   {"CURLGUARD_SILENT_RESEND", "silent_resend", CG_T_RESEND, CG_OFF(silent_resend), 0, 0},
   {"CURLGUARD_RETRY_ON", "retry_on", CG_T_RETRY_ON, CG_OFF(retry_on), 0, 0},
   {"CURLGUARD_REPEAT_WINDOW_MS", "repeat_window_ms", CG_T_LONG, CG_OFF(repeat_window_ms), 0,
@@ -606,6 +607,7 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
 
   memset(pc, 0, sizeof(*pc));
   pc->lim.margin = CG_RATE_MARGIN;
+  pc->lim.adaptive = -1; /* not set by the pool: the top level's (cg_config_load) */
   cJSON_ArrayForEach(item, o) {
     const char *k = item->string;
     if (strcmp(k, "name") == 0 && cJSON_IsString(item)) {
@@ -635,6 +637,14 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
       pc->nhosts = tmp.nhosts;
     } else if (cg__pool_limit(pc, k, item, &problems)) {
       /* one of the numeric limits, taken or reported */
+    } else if (strcmp(k, "adaptive") == 0) {
+      if (cJSON_IsBool(item)) {
+        pc->lim.adaptive = cJSON_IsTrue(item);
+      } else {
+        cg_warn("config: pool \"%.40s\": \"adaptive\" must be true or false; ignored",
+                pc->name);
+        problems++;
+      }
     } else if (strcmp(k, "retry_on") == 0) {
       memset(&tmp, 0, sizeof(tmp));
       if (cg__apply_json(&tmp, cg__key_by_json("retry_on"), item, "config") == 0) {
@@ -727,22 +737,51 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
   return problems;
 }
 
-const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *host,
-                                         struct cg_pool_cfg *scratch) {
+/* `host:port` as pools see it: an IPv6 host in brackets, "[::1]:8080". */
+static void cg__host_port(const char *host, int port, char *out, size_t len) {
+  snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+/* Whether `port` is the default of `scheme` (http 80, https 443). */
+static int cg__default_port(const char *scheme, int port) {
+  return port < 0 || (scheme && ((strcmp(scheme, "http") == 0 && port == 80) ||
+                                 (strcmp(scheme, "https") == 0 && port == 443)));
+}
+
+const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const char *host,
+                                            int port, const char *scheme,
+                                            struct cg_pool_cfg *scratch) {
+  char hp[300];
   size_t i, j;
+  if (port >= 0)
+    cg__host_port(host, port, hp, sizeof(hp));
+  /* A glob matches the host name, or "host:port" (the port always written, even the
+   * scheme's default): "127.0.0.1:8080" is one service, "127.0.0.1" all of them. */
   for (i = 0; i < c->npools; i++)
     for (j = 0; j < c->pools[i].nhosts; j++)
-      if (fnmatch(c->pools[i].hosts[j], host, FNM_CASEFOLD) == 0)
+      if (fnmatch(c->pools[i].hosts[j], host, FNM_CASEFOLD) == 0 ||
+          (port >= 0 && fnmatch(c->pools[i].hosts[j], hp, FNM_CASEFOLD) == 0))
         return &c->pools[i];
   memset(scratch, 0, sizeof(*scratch));
-  snprintf(scratch->name, sizeof(scratch->name), "%s", host);
+  /* A host no glob matches is a pool of its own per host and port (SPEC section 4):
+   * "api.openai.com" for https on 443, "127.0.0.1:8080" for a service on 8080. */
+  if (cg__default_port(scheme, port))
+    snprintf(scratch->name, sizeof(scratch->name), "%s", host);
+  else
+    cg__host_port(host, port, scratch->name, sizeof(scratch->name));
   scratch->lim.rpm = c->rpm;
   scratch->lim.tpm = c->tpm;
   scratch->lim.max_inflight = c->max_inflight;
   scratch->lim.margin = CG_RATE_MARGIN;
+  scratch->lim.adaptive = c->adaptive;
   scratch->breaker = c->breaker;
   scratch->budget = c->budget;
   return scratch;
+}
+
+const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *host,
+                                         struct cg_pool_cfg *scratch) {
+  return cg_config_pool_at(c, host, -1, NULL, scratch);
 }
 
 /* Read the JSON config file at `path` into `c`.  Returns the number of problems. */
@@ -835,6 +874,7 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->jitter = CG_JITTER_FULL;
   c->silent_resend = CG_RESEND_AUTO;
   c->repeat_window_ms = 60000;
+  c->adaptive = 1;
   c->breaker.enabled = 1;
   c->breaker.failure_rate = 0.5;
   c->breaker.min_requests = 10;
@@ -931,6 +971,8 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
                     c->pools[i].breaker_set & ~env_brk);
     cg__inherit_sub(cg__bud_keys, &c->pools[i].budget, &c->budget,
                     c->pools[i].budget_set & ~env_bud);
+    if (c->pools[i].lim.adaptive < 0)
+      c->pools[i].lim.adaptive = c->adaptive;
   }
   return problems;
 }

@@ -47,6 +47,7 @@ struct cg_limits {
   double burst_tokens;   /* tokens allowed at once; 0 = one second's worth */
   long max_inflight;
   double margin;         /* pace at this fraction of rpm/tpm; 0 = exactly (limiter.h) */
+  int adaptive;          /* learn the request rate from throttles (limiter.h), default on */
 };
 
 /* The circuit breaker of one pool (breaker.h).  Issue 12: open on 5 consecutive failed
@@ -120,6 +121,7 @@ struct cg_config {
   enum cg_jitter jitter;     /* default full */
   double rpm, tpm;           /* default pool limits, 0 = unlimited */
   long max_inflight;         /* 0 = unlimited */
+  int adaptive;              /* CURLGUARD_ADAPTIVE: learn the rate from throttles, default 1 */
   enum cg_resend silent_resend; /* CURLGUARD_SILENT_RESEND: auto (default), allow, block */
   /* CURLGUARD_RETRY_ON / "retry_on": "outcome=any|idempotent|never,..." over the
    * default matrix of SPEC section 7. */
@@ -166,6 +168,14 @@ const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *
 
 /* "wait" 1, "fail" 0 (CURLGUARD_BREAKER_OPEN, a breaker object's "open"), else -1. */
 int cg_breaker_open_parse(const char *s);
+/* The same for a request to `host` on `port` (-1: unknown) over `scheme`: a glob matches
+ * the host or "host:port"; a host no glob matches gets the pool "host" when the port is
+ * the scheme's default (http 80, https 443), else "host:port" ("[v6]:port" for IPv6), so
+ * two services on one host are two pools (SPEC section 4). */
+const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const char *host,
+                                            int port, const char *scheme,
+                                            struct cg_pool_cfg *scratch);
+
 /* Parse a jitter mode name; returns -1 if unknown. */
 int cg_jitter_parse(const char *s);
 

@@ -658,10 +658,10 @@ static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t nex
      * no "next probe" time. */
     if (cg_admission_probing(&call->admission))
       snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, probe in flight",
-               call->url.host);
+               call->pool->name);
     else
       snprintf(msg, sizeof(msg), "curlguard: circuit open for %.160s, next probe in %lld s",
-               call->url.host, (long long) ((next_probe_ms + 999) / 1000));
+               call->pool->name, (long long) ((next_probe_ms + 999) / 1000));
     cg__host_errbuf(call->h, msg);
     return rc;
   }
@@ -672,7 +672,7 @@ static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t nex
                    "retry_budget_exhausted");
   snprintf(msg, sizeof(msg),
            "curlguard: retry budget exhausted for %.160s; this repeated call was not sent",
-           call->url.host);
+           call->pool->name);
   cg__host_errbuf(call->h, msg);
   return CURLE_COULDNT_CONNECT;
 }
@@ -702,7 +702,7 @@ static int cg__divert(struct cg_call *call) {
   cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
   call->fallback_from = from->name;
   call->url = u;
-  call->pool = cg_config_pool(call->cfg, u.host, &call->fallback_scratch);
+  call->pool = cg_config_pool_at(call->cfg, u.host, u.port, u.scheme, &call->fallback_scratch);
   call->admission.pool = call->pool;
   call->admission.pool_index = -1;
   return 1;
@@ -719,7 +719,7 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   int round;
 
   call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
-  for (round = 0; round < 3; round++) {
+  for (round = 0; round < 4; round++) {
     int64_t wait_ms;
     enum cg_gate gate;
 
@@ -732,6 +732,15 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
         !(call->admission.can_divert = 0))
       gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
                                call->deadline_ms, &wait_ms);
+    if (gate == CG_GATE_BUDGET) {
+      /* A host repeat over the budget waits for it while the deadline allows. */
+      int64_t waited;
+      int w = cg_admission_repeat_wait(&call->admission, cg__wait_fn, call, &waited);
+      if (w == -3)
+        gate = CG_GATE_ABORTED;
+      else if (w == 0)
+        continue; /* granted: the breaker is asked again after the wait */
+    }
     if (gate == CG_GATE_ABORTED) {
       cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
                        "aborted_by_host");
@@ -795,6 +804,7 @@ static CURLcode cg__run(struct cg_call *call) {
     struct cg_record rec;
     char outcome[24], digest[CG_DIGEST_HEX];
     int slot, deferred;
+    int64_t budget_waited = 0;
     CURLcode rc;
 
     if (cg__admit(call, &slot, &rc) != 0)
@@ -816,6 +826,12 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
+    cg_admission_adapt(&call->admission,
+                       (v.outcome == CG_OUT_HTTP &&
+                        (v.status == 429 || v.status == 529 ||
+                         (v.status == 503 && call->hint_ms > 0))) ||
+                           v.outcome == CG_OUT_STREAM_ERROR,
+                       a.status > 0 && a.status < 500);
     /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
      * to the breaker yet (a retry's failure, or a host's repeat's, is): it counts only if
      * the call ends with it. */
@@ -826,7 +842,18 @@ static CURLcode cg__run(struct cg_call *call) {
     if (out.decision == CG_RETRY) {
       /* The shared breaker and budget have the last word: a refused retry ends the call
        * with the answer in hand. */
-      const char *refused = cg_admission_retry(&call->admission);
+      int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
+                                                                : CG_MIN_ATTEMPT_MS, waited;
+      const char *refused =
+          cg_admission_retry(&call->admission, need, out.sleep_ms, cg__wait_fn, call, &waited);
+      if (refused && strcmp(refused, "aborted_by_host") == 0) {
+        call->attempt++;
+        cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                         "aborted_by_host");
+        cg__host_errbuf(h, "Callback aborted");
+        cg_attempt_free(&a);
+        return CURLE_ABORTED_BY_CALLBACK;
+      }
       if (refused) {
         out.decision = CG_GIVE_UP;
         out.reason = refused;
@@ -835,6 +862,11 @@ static CURLcode cg__run(struct cg_call *call) {
          * no, the provider did not say the retry would fail.  An outage is still seen:
          * the retries the budget grants (at least min_per_s) fail and count, and so do
          * calls that end failed without a retry (issue 12 item 6, README). */
+      } else if (waited > 0) {
+        /* The wait for the budget is part of the backoff: only the rest is slept, and
+         * the record's backoff_ms says the whole time before the next attempt. */
+        budget_waited = waited;
+        out.sleep_ms = out.sleep_ms > waited ? out.sleep_ms - waited : 0;
       }
     }
 
@@ -842,7 +874,7 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_attempt_discard(&a);
       /* Written before the wait, so a long Retry-After is visible in the log at once. */
       cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
-      rec.backoff_ms = out.sleep_ms;
+      rec.backoff_ms = out.sleep_ms + budget_waited;
       rec.decision = cg_decision_name(CG_RETRY);
       rec.reason = out.reason;
       cg_record_emit(call->cfg, &rec);
@@ -902,7 +934,7 @@ CURLcode cg_guard_perform(struct cg_handle *h) {
   call.url = url;
   if (!call.model)
     call.model = cg_body_model_from_path(url.path); /* Gemini, Vertex AI: in the path */
-  call.pool = cg_config_pool(cfg, url.host, &call.pool_scratch);
+  call.pool = cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call.pool_scratch);
   call.admission.pool = call.pool;
   call.admission.pool_index = -1;
   call.admission.max_retry_after_ms = cfg->max_retry_after_ms;

@@ -385,3 +385,167 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
   room = ((double) now + tau_ns + t_ns - (double) (tat > now ? tat : now)) / t_ns;
   return room > 0 ? floor(room) : 0;
 }
+
+/* ---- learning the rate (see limiter.h) ---- */
+
+static double cg__loadd(const double *p) {
+  double v;
+  __atomic_load(p, &v, __ATOMIC_ACQUIRE);
+  return v;
+}
+
+static void cg__stored(double *p, double v) {
+  __atomic_store(p, &v, __ATOMIC_RELEASE);
+}
+
+double cg_learn_ceiling(const struct cg_limits *lim) {
+  double c = lim->rpm > 0 ? lim->rpm * (lim->margin > 0 && lim->margin <= 1 ? lim->margin : 1.0)
+                                / 60.0
+                          : CG_LEARN_MAX_RPS;
+  return c < CG_LEARN_FLOOR_RPS ? CG_LEARN_FLOOR_RPS : c;
+}
+
+double cg_learn_clamp(double rate, double ceiling) {
+  if (!(rate >= CG_LEARN_FLOOR_RPS)) /* NaN too: a file's garbage is the floor */
+    rate = CG_LEARN_FLOOR_RPS;
+  if (!(ceiling >= CG_LEARN_FLOOR_RPS) || ceiling > CG_LEARN_MAX_RPS)
+    ceiling = CG_LEARN_MAX_RPS;
+  return rate > ceiling ? ceiling : rate;
+}
+
+double cg_learn_cut(double rate, double measured) {
+  /* botocore: the rate at the throttle is the measured one when lower (the pool may not
+   * have been sending at its allowance), times beta. */
+  double at = measured > 0 && measured < rate ? measured : rate;
+  return at * CG_LEARN_BETA;
+}
+
+double cg_learn_cubic(double wmax, double t_s) {
+  double k = cbrt(wmax * (1.0 - CG_LEARN_BETA) / CG_LEARN_C), d = t_s - k;
+  if (t_s > 3600)
+    d = 3600; /* beyond an hour it is far above any ceiling anyway: no overflow */
+  return CG_LEARN_C * d * d * d + wmax;
+}
+
+/* Count one answer that was not a throttle in the pool's measurement (the provider's
+ * goodput); returns the smoothed answers/s. */
+static double cg__measure(struct cg_state_pool *pool, int64_t now) {
+  uint32_t ep = (uint32_t) ((uint64_t) (now > 0 ? now : 0) / CG_LEARN_BUCKET_NS);
+  int tries;
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    uint64_t w = cg__load(&pool->learn_clock);
+    uint32_t old_ep = (uint32_t) (w >> 32), n = (uint32_t) w;
+    if (w && old_ep == ep) {
+      if (cg__cas(&pool->learn_clock, &w, w + (n < UINT32_MAX ? 1 : 0)))
+        break;
+      continue;
+    }
+    /* A new half-second: its first answer closes the last one. */
+    if (cg__cas(&pool->learn_clock, &w, (uint64_t) ep << 32 | 1)) {
+      if (w && (uint32_t) (ep - old_ep) < 1u << 30) {
+        double dt = (double) (uint32_t) (ep - old_ep) * (double) CG_LEARN_BUCKET_NS / 1e9;
+        double cur = (double) n / dt, m = cg__loadd(&pool->learn_measured);
+        if (!(m >= 0 && m <= CG_LEARN_MAX_RPS))
+          m = 0;
+        cg__stored(&pool->learn_measured, cur * 0.8 + m * 0.2);
+      }
+      break;
+    }
+  }
+  return cg__loadd(&pool->learn_measured);
+}
+
+double cg_limiter_learned(struct cg_state *st, int p, const struct cg_limits *lim) {
+  double r;
+  if (!lim->adaptive)
+    return 0;
+  r = cg__loadd(&st->pools[p].learn_rate);
+  if (r == 0)
+    return 0; /* not started */
+  return cg_learn_clamp(r, cg_learn_ceiling(lim));
+}
+
+void cg_limiter_learn_throttle(struct cg_state *st, int p, const struct cg_limits *lim,
+                               int64_t sent_ns, int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  int64_t last = cg__load(&pool->learn_last);
+  double rate, measured, ceil = cg_learn_ceiling(lim), next;
+
+  if (!lim->adaptive)
+    return;
+  measured = cg__loadd(&pool->learn_measured);
+  /* One cut per round: a throttle of a request sent before the last cut says nothing the
+   * cut did not already answer (TCP's one reduction per window), so 60 processes that
+   * all get a 429 from one burst lower the rate once, not 0.7^60. */
+  if (sent_ns <= last + CG_LEARN_QUIET_NS || !cg__cas(&pool->learn_last, &last, now))
+    return;
+  rate = cg__loadd(&pool->learn_rate);
+  rate = rate == 0 ? ceil : cg_learn_clamp(rate, ceil);
+  if (!(measured > 0 && measured <= CG_LEARN_MAX_RPS))
+    measured = 0;
+  next = cg_learn_clamp(cg_learn_cut(rate, measured), ceil);
+  cg__stored(&pool->learn_wmax, cg_learn_clamp(next / CG_LEARN_BETA, CG_LEARN_MAX_RPS));
+  cg__stored(&pool->learn_rate, next);
+  /* Requests spaced for the old rate start again from now at the new one. */
+  __atomic_store_n(&pool->learn_tat, now, __ATOMIC_RELEASE);
+}
+
+void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits *lim,
+                              int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  double rate, wmax, measured, ceil = cg_learn_ceiling(lim), next;
+  int64_t last;
+
+  if (!lim->adaptive)
+    return;
+  measured = cg__measure(pool, now);
+  rate = cg__loadd(&pool->learn_rate);
+  wmax = cg__loadd(&pool->learn_wmax);
+  last = cg__load(&pool->learn_last);
+  if (rate == 0)
+    return; /* not learning: no throttle seen yet (cg_limiter_learn_throttle starts it) */
+  rate = cg_learn_clamp(rate, ceil);
+  {
+    double t = now > last && last > 0 ? (double) (now - last) / 1e9 : 0;
+    next = cg_learn_cubic(cg_learn_clamp(wmax > 0 ? wmax : rate, CG_LEARN_MAX_RPS), t);
+    /* botocore's cap: no growth beyond twice what the pool is measured to send (a rate
+     * nobody uses is not known to be safe).  It stops growth, never lowers the rate:
+     * only throttles do. */
+    if (measured >= 0 && measured <= CG_LEARN_MAX_RPS && next > 2 * measured)
+      next = 2 * measured > rate ? 2 * measured : rate;
+  }
+  next = cg_learn_clamp(next, ceil);
+  cg__stored(&pool->learn_rate, next);
+  if (next > rate) {
+    /* A higher rate shortens the spacing at once: the next place was reckoned at the
+     * old rate (bounded: a lost race leaves it as it was). */
+    int64_t tat = cg__load(&pool->learn_tat), soon = cg__ns((double) now + 1e9 / next);
+    int tries;
+    for (tries = 0; tries < 8 && tat > soon; tries++)
+      if (cg__cas(&pool->learn_tat, &tat, soon))
+        break;
+  }
+}
+
+int64_t cg_limiter_learn_take(struct cg_state *st, int p, const struct cg_limits *lim,
+                              int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  double r = cg_limiter_learned(st, p, lim), t_ns;
+  int tries;
+
+  if (r <= 0 || r >= CG_LEARN_MAX_RPS)
+    return 0;
+  t_ns = 1e9 / r;
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    int64_t tat = cg__load(&pool->learn_tat), next, go;
+    if (tat > now + (int64_t) 4e18 / 2)
+      tat = now; /* garbage */
+    go = tat;
+    if (go > now)
+      return go - now; /* not yet: the caller sleeps and asks again (no reservation) */
+    next = cg__ns((double) (tat > now ? tat : now) + t_ns);
+    if (cg__cas(&pool->learn_tat, &tat, next))
+      return 0;
+  }
+  return 0;
+}

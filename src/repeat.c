@@ -13,6 +13,7 @@ struct cg__seen {
   int64_t t_ms;
   int repeats;
   int failed; /* the last call with this key did not end ok */
+  uint64_t thread; /* the thread that ended it (cg__thread_id) */
   char request_id[64];
 };
 
@@ -30,6 +31,16 @@ __attribute__((constructor)) static void cg__fork_register(void) {
   pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
 }
 static struct cg__seen cg__seen[CG_REPEAT_SLOTS];
+
+/* A number of the calling thread, unique for the process's life (pthread_t values are
+ * reused once a thread is joined). */
+static uint64_t cg__thread_id(void) {
+  static uint64_t next;
+  static __thread uint64_t mine;
+  if (!mine)
+    mine = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+  return mine;
+}
 static size_t cg__next;
 
 uint64_t cg_repeat_key(const char *method, const char *url, const char *body_digest) {
@@ -44,12 +55,14 @@ uint64_t cg_repeat_key(const char *method, const char *url, const char *body_dig
 
 int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, size_t len) {
   int repeats = 0;
+  uint64_t me = cg__thread_id();
   size_t i;
 
   pthread_mutex_lock(&cg__repeat_mutex);
   for (i = 0; i < CG_REPEAT_SLOTS; i++) {
     const struct cg__seen *s = &cg__seen[i];
-    if (s->key == key && s->t_ms && s->failed && now_ms - s->t_ms <= window_ms) {
+    if (s->key == key && s->t_ms && s->failed && s->thread == me &&
+        now_ms - s->t_ms <= window_ms) {
       repeats = s->repeats + 1;
       snprintf(prev, len, "%s", s->request_id);
       break;
@@ -78,6 +91,7 @@ void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int re
     hit->key = key;
     hit->t_ms = now_ms;
     hit->failed = end == CG_REPEAT_FAILED;
+    hit->thread = cg__thread_id();
     hit->repeats = hit->failed ? repeats : 0;
     /* A chain of repeats keeps pointing at the call that started it. */
     snprintf(hit->request_id, sizeof(hit->request_id), "%s", chain_id ? chain_id : "");

@@ -4,6 +4,16 @@
  * same request, multiplying the guard's attempts.  The guard remembers the last calls
  * of this process by a 64-bit key of (method, full URL, body digest) and marks a call
  * that repeats one within the window, so `report` can show the amplification.
+ *
+ * A repeat is a call that follows an identical call's failure on the same thread: the
+ * earlier call ENDED failed (cg_repeat_done) before this one started, and the thread
+ * that saw it fail is the one making this call, as `curl --retry` and an SDK's retry
+ * loop do.  Identical calls of concurrent workers (a batch whose prompts are the same,
+ * 16 threads posting one body) are distinct calls: another thread's failure does not
+ * make a worker's next call a retry of it, so the retry budget does not take them for
+ * host retries (issue 12).  Other processes' calls are never seen (the table is per
+ * process).  A host that retries on another thread than the one that failed is not
+ * noticed: its repeats count as first attempts.
  * Bounded: CG_REPEAT_SLOTS most recent calls.  Thread-safe.
  */
 #ifndef CG_REPEAT_H

@@ -19,6 +19,8 @@
  * Version 2 added the breakers and budgets: 63488 bytes more, 94464 bytes in all.
  * Version 3 grew each breaker by 64 bytes (issue 12: the futex word calls held while it
  * is open park on, consecutive failures, failed probes, the slow start): 98560 bytes.
+ * Version 4 (same size) uses the pools' reserved words for the learned rate (issue 12
+ * item 5); a version 3 file is re-initialised.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -29,7 +31,7 @@
 #include <sys/types.h>
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
-#define CG_STATE_VERSION 3u
+#define CG_STATE_VERSION 4u
 #define CG_STATE_POOLS 64   /* pools per file */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
@@ -64,7 +66,14 @@ struct cg_state_pool {
   uint64_t waited;           /* calls that had to wait */
   uint64_t rejected;         /* calls failed fast (wait past their deadline) */
   uint64_t seen_429;         /* 429 answers seen */
-  uint64_t reserved[6];
+  /* The learned request rate (limiter.h "learning"), version 4, in the space that was
+   * reserved: same size. */
+  double learn_rate;         /* requests/s the pool may send at; 0 = not started */
+  double learn_wmax;         /* CUBIC's W_max: the rate at the last cut; 0 = never cut */
+  int64_t learn_last;        /* when the last cut happened (ns); 0 = never */
+  uint64_t learn_clock;      /* measurement: half-second epoch << 32 | answers in it */
+  double learn_measured;     /* answers/s, smoothed (0.8 new, 0.2 old) */
+  int64_t learn_tat;         /* GCRA time of the next request at the learned rate (ns) */
 };
 
 /* One in-flight call: who holds it, so a dead holder's slot can be taken back. */
@@ -110,7 +119,8 @@ struct cg_state_budget {
   double ratio, min_per_s;   /* last configured (for stat) */
   int64_t window_ns;         /* last configured (for stat) */
   uint64_t refused;          /* retries refused (window or concurrency) */
-  uint64_t reserved[3];
+  uint64_t rescued;          /* retries given back to the window: they succeeded (v4) */
+  uint64_t reserved[2];
 };
 
 #define CG_STATE_POOLS_OFF 256

@@ -91,6 +91,26 @@ void cg_window_add(uint64_t *buckets, int64_t now_ns, int64_t width_ns, uint32_t
   cg_window_add_if(buckets, now_ns, width_ns, da, db, NULL, NULL);
 }
 
+int cg_window_take_b(uint64_t *buckets, int64_t at_ns, int64_t now_ns, int64_t width_ns,
+                     uint32_t db) {
+  uint32_t at = cg__now_epoch(at_ns, width_ns), cur = cg__now_epoch(now_ns, width_ns);
+  uint64_t *slot = &buckets[at % CG_STATE_BUCKETS];
+  int tries;
+
+  if (!cg__live(at, cur))
+    return 0;
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    uint64_t w = cg__load(slot);
+    uint32_t b;
+    if (!w || cg__epoch(w) != at)
+      return 0; /* rotated out meanwhile: nothing of ours left in it */
+    b = cg__b(w);
+    if (cg__cas(slot, &w, cg__pack(at, cg__a(w), b > db ? b - db : 0)))
+      return 1;
+  }
+  return 0;
+}
+
 void cg_window_clear(uint64_t *buckets) {
   int i;
   for (i = 0; i < CG_STATE_BUCKETS; i++)

@@ -35,6 +35,13 @@ void cg_window_sum(const uint64_t *buckets, int64_t now_ns, int64_t width_ns, ui
 int cg_window_add_if(uint64_t *buckets, int64_t now_ns, int64_t width_ns, uint32_t da,
                      uint32_t db, int (*allow)(uint32_t a, uint32_t b, void *arg), void *arg);
 
+/* Take `db` back from the b count of the bucket of `at_ns` (saturating at 0), if that
+ * bucket is still inside the window ending at `now_ns` and has not been reused since:
+ * an addition that turned out not to count (budget.h: a retry that succeeded).
+ * Returns 1 when taken. */
+int cg_window_take_b(uint64_t *buckets, int64_t at_ns, int64_t now_ns, int64_t width_ns,
+                     uint32_t db);
+
 /* Empty every bucket. */
 void cg_window_clear(uint64_t *buckets);
 

@@ -504,3 +504,9 @@ class GuardTestCase(unittest.TestCase):
         """Every SPEC section 5 key is present (null allowed)."""
         missing = [k for k in REQUIRED_RECORD_KEYS if k not in record]
         self.assertFalse(missing, f"usage record lacks {missing}: {record}")
+
+
+def mock_pool(port=None):
+    """The pool name of calls to the shared mock (or to 127.0.0.1:`port`): a host no
+    configured glob matches is a pool per host and port (README "Pools")."""
+    return f"127.0.0.1:{port if port is not None else provider().port}"

@@ -22,9 +22,8 @@ try:
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
 
-HOST_POOL = "127.0.0.1"
-OPEN_RE = re.compile(r"curlguard: circuit open for 127\.0\.0\.1, next probe in (\d+) s")
-PROBING = b"curlguard: circuit open for 127.0.0.1, probe in flight"
+OPEN_RE = re.compile(r"curlguard: circuit open for 127\.0\.0\.1(?::\d+)?, next probe in (\d+) s")
+PROBING = rb"curlguard: circuit open for 127\.0\.0\.1(?::\d+)?, probe in flight"
 
 
 class BreakerTestCase(harness.GuardTestCase):
@@ -56,8 +55,8 @@ class BreakerTestCase(harness.GuardTestCase):
                         harness.plain_env(CURLGUARD_STATE=str(self.state)), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
-        self.assertIn(HOST_POOL, pools, pools)
-        return pools[HOST_POOL]["breaker"]
+        self.assertIn(harness.mock_pool(), pools, pools)
+        return pools[harness.mock_pool()]["breaker"]
 
     def open_breaker(self, env):
         """Four failing requests (503) open it; returns the time the last one ended."""
@@ -121,7 +120,7 @@ class OpenTest(BreakerTestCase):
         # `stat` in words.
         t = harness.run([harness.CLI, "stat"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
         self.assertEqual(t.returncode, 0, t.stderr)
-        self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 +4 ")
+        self.assertRegex(t.stdout.decode(), "\n" + re.escape(harness.mock_pool()) + r" +open +100 +4 ")
 
     def test_client_errors_and_successes_do_not_open(self):
         env = self.benv()
@@ -179,7 +178,7 @@ class OpenTest(BreakerTestCase):
             self.assertEqual(self.curl(url, env).stdout, b"503")
         p = self.curl(url, env)
         self.assertEqual(p.returncode, 56, p.stderr)
-        self.assertIn(b"curlguard: circuit open for 127.0.0.1, next probe in", p.stderr)
+        self.assertIn(b"curlguard: circuit open for mockpool, next probe in", p.stderr)
         self.exact_entries(url, 3)
         st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
                                     harness.plain_env(CURLGUARD_STATE=str(self.state))).stdout)
@@ -218,7 +217,7 @@ class OpenTest(BreakerTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
         self.assertEqual(self.stat_breaker()["state"], "open")
         t = harness.run([harness.CLI, "stat"], harness.plain_env(CURLGUARD_STATE=str(self.state)))
-        self.assertRegex(t.stdout.decode(), r"\n127\.0\.0\.1 +open +100 ")
+        self.assertRegex(t.stdout.decode(), "\n" + re.escape(harness.mock_pool()) + r" +open +100 ")
         self.assertEqual(self.curl(url, env).returncode, 7)   # still open for the others
 
     def test_429_with_a_hint_is_left_to_the_limiter(self):
@@ -359,7 +358,7 @@ class HalfOpenTest(BreakerTestCase):
         for r, took in results:
             if r.returncode == 7:
                 # While the probe is out nobody is told a time: it may close any moment.
-                self.assertIn(PROBING, r.stderr)
+                self.assertRegex(r.stderr, PROBING)
                 self.assertNotRegex(r.stderr.decode(), OPEN_RE)
                 # The probe takes 3 s; 16 processes starting at once on a small machine
                 # need a moment each, so the bound is looser than the sequential 1 s.
@@ -432,7 +431,7 @@ class HalfOpenTest(BreakerTestCase):
             p = self.curl(other, env)
             self.assertLess(time.monotonic() - t0, 1.0)
             self.assertEqual(p.returncode, 7, p.stderr)
-            self.assertIn(PROBING, p.stderr)
+            self.assertRegex(p.stderr, PROBING)
         finally:
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait(10)
@@ -508,7 +507,7 @@ class FallbackTest(BreakerTestCase):
                          [p.stderr for p in got])
         for p in got[7:]:
             self.assertEqual(p.returncode, 7)
-            self.assertIn(b"curlguard: circuit open for fallback.test, next probe in", p.stderr)
+            self.assertIn(b"curlguard: circuit open for backup, next probe in", p.stderr)
 
         seen = self.exact_entries(url, 7)
         self.assertEqual([e["path"] for e in seen],
@@ -546,9 +545,9 @@ class SharedWindowTest(BreakerTestCase):
         self.exact_entries(url, 4)
         second = got[1].stderr.decode().splitlines()
         self.assertEqual(second, [
-            "curlguard: pool 127.0.0.1: the state file's breaker window is 60 s (another "
+            f"curlguard: pool {harness.mock_pool()}: the state file's breaker window is 60 s (another "
             "process set it first), not 5 s; using 60 s (curlguard reset clears it)",
-            "curlguard: pool 127.0.0.1: the state file's retry budget window is 10 s (another "
+            f"curlguard: pool {harness.mock_pool()}: the state file's retry budget window is 10 s (another "
             "process set it first), not 3 s; using 10 s (curlguard reset clears it)"])
         self.assertEqual(got[0].stderr, b"")
         self.assertEqual(self.stat_breaker()["window_s"], 60)

@@ -21,9 +21,6 @@ try:
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
 
-HOST_POOL = "127.0.0.1"
-
-
 class HoldTestCase(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
@@ -62,7 +59,7 @@ class HoldTestCase(harness.GuardTestCase):
                         harness.plain_env(CURLGUARD_STATE=str(self.state)), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
-        return pools[HOST_POOL]["breaker"]
+        return pools[harness.mock_pool()]["breaker"]
 
     def open_it(self, env):
         """Five calls in a row end failed (one attempt each): the breaker opens, whatever
@@ -124,7 +121,8 @@ class HoldTest(HoldTestCase):
         p = self.curl(self.url, env, extra=("--max-time", "2"))
         took = time.monotonic() - t0
         self.assertEqual(p.returncode, 7, p.stderr)
-        self.assertIn(b"curlguard: circuit open for 127.0.0.1, next probe in", p.stderr)
+        self.assertIn(f"curlguard: circuit open for {harness.mock_pool()}, next probe in".encode(),
+                      p.stderr)
         self.assertLess(took, 1.0, "the next probe is 10 s away: no point waiting")
 
     def test_a_held_call_never_outlives_its_max_time(self):

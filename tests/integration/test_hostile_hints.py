@@ -91,8 +91,8 @@ class HostileHintTest(harness.GuardTestCase):
                         harness.plain_env(CURLGUARD_STATE=str(state)), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         pools = {q["name"]: q for q in json.loads(p.stdout)["pools"]}
-        self.assertIn("127.0.0.1", pools, pools)
-        return pools["127.0.0.1"]
+        self.assertIn(harness.mock_pool(), pools, pools)
+        return pools[harness.mock_pool()]
 
     def one_case(self, i, name):
         """-> list of failure strings (empty: the case passed) and a line for the log."""

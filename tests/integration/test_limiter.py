@@ -22,7 +22,6 @@ except ImportError:          # discovered with tests/integration as the top-leve
 
 CHAT = "/v1/chat/completions"
 SLACK = 0.3                  # seconds of scheduling slack allowed on lower bounds of spreads
-HOST_POOL = "127.0.0.1"      # a host that matches no configured pool: a pool named after it
 
 
 class LimiterTestCase(harness.GuardTestCase):
@@ -103,7 +102,7 @@ class SharedPacingTest(LimiterTestCase):
         self.assertEqual(len(recs), n, recs)
         for r in recs:
             self.assertRecordKeys(r)
-            self.assertEqual(r["pool"], HOST_POOL)
+            self.assertEqual(r["pool"], harness.mock_pool())
             self.assertEqual(r["outcome"], "ok")
         q = sorted(r["queue_ms"] for r in recs)
         # Each caller learns its own place: the k-th shortest wait is about (k - 1) * 500 ms
@@ -113,7 +112,7 @@ class SharedPacingTest(LimiterTestCase):
         self.assertGreaterEqual(q[-1], (n - burst) / rate * 1000 - 400, f"queue_ms {q}")
         self.assertLess(q[0], 200, f"the first request should not wait: {q}")
 
-        pool, st = self.stat_pool(HOST_POOL)
+        pool, st = self.stat_pool(harness.mock_pool())
         self.assertTrue(st["exists"])
         self.assertEqual(len(st["pools"]), 1, st)
         self.assertEqual(pool["admitted"], n, pool)
@@ -160,7 +159,7 @@ class InflightTest(LimiterTestCase):
         self.assertLess(elapsed, (n / limit) * delay + 5)
         waited = sorted(r["queue_ms"] for r in self.records())
         self.assertGreaterEqual(waited[-1], 2 * delay * 1000 - 300, waited)
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["max_inflight"], limit)
         self.assertEqual(pool["inflight"], 0, pool)
         self.assertEqual(pool["waiters"], 0, pool)
@@ -176,7 +175,7 @@ class InflightTest(LimiterTestCase):
             self.assertOk(p)
         waited = sorted(r["queue_ms"] for r in self.records())
         self.assertGreaterEqual(waited[-1], 400, f"the second call did not wait: {waited}")
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["admitted"], 2, pool)
         self.assertEqual(pool["waited"], 1,
                          f"stat counts {pool['waited']} calls that waited; the records say 1 "
@@ -187,7 +186,7 @@ class InflightTest(LimiterTestCase):
         slow = self.mock.url("/v1/killed", plan="200:delay=5000")
         holder = self.start_slow_curl(slow, env)
         try:
-            pool, _ = self.stat_pool(HOST_POOL)
+            pool, _ = self.stat_pool(harness.mock_pool())
             self.assertEqual(pool["inflight"], 1, f"the slow call holds no slot: {pool}")
         finally:
             os.kill(holder.pid, signal.SIGKILL)
@@ -201,7 +200,7 @@ class InflightTest(LimiterTestCase):
         self.assertOk(p)
         self.assertLess(took, 1.5, f"the dead process's slot was taken back only after {took:.2f} s")
         self.assertEqual(len(self.mock.wait_entries(url=fast)), 1)
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["inflight"], 0, pool)
 
 
@@ -229,8 +228,8 @@ class FailFastTest(LimiterTestCase):
         self.assertIsNone(r["status"])
         self.assertTrue(r["final"])
         self.assertEqual(r["decision"], "give_up")
-        self.assertEqual(r["pool"], HOST_POOL)
-        pool, _ = self.stat_pool(HOST_POOL)
+        self.assertEqual(r["pool"], harness.mock_pool())
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["admitted"], 1, pool)
         self.assertEqual(pool["rejected"], 1, pool)
 
@@ -321,7 +320,7 @@ class ProviderSignalsTest(LimiterTestCase):
                 self.assertLess(gap, 4.0)
                 recs = {r["path"]: r for r in self.records(log)}
                 self.assertGreaterEqual(recs["/v1/hold-b"]["queue_ms"], 1000, recs["/v1/hold-b"])
-                pool, _ = self.stat_pool(HOST_POOL, state)
+                pool, _ = self.stat_pool(harness.mock_pool(), state)
                 self.assertEqual(pool["seen_429"], 1, pool)
 
     def test_rate_limit_headers_pace_other_processes(self):
@@ -330,7 +329,7 @@ class ProviderSignalsTest(LimiterTestCase):
         a_url = self.mock.url("/v1/pace-a", plan=plan)
         env = self.guard_env()
         self.assertOk(self.curl(a_url, env))
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         # 2 remaining over 3 s: one request every 3 / (2 + 1) = 1 s.
         self.assertAlmostEqual(pool["pace_ms"], 1000, delta=1, msg=pool)
         key = harness.unique_key("paced")
@@ -359,7 +358,7 @@ class ProviderSignalsTest(LimiterTestCase):
                 state = self.tmp / f"state-{name}"
                 url = self.mock.url(f"/v1/headers/{name}", plan=[{"action": 200, "headers": headers}])
                 self.assertOk(self.curl(url, self.guard_env(CURLGUARD_STATE=str(state))))
-                pool, _ = self.stat_pool(HOST_POOL, state)
+                pool, _ = self.stat_pool(harness.mock_pool(), state)
                 # Anthropic's reset is a wall-clock time: up to a few hundred ms already gone.
                 self.assertGreaterEqual(pool["pace_ms"], 800 if name == "anthropic" else 999, pool)
                 self.assertLessEqual(pool["pace_ms"], 1001, pool)
@@ -378,7 +377,7 @@ class ProviderSignalsTest(LimiterTestCase):
         self.assertOk(b)
         self.assertLess(took, 2.0, f"held {took:.1f} s by a 6m0s reset")
         self.assertLess(self.records()[-1]["queue_ms"], 500)
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["hold_ms"], 0, pool)
 
     def test_nothing_remaining_with_known_limit_waits_one_refill(self):
@@ -437,13 +436,13 @@ class PoolsTest(LimiterTestCase):
         urls = [self.mock.url("/v1/own-pool", plan="200") for _ in range(2)]
         self.assertOk(self.curl(urls, env, timeout=20))
         recs = self.records()
-        self.assertEqual([r["pool"] for r in recs], [HOST_POOL, HOST_POOL])
+        self.assertEqual([r["pool"] for r in recs], [harness.mock_pool(), harness.mock_pool()])
         # The default limits (CURLGUARD_RPM=60, burst 1), not the other pool's rpm 1.
         self.assertGreaterEqual(recs[1]["queue_ms"], 900)
         self.assertLess(recs[1]["queue_ms"], 5000)
-        pool, st = self.stat_pool(HOST_POOL)
+        pool, st = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["rpm"], 60)
-        self.assertEqual([q["name"] for q in st["pools"]], [HOST_POOL], st)
+        self.assertEqual([q["name"] for q in st["pools"]], [harness.mock_pool()], st)
 
 
 class TokensTest(LimiterTestCase):
@@ -471,7 +470,7 @@ class TokensTest(LimiterTestCase):
         self.assertLess(recs[1]["queue_ms"], 6000, recs[1])
         gap = self.mock.wait_entries(url=urls[1])[0]["t"] - self.mock.wait_entries(url=urls[0])[0]["t"]
         self.assertGreaterEqual(gap, 1.5)
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["tpm"], 6000)
         self.assertLess(pool["tokens_available"], 100, pool)   # the estimate is gone
         self.assertIsNone(pool["requests_available"], "no request limit: unlimited")
@@ -494,7 +493,7 @@ class TokensTest(LimiterTestCase):
                 url = self.mock.url(f"/v1/tokens/{name}", plan="200")
                 self.assertOk(self.curl(url, env, ["-H", "Content-Type: application/json",
                                                    "-d", json.dumps(body)]))
-                pool, _ = self.stat_pool(HOST_POOL, state)
+                pool, _ = self.stat_pool(harness.mock_pool(), state)
                 self.assertEqual(pool["tokens_available"], 0, pool)
 
     def test_no_output_limit_is_cheap(self):
@@ -510,7 +509,7 @@ class TokensTest(LimiterTestCase):
         self.assertEqual([r["queue_ms"] for r in recs], [0, 0, 0])
         # Each call was charged its real usage, larger than the estimate: that much is gone.
         used = sum(r["total_tokens"] for r in recs)
-        pool, _ = self.stat_pool(HOST_POOL)
+        pool, _ = self.stat_pool(harness.mock_pool())
         self.assertGreaterEqual(pool["tokens_available"], 100 - used - 2, (pool, used))
         self.assertLessEqual(pool["tokens_available"], 100, pool)
 

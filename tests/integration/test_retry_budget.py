@@ -16,7 +16,6 @@ try:
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
 
-HOST_POOL = "127.0.0.1"
 FAST = {"CURLGUARD_BREAKER": "off", "CURLGUARD_BACKOFF_BASE_MS": "10",
         "CURLGUARD_BACKOFF_CAP_MS": "20", "CURLGUARD_MAX_ATTEMPTS": "3"}
 
@@ -53,7 +52,7 @@ class BudgetTestCase(harness.GuardTestCase):
                         harness.plain_env(CURLGUARD_STATE=str(state or self.state)), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         pools = {x["name"]: x for x in json.loads(p.stdout)["pools"]}
-        return pools[HOST_POOL]["retry_budget"]
+        return pools[harness.mock_pool()]["retry_budget"]
 
 
 class StormTest(BudgetTestCase):
@@ -75,7 +74,10 @@ class StormTest(BudgetTestCase):
     def test_budget_caps_upstream_requests_under_host_retries(self):
         budget = {"CURLGUARD_RETRY_BUDGET_RATIO": str(self.RATIO),
                   "CURLGUARD_RETRY_BUDGET_MIN_PER_S": str(self.MIN_PER_S),
-                  "CURLGUARD_RETRY_BUDGET_WINDOW_S": str(self.WINDOW)}
+                  "CURLGUARD_RETRY_BUDGET_WINDOW_S": str(self.WINDOW),
+                  # Refused retries wait for the 30 s window while the deadline allows:
+                  # a short one makes them end instead (what this test counts).
+                  "CURLGUARD_DEADLINE_MS": "4000"}
         upstream, results, took = self.storm(self.benv(**budget))
         allowed = math.floor(self.RATIO * self.N + self.MIN_PER_S * self.WINDOW)   # 6
         bound = self.N + allowed
@@ -126,7 +128,10 @@ class StormTest(BudgetTestCase):
 
 class GuardRetryTest(BudgetTestCase):
     def test_refused_retry_keeps_the_answer(self):
-        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0")
+        # The budget waits for room while the deadline allows (issue 12): with no floor and
+        # no other calls there is none, so the call ends at its deadline with the answer.
+        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0",
+                        CURLGUARD_DEADLINE_MS="2500")
         url = self.mock.url("/v1/chat/completions", plan="503,200")
         p = self.curl(url, env)
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"503", b""))
@@ -136,23 +141,53 @@ class GuardRetryTest(BudgetTestCase):
                          ("http_503", "give_up", "retry_budget_exhausted", True))
 
     def test_retries_within_the_floor_go(self):
+        # Retries that fail stay counted (a retry that succeeds is given back: below).
         env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.2",
-                        CURLGUARD_RETRY_BUDGET_WINDOW_S="10")      # 2 retries per 10 s
-        urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(3)]
+                        CURLGUARD_RETRY_BUDGET_WINDOW_S="10",      # 2 retries per 10 s
+                        CURLGUARD_MAX_ATTEMPTS="2",
+                        CURLGUARD_DEADLINE_MS="3000")   # the third cannot wait ~10 s for room
+        urls = [self.mock.url("/v1/chat/completions", plan="503") for _ in range(3)]
         got = [self.curl(u, env).stdout for u in urls]
-        self.assertEqual(got, [b"200", b"200", b"503"])
+        self.assertEqual(got, [b"503", b"503", b"503"])
         self.exact_entries(urls[0], 2)
+        self.exact_entries(urls[1], 2)
         self.exact_entries(urls[2], 1)
         b = self.stat_budget()
-        self.assertEqual((b["retries"], b["first_attempts"], b["allowed"], b["retries_left"]),
-                         (2, 3, 2, 0), b)
+        self.assertEqual((b["retries"], b["first_attempts"], b["allowed"], b["retries_left"],
+                          b["rescued"]), (2, 3, 2, 0, 0), b)
+        finals = [r for r in self.records() if r["final"]]
+        self.assertEqual([r["reason"] for r in finals][-1], "retry_budget_exhausted")
+
+    def test_retries_that_succeed_are_given_back(self):
+        # The same budget, 2 retries per 10 s: retries that fix their call do not use it
+        # up (issue 12: a flaky provider whose retries all succeed keeps every call).
+        env = self.benv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.2",
+                        CURLGUARD_RETRY_BUDGET_WINDOW_S="10", CURLGUARD_DEADLINE_MS="3000")
+        urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(5)]
+        got = [self.curl(u, env).stdout for u in urls]
+        self.assertEqual(got, [b"200"] * 5)
+        for u in urls:
+            self.exact_entries(u, 2)
+        b = self.stat_budget()
+        self.assertEqual((b["retries"], b["first_attempts"], b["rescued"], b["refused"]),
+                         (0, 5, 5, 0), b)
+        # A failing retry after them still finds the floor whole: counted, not refused.
+        url = self.mock.url("/v1/chat/completions", plan="503")
+        self.assertEqual(self.curl(url, self.benv(
+            CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.2",
+            CURLGUARD_RETRY_BUDGET_WINDOW_S="10", CURLGUARD_DEADLINE_MS="3000",
+            CURLGUARD_MAX_ATTEMPTS="3")).stdout, b"503")
+        self.exact_entries(url, 3)
+        b = self.stat_budget()
+        self.assertEqual((b["retries"], b["rescued"], b["refused"]), (2, 5, 0), b)
 
     def test_concurrent_retries_are_capped(self):
         # Each retry holds its slot through a 1.5 s backoff: of 4 processes retrying at
         # once, one may.
         env = self.benv(CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT="1",
                         CURLGUARD_RETRY_BUDGET_MIN_PER_S="100", CURLGUARD_JITTER="none",
-                        CURLGUARD_BACKOFF_BASE_MS="1500", CURLGUARD_BACKOFF_CAP_MS="1500")
+                        CURLGUARD_BACKOFF_BASE_MS="1500", CURLGUARD_BACKOFF_CAP_MS="1500",
+                        CURLGUARD_DEADLINE_MS="1700")   # no time to wait for the slot
         urls = [self.mock.url("/v1/chat/completions", plan="503,200") for _ in range(4)]
         results = self.parallel(4, lambda i: urls[i], env)
         self.assertEqual(sorted(r.stdout for r in results), [b"200", b"503", b"503", b"503"],
@@ -175,9 +210,12 @@ class GuardRetryTest(BudgetTestCase):
             "name": "mockpool", "hosts": ["127.0.0.1"],
             "retry_budget": {"ratio": 0, "min_per_s": 0.1, "window_s": 10,
                              "max_concurrent_retries": 4}}]}))
-        env = self.benv(CURLGUARD_CONFIG=str(cfg))
-        urls = [self.mock.url("/v1/x", plan="503,200") for _ in range(2)]
-        self.assertEqual([self.curl(u, env).stdout for u in urls], [b"200", b"503"])
+        env = self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_DEADLINE_MS="2500",
+                        CURLGUARD_MAX_ATTEMPTS="2")
+        urls = [self.mock.url("/v1/x", plan="503") for _ in range(2)]
+        self.assertEqual([self.curl(u, env).stdout for u in urls], [b"503", b"503"])
+        self.exact_entries(urls[0], 2)
+        self.exact_entries(urls[1], 1)
         st = json.loads(harness.run([harness.CLI, "stat", "--json", "--config", str(cfg)],
                                     harness.plain_env(CURLGUARD_STATE=str(self.state))).stdout)
         b = {x["name"]: x for x in st["pools"]}["mockpool"]["retry_budget"]
@@ -247,9 +285,9 @@ class EnvironmentWinsTest(BudgetTestCase):
             "name": "mockpool", "hosts": ["127.0.0.1"],
             "retry_budget": {"enabled": True, "ratio": 0, "min_per_s": 0}}]}))
         url = self.mock.url("/v1/x", plan="503")
-        p = self.curl(url, self.benv(CURLGUARD_CONFIG=str(cfg)))
+        p = self.curl(url, self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_DEADLINE_MS="2500"))
         self.assertEqual(p.stdout, b"503", p.stderr)
-        self.exact_entries(url, 1)           # the file's budget allows no retry
+        self.exact_entries(url, 1)           # the file's budget allows no retry in time
         url2 = self.mock.url("/v1/y", plan="503")
         p = self.curl(url2, self.benv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_RETRY_BUDGET="off"))
         self.assertEqual(p.stdout, b"503", p.stderr)

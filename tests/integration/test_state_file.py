@@ -16,7 +16,6 @@ except ImportError:          # discovered with tests/integration as the top-leve
 
 FIXED = '{"id": "fixed-state", "choices": [{"text": "state file"}]}\n'
 OK = {"action": 200, "body": FIXED}
-HOST_POOL = "127.0.0.1"
 
 
 class StateFileTestCase(harness.GuardTestCase):
@@ -69,15 +68,15 @@ class StateFileTestCase(harness.GuardTestCase):
         self.assertEqual(lines, [], "a re-initialised file needs no message")
         st = self.stat(state)
         self.assertTrue(st["exists"])
-        self.assertEqual(st["layout_version"], 3)   # 2: breaker and budget; 3: issue 12
+        self.assertEqual(st["layout_version"], 4)   # 2: breaker and budget; 3: issue 12; 4: learned rate
         self.assertGreaterEqual(os.path.getsize(state), st["size"],
                                 "the file was not grown to its layout")
         pools = {p["name"]: p for p in st["pools"]}
-        self.assertEqual(list(pools), [HOST_POOL], st)
-        self.assertEqual(pools[HOST_POOL]["admitted"], 2)
+        self.assertEqual(list(pools), [harness.mock_pool()], st)
+        self.assertEqual(pools[harness.mock_pool()]["admitted"], 2)
         p = self.cli("stat", state=state)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn(HOST_POOL.encode(), p.stdout)
+        self.assertIn(harness.mock_pool().encode(), p.stdout)
 
 
 class UnusableStateFileTest(StateFileTestCase):
@@ -190,7 +189,7 @@ print(out)
         self.assertRegex(lines[0], r"^curlguard: state file .* was cut short under this "
                                    r"process \(truncated\?\); re-initialised it \(its pools, "
                                    r"breakers and budgets start over\)$")
-        admitted = {x["name"]: x for x in self.stat()["pools"]}["127.0.0.1"]["admitted"]
+        admitted = {x["name"]: x for x in self.stat()["pools"]}[harness.mock_pool()]["admitted"]
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 
 
@@ -229,7 +228,7 @@ class ManyProcessesTest(StateFileTestCase):
         self.assertEqual(len(self.mock.wait_entries(key=key, count=n)), n)
         self.assertEqual(len(self.records()), n)
         st = self.stat()
-        self.assertEqual([p["name"] for p in st["pools"]], [HOST_POOL], st)
+        self.assertEqual([p["name"] for p in st["pools"]], [harness.mock_pool()], st)
         self.assertEqual(st["pools"][0]["admitted"], n,
                          "processes did not agree on one file (a late initialisation wiped counts)")
         self.assertEqual(st["pools"][0]["inflight"], 0)
@@ -266,8 +265,8 @@ class CliTest(StateFileTestCase):
         good = self.state.read_bytes()
         old = bytearray(good)
         old[8] = 1                              # layout 1 in the header
-        for content, why in ((bytes(old), rb"not a ready layout-3 file of this boot \(layout 1"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 3")):
+        for content, why in ((bytes(old), rb"not a ready layout-4 file of this boot \(layout 1"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 4")):
             self.state.write_bytes(content)
             for args in (("stat",), ("stat", "--json")):
                 r = self.cli(*args)

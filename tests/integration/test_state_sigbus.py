@@ -92,8 +92,8 @@ class TruncationDuringLimiterWaitTest(harness.GuardTestCase):
                          harness.plain_env(CURLGUARD_STATE=str(self.state)), timeout=30)
         self.assertEqual(st.returncode, 0, st.stderr)
         pools = {x["name"]: x for x in json.loads(st.stdout)["pools"]}
-        self.assertGreaterEqual(pools["127.0.0.1"]["admitted"], 2)
-        self.assertEqual(pools["127.0.0.1"]["inflight"], 0)
+        self.assertGreaterEqual(pools[harness.mock_pool()]["admitted"], 2)
+        self.assertEqual(pools[harness.mock_pool()]["inflight"], 0)
         self.assertEqual(len(self.records()), 2)
 
 

@@ -238,3 +238,50 @@ Test(budget, racing_threads_never_overdraw) {
   pthread_barrier_destroy(&race_barrier);
   cr_assert_eq(race_granted, 100, "20 %% of 500 first attempts, got %d", race_granted);
 }
+
+/* ---- waiting for the budget (issue 12 item 4) ---- */
+
+Test(budget, grant_in_is_zero_when_a_retry_fits) {
+  struct cg_budget_cfg c = cfg(0.2, 1, 10, 0);
+  cr_assert_eq(cg_budget_grant_in(st.budgets[0].buckets, NOW0, SEC / 2, &c), 0);
+}
+
+Test(budget, grant_in_is_when_the_oldest_retries_leave_the_window) {
+  /* 10 s window of 20 buckets of 0.5 s; floor 1/s: 10 retries.  All 10 taken in the
+   * bucket of NOW0: the next fits when that bucket leaves, 10 s later (to the bucket's
+   * boundary). */
+  struct cg_budget_cfg c = cfg(0, 1, 10, 0);
+  int64_t width = 10 * SEC / CG_STATE_BUCKETS, got, bucket_start = NOW0 / width * width;
+  cg_budget_configure(&st, 0, &c);
+  cr_assert_eq(drain(&c, NOW0), 10);
+  got = cg_budget_wait_ns(&st, 0, &c, CG_BUDGET_WINDOW, NOW0);
+  cr_assert_eq(got, bucket_start + 20 * width - NOW0, "got %lld", (long long) got);
+  /* Asked again at that instant, the retry is granted. */
+  cr_assert_eq(drain(&c, NOW0 + got), 10);
+}
+
+Test(budget, grant_in_counts_first_attempts_that_stay) {
+  /* ratio 0.5, floor 0.1/s (1 per window): 4 first attempts now allow 3 retries; 2
+   * more first attempts 5 s later allow 4.  When NOW0's bucket leaves (4 first, 3
+   * retries), 2 first attempts and 1 retry stay: 1 + 1 <= 0.5 * 2 + 1, a retry fits. */
+  struct cg_budget_cfg c = cfg(0.5, 0.1, 10, 0);
+  int64_t width = 10 * SEC / CG_STATE_BUCKETS, got, t1 = NOW0 + 5 * SEC;
+  int64_t leaves = NOW0 / width * width + 20 * width;
+  cg_budget_configure(&st, 0, &c);
+  firsts(&c, 4, NOW0);
+  cr_assert_eq(drain(&c, NOW0), 3);
+  firsts(&c, 2, t1);
+  cr_assert_eq(cg_budget_grant_in(st.budgets[0].buckets, t1, width, &c), 0);
+  cr_assert_eq(drain(&c, t1), 1);
+  got = cg_budget_grant_in(st.budgets[0].buckets, t1, width, &c);
+  cr_assert_eq(got, leaves - t1, "got %lld", (long long) got);
+}
+
+Test(budget, grant_in_never_without_floor_or_first_attempts) {
+  struct cg_budget_cfg c = cfg(0.5, 0, 10, 0);
+  int64_t width = 10 * SEC / CG_STATE_BUCKETS;
+  cr_assert_eq(cg_budget_grant_in(st.budgets[0].buckets, NOW0, width, &c), -1);
+  /* The caller then polls every bucket. */
+  cr_assert_eq(cg_budget_wait_ns(&st, 0, &c, CG_BUDGET_WINDOW, NOW0), width);
+  cr_assert_eq(cg_budget_wait_ns(&st, 0, &c, CG_BUDGET_CONCURRENCY, NOW0), CG_BUDGET_POLL_NS);
+}

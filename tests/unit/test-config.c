@@ -653,3 +653,59 @@ Test(config, ignored_pools_keep_the_last_hosts_and_free_the_rest) {
   cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "memory leaked (see the report above)");
 #endif
 }
+
+/* ---- pools per host and port, the learned rate's switch (issue 12 items 5, 7) ---- */
+
+Test(config, unmatched_pools_are_per_host_and_port) {
+  struct cg_config c;
+  struct cg_pool_cfg s1, s2;
+  base_env();
+  cg_config_load(&c, fake_getenv);
+  cr_assert_str_eq(cg_config_pool_at(&c, "api.openai.com", 443, "https", &s1)->name,
+                   "api.openai.com");
+  cr_assert_str_eq(cg_config_pool_at(&c, "example.com", 80, "http", &s1)->name, "example.com");
+  cr_assert_str_eq(cg_config_pool_at(&c, "example.com", 443, "http", &s1)->name,
+                   "example.com:443");
+  cr_assert_str_eq(cg_config_pool_at(&c, "127.0.0.1", 8080, "http", &s1)->name,
+                   "127.0.0.1:8080");
+  cr_assert_str_eq(cg_config_pool_at(&c, "127.0.0.1", 8081, "http", &s2)->name,
+                   "127.0.0.1:8081");
+  cr_assert_str_eq(cg_config_pool_at(&c, "::1", 8080, "http", &s1)->name, "[::1]:8080");
+  cr_assert_str_eq(cg_config_pool(&c, "127.0.0.1", &s1)->name, "127.0.0.1"); /* no port */
+  cr_assert_eq(cg_config_pool_at(&c, "x.example", 8080, "http", &s1)->lim.adaptive, 1);
+  cg_config_free(&c);
+}
+
+Test(config, globs_match_host_or_host_and_port) {
+  struct cg_config c;
+  struct cg_pool_cfg s;
+  char *path = write_file("{\"pools\": ["
+                          "{\"name\": \"one\", \"hosts\": [\"127.0.0.1:8080\"]},"
+                          "{\"name\": \"local\", \"hosts\": [\"localhost\"], \"adaptive\": false},"
+                          "{\"name\": \"bad\", \"hosts\": [\"bad.example\"], \"adaptive\": 3}]}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cg_config_load(&c, fake_getenv);
+  cr_assert_str_eq(cg_config_pool_at(&c, "127.0.0.1", 8080, "http", &s)->name, "one");
+  cr_assert_str_eq(cg_config_pool_at(&c, "127.0.0.1", 8081, "http", &s)->name,
+                   "127.0.0.1:8081");
+  cr_assert_str_eq(cg_config_pool_at(&c, "localhost", 9000, "http", &s)->name, "local");
+  cr_assert_eq(cg_config_pool_at(&c, "localhost", 9000, "http", &s)->lim.adaptive, 0);
+  /* A bad "adaptive" is reported and the top level's (on) is used. */
+  cr_assert_eq(cg_config_pool_at(&c, "bad.example", 443, "https", &s)->lim.adaptive, 1);
+  cg_config_free(&c);
+  unlink(path);
+}
+
+Test(config, adaptive_switch) {
+  struct cg_config c;
+  base_env();
+  env_set("CURLGUARD_ADAPTIVE", "off");
+  cg_config_load(&c, fake_getenv);
+  cr_assert_eq(c.adaptive, 0);
+  cg_config_free(&c);
+  env_set("CURLGUARD_ADAPTIVE", "maybe");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 1);
+  cr_assert_eq(c.adaptive, 1); /* the default, with one line */
+  cg_config_free(&c);
+}

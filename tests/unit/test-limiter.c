@@ -761,3 +761,104 @@ Test(limiter, tokens_correct_is_capped_at_max) {
   cr_assert_eq(st.pools[p].tat_tokens, tat + 2 * SEC);
   cr_assert_eq(reserve(p, &l, 1, NOW0 + 3 * SEC), 0, "the next call goes after the cap");
 }
+
+/* ---- the learned rate (issue 12 item 5) ---- */
+
+static struct cg_limits adaptive(double rpm) {
+  struct cg_limits l = limits(rpm, 0, 0, 0, 0);
+  l.adaptive = 1;
+  l.margin = CG_RATE_MARGIN;
+  return l;
+}
+
+Test(limiter, learn_math_cut_cubic_floor_cap) {
+  struct cg_limits none = adaptive(0), capped = adaptive(600);
+  double k = cbrt(10 * 0.3 / 0.4);
+  /* A cut: 0.7 of the rate, or of the measured goodput when lower. */
+  cr_assert_float_eq(cg_learn_cut(10, 0), 7, 1e-9);
+  cr_assert_float_eq(cg_learn_cut(10, 5), 3.5, 1e-9);
+  cr_assert_float_eq(cg_learn_cut(10, 20), 7, 1e-9);
+  /* CUBIC: 0.7 W_max right after the cut, W_max at K, above it later. */
+  cr_assert_float_eq(cg_learn_cubic(10, 0), 7, 1e-9);
+  cr_assert_float_eq(cg_learn_cubic(10, k), 10, 1e-9);
+  cr_assert_float_eq(cg_learn_cubic(10, k + 1), 10.4, 1e-9);
+  cr_assert(isfinite(cg_learn_cubic(10, 1e30)));
+  /* Bounds: the floor, the configured rpm (times the margin), garbage. */
+  cr_assert_float_eq(cg_learn_ceiling(&none), CG_LEARN_MAX_RPS, 1e-9);
+  cr_assert_float_eq(cg_learn_ceiling(&capped), 600 * 0.97 / 60, 1e-9);
+  cr_assert_float_eq(cg_learn_clamp(0, 100), CG_LEARN_FLOOR_RPS, 1e-12);
+  cr_assert_float_eq(cg_learn_clamp(NAN, 100), CG_LEARN_FLOOR_RPS, 1e-12);
+  cr_assert_float_eq(cg_learn_clamp(-5, 100), CG_LEARN_FLOOR_RPS, 1e-12);
+  cr_assert_float_eq(cg_learn_clamp(INFINITY, 100), 100, 1e-12);
+  cr_assert_float_eq(cg_learn_clamp(50, 9.7), 9.7, 1e-12);
+}
+
+Test(limiter, learn_one_cut_per_round_then_recovery) {
+  struct cg_limits l = adaptive(0);
+  int p = cg_limiter_pool(&st, "learn", &l), i;
+  int64_t now = 1000 * SEC;
+  double r0, r1;
+
+  /* No throttle yet: not learning, nothing paced, however many answers come. */
+  for (i = 0; i < 100; i++)
+    cg_limiter_learn_success(&st, p, &l, now - 2 * SEC + i * 10 * MS);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 0, 1e-12);
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
+  st.pools[p].learn_rate = 20;
+  /* 60 throttles of requests sent before the first cut's quiet period ends: one cut. */
+  for (i = 0; i < 60; i++)
+    cg_limiter_learn_throttle(&st, p, &l, now - SEC, now + i * MS);
+  r0 = cg_limiter_learned(&st, p, &l);
+  cr_assert_float_eq(r0, 14, 1e-9, "%g", r0);
+  cg_limiter_learn_throttle(&st, p, &l, now + 100 * MS, now + 200 * MS);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 14, 1e-9);
+  /* A request sent after the quiet period cuts again. */
+  cg_limiter_learn_throttle(&st, p, &l, now + CG_LEARN_QUIET_NS + MS, now + 2 * SEC);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 14 * 0.7, 1e-9);
+  /* Successes: CUBIC from W_max = 14, capped at twice the goodput (about 10/s here). */
+  now += 2 * SEC;
+  for (i = 0; i < 400; i++)
+    cg_limiter_learn_success(&st, p, &l, now + i * 25 * MS);
+  r1 = cg_limiter_learned(&st, p, &l);
+  cr_assert(r1 > 14 * 0.7 && r1 <= 2 * 40 + 1e-9, "%g", r1);
+}
+
+Test(limiter, learn_never_below_the_floor_nor_above_rpm) {
+  struct cg_limits l = adaptive(120);
+  int p = cg_limiter_pool(&st, "bounded", &l), i;
+  int64_t now = 1000 * SEC;
+  /* The first throttle starts it from the ceiling, the configured rpm (no goodput
+   * measured yet). */
+  cg_limiter_learn_throttle(&st, p, &l, now - SEC, now - SEC + 1);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 120 * 0.97 / 60 * 0.7, 1e-9);
+  for (i = 0; i < 200; i++)
+    cg_limiter_learn_throttle(&st, p, &l, now + i * SEC, now + i * SEC + 1);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), CG_LEARN_FLOOR_RPS, 1e-12);
+  for (i = 0; i < 20000; i++)
+    cg_limiter_learn_success(&st, p, &l, now + 300 * SEC + i * MS);
+  cr_assert(cg_limiter_learned(&st, p, &l) <= 120 * 0.97 / 60 + 1e-9);
+  /* Garbage in the file is clamped, never trusted. */
+  st.pools[p].learn_rate = NAN;
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), CG_LEARN_FLOOR_RPS, 1e-12);
+  st.pools[p].learn_rate = 1e300;
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 120 * 0.97 / 60, 1e-9);
+  /* Switched off: not applied. */
+  l.adaptive = 0;
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 0, 1e-12);
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
+}
+
+Test(limiter, learn_take_spaces_requests_without_reserving) {
+  struct cg_limits l = adaptive(0);
+  int p = cg_limiter_pool(&st, "take", &l);
+  int64_t now = 1000 * SEC;
+  st.pools[p].learn_wmax = 5; /* after a cut */
+  st.pools[p].learn_rate = 4; /* 250 ms apart */
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 250 * MS);
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now + 100 * MS), 150 * MS); /* nothing taken */
+  st.pools[p].learn_rate = 10; /* the rate rose: the next place is still 250 ms */
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now + 250 * MS), 0);
+  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now + 300 * MS), 50 * MS);
+}

@@ -74,7 +74,9 @@ Test(sigbus, truncated_during_the_limiter_wait_fails_open) {
   cg_admission_learn(&a, &(struct cg_hints){0}, 429, 1000, NULL);
   cr_assert_null(a.state);
   cg_admission_result(&a, CG_OUT_HTTP, 429, 0);
-  cr_assert_null(cg_admission_retry(&a));
+  cr_assert_null(cg_admission_retry(&a, 100, 0, NULL, NULL, &wait_ms));
+  cr_assert_eq(cg_admission_repeat_wait(&a, NULL, NULL, &wait_ms), 0);
+  cg_admission_adapt(&a, 1, 1);
   cg_admission_tokens_correct(&a, 10);
   cg_admission_leave(&a, s);
   cg_admission_finish(&a);
@@ -99,7 +101,9 @@ Test(sigbus, every_entry_point_on_a_cut_file) {
   a.state = &st;
   cg_admission_result(&a, CG_OUT_HTTP, 500, 0); /* breaker window, budget slot */
   a.state = &st;
-  cr_assert_null(cg_admission_retry(&a));
+  cr_assert_null(cg_admission_retry(&a, 100, 0, NULL, NULL, &wait_ms));
+  a.state = &st;
+  cg_admission_adapt(&a, 1, 0); /* the learned rate's words */
   a.state = &st;
   cg_admission_learn(&a, &(struct cg_hints){0}, 429, 1000, NULL);
   a.state = &st;

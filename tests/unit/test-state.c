@@ -75,7 +75,7 @@ static void assert_no_pools(const struct cg_state *st) {
 /* A file with one pool "p" (TAT 12345, admitted 7) and one slot taken. */
 static void make_used_file(void) {
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 1, 0};
+  struct cg_limits l = {60, 0, 0, 0, 1, 0, 0};
   int p, s;
   int64_t w;
   open_ok(&st);
@@ -144,7 +144,7 @@ Test(state, mode_0600_whatever_the_umask) {
 
 Test(state, reopen_keeps_pools) {
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
   int64_t created;
   int p;
 
@@ -166,7 +166,7 @@ Test(state, reopen_keeps_pools) {
 
 Test(state, two_mappings_share_words) {
   struct cg_state a, b;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
   int pa, pb;
   open_ok(&a);
   open_ok(&b);
@@ -270,7 +270,7 @@ Test(state, empty_file_grown) {
 Test(state, truncated_valid_file_grown_not_sigbus) {
   /* A good file cut short after its header: every word past the end would SIGBUS. */
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
   int p;
   make_used_file();
   cr_assert_eq(truncate(path, CG_STATE_POOLS_OFF + 8), 0);
@@ -367,7 +367,7 @@ Test(state, reset_clears_pools) {
 
 Test(state, reset_while_mapped_is_seen_by_the_mapping) {
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
   char why[512] = "";
   int p;
   open_ok(&st);
@@ -396,7 +396,7 @@ Test(state, many_processes_agree_on_one_new_file) {
   int go[2], status, i, ok = 0, p;
   pid_t pids[NPROC];
   struct cg_state st;
-  struct cg_limits l = {0, 0, 0, 0, 0, 0};
+  struct cg_limits l = {0, 0, 0, 0, 0, 0, 0};
   char c;
 
   cr_assert_eq(pipe(go), 0);
