@@ -84,6 +84,7 @@ static int cg__pool(struct cg_admission *ad) {
     }
     cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),
                 cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget));
+    cg_limiter_learn_start(ad->state, ad->pool_index, &ad->pool->lim);
   }
   return ad->pool_index;
 }
@@ -384,7 +385,11 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     }
   }
   /* The learned rate (limiter.h): a ceiling nobody reserves ahead of, so waiters follow
-   * it as it changes; asked again at least every CG_LEARN_POLL_MS. */
+   * it as it changes; asked again at least every CG_LEARN_POLL_MS.  It is the guard's
+   * guess, not the provider's word: it delays a call, never fails one.  A wait for it
+   * that would pass the deadline ends, and the call goes (the provider decides; a 429 is
+   * retried by the matrix).  A 429 hold is the provider's word: past the deadline it
+   * fails fast, as above. */
   {
     int rounds;
     for (rounds = 0; rounds < 100000; rounds++) {
@@ -400,6 +405,8 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       }
       ms = (w + 999999) / 1000000;
       if (ms > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
+        if (hold <= 0)
+          break; /* the learned rate's wait does not fit: go now */
         cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
         *wait_ms = ms;
         return -1;
@@ -444,7 +451,8 @@ static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
   if (throttle)
     cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);
   else if (answered)
-    cg_limiter_learn_success(ad->state, p, &ad->pool->lim, now);
+    cg_limiter_learn_success(ad->state, p, &ad->pool->lim,
+                             ad->sent_ns > 0 && now > ad->sent_ns ? now - ad->sent_ns : 0, now);
 }
 
 /* `ms` (a hint, >= 0) as ns, at most `max_ms`: what a hint may hold or pace a pool for. */

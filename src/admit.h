@@ -134,7 +134,7 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
                        void *wait_arg, int64_t *wait_ms);
 
 /* Teach the pool's learned rate (limiter.h) the attempt's answer: `throttle` (429, 529,
- * 503 with a hint, an overloaded_error event) lowers it once per round; another answer
+ * 503 with a Retry-After above 0, an overloaded_error event) lowers it once per round; another answer
  * that reached the provider (`answered`) raises it. */
 void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered);
 

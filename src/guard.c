@@ -826,12 +826,14 @@ static CURLcode cg__run(struct cg_call *call) {
       cg_usage_finish(a.usage, &call->usage);
     cg__judge(call, &a, rc, &info, &v, &out);
     cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
+    /* The learned rate: a throttle lowers it; any other answer, a 5xx too (the provider
+     * kept up with the rate; failures are the breaker's), raises it. */
     cg_admission_adapt(&call->admission,
                        (v.outcome == CG_OUT_HTTP &&
                         (v.status == 429 || v.status == 529 ||
                          (v.status == 503 && call->hint_ms > 0))) ||
                            v.outcome == CG_OUT_STREAM_ERROR,
-                       a.status > 0 && a.status < 500);
+                       a.status > 0);
     /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
      * to the breaker yet (a retry's failure, or a host's repeat's, is): it counts only if
      * the call ends with it. */

@@ -427,6 +427,14 @@ double cg_learn_cubic(double wmax, double t_s) {
   return CG_LEARN_C * d * d * d + wmax;
 }
 
+double cg_learn_slow_start(double rate, double latency_s) {
+  /* TCP's slow start: the window grows by one request per answer, so the rate (window /
+   * round trip) grows by 1 / latency per answer: doubling every round trip. */
+  if (!(latency_s > CG_LEARN_MIN_RTT_S))
+    latency_s = CG_LEARN_MIN_RTT_S;
+  return rate + 1.0 / latency_s;
+}
+
 /* Count one answer that was not a throttle in the pool's measurement (the provider's
  * goodput); returns the smoothed answers/s. */
 static double cg__measure(struct cg_state_pool *pool, int64_t now) {
@@ -491,7 +499,7 @@ void cg_limiter_learn_throttle(struct cg_state *st, int p, const struct cg_limit
 }
 
 void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits *lim,
-                              int64_t now) {
+                              int64_t latency_ns, int64_t now) {
   struct cg_state_pool *pool = &st->pools[p];
   double rate, wmax, measured, ceil = cg_learn_ceiling(lim), next;
   int64_t last;
@@ -503,11 +511,13 @@ void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits
   wmax = cg__loadd(&pool->learn_wmax);
   last = cg__load(&pool->learn_last);
   if (rate == 0)
-    return; /* not learning: no throttle seen yet (cg_limiter_learn_throttle starts it) */
+    return; /* not started (cg_limiter_learn_start) */
   rate = cg_learn_clamp(rate, ceil);
-  {
-    double t = now > last && last > 0 ? (double) (now - last) / 1e9 : 0;
-    next = cg_learn_cubic(cg_learn_clamp(wmax > 0 ? wmax : rate, CG_LEARN_MAX_RPS), t);
+  if (!(wmax > 0) || last <= 0) {
+    next = cg_learn_slow_start(rate, (double) latency_ns / 1e9);
+  } else {
+    double t = now > last ? (double) (now - last) / 1e9 : 0;
+    next = cg_learn_cubic(cg_learn_clamp(wmax, CG_LEARN_MAX_RPS), t);
     /* botocore's cap: no growth beyond twice what the pool is measured to send (a rate
      * nobody uses is not known to be safe).  It stops growth, never lowers the rate:
      * only throttles do. */
@@ -527,20 +537,31 @@ void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits
   }
 }
 
+void cg_limiter_learn_start(struct cg_state *st, int p, const struct cg_limits *lim) {
+  double zero = 0, start = lim->rpm > 0 ? cg_learn_ceiling(lim) : CG_LEARN_START_RPS;
+  if (!lim->adaptive)
+    return;
+  __atomic_compare_exchange(&st->pools[p].learn_rate, &zero, &start, 0, __ATOMIC_ACQ_REL,
+                            __ATOMIC_ACQUIRE);
+}
+
 int64_t cg_limiter_learn_take(struct cg_state *st, int p, const struct cg_limits *lim,
                               int64_t now) {
   struct cg_state_pool *pool = &st->pools[p];
-  double r = cg_limiter_learned(st, p, lim), t_ns;
+  double r = cg_limiter_learned(st, p, lim), t_ns, tau;
   int tries;
 
   if (r <= 0 || r >= CG_LEARN_MAX_RPS)
     return 0;
   t_ns = 1e9 / r;
+  /* Before the first cut (slow start) a few requests may go at once: a fresh pool's
+   * first calls are not spaced; after it, no burst. */
+  tau = cg__loadd(&pool->learn_wmax) > 0 ? 0 : (CG_LEARN_START_BURST - 1) * t_ns;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     int64_t tat = cg__load(&pool->learn_tat), next, go;
     if (tat > now + (int64_t) 4e18 / 2)
       tat = now; /* garbage */
-    go = tat;
+    go = cg__ns((double) tat - tau);
     if (go > now)
       return go - now; /* not yet: the caller sleeps and asks again (no reservation) */
     next = cg__ns((double) (tat > now ? tat : now) + t_ns);

@@ -82,12 +82,10 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
  * SDKs' adaptive retry mode does (botocore retries/adaptive.py, throttling.py): CUBIC
  * (β 0.7, C 0.4) over a rate in requests/s shared by every process of the pool in the
  * state file (struct cg_state_pool learn_*).
- *   - start: a pool that has seen no throttle is not paced by it at all (botocore's
- *     ClientRateLimiter is "enabled" only by the first throttling error): a service
- *     that never throttles sees no change.  The first throttle starts it at the cut
- *     below, from the measured goodput (before the first measurement: from the
- *     ceiling, so the cut that follows half a second later is the first real one);
- *   - a throttle (429, 529, 503 with a hint, an overloaded_error event) of a request sent
+ *   - start: a fresh pool starts at CG_LEARN_START_RPS (a configured rpm: at it) and,
+ *     until its first throttle, grows as TCP's slow start does: each answer adds
+ *     1 / its latency, doubling the rate every round trip;
+ *   - a throttle (429, 529, 503 with a Retry-After above 0, an overloaded_error event) of a request sent
  *     more than CG_LEARN_QUIET_NS after the last cut: W_max = the rate (the measured
  *     goodput when lower: answers that were not throttles, per half second, smoothed 0.8
  *     / 0.2 as botocore's RateClocker), rate = 0.7 * W_max; throttles of requests sent before do not cut
@@ -100,25 +98,34 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
  *   - bounded: never under CG_LEARN_FLOOR_RPS, never above the configured rpm (times the
  *     margin) nor CG_LEARN_MAX_RPS; a value read from the file is clamped the same way.
  * The learned rate is a ceiling applied on top of the configured limits
- * (cg_limiter_learn_take): a GCRA word (no burst) that is only moved by a request
+ * (cg_limiter_learn_take): a GCRA word (burst CG_LEARN_START_BURST before the first cut,
+ * none after) that is only moved by a request
  * that goes (no reservation), so waiters follow the rate as it changes.  A 429 with
  * Retry-After still holds the pool (cg_limiter_hold) for its hint; the cut is the only
  * extra penalty, and only one per round.  lim->adaptive 0 switches all of it off. */
 #define CG_LEARN_BETA 0.7
 #define CG_LEARN_C 0.4
+#define CG_LEARN_START_RPS 2.0     /* a fresh pool's first rate */
+#define CG_LEARN_START_BURST 4.0   /* ... and the requests it lets go at once until a cut */
 #define CG_LEARN_FLOOR_RPS 0.25    /* one request every 4 s at least */
 #define CG_LEARN_MAX_RPS 1e6
+#define CG_LEARN_MIN_RTT_S 0.01    /* slow start: latencies below count as 10 ms */
 #define CG_LEARN_BUCKET_NS 500000000ull /* measurement buckets, as botocore's */
 #define CG_LEARN_QUIET_NS 500000000LL  /* after a cut, throttles of requests sent
                                          * within this do not cut again */
 #define CG_LEARN_POLL_MS 100       /* a waiter for the learned rate asks again this often */
 
 /* Pure parts (unit-tested): the ceiling of `lim` in requests/s; a rate clamped to
- * [floor, ceiling]; the rate after a cut; CUBIC's rate t_s after a cut from W_max. */
+ * [floor, ceiling]; the rate after a cut; CUBIC's rate t_s after a cut from W_max; the
+ * rate after one slow-start answer of latency_s. */
 double cg_learn_ceiling(const struct cg_limits *lim);
 double cg_learn_clamp(double rate, double ceiling);
 double cg_learn_cut(double rate, double measured);
 double cg_learn_cubic(double wmax, double t_s);
+double cg_learn_slow_start(double rate, double latency_s);
+
+/* Start pool `p`'s learning if it has not started (idempotent, any process). */
+void cg_limiter_learn_start(struct cg_state *st, int p, const struct cg_limits *lim);
 
 /* The learned rate of pool `p` in requests/s, clamped; 0 when not learning. */
 double cg_limiter_learned(struct cg_state *st, int p, const struct cg_limits *lim);
@@ -128,7 +135,7 @@ double cg_limiter_learned(struct cg_state *st, int p, const struct cg_limits *li
 void cg_limiter_learn_throttle(struct cg_state *st, int p, const struct cg_limits *lim,
                                int64_t sent_ns, int64_t now);
 void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits *lim,
-                              int64_t now);
+                              int64_t latency_ns, int64_t now);
 
 /* Take the learned rate's next place: 0 when the request may go now (it is counted),
  * else the ns until it might (nothing taken: ask again after waiting). */

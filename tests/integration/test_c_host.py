@@ -354,7 +354,10 @@ class CHostTest(harness.GuardTestCase):
         # held back 500 ms, so every thread's first attempt arrives before any retry.
         n = 8
         gplan = ["503:ra=0:delay=500"] * n + [OK]
-        g, p, gurl, *_ = self.both(["--threads", str(n), "--headers", "cb"], gplan=gplan)
+        # The order of arrivals is the test's premise: no learned-rate slow start, which
+        # would space a fresh pool's first attempts (test_learned_rate.py covers it).
+        g, p, gurl, *_ = self.both(["--threads", str(n), "--headers", "cb"], gplan=gplan,
+                                   genv=self.genv(CURLGUARD_ADAPTIVE="off"))
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertSame(g, p)
         self.assertEqual(summaries(g.stderr), [(1, 0, 200)] * n)

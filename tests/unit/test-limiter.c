@@ -783,6 +783,9 @@ Test(limiter, learn_math_cut_cubic_floor_cap) {
   cr_assert_float_eq(cg_learn_cubic(10, k), 10, 1e-9);
   cr_assert_float_eq(cg_learn_cubic(10, k + 1), 10.4, 1e-9);
   cr_assert(isfinite(cg_learn_cubic(10, 1e30)));
+  /* Slow start: + 1 / latency, latencies under 10 ms count as 10 ms. */
+  cr_assert_float_eq(cg_learn_slow_start(2, 0.5), 4, 1e-9);
+  cr_assert_float_eq(cg_learn_slow_start(2, 0), 102, 1e-9);
   /* Bounds: the floor, the configured rpm (times the margin), garbage. */
   cr_assert_float_eq(cg_learn_ceiling(&none), CG_LEARN_MAX_RPS, 1e-9);
   cr_assert_float_eq(cg_learn_ceiling(&capped), 600 * 0.97 / 60, 1e-9);
@@ -799,12 +802,8 @@ Test(limiter, learn_one_cut_per_round_then_recovery) {
   int64_t now = 1000 * SEC;
   double r0, r1;
 
-  /* No throttle yet: not learning, nothing paced, however many answers come. */
-  for (i = 0; i < 100; i++)
-    cg_limiter_learn_success(&st, p, &l, now - 2 * SEC + i * 10 * MS);
-  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 0, 1e-12);
-  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
-  cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
+  cg_limiter_learn_start(&st, p, &l);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), CG_LEARN_START_RPS, 1e-9);
   st.pools[p].learn_rate = 20;
   /* 60 throttles of requests sent before the first cut's quiet period ends: one cut. */
   for (i = 0; i < 60; i++)
@@ -819,7 +818,7 @@ Test(limiter, learn_one_cut_per_round_then_recovery) {
   /* Successes: CUBIC from W_max = 14, capped at twice the goodput (about 10/s here). */
   now += 2 * SEC;
   for (i = 0; i < 400; i++)
-    cg_limiter_learn_success(&st, p, &l, now + i * 25 * MS);
+    cg_limiter_learn_success(&st, p, &l, 100 * MS, now + i * 25 * MS);
   r1 = cg_limiter_learned(&st, p, &l);
   cr_assert(r1 > 14 * 0.7 && r1 <= 2 * 40 + 1e-9, "%g", r1);
 }
@@ -828,15 +827,13 @@ Test(limiter, learn_never_below_the_floor_nor_above_rpm) {
   struct cg_limits l = adaptive(120);
   int p = cg_limiter_pool(&st, "bounded", &l), i;
   int64_t now = 1000 * SEC;
-  /* The first throttle starts it from the ceiling, the configured rpm (no goodput
-   * measured yet). */
-  cg_limiter_learn_throttle(&st, p, &l, now - SEC, now - SEC + 1);
-  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 120 * 0.97 / 60 * 0.7, 1e-9);
+  cg_limiter_learn_start(&st, p, &l);
+  cr_assert_float_eq(cg_limiter_learned(&st, p, &l), 120 * 0.97 / 60, 1e-9);
   for (i = 0; i < 200; i++)
     cg_limiter_learn_throttle(&st, p, &l, now + i * SEC, now + i * SEC + 1);
   cr_assert_float_eq(cg_limiter_learned(&st, p, &l), CG_LEARN_FLOOR_RPS, 1e-12);
   for (i = 0; i < 20000; i++)
-    cg_limiter_learn_success(&st, p, &l, now + 300 * SEC + i * MS);
+    cg_limiter_learn_success(&st, p, &l, MS, now + 300 * SEC + i * MS);
   cr_assert(cg_limiter_learned(&st, p, &l) <= 120 * 0.97 / 60 + 1e-9);
   /* Garbage in the file is clamped, never trusted. */
   st.pools[p].learn_rate = NAN;
@@ -853,7 +850,8 @@ Test(limiter, learn_take_spaces_requests_without_reserving) {
   struct cg_limits l = adaptive(0);
   int p = cg_limiter_pool(&st, "take", &l);
   int64_t now = 1000 * SEC;
-  st.pools[p].learn_wmax = 5; /* after a cut */
+  cg_limiter_learn_start(&st, p, &l);
+  st.pools[p].learn_wmax = 5; /* after a cut: no burst */
   st.pools[p].learn_rate = 4; /* 250 ms apart */
   cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 0);
   cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now), 250 * MS);
