@@ -3,6 +3,8 @@
  * is ever stored in shared state").  Each case is one answer learnt by a fresh pool; the
  * pool's hold, pacing interval and pacing window must all stay within max_retry_after. */
 #include "admit.h"
+#include "budget.h"
+#include "clock.h"
 #include "limiter.h"
 #include "state.h"
 
@@ -153,4 +155,88 @@ Test(admit, hint_below_the_cap_holds_the_pool) {
   cg_admission_learn(&ad, &h, 429, 0, fake_getdate);
   cr_assert_geq(st.pools[ad.pool_index].hold_until, before + 1500 * MS);
   cr_assert_leq(st.pools[ad.pool_index].hold_until, cg_state_now() + 1500 * MS);
+}
+
+/* A pool's admission for the issue 12 cases below: learned rate on, budget on. */
+static void learned_pool(struct cg_pool_cfg *pc, struct cg_admission *ad, const char *name) {
+  memset(pc, 0, sizeof(*pc));
+  snprintf(pc->name, sizeof(pc->name), "%s", name);
+  pc->lim.adaptive = 1;
+  pc->budget.enabled = 1;
+  pc->budget.ratio = 0;
+  pc->budget.min_per_s = 0.1; /* one retry per 10 s window */
+  pc->budget.window_s = 10;
+  memset(ad, 0, sizeof(*ad));
+  ad->state = &st;
+  ad->pool = pc;
+  ad->pool_index = -1;
+  ad->retry_slot = -1;
+  ad->max_retry_after_ms = 60000;
+  ad->deadline_ms = cg_mono_ms() + 30000;
+}
+
+static int no_sleep_count;
+static int no_sleep(void *arg, int64_t ms) {
+  (void) arg;
+  (void) ms;
+  no_sleep_count++;
+  return 0;
+}
+
+/* The learned rate is the guard's guess: a wait for it that would pass the deadline ends
+ * and the call goes (issue 12; before, such calls failed as local_rate_limited without a
+ * word from the provider).  A 429 hold is still fail fast past the deadline. */
+Test(admit, learned_rate_wait_never_fails_a_call) {
+  struct cg_pool_cfg pc;
+  struct cg_admission ad;
+  int64_t wait_ms, t0;
+  int s, p;
+
+  learned_pool(&pc, &ad, "learned");
+  cr_assert_eq(cg_admission_gate(&ad, 1, 0, ad.deadline_ms, &wait_ms), CG_GATE_GO);
+  p = ad.pool_index;
+  cr_assert_geq(p, 0);
+  /* A cut rate of one request per 4 s, the next place 10 s away. */
+  st.pools[p].learn_rate = CG_LEARN_FLOOR_RPS;
+  st.pools[p].learn_wmax = 1;
+  st.pools[p].learn_tat = cg_state_now() + 10 * SEC;
+  t0 = cg_mono_ms();
+  no_sleep_count = 0;
+  s = cg_admission_enter(&ad, cg_mono_ms() + 1000, no_sleep, NULL, &wait_ms);
+  cr_assert_neq(s, -1, "the call failed on the learned rate's wait");
+  cr_assert_lt(cg_mono_ms() - t0, 1000);
+  cr_assert_eq(no_sleep_count, 0, "a wait that cannot fit is not begun");
+  cg_admission_leave(&ad, s);
+  /* A 429 hold of 10 s against a 1 s deadline: fail fast, as before. */
+  st.pools[p].hold_until = cg_state_now() + 10 * SEC;
+  s = cg_admission_enter(&ad, cg_mono_ms() + 1000, no_sleep, NULL, &wait_ms);
+  cr_assert_eq(s, -1);
+}
+
+/* A retry that succeeds is given back to the budget; one that fails stays counted. */
+Test(admit, successful_retry_is_given_back_to_the_budget) {
+  struct cg_pool_cfg pc;
+  struct cg_admission ad;
+  struct cg_budget_view v;
+  int64_t wait_ms, waited;
+  int p, i;
+
+  learned_pool(&pc, &ad, "refund");
+  cr_assert_eq(cg_admission_gate(&ad, 1, 0, ad.deadline_ms, &wait_ms), CG_GATE_GO);
+  p = ad.pool_index;
+  /* Three calls in a row whose one retry succeeds: the floor (1 per window) is enough. */
+  for (i = 0; i < 3; i++) {
+    cr_assert_null(cg_admission_retry(&ad, 100, 0, NULL, NULL, &waited), "retry %d", i);
+    cg_admission_result(&ad, CG_OUT_OK, 200, 0);
+  }
+  cg_budget_view(&st, p, cg_state_now(), &v);
+  cr_assert_eq(v.retries, 0);
+  cr_assert_eq(v.rescued, 3);
+  /* A retry that fails uses the floor up: the next is refused (no wait function). */
+  cr_assert_null(cg_admission_retry(&ad, 100, 0, NULL, NULL, &waited));
+  cg_admission_result(&ad, CG_OUT_HTTP, 503, 0);
+  cg_budget_view(&st, p, cg_state_now(), &v);
+  cr_assert_eq((int) v.retries, 1);
+  cr_assert_str_eq(cg_admission_retry(&ad, 100, 0, NULL, NULL, &waited),
+                   "retry_budget_exhausted");
 }
