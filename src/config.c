@@ -879,10 +879,10 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->breaker.failure_rate = 0.5;
   c->breaker.min_requests = 10;
   c->breaker.window_s = 10;
-  c->breaker.cooldown_s = 2;
+  c->breaker.cooldown_s = 1;
   c->breaker.open_wait = 1;
   c->breaker.consecutive = 5;
-  c->breaker.cooldown_max_s = 5;
+  c->breaker.cooldown_max_s = 2;
   c->breaker.ramp_s = 3;
   c->breaker.jitter = 0.2;
   c->breaker.open_code = 7; /* CURLE_COULDNT_CONNECT: what an unreachable host gives */

@@ -52,18 +52,18 @@ struct cg_limits {
 
 /* The circuit breaker of one pool (breaker.h).  Issue 12: open on 5 consecutive failed
  * calls (Envoy's consecutive_5xx, Finagle's FailureAccrual) or 50 % of a short window
- * (Hystrix: 10 s); probe after ~2 s, doubling while probes fail up to 5 s; hold calls
+ * (Hystrix: 10 s); probe after ~1 s, doubling while probes fail up to 2 s; hold calls
  * for the probe's result within their deadline; release them with a slow start. */
 struct cg_breaker_cfg {
   int enabled;           /* CURLGUARD_BREAKER, default on */
   double failure_rate;   /* open at this failed fraction of the window, (0, 1], default 0.5 */
   long min_requests;     /* ... once the window holds at least this many, default 10 */
   double window_s;       /* sliding window, seconds, default 10 */
-  double cooldown_s;     /* open this long (+-20 % jitter) before the first probe, default 2 */
+  double cooldown_s;     /* open this long (+-20 % jitter) before the first probe, default 1 */
   long open_code;        /* CURLcode the host gets while open, default 7 COULDNT_CONNECT */
   int open_wait;         /* CURLGUARD_BREAKER_OPEN: 1 wait (default), 0 fail */
   long consecutive;      /* open on this many consecutive failed calls, 0 = off, default 5 */
-  double cooldown_max_s; /* the doubling interval between failed probes stops here, 5 */
+  double cooldown_max_s; /* the doubling interval between failed probes stops here, 2 */
   double ramp_s;         /* slow start after a successful probe, seconds, 0 = none, 3 */
   double jitter;         /* the probe interval is times 1 +- this, [0, 0.5], default 0.2 */
 };

@@ -271,9 +271,9 @@ class OpenTest(BreakerTestCase):
         b = self.stat_breaker()
         self.assertTrue(b["enabled"])
         self.assertEqual((b["threshold"], b["min_requests"], b["window_s"], b["cooldown_s"]),
-                         (0.5, 10, 10, 2), b)
+                         (0.5, 10, 10, 1), b)
         self.assertEqual((b["open"], b["consecutive_max"], b["cooldown_max_s"], b["ramp_s"]),
-                         ("wait", 5, 5, 3), b)
+                         ("wait", 5, 2, 3), b)
 
     def test_fail_fast_cost_in_process(self):
         """How long an open circuit takes to fail, measured inside one process (pycurl), so

@@ -556,11 +556,11 @@ Test(breaker_config, defaults_from_the_issue) {
   cr_assert_float_eq(p->breaker.failure_rate, 0.5, 1e-12);
   cr_assert_eq(p->breaker.min_requests, 10);
   cr_assert_float_eq(p->breaker.window_s, 10, 1e-12);
-  cr_assert_float_eq(p->breaker.cooldown_s, 2, 1e-12);
+  cr_assert_float_eq(p->breaker.cooldown_s, 1, 1e-12);
   cr_assert_eq(p->breaker.open_code, 7);
   cr_assert_eq(p->breaker.open_wait, 1, "issue 12: hold, do not fail");
   cr_assert_eq(p->breaker.consecutive, 5);
-  cr_assert_float_eq(p->breaker.cooldown_max_s, 5, 1e-12);
+  cr_assert_float_eq(p->breaker.cooldown_max_s, 2, 1e-12);
   cr_assert_float_eq(p->breaker.ramp_s, 3, 1e-12);
   cr_assert_eq(p->budget.enabled, 1);
   cr_assert_float_eq(p->budget.ratio, 0.2, 1e-12);
@@ -639,7 +639,7 @@ Test(breaker_config, issue12_variables_and_keys) {
   unlink(cfg_path);
   cr_assert_eq(c.breaker.open_wait, 1);
   cr_assert_eq(c.breaker.consecutive, 5);
-  cr_assert_float_eq(c.breaker.cooldown_max_s, 5, 1e-12);
+  cr_assert_float_eq(c.breaker.cooldown_max_s, 2, 1e-12);
   cr_assert_float_eq(c.breaker.ramp_s, 1.5, 1e-12);
   a = cg_config_pool(&c, "a.example", &scratch);
   cr_assert_eq(a->breaker.open_wait, 0);
