@@ -6,13 +6,27 @@
 #   make check-peers  curl's and pycurl's own test suites, plain vs guarded (issue 11);
 #                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
 #   make demo         a real batch of curl calls through the guard against the mock provider
-#   make install      PREFIX=/usr/local (DESTDIR honoured)
+#   make install      PREFIX=/usr/local (DESTDIR honoured); make uninstall
+#   make V=1 ...      show the full compiler commands (default: one short line per file)
 
 PREFIX ?= /usr/local
 DESTDIR ?=
 BUILD ?= build
 CC ?= cc
 PYTHON ?= /usr/bin/python3
+SCDOC ?= scdoc
+MANDIR ?= $(PREFIX)/share/man
+
+# Quiet build, as curl's and the kernel's: one short line per target ("  CC      x.o");
+# V=1 prints the full commands instead.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+say = @:
+else
+Q := @
+say = @printf '  %-7s %s\n'
+endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # The interposer must know deprecated options too (CURLOPT_PUT, PROGRESSFUNCTION, ...).
@@ -51,35 +65,56 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 .PHONY: all check check-unit check-integration check-asan check-tsan check-soak demo install uninstall clean deps bench
 .PHONY: check-peers check-peers-report deps-peers
 
-all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost
+# The man pages (doc/*.scd, scdoc(5)): curlguard(1) and libcurlguard(7).
+MAN_PAGES := $(BUILD)/curlguard.1 $(BUILD)/libcurlguard.7
+
+all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost \
+  $(MAN_PAGES)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
-	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard src/*.h) | $(BUILD)/obj/cli
-	$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
 
 $(BUILD)/libcurlguard.so: $(LIB_OBJS)
-	$(CC) $(ALL_CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
 	  -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
 $(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm
 
 $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
 $(BUILD)/tests/rsshost: tests/hosts/rsshost.c | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
 $(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
 
 $(BUILD)/tests/test-report: tests/unit/test-report.c $(REPORT_OBJS) | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
+
+# A page is written whole or not at all (scdoc stops at the first error in its source).
+$(BUILD)/%.1: doc/%.1.scd | $(BUILD)/obj
+	$(say) SCDOC $@
+	$(Q)$(SCDOC) <$< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.7: doc/%.7.scd | $(BUILD)/obj
+	$(say) SCDOC $@
+	$(Q)$(SCDOC) <$< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj $(BUILD)/obj/cli $(BUILD)/tests:
-	mkdir -p $@
+	$(Q)mkdir -p $@
 
 deps:
 	@scripts/install-deps --check >/dev/null 2>&1 || scripts/install-deps
@@ -135,10 +170,12 @@ check-tsan: deps
 	@scripts/tsan-host build-tsan $(BUILD)/tests/cghost
 
 $(BUILD)/tests/tsan-stress: tests/tsan/stress.c $(CORE_OBJS) | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
 
+# -s: no "Nothing to be done" line before the demo's own output (V=1 keeps the commands).
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) all
 	@scripts/demo $(BUILD)
 
 # Benchmarks (bench/run.py): overhead per request, a batch against a rate-limited provider,
@@ -150,11 +187,13 @@ demo: deps
 
 $(BUILD)/bench/limiter-bench: bench/limiter-bench.c $(CORE_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
 
 $(BUILD)/bench/batch-host: bench/batch-host.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
 BENCH_BINS := $(BUILD)/bench/limiter-bench $(BUILD)/bench/batch-host
 
@@ -166,19 +205,29 @@ bench-quick: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@$(PYTHON) bench/run.py --quick --build $(BUILD) --command "make bench-quick"
 
-install: $(BUILD)/libcurlguard.so $(BUILD)/curlguard
-	install -d $(DESTDIR)$(PREFIX)/lib/curlguard $(DESTDIR)$(PREFIX)/bin \
-	  $(DESTDIR)$(PREFIX)/share/curlguard
-	install -m 0755 $(BUILD)/libcurlguard.so $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
-	install -m 0755 $(BUILD)/curlguard $(DESTDIR)$(PREFIX)/bin/curlguard
-	install -m 0644 data/prices.json $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
+install: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(MAN_PAGES)
+	$(Q)install -d $(DESTDIR)$(PREFIX)/lib/curlguard $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/curlguard $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	$(say) INSTALL $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
+	$(Q)install -m 0755 $(BUILD)/libcurlguard.so $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so
+	$(say) INSTALL $(DESTDIR)$(PREFIX)/bin/curlguard
+	$(Q)install -m 0755 $(BUILD)/curlguard $(DESTDIR)$(PREFIX)/bin/curlguard
+	$(say) INSTALL $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
+	$(Q)install -m 0644 data/prices.json $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
+	$(say) INSTALL $(DESTDIR)$(MANDIR)/man1/curlguard.1
+	$(Q)install -m 0644 $(BUILD)/curlguard.1 $(DESTDIR)$(MANDIR)/man1/curlguard.1
+	$(say) INSTALL $(DESTDIR)$(MANDIR)/man7/libcurlguard.7
+	$(Q)install -m 0644 $(BUILD)/libcurlguard.7 $(DESTDIR)$(MANDIR)/man7/libcurlguard.7
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/curlguard $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so \
-	  $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
-	-rmdir $(DESTDIR)$(PREFIX)/lib/curlguard
+	$(say) UNINSTALL $(DESTDIR)$(PREFIX)
+	$(Q)rm -f $(DESTDIR)$(PREFIX)/bin/curlguard $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so \
+	  $(DESTDIR)$(PREFIX)/share/curlguard/prices.json \
+	  $(DESTDIR)$(MANDIR)/man1/curlguard.1 $(DESTDIR)$(MANDIR)/man7/libcurlguard.7
+	$(Q)rmdir $(DESTDIR)$(PREFIX)/lib/curlguard $(DESTDIR)$(PREFIX)/share/curlguard 2>/dev/null || true
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	$(say) CLEAN "build build-asan build-tsan build-fuzz"
+	$(Q)rm -rf build build-asan build-tsan build-fuzz
 
 include fuzz/fuzz.mk

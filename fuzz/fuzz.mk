@@ -35,8 +35,10 @@ fuzz-ci: fuzz-build
 
 $(BUILD)/fuzz/fuzz-report-rec: fuzz/fuzz-report-rec.c fuzz/fuzz.h $(REPORT_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcjson -lm
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcjson -lm
 
 $(BUILD)/fuzz/fuzz-%: fuzz/fuzz-%.c fuzz/fuzz.h $(CORE_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS) -lcurl
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS) -lcurl
