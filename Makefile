@@ -105,13 +105,17 @@ $(BUILD)/tests/test-report: tests/unit/test-report.c $(REPORT_OBJS) | $(BUILD)/t
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
 
 # A page is written whole or not at all (scdoc stops at the first error in its source).
+SCDOC_CMD = command -v $(SCDOC) >/dev/null || { echo "make: $(SCDOC) not found: \
+  scripts/install-deps installs it (Debian package scdoc)" >&2; exit 1; }; \
+  $(SCDOC) <$< >$@.tmp && mv $@.tmp $@
+
 $(BUILD)/%.1: doc/%.1.scd | $(BUILD)/obj
 	$(say) SCDOC $@
-	$(Q)$(SCDOC) <$< >$@.tmp && mv $@.tmp $@
+	$(Q)$(SCDOC_CMD)
 
 $(BUILD)/%.7: doc/%.7.scd | $(BUILD)/obj
 	$(say) SCDOC $@
-	$(Q)$(SCDOC) <$< >$@.tmp && mv $@.tmp $@
+	$(Q)$(SCDOC_CMD)
 
 $(BUILD)/obj $(BUILD)/obj/cli $(BUILD)/tests:
 	$(Q)mkdir -p $@
