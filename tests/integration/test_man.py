@@ -60,6 +60,40 @@ def config_table():
     return re.findall(r'\{"(CURLGUARD_[A-Z0-9_]+)",\s*"([a-z0-9_]+)"', _read("src/config.c"))
 
 
+def config_defaults():
+    """{variable: default as the page writes it} for the table's variables whose default
+    cg__defaults sets to a number: numbers as such, switches as on/off, the breaker's open
+    mode as wait/fail (strings and other enums are checked by eye)."""
+    text = _read("src/config.c")
+    fields = re.findall(r'\{"(CURLGUARD_[A-Z0-9_]+)",\s*"[a-z0-9_]+",\s*CG_T_(\w+),\s*'
+                        r'CG_OFF\(([a-z_.]+)\)', text)
+    body = text[text.index("static void cg__defaults("):]
+    body = body[:body.index("\n}\n")]
+    values = dict(re.findall(r"c->([a-z_.]+) = (-?[0-9.]+);", body))
+    words_of = {"SWITCH": {"1": "on", "0": "off"}, "OPENMODE": {"1": "wait", "0": "fail"}}
+    out = {}
+    for env, kind, field in fields:
+        if field in values:
+            out[env] = words_of.get(kind, {}).get(values[field], values[field])
+    return out
+
+
+def env_entries(text):
+    """{VARIABLE: its paragraph} of a rendered ENVIRONMENT section: a term line (7 blanks,
+    then the name) and the lines indented deeper under it."""
+    out, name = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^       (CURLGUARD[A-Z0-9_]*)\s*$", line)
+        if m:
+            name = m.group(1)
+            out[name] = []
+        elif name and (line.startswith("           ") or not line.strip()):
+            out[name].append(line)
+        else:
+            name = None
+    return {k: words("\n".join(v)) for k, v in out.items()}
+
+
 def config_sub_keys():
     """The keys of a pool and of its breaker / retry_budget objects, as config.c reads them."""
     text = _read("src/config.c")
@@ -194,6 +228,21 @@ class CompletenessTest(PagesBuilt):
         text = words(self.page(PAGE7))
         self.assert_all_in(names, text, "libcurlguard(7)",
                            "variables read by src/ or cli/ (add them to doc/libcurlguard.7.scd)")
+
+    def test_numeric_defaults_match_the_code(self):
+        defaults = config_defaults()
+        self.assertGreaterEqual(len(defaults), 25, f"cg__defaults not found: {defaults}")
+        entries = env_entries(sections(self.page(PAGE7))["ENVIRONMENT"])
+        wrong = {}
+        for env, value in sorted(defaults.items()):
+            self.assertIn(env, entries, f"libcurlguard(7) has no ENVIRONMENT entry for {env}")
+            m = re.search(r"Default: (-?[0-9][0-9.]*?|[a-z]+)\.?(?:\s|$)", entries[env])
+            got = m.group(1) if m else None
+            same = got == value or (got is not None and got[0].isdigit() and
+                                    value[0].isdigit() and float(got) == float(value))
+            if not same:
+                wrong[env] = (got, value)
+        self.assertEqual(wrong, {}, "libcurlguard(7) defaults (page, src/config.c) differ")
 
     def test_every_readme_variable_is_documented(self):
         names = readme_variables()
