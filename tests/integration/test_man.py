@@ -13,7 +13,6 @@
   `make uninstall` with the same arguments removes them.
 """
 
-import os
 import pathlib
 import re
 import shutil
@@ -203,11 +202,6 @@ class RenderTest(PagesBuilt):
 
 
 class CompletenessTest(PagesBuilt):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.text1 = cls.text7 = None
-
     def page(self, page):
         rc, text, err = render(page)
         self.assertEqual(rc, 0, err)
