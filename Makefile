@@ -105,9 +105,13 @@ $(BUILD)/tests/test-report: tests/unit/test-report.c $(REPORT_OBJS) | $(BUILD)/t
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
 
 # A page is written whole or not at all (scdoc stops at the first error in its source).
+# Its date: SOURCE_DATE_EPOCH when given (reproducible builds), else the last commit of
+# doc/ (a rebuild makes the same page), else today.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- doc 2>/dev/null)
 SCDOC_CMD = command -v $(SCDOC) >/dev/null || { echo "make: $(SCDOC) not found: \
   scripts/install-deps installs it (Debian package scdoc)" >&2; exit 1; }; \
-  $(SCDOC) <$< >$@.tmp && mv $@.tmp $@
+  $(if $(SOURCE_DATE_EPOCH),SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) )$(SCDOC) <$< >$@.tmp && \
+  mv $@.tmp $@
 
 $(BUILD)/%.1: doc/%.1.scd | $(BUILD)/obj
 	$(say) SCDOC $@
