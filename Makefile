@@ -7,12 +7,16 @@
 #                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
 #   make demo         a real batch of curl calls through the guard against the mock provider
 #   make install      PREFIX=/usr/local (DESTDIR honoured)
+#   make deb          build/curlguard_<version>_amd64.deb (scripts/make-deb); deb-lint: lintian
 
 PREFIX ?= /usr/local
 DESTDIR ?=
 BUILD ?= build
 CC ?= cc
 PYTHON ?= /usr/bin/python3
+# The one place the version is written: `curlguard version` and the Debian package's upstream
+# version (packaging/deb/changelog must have a top entry VERSION-N; scripts/make-deb checks).
+VERSION := $(shell cat $(dir $(lastword $(MAKEFILE_LIST)))VERSION 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # The interposer must know deprecated options too (CURLOPT_PUT, PROGRESSFUNCTION, ...).
@@ -58,6 +62,9 @@ $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard src/*.h) | $(BUILD)/obj/cli
 	$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
+
+$(BUILD)/obj/cli/main.o: VERSION
+$(BUILD)/obj/cli/main.o: ALL_CFLAGS += -DCG_VERSION='"$(VERSION)"'
 
 $(BUILD)/libcurlguard.so: $(LIB_OBJS)
 	$(CC) $(ALL_CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
@@ -177,6 +184,16 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/curlguard $(DESTDIR)$(PREFIX)/lib/curlguard/libcurlguard.so \
 	  $(DESTDIR)$(PREFIX)/share/curlguard/prices.json
 	-rmdir $(DESTDIR)$(PREFIX)/lib/curlguard
+
+# The Debian package: `make install DESTDIR=... PREFIX=/usr` staged, stripped, with the
+# control file (dependencies from dpkg-shlibdeps), copyright and changelog.Debian.gz of
+# packaging/deb/, built by dpkg-deb (README "Debian package").  deb-lint runs lintian on it.
+.PHONY: deb deb-lint
+deb: $(BUILD)/libcurlguard.so $(BUILD)/curlguard
+	@scripts/make-deb $(BUILD)
+
+deb-lint: deb
+	@lintian --info --display-info $$(scripts/make-deb --path $(BUILD))
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
