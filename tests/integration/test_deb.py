@@ -7,7 +7,8 @@ and contents, runs lintian on it when lintian is installed (no error tags), inst
 /usr/bin/curlguard against the mock provider (the installed CLI must preload the installed
 /usr/lib/curlguard/libcurlguard.so, which must find the installed price table), reads the
 shared state with the installed `curlguard stat`, and removes the package with `dpkg -r`:
-nothing of it may be left under /usr. A cleanup purges the package whatever happened.
+none of its files (man pages too, when `make install` has them) and none of its directories
+may be left. A cleanup purges the package whatever happened.
 
 Runs only as root with dpkg-deb, dpkg-shlibdeps and apt-get, on a normal build (not the
 sanitizer one), and only when no curlguard is installed in /usr already (the test would
@@ -174,6 +175,7 @@ class DebPackageTest(harness.GuardTestCase):
         for path in FILES:
             self.assertIn(path, listed)
             self.assertTrue(os.path.isfile(path), f"{path} not installed")
+        installed = [p for p in listed if os.path.isfile(p) or os.path.islink(p)]
 
         # The installed CLI, from its installed path: its version, and the library it preloads.
         version = (harness.ROOT / "VERSION").read_text().strip()
@@ -218,7 +220,7 @@ class DebPackageTest(harness.GuardTestCase):
         # Removal leaves nothing of the package.
         self.sh([_tool("dpkg"), "-r", PKG], env, timeout=120)
         self.assertIn(_status(), ("", "unknown ok not-installed", "deinstall ok not-installed"))
-        left = [p for p in LEFTOVERS if os.path.lexists(p)]
+        left = [p for p in LEFTOVERS + installed if os.path.lexists(p)]
         self.assertEqual(left, [], f"dpkg -r left {left}")
 
 
