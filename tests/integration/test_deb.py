@@ -5,7 +5,8 @@ control fields (Depends computed by dpkg-shlibdeps: libc6 and libcjson1, nothing
 and contents, runs lintian on it when lintian is installed (no error tags), installs it with
 `apt-get install` from the local file, guards Debian's curl through the *installed*
 /usr/bin/curlguard against the mock provider (the installed CLI must preload the installed
-/usr/lib/curlguard/libcurlguard.so, which must find the installed price table), reads the
+/usr/lib/curlguard/libcurlguard.so, which must find the installed price table), preloads that
+library by path as a systemd drop-in does (README "Guarding a systemd service"), reads the
 shared state with the installed `curlguard stat`, and removes the package with `dpkg -r`:
 none of its files (man pages too, when `make install` has them) and none of its directories
 may be left. A cleanup purges the package whatever happened.
@@ -208,12 +209,25 @@ class DebPackageTest(harness.GuardTestCase):
                              f"not found by {LIB}: {recs[1]}")
         self.assertGreater(recs[1]["cost_usd"], 0)
 
+        # What a systemd drop-in does (README): the installed library preloaded by path, no
+        # curlguard run; the same log gets the call's record, priced.
+        url = self.mock.url("/v1/chat/completions", plan="200")
+        env = self.guarded_env()
+        env.update(LD_PRELOAD=LIB, CURLGUARD="1")
+        p = self.sh(["/usr/bin/curl", "-sS", "-H", "Content-Type: application/json",
+                     "--data-binary", body, url], env, timeout=60)
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=1)), 1)
+        recs = self.records()
+        self.assertEqual(len(recs), 3, recs)
+        self.assertEqual((recs[2]["attempt"], recs[2]["status"], recs[2]["final"]), (1, 200, True))
+        self.assertGreater(recs[2]["cost_usd"] or 0, 0, recs[2])
+
         # The installed `curlguard stat` reads the same state file: the mock's pool is there.
         st = json.loads(self.sh([BIN, "stat", "--json"], self.guarded_env()).stdout)
         pools = {p["name"]: p for p in st["pools"]}
         pool = harness.mock_pool()
         self.assertIn(pool, pools, st)
-        self.assertGreaterEqual(pools[pool]["admitted"], 2, pools[pool])
+        self.assertGreaterEqual(pools[pool]["admitted"], 3, pools[pool])
         text = self.sh([BIN, "stat"], self.guarded_env()).stdout.decode()
         self.assertIn(pool, text)
 
