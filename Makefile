@@ -3,6 +3,7 @@
 #   make              build/libcurlguard.so and build/curlguard
 #   make check        the whole test suite (unit + integration); installs missing deps
 #   make check-asan   the same suite with ASan+UBSan builds
+#   make deb          build/curlguard_<version>_amd64.deb (scripts/make-deb); deb-lint: lintian
 #   make check-peers  curl's and pycurl's own test suites, plain vs guarded (issue 11);
 #                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
 #   make demo         a real batch of curl calls through the guard against the mock provider
@@ -78,6 +79,12 @@ $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 $(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard src/*.h) | $(BUILD)/obj/cli
 	$(say) CC $@
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
+
+# The one place the version is written: `curlguard version` and the Debian package's upstream
+# version (packaging/deb/changelog must have a top entry VERSION-N; scripts/make-deb checks).
+VERSION := $(shell cat $(dir $(lastword $(MAKEFILE_LIST)))VERSION 2>/dev/null)
+$(BUILD)/obj/cli/main.o: VERSION
+$(BUILD)/obj/cli/main.o: ALL_CFLAGS += -DCG_VERSION='"$(VERSION)"'
 
 $(BUILD)/libcurlguard.so: $(LIB_OBJS)
 	$(say) CCLD $@
@@ -161,6 +168,16 @@ check-peers: deps-peers
 check-peers-report:
 	@PEERS="$(PEERS)" PEER_MODES="$(PEER_MODES)" PEER_TESTS="$(PEER_TESTS)" \
 	  scripts/check-peers --report $(BUILD)
+
+# The Debian package: `make install DESTDIR=... PREFIX=/usr` staged, stripped, with the
+# control file (dependencies from dpkg-shlibdeps), copyright and changelog.Debian.gz of
+# packaging/deb/, built by dpkg-deb (README "Debian package").  deb-lint runs lintian on it.
+.PHONY: deb deb-lint
+deb: $(BUILD)/libcurlguard.so $(BUILD)/curlguard
+	@scripts/make-deb $(BUILD)
+
+deb-lint: deb
+	@lintian --info --display-info --tag-display-limit 0 $$(scripts/make-deb --path $(BUILD))
 
 # The same suite against ASan+UBSan builds in build-asan/.
 check-asan: deps
