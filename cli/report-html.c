@@ -183,31 +183,31 @@ static void cg__yaxis(FILE *out, const struct cg_axis *a, int percent) {
   }
 }
 
+/* One time label: the start of bucket `at` (`c->n`: the end of the last), at `x`. */
+static void cg__xlabel(FILE *out, const struct cg__chart *c, size_t at, double x,
+                       const char *anchor) {
+  char label[40], px[32];
+  cg_svg_time_label(label, sizeof(label), cg__bucket_ms(c, at), c->s->width_ms,
+                    (int64_t) c->n * c->s->width_ms);
+  cg_svg_coord(px, sizeof(px), x);
+  fprintf(out, "<text x=\"%s\" y=\"%.0f\" text-anchor=\"%s\">%s</text>", px, PT + PH + 16,
+          anchor, label);
+}
+
 /* Time labels of the first, middle and last bucket: the first starts at the plot's left
- * edge and the last ends at its right edge, so neither runs out of the chart. */
+ * edge and the last ends at its right edge, so neither runs out of the chart; one bucket
+ * has one label, centred. */
 static void cg__xaxis(FILE *out, const struct cg__chart *c) {
-  size_t at[3] = {0, c->n / 2, c->n - 1};
-  static const char *const anchor[3] = {"start", "middle", "end"};
-  int64_t span = (int64_t) c->n * c->s->width_ms;
   char w[32];
 
-  for (int k = 0; k < 3; k++) {
-    char label[40], x[32];
-    double px = PL + ((double) at[k] + 0.5) * PW / (double) c->n;
-    if (k && (at[k] == at[k - 1] || (k == 2 && at[2] == at[0])))
-      continue;
-    if (c->n == 1)
-      k = 1; /* one bucket: its label centred under it */
-    else if (k == 0)
-      px = PL;
-    else if (k == 2)
-      px = PL + PW;
-    cg_svg_time_label(label, sizeof(label), cg__bucket_ms(c, at[k]), c->s->width_ms, span);
-    cg_svg_coord(x, sizeof(x), px);
-    fprintf(out, "<text x=\"%s\" y=\"%.0f\" text-anchor=\"%s\">%s</text>", x, PT + PH + 16,
-            anchor[k], label);
-    if (c->n == 1)
-      break;
+  if (c->n == 1) {
+    cg__xlabel(out, c, 0, PL + PW / 2, "middle");
+  } else {
+    cg__xlabel(out, c, 0, PL, "start");
+    if (c->n >= 5) /* else the three would overlap */
+      cg__xlabel(out, c, c->n / 2, PL + ((double) (c->n / 2) + 0.5) * PW / (double) c->n,
+                 "middle");
+    cg__xlabel(out, c, c->n, PL + PW, "end"); /* the end of the last bucket */
   }
   cg_svg_width_label(w, sizeof(w), c->s->width_ms);
   fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">UTC, %s per bar</text>",
