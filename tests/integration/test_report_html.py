@@ -17,6 +17,8 @@ a model whose name holds `<script>` and quotes.  Then:
    behind when a LOG cannot be read;
 5. headless Chromium renders the page: a PNG of the asked size that is not blank (skipped
    when Debian's chromium is not installed).
+
+The guarded program is /usr/bin/curl, or python3 + pycurl under `make check-asan`.
 """
 
 import html.parser
@@ -43,6 +45,22 @@ MAIN_POOL = "chat-main"
 
 ENV = {"CURLGUARD_BACKOFF_BASE_MS": "20", "CURLGUARD_BACKOFF_CAP_MS": "50",
        "CURLGUARD_MAX_ATTEMPTS": "3", "CURLGUARD_ADAPTIVE": "off", "CURLGUARD_BREAKER": "off"}
+
+# A guarded host under ASan (the curl tool deadlocks with a preloaded ASan runtime, see
+# harness.py): python3 + pycurl, IPv4 only like `curl -4`.  argv: URL BODY [HEADER...]
+PYCURL_HOST = """
+import sys, pycurl
+c = pycurl.Curl()
+c.setopt(pycurl.URL, sys.argv[1])
+c.setopt(pycurl.IPRESOLVE, pycurl.IPRESOLVE_V4)
+c.setopt(pycurl.POSTFIELDS, sys.argv[2])
+c.setopt(pycurl.HTTPHEADER, ["Content-Type: application/json"] + sys.argv[3:])
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+try:
+    c.perform()
+except pycurl.error:
+    pass
+"""
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -234,10 +252,15 @@ class ReportHtmlTest(harness.GuardTestCase):
             url = mock.url(path, plan=plan).replace("127.0.0.1", host, 1)
             env = harness.guard_env(cls.run_log, ENV, CURLGUARD_CONFIG=config,
                                     CURLGUARD_STATE=os.path.join(cls.run_dir, "state"))
-            argv = [harness.CURL, "-4", "-sS", "-o", "/dev/null", "--max-time", "20",
-                    "-H", "Content-Type: application/json", "--data-binary", body, url]
-            if path == MESSAGES:
-                argv += ["-H", "x-api-key: test", "-H", "anthropic-version: 2023-06-01"]
+            headers = ["x-api-key: test", "anthropic-version: 2023-06-01"] \
+                if path == MESSAGES else []
+            if harness.SAN_PRELOAD:
+                argv = [harness.PYTHON, "-c", PYCURL_HOST, url, body] + headers
+            else:
+                argv = [harness.CURL, "-4", "-sS", "-o", "/dev/null", "--max-time", "20",
+                        "-H", "Content-Type: application/json", "--data-binary", body, url]
+                for h in headers:
+                    argv += ["-H", h]
             harness.run(argv, env, timeout=60)
         cls.records = harness.read_records(cls.run_log)
         cls.page = os.path.join(cls.run_dir, "report.html")
