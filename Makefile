@@ -53,7 +53,8 @@ LIB_LDLIBS := -ldl -lpthread -lcjson -lm
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.
 REPORT_SRCS := cli/report.c cli/report-rec.c cli/report-hist.c cli/report-map.c \
-               cli/report-alert.c cli/report-out.c
+               cli/report-alert.c cli/report-out.c cli/report-series.c cli/report-svg.c \
+               cli/report-html.c
 REPORT_OBJS := $(REPORT_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c $(REPORT_SRCS)
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
@@ -127,6 +128,10 @@ $(BUILD)/%.1: doc/%.1.scd | $(BUILD)/obj
 $(BUILD)/%.7: doc/%.7.scd | $(BUILD)/obj
 	$(say) SCDOC $@
 	$(Q)$(SCDOC_CMD)
+
+# The HTML page's pieces (SVG helpers, time buckets): `report` without its command line.
+$(BUILD)/tests/test-report-html: tests/unit/test-report-html.c $(REPORT_OBJS) | $(BUILD)/tests
+	$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
 
 $(BUILD)/obj $(BUILD)/obj/cli $(BUILD)/tests:
 	$(Q)mkdir -p $@

@@ -19,8 +19,9 @@ int cg_cli_plan(int argc, char **argv);
 /* `curlguard stat [--json]`: every pool in the shared state file. */
 int cg_cli_stat(int argc, char **argv);
 
-/* `curlguard report [--json] [LOG...]`: usage-log totals per pool and model, latency
- * percentiles and alerts (report.h has the definitions).  LOG "-" or none: stdin. */
+/* `curlguard report [--json] [--html FILE] [LOG...]`: usage-log totals per pool and
+ * model, latency percentiles and alerts (report.h has the definitions), as text, JSON or
+ * one HTML page with charts (report-html.h).  LOG "-" or none: stdin. */
 int cg_cli_report(int argc, char **argv);
 
 /* `curlguard reset`: re-initialise the shared state file. */

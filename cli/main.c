@@ -20,6 +20,7 @@ static const char cg__usage[] =
     "                                    in-flight, counters\n"
     "  report [--json] [LOG...]          usage-log totals per pool and model: calls,\n"
     "                                    retries, tokens, cost, latency, alerts (- = stdin)\n"
+    "  report --html FILE [LOG...]       the same as one self-contained page with charts\n"
     "  reset [--config F]                re-initialise the shared state file\n"
     "  help                              this text\n"
     "  version                           print the version\n";

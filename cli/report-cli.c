@@ -1,22 +1,31 @@
-/* report-cli.c - `curlguard report [--json] [LOG...]`: arguments and inputs.
+/* report-cli.c - `curlguard report [--json] [--html FILE] [LOG...]`: arguments and inputs.
  *
  * LOG "-" (or no LOG) is stdin.  Every LOG is opened before anything is read: a LOG that
  * cannot be opened (or is a directory) is one "curlguard: report: ..." line and exit 1
  * with no report, so a report never silently covers less than was asked for.  A read
  * error part-way is the same.  Malformed lines never fail the command: they are counted
  * and shown.  Exit 0 with a report, 2 on usage errors.
+ *
+ * --html FILE writes the page (report-html.h) instead of the text (with --json, the JSON
+ * still goes to stdout; FILE "-" is stdout, then without --json).  The page is written to
+ * a temporary file beside FILE, created before any log is read, and renamed over FILE at
+ * the end: an unwritable FILE fails at once (one line, exit 1), and a failed run never
+ * leaves a truncated page behind.
  */
 #include "cli.h"
+#include "report-html.h"
 #include "report.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char cg__report_usage[] = "usage: curlguard report [--json] [LOG...]";
+static const char cg__report_usage[] =
+    "usage: curlguard report [--json] [--html FILE] [LOG...]";
 
 /* Open `name` for reading ("-" is stdin); -1 with a message on failure. */
 static int cg__open_log(const char *name) {
@@ -73,7 +82,100 @@ static int cg__read_all(struct cg_report *r, char **names, int n) {
   return 0;
 }
 
+/* Where the page goes: FILE through a temporary file beside it, or stdout ("-"). */
+struct cg__page {
+  const char *path;   /* NULL: no page */
+  char *tmp;          /* the temporary file, renamed to path at the end */
+  FILE *f;
+};
+
+/* Create the temporary file of the page: 0, or -1 after the message. */
+static int cg__page_open(struct cg__page *p) {
+  struct stat st;
+  size_t n;
+  int fd;
+  mode_t mask;
+
+  if (strcmp(p->path, "-") == 0) {
+    p->f = stdout;
+    return 0;
+  }
+  if (stat(p->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    cg_cli_error("report: cannot write %s: is a directory", p->path);
+    return -1;
+  }
+  if (access(p->path, F_OK) == 0 && access(p->path, W_OK) != 0) {
+    cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
+    return -1;
+  }
+  n = strlen(p->path) + 16;
+  p->tmp = malloc(n);
+  if (!p->tmp) {
+    cg_cli_error("report: out of memory");
+    return -1;
+  }
+  snprintf(p->tmp, n, "%s.tmp-XXXXXX", p->path);
+  fd = mkstemp(p->tmp);
+  if (fd < 0) {
+    cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
+    free(p->tmp);
+    p->tmp = NULL;
+    return -1;
+  }
+  mask = umask(0);
+  umask(mask);
+  (void) fchmod(fd, 0666 & ~mask); /* a page like any other file, not mkstemp's 0600 */
+  p->f = fdopen(fd, "w");
+  if (!p->f) {
+    cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
+    close(fd);
+    unlink(p->tmp);
+    free(p->tmp);
+    p->tmp = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Finish the page (`ok`: rename it into place; else remove it): 0, or -1 after the
+ * message. */
+static int cg__page_close(struct cg__page *p, int ok) {
+  int rc = 0;
+
+  if (!p->f || p->f == stdout) {
+    p->f = NULL;
+    return 0;
+  }
+  if (fclose(p->f) != 0 && ok) {
+    cg_cli_error("report: writing %s: %s", p->path, strerror(errno));
+    ok = 0;
+    rc = -1;
+  }
+  p->f = NULL;
+  if (ok && rename(p->tmp, p->path) != 0) {
+    cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
+    rc = -1;
+    ok = 0;
+  }
+  if (!ok)
+    unlink(p->tmp);
+  free(p->tmp);
+  p->tmp = NULL;
+  return rc;
+}
+
+/* Write the page of `r`: 0, or -1 after the message. */
+static int cg__page_write(struct cg__page *p, const struct cg_report *r) {
+  if (cg_report_html(r, r->series, p->f) != 0 || fflush(p->f) != 0) {
+    cg_cli_error("report: writing %s: %s", strcmp(p->path, "-") == 0 ? "the page" : p->path,
+                 strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 int cg_cli_report(int argc, char **argv) {
+  struct cg__page page = {NULL, NULL, NULL};
   static char *stdin_only[] = {"-"};
   char **names;
   int json = 0, n = 0, i, only_files = 0, rc = CG_EXIT_OK;
@@ -90,6 +192,14 @@ int cg_cli_report(int argc, char **argv) {
       only_files = 1;
     } else if (!only_files && strcmp(a, "--json") == 0) {
       json = 1;
+    } else if (!only_files && (strcmp(a, "--html") == 0 || strncmp(a, "--html=", 7) == 0)) {
+      const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v || !*v) {
+        cg_cli_error("report: --html needs a FILE (%s)", cg__report_usage);
+        free(names);
+        return CG_EXIT_USAGE;
+      }
+      page.path = v;
     } else if (!only_files && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
       puts(cg__report_usage);
       free(names);
@@ -102,6 +212,11 @@ int cg_cli_report(int argc, char **argv) {
       names[n++] = argv[i];
     }
   }
+  if (page.path && json && strcmp(page.path, "-") == 0) {
+    cg_cli_error("report: --html - and --json both want stdout (%s)", cg__report_usage);
+    free(names);
+    return CG_EXIT_USAGE;
+  }
   if (n == 0) {
     free(names);
     names = NULL;
@@ -111,8 +226,17 @@ int cg_cli_report(int argc, char **argv) {
     return CG_EXIT_ERROR;
   }
   r = cg_report_new();
+  if (r && page.path && !(r->series = cg_series_new())) {
+    cg_report_free(r);
+    r = NULL;
+  }
   if (!r) {
     cg_cli_error("report: out of memory");
+    free(names);
+    return CG_EXIT_ERROR;
+  }
+  if (page.path && cg__page_open(&page) != 0) {
+    cg_report_free(r);
     free(names);
     return CG_EXIT_ERROR;
   }
@@ -120,7 +244,11 @@ int cg_cli_report(int argc, char **argv) {
     rc = CG_EXIT_ERROR;
   } else {
     cg_report_finish(r);
-    if (json) {
+    if (page.path && cg__page_write(&page, r) != 0)
+      rc = CG_EXIT_ERROR;
+    if (page.path && !json) {
+      /* the page only */
+    } else if (json) {
       cJSON *doc = cg_report_json(r);
       char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
       if (!text) {
@@ -139,6 +267,8 @@ int cg_cli_report(int argc, char **argv) {
       rc = CG_EXIT_ERROR;
     }
   }
+  if (page.path && cg__page_close(&page, rc == CG_EXIT_OK) != 0)
+    rc = CG_EXIT_ERROR;
   cg_report_free(r);
   free(names);
   return rc;

@@ -1,6 +1,7 @@
 /* report.c - `curlguard report` aggregation: one pass over the lines, bounded memory
  * (see report.h for the definitions and the caps). */
 #include "report.h"
+#include "report-series.h"
 
 #include <errno.h>
 #include <math.h>
@@ -57,6 +58,7 @@ void cg_report_free(struct cg_report *r) {
   free(r->minute);
   free(r->first_bad);
   cJSON_Delete(r->alerts);
+  cg_series_free(r->series);
   free(r);
 }
 
@@ -557,6 +559,8 @@ enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len) {
   if (x.task_id && cg__billed(&x))
     cg__task(r, &x);
   cg__minute(r, &x);
+  if (r->series)
+    cg_series_add(r->series, gi, oc, &x);
   cg__retry_alert(r, &x);
   cg_rrec_release(&x);
   return CG_RBAD_NONE;

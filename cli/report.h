@@ -62,6 +62,8 @@
 #define CG_ALERT_COST_RISE 1.30          /* hour cost above this x the previous hour */
 #define CG_ALERT_MAX_RETRIES 2           /* attempt > 1 + this, or repeats > this */
 
+struct cg_series;
+
 /* Counters of one group (or of all records: the totals). */
 struct cg_rstats {
   uint64_t attempts, retries, calls, unfinished, host_retry_calls;
@@ -123,6 +125,8 @@ struct cg_report {
   char *task_example[CG_REPORT_TASK_EXAMPLES];
   size_t ntask_examples;
 
+  struct cg_series *series;                     /* time buckets for --html, or NULL
+                                                   (report-series.h; freed with the report) */
   cJSON *alerts;                                /* array of alert objects */
   uint64_t nalerts, alerts_dropped;
   int finished;
