@@ -21,6 +21,8 @@ static const char cg__usage[] =
     "  report [--json] [LOG...]          usage-log totals per pool and model: calls,\n"
     "                                    retries, tokens, cost, latency, alerts (- = stdin)\n"
     "  reset [--config F]                re-initialise the shared state file\n"
+    "  prices check [LOG...]             models in usage logs the price table cannot\n"
+    "                                    price (exit 1 if any; CURLGUARD_PRICES honoured)\n"
     "  help                              this text\n"
     "  version                           print the version\n";
 
@@ -48,6 +50,8 @@ int main(int argc, char **argv) {
     return cg_cli_report(argc - 1, argv + 1);
   if (strcmp(argv[1], "reset") == 0)
     return cg_cli_reset(argc - 1, argv + 1);
+  if (strcmp(argv[1], "prices") == 0)
+    return cg_cli_prices(argc - 1, argv + 1);
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
     fputs(cg__usage, stdout);
