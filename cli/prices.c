@@ -150,8 +150,10 @@ static char *cg__shipped_table(void) {
   *slash = '\0';
   for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
     snprintf(path, sizeof(path), "%s/%s", exe, rel[i]);
-    if (access(path, R_OK) == 0)
-      return strdup(path);
+    if (access(path, R_OK) == 0) {
+      char *real = realpath(path, NULL); /* named in messages: no "bin/../" in them */
+      return real ? real : strdup(path);
+    }
   }
   return NULL;
 }

@@ -186,20 +186,29 @@ struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
   return t;
 }
 
+/* The first entry whose glob matches `model`, or NULL. */
+static const struct cg__price_entry *cg__glob_lookup(const struct cg_prices *t,
+                                                     const char *model) {
+  for (size_t i = 0; i < t->n; i++)
+    if (fnmatch(t->entries[i].match, model, FNM_CASEFOLD) == 0)
+      return &t->entries[i];
+  return NULL;
+}
+
 int cg_prices_lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
-  size_t i;
+  const struct cg__price_entry *e;
+  const char *slash;
   if (!t || !model || !*model)
     return 0;
   if (t->litellm)
     return cg__price_lookup_litellm(t, model, out);
-  for (i = 0; i < t->n; i++) {
-    if (fnmatch(t->entries[i].match, model, FNM_CASEFOLD) == 0) {
-      if (out)
-        *out = t->entries[i].price;
-      return 1;
-    }
-  }
-  return 0;
+  e = cg__glob_lookup(t, model);
+  /* a gateway's name for the model ("openai/gpt-4o"): the model's own name */
+  if (!e && (slash = strrchr(model, '/')) && slash[1])
+    e = cg__glob_lookup(t, slash + 1);
+  if (e && out)
+    *out = e->price;
+  return e != NULL;
 }
 
 double cg_price_cost(const struct cg_price *p, int64_t input, int64_t cached_input,

@@ -4,8 +4,10 @@
  * "source", "models": [{"match": glob, "input", "cached_input", "cache_write"?, "output"}]}.
  * A model name is looked up by the first entry whose glob matches it (fnmatch, case
  * insensitive), so dated variants ("claude-sonnet-4-20250514") need no entry of their own
- * and specific patterns go before general ones.  A model no entry matches is unknown: its
- * cost is NAN (recorded as null).  Loading reads one file; lookups and costs are pure.
+ * and specific patterns go before general ones.  A name no entry matches is tried again
+ * without a gateway prefix ("openai/gpt-4o" as "gpt-4o").  A model still unmatched is
+ * unknown: its cost is NAN (recorded as null).  Loading reads one file; lookups and costs
+ * are pure.
  *
  * The file may instead be LiteLLM's community table (model_prices_and_context_window.json,
  * per-token prices), recognised by its shape: an object of model entries without "models"

@@ -142,6 +142,15 @@ Test(price, lookup_ignores_case) {
   cg_prices_free(t);
 }
 
+Test(price, gateway_prefixes_are_dropped) {
+  struct cg_prices *t = load_shipped();
+  expect_price(t, "openai/gpt-4o-mini", 0.15, 0.075, 0.60);
+  expect_price(t, "openrouter/anthropic/claude-sonnet-4-20250514", 3.00, 0.30, 15.00);
+  cr_expect_eq(cg_prices_lookup(t, "openai/", NULL), 0);
+  cr_expect_eq(cg_prices_lookup(t, "gpt-4o-mini/x", NULL), 0);
+  cg_prices_free(t);
+}
+
 Test(price, unknown_model_has_no_price_and_nan_cost) {
   struct cg_prices *t = load_shipped();
   struct cg_price p = {1, 1, 1, 1};
