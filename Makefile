@@ -45,7 +45,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
-            src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c
+            src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
@@ -56,9 +56,9 @@ REPORT_SRCS := cli/report.c cli/report-rec.c cli/report-hist.c cli/report-map.c 
                cli/report-alert.c cli/report-out.c cli/report-series.c cli/report-svg.c \
                cli/report-html.c
 REPORT_OBJS := $(REPORT_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
-CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c $(REPORT_SRCS)
+CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/prices.c $(REPORT_SRCS)
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
-CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o)
+CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o)
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)

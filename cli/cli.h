@@ -27,6 +27,11 @@ int cg_cli_report(int argc, char **argv);
 /* `curlguard reset`: re-initialise the shared state file. */
 int cg_cli_reset(int argc, char **argv);
 
+/* `curlguard prices check [LOG...]`: the models in usage logs that the price table
+ * (CURLGUARD_PRICES or the shipped one) cannot price, one per line with its record count.
+ * 0 all priced, 1 some not (or unreadable input), 2 usage error. */
+int cg_cli_prices(int argc, char **argv);
+
 /* Print "curlguard: <msg>" on stderr. */
 void cg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

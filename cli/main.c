@@ -22,6 +22,8 @@ static const char cg__usage[] =
     "                                    retries, tokens, cost, latency, alerts (- = stdin)\n"
     "  report --html FILE [LOG...]       the same as one self-contained page with charts\n"
     "  reset [--config F]                re-initialise the shared state file\n"
+    "  prices check [LOG...]             models in usage logs the price table cannot\n"
+    "                                    price (exit 1 if any; CURLGUARD_PRICES honoured)\n"
     "  help                              this text\n"
     "  version                           print the version\n";
 
@@ -49,6 +51,8 @@ int main(int argc, char **argv) {
     return cg_cli_report(argc - 1, argv + 1);
   if (strcmp(argv[1], "reset") == 0)
     return cg_cli_reset(argc - 1, argv + 1);
+  if (strcmp(argv[1], "prices") == 0)
+    return cg_cli_prices(argc - 1, argv + 1);
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
     fputs(cg__usage, stdout);

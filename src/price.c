@@ -1,5 +1,7 @@
-/* price.c - the price table: load, look up, cost (see price.h). */
+/* price.c - the price table: load (curlguard's own format here, LiteLLM's in
+ * price-litellm.c), look up, cost (see price.h). */
 #include "price.h"
+#include "price-int.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -10,21 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-struct cg__price_entry {
-  char *match;
-  struct cg_price price;
-};
-
-struct cg_prices {
-  char *date;
-  size_t n;
-  struct cg__price_entry *entries;
-};
-
-static void cg__why(char *why, size_t whylen, const char *fmt, ...) {
+void cg__price_why(char *why, size_t whylen, const char *fmt, ...) {
   va_list ap;
   if (!why || whylen == 0)
     return;
@@ -44,8 +37,10 @@ void cg_prices_free(struct cg_prices *t) {
   free(t);
 }
 
-/* The whole file at `path`, NUL-terminated, or NULL with the reason in `why`. */
-static char *cg__read_file(const char *path, size_t *len, char *why, size_t whylen) {
+/* The whole file at `path`, NUL-terminated, or NULL with the reason in `why`; its
+ * modification time in `*mtime`. */
+static char *cg__read_file(const char *path, size_t *len, time_t *mtime, char *why,
+                           size_t whylen) {
   /* O_NONBLOCK: a FIFO without a writer must fail the check below, not hang. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
@@ -54,19 +49,20 @@ static char *cg__read_file(const char *path, size_t *len, char *why, size_t whyl
   size_t n;
 
   if (!f) {
-    cg__why(why, whylen, "prices %s: %s", path, strerror(errno));
+    cg__price_why(why, whylen, "prices %s: %s", path, strerror(errno));
     if (fd >= 0)
       close(fd);
     return NULL;
   }
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CG_PRICES_FILE_MAX) {
-    cg__why(why, whylen, "prices %s: not a regular file under 1 MiB", path);
+    cg__price_why(why, whylen, "prices %s: not a regular file under %d MiB", path,
+            CG_PRICES_FILE_MAX >> 20);
     fclose(f);
     return NULL;
   }
   text = malloc((size_t) st.st_size + 1);
   if (!text) {
-    cg__why(why, whylen, "prices %s: out of memory", path);
+    cg__price_why(why, whylen, "prices %s: out of memory", path);
     fclose(f);
     return NULL;
   }
@@ -74,6 +70,7 @@ static char *cg__read_file(const char *path, size_t *len, char *why, size_t whyl
   text[n] = '\0';
   fclose(f);
   *len = n;
+  *mtime = st.st_mtime;
   return text;
 }
 
@@ -84,14 +81,14 @@ static int cg__price_field(const cJSON *m, const char *key, double def, double *
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(m, key);
   if (!x) {
     if (isnan(def)) {
-      cg__why(why, whylen, "prices %s: models[%zu]: \"%s\" missing", path, i, key);
+      cg__price_why(why, whylen, "prices %s: models[%zu]: \"%s\" missing", path, i, key);
       return -1;
     }
     *v = def;
     return 0;
   }
   if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0) {
-    cg__why(why, whylen, "prices %s: models[%zu]: \"%s\" is not a price >= 0", path, i,
+    cg__price_why(why, whylen, "prices %s: models[%zu]: \"%s\" is not a price >= 0", path, i,
             key);
     return -1;
   }
@@ -99,36 +96,22 @@ static int cg__price_field(const cJSON *m, const char *key, double def, double *
   return 0;
 }
 
-struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
+/* A table in curlguard's own format (price.h): any error refuses the whole file. */
+static struct cg_prices *cg__load_own(const cJSON *root, const char *path, char *why,
+                                      size_t whylen) {
   struct cg_prices *t = NULL;
   const cJSON *date, *models, *m;
-  cJSON *root;
-  char *text;
-  size_t len = 0, i, count;
+  size_t i, count;
 
-  cg__why(why, whylen, "%s", "");
-  if (!path || !*path) {
-    cg__why(why, whylen, "prices: no path");
-    return NULL;
-  }
-  text = cg__read_file(path, &len, why, whylen);
-  if (!text)
-    return NULL;
-  root = cJSON_ParseWithLength(text, len);
-  free(text);
-  if (!cJSON_IsObject(root)) {
-    cg__why(why, whylen, "prices %s: not a JSON object", path);
-    goto fail;
-  }
   date = cJSON_GetObjectItemCaseSensitive(root, "date");
   if (!cJSON_IsString(date) || !date->valuestring[0]) {
-    cg__why(why, whylen, "prices %s: \"date\" missing or not a string", path);
+    cg__price_why(why, whylen, "prices %s: \"date\" missing or not a string", path);
     goto fail;
   }
   models = cJSON_GetObjectItemCaseSensitive(root, "models");
   count = cJSON_IsArray(models) ? (size_t) cJSON_GetArraySize(models) : 0;
   if (count == 0) {
-    cg__why(why, whylen, "prices %s: \"models\" missing, not an array or empty", path);
+    cg__price_why(why, whylen, "prices %s: \"models\" missing, not an array or empty", path);
     goto fail;
   }
   t = calloc(1, sizeof(*t));
@@ -137,7 +120,7 @@ struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
   if (t)
     t->date = strdup(date->valuestring);
   if (!t || !t->entries || !t->date) {
-    cg__why(why, whylen, "prices %s: out of memory", path);
+    cg__price_why(why, whylen, "prices %s: out of memory", path);
     goto fail;
   }
   i = 0;
@@ -146,7 +129,7 @@ struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
     struct cg__price_entry *e = &t->entries[i];
 
     if (!cJSON_IsObject(m) || !cJSON_IsString(match) || !match->valuestring[0]) {
-      cg__why(why, whylen, "prices %s: models[%zu]: not an object with a \"match\" glob",
+      cg__price_why(why, whylen, "prices %s: models[%zu]: not an object with a \"match\" glob",
               path, i);
       goto fail;
     }
@@ -160,32 +143,72 @@ struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
       goto fail;
     e->match = strdup(match->valuestring);
     if (!e->match) {
-      cg__why(why, whylen, "prices %s: out of memory", path);
+      cg__price_why(why, whylen, "prices %s: out of memory", path);
       goto fail;
     }
+    e->seq = i;
     t->n = ++i;
   }
-  cJSON_Delete(root);
   return t;
 
 fail:
-  cJSON_Delete(root);
   cg_prices_free(t);
   return NULL;
 }
 
+struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
+  struct cg_prices *t;
+  cJSON *root;
+  char *text;
+  size_t len = 0;
+  time_t mtime = 0;
+
+  cg__price_why(why, whylen, "%s", "");
+  if (!path || !*path) {
+    cg__price_why(why, whylen, "prices: no path");
+    return NULL;
+  }
+  text = cg__read_file(path, &len, &mtime, why, whylen);
+  if (!text)
+    return NULL;
+  root = cJSON_ParseWithLength(text, len);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cg__price_why(why, whylen, "prices %s: not a JSON object", path);
+    cJSON_Delete(root);
+    return NULL;
+  }
+  if (!cJSON_GetObjectItemCaseSensitive(root, "models") && cg__price_is_litellm(root))
+    t = cg__price_load_litellm(root, mtime, path, why, whylen);
+  else
+    t = cg__load_own(root, path, why, whylen);
+  cJSON_Delete(root);
+  return t;
+}
+
+/* The first entry whose glob matches `model`, or NULL. */
+static const struct cg__price_entry *cg__glob_lookup(const struct cg_prices *t,
+                                                     const char *model) {
+  for (size_t i = 0; i < t->n; i++)
+    if (fnmatch(t->entries[i].match, model, FNM_CASEFOLD) == 0)
+      return &t->entries[i];
+  return NULL;
+}
+
 int cg_prices_lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
-  size_t i;
+  const struct cg__price_entry *e;
+  const char *slash;
   if (!t || !model || !*model)
     return 0;
-  for (i = 0; i < t->n; i++) {
-    if (fnmatch(t->entries[i].match, model, FNM_CASEFOLD) == 0) {
-      if (out)
-        *out = t->entries[i].price;
-      return 1;
-    }
-  }
-  return 0;
+  if (t->litellm)
+    return cg__price_lookup_litellm(t, model, out);
+  e = cg__glob_lookup(t, model);
+  /* a gateway's name for the model ("openai/gpt-4o"): the model's own name */
+  if (!e && (slash = strrchr(model, '/')) && slash[1])
+    e = cg__glob_lookup(t, slash + 1);
+  if (e && out)
+    *out = e->price;
+  return e != NULL;
 }
 
 double cg_price_cost(const struct cg_price *p, int64_t input, int64_t cached_input,

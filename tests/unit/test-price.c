@@ -67,9 +67,10 @@ Test(price, shipped_table_is_dated) {
 Test(price, shipped_table_covers_mainstream_models) {
   static const char *const models[] = {
     "gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "o1", "o3",
-    "o3-mini", "o4-mini", "claude-opus-4-20250514", "claude-sonnet-4-20250514",
-    "claude-3-7-sonnet-20250219", "claude-3-5-sonnet-20241022", "claude-3-5-haiku-20241022",
-    "gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.0-flash", NULL};
+    "o3-mini", "o4-mini", "o3-pro", "o1-pro", "claude-opus-4-20250514",
+    "claude-sonnet-4-20250514", "claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5",
+    "claude-3-7-sonnet-20250219", "gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite",
+    "gemini-2.0-flash", NULL};
   struct cg_prices *t = load_shipped();
   size_t i;
   for (i = 0; models[i]; i++) {
@@ -94,10 +95,12 @@ Test(price, dated_variants_match_their_family) {
   expect_price(t, "o4-mini-2025-04-16", 1.10, 0.275, 4.40);
   expect_price(t, "claude-sonnet-4-20250514", 3.00, 0.30, 15.00);
   expect_price(t, "claude-opus-4-20250514", 15.00, 1.50, 75.00);
-  expect_price(t, "claude-3-5-haiku-latest", 0.80, 0.08, 4.00);
-  expect_price(t, "gemini-2.5-flash-preview-05-20", 0.30, 0.075, 2.50);
-  expect_price(t, "gemini-2.5-pro-preview-06-05", 1.25, 0.31, 10.00);
-  expect_price(t, "gemini-2.0-flash-001", 0.10, 0.025, 0.40);
+  /* snapshots LiteLLM does not list yet: priced as their family by its dated glob */
+  expect_price(t, "gpt-4o-2099-01-01", 2.50, 1.25, 10.00);
+  expect_price(t, "claude-sonnet-4-5-20991231", 3.00, 0.30, 15.00);
+  /* a snapshot LiteLLM prices apart is priced as listed, not as its family */
+  expect_price(t, "gemini-2.0-flash-001", 0.15, 0.0375, 0.60);
+  expect_price(t, "gemini-2.0-flash", 0.10, 0.025, 0.40);
 
   /* Anthropic's cache writes are priced apart; the others' are not. */
   cr_assert_eq(cg_prices_lookup(t, "claude-sonnet-4-20250514", &p), 1);
@@ -114,7 +117,21 @@ Test(price, specific_patterns_win_over_general_ones) {
   expect_price(t, "gpt-4.1-nano-2025-04-14", 0.10, 0.025, 0.40);
   expect_price(t, "o3-mini-2025-01-31", 1.10, 0.55, 4.40);
   expect_price(t, "o1-2024-12-17", 15.00, 7.50, 60.00);
-  expect_price(t, "gemini-2.5-flash-lite", 0.10, 0.025, 0.40);
+  expect_price(t, "gemini-2.5-flash-lite", 0.10, 0.01, 0.40);
+  expect_price(t, "gpt-4o-2024-05-13", 5.00, 5.00, 15.00);
+  /* Opus 4.5 and later cost a third of Opus 4 and 4.1: no family glob may mix them */
+  expect_price(t, "claude-opus-4-5", 5.00, 0.50, 25.00);
+  expect_price(t, "claude-opus-4-1-20250805", 15.00, 1.50, 75.00);
+  cg_prices_free(t);
+}
+
+Test(price, siblings_of_a_family_are_not_guessed) {
+  struct cg_prices *t = load_shipped();
+  /* not in the table (LiteLLM no longer lists them): unknown, not priced as o1 / Claude */
+  cr_expect_eq(cg_prices_lookup(t, "o1-mini", NULL), 0);
+  cr_expect_eq(cg_prices_lookup(t, "claude-3-5-sonnet-20241022", NULL), 0);
+  cr_expect_eq(cg_prices_lookup(t, "gpt-4o-realtime-preview", NULL), 0);
+  cr_expect_eq(cg_prices_lookup(t, "mock-model", NULL), 0);
   cg_prices_free(t);
 }
 
@@ -122,6 +139,15 @@ Test(price, lookup_ignores_case) {
   struct cg_prices *t = load_shipped();
   expect_price(t, "GPT-4o-Mini", 0.15, 0.075, 0.60);
   expect_price(t, "Claude-Sonnet-4-20250514", 3.00, 0.30, 15.00);
+  cg_prices_free(t);
+}
+
+Test(price, gateway_prefixes_are_dropped) {
+  struct cg_prices *t = load_shipped();
+  expect_price(t, "openai/gpt-4o-mini", 0.15, 0.075, 0.60);
+  expect_price(t, "openrouter/anthropic/claude-sonnet-4-20250514", 3.00, 0.30, 15.00);
+  cr_expect_eq(cg_prices_lookup(t, "openai/", NULL), 0);
+  cr_expect_eq(cg_prices_lookup(t, "gpt-4o-mini/x", NULL), 0);
   cg_prices_free(t);
 }
 

@@ -1,0 +1,262 @@
+/* prices.c - `curlguard prices check [LOG...]`: which models in usage logs the price table
+ * cannot price (SPEC section 8).
+ *
+ * The table is CURLGUARD_PRICES when set (either format, price.h), else the shipped one
+ * beside this program (PREFIX/share/curlguard/prices.json when installed, data/prices.json
+ * from the build tree).  Every record with a "model" is looked up; each model the table
+ * does not know is one line on stdout, "MODEL<TAB>RECORDS", most records first.  A summary
+ * line goes to stderr.  Lines that are not records are ignored (report counts them).
+ * Exit 0: every model is priced; 1: some are not, or a LOG or the table cannot be read;
+ * 2: usage error.
+ */
+#include "cli.h"
+#include "price.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char cg__prices_usage[] =
+    "usage: curlguard prices check [LOG...]\n"
+    "\n"
+    "Lists the models seen in usage logs (LOG \"-\" or none: stdin) that the price table\n"
+    "cannot price, one per line with its record count (MODEL<TAB>RECORDS).\n"
+    "The table is CURLGUARD_PRICES when set (curlguard's format or LiteLLM's\n"
+    "model_prices_and_context_window.json), else the shipped one.\n"
+    "Exit status: 0 every model is priced, 1 some are not (or a LOG or the table\n"
+    "cannot be read), 2 usage error.\n";
+
+#define CG__LINE_MAX (1 << 20) /* a record longer than this is not one of ours */
+
+struct cg__model_count {
+  char *name;
+  size_t records;
+};
+
+/* Models seen, in an open-addressing hash table (a log may name many models). */
+struct cg__models {
+  struct cg__model_count *slot;
+  size_t cap, n;
+};
+
+static uint64_t cg__hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++)
+    h = (h ^ (unsigned char) *s) * 1099511628211ULL;
+  return h;
+}
+
+static int cg__models_grow(struct cg__models *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64, i;
+  struct cg__model_count *slot = calloc(cap, sizeof(*slot));
+  if (!slot)
+    return -1;
+  for (i = 0; i < m->cap; i++) {
+    size_t j;
+    if (!m->slot[i].name)
+      continue;
+    for (j = cg__hash(m->slot[i].name) & (cap - 1); slot[j].name; j = (j + 1) & (cap - 1)) {
+    }
+    slot[j] = m->slot[i];
+  }
+  free(m->slot);
+  m->slot = slot;
+  m->cap = cap;
+  return 0;
+}
+
+/* Count one record of `name`: 0, or -1 when out of memory. */
+static int cg__models_add(struct cg__models *m, const char *name) {
+  size_t j;
+  if ((m->n + 1) * 2 > m->cap && cg__models_grow(m) != 0)
+    return -1;
+  for (j = cg__hash(name) & (m->cap - 1); m->slot[j].name; j = (j + 1) & (m->cap - 1)) {
+    if (strcmp(m->slot[j].name, name) == 0) {
+      m->slot[j].records++;
+      return 0;
+    }
+  }
+  if (!(m->slot[j].name = strdup(name)))
+    return -1;
+  m->slot[j].records = 1;
+  m->n++;
+  return 0;
+}
+
+static void cg__models_free(struct cg__models *m) {
+  for (size_t i = 0; i < m->cap; i++)
+    free(m->slot[i].name);
+  free(m->slot);
+}
+
+static int cg__count_cmp(const void *a, const void *b) {
+  const struct cg__model_count *x = a, *y = b;
+  if (x->records != y->records)
+    return x->records > y->records ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* Count the models of every record in `f`: 0, or -1 after the message. */
+static int cg__read_log(FILE *f, const char *name, struct cg__models *m, size_t *records) {
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  int rc = 0;
+
+  errno = 0;
+  while ((len = getline(&line, &cap, f)) >= 0) {
+    cJSON *rec, *model;
+    if (len == 0 || len > CG__LINE_MAX)
+      continue;
+    rec = cJSON_ParseWithLength(line, (size_t) len);
+    model = cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "model") : NULL;
+    if (cJSON_IsString(model) && model->valuestring[0]) {
+      if (cg__models_add(m, model->valuestring) != 0) {
+        cg_cli_error("prices: out of memory");
+        rc = -1;
+      }
+      (*records)++;
+    }
+    cJSON_Delete(rec);
+    if (rc)
+      break;
+    errno = 0;
+  }
+  if (!rc && ferror(f)) {
+    cg_cli_error("prices: %s: %s", name, strerror(errno ? errno : EIO));
+    rc = -1;
+  }
+  free(line);
+  return rc;
+}
+
+/* The shipped table beside this program, or NULL. */
+static char *cg__shipped_table(void) {
+  static const char *const rel[] = {"../share/curlguard/prices.json", "../data/prices.json"};
+  char exe[4096], path[4200];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  char *slash;
+
+  if (n <= 0)
+    return NULL;
+  exe[n] = '\0';
+  if (!(slash = strrchr(exe, '/')))
+    return NULL;
+  *slash = '\0';
+  for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+    snprintf(path, sizeof(path), "%s/%s", exe, rel[i]);
+    if (access(path, R_OK) == 0) {
+      char *real = realpath(path, NULL); /* named in messages: no "bin/../" in them */
+      return real ? real : strdup(path);
+    }
+  }
+  return NULL;
+}
+
+static int cg__prices_check(int argc, char **argv) {
+  static char *const stdin_only[] = {"-", NULL};
+  const char *env = getenv("CURLGUARD_PRICES");
+  char **logs = argc > 0 ? argv : (char **) stdin_only;
+  int nlogs = argc > 0 ? argc : 1, rc = CG_EXIT_OK, stdin_done = 0;
+  struct cg__models m = {0};
+  struct cg__model_count *unknown = NULL;
+  struct cg_prices *table;
+  size_t records = 0, unknown_records = 0, nunknown = 0;
+  char why[512], *path;
+
+  for (int i = 0; i < nlogs; i++) {
+    if (logs[i][0] == '-' && logs[i][1]) {
+      cg_cli_error("prices check: unknown option \"%s\" (try: curlguard prices --help)",
+                   logs[i]);
+      return CG_EXIT_USAGE;
+    }
+  }
+  path = env && *env ? strdup(env) : cg__shipped_table();
+  if (!path) {
+    cg_cli_error("prices: no price table: CURLGUARD_PRICES is not set and the shipped "
+                 "table is not beside this program");
+    return CG_EXIT_ERROR;
+  }
+  if (!(table = cg_prices_load(path, why, sizeof(why)))) {
+    cg_cli_error("%s", why);
+    free(path);
+    return CG_EXIT_ERROR;
+  }
+  for (int i = 0; i < nlogs && rc == CG_EXIT_OK; i++) {
+    int is_stdin = strcmp(logs[i], "-") == 0;
+    struct stat st;
+    FILE *f;
+    if (is_stdin && stdin_done)
+      continue;
+    f = is_stdin ? stdin : fopen(logs[i], "re");
+    if (!f) {
+      cg_cli_error("prices: %s: %s", logs[i], strerror(errno));
+      rc = CG_EXIT_ERROR;
+      break;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+      cg_cli_error("prices: %s: is a directory", logs[i]);
+      rc = CG_EXIT_ERROR;
+    } else if (cg__read_log(f, logs[i], &m, &records) != 0) {
+      rc = CG_EXIT_ERROR;
+    }
+    if (is_stdin)
+      stdin_done = 1;
+    else
+      fclose(f);
+  }
+  if (rc == CG_EXIT_OK && m.n && !(unknown = calloc(m.n, sizeof(*unknown)))) {
+    cg_cli_error("prices: out of memory");
+    rc = CG_EXIT_ERROR;
+  }
+  if (rc == CG_EXIT_OK) {
+    for (size_t i = 0; i < m.cap; i++) {
+      if (m.slot[i].name && !cg_prices_lookup(table, m.slot[i].name, NULL)) {
+        unknown[nunknown++] = m.slot[i];
+        unknown_records += m.slot[i].records;
+      }
+    }
+    qsort(unknown, nunknown, sizeof(*unknown), cg__count_cmp);
+    for (size_t i = 0; i < nunknown; i++)
+      printf("%s\t%zu\n", unknown[i].name, unknown[i].records);
+    if (nunknown)
+      fprintf(stderr, "curlguard: prices check: %zu of %zu models (%zu of %zu records) have "
+              "no price in %s (dated %s)\n", nunknown, m.n, unknown_records, records, path,
+              cg_prices_date(table));
+    else
+      fprintf(stderr, "curlguard: prices check: all %zu models (%zu records) are priced by "
+              "%s (dated %s)\n", m.n, records, path, cg_prices_date(table));
+    rc = nunknown ? CG_EXIT_ERROR : CG_EXIT_OK;
+  }
+  free(unknown);
+  cg__models_free(&m);
+  cg_prices_free(table);
+  free(path);
+  return rc;
+}
+
+int cg_cli_prices(int argc, char **argv) {
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                    strcmp(argv[1], "help") == 0)) {
+    fputs(cg__prices_usage, stdout);
+    return CG_EXIT_OK;
+  }
+  if (argc < 2 || strcmp(argv[1], "check") != 0) {
+    if (argc < 2)
+      cg_cli_error("prices: missing subcommand (usage: curlguard prices check [LOG...])");
+    else
+      cg_cli_error("prices: unknown subcommand \"%s\" (usage: curlguard prices check "
+                   "[LOG...])", argv[1]);
+    return CG_EXIT_USAGE;
+  }
+  if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+    fputs(cg__prices_usage, stdout);
+    return CG_EXIT_OK;
+  }
+  return cg__prices_check(argc - 2, argv + 2);
+}
