@@ -357,6 +357,33 @@ class MetricsTest(harness.GuardTestCase):
         err = (self.tmp / "exporter.err").read_bytes()
         self.assertEqual(err, b"", err)
 
+    def test_exporter_survives_a_state_file_cut_short(self):
+        """Truncated under it (any process of the user may): curlguard_state_ready 0 and
+        one stderr line, no SIGBUS; the next guarded call re-makes the file and the
+        metrics are back."""
+        self.traffic()
+        proc, port = self.start_exporter()
+        self.assertIn(b"curlguard_state_ready 1\n", self.get(port)[2])
+        os.truncate(self.state, 0)
+        for _ in range(3):
+            status, _, body = self.get(port)
+            self.assertEqual((status, parse_prom(body.decode())),
+                             (200, {("curlguard_state_ready", frozenset()): 0}))
+        url = self.mock.url(CHAT, plan="200")
+        p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", "-d", "{}", url],
+                        self.guard_env(), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        samples = parse_prom(self.get(port)[2].decode())
+        self.assertEqual(samples[("curlguard_state_ready", frozenset())], 1)
+        self.assertEqual(samples[("curlguard_calls_total",
+                                  frozenset({("pool", harness.mock_pool())}))], 1)
+        self.assertIsNone(proc.poll(), "the exporter died")
+        self.stop(proc)
+        err = (self.tmp / "exporter.err").read_text().splitlines()
+        self.assertEqual(len(err), 1, err)
+        self.assertRegex(err[0], r"^curlguard: exporter: state file .* shorter than layout 4.*"
+                                 r"serving curlguard_state_ready 0 until it can be read$")
+
     def test_exporter_bad_listen_addresses(self):
         for addr in ("127.0.0.1", "127.0.0.1:65536", "127.0.0.1:http", "::1:9464", "",
                      "example.invalid:9464", "192.0.2.1:9464"):
@@ -414,13 +441,13 @@ class MetricsTest(harness.GuardTestCase):
             return data["data"]["result"]
 
         pool_name = harness.mock_pool()
-        deadline = time.monotonic() + 25
+        deadline = time.monotonic() + 20
         while True:
             got = query(f'curlguard_calls_total{{pool="{pool_name}"}}')
             if got:
                 break
             if prom.poll() is not None or time.monotonic() > deadline:
-                self.fail("Prometheus had no curlguard_calls_total within 25 s (exit "
+                self.fail("Prometheus had no curlguard_calls_total within 20 s (exit "
                           f"{prom.poll()}):\n" + (self.tmp / "prometheus.log").read_text()[-3000:])
             time.sleep(0.25)
         self.assertEqual(got[0]["metric"]["job"], "curlguard")
