@@ -45,7 +45,8 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
-            src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c
+            src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
+            src/tally.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
@@ -56,9 +57,14 @@ REPORT_SRCS := cli/report.c cli/report-rec.c cli/report-hist.c cli/report-map.c 
                cli/report-alert.c cli/report-out.c cli/report-series.c cli/report-svg.c \
                cli/report-html.c
 REPORT_OBJS := $(REPORT_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
-CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/prices.c $(REPORT_SRCS)
+# `stat --prometheus` and `exporter` (issue 17): all but exporter.c (the server loop) also
+# linked into tests/unit/test-prom.c.
+METRICS_SRCS := cli/prom.c cli/metrics.c cli/exporter-http.c
+METRICS_OBJS := $(METRICS_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
+CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/prices.c $(REPORT_SRCS) \
+            $(METRICS_SRCS) cli/exporter.c
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
-CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o)
+CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o tally.o)
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
@@ -131,7 +137,14 @@ $(BUILD)/%.7: doc/%.7.scd | $(BUILD)/obj
 
 # The HTML page's pieces (SVG helpers, time buckets): `report` without its command line.
 $(BUILD)/tests/test-report-html: tests/unit/test-report-html.c $(REPORT_OBJS) | $(BUILD)/tests
-	$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcriterion -lcjson -lm
+
+# The Prometheus text writer, the metrics of a state file and the exporter's parsers
+# (issue 17), with the library parts they read.
+$(BUILD)/tests/test-prom: tests/unit/test-prom.c $(METRICS_OBJS) $(CORE_OBJS) | $(BUILD)/tests
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -Icli -o $@ $< $(METRICS_OBJS) $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
 
 $(BUILD)/obj $(BUILD)/obj/cli $(BUILD)/tests:
 	$(Q)mkdir -p $@

@@ -5,6 +5,8 @@
 #ifndef CG_CLI_H
 #define CG_CLI_H
 
+#include <stddef.h>
+
 #define CG_EXIT_OK 0
 #define CG_EXIT_ERROR 1
 #define CG_EXIT_USAGE 2
@@ -16,8 +18,18 @@ int cg_cli_run(int argc, char **argv);
 /* `curlguard plan ...`: the worst-case retry timeline. */
 int cg_cli_plan(int argc, char **argv);
 
-/* `curlguard stat [--json]`: every pool in the shared state file. */
+/* `curlguard stat [--json | --prometheus]`: every pool in the shared state file; with
+ * --prometheus its counters in the Prometheus text format (metrics.h). */
 int cg_cli_stat(int argc, char **argv);
+
+/* `curlguard exporter --listen ADDR [--config F]`: serve the state file's metrics at
+ * GET /metrics (exporter.c).  Returns on SIGINT/SIGTERM (0) or a listen error (1; a bad
+ * ADDR: 2). */
+int cg_cli_exporter(int argc, char **argv);
+
+/* The state file the guard would use (CURLGUARD_STATE, else config file `config` (NULL:
+ * CURLGUARD_CONFIG) "state", else the default) into `out`.  0, or -1 when none. */
+int cg_cli_state_path(const char *config, char *out, size_t len);
 
 /* `curlguard report [--json] [--html FILE] [LOG...]`: usage-log totals per pool and
  * model, latency percentiles and alerts (report.h has the definitions), as text, JSON or

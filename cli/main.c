@@ -16,8 +16,11 @@ static const char cg__usage[] =
     "  run [--config F] -- CMD ARGS...   run CMD with the guard preloaded and enabled\n"
     "  plan --budget S --attempt-timeout S --base S --cap S [--max-attempts N] [--json]\n"
     "                                    worst-case retry timeline for a deadline\n"
-    "  stat [--config F] [--json]        every pool in the shared state: limits, levels,\n"
-    "                                    in-flight, counters\n"
+    "  stat [--config F] [--json | --prometheus]\n"
+    "                                    every pool in the shared state: limits, levels,\n"
+    "                                    in-flight, counters (--prometheus: text format)\n"
+    "  exporter --listen ADDR [--config F]\n"
+    "                                    serve those metrics at http://ADDR/metrics\n"
     "  report [--json] [LOG...]          usage-log totals per pool and model: calls,\n"
     "                                    retries, tokens, cost, latency, alerts (- = stdin)\n"
     "  report --html FILE [LOG...]       the same as one self-contained page with charts\n"
@@ -47,6 +50,8 @@ int main(int argc, char **argv) {
     return cg_cli_plan(argc - 1, argv + 1);
   if (strcmp(argv[1], "stat") == 0)
     return cg_cli_stat(argc - 1, argv + 1);
+  if (strcmp(argv[1], "exporter") == 0)
+    return cg_cli_exporter(argc - 1, argv + 1);
   if (strcmp(argv[1], "report") == 0)
     return cg_cli_report(argc - 1, argv + 1);
   if (strcmp(argv[1], "reset") == 0)

@@ -8,7 +8,9 @@
 #include "cli.h"
 #include "config.h"
 #include "limiter.h"
+#include "metrics.h"
 #include "state.h"
+#include "tally.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -163,6 +165,59 @@ static cJSON *cg__learned_json(const struct cg_state_pool *p, int64_t now) {
   return o;
 }
 
+/* What the guard recorded in pool `i` (tally.h): the numbers `stat --prometheus`
+ * exports, under the same rules as `curlguard report`. */
+static cJSON *cg__tally_json(const struct cg_state *st, int i) {
+  cJSON *o = cJSON_CreateObject(), *outs;
+  struct cg_state_tally t;
+  int k;
+
+  cg_tally_read(st, i, &t);
+  cJSON_AddNumberToObject(o, "calls", (double) t.calls);
+  cJSON_AddNumberToObject(o, "calls_ok", (double) t.calls_ok);
+  cJSON_AddNumberToObject(o, "attempts", (double) t.attempts);
+  cJSON_AddNumberToObject(o, "retries", (double) t.retries);
+  cJSON_AddNumberToObject(o, "host_retry_calls", (double) t.host_retry_calls);
+  cJSON_AddNumberToObject(o, "possibly_billed", (double) t.possibly_billed);
+  cJSON_AddNumberToObject(o, "prompt_tokens", (double) t.prompt_tokens);
+  cJSON_AddNumberToObject(o, "completion_tokens", (double) t.completion_tokens);
+  cJSON_AddNumberToObject(o, "cached_tokens", (double) t.cached_tokens);
+  cJSON_AddNumberToObject(o, "cost_usd", (double) t.cost_nusd / 1e9);
+  cJSON_AddNumberToObject(o, "queue_s", (double) t.queue_ms / 1e3);
+  cJSON_AddNumberToObject(o, "breaker_wait_s", (double) t.breaker_wait_ms / 1e3);
+  outs = cJSON_AddObjectToObject(o, "outcomes");
+  for (k = 0; k < CG_TALLY_NOUTCOMES; k++)
+    if (t.outcomes[k])
+      cJSON_AddNumberToObject(outs, cg_tally_outcome_name(k), (double) t.outcomes[k]);
+  return o;
+}
+
+/* `stat --prometheus`: the file in the text exposition format (metrics.h).  No file yet:
+ * curlguard_state_ready 0, exit 0, as `stat --json` says "exists": false. */
+static int cg__stat_prometheus(const char *path) {
+  struct cg_metrics *m = malloc(sizeof(*m));
+  char why[512];
+  int r;
+
+  if (!m) {
+    cg_cli_error("stat: out of memory");
+    return CG_EXIT_ERROR;
+  }
+  r = cg_metrics_load(path, m, why, sizeof(why));
+  if (r < 0) {
+    cg_cli_error("stat: %s", why);
+    free(m);
+    return CG_EXIT_ERROR;
+  }
+  cg_metrics_write(stdout, m);
+  free(m);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    cg_cli_error("stat: cannot write the metrics to standard output");
+    return CG_EXIT_ERROR;
+  }
+  return CG_EXIT_OK;
+}
+
 static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   cJSON *o = cJSON_CreateObject();
   double req = cg_limiter_available(__atomic_load_n(&p->tat_requests, __ATOMIC_ACQUIRE),
@@ -211,6 +266,7 @@ int cg_cli_stat(int argc, char **argv) {
   struct cg_state st;
   struct stat sb;
   volatile int json = 0;
+  int prometheus = 0;
   int i;
   cJSON *root, *pools;
   int64_t now;
@@ -218,16 +274,25 @@ int cg_cli_stat(int argc, char **argv) {
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       json = 1;
+    } else if (strcmp(argv[i], "--prometheus") == 0) {
+      prometheus = 1;
     } else if (!cg__config_option(argc, argv, &i)) {
       cg_cli_error("stat: unknown option \"%s\" (usage: curlguard stat [--config F] "
-                   "[--json])", argv[i]);
+                   "[--json | --prometheus])", argv[i]);
       return CG_EXIT_USAGE;
     }
+  }
+  if (json && prometheus) {
+    cg_cli_error("stat: --json and --prometheus exclude each other (usage: curlguard stat "
+                 "[--config F] [--json | --prometheus])");
+    return CG_EXIT_USAGE;
   }
   if (cg__state_path(path, sizeof(path)) != 0) {
     cg_cli_error("stat: no state file configured");
     return CG_EXIT_ERROR;
   }
+  if (prometheus)
+    return cg__stat_prometheus(path);
   if (lstat(path, &sb) != 0) {
     /* Nothing has used the guard yet: report an empty state without creating a file. */
     if (json)
@@ -266,6 +331,7 @@ int cg_cli_stat(int argc, char **argv) {
       cJSON *o = cg__pool_json(p, now);
       cJSON_AddItemToObject(o, "breaker", cg__breaker_json(&st, i, now));
       cJSON_AddItemToObject(o, "retry_budget", cg__budget_json(&st, i, now));
+      cJSON_AddItemToObject(o, "tally", cg__tally_json(&st, i));
       cJSON_AddItemToArray(pools, o);
     }
   }
@@ -384,4 +450,9 @@ int cg_cli_reset(int argc, char **argv) {
   }
   printf("state file %s re-initialised\n", path);
   return CG_EXIT_OK;
+}
+
+int cg_cli_state_path(const char *config, char *out, size_t len) {
+  cg__config_flag = config;
+  return cg__state_path(out, len);
 }

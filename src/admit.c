@@ -7,6 +7,7 @@
 #include "log.h"
 #include "ratelimit.h"
 #include "saturate.h"
+#include "tally.h"
 
 #include <setjmp.h>
 
@@ -658,6 +659,16 @@ void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta) {
     CG_GUARDED(ad, return);
     cg_limiter_tokens_correct(ad->state, ad->pool_index, &ad->pool->lim, delta,
                               cg_sat_mul(ad->max_retry_after_ms, 1000000));
+    CG_UNGUARD();
+  }
+}
+
+void cg_admission_tally(struct cg_admission *ad, const struct cg_record *r) {
+  if (!ad->state || ad->pool_index < 0 || !r)
+    return;
+  {
+    CG_GUARDED(ad, return);
+    cg_tally_add(ad->state, ad->pool_index, r);
     CG_UNGUARD();
   }
 }

@@ -26,6 +26,7 @@
 #include "classify.h"
 #include "config.h"
 #include "limiter.h"
+#include "record.h"
 
 #include <stdint.h>
 
@@ -140,6 +141,12 @@ void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered);
 
 /* Give back the slot cg_admission_enter returned (no-op for -2). */
 void cg_admission_leave(struct cg_admission *ad, int slot);
+
+/* Add the usage record `r` about to be written (one per attempt) to the pool's tally in
+ * the state file (tally.h: calls, attempts by outcome, tokens, cost, waits, for `stat`
+ * and Prometheus).  Never fails the call: no file, no pool, or a file cut short under it
+ * (the fault is caught as in every entry point here): nothing counted. */
+void cg_admission_tally(struct cg_admission *ad, const struct cg_record *r);
 
 /* The request used `delta` tokens more than it was charged (usage known after the
  * transfer): charge them to the pool's token account (limiter.h). */

@@ -625,6 +625,14 @@ static void cg__no_transfer(struct cg_call *call) {
                  "not %d", (int) rc, (int) CURLE_UNSUPPORTED_PROTOCOL);
 }
 
+/* Write one usage record, counted first in the pool's tally in the state file (tally.h:
+ * what `curlguard stat --prometheus` exports), so the metrics follow the log record by
+ * record. */
+static void cg__emit(struct cg_call *call, const struct cg_record *rec) {
+  cg_admission_tally(&call->admission, rec);
+  cg_record_emit(call->cfg, rec);
+}
+
 /* Record an attempt that ended before reaching the network (host abort during a wait,
  * rate-limit fail-fast). */
 static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
@@ -643,7 +651,7 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   rec.final = 1;
   rec.decision = cg_decision_name(o == CG_OUT_ABORTED_BY_HOST ? CG_DONE : CG_GIVE_UP);
   rec.reason = reason;
-  cg_record_emit(call->cfg, &rec);
+  cg__emit(call, &rec);
 }
 
 /* The breaker or the budget refused the attempt before it reached the network: fail
@@ -879,7 +887,7 @@ static CURLcode cg__run(struct cg_call *call) {
       rec.backoff_ms = out.sleep_ms + budget_waited;
       rec.decision = cg_decision_name(CG_RETRY);
       rec.reason = out.reason;
-      cg_record_emit(call->cfg, &rec);
+      cg__emit(call, &rec);
       cg_attempt_free(&a);
       if (cg__wait(call, out.sleep_ms) == 0) {
         call->prev_sleep_ms = out.sleep_ms;
@@ -916,7 +924,7 @@ static CURLcode cg__run(struct cg_call *call) {
     /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
     if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
       rec.reason = "usage_too_large";
-    cg_record_emit(call->cfg, &rec);
+    cg__emit(call, &rec);
     cg__host_errbuf(h, a.errbuf);
     cg_attempt_free(&a);
     return rc;

@@ -25,6 +25,8 @@ _Static_assert(sizeof(struct cg_state_breaker) % 8 == 0, "breaker words must sta
 _Static_assert(sizeof(struct cg_state_budget) % 8 == 0, "budget words must stay aligned");
 _Static_assert(sizeof(struct cg_state_breaker) == 320 && sizeof(struct cg_state_budget) == 736,
                "the sizes documented in state.h");
+_Static_assert(sizeof(struct cg_state_tally) == 480 && CG_STATE_SIZE == 129280,
+               "the tally's size and the file's, as documented in state.h");
 
 int64_t cg_state_now(void) {
   struct timespec ts;
@@ -213,6 +215,7 @@ static void cg__map_parts(struct cg_state *st, void *base) {
   st->slots = (struct cg_state_slot *) ((char *) base + CG_STATE_SLOTS_OFF);
   st->breakers = (struct cg_state_breaker *) ((char *) base + CG_STATE_BREAKERS_OFF);
   st->budgets = (struct cg_state_budget *) ((char *) base + CG_STATE_BUDGETS_OFF);
+  st->tallies = (struct cg_state_tally *) ((char *) base + CG_STATE_TALLIES_OFF);
   st->size = CG_STATE_SIZE;
 }
 

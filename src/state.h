@@ -16,11 +16,15 @@
  *   struct cg_state_slot   slots[CG_STATE_SLOTS] at CG_STATE_SLOTS_OFF
  *   struct cg_state_breaker breakers[CG_STATE_POOLS] at CG_STATE_BREAKERS_OFF (pool i's)
  *   struct cg_state_budget budgets[CG_STATE_POOLS] at CG_STATE_BUDGETS_OFF (pool i's)
+ *   struct cg_state_tally tallies[CG_STATE_POOLS] at CG_STATE_TALLIES_OFF (pool i's)
  * Version 2 added the breakers and budgets: 63488 bytes more, 94464 bytes in all.
  * Version 3 grew each breaker by 64 bytes (issue 12: the futex word calls held while it
  * is open park on, consecutive failures, failed probes, the slow start): 98560 bytes.
  * Version 4 (same size) uses the pools' reserved words for the learned rate (issue 12
- * item 5); a version 3 file is re-initialised.
+ * item 5); a version 3 file is re-initialised.  Still version 4 (unreleased), issue 17
+ * appended the tallies (per pool: calls, attempts by outcome, tokens, cost, waits, for
+ * `stat` and Prometheus, tally.h): 480 bytes each, 30720 bytes more, 129280 bytes in all;
+ * a version-4 file of the old size fails the header's size check and is re-initialised.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -36,6 +40,7 @@
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
 #define CG_STATE_RETRY_SLOTS 64 /* retries outstanding at once per pool, at most */
+#define CG_STATE_OUTCOMES 40 /* outcome counters per pool (tally.h has the names) */
 
 struct cg_state_header {
   uint64_t magic;            /* CG_STATE_MAGIC, written last when the file is ready */
@@ -123,13 +128,35 @@ struct cg_state_budget {
   uint64_t reserved[2];
 };
 
+/* What the guard recorded in one pool (tally.h), one usage record at a time: 480 bytes.
+ * Every word only grows (relaxed fetch-and-add), so a reader sees each counter exact
+ * and the set a few records apart at most. */
+struct cg_state_tally {
+  uint64_t calls;            /* final records: calls that ended */
+  uint64_t attempts;         /* records: attempts, including those refused locally */
+  uint64_t retries;          /* records of attempt 2 or later (as `curlguard report`) */
+  uint64_t host_retry_calls; /* calls that repeated an identical failed call (repeat_of) */
+  uint64_t possibly_billed;  /* records with possibly_billed */
+  uint64_t prompt_tokens;    /* input tokens the provider reported */
+  uint64_t completion_tokens; /* output tokens the provider reported */
+  uint64_t cached_tokens;    /* cached input tokens the provider reported */
+  uint64_t cost_nusd;        /* estimated cost, nano-US-dollars (1e-9 USD) */
+  uint64_t queue_ms;         /* waited for the limiter (queue_ms minus the breaker's part) */
+  uint64_t breaker_wait_ms;  /* held by an open breaker (open = wait) */
+  uint64_t calls_ok;         /* final records with outcome ok */
+  uint64_t outcomes[CG_STATE_OUTCOMES]; /* records by outcome (tally.h cg_tally_outcome) */
+  uint64_t reserved[8];
+};
+
 #define CG_STATE_POOLS_OFF 256
 #define CG_STATE_SLOTS_OFF (CG_STATE_POOLS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_pool))
 #define CG_STATE_BREAKERS_OFF                                                             \
   (CG_STATE_SLOTS_OFF + CG_STATE_SLOTS * sizeof(struct cg_state_slot))
 #define CG_STATE_BUDGETS_OFF                                                              \
   (CG_STATE_BREAKERS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_breaker))
-#define CG_STATE_SIZE (CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_budget))
+#define CG_STATE_TALLIES_OFF                                                              \
+  (CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_budget))
+#define CG_STATE_SIZE (CG_STATE_TALLIES_OFF + CG_STATE_POOLS * sizeof(struct cg_state_tally))
 
 /* A mapped state file. */
 struct cg_state {
@@ -138,6 +165,7 @@ struct cg_state {
   struct cg_state_slot *slots;
   struct cg_state_breaker *breakers;
   struct cg_state_budget *budgets;
+  struct cg_state_tally *tallies;
   size_t size;
   int fd;
 };

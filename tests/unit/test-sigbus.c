@@ -82,6 +82,23 @@ Test(sigbus, truncated_during_the_limiter_wait_fails_open) {
   cg_admission_finish(&a);
 }
 
+Test(sigbus, the_tally_counts_on_a_whole_file) {
+  struct cg_admission a;
+  struct cg_record r;
+  int64_t wait_ms;
+
+  admission(&a, &st);
+  cr_assert_eq(cg_admission_gate(&a, 1, 0, a.deadline_ms, &wait_ms), CG_GATE_GO);
+  cg_record_init(&r);
+  r.outcome = "http_503";
+  r.attempt = 2;
+  cg_admission_tally(&a, &r);
+  cr_assert_eq(a.state, &st);
+  cr_assert_eq(st.tallies[a.pool_index].attempts, 1);
+  cr_assert_eq(st.tallies[a.pool_index].retries, 1);
+  cr_assert_eq(st.tallies[a.pool_index].calls, 0);
+}
+
 Test(sigbus, every_entry_point_on_a_cut_file) {
   struct cg_admission a;
   int64_t wait_ms;
@@ -110,6 +127,16 @@ Test(sigbus, every_entry_point_on_a_cut_file) {
   cg_admission_tokens_correct(&a, 5);
   a.state = &st;
   cg_admission_finish(&a);
+  a.state = &st;
+  {
+    /* The tally of a record (tally.h): counted while the file is whole, dropped after. */
+    struct cg_record r;
+    cg_record_init(&r);
+    r.outcome = "ok";
+    r.final = 1;
+    cg_admission_tally(&a, &r);
+    cr_assert_null(a.state, "the tally touched the cut file without a fault");
+  }
   a.state = &st;
   cr_assert_eq(cg_admission_gate(&a, 2, 0, a.deadline_ms, &wait_ms), CG_GATE_GO);
   a.state = &st;

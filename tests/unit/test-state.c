@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,8 @@ static void assert_no_pools(const struct cg_state *st) {
   }
   for (i = 0; i < CG_STATE_SLOTS; i++)
     cr_assert_eq(st->slots[i].owner, 0, "slot %d survived", i);
+  for (i = 0; i < CG_STATE_POOLS; i++)
+    cr_assert_eq(st->tallies[i].attempts, 0, "pool %d's tally survived", i);
 }
 
 /* A file with one pool "p" (TAT 12345, admitted 7) and one slot taken. */
@@ -83,6 +86,7 @@ static void make_used_file(void) {
   cr_assert_geq(p, 0);
   st.pools[p].tat_requests = 12345;
   st.pools[p].admitted = 7;
+  st.tallies[p].attempts = 9;
   s = cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + 1000000000LL, &w);
   cr_assert_geq(s, 0);
   cg_state_close(&st);
@@ -131,6 +135,25 @@ Test(state, creates_new_file) {
   cr_assert_null(st.hdr);
 }
 
+/* state.h's layout: the offsets and sizes its comment gives (version 4 with the tallies,
+ * issue 17), and every part mapped where the offsets say. */
+Test(state, layout_offsets_and_sizes) {
+  struct cg_state st;
+  cr_assert_eq(sizeof(struct cg_state_pool) * CG_STATE_POOLS + CG_STATE_POOLS_OFF,
+               CG_STATE_SLOTS_OFF);
+  cr_assert_eq(sizeof(struct cg_state_breaker), 320);
+  cr_assert_eq(sizeof(struct cg_state_budget), 736);
+  cr_assert_eq(sizeof(struct cg_state_tally), 480);
+  cr_assert_eq(CG_STATE_TALLIES_OFF, CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * 736);
+  cr_assert_eq(CG_STATE_SIZE, 129280);
+  cr_assert_eq(CG_STATE_SIZE - CG_STATE_TALLIES_OFF, 30720);
+  open_ok(&st);
+  cr_assert_eq((char *) st.tallies - (char *) st.hdr, (ptrdiff_t) CG_STATE_TALLIES_OFF);
+  cr_assert_eq((char *) st.budgets - (char *) st.hdr, (ptrdiff_t) CG_STATE_BUDGETS_OFF);
+  cr_assert_eq((char *) &st.tallies[CG_STATE_POOLS] - (char *) st.hdr, (ptrdiff_t) CG_STATE_SIZE);
+  cg_state_close(&st);
+}
+
 Test(state, mode_0600_whatever_the_umask) {
   struct cg_state st;
   struct stat sb;
@@ -156,6 +179,7 @@ Test(state, reopen_keeps_pools) {
   cr_assert_str_eq(st.pools[p].name, "p");
   cr_assert_eq(st.pools[p].tat_requests, 12345);
   cr_assert_eq(st.pools[p].admitted, 7);
+  cr_assert_eq(st.tallies[p].attempts, 9, "the pool's tally is kept with it");
   cr_assert_eq(st.pools[p].inflight, 1);
   cg_state_close(&st);
   usleep(5000);
