@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """bench/run.py - curlguard's benchmark harness; writes bench/RESULTS.md and bench/drill.png.
 
-    make bench          # full: about 12 minutes on 2 cores (limit: 15)
-    make bench-quick    # reduced: about 1.5 minutes (limit: 2); CI may run it; writes
+    make bench          # full: about 16 minutes on 2 cores (5. and 6. add about 3)
+    make bench-quick    # reduced: about 2 minutes; CI may run it; writes
                         # build/bench/RESULTS-quick.md (never assert on its numbers)
     /usr/bin/python3 bench/run.py [--quick] [--build DIR] [--out FILE] [--only a,b,c]
+                                  [--drill-failfast]
+    # one or more scenarios (keys below), full size or --quick; a partial run writes
+    # BUILD/bench/RESULTS-only.md (or RESULTS-quick.md) unless --out says otherwise:
+    /usr/bin/python3 bench/run.py --quick --only drill,flaky,unknown-limit
 
 Scenarios (issue 7; sizes in FULL / QUICK below), each contender side by side, the same seed
 and load, a fresh mock provider per contender; ground truth from its ledger (GET /__summary):
@@ -23,6 +27,16 @@ and load, a fresh mock provider per contender; ground truth from its ledger (GET
   4b. accuracy N requests by curl workers through the guard with CURLGUARD_RPM=R (and TPM)
                against the mock enforcing the same limit.
   4c. report   bench/report-bench.py (curlguard report's throughput) if that file exists.
+  5. flaky     (key flaky; issue 12) batch-host --threads 16, N calls against a provider whose
+               every other call's first attempt gets a 503 and every resend a 200
+               (mock-provider plan per_body): no retry; curl-style retry 3; the guard with the
+               library's defaults (state file and log only). Success %, requests per call.
+  6. unknown limit  (key unknown-limit; issue 12) scenario 2's batch with the guard not told
+               the provider's limit (no CURLGUARD_RPM), curl and C host: completed, 429 share
+               of the requests, wall vs N/R.
+  Scenarios 3, 5 and 6 print issue 12's targets next to the figures (met / NOT met), in the
+  summary and in their sections; --drill-failfast adds a guard with CURLGUARD_BREAKER_OPEN=fail
+  to the drill (when README.md documents that variable).
 
 Python 3 standard library only (gnuplot for the picture). Everything listens on 127.0.0.1.
 Every server and worker is started in its own session and stopped (by its process group id)
