@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """bench/run.py - curlguard's benchmark harness; writes bench/RESULTS.md and bench/drill.png.
 
-    make bench          # full: about 12 minutes on 2 cores (limit: 15)
-    make bench-quick    # reduced: about 1.5 minutes (limit: 2); CI may run it; writes
+    make bench          # full: about 16 minutes on 2 cores (5. and 6. add about 3)
+    make bench-quick    # reduced: about 2 minutes; CI may run it; writes
                         # build/bench/RESULTS-quick.md (never assert on its numbers)
     /usr/bin/python3 bench/run.py [--quick] [--build DIR] [--out FILE] [--only a,b,c]
+                                  [--drill-failfast]
+    # one or more scenarios (keys below), full size or --quick; a partial run writes
+    # BUILD/bench/RESULTS-only.md (or RESULTS-quick.md) unless --out says otherwise:
+    /usr/bin/python3 bench/run.py --quick --only drill,flaky,unknown-limit
 
 Scenarios (issue 7; sizes in FULL / QUICK below), each contender side by side, the same seed
 and load, a fresh mock provider per contender; ground truth from its ledger (GET /__summary):
@@ -23,6 +27,16 @@ and load, a fresh mock provider per contender; ground truth from its ledger (GET
   4b. accuracy N requests by curl workers through the guard with CURLGUARD_RPM=R (and TPM)
                against the mock enforcing the same limit.
   4c. report   bench/report-bench.py (curlguard report's throughput) if that file exists.
+  5. flaky     (key flaky; issue 12) batch-host --threads 16, N calls against a provider whose
+               every other call's first attempt gets a 503 and every resend a 200
+               (mock-provider plan per_body): no retry; curl-style retry 3; the guard with the
+               library's defaults (state file and log only). Success %, requests per call.
+  6. unknown limit  (key unknown-limit; issue 12) scenario 2's batch with the guard not told
+               the provider's limit (no CURLGUARD_RPM), curl and C host: completed, 429 share
+               of the requests, wall vs N/R.
+  Scenarios 3, 5 and 6 print issue 12's targets next to the figures (met / NOT met), in the
+  summary and in their sections; --drill-failfast adds a guard with CURLGUARD_BREAKER_OPEN=fail
+  to the drill (when README.md documents that variable).
 
 Python 3 standard library only (gnuplot for the picture). Everything listens on 127.0.0.1.
 Every server and worker is started in its own session and stopped (by its process group id)
@@ -60,7 +74,19 @@ _BATCH = {"workers": 64, "timeout_s": 10, "deadline_s": 120, "guard_attempts": 5
 _BATCH_QUICK = dict(_BATCH, timeout_s=3, deadline_s=30, lat_median_ms=300, lat_p99_ms=1500,
                     lat_max_ms=2500)
 _DRILL = {"p503": 0.05, "pstall": 0.02, "slow_x": 3, "recover_frac": 0.8,
-          "contenders": ["curl-naive", "curl-retry", "curl-guard", "curl-guard-cd5"]}
+          "contenders": ["curl-naive", "curl-retry", "curl-guard"],
+          # issue 12: the guard with the library's defaults
+          "target_outage_requests": 40, "target_first_ok_s": 2.0}
+# 5. flaky provider (issue 12): every other call's first attempt a 503, any retry a 200.
+_FLAKY = {"workers": 16, "seed": 42, "bucket_ms": 100, "timeout_s": 10, "naive_max": 5,
+          "curl_retry": 3, "contenders": ["c-plain", "c-retry", "c-guard-defaults"],
+          # c-retry sleeps 1 s before each of its N/2 retries (N/32 s on 16 threads, with next
+          # to no CPU): it runs alongside the others, against its own provider.
+          "alongside": ["c-retry"],
+          "target_success": 0.99, "target_per_call": 2.1}
+# 6. unknown limit (issue 12): scenario 2's batch, the guard without CURLGUARD_RPM.
+_UNKNOWN = {"contenders": ["curl-guard-norpm", "c-guard-norpm"], "target_429_share": 0.05,
+            "target_wall_x": 1.3}
 
 
 def _prefixed(prefix, d):
@@ -79,6 +105,8 @@ FULL = {
     **_prefixed("drill_", dict(_BATCH, **_DRILL, rpm=6000, n=1100, lat_median_ms=2000,
                                lat_p99_ms=8000, lat_max_ms=9500, outage=(20, 50), slow=(60, 70),
                                stall_ms=15000, cap_s=110, baseline_from=5, arrive_s=80)),
+    **_prefixed("flaky_", dict(_FLAKY, n=3200, cap_s=150)),
+    **_prefixed("unk_", dict(_BATCH, **_UNKNOWN, rpm=600, n=300)),
     "report_timeout_s": 240,
 }
 QUICK = {
@@ -93,6 +121,8 @@ QUICK = {
                                lat_p99_ms=3000, lat_max_ms=3500, timeout_s=4, outage=(3, 8),
                                slow=(10, 12), stall_ms=5000, cap_s=20, baseline_from=1,
                                arrive_s=12)),
+    **_prefixed("flaky_", dict(_FLAKY, n=320, cap_s=40)),
+    **_prefixed("unk_", dict(_BATCH_QUICK, **_UNKNOWN, rpm=1200, n=60)),
     "report_timeout_s": 60,
 }
 # A small chat request, as an LLM batch would send (the guard parses it for model/tokens).
@@ -633,9 +663,19 @@ CONTENDERS = {
     "c-retry": ("C host", "retry", "C host, curl-style retry 3"),
     "c-guard": ("C host", "guard", "C host + guard"),
     "curl-guard-cd5": ("curl", "guard", "curl + guard, breaker cooldown 5 s"),
+    "curl-guard-failfast": ("curl", "guard", "curl + guard, breaker fails fast"),
+    "c-plain": ("C host", "plain", "C host, no retry"),
+    "c-guard-defaults": ("C host", "guard", "C host + guard, defaults"),
+    "curl-guard-norpm": ("curl", "guard", "curl + guard, no rpm"),
+    "c-guard-norpm": ("C host", "guard", "C host + guard, no rpm"),
 }
-# Settings a guard contender adds to guard_batch_env (the rest are library defaults).
-GUARD_EXTRA_ENV = {"curl-guard-cd5": {"CURLGUARD_BREAKER_COOLDOWN_S": 5}}
+# Settings a guard contender adds to its base environment (the rest are library defaults).
+GUARD_EXTRA_ENV = {"curl-guard-cd5": {"CURLGUARD_BREAKER_COOLDOWN_S": 5},
+                   "curl-guard-failfast": {"CURLGUARD_BREAKER_OPEN": "fail"}}
+# The base environment of a guard contender: "batch" = guard_batch_env (scenarios 2 and 3),
+# "defaults" = state file and log only, "norpm" = guard_batch_env without CURLGUARD_RPM.
+GUARD_ENV_KIND = {"c-guard-defaults": "defaults", "curl-guard-norpm": "norpm",
+                  "c-guard-norpm": "norpm"}
 
 
 def batch_body(i):
@@ -665,6 +705,24 @@ def guard_batch_env(b, state, logf):
             "CURLGUARD_MAX_ATTEMPTS": b["guard_attempts"]}
 
 
+def guard_defaults_env(b, state, logf):
+    return {"CURLGUARD_STATE": state, "CURLGUARD_LOG": logf}
+
+
+def guard_norpm_env(b, state, logf):
+    env = guard_batch_env(b, state, logf)
+    del env["CURLGUARD_RPM"]
+    return env
+
+
+def guard_env_for(key, b, state, logf):
+    kind = GUARD_ENV_KIND.get(key, "batch")
+    env = {"batch": guard_batch_env, "defaults": guard_defaults_env,
+           "norpm": guard_norpm_env}[kind](b, state, logf)
+    env.update(GUARD_EXTRA_ENV.get(key, {}))
+    return env
+
+
 def run_contender(key, b, build, tmp, d, mock_args, cap_s):
     """One contender's batch against a fresh mock -> metrics (ground truth: /__summary)."""
     host, mode, label = CONTENDERS[key]
@@ -687,15 +745,14 @@ def run_contender(key, b, build, tmp, d, mock_args, cap_s):
         else:
             env = plain_env()
             retry = {"naive": f"naive:{b['naive_max']}", "retry": f"curl:{b['curl_retry']}",
-                     "guard": "none"}[mode]
+                     "guard": "none", "plain": "none"}[mode]
             argv = [str(build / "bench" / "batch-host"), "--url", url, "--bodies",
                     str(d / "bodies.txt"), "--calls", str(n), "--threads", str(workers),
                     "--retry", retry, "--timeout-ms",
                     "0" if mode == "guard" else str(b["timeout_s"] * 1000),
                     "--out", str(cd / "calls.txt")]
         if mode == "guard":
-            env.update({k: str(v) for k, v in guard_batch_env(b, state, logf).items()})
-            env.update({k: str(v) for k, v in GUARD_EXTRA_ENV.get(key, {}).items()})
+            env.update({k: str(v) for k, v in guard_env_for(key, b, state, logf).items()})
             argv = [str(build / "curlguard"), "run", "--"] + argv
         mock.post("/__reset?clock=1")            # t = 0 of the schedule: now
         capped = False
@@ -823,6 +880,9 @@ def recovery(r, b):
 
 def scenario_drill(cfg, build, tmp):
     b = batch_cfg(cfg, "drill_")
+    if cfg.get("drill_failfast") and readme_mentions("CURLGUARD_BREAKER_OPEN"):
+        # Before issue 12's breaker (fail fast is the only behaviour) it is the guard itself.
+        b["contenders"] = b["contenders"] + ["curl-guard-failfast"]
     b["ideal_s"] = b["n"] / b["rpm"] * 60
     d = Path(tempfile.mkdtemp(prefix="drill-", dir=tmp))
     make_bodies(d, b["n"])
@@ -914,12 +974,47 @@ def contenders_text(b, ctimeout):
         f"`CURLGUARD_FIRST_BYTE_TIMEOUT_MS` and `CURLGUARD_READ_TIMEOUT_MS` {b['timeout_s'] * 1000} "
         f"(in place of `-m {b['timeout_s']}`), `CURLGUARD_DEADLINE_MS` {b['deadline_s'] * 1000}, "
         f"`CURLGUARD_MAX_ATTEMPTS` {b['guard_attempts']}, one shared state file, the log on; "
-        f"library defaults otherwise, the circuit breaker (50 % failures over 60 s, at least "
-        f"20 requests, 30 s cooldown) and the retry budget (20 % of first attempts + 1/s) "
-        f"included.",
+        f"library defaults otherwise, the circuit breaker and the retry budget included "
+        f"({library_defaults_text()}).",
     ] + (["- *guard, breaker cooldown 5 s*: the same with `CURLGUARD_BREAKER_COOLDOWN_S=5`: "
           "probes the way back every 5 s instead of 30 s."]
-         if "curl-guard-cd5" in b.get("contenders", []) else [])
+         if "curl-guard-cd5" in b.get("contenders", []) else []) \
+      + (["- *guard, breaker fails fast*: the same with `CURLGUARD_BREAKER_OPEN=fail`: while "
+          "the breaker is open a call fails at once (`circuit_open`) instead of waiting for "
+          "the probe: the guard's behaviour before issue 12, for comparison."]
+         if "curl-guard-failfast" in b.get("contenders", []) else [])
+
+
+def readme_defaults(prefixes=("CURLGUARD_BREAKER", "CURLGUARD_RETRY_BUDGET")):
+    """[(variable, default)] of the README's configuration table rows whose variable starts
+    with one of prefixes: the library's defaults as this tree documents them."""
+    out = []
+    try:
+        text = (ROOT / "README.md").read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`CURLGUARD_"):
+            continue
+        names = [x.strip("` ") for x in cells[0].split("/")]
+        if any(names[0].startswith(p) for p in prefixes):
+            out.append((cells[0], cells[-1]))
+    return out
+
+
+def library_defaults_text():
+    d = readme_defaults()
+    if not d:
+        return "see README.md"
+    return "as README.md documents them: " + "; ".join(f"{k} {v}" for k, v in d)
+
+
+def readme_mentions(name):
+    try:
+        return name in (ROOT / "README.md").read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def measure_notes():
@@ -991,6 +1086,10 @@ def report_drill(r):
            f"after {b['cap_s']} s. Plan file: `{json.dumps(r['plan'], separators=(',', ':'))}`.",
            "", "Contenders as in scenario 2 (curl):"] + contenders_text(b, b["timeout_s"]) + [""]
     out += table(r, batch_rows(r, drill=True))
+    for key, ts in drill_targets(r).items():
+        out += ["", f"Issue 12's targets for *{CONTENDERS[key][2]}* (the library's defaults for "
+                f"the breaker and the retry budget): " + "; ".join(
+                    f"{t}: **{met(ok)}**" for t, ok in ts) + "."]
     out += ["", "A call of the guard that meets a stall is not sent again (a POST that may have "
             "been processed: `first_byte_timeout`, `possibly_billed`); the loops send it again "
             "and may be billed twice (*duplicate charges*)."]
@@ -1030,8 +1129,40 @@ def summary_batch(r, name="2. batch"):
     return out
 
 
+def drill_targets(r):
+    """Issue 12's targets for the guard with the library's defaults -> (text, met) per key."""
+    b = r["cfg"]
+    unguarded = [x["completed"] for x in r["rows"] if x["mode"] != "guard"]
+    best = max(unguarded, default=0)
+    out = {}
+    for x in r["rows"]:
+        if x["key"] != "curl-guard":
+            continue
+        rec = x["recovery"]
+        first = rec["first_ok"]
+        out[x["key"]] = [
+            (f"completed {x['completed']} (target > {best}, the best unguarded)",
+             x["completed"] > best),
+            (f"{rec['during']} requests during the outage (target <= {b['target_outage_requests']})",
+             rec["during"] <= b["target_outage_requests"]),
+            (f"first success {fmt(first, '{:.1f} s', 'never')} after it (target <= "
+             f"{b['target_first_ok_s']:g} s)", first is not None and first <= b["target_first_ok_s"]),
+            (f"{x['summary']['duplicate_charges']} duplicate charges (target 0)",
+             x["summary"]["duplicate_charges"] == 0)]
+    return out
+
+
+def met(ok):
+    return "met" if ok else "NOT met"
+
+
 def summary_drill(r):
-    return summary_batch(r, "3. drill")
+    out = summary_batch(r, "3. drill")
+    for key, ts in drill_targets(r).items():
+        label = CONTENDERS[key][2]
+        out.append(f"3. drill, {label}, issue 12 targets: " + "; ".join(
+            f"{t}: {met(ok)}" for t, ok in ts))
+    return out
 
 
 def plot_drill(r, png, tmp):
@@ -1042,16 +1173,19 @@ def plot_drill(r, png, tmp):
     b = r["cfg"]
     w = b["bucket_ms"] / 1000
     series = [x["summary"].get("series", {}).get("requests", []) for x in r["rows"]]
-    n = max((len(s) for s in series), default=0)
+    oks = [x["summary"].get("series", {}).get("ok", []) for x in r["rows"]]
+    n = max((len(s) for s in series + oks), default=0)
     half = int(round(0.5 / w))                 # a 1 s moving mean, centred
     data = Path(png).with_name("drill.dat")
     with open(data, "w") as f:
         f.write("# t_s " + " ".join(f"req_{x['key']} mean1s_{x['key']}" for x in r["rows"])
+                + " " + " ".join(f"ok_{x['key']} okmean1s_{x['key']}" for x in r["rows"])
                 + "\n# requests reaching the provider per 100 ms (and their 1 s moving mean), "
+                "then 2xx answers written whole per 100 ms (and their 1 s moving mean), "
                 "from GET /__summary?bucket_ms=100 of each contender's run\n")
         for k in range(n):
             cells = []
-            for s in series:
+            for s in series + oks:
                 window = [s[j] if j < len(s) else 0 for j in range(max(0, k - half), k + half)]
                 cells += [str(s[k] if k < len(s) else 0), f"{sum(window) / len(window):.2f}"]
             f.write(f"{k * w:.1f} " + " ".join(cells) + "\n")
@@ -1068,7 +1202,7 @@ def plot_drill(r, png, tmp):
     lines = [f"set terminal {term}", "set output 'drill.png'",
              f"set multiplot layout {rows},1 title 'Fault drill: requests reaching the provider "
              f"per 100 ms (N={b['n']}, {b['workers']} workers, limit {b['rpm']}/min; thin: per "
-             f"100 ms, thick: 1 s mean)'",
+             f"100 ms, thick: 1 s mean; dashed black: 2xx answers, 1 s mean)'",
              "set grid ytics", "set key top right opaque box",
              f"set xrange [0:{n * w:.1f}]", f"set yrange [0:{ymax * 1.15:.0f}]",
              "set ylabel 'requests / 100 ms'",
@@ -1080,9 +1214,11 @@ def plot_drill(r, png, tmp):
         c = colors[i % len(colors)]
         if i == rows - 1:
             lines.append("set xlabel 't, s (batch start = 0)'")
+        okcol = 2 * rows + 2 * i + 3
         lines.append(f"plot 'drill.dat' using 1:{2 * i + 2} with lines lw 0.8 lc rgb '{c}' "
                      f"notitle, '' using 1:{2 * i + 3} with lines lw 2.5 lc rgb '{c}' "
-                     f"title '{x['label']}'")
+                     f"title '{x['label']}: requests', '' using 1:{okcol} with lines lw 1.8 "
+                     f"dt 2 lc rgb '#000000' title '2xx answers'")
     lines.append("unset multiplot")
     script = Path(png).with_name("drill.gp")
     script.write_text("# gnuplot drill.gp (in this directory) redraws drill.png from drill.dat\n"
@@ -1092,6 +1228,223 @@ def plot_drill(r, png, tmp):
     if p.returncode != 0 or not Path(png).exists():
         return f"gnuplot failed: {p.stderr.strip()[-300:]}"
     return None
+
+
+# ---------------------------------------------------------------- 5. flaky provider
+
+def flaky_plan(b):
+    return {"per_body": {"first": ["200", "503"], "again": ["200"],
+                         "comment": "every other call's first attempt a 503, any resend a 200"}}
+
+
+def scenario_flaky(cfg, build, tmp):
+    b = batch_cfg(cfg, "flaky_")
+    d = Path(tempfile.mkdtemp(prefix="flaky-", dir=tmp))
+    make_bodies(d, b["n"])
+    plan = d / "plan.json"
+    plan.write_text(json.dumps(flaky_plan(b)))
+    mock_args = ["--plan", str(plan)]
+    res, errors, threads = {}, {}, []
+
+    def one(key):
+        log(f"flaky: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} threads, every other "
+            f"call's first attempt a 503 (cap {b['cap_s']} s)")
+        try:
+            r = run_contender(key, b, build, tmp, d, mock_args, b["cap_s"])
+        except Exception as e:          # reported by the main thread
+            errors[key] = e
+            return
+        log(f"flaky: {r['label']}: {r['completed']}/{b['n']} completed in {r['wall_s']:.1f} s, "
+            f"{r['summary']['requests']} upstream requests")
+        res[key] = r
+
+    for key in b["contenders"]:
+        if key in b.get("alongside", []):
+            t = threading.Thread(target=one, args=(key,), daemon=True)
+            t.start()
+            threads.append(t)
+    for key in b["contenders"]:
+        if key not in b.get("alongside", []):
+            one(key)
+    for t in threads:
+        t.join(b["cap_s"] + 60)
+    if errors:
+        raise RuntimeError("; ".join(f"{k}: {type(e).__name__}: {e}" for k, e in errors.items()))
+    return {"cfg": b, "rows": [res[k] for k in b["contenders"] if k in res],
+            "mock_args": mock_args, "plan": flaky_plan(b)}
+
+
+def flaky_targets(r, x):
+    b = r["cfg"]
+    ok = x["completed"] / x["n"]
+    per_call = x["summary"]["requests"] / x["n"]
+    if x["mode"] == "guard":
+        return [(f"{ok * 100:.1f} % succeeded (target >= {b['target_success'] * 100:g} %)",
+                 ok >= b["target_success"]),
+                (f"{per_call:.2f} upstream requests per call (target <= {b['target_per_call']:g})",
+                 per_call <= b["target_per_call"])]
+    if x["mode"] == "plain":
+        return [(f"{ok * 100:.1f} % succeeded (target about 50 %)", 0.45 <= ok <= 0.55)]
+    return []
+
+
+def flaky_rows(r):
+    return [
+        ("completed calls (2xx to the client)",
+         lambda x: f"{x['completed']} / {x['n']} ({x['completed'] / x['n'] * 100:.1f} %)"),
+        ("upstream requests (per call)", lambda x: f"{x['summary']['requests']} "
+         f"({x['summary']['requests'] / x['n']:.2f})"),
+        ("503s from the provider", lambda x: str(x["summary"]["actions"].get("503", 0))),
+        ("billed requests (per call)", lambda x: f"{x['summary']['billed_requests']} "
+         f"({x['summary']['billed_requests'] / x['n']:.2f})"),
+        ("duplicate charges (bodies)", lambda x: f"{x['summary']['duplicate_charges']} "
+         f"({x['summary']['duplicate_bodies']})"),
+        ("p50 / p99 latency per completed call, s",
+         lambda x: f"{fmt(x['p50'])} / {fmt(x['p99'])}"),
+        ("batch wall time, s", lambda x: f"{x['wall_s']:.1f}" + (" stopped" if x["capped"] else "")),
+        ("guard records: outcomes", lambda x: ", ".join(
+            f"{k} {v}" for k, v in sorted(x["outcomes"].items(), key=lambda kv: -kv[1])) or "-"),
+        ("guard records: decisions", lambda x: ", ".join(
+            f"{k} {v}" for k, v in sorted(x["decisions"].items(), key=lambda kv: -kv[1])) or "-"),
+        ("issue 12 targets", lambda x: "; ".join(
+            f"{t}: **{met(ok)}**" for t, ok in flaky_targets(r, x)) or "-"),
+    ]
+
+
+def report_flaky(r):
+    b = r["cfg"]
+    out = [f"N = {b['n']} calls (`POST /v1/chat/completions`, each a distinct ~230-byte JSON "
+           f"body, the bodies of scenario 2), `build/bench/batch-host --threads {b['workers']}` "
+           f"(one keep-alive handle per thread, each taking the next call), against a flaky "
+           f"provider: `scripts/mock-provider --plan plan.json`, plan "
+           f"`{json.dumps(r['plan'], separators=(',', ':'))}`: the first arrival of each "
+           f"distinct body takes the next of 200, 503, 200, 503, ... (in arrival order), every "
+           f"resend of a body it has seen gets a 200. So every other request of a client that "
+           f"does not retry is a `503` (no `Retry-After`, not billed), and a retry always lands "
+           f"on a 200, deterministically (no draws). No rate limit, no latency. A fresh "
+           f"provider per contender; each is stopped (*stopped*) after {b['cap_s']} s. "
+           + (f"The {', '.join('*' + CONTENDERS[k][2] + '*' for k in b.get('alongside', []))} "
+              f"contender, which spends its time sleeping before its retries, runs alongside "
+              f"the others (against its own provider), to keep the run short."
+              if b.get("alongside") else ""),
+           "", "Contenders:",
+           f"- *no retry*: `batch-host --retry none --timeout-ms {b['timeout_s'] * 1000}`, "
+           f"one attempt per call.",
+           f"- *curl-style retry {b['curl_retry']}*: `batch-host --retry curl:{b['curl_retry']}`: "
+           f"what `curl --retry {b['curl_retry']}` does: retries timeouts, 408, 429, 500, 502, "
+           f"503, 504, waiting `Retry-After` or 1 s doubling (here: 1 s before each retry).",
+           f"- *guard, defaults*: `batch-host --retry none` under `curlguard run` with only "
+           f"`CURLGUARD_STATE` (one shared state file) and `CURLGUARD_LOG` set: the library's "
+           f"defaults for everything else (3 attempts, backoff, the circuit breaker and the "
+           f"retry budget: {library_defaults_text()}).",
+           ""]
+    out += table(r, flaky_rows(r))
+    out += ["", f"Issue 12's targets: the guard with the defaults >= "
+            f"{b['target_success'] * 100:g} % of calls succeeded and <= {b['target_per_call']:g} "
+            f"upstream requests per call; without retries about 50 %. The ideal for a client "
+            f"that retries is {1.5:.2f} requests per call (every other call needs one retry)."]
+    out += [""] + measure_notes()
+    for x in r["rows"]:
+        if x["stderr"]:
+            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
+    return out
+
+
+def summary_flaky(r):
+    out = []
+    for x in r["rows"]:
+        s = x["summary"]
+        ts = flaky_targets(r, x)
+        head = "; ".join(f"{t}: {met(ok)}" for t, ok in ts) if ts else \
+            f"{x['completed'] / x['n'] * 100:.1f} % succeeded"
+        out.append(f"5. flaky provider, {x['label']}: {x['completed']}/{x['n']} completed, "
+                   f"{head}; " + (f"{s['requests'] / x['n']:.2f} upstream requests per call, "
+                                  if x["mode"] != "guard" else "") +
+                   f"{s['actions'].get('503', 0)} 503s, {s['duplicate_charges']} duplicate "
+                   f"charges, wall {x['wall_s']:.1f} s" + (" (stopped)" if x["capped"] else ""))
+    return out
+
+
+# ---------------------------------------------------------------- 6. unknown limit
+
+def scenario_unknown(cfg, build, tmp):
+    b = batch_cfg(cfg, "unk_")
+    b["ideal_s"] = b["n"] / b["rpm"] * 60
+    d = Path(tempfile.mkdtemp(prefix="unknown-", dir=tmp))
+    make_bodies(d, b["n"])
+    plan = d / "plan.json"
+    plan.write_text(json.dumps({"seed": b["seed"], "draw": "request"}))
+    mock_args = ["--limit-rpm", str(b["rpm"]), "--plan", str(plan)] + latency_args(b)
+    res = []
+    for key in b["contenders"]:
+        log(f"unknown-limit: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} workers, "
+            f"provider limit {b['rpm']} rpm not configured (ideal {b['ideal_s']:.0f} s)")
+        r = run_contender(key, b, build, tmp, d, mock_args, b["ideal_s"] * 2 + 20)
+        log(f"unknown-limit: {r['label']}: {r['completed']}/{b['n']} completed in "
+            f"{r['wall_s']:.1f} s, {r['summary']['requests']} upstream requests, "
+            f"{r['summary']['429s']} 429s")
+        res.append(r)
+    return {"cfg": b, "rows": res, "mock_args": mock_args}
+
+
+def unknown_targets(r, x):
+    b = r["cfg"]
+    s = x["summary"]
+    share = s["429s"] / s["requests"] if s["requests"] else 0.0
+    ratio = x["wall_s"] / b["ideal_s"]
+    return [(f"{x['completed']}/{x['n']} completed (target {x['n']})", x["completed"] == x["n"]),
+            (f"{s['429s']} 429s = {share * 100:.1f} % of {s['requests']} requests (target <= "
+             f"{b['target_429_share'] * 100:g} %)", share <= b["target_429_share"]),
+            (f"wall {x['wall_s']:.1f} s = x{ratio:.2f} N/R (target <= x{b['target_wall_x']:g} = "
+             f"{b['ideal_s'] * b['target_wall_x']:.0f} s)" + (" stopped" if x["capped"] else ""),
+             ratio <= b["target_wall_x"])]
+
+
+def report_unknown(r):
+    b = r["cfg"]
+    out = [f"Scenario 2's batch (N = {b['n']} calls, {b['workers']} workers, the same bodies, "
+           f"`scripts/mock-provider "
+           f"{' '.join(Path(x).name if x.startswith('/') else x for x in r['mock_args'])}`: "
+           f"R = {b['rpm']} requests/min, refused requests count too) with the guard told "
+           f"nothing about the limit: scenario 2's guard settings without `CURLGUARD_RPM` "
+           f"(`CURLGUARD_FIRST_BYTE_TIMEOUT_MS` and `CURLGUARD_READ_TIMEOUT_MS` "
+           f"{b['timeout_s'] * 1000}, `CURLGUARD_DEADLINE_MS` {b['deadline_s'] * 1000}, "
+           f"`CURLGUARD_MAX_ATTEMPTS` {b['guard_attempts']}, one shared state file, the log on; "
+           f"library defaults otherwise: {library_defaults_text()}), so whatever pace it keeps "
+           f"it has to learn from the provider's answers. *curl*: `xargs -P {b['workers']}` "
+           f"over `bench/curl-call plain` ({b['n']} curl processes sharing the state file); "
+           f"*C host*: `batch-host --threads {b['workers']} --retry none` (one process). A "
+           f"fresh provider per contender; each is stopped (*stopped*) after "
+           f"{b['ideal_s'] * 2 + 20:.0f} s (twice N/R + 20 s). The unguarded contenders and the "
+           f"guard that knows R are in scenario 2.", ""]
+    rows = batch_rows(r)
+    rows.insert(3, ("429s, share of the upstream requests", lambda x: (
+        f"{x['summary']['429s'] / x['summary']['requests'] * 100:.1f} %"
+        if x["summary"]["requests"] else "-")))
+    rows.append(("guard records: decisions", lambda x: ", ".join(
+        f"{k} {v}" for k, v in sorted(x["decisions"].items(), key=lambda kv: -kv[1])) or "-"))
+    rows.append(("issue 12 targets", lambda x: "; ".join(
+        f"{t}: **{met(ok)}**" for t, ok in unknown_targets(r, x))))
+    out += table(r, rows)
+    out += ["", f"Issue 12's targets: every call completes, at most "
+            f"{b['target_429_share'] * 100:g} % of the requests get a 429, the wall time is "
+            f"within {b['target_wall_x']:g} x N/R ({b['ideal_s'] * b['target_wall_x']:.0f} s)."]
+    out += [""] + measure_notes()
+    for x in r["rows"]:
+        if x["stderr"]:
+            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
+    return out
+
+
+def summary_unknown(r):
+    out = []
+    for x in r["rows"]:
+        s = x["summary"]
+        out.append(f"6. unknown limit, {x['label']}: " + "; ".join(
+            f"{t}: {met(ok)}" for t, ok in unknown_targets(r, x))
+            + f"; {s['requests'] / x['n']:.2f} upstream requests per call, "
+            f"{s['duplicate_charges']} duplicate charges")
+    return out
 
 
 # ---------------------------------------------------------------- 4b. report throughput
@@ -1214,6 +1567,10 @@ SCENARIOS = [
      scenario_accuracy, report_accuracy, summary_accuracy),
     ("report", "4c. Report throughput (`curlguard report`)", scenario_report, report_report,
      summary_report),
+    ("flaky", "5. Flaky provider: every other request a 503", scenario_flaky, report_flaky,
+     summary_flaky),
+    ("unknown-limit", "6. Unknown limit: scenario 2's batch, no `CURLGUARD_RPM`",
+     scenario_unknown, report_unknown, summary_unknown),
 ]
 
 
@@ -1253,17 +1610,27 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the reduced run (bench-quick)")
     ap.add_argument("--build", default="build", help="build directory (default build)")
     ap.add_argument("--out", help="results file (default bench/RESULTS.md; with --quick "
-                    "BUILD/bench/RESULTS-quick.md); the picture drill.png goes next to it")
-    ap.add_argument("--only", help="comma list of scenarios: " + ", ".join(k for k, *_ in SCENARIOS))
+                    "BUILD/bench/RESULTS-quick.md; with --only and without --quick "
+                    "BUILD/bench/RESULTS-only.md, so a partial run never replaces the committed "
+                    "results unless asked to); the picture drill.png goes next to it")
+    ap.add_argument("--only", help="comma list of scenarios: " + ", ".join(k for k, *_ in SCENARIOS)
+                    + " (e.g. --only drill,flaky,unknown-limit; with --quick: each reduced)")
     ap.add_argument("--command", help="the command to record (default: this one)")
+    ap.add_argument("--drill-failfast", action="store_true",
+                    help="the drill also runs the guard with CURLGUARD_BREAKER_OPEN=fail (the "
+                    "fail-fast breaker of before issue 12; about 90 s more in the full run)")
     args = ap.parse_args()
-    cfg = QUICK if args.quick else FULL
+    cfg = dict(QUICK if args.quick else FULL, drill_failfast=args.drill_failfast)
     build = (ROOT / args.build).resolve()
+    only = set(x.strip() for x in args.only.split(",") if x.strip()) if args.only else None
+    if only and only - {k for k, *_ in SCENARIOS}:
+        ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - {k for k, *_ in SCENARIOS}))}"
+                 f" (known: {', '.join(k for k, *_ in SCENARIOS)})")
     out = Path(args.out) if args.out else \
-        (build / "bench" / "RESULTS-quick.md" if args.quick else ROOT / "bench" / "RESULTS.md")
+        (build / "bench" / "RESULTS-quick.md" if args.quick else
+         build / "bench" / "RESULTS-only.md" if only else ROOT / "bench" / "RESULTS.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     png = out.with_name("drill.png")
-    only = set(args.only.split(",")) if args.only else None
     command = args.command or " ".join(shlex.quote(a) for a in [PYTHON] + sys.argv)
 
     def on_signal(signum, frame):
@@ -1314,7 +1681,9 @@ def main():
              "`make bench-quick` (the reduced run, to check the harness) writes "
              "`build/bench/RESULTS-quick.md` instead. Numbers are measurements, not assertions; "
              "every count of requests, bills and duplicates is the mock provider's ledger.", "",
-             f"- mode: **{'quick' if args.quick else 'full'}**",
+             f"- mode: **{'quick' if args.quick else 'full'}**"
+             + (f", **partial run**: only {', '.join(k for k, *_ in SCENARIOS if k in only)}"
+                if only else ""),
              f"- command: `{command}` (tree `{git_rev()}`)",
              f"- date: {started.strftime('%Y-%m-%d %H:%M:%S %Z')}, total {total:.0f} s",
              f"- machine: `nproc` = {m['nproc']}, CPU {m['cpu']}, Linux {m['kernel']}; load "
