@@ -1552,6 +1552,11 @@ def snapshot_build(build, tmp):
     for rel in ("curlguard", "libcurlguard.so", "bench/limiter-bench", "bench/batch-host"):
         if (build / rel).exists():
             shutil.copy2(build / rel, snap / rel)
+    # The library finds the shipped price table from its own path (../data/prices.json of
+    # the build directory): without a copy beside the snapshot every record's cost_usd is
+    # null (it was, in the runs before 2026-12-01 13:15 UTC).
+    (tmp / "data").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "data" / "prices.json", tmp / "data" / "prices.json")
     return snap
 
 
