@@ -66,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"
 CURL = "/usr/bin/curl"
 MOCK = ROOT / "scripts" / "mock-provider"
+LOGS_DIR = ROOT / "build" / "bench" / "logs"   # the guard contenders' usage logs, kept
 CONTENDER_KEYS = ["curl-naive", "curl-retry", "curl-guard", "c-naive", "c-retry", "c-guard"]
 
 _BATCH = {"workers": 64, "timeout_s": 10, "deadline_s": 120, "guard_attempts": 5, "naive_max": 5,
@@ -781,6 +782,12 @@ def run_contender(key, b, build, tmp, d, mock_args, cap_s):
         os.unlink(state)
     except OSError:
         pass
+    if mode == "guard" and logf.exists():
+        # The guard's records of the run outlive its temporary directory: LOGS_DIR/
+        # <scenario>-<contender>.jsonl (e.g. for `scripts/report-screenshot`).
+        import shutil
+        LOGS_DIR.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(logf, LOGS_DIR / f"{d.name.split('-')[0]}-{key}.jsonl")
     calls = {}
     text = (cd / ("stdout" if host == "curl" else "calls.txt"))
     for line in (text.read_text(errors="replace").splitlines() if text.exists() else []):
