@@ -10,7 +10,7 @@
 # from Debian's libclang-rt-14-dev).  Seeds: fuzz/corpus/<target>/ (committed); what the
 # fuzzer adds goes to build-fuzz/corpus/<target>/, findings to build-fuzz/artifacts/.
 
-FUZZ_TARGETS := usage ratelimit retry-after hints config price url body report-rec
+FUZZ_TARGETS := usage ratelimit retry-after hints config price url body report-rec exporter
 FUZZ_BUILD := build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
@@ -37,6 +37,11 @@ $(BUILD)/fuzz/fuzz-report-rec: fuzz/fuzz-report-rec.c fuzz/fuzz.h $(REPORT_OBJS)
 	@mkdir -p $(@D)
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -Isrc -Icli -o $@ $< $(REPORT_OBJS) -lcjson -lm
+
+$(BUILD)/fuzz/fuzz-exporter: fuzz/fuzz-exporter.c fuzz/fuzz.h $(BUILD)/obj/cli/exporter-http.o
+	@mkdir -p $(@D)
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -Isrc -Icli -o $@ $< $(BUILD)/obj/cli/exporter-http.o
 
 $(BUILD)/fuzz/fuzz-%: fuzz/fuzz-%.c fuzz/fuzz.h $(CORE_OBJS)
 	@mkdir -p $(@D)
