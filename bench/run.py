@@ -827,23 +827,30 @@ def latency_args(b):
             str(b["lat_p99_ms"]), "--latency-max-ms", str(b["lat_max_ms"])]
 
 
-def scenario_batch(cfg, build, tmp):
-    b = batch_cfg(cfg, "batch_")
+def run_batch(cfg, build, tmp, prefix, name, told):
+    """Scenario 2's batch (its config keys under `prefix`) for each contender: the same
+    bodies, plan and rate-limited provider; `told` says how the limit is presented in the
+    log line (configured or not)."""
+    b = batch_cfg(cfg, prefix)
     b["ideal_s"] = b["n"] / b["rpm"] * 60
-    d = Path(tempfile.mkdtemp(prefix="batch-", dir=tmp))
+    d = Path(tempfile.mkdtemp(prefix=name + "-", dir=tmp))
     make_bodies(d, b["n"])
     plan = d / "plan.json"
     plan.write_text(json.dumps({"seed": b["seed"], "draw": "request"}))
     mock_args = ["--limit-rpm", str(b["rpm"]), "--plan", str(plan)] + latency_args(b)
     res = []
     for key in b["contenders"]:
-        log(f"batch: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} workers, provider "
-            f"limit {b['rpm']} rpm (ideal {b['ideal_s']:.0f} s)")
+        log(f"{name}: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} workers, provider "
+            f"limit {b['rpm']} rpm{told} (ideal {b['ideal_s']:.0f} s)")
         r = run_contender(key, b, build, tmp, d, mock_args, b["ideal_s"] * 2 + 20)
-        log(f"batch: {r['label']}: {r['completed']}/{b['n']} completed in {r['wall_s']:.1f} s, "
+        log(f"{name}: {r['label']}: {r['completed']}/{b['n']} completed in {r['wall_s']:.1f} s, "
             f"{r['summary']['requests']} upstream requests, {r['summary']['429s']} 429s")
         res.append(r)
     return {"cfg": b, "rows": res, "mock_args": mock_args}
+
+
+def scenario_batch(cfg, build, tmp):
+    return run_batch(cfg, build, tmp, "batch_", "batch", "")
 
 
 def drill_plan(b):
@@ -1375,23 +1382,7 @@ def summary_flaky(r):
 # ---------------------------------------------------------------- 6. unknown limit
 
 def scenario_unknown(cfg, build, tmp):
-    b = batch_cfg(cfg, "unk_")
-    b["ideal_s"] = b["n"] / b["rpm"] * 60
-    d = Path(tempfile.mkdtemp(prefix="unknown-", dir=tmp))
-    make_bodies(d, b["n"])
-    plan = d / "plan.json"
-    plan.write_text(json.dumps({"seed": b["seed"], "draw": "request"}))
-    mock_args = ["--limit-rpm", str(b["rpm"]), "--plan", str(plan)] + latency_args(b)
-    res = []
-    for key in b["contenders"]:
-        log(f"unknown-limit: {CONTENDERS[key][2]}: {b['n']} calls, {b['workers']} workers, "
-            f"provider limit {b['rpm']} rpm not configured (ideal {b['ideal_s']:.0f} s)")
-        r = run_contender(key, b, build, tmp, d, mock_args, b["ideal_s"] * 2 + 20)
-        log(f"unknown-limit: {r['label']}: {r['completed']}/{b['n']} completed in "
-            f"{r['wall_s']:.1f} s, {r['summary']['requests']} upstream requests, "
-            f"{r['summary']['429s']} 429s")
-        res.append(r)
-    return {"cfg": b, "rows": res, "mock_args": mock_args}
+    return run_batch(cfg, build, tmp, "unk_", "unknown-limit", " not configured")
 
 
 def unknown_targets(r, x):

@@ -159,13 +159,8 @@ class MockProvider:
 
     def stop(self):
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            stop_process(proc)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -316,6 +311,17 @@ def _apply(env, *dicts):
             else:
                 env[name] = str(value)
     return env
+
+
+def stop_process(proc, grace_s=5):
+    """Terminate `proc` (a Popen) if it still runs, kill it after `grace_s`, and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def guard_env(log_path=None, extra=None, **overrides):

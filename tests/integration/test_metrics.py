@@ -280,13 +280,7 @@ class MetricsTest(harness.GuardTestCase):
         return proc, int(m.group(1))
 
     def stop(self, proc):
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        harness.stop_process(proc)
         if proc.stdout:
             proc.stdout.close()
 
