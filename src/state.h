@@ -25,6 +25,8 @@
  * appended the tallies (per pool: calls, attempts by outcome, tokens, cost, waits, for
  * `stat` and Prometheus, tally.h): 480 bytes each, 30720 bytes more, 129280 bytes in all;
  * a version-4 file of the old size fails the header's size check and is re-initialised.
+ * Still version 4: 256 pools instead of 64 (pools are per host and port since issue 12,
+ * and curl's own test suite alone names more than 64: 1760 bytes a pool), 467200 bytes.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -36,7 +38,7 @@
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
 #define CG_STATE_VERSION 4u
-#define CG_STATE_POOLS 64   /* pools per file */
+#define CG_STATE_POOLS 256  /* pools per file: a host per port, for a test suite of many servers */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
 #define CG_STATE_RETRY_SLOTS 64 /* retries outstanding at once per pool, at most */
