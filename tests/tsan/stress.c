@@ -30,9 +30,15 @@
 static struct cg_state st;
 static struct cg_config cfg;
 static int pool;
-static const struct cg_limits lim = {6e9, 0, 1, 0, 4, 0}; /* 6e9 rpm: T = 10 ns */
+static const struct cg_limits lim = {.rpm = 6e9, .burst_requests = 1, .max_inflight = 4,
+                                     .adaptive = 0}; /* 6e9 rpm: T = 10 ns */
 /* A breaker that opens and closes often: 10 requests, 50 %, a 10 ms cooldown. */
-static const struct cg_breaker_cfg bcfg = {1, 0.5, 10, 60, 0.01, 7};
+static const struct cg_breaker_cfg bcfg = {.enabled = 1, .failure_rate = 0.5,
+                                           .min_requests = 10, .window_s = 60,
+                                           .cooldown_s = 0.01, .open_code = 7,
+                                           .open_wait = 0, .consecutive = 0,
+                                           .cooldown_max_s = 0.01, .ramp_s = 0,
+                                           .jitter = 0};
 /* A budget with no floor and a window longer than the run: grants <= 20 % of firsts. */
 static const struct cg_budget_cfg ucfg = {1, 0.2, 0, 3600, 4};
 static int probes_now, probes_max, probes_total, retries_granted;
