@@ -22,6 +22,11 @@ int cg_cli_plan(int argc, char **argv);
  * --prometheus its counters in the Prometheus text format (metrics.h). */
 int cg_cli_stat(int argc, char **argv);
 
+/* `s` as the text outputs show a name from a file (a pool, a model): control bytes as
+ * \xNN (\n, \t, \r by name) and `\` as `\\`, so it cannot split a row or drive the
+ * terminal.  Into `buf` (`len` bytes, cut short to fit); returns `buf`. */
+const char *cg_cli_shown(const char *s, char *buf, size_t len);
+
 /* `curlguard exporter --listen ADDR [--config F]`: serve the state file's metrics at
  * GET /metrics (exporter.c).  Returns on SIGINT/SIGTERM (0) or a listen error (1; a bad
  * ADDR: 2). */

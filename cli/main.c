@@ -5,6 +5,26 @@
 #include <stdio.h>
 #include <string.h>
 
+/* `s` as the text tables show a name: control bytes as \xNN (\n, \t, \r by name) and `\`
+ * as `\\`, so a name from a config file or the state file cannot split a row or drive
+ * the terminal (`--json` and `--prometheus` have their own escapes).  Into `buf`. */
+const char *cg_cli_shown(const char *s, char *buf, size_t len) {
+  size_t o = 0;
+  for (; s && *s && o + 5 < len; s++) {
+    unsigned char c = (unsigned char) *s;
+    if (c == '\\' || c == '\n' || c == '\t' || c == '\r') {
+      buf[o++] = '\\';
+      buf[o++] = c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+    } else if (c < 0x20 || c == 0x7F) {
+      o += (size_t) snprintf(buf + o, len - o, "\\x%02X", c);
+    } else {
+      buf[o++] = (char) c;
+    }
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
 #ifndef CG_VERSION
 #define CG_VERSION "0.1.0"
 #endif

@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static char shown[1024]; /* a model name as the list shows it (cut short to fit) */
+
 static const char cg__prices_usage[] =
     "usage: curlguard prices check [LOG...]\n"
     "\n"
@@ -223,7 +225,8 @@ static int cg__prices_check(int argc, char **argv) {
     }
     qsort(unknown, nunknown, sizeof(*unknown), cg__count_cmp);
     for (size_t i = 0; i < nunknown; i++)
-      printf("%s\t%zu\n", unknown[i].name, unknown[i].records);
+      printf("%s\t%zu\n", cg_cli_shown(unknown[i].name, shown, sizeof(shown)),
+             unknown[i].records);
     if (nunknown)
       fprintf(stderr, "curlguard: prices check: %zu of %zu models (%zu of %zu records) have "
               "no price in %s (dated %s)\n", nunknown, m.n, unknown_records, records, path,

@@ -85,7 +85,8 @@ static int cg__read_all(struct cg_report *r, char **names, int n) {
 /* Where the page goes: FILE through a temporary file beside it, or stdout ("-"). */
 struct cg__page {
   const char *path;   /* NULL: no page */
-  char *tmp;          /* the temporary file, renamed to path at the end */
+  char *target;       /* the file replaced: path, or what its symlinks lead to */
+  char *tmp;          /* the temporary file, renamed to target at the end */
   FILE *f;
 };
 
@@ -93,38 +94,57 @@ struct cg__page {
 static int cg__page_open(struct cg__page *p) {
   struct stat st;
   size_t n;
-  int fd;
+  int fd, exists;
   mode_t mask;
 
   if (strcmp(p->path, "-") == 0) {
     p->f = stdout;
     return 0;
   }
-  if (stat(p->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+  exists = stat(p->path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
     cg_cli_error("report: cannot write %s: is a directory", p->path);
     return -1;
   }
-  if (access(p->path, F_OK) == 0 && access(p->path, W_OK) != 0) {
+  /* Only a regular file is replaced: a device (/dev/null), a FIFO or a socket would be
+   * renamed over, not written to (--html - writes to stdout). */
+  if (exists && !S_ISREG(st.st_mode)) {
+    cg_cli_error("report: cannot write %s: not a regular file (--html - writes the page "
+                 "to stdout)", p->path);
+    return -1;
+  }
+  if (exists && access(p->path, W_OK) != 0) {
     cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
     return -1;
   }
-  n = strlen(p->path) + 16;
+  /* A symlink is written through: the page replaces the file it leads to. */
+  p->target = exists ? realpath(p->path, NULL) : strdup(p->path);
+  if (!p->target) {
+    cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
+    return -1;
+  }
+  n = strlen(p->target) + 16;
   p->tmp = malloc(n);
   if (!p->tmp) {
     cg_cli_error("report: out of memory");
+    free(p->target);
+    p->target = NULL;
     return -1;
   }
-  snprintf(p->tmp, n, "%s.tmp-XXXXXX", p->path);
+  snprintf(p->tmp, n, "%s.tmp-XXXXXX", p->target);
   fd = mkstemp(p->tmp);
   if (fd < 0) {
     cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
     free(p->tmp);
     p->tmp = NULL;
+    free(p->target);
+    p->target = NULL;
     return -1;
   }
   mask = umask(0);
   umask(mask);
-  (void) fchmod(fd, 0666 & ~mask); /* a page like any other file, not mkstemp's 0600 */
+  /* A page like any other file, not mkstemp's 0600; a replaced file keeps its mode. */
+  (void) fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
   p->f = fdopen(fd, "w");
   if (!p->f) {
     cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
@@ -132,6 +152,8 @@ static int cg__page_open(struct cg__page *p) {
     unlink(p->tmp);
     free(p->tmp);
     p->tmp = NULL;
+    free(p->target);
+    p->target = NULL;
     return -1;
   }
   return 0;
@@ -152,7 +174,7 @@ static int cg__page_close(struct cg__page *p, int ok) {
     rc = -1;
   }
   p->f = NULL;
-  if (ok && rename(p->tmp, p->path) != 0) {
+  if (ok && rename(p->tmp, p->target) != 0) {
     cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
     rc = -1;
     ok = 0;
@@ -161,6 +183,8 @@ static int cg__page_close(struct cg__page *p, int ok) {
     unlink(p->tmp);
   free(p->tmp);
   p->tmp = NULL;
+  free(p->target);
+  p->target = NULL;
   return rc;
 }
 
@@ -175,7 +199,7 @@ static int cg__page_write(struct cg__page *p, const struct cg_report *r) {
 }
 
 int cg_cli_report(int argc, char **argv) {
-  struct cg__page page = {NULL, NULL, NULL};
+  struct cg__page page = {NULL, NULL, NULL, NULL};
   static char *stdin_only[] = {"-"};
   char **names;
   int json = 0, n = 0, i, only_files = 0, rc = CG_EXIT_OK;
@@ -224,6 +248,19 @@ int cg_cli_report(int argc, char **argv) {
   if (cg__check_inputs(names ? names : stdin_only, names ? n : 1) != 0) {
     free(names);
     return CG_EXIT_ERROR;
+  }
+  if (page.path && strcmp(page.path, "-") != 0 && names) {
+    /* The page must not replace a log it is made from (the log would be lost). */
+    struct stat ps, ls;
+    if (stat(page.path, &ps) == 0)
+      for (i = 0; i < n; i++)
+        if (strcmp(names[i], "-") != 0 && stat(names[i], &ls) == 0 &&
+            ls.st_dev == ps.st_dev && ls.st_ino == ps.st_ino) {
+          cg_cli_error("report: --html %s is one of the logs read: not overwritten (%s)",
+                       page.path, cg__report_usage);
+          free(names);
+          return CG_EXIT_USAGE;
+        }
   }
   r = cg_report_new();
   if (r && page.path && !(r->series = cg_series_new())) {

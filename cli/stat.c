@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static char shown[4 * 48 + 8]; /* a pool name as the text tables show it */
+
 static const char *cg__getenv(const char *n) {
   return getenv(n);
 }
@@ -355,7 +357,8 @@ int cg_cli_stat(int argc, char **argv) {
       snprintf(ra, sizeof(ra), cJSON_IsNull(rav) ? "-" : "%g", rav->valuedouble);
       snprintf(ta, sizeof(ta), cJSON_IsNull(tav) ? "-" : "%g", tav->valuedouble);
       printf("%-24s %8s %10s %6s %9s %10s %8g %7g %7.0f %9g %7g %8g %8.1f %5g\n",
-             cJSON_GetObjectItem(p, "name")->valuestring, rpm, tpm, mi, ra, ta,
+             cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown, sizeof(shown)),
+             rpm, tpm, mi, ra, ta,
              cJSON_GetObjectItem(p, "inflight")->valuedouble,
              cJSON_GetObjectItem(p, "waiters")->valuedouble,
              cJSON_GetObjectItem(p, "hold_ms")->valuedouble,
@@ -380,7 +383,8 @@ int cg_cli_stat(int argc, char **argv) {
           const cJSON *x = cJSON_GetObjectItem(l, keys[k]);
           snprintf(v[k], sizeof(v[k]), cJSON_IsNull(x) ? "-" : "%g", x->valuedouble);
         }
-        printf("%-24s %11s %9s %12s %10s\n", cJSON_GetObjectItem(p, "name")->valuestring,
+        printf("%-24s %11s %9s %12s %10s\n",
+               cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown, sizeof(shown)),
                v[0], v[1], v[2], v[3]);
       }
       /* The breaker and the budget of the same pools, on lines of their own. */
@@ -394,7 +398,7 @@ int cg_cli_stat(int argc, char **argv) {
         char fr[16];
         snprintf(fr, sizeof(fr), cJSON_IsNull(rate) ? "-" : "%.0f", rate->valuedouble * 100);
         printf("%-24s %9s %6s %6g %8.1f %7g %8g %8g %7g %7g %7g %6g %7g\n",
-               cJSON_GetObjectItem(p, "name")->valuestring,
+               cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown, sizeof(shown)),
                cg__breaker_word(b),
                fr, cJSON_GetObjectItem(b, "requests")->valuedouble,
                cJSON_GetObjectItem(b, "next_probe_s")->valuedouble,
@@ -413,7 +417,7 @@ int cg_cli_stat(int argc, char **argv) {
       cJSON_ArrayForEach(p, pools) {
         const cJSON *b = cJSON_GetObjectItem(p, "breaker");
         printf("%-24s %5s %7g %7g %8g %7g %7.1f\n",
-               cJSON_GetObjectItem(p, "name")->valuestring,
+               cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown, sizeof(shown)),
                cJSON_GetObjectItem(b, "open")->valuestring,
                cJSON_GetObjectItem(b, "consecutive_failures")->valuedouble,
                cJSON_GetObjectItem(b, "consecutive_max")->valuedouble,

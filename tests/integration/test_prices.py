@@ -208,6 +208,15 @@ class PricesTest(harness.GuardTestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stdout.decode(), "gpt-4o\t3\nmystery-9\t2\n")
 
+    def test_prices_check_shows_hostile_model_names_escaped(self):
+        # A model name from a log is data: an ESC sequence, a newline (a fake row) and a
+        # tab are shown escaped, one row per model (new-user review).
+        log = self.tmp / "hostile.jsonl"
+        log.write_text(json.dumps({"model": "x\u001b[31mred\nfake\tline\\"}) + "\n")
+        p = self.cli(["prices", "check", str(log)])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stdout, b"x\\x1B[31mred\\nfake\\tline\\\\\t1\n")
+
     def test_prices_check_errors_and_usage(self):
         for args in (["prices"], ["prices", "list"], ["prices", "check", "--bogus"]):
             with self.subTest(args=args):

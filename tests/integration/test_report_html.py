@@ -26,6 +26,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import tempfile
@@ -428,6 +429,35 @@ class ReportHtmlTest(harness.GuardTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["totals"], self.json["totals"])
         self.assertTrue(out.read_text().startswith("<!DOCTYPE html>"))
+
+    def test_only_regular_files_are_replaced_and_never_a_log(self):
+        """A device, a FIFO or a LOG of the run is never replaced by the page; a symlink is
+        written through and a replaced file keeps its mode (found by a new-user review: as
+        root, --html /dev/null turned the device into a regular file)."""
+        log = self.tmp / "copy.jsonl"
+        shutil.copy(self.run_log, log)
+        before = log.read_bytes()
+        fifo = self.tmp / "fifo"
+        os.mkfifo(fifo)
+        for args, code, what in ((["--html", "/dev/null", str(log)], 1, "not a regular file"),
+                                 (["--html", str(fifo), str(log)], 1, "not a regular file"),
+                                 (["--html", str(log), str(log)], 2, "is one of the logs")):
+            p = harness.run([harness.CLI, "report"] + args, None, timeout=30)
+            err = p.stderr.decode(errors="replace")
+            self.assertEqual((p.returncode, len(err.splitlines())), (code, 1), (args, err))
+            self.assertIn(what, err)
+        self.assertTrue(os.path.exists("/dev/null") and not os.path.isfile("/dev/null"))
+        self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+        self.assertEqual(log.read_bytes(), before, "the log was overwritten")
+        target, link = self.tmp / "target.html", self.tmp / "link.html"
+        target.write_text("old")
+        os.chmod(target, 0o640)
+        os.symlink(target.name, link)
+        p = harness.run([harness.CLI, "report", "--html", str(link), str(log)], None, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.islink(link), "the symlink was replaced")
+        self.assertTrue(target.read_text().startswith("<!DOCTYPE html>"))
+        self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o640)
 
     def test_chromium_renders_the_page(self):
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -258,6 +258,25 @@ class CliTest(StateFileTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(self.stat()["pools"][0]["admitted"], 1)
 
+    def test_stat_text_shows_pool_names_escaped(self):
+        # A pool name from a config file cannot split a row of the text tables (`--json`
+        # keeps it as it is).
+        cfg = self.tmp / "guard.json"
+        name = 'a"b\\c\nd'
+        cfg.write_text(json.dumps({"pools": [{"name": name, "hosts": ["127.0.0.1"]}]}))
+        p = self.curl([self.mock.url("/v1/state/escape", plan="200")],
+                      self.guard_env(CURLGUARD_CONFIG=str(cfg)))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([x["name"] for x in self.stat()["pools"]], [name])
+        text = self.cli("stat")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        lines = text.stdout.decode().splitlines()
+        rows = [line for line in lines if line.startswith('a"b')]
+        self.assertEqual(len(rows), 4, text.stdout)          # one in each table
+        for r in rows:
+            self.assertTrue(r.startswith('a"b\\\\c\\nd '), rows)
+        self.assertFalse([line for line in lines if line.startswith("d ")], text.stdout)
+
     def test_stat_is_read_only(self):
         """`stat` neither grows a short file nor re-initialises one of another layout: it
         says why it shows nothing and leaves the bytes as they were (review 6, item 11)."""
