@@ -1031,6 +1031,12 @@ def readme_mentions(name):
         return False
 
 
+def stderr_notes(rows):
+    """The last stderr lines of each contender that wrote any, one paragraph each."""
+    return [line for x in rows if x["stderr"] for line in
+            ("", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`")]
+
+
 def measure_notes():
     return [
         "How each figure is measured: *completed* from the clients' own per-call lines (final "
@@ -1072,10 +1078,7 @@ def report_batch(r):
             f"guard's pace is the provider's (97 % of R), so its calls queue locally instead "
             f"(their latency includes that wait)."]
     out += [""] + measure_notes()
-    for x in r["rows"]:
-        if x["stderr"]:
-            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
-    return out
+    return out + stderr_notes(r["rows"])
 
 
 def report_drill(r):
@@ -1120,10 +1123,7 @@ def report_drill(r):
             f"the outage (t = {b['baseline_from']} to {o0} s). *never*: not before the batch "
             f"was over (every call had its final answer) or was stopped at "
             f"{b['cap_s']} s."] + [""] + measure_notes()
-    for x in r["rows"]:
-        if x["stderr"]:
-            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
-    return out
+    return out + stderr_notes(r["rows"])
 
 
 def summary_batch(r, name="2. batch"):
@@ -1358,10 +1358,7 @@ def report_flaky(r):
             f"upstream requests per call; without retries about 50 %. The ideal for a client "
             f"that retries is {1.5:.2f} requests per call (every other call needs one retry)."]
     out += [""] + measure_notes()
-    for x in r["rows"]:
-        if x["stderr"]:
-            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
-    return out
+    return out + stderr_notes(r["rows"])
 
 
 def summary_flaky(r):
@@ -1428,10 +1425,7 @@ def report_unknown(r):
             f"{b['target_429_share'] * 100:g} % of the requests get a 429, the wall time is "
             f"within {b['target_wall_x']:g} x N/R ({b['ideal_s'] * b['target_wall_x']:.0f} s)."]
     out += [""] + measure_notes()
-    for x in r["rows"]:
-        if x["stderr"]:
-            out += ["", f"stderr of {x['label']} (last lines): `" + " / ".join(x["stderr"]) + "`"]
-    return out
+    return out + stderr_notes(r["rows"])
 
 
 def summary_unknown(r):

@@ -3,6 +3,8 @@
  * real environment of the test run. */
 #include "config.h"
 
+#include "tmpfile.h"
+
 #include <criterion/criterion.h>
 #include <malloc.h>
 #ifdef __SANITIZE_ADDRESS__
@@ -47,17 +49,6 @@ static const char *fake_getenv(const char *name) {
     if (strcmp(env_table[i].name, name) == 0)
       return env_table[i].value;
   return NULL;
-}
-
-/* A config file with `text`, in a fresh temporary file; the caller unlinks it. */
-static char *write_file(const char *text) {
-  char *path = strdup("/tmp/cg-test-config-XXXXXX");
-  int fd = mkstemp(path);
-  size_t n = strlen(text);
-  cr_assert_geq(fd, 0);
-  cr_assert_eq(write(fd, text, n), (ssize_t) n);
-  close(fd);
-  return path;
 }
 
 static void base_env(void) {
@@ -423,7 +414,7 @@ Test(config, empty_host_list_reported) {
 
 Test(config, file_values) {
   struct cg_config c;
-  char *path = write_file("{\n"
+  char *path = cg_test_write_tmp("config", "{\n"
                           "  \"connect_timeout_ms\": 5000,\n"
                           "  \"first_byte_timeout_ms\": 30000,\n"
                           "  \"max_attempts\": 7,\n"
@@ -457,7 +448,7 @@ Test(config, file_values) {
 
 Test(config, env_wins_over_file) {
   struct cg_config c;
-  char *path = write_file("{\"connect_timeout_ms\": 5000, \"max_attempts\": 7, "
+  char *path = cg_test_write_tmp("config", "{\"connect_timeout_ms\": 5000, \"max_attempts\": 7, "
                           "\"jitter\": \"equal\", \"hosts\": \"*.openai.com\", "
                           "\"log\": \"/from/file.jsonl\"}");
   base_env();
@@ -480,7 +471,7 @@ Test(config, env_wins_over_file) {
 
 Test(config, malformed_json_reported_env_still_loads) {
   struct cg_config c;
-  char *path = write_file("{\"max_attempts\": 5, \"jitter\": ");
+  char *path = cg_test_write_tmp("config", "{\"max_attempts\": 5, \"jitter\": ");
   base_env();
   env_set("CURLGUARD_CONFIG", path);
   env_set("CURLGUARD_CONNECT_TIMEOUT_MS", "4321");
@@ -496,7 +487,7 @@ Test(config, malformed_json_reported_env_still_loads) {
 
 Test(config, json_not_an_object_reported) {
   struct cg_config c;
-  char *path = write_file("[1, 2, 3]");
+  char *path = cg_test_write_tmp("config", "[1, 2, 3]");
   base_env();
   env_set("CURLGUARD_CONFIG", path);
   cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
@@ -518,7 +509,7 @@ Test(config, missing_file_reported) {
 
 Test(config, unknown_key_reported_rest_loads) {
   struct cg_config c;
-  char *path = write_file("{\"max_attempts\": 5, \"no_such_key\": 1, \"jitter\": \"none\"}");
+  char *path = cg_test_write_tmp("config", "{\"max_attempts\": 5, \"no_such_key\": 1, \"jitter\": \"none\"}");
   base_env();
   env_set("CURLGUARD_CONFIG", path);
   cr_assert_eq(cg_config_load(&c, fake_getenv), 1);
@@ -531,7 +522,7 @@ Test(config, unknown_key_reported_rest_loads) {
 
 Test(config, bad_values_in_file_reported_rest_loads) {
   struct cg_config c;
-  char *path = write_file("{\"max_attempts\": \"lots\", \"connect_timeout_ms\": -5, "
+  char *path = cg_test_write_tmp("config", "{\"max_attempts\": \"lots\", \"connect_timeout_ms\": -5, "
                           "\"deadline_ms\": 2.5, \"hosts\": [1, 2], \"jitter\": \"equal\", "
                           "\"read_timeout_ms\": 7000}");
   base_env();
@@ -551,7 +542,7 @@ Test(config, bad_values_in_file_reported_rest_loads) {
 
 Test(config, file_cap_below_base_corrected) {
   struct cg_config c;
-  char *path = write_file("{\"backoff_base_ms\": 4000, \"backoff_cap_ms\": 100}");
+  char *path = cg_test_write_tmp("config", "{\"backoff_base_ms\": 4000, \"backoff_cap_ms\": 100}");
   base_env();
   env_set("CURLGUARD_CONFIG", path);
   cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
@@ -564,7 +555,7 @@ Test(config, file_cap_below_base_corrected) {
 
 Test(config, file_cannot_enable) {
   struct cg_config c;
-  char *path = write_file("{\"curlguard\": \"on\", \"enabled\": true}");
+  char *path = cg_test_write_tmp("config", "{\"curlguard\": \"on\", \"enabled\": true}");
   base_env();
   env_set("CURLGUARD_CONFIG", path);
   cg_config_load(&c, fake_getenv);
@@ -598,7 +589,7 @@ Test(config, ignored_pools_and_repeated_hosts_do_not_leak) {
   struct cg_pool_cfg scratch;
   size_t before, after;
   int i;
-  char *path = write_file("{\"pools\": ["
+  char *path = cg_test_write_tmp("config", "{\"pools\": ["
                           "{\"hosts\": [\"nameless.example\", \"b.example\"]},"
                           "{\"name\": \"twice\", \"hosts\": [\"a.example\"]},"
                           "{\"name\": \"twice\", \"hosts\": [\"c.example\", \"d.example\"]},"
@@ -631,7 +622,7 @@ Test(config, ignored_pools_and_repeated_hosts_do_not_leak) {
  * lists.  The last "hosts" wins; ignored pools are freed. */
 Test(config, ignored_pools_keep_the_last_hosts_and_free_the_rest) {
   struct cg_config c;
-  char *path = write_file("{\"pools\": ["
+  char *path = cg_test_write_tmp("config", "{\"pools\": ["
                           "{\"name\": \"a\", \"hosts\": [\"x.example\"], \"hosts\": \"y.example\"},"
                           "{\"hosts\": [\"nameless.example\"]},"
                           "{\"name\": \"a\", \"hosts\": [\"dup.example\"]},"
@@ -679,7 +670,7 @@ Test(config, unmatched_pools_are_per_host_and_port) {
 Test(config, globs_match_host_or_host_and_port) {
   struct cg_config c;
   struct cg_pool_cfg s;
-  char *path = write_file("{\"pools\": ["
+  char *path = cg_test_write_tmp("config", "{\"pools\": ["
                           "{\"name\": \"one\", \"hosts\": [\"127.0.0.1:8080\"]},"
                           "{\"name\": \"local\", \"hosts\": [\"localhost\"], \"adaptive\": false},"
                           "{\"name\": \"bad\", \"hosts\": [\"bad.example\"], \"adaptive\": 3}]}");

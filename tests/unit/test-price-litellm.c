@@ -4,6 +4,8 @@
  * (tests/data/litellm-excerpt.json under $CG_ROOT, default the current directory). */
 #include "price.h"
 
+#include "tmpfile.h"
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,21 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Write `text` to a fresh temp file; the caller unlinks and frees the path. */
-static char *write_tmp(const char *text) {
-  char *path = strdup("/tmp/cg-test-litellm-XXXXXX");
-  int fd = mkstemp(path);
-  size_t len = strlen(text);
-  cr_assert_geq(fd, 0);
-  cr_assert_eq(write(fd, text, len), (ssize_t) len);
-  close(fd);
-  return path;
-}
-
 static struct cg_prices *load_text(const char *text, char **path) {
   char why[256];
   struct cg_prices *t;
-  *path = write_tmp(text);
+  *path = cg_test_write_tmp("litellm", text);
   t = cg_prices_load(*path, why, sizeof(why));
   cr_assert_not_null(t, "load: %s", why);
   return t;
@@ -111,7 +102,7 @@ Test(litellm, sample_spec_and_non_chat_modes_are_not_models) {
 }
 
 Test(litellm, the_date_is_the_files) {
-  char *path = write_tmp(basic), why[256];
+  char *path = cg_test_write_tmp("litellm", basic), why[256];
   struct tm tm = {.tm_year = 2025 - 1900, .tm_mon = 2, .tm_mday = 4, .tm_hour = 12};
   struct timeval tv[2] = {{timegm(&tm), 0}, {timegm(&tm), 0}};
   struct cg_prices *t;
@@ -171,7 +162,7 @@ Test(litellm, a_file_with_no_usable_entry_is_refused) {
     " \"output_cost_per_token\": 1}}",
     NULL};
   for (size_t i = 0; files[i]; i++) {
-    char *path = write_tmp(files[i]), why[256] = "";
+    char *path = cg_test_write_tmp("litellm", files[i]), why[256] = "";
     struct cg_prices *t = cg_prices_load(path, why, sizeof(why));
     cr_expect_null(t, "loaded: %s", files[i]);
     cr_expect_neq(strstr(why, "no chat model"), NULL, "reason: %s", why);
@@ -182,7 +173,7 @@ Test(litellm, a_file_with_no_usable_entry_is_refused) {
 }
 
 Test(litellm, neither_format_is_refused_with_a_reason) {
-  char *path = write_tmp("{\"foo\": 1, \"bar\": {\"baz\": 2}}"), why[256] = "";
+  char *path = cg_test_write_tmp("litellm", "{\"foo\": 1, \"bar\": {\"baz\": 2}}"), why[256] = "";
   cr_expect_null(cg_prices_load(path, why, sizeof(why)));
   cr_expect_neq(strstr(why, "date"), NULL, "reason: %s", why); /* taken for our format */
   unlink(path);

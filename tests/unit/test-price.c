@@ -3,6 +3,8 @@
  * the project root when run by make). */
 #include "price.h"
 
+#include "tmpfile.h"
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,20 +23,9 @@ static struct cg_prices *load_shipped(void) {
   return t;
 }
 
-/* Write `text` to a fresh temp file; the caller unlinks and frees the path. */
-static char *write_tmp(const char *text) {
-  char *path = strdup("/tmp/cg-test-price-XXXXXX");
-  int fd = mkstemp(path);
-  size_t len = strlen(text);
-  cr_assert_geq(fd, 0);
-  cr_assert_eq(write(fd, text, len), (ssize_t) len);
-  close(fd);
-  return path;
-}
-
 /* Load `text` as a table: NULL expected, with a reason containing `want`. */
 static void expect_bad(const char *text, const char *want) {
-  char *path = write_tmp(text);
+  char *path = cg_test_write_tmp("price", text);
   char why[256] = "untouched";
   struct cg_prices *t = cg_prices_load(path, why, sizeof(why));
   cr_expect_null(t, "table loaded: %s", text);
@@ -173,7 +164,7 @@ static const char small_table[] =
   " ]}\n";
 
 Test(price, cost_arithmetic_is_exact) {
-  char *path = write_tmp(small_table);
+  char *path = cg_test_write_tmp("price", small_table);
   char why[256];
   struct cg_prices *t = cg_prices_load(path, why, sizeof(why));
   struct cg_price p;
