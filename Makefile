@@ -47,6 +47,8 @@ LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guar
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
             src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
             src/tally.c
+# The cached pid and start time (issue 16): state.c, limiter.c, breaker.c, budget.c use it.
+LIB_SRCS += src/proc.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
@@ -65,6 +67,7 @@ CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/pric
             $(METRICS_SRCS) cli/exporter.c
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
 CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o tally.o)
+CLI_CORE += $(BUILD)/obj/proc.o
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)

@@ -1,6 +1,7 @@
 /* breaker.c - the shared circuit breaker (see breaker.h). */
 #include "breaker.h"
 
+#include "proc.h"
 #include "window.h"
 
 #include <errno.h>
@@ -94,7 +95,7 @@ static int cg__probe_gone(struct cg_state_breaker *b, uint32_t pid) {
 /* A number in [0, 1) for the probe interval's jitter: splitmix64 of the time and the pid
  * (breaker.o is linked into the CLI too, without rng.o; nothing here needs more). */
 static double cg__jitter_unit(int64_t now_ns) {
-  uint64_t z = (uint64_t) now_ns ^ ((uint64_t) getpid() << 40) ^ 0x9E3779B97F4A7C15ull;
+  uint64_t z = (uint64_t) now_ns ^ ((uint64_t) cg_pid() << 40) ^ 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
@@ -216,7 +217,7 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
                                          const struct cg_breaker_cfg *c, int64_t now_ns,
                                          int64_t probe_deadline_ns, int64_t *next_probe_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
-  uint32_t me = (uint32_t) getpid() & CG_PID_MASK;
+  uint32_t me = (uint32_t) cg_pid() & CG_PID_MASK;
   int tries;
 
   *next_probe_ns = 0;
@@ -240,7 +241,7 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
     /* The cooldown is over, or the probe's holder died or overran: be the probe. */
     if (cg__cas(&b->word, &w, cg__word(CG_BREAKER_HALF_OPEN, me, probe_deadline_ns))) {
       __atomic_store_n(&b->probe_owner,
-                       (uint64_t) me << 32 | (uint32_t) cg_proc_start((pid_t) me),
+                       (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
                        __ATOMIC_RELEASE);
       __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
       return CG_BREAKER_PROBE;
@@ -254,7 +255,8 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
 /* Move half-open held by this process to `next`.  1 when it did. */
 static int cg__probe_end(struct cg_state_breaker *b, uint64_t next) {
   uint64_t w = cg__load(&b->word);
-  if (cg__state(w) != CG_BREAKER_HALF_OPEN || cg__pid(w) != ((uint32_t) getpid() & CG_PID_MASK))
+  if (cg__state(w) != CG_BREAKER_HALF_OPEN ||
+      cg__pid(w) != ((uint32_t) cg_pid() & CG_PID_MASK))
     return 0;
   return cg__cas(&b->word, &w, next);
 }

@@ -1,6 +1,7 @@
 /* budget.c - the shared retry budget (see budget.h). */
 #include "budget.h"
 
+#include "proc.h"
 #include "window.h"
 
 #include <errno.h>
@@ -72,7 +73,7 @@ static uint32_t cg__owner_dl(uint64_t o) {
 }
 
 static uint64_t cg__me(int64_t now_ns, int64_t deadline_ns) {
-  pid_t pid = getpid();
+  pid_t pid = cg_pid();
   int64_t s = deadline_ns - now_ns;
   uint32_t dl;
 
@@ -83,7 +84,7 @@ static uint64_t cg__me(int64_t now_ns, int64_t deadline_ns) {
   /* Rounded up, plus one second of grace: a slot is never taken back early. */
   dl = (uint32_t) ((now_ns + s) / 1000000000 + 2) & CG_DL_MASK;
   return (uint64_t) pid << (CG_DL_BITS + CG_START_BITS) | (uint64_t) dl << CG_START_BITS |
-         (cg_proc_start(pid) & CG_START_MASK);
+         (cg_proc_self_start() & CG_START_MASK);
 }
 
 /* Whether the holder of `owner` is gone (dead, a zombie, or its pid reused by a newer
@@ -157,7 +158,7 @@ void cg_budget_done(struct cg_state *st, int p, int slot) {
   w = &st->budgets[p].retry_owner[slot];
   o = cg__load(w);
   /* Only ours: a slot taken back from us (we were thought dead) is not freed twice. */
-  if (o && cg__owner_pid(o) == getpid())
+  if (o && cg__owner_pid(o) == cg_pid())
     cg__cas(w, &o, 0);
 }
 

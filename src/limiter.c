@@ -1,6 +1,7 @@
 /* limiter.c - GCRA over shared words; in-flight slots (see limiter.h). */
 #include "limiter.h"
 
+#include "proc.h"
 #include "repeat.h"
 
 #include <errno.h>
@@ -200,8 +201,8 @@ static long cg__futex(uint32_t *addr, int op, uint32_t val, const struct timespe
 }
 
 static int cg__claim_slot(struct cg_state *st, int p) {
-  uint64_t me = ((uint64_t) getpid() << 32) | (uint64_t) (p + 1);
-  uint64_t start = cg_proc_start(getpid());
+  uint64_t me = ((uint64_t) cg_pid() << 32) | (uint64_t) (p + 1);
+  uint64_t start = cg_proc_self_start();
   int i;
 
   for (i = 0; i < CG_STATE_SLOTS; i++) {
@@ -318,7 +319,7 @@ void cg_limiter_inflight_release(struct cg_state *st, int p, int slot) {
     return;
   owner = cg__load(&st->slots[slot].owner);
   /* Only ours: a slot reclaimed from us (we were thought dead) is not released twice. */
-  if (owner >> 32 != (uint64_t) getpid() || !cg__cas(&st->slots[slot].owner, &owner, 0))
+  if (owner >> 32 != (uint64_t) cg_pid() || !cg__cas(&st->slots[slot].owner, &owner, 0))
     return;
   __atomic_store_n(&st->slots[slot].owner_start, 0, __ATOMIC_RELEASE);
   cg__count_down(&pool->inflight);
