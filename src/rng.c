@@ -1,6 +1,8 @@
 /* rng.c - per-thread xoshiro256** seeded from getrandom(2) (see rng.h). */
 #include "rng.h"
 
+#include "proc.h"
+
 #include <stdio.h>
 #include <sys/random.h>
 #include <time.h>
@@ -42,7 +44,7 @@ static void cg__seed(struct cg__rng *r, pid_t pid) {
 
 uint64_t cg_rand64(void) {
   struct cg__rng *r = &cg__tls_rng;
-  pid_t pid = getpid();
+  pid_t pid = cg_pid(); /* a child reseeds (proc.h: no system call per draw) */
   uint64_t result, t;
 
   if (r->pid != pid)
