@@ -991,6 +991,9 @@ void cg_config_free(struct cg_config *c) {
 
 static struct cg_config cg__config;
 static pthread_once_t cg__config_once = PTHREAD_ONCE_INIT;
+/* 1 once cg__config is loaded: read with acquire, so after the first call a snapshot
+ * costs one load, not a pthread_once. */
+static int cg__config_ready;
 
 static const char *cg__real_getenv(const char *name) {
   return getenv(name);
@@ -998,16 +1001,22 @@ static const char *cg__real_getenv(const char *name) {
 
 static void cg__config_init(void) {
   cg_config_load(&cg__config, cg__real_getenv);
+  __atomic_store_n(&cg__config_ready, 1, __ATOMIC_RELEASE);
 }
 
 const struct cg_config *cg_config(void) {
-  pthread_once(&cg__config_once, cg__config_init);
+  if (!__atomic_load_n(&cg__config_ready, __ATOMIC_ACQUIRE))
+    pthread_once(&cg__config_once, cg__config_init);
   return &cg__config;
 }
 
+/* -1 until the first call has read CURLGUARD; then 0 or 1 for the life of the process.
+ * Threads racing on the first call all read the same variable and store the same value
+ * (and cg_warn_once says it once). */
+static int cg__enabled = -1;
+
 int cg_config_enabled(void) {
-  static int cached = -1;
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  int v = __atomic_load_n(&cg__enabled, __ATOMIC_ACQUIRE);
   if (v < 0) {
     const char *s = getenv("CURLGUARD");
     v = cg__switch(s);
@@ -1017,7 +1026,7 @@ int cg_config_enabled(void) {
                              "the guard stays off", s);
       v = 0;
     }
-    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    __atomic_store_n(&cg__enabled, v, __ATOMIC_RELEASE);
   }
   return v;
 }

@@ -146,11 +146,13 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env);
 /* Free what cg_config_load allocated. */
 void cg_config_free(struct cg_config *c);
 
-/* The process-wide snapshot, loaded on first use from the real environment. */
+/* The process-wide snapshot, loaded on first use from the real environment (a
+ * pthread_once then; every later call is one acquire load). */
 const struct cg_config *cg_config(void);
 
 /* Whether CURLGUARD is switched on in the real environment.  Reads nothing else:
- * a disabled guard touches no file at all. */
+ * a disabled guard touches no file at all.  Read once per process; every later call is
+ * one acquire load (no lock, no pthread_once): it runs on every libcurl call. */
 int cg_config_enabled(void);
 
 /* 1 if `host` matches one of the configured globs (case-insensitive). */

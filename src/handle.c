@@ -6,18 +6,53 @@
 #include <string.h>
 #include <strings.h>
 
-/* ---- the map: open hashing on the handle pointer ---- */
+/* ---- the map: open addressing on the handle pointer, lock-free for readers ----
+ *
+ * Every libcurl call of the host looks its handle up (curl_easy_setopt most of all), so
+ * the lookup takes no lock: a table of slots, each a key (the CURL* as an integer) and
+ * the shadow's node, probed linearly from the key's hash.  A reader compares keys only,
+ * and follows a node only when the key is its own handle: libcurl forbids using a
+ * handle while it is being cleaned up, so that node cannot go away under the reader,
+ * while the nodes of other keys, removed and freed at any time by other threads, are
+ * never touched.  Writers (add, remove, growth) take one mutex.
+ *
+ * A removed key leaves a tombstone, so that the probe chains of other keys stay whole for
+ * readers in them; a tombstone whose next slot is empty can become empty itself (no
+ * present key's chain runs through it), and so can the tombstones before it, and an add
+ * reuses the first tombstone on its way.  Once half the slots are used, a new table is
+ * made (cg__reserve) and published with a release store; the old one stays allocated,
+ * and unchanged, until the process exits, since a reader may still be probing it: it
+ * still maps every handle it held to that handle's node (nodes never move), and a handle
+ * added or removed later is looked up through the new table by its own thread, which
+ * saw the new table published before (the mutex, or the host's own hand-over of the
+ * handle, orders them).  Growth at least doubles, so the tables kept add up to less than
+ * the largest one, but for tables made again at the same size (cg__reserve: only after
+ * about as many removals inside runs of live keys as the table has slots; counted by
+ * cg_handle_tables).  A lookup probes at most the whole table, so it always ends. */
 
-#define CG_BUCKETS 1024 /* power of two */
+#define CG_TABLE_MIN 1024 /* slots of the first table, a power of two (16 KiB) */
+#define CG_TOMB ((uintptr_t) 1) /* a removed key: never a CURL* (they are aligned) */
 
 struct cg__node {
-  struct cg__node *next;
   struct cg_handle h;
 };
 
+struct cg__slot {
+  uintptr_t key;         /* 0 empty, CG_TOMB removed, else the CURL* */
+  struct cg__node *node; /* the shadow of `key`, set before `key` is published */
+};
+
+struct cg__table {
+  size_t mask;              /* slots - 1 */
+  struct cg__table *older;  /* the table this one replaced, kept until exit */
+  struct cg__slot slots[];
+};
+
 static pthread_mutex_t cg__map_mutex = PTHREAD_MUTEX_INITIALIZER;
-static struct cg__node *cg__buckets[CG_BUCKETS];
-static size_t cg__count;
+static struct cg__table *cg__table;     /* the current table: acquire / release */
+static size_t cg__count;                /* shadows alive (atomic, relaxed) */
+static size_t cg__used;                 /* slots not empty: live + tombstones (mutex) */
+static size_t cg__ntables;              /* tables made so far (mutex) */
 
 static void cg__map_lock(void) {
   pthread_mutex_lock(&cg__map_mutex);
@@ -26,14 +61,80 @@ static void cg__map_unlock(void) {
   pthread_mutex_unlock(&cg__map_mutex);
 }
 /* A forked child must not inherit the map lock held by a thread it does not have: hold
- * it across fork() (pthread_atfork(3)). */
+ * it across fork() (pthread_atfork(3)).  Readers hold nothing. */
 __attribute__((constructor)) static void cg__fork_register(void) {
   pthread_atfork(cg__map_lock, cg__map_unlock, cg__map_unlock);
 }
 
-static size_t cg__bucket(const CURL *curl) {
-  uint64_t k = (uint64_t) (uintptr_t) curl * 0x9E3779B97F4A7C15ull;
-  return (size_t) (k >> 54) & (CG_BUCKETS - 1);
+static size_t cg__home(const struct cg__table *t, uintptr_t key) {
+  uint64_t k = (uint64_t) key * 0x9E3779B97F4A7C15ull;
+  return (size_t) (k ^ (k >> 29)) & t->mask;
+}
+
+static uintptr_t cg__key_at(const struct cg__table *t, size_t i) {
+  return __atomic_load_n(&t->slots[i].key, __ATOMIC_ACQUIRE);
+}
+
+/* The slot of `key` in `t`, or -1.  Lock-free; follows no node. */
+static long cg__find(const struct cg__table *t, uintptr_t key) {
+  size_t i = cg__home(t, key), n;
+
+  for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {
+    uintptr_t k = cg__key_at(t, i);
+    if (k == key)
+      return (long) i;
+    if (k == 0)
+      return -1;
+  }
+  return -1;
+}
+
+static struct cg__table *cg__table_new(size_t slots) {
+  struct cg__table *t = calloc(1, sizeof(*t) + slots * sizeof(struct cg__slot));
+  if (t)
+    t->mask = slots - 1;
+  return t;
+}
+
+/* Place `node` under `key` in a table nobody reads yet. */
+static void cg__place(struct cg__table *t, uintptr_t key, struct cg__node *node) {
+  size_t i = cg__home(t, key);
+  while (t->slots[i].key != 0)
+    i = (i + 1) & t->mask;
+  t->slots[i].node = node;
+  t->slots[i].key = key;
+}
+
+/* Make room for one more key (mutex held): the first table, or, once half the slots are
+ * used (live keys and tombstones), a new table with room for four times the live keys,
+ * never smaller than the current one.  Only tombstones that sit inside runs of live keys
+ * outlive their removal (see cg_handle_remove), so with the few handles hosts keep a
+ * table of the same size is only made again after about as many removals as it has
+ * slots, each inside such a run.  0, or -1 when out of memory. */
+static int cg__reserve(void) {
+  struct cg__table *t = cg__table, *n;
+  size_t i, live = 0, slots = CG_TABLE_MIN;
+
+  if (t && (cg__used + 1) * 2 <= t->mask + 1)
+    return 0;
+  if (t) {
+    for (i = 0; i <= t->mask; i++)
+      live += t->slots[i].key > CG_TOMB;
+    slots = t->mask + 1;
+  }
+  while (slots < (live + 1) * 4)
+    slots *= 2;
+  if (!(n = cg__table_new(slots)))
+    return -1;
+  if (t)
+    for (i = 0; i <= t->mask; i++)
+      if (t->slots[i].key > CG_TOMB)
+        cg__place(n, t->slots[i].key, t->slots[i].node);
+  n->older = t;
+  cg__used = live;
+  cg__ntables++;
+  __atomic_store_n(&cg__table, n, __ATOMIC_RELEASE);
+  return 0;
 }
 
 static void cg__defaults(struct cg_handle *h) {
@@ -53,60 +154,93 @@ static void cg__free_owned(struct cg_handle *h) {
 }
 
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
-  struct cg__node *n = calloc(1, sizeof(*n)), **pp, *stale = NULL;
-  size_t b;
+  struct cg__node *n = calloc(1, sizeof(*n)), *stale = NULL;
+  uintptr_t key = (uintptr_t) curl;
+  struct cg__table *t;
+  long at;
+  size_t i, free_at = SIZE_MAX, probes;
 
   if (!n)
     return NULL;
+  if (key <= CG_TOMB) { /* not a handle libcurl makes; never kept */
+    free(n);
+    return NULL;
+  }
   n->h.curl = curl;
   n->h.lib = lib;
   cg__defaults(&n->h);
-  b = cg__bucket(curl);
   cg__map_lock();
+  t = cg__table;
   /* A shadow still keyed by this address belongs to a handle freed where the guard could
-   * not see it (libcurl's Curl_close): the address was reused, so it goes, and no chain
-   * ever holds a key twice. */
-  for (pp = &cg__buckets[b]; *pp; pp = &(*pp)->next)
-    if ((*pp)->h.curl == curl) {
-      stale = *pp;
-      *pp = stale->next;
-      cg__count--;
-      break;
-    }
-  n->next = cg__buckets[b];
-  cg__buckets[b] = n;
-  cg__count++;
-  cg__map_unlock();
-  if (stale) {
+   * not see it (libcurl's Curl_close): the address was reused, so its node is replaced
+   * in place (only this handle's user reads it), and no table ever holds a key twice. */
+  if (t && (at = cg__find(t, key)) >= 0) {
+    stale = t->slots[at].node;
+    __atomic_store_n(&t->slots[at].node, n, __ATOMIC_RELEASE);
+    cg__map_unlock();
     cg__free_owned(&stale->h);
     free(stale);
+    return &n->h;
   }
+  if (cg__reserve() != 0) {
+    cg__map_unlock();
+    free(n);
+    return NULL;
+  }
+  t = cg__table;
+  /* The first tombstone or empty slot from the key's home: no empty slot lies between
+   * them, so the key's chain stays whole. */
+  i = cg__home(t, key);
+  for (probes = 0; probes <= t->mask; probes++, i = (i + 1) & t->mask) {
+    uintptr_t k = t->slots[i].key;
+    if (k == CG_TOMB || k == 0) {
+      free_at = i;
+      break;
+    }
+  }
+  /* cg__reserve left at least half the slots empty: a free slot was found. */
+  if (t->slots[free_at].key == 0)
+    cg__used++;
+  __atomic_store_n(&t->slots[free_at].node, n, __ATOMIC_RELEASE);
+  __atomic_store_n(&t->slots[free_at].key, key, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&cg__count, 1, __ATOMIC_RELAXED);
+  cg__map_unlock();
   return &n->h;
 }
 
 struct cg_handle *cg_handle_get(CURL *curl) {
-  struct cg__node *n;
-  size_t b = cg__bucket(curl);
+  const struct cg__table *t = __atomic_load_n(&cg__table, __ATOMIC_ACQUIRE);
+  long at;
 
-  cg__map_lock();
-  for (n = cg__buckets[b]; n; n = n->next)
-    if (n->h.curl == curl)
-      break;
-  cg__map_unlock();
-  return n ? &n->h : NULL;
+  if (!t || (uintptr_t) curl <= CG_TOMB || (at = cg__find(t, (uintptr_t) curl)) < 0)
+    return NULL;
+  return &__atomic_load_n(&t->slots[at].node, __ATOMIC_ACQUIRE)->h;
 }
 
 void cg_handle_remove(CURL *curl) {
-  struct cg__node **pp, *n = NULL;
-  size_t b = cg__bucket(curl);
+  uintptr_t key = (uintptr_t) curl;
+  struct cg__node *n = NULL;
+  struct cg__table *t;
+  long at;
 
   cg__map_lock();
-  for (pp = &cg__buckets[b]; *pp; pp = &(*pp)->next) {
-    if ((*pp)->h.curl == curl) {
-      n = *pp;
-      *pp = n->next;
-      cg__count--;
-      break;
+  t = cg__table;
+  if (t && key > CG_TOMB && (at = cg__find(t, key)) >= 0) {
+    size_t i = (size_t) at;
+    n = t->slots[i].node;
+    __atomic_store_n(&t->slots[i].key, CG_TOMB, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->slots[i].node, NULL, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&cg__count, 1, __ATOMIC_RELAXED);
+    /* Followed by an empty slot, the tombstone ends no present key's chain: it becomes
+     * empty, and so do the tombstones right before it (every chain through them ended
+     * here too). */
+    if (t->slots[(i + 1) & t->mask].key == 0) {
+      size_t left = t->mask + 1;
+      while (left-- > 0 && t->slots[i].key == CG_TOMB) {
+        __atomic_store_n(&t->slots[i].key, 0, __ATOMIC_RELEASE);
+        cg__used--;
+        i = (i - 1) & t->mask;
+      }
     }
   }
   cg__map_unlock();
@@ -117,11 +251,15 @@ void cg_handle_remove(CURL *curl) {
 }
 
 size_t cg_handle_count(void) {
-  size_t c;
+  return __atomic_load_n(&cg__count, __ATOMIC_RELAXED);
+}
+
+size_t cg_handle_tables(void) {
+  size_t n;
   cg__map_lock();
-  c = cg__count;
+  n = cg__ntables;
   cg__map_unlock();
-  return c;
+  return n;
 }
 
 void cg_handle_reset(struct cg_handle *h) {
@@ -388,9 +526,6 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     break;
   case CURLOPT_CONNECTTIMEOUT_MS:
     h->connecttimeout_ms = v->u.l;
-    break;
-  case CURLOPT_NOSIGNAL:
-    h->nosignal = v->u.l;
     break;
   case CURLOPT_PROTOCOLS:
     h->protocols_kind = 1;

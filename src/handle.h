@@ -6,9 +6,11 @@
  * libcurl's own (lib/url.c Curl_init_userdefined), so a restored handle behaves as
  * if the guard had never touched it.
  *
- * Map: CURL* -> struct cg_handle, guarded by one mutex (fork-safe through
- * pthread_atfork).  A shadow itself is only touched by the thread using its handle,
- * as libcurl requires of the handle (libcurl-thread(3)).
+ * Map: CURL* -> struct cg_handle, an open-addressing table read without any lock (every
+ * curl_easy_setopt of the host looks its handle up); add and remove take one mutex
+ * (fork-safe through pthread_atfork).  A shadow itself is only touched by the thread
+ * using its handle, as libcurl requires of the handle (libcurl-thread(3)), and it is
+ * freed only by that handle's cleanup, which libcurl forbids while the handle is in use.
  */
 #ifndef CG_HANDLE_H
 #define CG_HANDLE_H
@@ -72,7 +74,7 @@ struct cg_handle {
   /* Limits. */
   long timeout_ms;           /* CURLOPT_TIMEOUT(_MS), 0 = none */
   long connecttimeout_ms;    /* 0 = libcurl default */
-  long nosignal;
+  long nosignal;             /* no longer recorded (nothing reads it): always 0 */
 
   /* Put back after the guard's "no transfer" run (guard.c cg__no_transfer). */
   int protocols_kind;        /* 0: libcurl's default (all), 1: CURLOPT_PROTOCOLS, 2: _STR */
@@ -93,7 +95,8 @@ struct cg_handle {
  * Returns NULL when out of memory (the handle then passes through). */
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib);
 
-/* The shadow of `curl`, or NULL if the guard does not know it. */
+/* The shadow of `curl`, or NULL if the guard does not know it.  Takes no lock and makes
+ * no system call; safe while other threads add and remove other handles. */
 struct cg_handle *cg_handle_get(CURL *curl);
 
 /* Remove and free the shadow of `curl` (no-op if unknown). */
@@ -111,7 +114,9 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup);
  * new value up from there.  The shim must not pass such an option to libcurl. */
 int cg_handle_overridden(const struct cg_handle *h, long opt);
 
-/* Record option `opt` with value `v`, which libcurl accepted, in the shadow. */
+/* Record option `opt` with value `v`, which libcurl accepted, in the shadow.  Only the
+ * options some field above keeps are recorded (the ones guard.c and attempt.c read, put
+ * back after an attempt, or hand to a duplicate); any other option returns at once. */
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v);
 
 /* libcurl refused the host's CURLOPT_PROTOCOLS(_STR): what the handle allows is then
@@ -133,5 +138,9 @@ int cg_handle_header(const struct cg_handle *h, const char *name, char *val, siz
 
 /* Number of shadows alive (for tests and stats). */
 size_t cg_handle_count(void);
+
+/* Number of tables the map has made so far (for tests: replaced tables are kept until
+ * exit, so this bounds the map's memory). */
+size_t cg_handle_tables(void);
 
 #endif

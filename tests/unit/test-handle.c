@@ -129,6 +129,65 @@ Test(handle, add_get_remove_count) {
   cr_assert_null(cg_handle_get(FAKE(2)));
 }
 
+/* The lock-free table (handle.c): it grows while keeping every handle, and a host that
+ * makes and frees handles all its life (one per request) never makes it grow, however
+ * many it makes: removals empty their slots again, or leave tombstones that adds reuse. */
+#define ANY(i) ((CURL *) &arena[(i) / 1000][(i) % 1000])
+
+Test(handle, growth_keeps_every_handle) {
+  size_t start = cg_handle_count(), tables;
+  struct cg_handle *h[6000];
+  int i;
+
+  for (i = 0; i < 6000; i++) {
+    h[i] = cg_handle_add(ANY(i), &fake_lib);
+    cr_assert_not_null(h[i]);
+    cr_assert_eq(cg_handle_get(ANY(i)), h[i]);
+  }
+  tables = cg_handle_tables();
+  cr_assert_gt(tables, 1, "6000 handles outgrow the first table");
+  cr_assert_eq(cg_handle_count(), start + 6000);
+  for (i = 0; i < 6000; i++)
+    cr_assert_eq(cg_handle_get(ANY(i)), h[i], "handle %d after growth", i);
+  for (i = 0; i < 6000; i += 3)
+    cg_handle_remove(ANY(i));
+  for (i = 0; i < 6000; i++) {
+    if (i % 3 == 0)
+      cr_assert_null(cg_handle_get(ANY(i)));
+    else
+      cr_assert_eq(cg_handle_get(ANY(i)), h[i]);
+  }
+  for (i = 5999; i >= 0; i--)
+    cg_handle_remove(ANY(i));
+  cr_assert_eq(cg_handle_count(), start);
+  for (i = 0; i < 6000; i++)
+    cr_assert_null(cg_handle_get(ANY(i)));
+  cr_assert_eq(cg_handle_tables(), tables, "removals make no table");
+}
+
+Test(handle, a_handle_per_request_never_grows_the_table) {
+  size_t tables;
+  int i;
+
+  cr_assert_not_null(cg_handle_add(ANY(7999), &fake_lib)); /* one long-lived handle */
+  tables = cg_handle_tables();
+  /* 200,000 requests, each on a new handle at a new address (3 alive at once, as a host
+   * with a handle per request and a few in flight has). */
+  for (i = 0; i < 200000; i++) {
+    struct cg_handle *h = cg_handle_add(ANY(i % 7000), &fake_lib);
+    cr_assert_not_null(h);
+    cr_assert_eq(cg_handle_get(ANY(i % 7000)), h);
+    if (i >= 2)
+      cg_handle_remove(ANY((i - 2) % 7000));
+  }
+  cr_assert_eq(cg_handle_tables(), tables, "%zu tables made for 3 handles alive",
+               cg_handle_tables() - tables);
+  cr_assert_not_null(cg_handle_get(ANY(7999)));
+  cg_handle_remove(ANY(199998 % 7000));
+  cg_handle_remove(ANY(199999 % 7000));
+  cg_handle_remove(ANY(7999));
+}
+
 Test(handle, many_handles_share_buckets) {
   size_t start = cg_handle_count();
   int i;
@@ -537,7 +596,7 @@ Test(handle, callbacks_and_data_recorded) {
   cr_assert_eq(h->noprogress, 0);
   cr_assert_eq(h->errorbuffer, errbuf);
   cr_assert_eq(h->followlocation, 1);
-  cr_assert_eq(h->nosignal, 1);
+  cr_assert_eq(h->nosignal, 0); /* read by nobody: not recorded */
   /* The callbacks whose refusal is the host's, and the HSTS read callback. */
   cr_assert_null(h->resolver_start_fn);
   set(h, CURLOPT_RESOLVER_START_FUNCTION, rs_cb);
@@ -788,7 +847,7 @@ Test(handle, dup_is_a_deep_copy) {
   cr_assert_eq(d->noprogress, 0);
   cr_assert_eq(d->timeout_ms, 9000);
   cr_assert_eq(d->connecttimeout_ms, 333);
-  cr_assert_eq(d->nosignal, 1);
+  cr_assert_eq(d->nosignal, 0); /* never recorded */
   cr_assert_eq(d->method, CG_M_POST);
   cr_assert_eq(d->followlocation, 1);
   cr_assert_eq(cg_handle_header(d, "idempotency-key", NULL, 0), 1);
