@@ -427,7 +427,9 @@ void cg_state_close(struct cg_state *st) {
 
 static pthread_mutex_t cg__state_mutex = PTHREAD_MUTEX_INITIALIZER;
 /* The mappings made so far; the current one is cg__state_cur.  An older one is never
- * unmapped: another thread may still be in a call that uses it. */
+ * unmapped: another thread may still be in a call that uses it.  cg__state_cur and
+ * cg__state_tried are written under cg__state_mutex and read without it (atomics: the
+ * fast path of cg_state_get); cg__state_bad only decides whether a line is said. */
 static struct cg_state cg__states[1 + CG_STATE_REMAPS];
 static int cg__nstates;
 static struct cg_state *cg__state_cur;
@@ -445,31 +447,85 @@ __attribute__((constructor)) static void cg__fork_register(void) {
   pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
 }
 
-/* Whether the mapping can be touched now: its file is still as long as the layout
- * (truncating a mapped file turns every access past the new end into SIGBUS) and still
- * carries the magic.  One fstat(2), about half a microsecond; the read of the magic is
- * guarded, since the file may be cut right after the fstat. */
-static int cg__usable(const struct cg_state *st, int *short_file) {
+/* How often a process checks the file's length with fstat(2) besides the probe below,
+ * which costs no system call: truncation can only be seen by a probe down to the page
+ * that holds the last word, so a file cut to within its last page (the final bytes of
+ * the last pool's tally) is only seen by this fstat, at most this long after. */
+#define CG_STATE_FSTAT_NS 1000000000LL
+
+static int64_t cg__state_fstat_at; /* when a fast path last did its fstat (atomic) */
+
+/* Whether the file still backs the whole mapping, as far as pages tell: a guarded read
+ * of its first and last words.  A file cut short under the mapping faults on the read
+ * of a page past its new end; the SIGBUS guard turns the fault into 0.  Sets `*magic_ok`
+ * to whether the header still carries the magic.  No system call. */
+static int cg__probe(const struct cg_state *st, int *magic_ok) {
   struct cg_state_guard g;
+  const uint64_t *last = (const uint64_t *) ((const char *) st->hdr + CG_STATE_SIZE) - 1;
+  uint64_t magic;
+
+  *magic_ok = 0;
+  if (sigsetjmp(g.jb, 0) != 0)
+    return 0;
+  cg_state_guard_push(&g, st);
+  magic = __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE);
+  (void) __atomic_load_n(last, __ATOMIC_RELAXED);
+  cg_state_guard_pop(&g);
+  *magic_ok = magic == CG_STATE_MAGIC;
+  return 1;
+}
+
+/* One fstat(2) of the file: still as long as the layout. */
+static int cg__long_enough(const struct cg_state *st) {
   struct stat sb;
+  return fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE;
+}
+
+/* The fast paths' length check: fstat(2) at most once per CG_STATE_FSTAT_NS per process
+ * (racing threads may both do it, harmlessly), and on every call while the last one
+ * found the file short, until a check finds it whole again. */
+static int cg__state_fstat_short;
+
+static int cg__long_enough_now(const struct cg_state *st) {
+  int64_t now, at;
   int ok;
 
-  *short_file = fstat(st->fd, &sb) != 0 || sb.st_size < (off_t) CG_STATE_SIZE;
-  if (*short_file)
-    return 0;
-  if (sigsetjmp(g.jb, 0) != 0) {
-    *short_file = 1;
-    return 0;
+  if (!__atomic_load_n(&cg__state_fstat_short, __ATOMIC_RELAXED)) {
+    now = cg_state_now();
+    at = __atomic_load_n(&cg__state_fstat_at, __ATOMIC_RELAXED);
+    if (at != 0 && now >= at && now - at < CG_STATE_FSTAT_NS)
+      return 1;
+    __atomic_store_n(&cg__state_fstat_at, now, __ATOMIC_RELAXED);
   }
-  cg_state_guard_push(&g, st);
-  ok = __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE) == CG_STATE_MAGIC;
-  cg_state_guard_pop(&g);
+  ok = cg__long_enough(st);
+  __atomic_store_n(&cg__state_fstat_short, !ok, __ATOMIC_RELAXED);
   return ok;
 }
 
+/* Whether the mapping can be touched now: its file still backs every page of it
+ * (truncating a mapped file turns every access past the new end into SIGBUS), it still
+ * carries the magic, and fstat(2) says it is as long as the layout: on every call when
+ * `full`, else as cg__long_enough_now does. */
+static int cg__usable(const struct cg_state *st, int full, int *short_file) {
+  int magic_ok;
+
+  *short_file = !cg__probe(st, &magic_ok);
+  if (!*short_file) {
+    if (full) {
+      *short_file = !cg__long_enough(st);
+      __atomic_store_n(&cg__state_fstat_short, *short_file, __ATOMIC_RELAXED);
+    } else {
+      *short_file = !cg__long_enough_now(st);
+    }
+  }
+  return !*short_file && magic_ok;
+}
+
 int cg_state_intact(const struct cg_state *st) {
-  struct stat sb;
-  return st && fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE;
+  int magic_ok;
+  if (!st || !cg__probe(st, &magic_ok))
+    return 0;
+  return cg__long_enough_now(st);
 }
 
 /* The file at `path` is still the one `st` maps (same device and inode): repair it in
@@ -542,46 +598,64 @@ int cg_state_check(struct cg_state *st) {
 struct cg_state *cg_state_get(const char *path) {
   struct cg_state *st;
   char why[512];
-  int short_file;
+  int short_file, fast_short = 0;
 
+  /* The usual call: the file was opened before and is still whole.  No lock and no
+   * system call (cg__usable: a guarded probe, an fstat at most once a second). */
+  if (__atomic_load_n(&cg__state_tried, __ATOMIC_ACQUIRE)) {
+    st = __atomic_load_n(&cg__state_cur, __ATOMIC_ACQUIRE);
+    if (!st)
+      return NULL; /* never opened: said once, when it was tried */
+    if (cg__usable(st, 0, &short_file)) {
+      if (__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
+        __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
+      return st;
+    }
+    fast_short = short_file;
+  }
   pthread_mutex_lock(&cg__state_mutex);
   if (!cg__state_tried) {
-    cg__state_tried = 1;
     if (!path || cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
       cg_warn("%s; requests run without the shared limiter",
               path ? why : "no state file configured");
     } else {
       cg__nstates = 1;
-      cg__state_cur = &cg__states[0];
+      __atomic_store_n(&cg__state_cur, &cg__states[0], __ATOMIC_RELEASE);
     }
+    __atomic_store_n(&cg__state_tried, 1, __ATOMIC_RELEASE);
   }
   st = cg__state_cur;
-  if (st && !cg__usable(st, &short_file)) {
+  if (st && !cg__usable(st, 1, &short_file)) {
+    /* Seen cut short a moment ago, and now grown back by another process's repair still
+     * under way (not valid yet): the cut is the reason, as it was when there was only
+     * this one check. */
+    short_file |= fast_short;
     /* Cut short, emptied or re-made under us: the same file is repaired in place (grown
      * and re-initialised under its lock, as a new process would); a file that is now
      * another one at the path gets a fresh mapping. */
     int r = path ? cg__repair(st, path) : -1;
     if (r == 0) {
-      if (!cg__state_bad)
+      if (!__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         cg_warn_once("state-repaired", "state file %s was %s; re-initialised it (its pools, "
                      "breakers and budgets start over)", path,
                      short_file ? "cut short under this process (truncated?)" : "not valid");
-      cg__state_bad = 0;
+      __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
     } else if (r == 1 && cg__nstates <= CG_STATE_REMAPS &&
                cg_state_open(path, &cg__states[cg__nstates], why, sizeof(why)) == 0) {
-      st = cg__state_cur = &cg__states[cg__nstates++];
-      cg__state_bad = 0;
+      st = &cg__states[cg__nstates++];
+      __atomic_store_n(&cg__state_cur, st, __ATOMIC_RELEASE);
+      __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
     } else {
-      if (!cg__state_bad)
+      if (!__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         cg_warn("state file %s is %s; requests run without the shared limiter until it is "
                 "valid again",
                 path ? path : "(none)",
                 short_file ? "shorter than its layout (truncated?)" : "not valid");
-      cg__state_bad = 1;
+      __atomic_store_n(&cg__state_bad, 1, __ATOMIC_RELAXED);
       st = NULL;
     }
   } else if (st) {
-    cg__state_bad = 0;
+    __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&cg__state_mutex);
   return st;

@@ -203,7 +203,9 @@ void cg_state_close(struct cg_state *st);
  * cannot be used (one "curlguard:" line then said why).  A file found cut short, or not
  * a valid file of this layout and boot any more (emptied, overwritten, see cg_state_body_ok),
  * is repaired first: grown back to the layout's size and re-initialised under its lock,
- * as a new process would (one "curlguard:" line says so, once per process). */
+ * as a new process would (one "curlguard:" line says so, once per process).  After the
+ * first call, a call on a usable file takes no lock and makes no system call (the check
+ * of cg_state_intact). */
 struct cg_state *cg_state_get(const char *path);
 
 /* A pool could not be found or claimed in `st` (limiter.h cg_limiter_pool: -1): check
@@ -212,9 +214,13 @@ struct cg_state *cg_state_get(const char *path);
  * caller looks again), 0 otherwise.  Must not be called inside a guarded region. */
 int cg_state_check(struct cg_state *st);
 
-/* 1 while the mapped file is still as long as the layout (one fstat(2)); 0 once it was
- * truncated under us, when touching the mapping would raise SIGBUS.  A call checks it
- * again after its transfer, before it writes what it learned. */
+/* 1 while the mapped file still backs the whole mapping; 0 once it was truncated under
+ * us, when touching the mapping would raise SIGBUS.  A call checks it again after its
+ * transfer, before it writes what it learned.  No system call: a guarded read of the
+ * mapping's first and last words (a page past the file's end faults, and the SIGBUS
+ * guard answers 0), plus one fstat(2) of the length at most once a second per process
+ * (a cut within the last page faults nowhere).  The SIGBUS guard of every access stays
+ * what keeps a cut between two checks harmless. */
 int cg_state_intact(const struct cg_state *st);
 
 /* ---- SIGBUS: a file cut short under the mapping ----

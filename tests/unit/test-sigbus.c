@@ -165,6 +165,47 @@ Test(sigbus, cut_file_is_grown_back_and_reinitialised_by_the_next_call) {
   }
 }
 
+/* The checks of every call take no system call (state.h cg_state_intact): a cut is seen
+ * by a guarded read of the mapping's first and last words at once, even right after the
+ * periodic fstat(2) ran, for every length down to a page short of the last; a cut
+ * within the last page, which faults nowhere, by that fstat within a second. */
+Test(sigbus, intact_sees_a_cut_at_once_without_fstat) {
+  static const off_t cuts[] = {0, 300, 4096, CG_STATE_POOLS_OFF + 8192,
+                               (CG_STATE_SIZE / 4096) * 4096 - 1};
+  size_t i;
+
+  for (i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+    cr_assert_eq(ftruncate(st.fd, (off_t) CG_STATE_SIZE), 0);
+    cr_assert_eq(cg_state_intact(&st), 1);
+    cr_assert_eq(cg_state_intact(&st), 1); /* the periodic fstat is done: not due */
+    cr_assert_eq(ftruncate(st.fd, cuts[i]), 0);
+    cr_assert_eq(cg_state_intact(&st), 0, "cut to %lld bytes", (long long) cuts[i]);
+  }
+}
+
+Test(sigbus, a_cut_within_the_last_page_is_seen_within_a_second) {
+  struct cg_state *s1;
+  struct stat sb;
+  int64_t t0;
+
+  s1 = cg_state_get(path);
+  cr_assert_not_null(s1);
+  cr_assert_eq(cg_state_intact(s1), 1);
+  cr_assert_eq(truncate(path, (off_t) CG_STATE_SIZE - 100), 0);
+  t0 = cg_mono_ms();
+  while (cg_state_intact(s1) && cg_mono_ms() - t0 < 3000)
+    cg_sleep_ms(50);
+  cr_assert_eq(cg_state_intact(s1), 0);
+  cr_assert_leq(cg_mono_ms() - t0, 1500, "seen after %lld ms", (long long) (cg_mono_ms() - t0));
+  /* The next call sees it too (its own periodic fstat, due as well) and grows the file. */
+  t0 = cg_mono_ms();
+  while (cg_mono_ms() - t0 < 1200)
+    cg_sleep_ms(100);
+  cr_assert_eq(cg_state_get(path), s1);
+  cr_assert_eq(stat(path, &sb), 0);
+  cr_assert_eq(sb.st_size, (off_t) CG_STATE_SIZE);
+}
+
 /* ---- garbage behind a valid header ---- */
 
 Test(sigbus, garbage_body_is_reinitialised_on_open) {
