@@ -44,31 +44,49 @@ static void cg__vwarn(const char *fmt, va_list ap) {
   cg_write_quiet(STDERR_FILENO, line, pre + (size_t) n + 1);
 }
 
-ssize_t cg_write_quiet(int fd, const void *buf, size_t len) {
-  sigset_t pipe_set, old, pending;
-  int was_pending, err = 0;
+/* write(2) all of `len` bytes, retrying short writes and EINTR.  0, or the errno. */
+static int cg__write_all(int fd, const void *buf, size_t len) {
   size_t done = 0;
 
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  sigpending(&pending);
-  was_pending = sigismember(&pending, SIGPIPE);
   while (done < len) {
     ssize_t w = write(fd, (const char *) buf + done, len - done);
     if (w < 0 && errno == EINTR)
       continue;
-    if (w <= 0) {
-      err = w < 0 ? errno : EIO;
-      break;
-    }
+    if (w <= 0)
+      return w < 0 ? errno : EIO;
     done += (size_t) w;
   }
+  return 0;
+}
+
+ssize_t cg_write_quiet(int fd, const void *buf, size_t len) {
+  sigset_t pipe_set, old, pending;
+  int was_pending = 0, err;
+
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  /* A SIGPIPE can only be pending already if the thread had it blocked: only then ask
+   * (one system call saved on every other write). */
+  if (sigismember(&old, SIGPIPE) == 1) {
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE) == 1;
+  }
+  err = cg__write_all(fd, buf, len);
   if (err == EPIPE && !was_pending) {
     const struct timespec zero = {0, 0};
     sigtimedwait(&pipe_set, NULL, &zero); /* ours: take it back */
   }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  return (ssize_t) len;
+}
+
+ssize_t cg_write_regular(int fd, const void *buf, size_t len) {
+  int err = cg__write_all(fd, buf, len);
   if (err) {
     errno = err;
     return -1;

@@ -23,4 +23,10 @@ void cg_warn_once(const char *key, const char *fmt, ...) __attribute__((format(p
 #include <sys/types.h>
 ssize_t cg_write_quiet(int fd, const void *buf, size_t len);
 
+/* The same for a descriptor the caller knows is a regular file (fstat(2) S_ISREG when it
+ * opened it, and still that file): a write to a regular file never raises SIGPIPE, so
+ * the signal mask is left alone and the write is the only system call.  Never for
+ * stderr, pipes, sockets, FIFOs or devices: use cg_write_quiet. */
+ssize_t cg_write_regular(int fd, const void *buf, size_t len);
+
 #endif
