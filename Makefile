@@ -213,12 +213,12 @@ check-tsan: deps
 	  build-tsan/libcurlguard.so
 	@$(MAKE) --no-print-directory $(BUILD)/tests/cghost
 	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/tsan-stress
-	@$(MAKE) --no-print-directory BUILD=build-tsan TSAN=1 build-tsan/tests/tsan-handles
-	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/tsan-handles
+	@$(MAKE) --no-print-directory BUILD=build-tsan TSAN=1 build-tsan/tests/tsan-fastpaths
+	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/tsan-fastpaths
 	@scripts/tsan-host build-tsan $(BUILD)/tests/cghost
 
-# The handle map alone (issue 16: lookups take no lock): make check-tsan runs it too.
-$(BUILD)/tests/tsan-handles: tests/tsan/handles.c $(CORE_OBJS) | $(BUILD)/tests
+# The lock-free fast paths (issue 16: handle map, state file, pid): make check-tsan runs it.
+$(BUILD)/tests/tsan-fastpaths: tests/tsan/fastpaths.c $(CORE_OBJS) | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
 
