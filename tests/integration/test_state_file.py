@@ -156,7 +156,8 @@ class UntrustedStateFileTest(StateFileTestCase):
 
     def test_file_truncated_while_mapped_fails_open(self):
         """The file is cut to 0 bytes while a host has it mapped (review 6, item 10): the
-        next call checks the length first (fstat) and, instead of dying of SIGBUS, grows
+        next call checks the length first (a guarded read of the mapping's last page, no
+        system call) and, instead of dying of SIGBUS, grows
         the file back and re-initialises it under its lock, as a new process would (issue
         11 item 2), with one `curlguard:` line; the limiter is used from then on
         (`curlguard reset` clears it again here)."""
