@@ -198,7 +198,13 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
       break;
     }
   }
-  /* cg__reserve left at least half the slots empty: a free slot was found. */
+  /* cg__reserve left at least half the slots empty, so one was found; should it ever
+   * not be, the handle runs without the guard rather than past the table. */
+  if (free_at == SIZE_MAX) {
+    cg__map_unlock();
+    free(n);
+    return NULL;
+  }
   if (t->slots[free_at].key == 0)
     cg__used++;
   __atomic_store_n(&t->slots[free_at].node, n, __ATOMIC_RELEASE);
