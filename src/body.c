@@ -89,11 +89,23 @@ static const unsigned char *cg__string(const unsigned char *p, const unsigned ch
   }
   while (q < e) {
     const unsigned char *plain = q;
-    while (q < e && *q != '\\')
-      q++;
-    if (k->count || k->keep)
-      while (plain < q)
-        cg__emit(k, *plain++);
+    q = memchr(q, '\\', (size_t) (e - q));
+    if (!q)
+      q = e;
+    if ((k->count || k->keep) && !k->nul && plain < q) {
+      /* a run without escapes: as cg__emit byte by byte, up to a NUL */
+      const unsigned char *z = memchr(plain, '\0', (size_t) (q - plain));
+      size_t n = (size_t) ((z ? z : q) - plain), i;
+      if (k->count)
+        for (i = 0; i < n; i++)
+          k->chars += (plain[i] & 0xC0) != 0x80;
+      if (k->keep && k->len + 1 < k->cap) {
+        size_t room = k->cap - 1 - k->len;
+        memcpy(k->keep + k->len, plain, n < room ? n : room);
+        k->len += n < room ? n : room;
+      }
+      k->nul = z != NULL;
+    }
     if (q >= e)
       break;
     /* an escape; a backslash that is the last byte reads the closing quote */

@@ -327,6 +327,36 @@ static void cg__js_emit(struct cg__js *j, unsigned char c) {
   }
 }
 
+/* Plain bytes (no backslash, no quote) of the string being read, to keep: as
+ * cg__js_emit byte by byte, without a call each. */
+static void cg__js_keep(struct cg__js *j, const unsigned char *s, size_t n) {
+  size_t i;
+  if (j->is_key) {
+    for (i = 0; i < n; i++) {
+      if (!s[i]) {
+        j->knul = 1;
+        return;
+      }
+      if (j->klen >= sizeof(j->key)) {
+        j->klen = sizeof(j->key); /* too long for any slot */
+        return;
+      }
+      j->key[j->klen++] = (char) s[i];
+    }
+  } else {
+    unsigned char *len = &j->f.slen[j->rec];
+    char *dst = j->f.str[j->rec];
+    for (i = 0; i < n; i++) {
+      if (!s[i]) {
+        j->rnul = 1;
+        return;
+      }
+      if (*len < 127)
+        dst[(*len)++] = (char) s[i];
+    }
+  }
+}
+
 static void cg__js_emit_cp(struct cg__js *j, unsigned cp) {
   if (cp < 0x80) {
     cg__js_emit(j, (unsigned char) cp);
@@ -585,10 +615,16 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
     case CG__J_FAIL:
       return;
     case CG__J_STRING:
-      if (j->dstate == 0 && !j->sesc && !j->is_key && (j->rec < 0 || j->rnul)) {
-        /* the common case: nothing to keep, no escape pending; skip to a '"' or '\' */
-        while (s < end && *s != '"' && *s != '\\')
-          s++;
+      if (j->dstate == 0 && !j->sesc) {
+        /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
+        const unsigned char *q = memchr(s, '"', (size_t) (end - s)), *bs;
+        if (!q)
+          q = end;
+        if ((bs = memchr(s, '\\', (size_t) (q - s))))
+          q = bs;
+        if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
+          cg__js_keep(j, s, (size_t) (q - s));
+        s = q;
         if (s == end)
           return;
         c = *s;
@@ -629,6 +665,14 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
       s++;
       continue;
     case CG__J_NUMBER:
+      if (j->num < 0 && (j->nstate == CG__NUM_INT || j->nstate == CG__NUM_FRAC ||
+                         j->nstate == CG__NUM_EXP)) {
+        while (s < end && *s >= '0' && *s <= '9') /* digits nobody keeps */
+          s++;
+        if (s == end)
+          return;
+        c = *s;
+      }
       if (cg__is_num_byte(c)) {
         if (!cg__js_num_byte(j, c)) {
           j->state = CG__J_FAIL; /* cJSON would find a stray byte after the number */
@@ -681,11 +725,12 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
     case CG__J_KEY_FIRST:
     case CG__J_KEY:
       if (c == '"') {
+        int none = j->depth >= CG__CX_DEPTH || j->cx[j->depth] == CG__CX_NONE;
         j->state = CG__J_STRING;
         j->is_key = 1;
         j->sesc = j->dstate = 0;
-        j->klen = 0;
-        j->knul = 0;
+        j->klen = none ? sizeof(j->key) : 0; /* a name no slot has: not even kept */
+        j->knul = (unsigned char) none;
       } else if (c == '}' && j->state == CG__J_KEY_FIRST) {
         cg__js_close(j, tent, c);
       } else {
@@ -796,33 +841,20 @@ static void cg__release(struct cg_usage_parser *p) {
  * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
  * "\u" counts too.  Other events (text deltas, pings) are never scanned. */
 static int cg__may_matter(const char *s, size_t n) {
-  const char *e = s + n;
-  for (; s < e; s++) {
-    size_t left = (size_t) (e - s);
-    switch (*s) {
-    case 'u':
-      if (left >= 5 && memcmp(s, "usage", 5) == 0)
+  /* Every word holds an 'e' (usag[e], mod[e]l, [e]rror, fail[e]d): memchr(3), which is
+   * vectorised, finds each 'e' and the word is checked around it. */
+  const char *p = s, *e = s + n;
+  if (memchr(s, '\\', n)) /* rare in what a model writes: then look closer */
+    for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
+      if (p[1] == 'u')
         return 1;
-      break;
-    case 'm':
-      if (left >= 5 && memcmp(s, "model", 5) == 0)
-        return 1;
-      break;
-    case 'e':
-      if (left >= 5 && memcmp(s, "error", 5) == 0)
-        return 1;
-      break;
-    case 'f':
-      if (left >= 6 && memcmp(s, "failed", 6) == 0)
-        return 1;
-      break;
-    case '\\':
-      if (left >= 2 && s[1] == 'u')
-        return 1;
-      break;
-    default:
-      break;
-    }
+  for (p = s; (p = memchr(p, 'e', (size_t) (e - p))); p++) {
+    size_t before = (size_t) (p - s), after = (size_t) (e - p);
+    if ((before >= 4 && memcmp(p - 4, "usage", 5) == 0) ||
+        (before >= 3 && after >= 2 && memcmp(p - 3, "model", 5) == 0) ||
+        (after >= 5 && memcmp(p, "error", 5) == 0) ||
+        (before >= 4 && after >= 2 && memcmp(p - 4, "failed", 6) == 0))
+      return 1;
   }
   return 0;
 }
