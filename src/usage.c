@@ -113,7 +113,11 @@ _Static_assert(CG__CX_COUNT <= 31, "one bit per context in cg__facts.objs");
  * are consecutive in cg__slots, at the place this computes (a wrong place finds nothing,
  * which every table test would show). */
 static int cg__slot_of(unsigned cx, const char *key, size_t len) {
+  /* the lengths of the top-level names: most names there are none of ours */
+  static const uint32_t top_lens = 1u << 4 | 1u << 5 | 1u << 7 | 1u << 8 | 1u << 12 | 1u << 13;
   size_t i, n;
+  if (cx == CG__CX_TOP && (len > 31 || !(top_lens >> len & 1)))
+    return -1;
   if (cx == CG__CX_TOP)
     i = 0, n = 8;
   else if (cx == CG__CX_MSG)
@@ -330,30 +334,27 @@ static void cg__js_emit(struct cg__js *j, unsigned char c) {
 /* Plain bytes (no backslash, no quote) of the string being read, to keep: as
  * cg__js_emit byte by byte, without a call each. */
 static void cg__js_keep(struct cg__js *j, const unsigned char *s, size_t n) {
-  size_t i;
+  const unsigned char *z = memchr(s, '\0', n);
+  size_t room;
+  if (z) /* the C string ends there */
+    n = (size_t) (z - s);
   if (j->is_key) {
-    for (i = 0; i < n; i++) {
-      if (!s[i]) {
-        j->knul = 1;
-        return;
-      }
-      if (j->klen >= sizeof(j->key)) {
-        j->klen = sizeof(j->key); /* too long for any slot */
-        return;
-      }
-      j->key[j->klen++] = (char) s[i];
+    room = sizeof(j->key) - j->klen;
+    if (n >= room) {
+      j->klen = sizeof(j->key); /* too long for any slot */
+    } else {
+      memcpy(j->key + j->klen, s, n);
+      j->klen += (unsigned) n;
     }
+    if (z)
+      j->knul = 1;
   } else {
     unsigned char *len = &j->f.slen[j->rec];
-    char *dst = j->f.str[j->rec];
-    for (i = 0; i < n; i++) {
-      if (!s[i]) {
-        j->rnul = 1;
-        return;
-      }
-      if (*len < 127)
-        dst[(*len)++] = (char) s[i];
-    }
+    room = 127 - *len;
+    memcpy(j->f.str[j->rec] + *len, s, n < room ? n : room);
+    *len = (unsigned char) (*len + (n < room ? n : room));
+    if (z)
+      j->rnul = 1;
   }
 }
 
