@@ -58,7 +58,7 @@ struct cg__facts {
 #define CG__ERROR_OBJ (UINT32_C(1) << 31)
 
 /* A slot: a member name the rules read in one context, and what its value feeds. */
-enum { CG__K_NUM, CG__K_STR, CG__K_OBJ, CG__K_ERROR };
+enum { CG__K_NUM, CG__K_STR, CG__K_OBJ, CG__K_ERROR, CG__K_NONE };
 struct cg__slot {
   unsigned char cx, kind, arg, len; /* arg: number, string or child context */
   const char *name;
@@ -520,7 +520,7 @@ static void cg__js_close(struct cg__js *j, struct cg__acc *tent, unsigned char c
 /* A value starts with `c` (not whitespace). */
 static void cg__js_value(struct cg__js *j, unsigned char c) {
   int slot = j->slot;
-  unsigned kind = slot >= 0 ? cg__slots[slot].kind : CG__K_ERROR + 1;
+  unsigned kind = slot >= 0 ? cg__slots[slot].kind : CG__K_NONE;
   j->slot = -1;
   if (c == '{' || c == '[') {
     unsigned d = j->depth + 1, cx = CG__CX_NONE;
