@@ -1,8 +1,10 @@
 /* fuzz-usage.c - token usage from response bodies, JSON and Server-Sent Events
- * (src/usage.c).  The first byte picks how the rest is cut into chunks, as a network
- * would deliver it.  Invariants: counts are -1 (unknown) or >= 0; the model is a
- * NUL-terminated string; and the result does not depend on the chunking (the same body
- * fed whole gives the same usage). */
+ * (src/usage.c: the push scanner of issue 16, which keeps its state across chunks down
+ * to the middle of an escape or a number).  The first byte picks how the rest is cut
+ * into chunks, as a network would deliver it.  Invariants: counts are -1 (unknown) or
+ * >= 0; the model is a NUL-terminated string; and the result does not depend on the
+ * chunking (the same body fed whole, in uneven chunks and one byte at a time gives the
+ * same usage).  fuzz-usage-diff.c compares the results with the parser it replaced. */
 #include "fuzz.h"
 #include "usage.h"
 
@@ -22,6 +24,14 @@ static void run(const uint8_t *data, size_t size, size_t step, struct cg_usage *
   cg_usage_free(p);
 }
 
+static int same(const struct cg_usage *a, const struct cg_usage *b) {
+  return a->input == b->input && a->cached_input == b->cached_input &&
+         a->cache_write == b->cache_write && a->output == b->output &&
+         a->reasoning == b->reasoning && a->total == b->total &&
+         a->error_event == b->error_event && a->skipped == b->skipped &&
+         strcmp(a->model, b->model) == 0;
+}
+
 static void check(const struct cg_usage *u) {
   CG_FUZZ_CHECK(u->input >= -1 && u->cached_input >= -1 && u->cache_write >= -1 &&
                     u->output >= -1 && u->reasoning >= -1 && u->total >= -1,
@@ -30,7 +40,7 @@ static void check(const struct cg_usage *u) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct cg_usage whole, cut;
+  struct cg_usage whole, cut, bytes;
   size_t step;
   if (size < 1)
     return 0;
@@ -39,6 +49,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   run(data + 1, size - 1, step ? step : 1, &cut);
   check(&whole);
   check(&cut);
+  if (step == 1) { /* one byte at a time: the scanner resumes at every byte */
+    struct cg_usage_parser *p = cg_usage_new();
+    size_t i;
+    if (!p)
+      abort();
+    for (i = 1; i < size; i++)
+      cg_usage_feed(p, (const char *) data + i, 1);
+    cg_usage_finish(p, &bytes);
+    cg_usage_free(p);
+    CG_FUZZ_CHECK(same(&whole, &bytes), "one byte at a time changed the usage");
+  }
   CG_FUZZ_CHECK(whole.input == cut.input && whole.cached_input == cut.cached_input &&
                     whole.cache_write == cut.cache_write && whole.output == cut.output &&
                     whole.reasoning == cut.reasoning && whole.total == cut.total &&

@@ -10,7 +10,7 @@
 # from Debian's libclang-rt-14-dev).  Seeds: fuzz/corpus/<target>/ (committed); what the
 # fuzzer adds goes to build-fuzz/corpus/<target>/, findings to build-fuzz/artifacts/.
 
-FUZZ_TARGETS := usage ratelimit retry-after hints config price url body report-rec exporter
+FUZZ_TARGETS := usage usage-diff ratelimit retry-after hints config price url body report-rec exporter
 FUZZ_BUILD := build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60

@@ -1,68 +1,353 @@
 /* body.c - what a JSON request body says before it is sent (see body.h). */
 #include "body.h"
 
-#include <cjson/cJSON.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Characters of every string value under `j` (cJSON bounds the depth), except "model". */
-static int64_t cg__text_chars(const cJSON *j) {
-  const cJSON *c;
-  int64_t n = 0;
-  if (cJSON_IsString(j)) {
-    const unsigned char *p;
-    for (p = (const unsigned char *) j->valuestring; *p; p++)
-      n += (*p & 0xC0) != 0x80; /* UTF-8: count characters, not bytes */
-    return n;
+/* No JSON tree (issue 16): one pass over the body with cJSON 1.7.15's grammar (the parser
+ * used before; src/usage.c describes its rules: whitespace is any byte up to 0x20, at
+ * most 1000 nested containers, its string escapes and number runs, bytes after the
+ * top-level value ignored) and cJSON_GetObjectItemCaseSensitive's meaning: the FIRST
+ * member of a name counts, names compare as C strings.  Nothing is set unless the whole
+ * body parses. */
+
+#define CG__DEPTH_MAX 1000 /* CJSON_NESTING_LIMIT */
+
+/* What the string being decoded feeds. */
+struct cg__sink {
+  int64_t chars;   /* counting: UTF-8 characters, up to a NUL */
+  int count, nul;  /* count them; a NUL was met (the C string ends) */
+  char *keep;      /* keeping the bytes (a name or the model), up to `cap` - 1 */
+  size_t len, cap;
+};
+
+static void cg__emit(struct cg__sink *k, unsigned char c) {
+  if (k->nul)
+    return;
+  if (!c) {
+    k->nul = 1;
+    return;
   }
-  cJSON_ArrayForEach(c, j) {
-    if (!(c->string && strcmp(c->string, "model") == 0))
-      n += cg__text_chars(c);
-  }
-  return n;
+  if (k->count)
+    k->chars += (c & 0xC0) != 0x80;
+  if (k->keep && k->len + 1 < k->cap)
+    k->keep[k->len++] = (char) c;
 }
 
-/* The largest output limit the request asks for (OpenAI, Anthropic, Gemini names). */
-static int64_t cg__max_output(const cJSON *root) {
-  static const char *const names[] = {"max_tokens", "max_completion_tokens",
-                                      "max_output_tokens"};
-  const cJSON *gc = cJSON_GetObjectItemCaseSensitive(root, "generationConfig");
-  const cJSON *m;
-  int64_t best = 0;
-  size_t i;
-  double v = 0;
-  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-    m = cJSON_GetObjectItemCaseSensitive(root, names[i]);
-    if (cJSON_IsNumber(m) && m->valuedouble > v)
-      v = m->valuedouble;
+static void cg__emit_cp(struct cg__sink *k, unsigned long cp) {
+  if (cp < 0x80) {
+    cg__emit(k, (unsigned char) cp);
+  } else if (cp < 0x800) {
+    cg__emit(k, (unsigned char) (0xC0 | cp >> 6));
+    cg__emit(k, (unsigned char) (0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    cg__emit(k, (unsigned char) (0xE0 | cp >> 12));
+    cg__emit(k, (unsigned char) (0x80 | (cp >> 6 & 0x3F)));
+    cg__emit(k, (unsigned char) (0x80 | (cp & 0x3F)));
+  } else {
+    cg__emit(k, (unsigned char) (0xF0 | cp >> 18));
+    cg__emit(k, (unsigned char) (0x80 | (cp >> 12 & 0x3F)));
+    cg__emit(k, (unsigned char) (0x80 | (cp >> 6 & 0x3F)));
+    cg__emit(k, (unsigned char) (0x80 | (cp & 0x3F)));
   }
-  m = cJSON_GetObjectItemCaseSensitive(gc, "maxOutputTokens");
-  if (cJSON_IsNumber(m) && m->valuedouble > v)
-    v = m->valuedouble;
-  /* Bounded before the conversion (found by fuzzing: "max_tokens": 1e300 was a
-   * float-to-integer overflow, UB): no model writes more than CG_BODY_OUTPUT_MAX. */
-  best = v > (double) CG_BODY_OUTPUT_MAX ? CG_BODY_OUTPUT_MAX : (int64_t) v;
-  return best;
+}
+
+/* cJSON's parse_hex4: a byte that is not a hex digit makes the whole code 0. */
+static unsigned long cg__hex4(const unsigned char *p) {
+  unsigned long h = 0;
+  int i;
+  for (i = 0; i < 4; i++) {
+    unsigned char c = p[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0)
+      return 0;
+    h = h << 4 | (unsigned long) d;
+  }
+  return h;
+}
+
+/* The string whose opening quote is at `p`: decoded into `k`.  Returns the byte after its
+ * closing quote, or NULL when it does not parse (cJSON's parse_string). */
+static const unsigned char *cg__string(const unsigned char *p, const unsigned char *end,
+                                       struct cg__sink *k) {
+  const unsigned char *q = p + 1, *e = p + 1;
+  /* the extent: up to the first '"' that no backslash escapes */
+  for (;;) {
+    const unsigned char *x = memchr(e, '"', (size_t) (end - e)), *b;
+    if (!x)
+      return NULL;
+    b = x;
+    while (b > e && b[-1] == '\\')
+      b--;
+    if ((x - b) % 2 == 0) { /* an even run of backslashes before it: not escaped */
+      e = x;
+      break;
+    }
+    e = x + 1;
+  }
+  while (q < e) {
+    const unsigned char *plain = q;
+    q = memchr(q, '\\', (size_t) (e - q));
+    if (!q)
+      q = e;
+    if ((k->count || k->keep) && !k->nul && plain < q) {
+      /* a run without escapes: as cg__emit byte by byte, up to a NUL */
+      const unsigned char *z = memchr(plain, '\0', (size_t) (q - plain));
+      size_t n = (size_t) ((z ? z : q) - plain), i;
+      if (k->count)
+        for (i = 0; i < n; i++)
+          k->chars += (plain[i] & 0xC0) != 0x80;
+      if (k->keep && k->len + 1 < k->cap) {
+        size_t room = k->cap - 1 - k->len;
+        memcpy(k->keep + k->len, plain, n < room ? n : room);
+        k->len += n < room ? n : room;
+      }
+      k->nul = z != NULL;
+    }
+    if (q >= e)
+      break;
+    /* an escape; a backslash that is the last byte reads the closing quote */
+    switch (q[1]) {
+    case 'b': cg__emit(k, '\b'); break;
+    case 'f': cg__emit(k, '\f'); break;
+    case 'n': cg__emit(k, '\n'); break;
+    case 'r': cg__emit(k, '\r'); break;
+    case 't': cg__emit(k, '\t'); break;
+    case '"': case '\\': case '/': cg__emit(k, q[1]); break;
+    case 'u': {
+      unsigned long cp, lo;
+      if (e - q < 6)
+        return NULL;
+      cp = cg__hex4(q + 2);
+      if (cp >= 0xDC00 && cp <= 0xDFFF)
+        return NULL;
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (e - (q + 6) < 6 || q[6] != '\\' || q[7] != 'u')
+          return NULL;
+        lo = cg__hex4(q + 8);
+        if (lo < 0xDC00 || lo > 0xDFFF)
+          return NULL;
+        cg__emit_cp(k, 0x10000 + ((cp & 0x3FF) << 10 | (lo & 0x3FF)));
+        q += 12;
+      } else {
+        cg__emit_cp(k, cp);
+        q += 6;
+      }
+      continue;
+    }
+    default:
+      return NULL;
+    }
+    q += 2;
+  }
+  return e + 1;
+}
+
+/* The number at `p` ('-' or a digit): the run of [0-9+-eE.], which strtod must read
+ * whole.  Returns its end, or NULL; `*v` gets its value when `v`. */
+static const unsigned char *cg__number(const unsigned char *p, const unsigned char *end,
+                                       double *v) {
+  const unsigned char *s = p;
+  int st = *p == '-' ? 0 : 1; /* 0 sign, 1 int, 2 "-." 3 ".", 4 frac, 5 e, 6 e sign, 7 exp */
+  for (p++; p < end; p++) {
+    unsigned char c = *p;
+    int digit = c >= '0' && c <= '9';
+    if (!(digit || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.'))
+      break;
+    switch (st) {
+    case 0: st = digit ? 1 : c == '.' ? 2 : -1; break;
+    case 1: st = digit ? 1 : c == '.' ? 3 : (c == 'e' || c == 'E') ? 5 : -1; break;
+    case 2: st = digit ? 4 : -1; break;
+    case 3: case 4: st = digit ? 4 : (c == 'e' || c == 'E') ? 5 : -1; break;
+    case 5: st = digit ? 7 : (c == '+' || c == '-') ? 6 : -1; break;
+    default: st = digit ? 7 : -1;
+    }
+    if (st < 0)
+      return NULL;
+  }
+  if (!(st == 1 || st == 3 || st == 4 || st == 7))
+    return NULL;
+  if (v) {
+    size_t n = (size_t) (p - s), i;
+    char small[64], *t = n < sizeof(small) ? small : malloc(n + 1);
+    if (!t)
+      return NULL;
+    for (i = 0; i < n; i++) /* cJSON gives strtod the host's decimal point */
+      t[i] = s[i] == '.' ? localeconv()->decimal_point[0] : (char) s[i];
+    t[n] = '\0';
+    *v = strtod(t, NULL);
+    if (t != small)
+      free(t);
+  }
+  return p;
+}
+
+static const unsigned char *cg__ws(const unsigned char *p, const unsigned char *end) {
+  while (p < end && *p <= ' ')
+    p++;
+  return p;
+}
+
+/* Members the estimate reads: the first of each name at the top ("model" and the output
+ * limits) and the first maxOutputTokens of the first generationConfig. */
+enum { CG__M_MODEL, CG__M_MAX_TOKENS, CG__M_MAX_COMPLETION, CG__M_MAX_OUTPUT, CG__M_GENCONF,
+       CG__M_GEN_MAX, CG__M_NONE };
+
+struct cg__body {
+  int64_t chars;
+  double max_out;
+  char model[201];
+  size_t model_len;
+  unsigned seen;
+};
+
+/* The member name `key` (`len` bytes) in the object at `depth` (`in_gc`: the first
+ * generationConfig), as a member slot. */
+static int cg__member(const char *key, size_t len, unsigned depth, int in_gc) {
+  if (depth == 1) {
+    if (len == 5 && memcmp(key, "model", 5) == 0)
+      return CG__M_MODEL;
+    if (len == 10 && memcmp(key, "max_tokens", 10) == 0)
+      return CG__M_MAX_TOKENS;
+    if (len == 21 && memcmp(key, "max_completion_tokens", 21) == 0)
+      return CG__M_MAX_COMPLETION;
+    if (len == 17 && memcmp(key, "max_output_tokens", 17) == 0)
+      return CG__M_MAX_OUTPUT;
+    if (len == 16 && memcmp(key, "generationConfig", 16) == 0)
+      return CG__M_GENCONF;
+  } else if (depth == 2 && in_gc && len == 15 && memcmp(key, "maxOutputTokens", 15) == 0) {
+    return CG__M_GEN_MAX;
+  }
+  return CG__M_NONE;
+}
+
+/* The whole body, as cJSON_ParseWithLength read it.  0 when it does not parse. */
+static int cg__scan(const unsigned char *p, const unsigned char *end, struct cg__body *b) {
+  uint64_t arr[(CG__DEPTH_MAX + 64) / 64] = {0};
+  unsigned depth = 0, skip = 0; /* skip: depth of a "model" member's container, or 0 */
+  int in_gc = 0, slot = CG__M_NONE, is_model = 0;
+  char key[32];
+
+  p = cg__ws(p, end);
+value:
+  if (p >= end)
+    return 0;
+  if (*p == '{' || *p == '[') {
+    int is_arr = *p == '[';
+    if (depth >= CG__DEPTH_MAX)
+      return 0;
+    depth++;
+    if (is_arr)
+      arr[depth / 64] |= UINT64_C(1) << (depth % 64);
+    else
+      arr[depth / 64] &= ~(UINT64_C(1) << (depth % 64));
+    if (depth == 2 && slot == CG__M_GENCONF && !is_arr)
+      in_gc = 1;
+    if (is_model && !skip)
+      skip = depth; /* nothing under a "model" member is prompt text */
+    p = cg__ws(p + 1, end);
+    if (p < end && *p == (is_arr ? ']' : '}'))
+      goto close;
+    if (is_arr) {
+      slot = CG__M_NONE, is_model = 0;
+      goto value;
+    }
+    goto key;
+  }
+  if (*p == '"') {
+    struct cg__sink k = {0, 0, 0, NULL, 0, 0};
+    k.count = !skip && !is_model;
+    if (slot == CG__M_MODEL)
+      k.keep = b->model, k.cap = sizeof(b->model);
+    if (!(p = cg__string(p, end, &k)))
+      return 0;
+    b->chars += k.chars;
+    if (slot == CG__M_MODEL)
+      b->model_len = k.len;
+  } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+    double v = 0;
+    int max = slot >= CG__M_MAX_TOKENS && slot <= CG__M_MAX_OUTPUT ? 1 : slot == CG__M_GEN_MAX;
+    if (!(p = cg__number(p, end, max ? &v : NULL)))
+      return 0;
+    if (max && v > b->max_out)
+      b->max_out = v;
+  } else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+    p += 4;
+  } else if (end - p >= 5 && memcmp(p, "false", 5) == 0) {
+    p += 5;
+  } else if (end - p >= 4 && memcmp(p, "true", 4) == 0) {
+    p += 4;
+  } else {
+    return 0;
+  }
+after:
+  if (depth == 0)
+    return 1; /* what follows the top-level value is ignored */
+  p = cg__ws(p, end);
+  if (p >= end)
+    return 0;
+  if (*p == ',') {
+    p = cg__ws(p + 1, end);
+    if (arr[depth / 64] >> (depth % 64) & 1) {
+      slot = CG__M_NONE, is_model = 0;
+      goto value;
+    }
+    goto key;
+  }
+  if (*p != ((arr[depth / 64] >> (depth % 64) & 1) ? ']' : '}'))
+    return 0;
+close:
+  p++;
+  if (depth == 2 && in_gc && !(arr[depth / 64] >> (depth % 64) & 1))
+    in_gc = 0;
+  if (skip == depth)
+    skip = 0;
+  depth--;
+  goto after;
+key:
+  if (p >= end || *p != '"')
+    return 0;
+  {
+    struct cg__sink k = {0, 0, 0, key, 0, sizeof(key) + 1};
+    int m;
+    if (!(p = cg__string(p, end, &k)))
+      return 0;
+    /* a name longer than the buffer is none of ours: k.len == sizeof(key) */
+    is_model = k.len == 5 && memcmp(key, "model", 5) == 0;
+    m = k.len < sizeof(key) ? cg__member(key, k.len, depth, in_gc) : CG__M_NONE;
+    slot = CG__M_NONE;
+    if (m != CG__M_NONE && !(b->seen & (1u << m))) {
+      b->seen |= 1u << m; /* only a name's first member counts */
+      slot = m;
+    }
+  }
+  p = cg__ws(p, end);
+  if (p >= end || *p != ':')
+    return 0;
+  p = cg__ws(p + 1, end);
+  goto value;
 }
 
 void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens) {
   const char *p = body, *end = body + len;
-  cJSON *root, *m;
+  struct cg__body b;
 
   while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
     p++;
   if (p == end || *p != '{' || len > CG_BODY_PARSE_MAX)
     return;
-  root = cJSON_ParseWithLength(body, len);
-  if (!root)
+  memset(&b, 0, sizeof(b));
+  if (!cg__scan((const unsigned char *) body, (const unsigned char *) end, &b))
     return;
-  m = cJSON_GetObjectItemCaseSensitive(root, "model");
-  if (cJSON_IsString(m) && m->valuestring[0])
-    *model = strndup(m->valuestring, 200);
-  *tokens = (cg__text_chars(root) + 3) / 4 + cg__max_output(root);
-  cJSON_Delete(root);
+  if (b.model_len)
+    *model = strndup(b.model, b.model_len);
+  /* Bounded before the conversion (found by fuzzing: "max_tokens": 1e300 was a
+   * float-to-integer overflow, UB): no model writes more than CG_BODY_OUTPUT_MAX. */
+  *tokens = (b.chars + 3) / 4 +
+            (b.max_out > (double) CG_BODY_OUTPUT_MAX ? CG_BODY_OUTPUT_MAX : (int64_t) b.max_out);
 }
-
 
 char *cg_body_model_from_path(const char *path) {
   const char *m = NULL, *p, *e;

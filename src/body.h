@@ -15,9 +15,15 @@
 #define CG_BODY_PARSE_MAX (8 << 20) /* bytes: larger bodies are not parsed */
 #define CG_BODY_OUTPUT_MAX INT64_C(100000000) /* tokens: a larger output limit counts as this */
 
-/* Parse `len` bytes at `body` if they are a JSON object.  On success `*model` gets a
- * malloc'd copy of "model" (left alone when absent) and `*tokens` the estimate (left
- * alone when the body is not JSON). */
+/* Read `len` bytes at `body` (not NUL-terminated; at most CG_BODY_PARSE_MAX, else
+ * nothing is read) if, after blanks, they are a JSON object.  On success `*model` gets a
+ * malloc'd copy (at most 200 bytes, caller frees) of the top-level "model" string (left
+ * alone when absent, empty or not a string) and `*tokens` the estimate in tokens (left
+ * alone when the body is not a JSON object cJSON would parse).  One pass, no tree (issue
+ * 16): the body is read with cJSON 1.7.15's grammar and lookups (the first member of a
+ * name counts; every "model" member, at any depth, is left out of the text), so results
+ * are those of the cJSON reader it replaced (tests/unit/test-body.c; fuzz/fuzz-body.c
+ * keeps that reader as its oracle). */
 void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens);
 
 /* The model named in a request path, or NULL: Gemini and Vertex AI put it there and not

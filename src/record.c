@@ -4,7 +4,6 @@
 #include "clock.h"
 #include "log.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -23,156 +22,307 @@ void cg_record_init(struct cg_record *r) {
   r->cost_usd = NAN;
 }
 
-/* Copy `s` into `out` (`cap` bytes) as valid UTF-8: each byte that does not start a
- * well-formed sequence (RFC 3629) becomes U+FFFD.  Records stay valid JSON whatever
- * bytes a host puts in a URL, a model name or a task id. */
-static const char *cg__utf8(const char *s, char *out, size_t cap) {
-  const unsigned char *p = (const unsigned char *) s;
-  size_t o = 0;
+/* ---- the writer: the record straight into a buffer, no tree, no allocation ----
+ *
+ * The bytes are those cJSON_PrintUnformatted wrote for the same record before issue 16
+ * (tests/unit/test-record-writer.c keeps that builder as its oracle): keys in the order
+ * below, no spaces, strings made valid UTF-8 (each byte that does not start a well-formed
+ * sequence, RFC 3629, becomes U+FFFD) and escaped as cJSON escapes them (\" \\ \b \f \n
+ * \r \t, any other byte below 0x20 as \u00xx in lower-case hex, everything else as is). */
 
-  while (*p && o + 4 < cap) {
-    size_t n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3
-             : (*p & 0xF8) == 0xF0 ? 4 : 0;
-    size_t i;
-    int ok = n > 0 && !(n == 2 && *p < 0xC2) && !(n == 4 && *p > 0xF4);
-    for (i = 1; ok && i < n; i++)
-      ok = (p[i] & 0xC0) == 0x80;
-    if (ok && n == 3)
-      ok = !(p[0] == 0xE0 && p[1] < 0xA0) && !(p[0] == 0xED && p[1] >= 0xA0);
-    if (ok && n == 4)
-      ok = !(p[0] == 0xF0 && p[1] < 0x90) && !(p[0] == 0xF4 && p[1] >= 0x90);
-    if (ok) {
-      memcpy(out + o, p, n);
-      o += n;
-      p += n;
-    } else {
-      memcpy(out + o, "\xEF\xBF\xBD", 3);
-      o += 3;
+/* Bytes of the record apart from its strings: 35 keys with their quotes, colons and
+ * commas (about 520), 25 integers of at most 20 characters, the time stamp and the cost
+ * (at most 24 characters each).  Generous: the bound is checked by the tests. */
+#define CG__RECORD_FIXED 1536
+/* Each byte of a string becomes at most 6 ("\u001f"); U+FFFD for one byte is 3. */
+#define CG__STR_GROWTH 6
+
+/* 0: copied as is; 1: a one-letter escape; 2: \u00xx; 3: not ASCII (UTF-8 checked).
+ * The NUL that ends a string is class 2 and checked for first. */
+static const unsigned char cg__str_class[256] = {
+    2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+
+/* The length of the well-formed UTF-8 sequence at `p` (RFC 3629, table 3-7 of Unicode:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), or 0.  `p` is
+ * NUL-terminated, so reading on stops at the terminator (never a continuation byte). */
+static size_t cg__utf8_len(const unsigned char *p) {
+  size_t n = (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+  size_t i;
+  if (n == 0 || (n == 2 && *p < 0xC2) || (n == 4 && *p > 0xF4))
+    return 0;
+  for (i = 1; i < n; i++)
+    if ((p[i] & 0xC0) != 0x80)
+      return 0;
+  if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
+    return 0;
+  if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
+    return 0;
+  return n;
+}
+
+/* `s` as a JSON string at `w` (room: CG__STR_GROWTH * strlen(s) + 2), or null when
+ * NULL.  Returns the end. */
+static char *cg__put_str(char *w, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *) s;
+  if (!s) {
+    memcpy(w, "null", 4);
+    return w + 4;
+  }
+  *w++ = '"';
+  for (;;) {
+    const unsigned char *run = p;
+    size_t n;
+    while (cg__str_class[*p] == 0)
       p++;
+    n = (size_t) (p - run);
+    memcpy(w, run, n);
+    w += n;
+    if (!*p)
+      break;
+    switch (cg__str_class[*p]) {
+    case 1:
+      *w++ = '\\';
+      *w++ = *p == '"' ? '"' : *p == '\\' ? '\\' : *p == '\b' ? 'b' : *p == '\f' ? 'f'
+           : *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+      p++;
+      break;
+    case 2:
+      memcpy(w, "\\u00", 4);
+      w[4] = hex[*p >> 4];
+      w[5] = hex[*p & 15];
+      w += 6;
+      p++;
+      break;
+    default:
+      n = cg__utf8_len(p);
+      if (n) {
+        memcpy(w, p, n);
+        w += n;
+        p += n;
+      } else {
+        memcpy(w, "\xEF\xBF\xBD", 3);
+        w += 3;
+        p++;
+      }
     }
   }
-  out[o] = '\0';
-  return out;
+  *w++ = '"';
+  return w;
 }
 
-static void cg__add_str(cJSON *o, const char *k, const char *v) {
-  char small[512], *buf = small;
-  size_t cap;
-
-  if (!v) {
-    cJSON_AddNullToObject(o, k);
-    return;
+/* `v` in decimal at `w`, or null for CG_NULL_INT: every digit (cJSON's numbers are
+ * doubles, which would print 9007199254740993 as 9.00719925474099e+15; snprintf's "%lld"
+ * costs about 800 instructions a call, and a record has 25 integers).  Returns the end. */
+static char *cg__put_int(char *w, int64_t v) {
+  char buf[20], *p = buf + sizeof(buf);
+  uint64_t u;
+  size_t n;
+  if (v == CG_NULL_INT) {
+    memcpy(w, "null", 4);
+    return w + 4;
   }
-  cap = strlen(v) * 3 + 5; /* every byte may become a 3-byte U+FFFD */
-  if (cap > sizeof(small) && !(buf = malloc(cap)))
-    return;
-  cJSON_AddStringToObject(o, k, cg__utf8(v, buf, cap > sizeof(small) ? cap : sizeof(small)));
-  if (buf != small)
-    free(buf);
-}
-
-/* `v` in decimal into `buf` (24 bytes); returns where the digits start.  snprintf's
- * "%lld" costs about 800 instructions a call, and a record has 25 integers. */
-static const char *cg__itoa(int64_t v, char buf[24]) {
-  uint64_t u = v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
-  char *p = buf + 23;
-  *p = '\0';
+  u = v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
   do {
     *--p = (char) ('0' + u % 10);
     u /= 10;
   } while (u);
   if (v < 0)
-    *--p = '-';
-  return p;
+    *w++ = '-';
+  n = (size_t) (buf + sizeof(buf) - p);
+  memcpy(w, p, n);
+  return w + n;
 }
 
-/* Integers are written as integers, every digit (cJSON's numbers are doubles, which
- * would print 9007199254740993 as 9.00719925474099e+15). */
-static void cg__add_int(cJSON *o, const char *k, int64_t v) {
-  char num[24];
-  if (v == CG_NULL_INT) {
-    cJSON_AddNullToObject(o, k);
-    return;
+static char *cg__put_bool(char *w, int b) {
+  memcpy(w, b ? "true" : "false", b ? 4 : 5);
+  return w + (b ? 4 : 5);
+}
+
+/* Two decimal digits of `v` (0-99). */
+static char *cg__put2(char *w, unsigned v) {
+  w[0] = (char) ('0' + v / 10);
+  w[1] = (char) ('0' + v % 10);
+  return w + 2;
+}
+
+/* The time stamp, RFC 3339 UTC with milliseconds ("2026-08-13T15:36:43.123Z"), as a JSON
+ * string.  Years 1970-9999 by hand (days to a civil date: H. Hinnant, "chrono-Compatible
+ * Low-Level Date Algorithms", civil_from_days); anything else, which no clock gives, as
+ * clock.c's cg_rfc3339_ms (gmtime_r + snprintf) always wrote it. */
+static char *cg__put_ts(char *w, int64_t ms) {
+  int64_t secs, z, era, doe, yoe, doy, mp, y, d, m;
+  unsigned sod;
+  if (ms < 0 || ms > INT64_C(253402300799999)) {
+    char ts[64];
+    size_t n = strlen(cg_rfc3339_ms(ms, ts, sizeof(ts)));
+    *w++ = '"';
+    memcpy(w, ts, n); /* digits, '-', ':', 'T', '.', 'Z' only: nothing to escape */
+    w += n;
+    *w++ = '"';
+    return w;
   }
-  cJSON_AddRawToObject(o, k, cg__itoa(v, num));
+  secs = ms / 1000;
+  z = secs / 86400 + 719468;
+  sod = (unsigned) (secs % 86400);
+  era = z / 146097;
+  doe = z - era * 146097;
+  yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  mp = (5 * doy + 2) / 153;
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp < 10 ? mp + 3 : mp - 9;
+  y = yoe + era * 400 + (m <= 2);
+  *w++ = '"';
+  w = cg__put2(w, (unsigned) (y / 100));
+  w = cg__put2(w, (unsigned) (y % 100));
+  *w++ = '-';
+  w = cg__put2(w, (unsigned) m);
+  *w++ = '-';
+  w = cg__put2(w, (unsigned) d);
+  *w++ = 'T';
+  w = cg__put2(w, sod / 3600);
+  *w++ = ':';
+  w = cg__put2(w, sod / 60 % 60);
+  *w++ = ':';
+  w = cg__put2(w, sod % 60);
+  *w++ = '.';
+  *w++ = (char) ('0' + ms % 1000 / 100);
+  w = cg__put2(w, (unsigned) (ms % 100));
+  memcpy(w, "Z\"", 2);
+  return w + 2;
 }
 
-/* The shortest decimal form that reads back as exactly `v` (cJSON compares with an
- * epsilon and may drop the last digits); non-finite values are null. */
-static void cg__add_double(cJSON *o, const char *k, double v) {
+/* A cost: a decimal form that reads back as exactly `v` (%.15g when that round-trips,
+ * as short values such as 0.5 or 0.000187 do, else %.17g, which always does); null when
+ * not finite.  The writer before issue 16 also tried %.16g in between: the value read
+ * back is the same, only such costs are now one digit longer. */
+static char *cg__put_double(char *w, double v) {
   char num[40], *p;
-  int prec;
+  size_t n;
   if (!isfinite(v)) {
-    cJSON_AddNullToObject(o, k);
-    return;
+    memcpy(w, "null", 4);
+    return w + 4;
   }
-  for (prec = 15; prec <= 17; prec++) {
-    snprintf(num, sizeof(num), "%.*g", prec, v);
-    if (strtod(num, NULL) == v) /* both in the host's locale */
-      break;
-  }
+  snprintf(num, sizeof(num), "%.15g", v);
+  if (strtod(num, NULL) != v) /* both in the host's locale */
+    snprintf(num, sizeof(num), "%.17g", v);
   for (p = num; *p; p++) /* a host's LC_NUMERIC may print "0,5": JSON wants "0.5" */
     if (!((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == 'e'))
       *p = '.';
-  cJSON_AddRawToObject(o, k, num);
+  n = (size_t) (p - num);
+  memcpy(w, num, n);
+  return w + n;
+}
+
+static size_t cg__slen(const char *s) {
+  return s ? strlen(s) : 0;
+}
+
+/* Room cg__record_write needs for `r`, the final '\n' and a NUL included. */
+static size_t cg__record_bound(const struct cg_record *r) {
+  size_t n = cg__slen(r->request_id) + cg__slen(r->task_id) + cg__slen(r->method) +
+             cg__slen(r->host) + cg__slen(r->path) + cg__slen(r->pool) +
+             cg__slen(r->outcome) + cg__slen(r->decision) + cg__slen(r->reason) +
+             cg__slen(r->model) + cg__slen(r->body_digest) + cg__slen(r->repeat_of) +
+             cg__slen(r->fallback_from);
+  return CG__RECORD_FIXED + CG__STR_GROWTH * n;
+}
+
+#define CG__KEY(w, lit) (memcpy((w), (lit), sizeof(lit) - 1), (w) + sizeof(lit) - 1)
+
+/* The record at `buf` (cg__record_bound bytes): one object, '\n', NUL.  Returns the
+ * length up to and with the '\n'. */
+static size_t cg__record_write(const struct cg_record *r, char *buf) {
+  char *w = buf;
+  w = CG__KEY(w, "{\"ts\":");
+  w = cg__put_ts(w, r->ts_ms);
+  w = CG__KEY(w, ",\"pid\":");
+  w = cg__put_int(w, r->pid);
+  w = CG__KEY(w, ",\"request_id\":");
+  w = cg__put_str(w, r->request_id);
+  w = CG__KEY(w, ",\"task_id\":");
+  w = cg__put_str(w, r->task_id);
+  w = CG__KEY(w, ",\"attempt\":");
+  w = cg__put_int(w, r->attempt);
+  w = CG__KEY(w, ",\"final\":");
+  w = cg__put_bool(w, r->final != 0);
+  w = CG__KEY(w, ",\"method\":");
+  w = cg__put_str(w, r->method);
+  w = CG__KEY(w, ",\"host\":");
+  w = cg__put_str(w, r->host);
+  w = CG__KEY(w, ",\"path\":");
+  w = cg__put_str(w, r->path);
+  w = CG__KEY(w, ",\"pool\":");
+  w = cg__put_str(w, r->pool);
+  w = CG__KEY(w, ",\"status\":");
+  w = cg__put_int(w, r->status);
+  w = CG__KEY(w, ",\"curl_code\":");
+  w = cg__put_int(w, r->curl_code);
+  w = CG__KEY(w, ",\"outcome\":");
+  w = cg__put_str(w, r->outcome);
+  w = CG__KEY(w, ",\"decision\":");
+  w = cg__put_str(w, r->decision);
+  w = CG__KEY(w, ",\"reason\":");
+  w = cg__put_str(w, r->reason);
+  w = CG__KEY(w, ",\"queue_ms\":");
+  w = cg__put_int(w, r->queue_ms);
+  w = CG__KEY(w, ",\"backoff_ms\":");
+  w = cg__put_int(w, r->backoff_ms);
+  w = CG__KEY(w, ",\"connect_ms\":");
+  w = cg__put_int(w, r->connect_ms);
+  w = CG__KEY(w, ",\"ttfb_ms\":");
+  w = cg__put_int(w, r->ttfb_ms);
+  w = CG__KEY(w, ",\"duration_ms\":");
+  w = cg__put_int(w, r->duration_ms);
+  w = CG__KEY(w, ",\"bytes_sent\":");
+  w = cg__put_int(w, r->bytes_sent);
+  w = CG__KEY(w, ",\"bytes_received\":");
+  w = cg__put_int(w, r->bytes_received);
+  w = CG__KEY(w, ",\"model\":");
+  w = cg__put_str(w, r->model);
+  w = CG__KEY(w, ",\"prompt_tokens\":");
+  w = cg__put_int(w, r->prompt_tokens);
+  w = CG__KEY(w, ",\"completion_tokens\":");
+  w = cg__put_int(w, r->completion_tokens);
+  w = CG__KEY(w, ",\"total_tokens\":");
+  w = cg__put_int(w, r->total_tokens);
+  w = CG__KEY(w, ",\"cached_tokens\":");
+  w = cg__put_int(w, r->cached_tokens);
+  w = CG__KEY(w, ",\"cost_usd\":");
+  w = cg__put_double(w, r->cost_usd);
+  w = CG__KEY(w, ",\"possibly_billed\":");
+  w = cg__put_bool(w, r->possibly_billed != 0);
+  w = CG__KEY(w, ",\"body_digest\":");
+  w = cg__put_str(w, r->body_digest);
+  w = CG__KEY(w, ",\"libcurl_resends\":");
+  w = cg__put_int(w, r->libcurl_resends);
+  w = CG__KEY(w, ",\"repeat_of\":");
+  w = cg__put_str(w, r->repeat_of);
+  w = CG__KEY(w, ",\"repeats\":");
+  w = cg__put_int(w, r->repeats);
+  w = CG__KEY(w, ",\"fallback_from\":");
+  w = cg__put_str(w, r->fallback_from);
+  w = CG__KEY(w, ",\"breaker_wait_ms\":");
+  w = cg__put_int(w, r->breaker_wait_ms);
+  w = CG__KEY(w, "}\n");
+  *w = '\0';
+  return (size_t) (w - buf);
 }
 
 char *cg_record_json(const struct cg_record *r, size_t *len) {
-  cJSON *o = cJSON_CreateObject();
-  char ts[32], *text, *line;
-  size_t n;
-
-  if (!o)
+  char *line = malloc(cg__record_bound(r));
+  if (!line)
     return NULL;
-  cJSON_AddStringToObject(o, "ts", cg_rfc3339_ms(r->ts_ms, ts, sizeof(ts)));
-  cg__add_int(o, "pid", r->pid);
-  cg__add_str(o, "request_id", r->request_id);
-  cg__add_str(o, "task_id", r->task_id);
-  cg__add_int(o, "attempt", r->attempt);
-  cJSON_AddBoolToObject(o, "final", r->final != 0);
-  cg__add_str(o, "method", r->method);
-  cg__add_str(o, "host", r->host);
-  cg__add_str(o, "path", r->path);
-  cg__add_str(o, "pool", r->pool);
-  cg__add_int(o, "status", r->status);
-  cg__add_int(o, "curl_code", r->curl_code);
-  cg__add_str(o, "outcome", r->outcome);
-  cg__add_str(o, "decision", r->decision);
-  cg__add_str(o, "reason", r->reason);
-  cg__add_int(o, "queue_ms", r->queue_ms);
-  cg__add_int(o, "backoff_ms", r->backoff_ms);
-  cg__add_int(o, "connect_ms", r->connect_ms);
-  cg__add_int(o, "ttfb_ms", r->ttfb_ms);
-  cg__add_int(o, "duration_ms", r->duration_ms);
-  cg__add_int(o, "bytes_sent", r->bytes_sent);
-  cg__add_int(o, "bytes_received", r->bytes_received);
-  cg__add_str(o, "model", r->model);
-  cg__add_int(o, "prompt_tokens", r->prompt_tokens);
-  cg__add_int(o, "completion_tokens", r->completion_tokens);
-  cg__add_int(o, "total_tokens", r->total_tokens);
-  cg__add_int(o, "cached_tokens", r->cached_tokens);
-  cg__add_double(o, "cost_usd", r->cost_usd);
-  cJSON_AddBoolToObject(o, "possibly_billed", r->possibly_billed != 0);
-  cg__add_str(o, "body_digest", r->body_digest);
-  cg__add_int(o, "libcurl_resends", r->libcurl_resends);
-  cg__add_str(o, "repeat_of", r->repeat_of);
-  cg__add_int(o, "repeats", r->repeats);
-  cg__add_str(o, "fallback_from", r->fallback_from);
-  cg__add_int(o, "breaker_wait_ms", r->breaker_wait_ms);
-
-  text = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!text)
-    return NULL;
-  n = strlen(text);
-  line = malloc(n + 2);
-  if (line) {
-    memcpy(line, text, n);
-    line[n] = '\n';
-    line[n + 1] = '\0';
-    *len = n + 1;
-  }
-  cJSON_free(text);
+  *len = cg__record_write(r, line);
   return line;
 }
 
@@ -260,9 +410,31 @@ static int cg__log_still_ours(int fd) {
   return fstat(fd, &st) == 0 && st.st_dev == cg__log_dev && st.st_ino == cg__log_ino;
 }
 
+/* The whole line with write(2), retried on EINTR and after a short write (which a regular
+ * file gives only when the disk is full).  A regular file or a character device never
+ * raises SIGPIPE, so only stderr ("-", which may be a pipe) needs cg_write_quiet's
+ * signal mask. */
+static ssize_t cg__write_line(int fd, const char *line, size_t len) {
+  size_t done = 0;
+  if (fd == STDERR_FILENO)
+    return cg_write_quiet(fd, line, len);
+  while (done < len) {
+    ssize_t w = write(fd, line + done, len - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO;
+      return -1;
+    }
+    done += (size_t) w;
+  }
+  return (ssize_t) len;
+}
+
 int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
-  char *line;
-  size_t len;
+  char small[4096], *line = small;
+  size_t len, cap;
   ssize_t w;
   int fd;
 
@@ -275,15 +447,18 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
   pthread_mutex_unlock(&cg__log_mutex);
   if (fd < 0)
     return -1;
-  line = cg_record_json(r, &len);
-  if (!line) {
+  /* On the stack; only a record with very long strings (a 5000-byte task id) needs more. */
+  cap = cg__record_bound(r);
+  if (cap > sizeof(small) && !(line = malloc(cap))) {
     cg_warn_once("record-oom", "out of memory writing a usage record; record dropped");
     return -1;
   }
-  w = cg_write_quiet(fd, line, len);
+  len = cg__record_write(r, line);
+  w = cg__write_line(fd, line, len);
   if (w != (ssize_t) len)
     cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
                  w < 0 ? strerror(errno) : "short write");
-  free(line);
+  if (line != small)
+    free(line);
   return w == (ssize_t) len ? 0 : -1;
 }

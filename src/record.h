@@ -53,14 +53,27 @@ struct cg_record {
 /* Fill `r` with nulls / zeros. */
 void cg_record_init(struct cg_record *r);
 
-/* The record as one JSON object followed by '\n', malloc'd (caller frees), or NULL
- * when out of memory.  `*len` gets its length. */
+/* The record as one JSON object followed by '\n' (and a NUL not counted in `*len`),
+ * malloc'd (caller frees), or NULL when out of memory.  `*len` gets its length in bytes.
+ * Written by hand into one buffer (no cJSON tree): keys in the order of struct
+ * cg_record's SPEC list above, then the extensions; integers in full (CG_NULL_INT ->
+ * null), `ts` RFC 3339 UTC with milliseconds, `cost_usd` the %.15g form when it reads
+ * back exactly, else %.17g (NaN and infinities -> null), '.' as the decimal point in any
+ * locale; strings made valid UTF-8 (a byte that starts no well-formed sequence becomes
+ * U+FFFD) and escaped as cJSON_PrintUnformatted escapes them (\" \\ \b \f \n \r \t,
+ * other bytes below 0x20 as \u00xx), NULL -> null.  tests/unit/test-record-writer.c
+ * checks all of it against the cJSON builder this replaced. */
 char *cg_record_json(const struct cg_record *r, size_t *len);
 
 /* Append `r` to the usage log configured in `c` (CURLGUARD_LOG; "-" = stderr; NULL =
- * off).  The log is opened once per process (directories created, mode 0600).  On
- * any failure one "curlguard:" line says why and the record is dropped; the host's
- * request is not affected.  Returns 0 when written. */
+ * off).  The log is opened once per process (directories created, mode 0600); before
+ * each record one fstat(2) checks the descriptor is still the file we opened (a host
+ * may close it and get the number back for a file of its own).  The line is built on
+ * the stack (malloc'd only past 4 KiB: very long strings) and written with one write(2);
+ * SIGPIPE is held off only for "-", which may be a pipe.  On any failure one
+ * "curlguard:" line says why and the record is dropped; the host's request is not
+ * affected.  Returns 0 when written, -1 when not (log off, unusable, out of memory, or
+ * a failed or short write). */
 int cg_record_emit(const struct cg_config *c, const struct cg_record *r);
 
 #endif

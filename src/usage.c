@@ -1,25 +1,776 @@
-/* usage.c - the token usage a provider reports in its response body (see usage.h). */
+/* usage.c - the token usage a provider reports in its response body (see usage.h).
+ *
+ * No JSON tree is built.  A JSON body streams through a push scanner as it arrives (one
+ * pass over each byte, nothing buffered); an SSE event's data is held as before and, only
+ * when its bytes could matter (cg__may_matter), run through the same scanner.  The
+ * scanner accepts exactly what cJSON 1.7.15's cJSON_ParseWithLength accepted (the parser
+ * this file used before issue 16; fuzz/fuzz-usage-diff.c runs both side by side), and it
+ * collects only the members the rules below read, with cJSON_GetObjectItemCaseSensitive's
+ * meaning: the FIRST member of a name counts, later ones with the same name do not, and
+ * names compare as C strings (a \u0000 in a name or value ends it).  What one object
+ * says is applied when it closes, to a tentative copy of the counts that replaces the
+ * real ones only when the whole document parsed. */
 #include "usage.h"
 
-#include <cjson/cJSON.h>
+#include <locale.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- what one top-level object says (struct cg__facts) ----
+ *
+ * The objects the rules read, by their place under a top-level object (or an element of
+ * a top-level array): */
+enum {
+  CG__CX_NONE,  /* anything else: scanned only to know the document is well formed */
+  CG__CX_TOP,   /* the top-level object */
+  CG__CX_MSG,   /* .message (Anthropic message_start) */
+  CG__CX_RESP,  /* .response (Responses events) */
+  CG__CX_UM,    /* .usageMetadata (Gemini) */
+  CG__CX_USAGE, /* .usage, .message.usage, .response.usage: + 0, 1, 2 */
+  CG__CX_DET = CG__CX_USAGE + 3 /* the four *_details of each: + usage * 4 + detail */
+};
+#define CG__CX_COUNT (CG__CX_DET + 12)
+
+/* Numbers: per usage object (u * 11 + k, u = 0 top, 1 message, 2 response) */
+enum {
+  CG__N_PROMPT, CG__N_INPUT, CG__N_COMPLETION, CG__N_OUTPUT, CG__N_TOTAL, CG__N_CREAD,
+  CG__N_CWRITE, CG__N_PTD_CACHED, CG__N_ITD_CACHED, CG__N_CTD_REASONING, CG__N_OTD_REASONING,
+  CG__N_PER_USAGE
+};
+/* ... and usageMetadata's, after the three usage objects' */
+enum {
+  CG__N_UM = 3 * CG__N_PER_USAGE,
+  CG__N_UM_TOOLUSE = CG__N_UM, CG__N_UM_PROMPT, CG__N_UM_CANDIDATES, CG__N_UM_THOUGHTS,
+  CG__N_UM_CACHED, CG__N_UM_TOTAL, CG__N_COUNT
+};
+/* Strings */
+enum { CG__S_TYPE, CG__S_MODEL, CG__S_MODEL_VERSION, CG__S_MSG_MODEL, CG__S_RESP_MODEL,
+       CG__S_COUNT };
+
+struct cg__facts {
+  uint64_t seen;              /* slots (below) whose first member has been seen */
+  uint32_t objs;              /* contexts that were objects; bit 31: "error" was one */
+  int64_t num[CG__N_COUNT];   /* -1: absent, not a number, or not a whole count */
+  unsigned char slen[CG__S_COUNT];
+  char str[CG__S_COUNT][128]; /* up to 127 bytes, as far as a NUL */
+};
+#define CG__ERROR_OBJ (UINT32_C(1) << 31)
+
+/* A slot: a member name the rules read in one context, and what its value feeds. */
+enum { CG__K_NUM, CG__K_STR, CG__K_OBJ, CG__K_ERROR, CG__K_NONE };
+struct cg__slot {
+  unsigned char cx, kind, arg, len; /* arg: number, string or child context */
+  const char *name;
+};
+#define CG__U(u, k) ((u) * CG__N_PER_USAGE + (k))
+#define CG__USAGE_SLOTS(u)                                                                  \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_PROMPT), 13, "prompt_tokens"},            \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_INPUT), 12, "input_tokens"},              \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_COMPLETION), 17, "completion_tokens"},    \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_OUTPUT), 13, "output_tokens"},            \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_TOTAL), 12, "total_tokens"},              \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_CREAD), 23, "cache_read_input_tokens"},   \
+  {CG__CX_USAGE + (u), CG__K_NUM, CG__U(u, CG__N_CWRITE), 27, "cache_creation_input_tokens"},\
+  {CG__CX_USAGE + (u), CG__K_OBJ, CG__CX_DET + (u) * 4 + 0, 21, "prompt_tokens_details"},  \
+  {CG__CX_USAGE + (u), CG__K_OBJ, CG__CX_DET + (u) * 4 + 1, 20, "input_tokens_details"},   \
+  {CG__CX_USAGE + (u), CG__K_OBJ, CG__CX_DET + (u) * 4 + 2, 25, "completion_tokens_details"},\
+  {CG__CX_USAGE + (u), CG__K_OBJ, CG__CX_DET + (u) * 4 + 3, 21, "output_tokens_details"},  \
+  {CG__CX_DET + (u) * 4 + 0, CG__K_NUM, CG__U(u, CG__N_PTD_CACHED), 13, "cached_tokens"},  \
+  {CG__CX_DET + (u) * 4 + 1, CG__K_NUM, CG__U(u, CG__N_ITD_CACHED), 13, "cached_tokens"},  \
+  {CG__CX_DET + (u) * 4 + 2, CG__K_NUM, CG__U(u, CG__N_CTD_REASONING), 16, "reasoning_tokens"},\
+  {CG__CX_DET + (u) * 4 + 3, CG__K_NUM, CG__U(u, CG__N_OTD_REASONING), 16, "reasoning_tokens"}
+
+/* Every member read (usage.h lists the rules).  At most 64: one bit each in `seen`. */
+static const struct cg__slot cg__slots[] = {
+  {CG__CX_TOP, CG__K_STR, CG__S_TYPE, 4, "type"},
+  {CG__CX_TOP, CG__K_OBJ, CG__CX_UM, 13, "usageMetadata"},
+  {CG__CX_TOP, CG__K_STR, CG__S_MODEL_VERSION, 12, "modelVersion"},
+  {CG__CX_TOP, CG__K_ERROR, 0, 5, "error"},
+  {CG__CX_TOP, CG__K_OBJ, CG__CX_MSG, 7, "message"},
+  {CG__CX_TOP, CG__K_OBJ, CG__CX_RESP, 8, "response"},
+  {CG__CX_TOP, CG__K_STR, CG__S_MODEL, 5, "model"},
+  {CG__CX_TOP, CG__K_OBJ, CG__CX_USAGE + 0, 5, "usage"},
+  {CG__CX_MSG, CG__K_STR, CG__S_MSG_MODEL, 5, "model"},
+  {CG__CX_MSG, CG__K_OBJ, CG__CX_USAGE + 1, 5, "usage"},
+  {CG__CX_RESP, CG__K_STR, CG__S_RESP_MODEL, 5, "model"},
+  {CG__CX_RESP, CG__K_OBJ, CG__CX_USAGE + 2, 5, "usage"},
+  {CG__CX_UM, CG__K_NUM, CG__N_UM_TOOLUSE, 23, "toolUsePromptTokenCount"},
+  {CG__CX_UM, CG__K_NUM, CG__N_UM_PROMPT, 16, "promptTokenCount"},
+  {CG__CX_UM, CG__K_NUM, CG__N_UM_CANDIDATES, 20, "candidatesTokenCount"},
+  {CG__CX_UM, CG__K_NUM, CG__N_UM_THOUGHTS, 18, "thoughtsTokenCount"},
+  {CG__CX_UM, CG__K_NUM, CG__N_UM_CACHED, 23, "cachedContentTokenCount"},
+  {CG__CX_UM, CG__K_NUM, CG__N_UM_TOTAL, 15, "totalTokenCount"},
+  CG__USAGE_SLOTS(0),
+  CG__USAGE_SLOTS(1),
+  CG__USAGE_SLOTS(2),
+};
+#define CG__NSLOTS (sizeof(cg__slots) / sizeof(cg__slots[0]))
+_Static_assert(CG__NSLOTS <= 64, "one bit per slot in cg__facts.seen");
+_Static_assert(CG__CX_COUNT <= 31, "one bit per context in cg__facts.objs");
+
+/* The slot of member `key` (`len` bytes) in context `cx`, or -1.  Each context's slots
+ * are consecutive in cg__slots, at the place this computes (a wrong place finds nothing,
+ * which every table test would show). */
+static int cg__slot_of(unsigned cx, const char *key, size_t len) {
+  /* the lengths of the top-level names: most names there are none of ours */
+  static const uint32_t top_lens = 1u << 4 | 1u << 5 | 1u << 7 | 1u << 8 | 1u << 12 | 1u << 13;
+  size_t i, n;
+  if (cx == CG__CX_TOP && (len > 31 || !(top_lens >> len & 1)))
+    return -1;
+  if (cx == CG__CX_TOP)
+    i = 0, n = 8;
+  else if (cx == CG__CX_MSG)
+    i = 8, n = 2;
+  else if (cx == CG__CX_RESP)
+    i = 10, n = 2;
+  else if (cx == CG__CX_UM)
+    i = 12, n = 6;
+  else if (cx >= CG__CX_USAGE && cx < CG__CX_DET)
+    i = 18 + (cx - CG__CX_USAGE) * 15, n = 11;
+  else if (cx >= CG__CX_DET && cx < CG__CX_COUNT)
+    i = 18 + (cx - CG__CX_DET) / 4 * 15 + 11 + (cx - CG__CX_DET) % 4, n = 1;
+  else
+    return -1;
+  for (n += i; i < n; i++)
+    if (cg__slots[i].len == len && memcmp(cg__slots[i].name, key, len) == 0)
+      return (int) i;
+  return -1;
+}
+
+/* ---- the counts, as the provider names them ---- */
+
+struct cg__acc {
+  /* raw values, -1 unknown; last value wins */
+  int64_t prompt, cread, cwrite, completion, reasoning, thoughts, tooluse, total;
+  int anthropic, gemini;
+  int stale; /* an SSE event over the bound came after the last usage report */
+  int error_event;
+  char model[128];
+};
+
+static void cg__set(int64_t *dst, int64_t v) {
+  if (v >= 0)
+    *dst = v;
+}
+
+static void cg__model(struct cg__acc *a, const struct cg__facts *f, int s) {
+  if (f->slen[s]) { /* a string, not empty */
+    memcpy(a->model, f->str[s], f->slen[s]);
+    a->model[f->slen[s]] = '\0';
+  }
+}
+
+/* An OpenAI (Chat, Completions, Embeddings, Responses) or Anthropic "usage" object:
+ * usage `u` of `f` (0 top, 1 .message, 2 .response). */
+static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, int anthropic) {
+  const int64_t *n = f->num + u * CG__N_PER_USAGE;
+  /* the slots of cache_read_input_tokens and cache_creation_input_tokens: present at
+   * all (any value) marks Anthropic */
+  uint64_t cache_keys = (uint64_t) 3 << (18 + u * 15 + CG__N_CREAD);
+  if (!(f->objs & (UINT32_C(1) << (CG__CX_USAGE + u))))
+    return;
+  a->stale = 0; /* a usage report after any skipped event */
+  if (f->seen & cache_keys)
+    anthropic = 1;
+  if (anthropic)
+    a->anthropic = 1;
+  cg__set(&a->prompt, n[CG__N_PROMPT]);
+  cg__set(&a->prompt, n[CG__N_INPUT]);
+  cg__set(&a->completion, n[CG__N_COMPLETION]);
+  cg__set(&a->completion, n[CG__N_OUTPUT]);
+  cg__set(&a->total, n[CG__N_TOTAL]);
+  cg__set(&a->cread, n[CG__N_CREAD]);
+  cg__set(&a->cwrite, n[CG__N_CWRITE]);
+  cg__set(&a->cread, n[CG__N_PTD_CACHED]); /* -1 unless the details were an object */
+  cg__set(&a->cread, n[CG__N_ITD_CACHED]);
+  cg__set(&a->reasoning, n[CG__N_CTD_REASONING]);
+  cg__set(&a->reasoning, n[CG__N_OTD_REASONING]);
+}
+
+static int cg__is(const struct cg__facts *f, int s, const char *lit, size_t len) {
+  return f->slen[s] == len && memcmp(f->str[s], lit, len) == 0;
+}
+
+/* One object: a whole response, one SSE event's data, or one element of an array
+ * (Gemini's streamGenerateContent without alt=sse answers a JSON array of chunks). */
+static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
+  const int64_t *um = f->num + CG__N_UM;
+
+  /* Anthropic's "type": "error" event, a failed Responses event, or an "error" object
+   * (OpenAI and Gemini chunks, a Responses object with "status": "failed"). */
+  if (cg__is(f, CG__S_TYPE, "error", 5) || cg__is(f, CG__S_TYPE, "response.failed", 15) ||
+      (f->objs & CG__ERROR_OBJ))
+    a->error_event = 1;
+
+  if (f->objs & (UINT32_C(1) << CG__CX_UM)) { /* Gemini */
+    a->gemini = 1;
+    a->stale = 0;
+    cg__set(&a->tooluse, um[CG__N_UM_TOOLUSE - CG__N_UM]);
+    cg__set(&a->prompt, um[CG__N_UM_PROMPT - CG__N_UM]);
+    cg__set(&a->completion, um[CG__N_UM_CANDIDATES - CG__N_UM]);
+    cg__set(&a->thoughts, um[CG__N_UM_THOUGHTS - CG__N_UM]);
+    cg__set(&a->cread, um[CG__N_UM_CACHED - CG__N_UM]);
+    cg__set(&a->total, um[CG__N_UM_TOTAL - CG__N_UM]);
+  }
+  cg__model(a, f, CG__S_MODEL_VERSION);
+
+  if (cg__is(f, CG__S_TYPE, "message_start", 13)) {
+    if (f->objs & (UINT32_C(1) << CG__CX_MSG)) {
+      /* message_start's output_tokens is a placeholder (1): only message_delta counts */
+      int64_t output = a->completion;
+      cg__model(a, f, CG__S_MSG_MODEL);
+      cg__usage(a, f, 1, 1);
+      a->completion = output;
+    }
+    return;
+  }
+  if (f->slen[CG__S_TYPE] >= 9 && memcmp(f->str[CG__S_TYPE], "response.", 9) == 0) {
+    if (f->objs & (UINT32_C(1) << CG__CX_RESP)) { /* Responses API streaming events */
+      cg__model(a, f, CG__S_RESP_MODEL);
+      cg__usage(a, f, 2, 0);
+    }
+    return;
+  }
+  cg__model(a, f, CG__S_MODEL);
+  cg__usage(a, f, 0, cg__is(f, CG__S_TYPE, "message", 7) ||
+                         cg__is(f, CG__S_TYPE, "message_delta", 13));
+}
+
+/* ---- the scanner: cJSON 1.7.15's grammar, pushed one buffer at a time ----
+ *
+ * cJSON's rules, which are not quite RFC 8259's and are kept as they were:
+ * - whitespace is any byte up to 0x20 (NUL and control bytes too);
+ * - at most 1000 nested arrays and objects (CJSON_NESTING_LIMIT);
+ * - a string ends at the first '"' not preceded by a backslash that is itself not
+ *   escaped; inside it, \b \f \n \r \t \" \\ \/ and \uXXXX are the escapes (any other
+ *   fails); a \u takes the next four bytes whatever they are, and is 0 when one is not a
+ *   hex digit; a high surrogate must be followed by \u and a low one, a lone low one
+ *   fails; a backslash the decoder meets as the string's last byte reads its closing
+ *   quote as an escaped '"';
+ * - a number starts with '-' or a digit and is the run of [0-9+-eE.] after it, however
+ *   long (Debian's 1.7.15 carries upstream's fix for CVE-2023-26819, which dropped the
+ *   63-byte limit): valid when strtod reads all of it (what strtod leaves is not a ',',
+ *   '}' or ']', so the document fails);
+ * - true, false, null; anything after the top-level value is ignored. */
+
+enum {
+  CG__J_VALUE,     /* a value is next */
+  CG__J_ARR_FIRST, /* after '[': a value or ']' */
+  CG__J_KEY_FIRST, /* after '{': a name or '}' */
+  CG__J_KEY,       /* after ',' in an object: a name */
+  CG__J_COLON,
+  CG__J_AFTER, /* after a value: ',' or the end of its container */
+  CG__J_STRING,
+  CG__J_NUMBER,
+  CG__J_LITERAL,
+  CG__J_DONE, /* the top-level value is complete: the rest is ignored */
+  CG__J_FAIL
+};
+/* a number's grammar, as strtod reads it */
+enum { CG__NUM_SIGN, CG__NUM_INT, CG__NUM_DOT_NOINT, CG__NUM_DOT, CG__NUM_FRAC, CG__NUM_E,
+       CG__NUM_ESIGN, CG__NUM_EXP };
+#define CG__DEPTH_MAX 1000 /* CJSON_NESTING_LIMIT */
+#define CG__CX_DEPTH 8     /* contexts are tracked this deep (the deepest is 5) */
+
+struct cg__js {
+  unsigned char state;
+  unsigned char is_key; /* the string being read is a member name */
+  unsigned char sesc;   /* the string's last byte was a backslash that escapes the next */
+  unsigned char dstate; /* the escape decoder: 0 plain, 1 after '\', 2 first \u's hex,
+                         * 3 '\' of the low surrogate, 4 its 'u', 5 its hex */
+  unsigned char hexn, hexbad, nstate;
+  unsigned char lit_i, lit_n;
+  unsigned char knul, rnul; /* the name or recorded value reached a NUL */
+  unsigned code, hi;
+  int rec;       /* the string slot being recorded, or -1 */
+  int num;       /* the number slot the number being read feeds, or -1 */
+  int slot;      /* the slot of the member whose value is next, or -1 */
+  unsigned klen; /* of key (over sizeof(key) - 1: no slot's) */
+  unsigned depth;
+  const char *lit;
+  uint64_t arr[(CG__DEPTH_MAX + 64) / 64]; /* bit d: the container at depth d is an array */
+  unsigned char cx[CG__CX_DEPTH];           /* context of the object at depth d */
+  char key[32];
+  size_t nlen;  /* bytes of the number being read (kept only when it feeds a slot) */
+  char nbuf[64];
+  char *nheap;  /* a longer one that feeds a slot, malloc'd (ncap bytes) */
+  size_t ncap;
+  struct cg__facts f;
+};
+
+static void cg__js_num_release(struct cg__js *j);
+
+static void cg__js_begin(struct cg__js *j) {
+  cg__js_num_release(j); /* a number the last document ended in */
+  j->state = CG__J_VALUE;
+  j->depth = 0;
+  j->slot = -1;
+}
+
+static int cg__js_is_arr(const struct cg__js *j, unsigned d) {
+  return (int) (j->arr[d / 64] >> (d % 64) & 1);
+}
+
+/* A decoded byte of the string being read. */
+static void cg__js_emit(struct cg__js *j, unsigned char c) {
+  if (j->is_key) {
+    if (j->knul)
+      return;
+    if (!c)
+      j->knul = 1;
+    else if (j->klen < sizeof(j->key))
+      j->key[j->klen++] = (char) c;
+    else
+      j->klen = sizeof(j->key); /* too long for any slot */
+  } else if (j->rec >= 0 && !j->rnul) {
+    if (!c)
+      j->rnul = 1;
+    else if (j->f.slen[j->rec] < 127)
+      j->f.str[j->rec][j->f.slen[j->rec]++] = (char) c;
+  }
+}
+
+/* Plain bytes (no backslash, no quote) of the string being read, to keep: as
+ * cg__js_emit byte by byte, without a call each. */
+static void cg__js_keep(struct cg__js *j, const unsigned char *s, size_t n) {
+  const unsigned char *z = memchr(s, '\0', n);
+  size_t room;
+  if (z) /* the C string ends there */
+    n = (size_t) (z - s);
+  if (j->is_key) {
+    room = sizeof(j->key) - j->klen;
+    if (n >= room) {
+      j->klen = sizeof(j->key); /* too long for any slot */
+    } else {
+      memcpy(j->key + j->klen, s, n);
+      j->klen += (unsigned) n;
+    }
+    if (z)
+      j->knul = 1;
+  } else {
+    unsigned char *len = &j->f.slen[j->rec];
+    room = 127 - *len;
+    memcpy(j->f.str[j->rec] + *len, s, n < room ? n : room);
+    *len = (unsigned char) (*len + (n < room ? n : room));
+    if (z)
+      j->rnul = 1;
+  }
+}
+
+static void cg__js_emit_cp(struct cg__js *j, unsigned cp) {
+  if (cp < 0x80) {
+    cg__js_emit(j, (unsigned char) cp);
+  } else if (cp < 0x800) {
+    cg__js_emit(j, (unsigned char) (0xC0 | cp >> 6));
+    cg__js_emit(j, (unsigned char) (0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    cg__js_emit(j, (unsigned char) (0xE0 | cp >> 12));
+    cg__js_emit(j, (unsigned char) (0x80 | (cp >> 6 & 0x3F)));
+    cg__js_emit(j, (unsigned char) (0x80 | (cp & 0x3F)));
+  } else {
+    cg__js_emit(j, (unsigned char) (0xF0 | cp >> 18));
+    cg__js_emit(j, (unsigned char) (0x80 | (cp >> 12 & 0x3F)));
+    cg__js_emit(j, (unsigned char) (0x80 | (cp >> 6 & 0x3F)));
+    cg__js_emit(j, (unsigned char) (0x80 | (cp & 0x3F)));
+  }
+}
+
+static int cg__hex(unsigned char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* One byte of a string that is not its closing quote: the escape decoder.  0: fails. */
+static int cg__js_decode(struct cg__js *j, unsigned char c) {
+  int h;
+  switch (j->dstate) {
+  case 0:
+    if (c == '\\')
+      j->dstate = 1;
+    else
+      cg__js_emit(j, c);
+    return 1;
+  case 1:
+    j->dstate = 0;
+    switch (c) {
+    case 'b': cg__js_emit(j, '\b'); return 1;
+    case 'f': cg__js_emit(j, '\f'); return 1;
+    case 'n': cg__js_emit(j, '\n'); return 1;
+    case 'r': cg__js_emit(j, '\r'); return 1;
+    case 't': cg__js_emit(j, '\t'); return 1;
+    case '"': case '\\': case '/': cg__js_emit(j, c); return 1;
+    case 'u': j->dstate = 2; j->code = 0; j->hexn = 0; j->hexbad = 0; return 1;
+    default: return 0;
+    }
+  case 2:
+  case 5:
+    h = cg__hex(c);
+    if (h < 0)
+      j->hexbad = 1;
+    j->code = j->code << 4 | (unsigned) (h & 15);
+    if (++j->hexn < 4)
+      return 1;
+    if (j->hexbad)
+      j->code = 0; /* cJSON's parse_hex4 */
+    if (j->dstate == 2) {
+      if (j->code >= 0xDC00 && j->code <= 0xDFFF)
+        return 0;
+      if (j->code >= 0xD800 && j->code <= 0xDBFF) {
+        j->hi = j->code;
+        j->dstate = 3;
+        return 1;
+      }
+      cg__js_emit_cp(j, j->code);
+    } else {
+      if (j->code < 0xDC00 || j->code > 0xDFFF)
+        return 0;
+      cg__js_emit_cp(j, 0x10000 + ((j->hi & 0x3FF) << 10 | (j->code & 0x3FF)));
+    }
+    j->dstate = 0;
+    return 1;
+  case 3:
+    j->dstate = 4;
+    return c == '\\';
+  default: /* 4 */
+    j->dstate = 5;
+    j->code = 0;
+    j->hexn = 0;
+    j->hexbad = 0;
+    return c == 'u';
+  }
+}
+
+/* The number just read, for its slot: a whole count 0..2^53-1, else -1 (cJSON's double,
+ * as the rules read it: >= 0, < 2^53, == its integer part). */
+static int64_t cg__js_count(struct cg__js *j) {
+  char *t = j->nheap ? j->nheap : j->nbuf;
+  double d;
+  size_t i, n = j->nlen;
+  int plain = 1;
+  if (n == (size_t) -1)
+    return -1; /* out of memory for a long one */
+  for (i = 0; i < n; i++)
+    plain &= t[i] >= '0' && t[i] <= '9';
+  if (plain) {
+    uint64_t v = 0;
+    for (i = 0; i < n && t[i] == '0'; i++)
+      ;
+    if (n - i > 16)
+      return -1; /* at least 10^16 > 2^53 */
+    for (; i < n; i++)
+      v = v * 10 + (uint64_t) (t[i] - '0');
+    return v < (UINT64_C(1) << 53) ? (int64_t) v : -1;
+  }
+  /* "-0", "1.0", "4e0", "1.00000000000000001": strtod decides, as for cJSON (which
+   * gives strtod the host's decimal point) */
+  for (i = 0; i < n; i++)
+    if (t[i] == '.')
+      t[i] = localeconv()->decimal_point[0];
+  t[n] = '\0';
+  d = strtod(t, NULL);
+  if (d >= 0 && d < 9007199254740992.0 && d == (double) (int64_t) d)
+    return (int64_t) d;
+  return -1;
+}
+
+/* Keep byte `c` of a number that feeds a slot (room for a NUL after it). */
+static void cg__js_num_keep(struct cg__js *j, char c) {
+  if (j->nlen == (size_t) -1)
+    return;
+  if (j->nlen + 1 >= (j->nheap ? j->ncap : sizeof(j->nbuf))) {
+    size_t cap = j->nheap ? j->ncap * 2 : 4 * sizeof(j->nbuf);
+    char *nb = realloc(j->nheap, cap);
+    if (!nb) {
+      j->nlen = (size_t) -1;
+      return;
+    }
+    if (!j->nheap)
+      memcpy(nb, j->nbuf, j->nlen);
+    j->nheap = nb;
+    j->ncap = cap;
+  }
+  (j->nheap ? j->nheap : j->nbuf)[j->nlen++] = c;
+}
+
+static void cg__js_num_release(struct cg__js *j) {
+  free(j->nheap);
+  j->nheap = NULL;
+  j->ncap = 0;
+}
+
+/* A value ended (the container closing, if any, already popped). */
+static void cg__js_value_done(struct cg__js *j) {
+  j->state = j->depth == 0 ? CG__J_DONE : CG__J_AFTER;
+}
+
+/* The byte `c` that ends the container at the current depth. */
+static void cg__js_close(struct cg__js *j, struct cg__acc *tent, unsigned char c) {
+  int arr = cg__js_is_arr(j, j->depth);
+  if (c != (arr ? ']' : '}')) {
+    j->state = CG__J_FAIL;
+    return;
+  }
+  if (!arr && j->depth < CG__CX_DEPTH && j->cx[j->depth] == CG__CX_TOP)
+    cg__object(tent, &j->f);
+  j->depth--;
+  cg__js_value_done(j);
+}
+
+/* A value starts with `c` (not whitespace). */
+static void cg__js_value(struct cg__js *j, unsigned char c) {
+  int slot = j->slot;
+  unsigned kind = slot >= 0 ? cg__slots[slot].kind : CG__K_NONE;
+  j->slot = -1;
+  if (c == '{' || c == '[') {
+    unsigned d = j->depth + 1, cx = CG__CX_NONE;
+    if (j->depth >= CG__DEPTH_MAX) {
+      j->state = CG__J_FAIL;
+      return;
+    }
+    j->depth = d;
+    if (c == '[') {
+      j->arr[d / 64] |= UINT64_C(1) << (d % 64);
+      j->state = CG__J_ARR_FIRST;
+      return;
+    }
+    j->arr[d / 64] &= ~(UINT64_C(1) << (d % 64));
+    if (d == 1 || (d == 2 && cg__js_is_arr(j, 1))) {
+      cx = CG__CX_TOP; /* a top-level object, or an element of a top-level array */
+      j->f.seen = 0;
+      j->f.objs = 0;
+      memset(j->f.num, 0xff, sizeof(j->f.num)); /* all -1 */
+      memset(j->f.slen, 0, sizeof(j->f.slen));
+    } else if (kind == CG__K_OBJ) {
+      cx = cg__slots[slot].arg;
+      j->f.objs |= UINT32_C(1) << cx;
+    } else if (kind == CG__K_ERROR) {
+      j->f.objs |= CG__ERROR_OBJ;
+    }
+    if (d < CG__CX_DEPTH)
+      j->cx[d] = (unsigned char) cx;
+    j->state = CG__J_KEY_FIRST;
+  } else if (c == '"') {
+    j->state = CG__J_STRING;
+    j->is_key = 0;
+    j->sesc = j->dstate = 0;
+    j->rnul = 0;
+    j->rec = kind == CG__K_STR ? cg__slots[slot].arg : -1;
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    j->state = CG__J_NUMBER;
+    j->num = kind == CG__K_NUM ? cg__slots[slot].arg : -1;
+    j->nlen = 0;
+    if (j->num >= 0)
+      cg__js_num_keep(j, (char) c);
+    j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
+  } else if (c == 't' || c == 'f' || c == 'n') {
+    j->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+    j->lit_n = c == 'f' ? 5 : 4;
+    j->lit_i = 1;
+    j->state = CG__J_LITERAL;
+  } else {
+    j->state = CG__J_FAIL;
+  }
+}
+
+/* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
+static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
+  int digit = c >= '0' && c <= '9';
+  switch (j->nstate) {
+  case CG__NUM_SIGN:
+    j->nstate = digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT_NOINT : 255;
+    break;
+  case CG__NUM_INT:
+    j->nstate = digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT : (c == 'e' || c == 'E') ? CG__NUM_E
+              : 255;
+    break;
+  case CG__NUM_DOT_NOINT:
+    j->nstate = digit ? CG__NUM_FRAC : 255;
+    break;
+  case CG__NUM_DOT:
+  case CG__NUM_FRAC:
+    j->nstate = digit ? CG__NUM_FRAC : (c == 'e' || c == 'E') ? CG__NUM_E : 255;
+    break;
+  case CG__NUM_E:
+    j->nstate = digit ? CG__NUM_EXP : (c == '+' || c == '-') ? CG__NUM_ESIGN : 255;
+    break;
+  default: /* ESIGN, EXP */
+    j->nstate = digit ? CG__NUM_EXP : 255;
+  }
+  return j->nstate != 255;
+}
+
+static int cg__is_num_byte(unsigned char c) {
+  return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.';
+}
+
+/* Push `n` bytes at `s` through the scanner; each object of a document is applied to
+ * `tent` when it closes. */
+static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
+                        size_t n) {
+  const unsigned char *end = s + n;
+  while (s < end) {
+    unsigned char c = *s;
+    switch (j->state) {
+    case CG__J_DONE:
+    case CG__J_FAIL:
+      return;
+    case CG__J_STRING:
+      if (j->dstate == 0 && !j->sesc) {
+        /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
+        const unsigned char *q = memchr(s, '"', (size_t) (end - s)), *bs;
+        if (!q)
+          q = end;
+        if ((bs = memchr(s, '\\', (size_t) (q - s))))
+          q = bs;
+        if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
+          cg__js_keep(j, s, (size_t) (q - s));
+        s = q;
+        if (s == end)
+          return;
+        c = *s;
+      }
+      if (c == '"' && !j->sesc) {
+        if (j->dstate == 1) /* the decoder's backslash was the last byte: an escaped '"' */
+          cg__js_emit(j, '"');
+        else if (j->dstate != 0) {
+          j->state = CG__J_FAIL;
+          return;
+        }
+        s++;
+        if (j->is_key) {
+          int slot = j->klen < sizeof(j->key)
+                   ? cg__slot_of(j->depth < CG__CX_DEPTH ? j->cx[j->depth] : CG__CX_NONE,
+                                 j->key, j->klen)
+                   : -1;
+          if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
+            j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
+            j->slot = slot;
+          } else {
+            j->slot = -1;
+          }
+          j->state = CG__J_COLON;
+        } else {
+          cg__js_value_done(j);
+        }
+        continue;
+      }
+      {
+        int esc = !j->sesc && c == '\\';
+        if (!cg__js_decode(j, c)) {
+          j->state = CG__J_FAIL;
+          return;
+        }
+        j->sesc = (unsigned char) esc;
+      }
+      s++;
+      continue;
+    case CG__J_NUMBER:
+      if (j->num < 0 && (j->nstate == CG__NUM_INT || j->nstate == CG__NUM_FRAC ||
+                         j->nstate == CG__NUM_EXP)) {
+        while (s < end && *s >= '0' && *s <= '9') /* digits nobody keeps */
+          s++;
+        if (s == end)
+          return;
+        c = *s;
+      }
+      if (cg__is_num_byte(c)) {
+        if (!cg__js_num_byte(j, c)) {
+          j->state = CG__J_FAIL; /* cJSON would find a stray byte after the number */
+          return;
+        }
+        if (j->num >= 0)
+          cg__js_num_keep(j, (char) c);
+        s++;
+        continue;
+      }
+      if (j->nstate != CG__NUM_INT && j->nstate != CG__NUM_DOT && j->nstate != CG__NUM_FRAC &&
+          j->nstate != CG__NUM_EXP) {
+        j->state = CG__J_FAIL;
+        return;
+      }
+      if (j->num >= 0) {
+        j->f.num[j->num] = cg__js_count(j);
+        cg__js_num_release(j);
+      }
+      cg__js_value_done(j);
+      continue; /* `c` is the next token's */
+    case CG__J_LITERAL:
+      if (c != (unsigned char) j->lit[j->lit_i]) {
+        j->state = CG__J_FAIL;
+        return;
+      }
+      s++;
+      if (++j->lit_i == j->lit_n)
+        cg__js_value_done(j);
+      continue;
+    default:
+      break;
+    }
+    /* between tokens */
+    if (c <= ' ') {
+      s++;
+      continue;
+    }
+    s++;
+    switch (j->state) {
+    case CG__J_VALUE:
+      cg__js_value(j, c);
+      break;
+    case CG__J_ARR_FIRST:
+      if (c == ']')
+        cg__js_close(j, tent, c);
+      else
+        cg__js_value(j, c);
+      break;
+    case CG__J_KEY_FIRST:
+    case CG__J_KEY:
+      if (c == '"') {
+        int none = j->depth >= CG__CX_DEPTH || j->cx[j->depth] == CG__CX_NONE;
+        j->state = CG__J_STRING;
+        j->is_key = 1;
+        j->sesc = j->dstate = 0;
+        j->klen = none ? sizeof(j->key) : 0; /* a name no slot has: not even kept */
+        j->knul = (unsigned char) none;
+      } else if (c == '}' && j->state == CG__J_KEY_FIRST) {
+        cg__js_close(j, tent, c);
+      } else {
+        j->state = CG__J_FAIL;
+      }
+      break;
+    case CG__J_COLON:
+      j->state = c == ':' ? CG__J_VALUE : CG__J_FAIL;
+      break;
+    default: /* CG__J_AFTER */
+      if (c == ',')
+        j->state = cg__js_is_arr(j, j->depth) ? CG__J_VALUE : CG__J_KEY;
+      else
+        cg__js_close(j, tent, c);
+    }
+  }
+}
+
+/* After the document's last byte: did it parse?  (A number at the top level ends with
+ * the document; it says nothing, like any top-level value but an object or array.) */
+static int cg__js_end(const struct cg__js *j) {
+  return j->state == CG__J_DONE;
+}
+
+/* ---- the parser ---- */
 
 enum { CG__MODE_START, CG__MODE_JSON, CG__MODE_SSE };
 
 struct cg_usage_parser {
   int mode;
-  /* raw values as the provider names them, -1 unknown; last value wins */
-  int64_t prompt, cread, cwrite, completion, reasoning, thoughts, tooluse, total;
-  int anthropic, gemini;
-  int stale; /* an SSE event over the bound came after the last usage report */
-  int bom;   /* bytes of a leading UTF-8 byte order mark consumed (3: done looking) */
-  char model[128];
-  int error_event, skipped;
-  /* JSON document (or SSE event data) buffer */
+  struct cg__acc acc;  /* what the documents read so far say */
+  struct cg__acc tent; /* the same while a document is read: becomes acc if it parses */
+  int bom;             /* bytes of a leading UTF-8 byte order mark consumed (3: done) */
+  int skipped;
+  int drop;   /* JSON: body too large / SSE: this event too large */
+  size_t len; /* JSON: bytes of the body so far / SSE: of the event's data */
+  /* SSE: the event's data (JSON bodies are not held) */
   char *buf;
-  size_t len, cap;
-  int drop; /* JSON: body too large / SSE: this event too large */
+  size_t cap;
   /* SSE line state */
   char field[8];
   size_t field_len;
@@ -30,14 +781,19 @@ struct cg_usage_parser {
   int line_empty;  /* nothing but an optional '\r' on this line so far */
   int line_cr;     /* the last byte of the line was '\r' */
   int has_data;    /* the pending event has had a data line */
+  struct cg__js js;
 };
 
 struct cg_usage_parser *cg_usage_new(void) {
-  struct cg_usage_parser *p = calloc(1, sizeof(*p));
+  struct cg_usage_parser *p = malloc(sizeof(*p));
   if (!p)
     return NULL;
-  p->prompt = p->cread = p->cwrite = p->completion = p->reasoning = p->thoughts = p->tooluse =
-      p->total = -1;
+  /* Not the scanner's 1 KiB of facts: it sets what it reads before reading it. */
+  memset(p, 0, offsetof(struct cg_usage_parser, js));
+  p->js.nheap = NULL;
+  p->js.ncap = 0;
+  p->acc.prompt = p->acc.cread = p->acc.cwrite = p->acc.completion = p->acc.reasoning =
+    p->acc.thoughts = p->acc.tooluse = p->acc.total = -1;
   p->line_empty = 1;
   return p;
 }
@@ -46,10 +802,12 @@ void cg_usage_free(struct cg_usage_parser *p) {
   if (!p)
     return;
   free(p->buf);
+  cg__js_num_release(&p->js);
   free(p);
 }
 
-/* Append to the buffer, up to `max` bytes; 0 when that would exceed it or memory ran out. */
+/* Append to the event buffer, up to `max` bytes; 0 when that would exceed it or memory
+ * ran out. */
 static int cg__append(struct cg_usage_parser *p, const char *s, size_t n, size_t max) {
   if (n > max || p->len > max - n)
     return 0;
@@ -77,130 +835,47 @@ static void cg__release(struct cg_usage_parser *p) {
   p->len = p->cap = 0;
 }
 
-/* Set *dst from a non-negative whole-number member `name` of `obj` (at most 2^53, which a
- * double holds exactly); absent, null, fractional or anything else: left alone. */
-static void cg__num(const cJSON *obj, const char *name, int64_t *dst) {
-  const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble < 9007199254740992.0 &&
-      n->valuedouble == (double) (int64_t) n->valuedouble)
-    *dst = (int64_t) n->valuedouble;
-}
-
-static void cg__model(struct cg_usage_parser *p, const cJSON *obj, const char *name) {
-  const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsString(m) && m->valuestring[0]) {
-    size_t n = strlen(m->valuestring);
-    if (n >= sizeof(p->model))
-      n = sizeof(p->model) - 1;
-    memcpy(p->model, m->valuestring, n);
-    p->model[n] = '\0';
-  }
-}
-
-/* An OpenAI (Chat, Completions, Embeddings, Responses) or Anthropic "usage" object. */
-static void cg__usage(struct cg_usage_parser *p, const cJSON *u, int anthropic) {
-  const cJSON *d;
-  if (!cJSON_IsObject(u))
-    return;
-  p->stale = 0; /* a usage report after any skipped event */
-  if (cJSON_GetObjectItemCaseSensitive(u, "cache_read_input_tokens") ||
-      cJSON_GetObjectItemCaseSensitive(u, "cache_creation_input_tokens"))
-    anthropic = 1;
-  if (anthropic)
-    p->anthropic = 1;
-  cg__num(u, "prompt_tokens", &p->prompt);
-  cg__num(u, "input_tokens", &p->prompt);
-  cg__num(u, "completion_tokens", &p->completion);
-  cg__num(u, "output_tokens", &p->completion);
-  cg__num(u, "total_tokens", &p->total);
-  cg__num(u, "cache_read_input_tokens", &p->cread);
-  cg__num(u, "cache_creation_input_tokens", &p->cwrite);
-  d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
-  if (cJSON_IsObject(d))
-    cg__num(d, "cached_tokens", &p->cread);
-  d = cJSON_GetObjectItemCaseSensitive(u, "input_tokens_details");
-  if (cJSON_IsObject(d))
-    cg__num(d, "cached_tokens", &p->cread);
-  d = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens_details");
-  if (cJSON_IsObject(d))
-    cg__num(d, "reasoning_tokens", &p->reasoning);
-  d = cJSON_GetObjectItemCaseSensitive(u, "output_tokens_details");
-  if (cJSON_IsObject(d))
-    cg__num(d, "reasoning_tokens", &p->reasoning);
-}
-
-/* One JSON object: a whole response, one SSE event's data, or one element of an array
- * (Gemini's streamGenerateContent without alt=sse answers a JSON array of chunks). */
-static void cg__object(struct cg_usage_parser *p, const cJSON *o) {
-  const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
-  const char *t = cJSON_IsString(type) ? type->valuestring : "";
-  const cJSON *um = cJSON_GetObjectItemCaseSensitive(o, "usageMetadata");
-  const cJSON *r;
-
-  /* Anthropic's "type": "error" event, a failed Responses event, or an "error" object
-   * (OpenAI and Gemini chunks, a Responses object with "status": "failed"). */
-  if (strcmp(t, "error") == 0 || strcmp(t, "response.failed") == 0 ||
-      cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "error")))
-    p->error_event = 1;
-
-  if (cJSON_IsObject(um)) { /* Gemini */
-    p->gemini = 1;
-    p->stale = 0;
-    cg__num(um, "toolUsePromptTokenCount", &p->tooluse);
-    cg__num(um, "promptTokenCount", &p->prompt);
-    cg__num(um, "candidatesTokenCount", &p->completion);
-    cg__num(um, "thoughtsTokenCount", &p->thoughts);
-    cg__num(um, "cachedContentTokenCount", &p->cread);
-    cg__num(um, "totalTokenCount", &p->total);
-  }
-  cg__model(p, o, "modelVersion");
-
-  if (strcmp(t, "message_start") == 0) {
-    r = cJSON_GetObjectItemCaseSensitive(o, "message");
-    if (cJSON_IsObject(r)) {
-      /* message_start's output_tokens is a placeholder (1): only message_delta counts */
-      int64_t output = p->completion;
-      cg__model(p, r, "model");
-      cg__usage(p, cJSON_GetObjectItemCaseSensitive(r, "usage"), 1);
-      p->completion = output;
-    }
-    return;
-  }
-  if (strncmp(t, "response.", 9) == 0) { /* Responses API streaming events */
-    r = cJSON_GetObjectItemCaseSensitive(o, "response");
-    if (cJSON_IsObject(r)) {
-      cg__model(p, r, "model");
-      cg__usage(p, cJSON_GetObjectItemCaseSensitive(r, "usage"), 0);
-    }
-    return;
-  }
-  cg__model(p, o, "model");
-  cg__usage(p, cJSON_GetObjectItemCaseSensitive(o, "usage"),
-            strcmp(t, "message") == 0 || strcmp(t, "message_delta") == 0);
-}
-
-static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
-  cJSON *j = cJSON_ParseWithLength(s, n);
-  const cJSON *e;
-  if (!j)
-    return;
-  if (cJSON_IsObject(j))
-    cg__object(p, j);
-  else if (cJSON_IsArray(j)) {
-    cJSON_ArrayForEach(e, j) {
-      if (cJSON_IsObject(e))
-        cg__object(p, e);
-    }
-  }
-  cJSON_Delete(j);
-}
-
 /* ---- server-sent events ---- */
+
+/* Whether an event's data could say anything: every rule reads a member or a "type"
+ * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
+ * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
+ * "\u" counts too.  Other events (text deltas, pings) are never scanned. */
+static int cg__may_matter(const char *s, size_t n) {
+  /* Every word holds an 'e' (usag[e], mod[e]l, [e]rror, fail[e]d): memchr(3), which is
+   * vectorised, finds each 'e' and the word is checked around it. */
+  const char *p = s, *e = s + n;
+  if (memchr(s, '\\', n)) /* rare in what a model writes: then look closer */
+    for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
+      if (p[1] == 'u')
+        return 1;
+  for (p = s; (p = memchr(p, 'e', (size_t) (e - p))); p++) {
+    size_t before = (size_t) (p - s), after = (size_t) (e - p);
+    if ((before >= 4 && memcmp(p - 4, "usage", 5) == 0) ||
+        (before >= 3 && after >= 2 && memcmp(p - 3, "model", 5) == 0) ||
+        (after >= 5 && memcmp(p, "error", 5) == 0) ||
+        (before >= 4 && after >= 2 && memcmp(p - 4, "failed", 6) == 0))
+      return 1;
+  }
+  return 0;
+}
+
+/* One whole document (an SSE event's data), as cJSON_ParseWithLength read it: a UTF-8
+ * byte order mark skipped when at least 5 bytes long, then any value. */
+static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
+  if (n >= 5 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
+    s += 3, n -= 3;
+  p->tent = p->acc;
+  cg__js_begin(&p->js);
+  cg__js_feed(&p->js, &p->tent, (const unsigned char *) s, n);
+  if (cg__js_end(&p->js))
+    p->acc = p->tent;
+}
 
 static void cg__sse_dispatch(struct cg_usage_parser *p) {
   if (p->drop) {
     p->skipped = 1;
-    p->stale = 1; /* it may have carried usage: only a later report can be trusted */
+    p->acc.stale = 1; /* it may have carried usage: only a later report can be trusted */
   } else if (p->has_data) {
     const char *s = p->buf;
     size_t n = p->len;
@@ -208,7 +883,7 @@ static void cg__sse_dispatch(struct cg_usage_parser *p) {
       s++, n--;
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
       n--;
-    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0))
+    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) && cg__may_matter(s, n))
       cg__document(p, s, n);
   }
   p->len = 0;
@@ -325,21 +1000,28 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
     if (!len)
       return;
     p->mode = (*buf == '{' || *buf == '[') ? CG__MODE_JSON : CG__MODE_SSE;
+    if (p->mode == CG__MODE_JSON) {
+      p->tent = p->acc;
+      cg__js_begin(&p->js);
+    }
   }
   if (p->mode == CG__MODE_JSON) {
     if (p->drop || !len)
       return;
-    if (!cg__append(p, buf, len, CG_USAGE_BODY_MAX)) {
-      p->drop = 1;
+    if (len > CG_USAGE_BODY_MAX - p->len) {
+      p->drop = 1; /* too large: never cut into wrong numbers */
       p->skipped = 1;
-      cg__release(p);
+      return;
     }
+    p->len += len;
+    cg__js_feed(&p->js, &p->tent, (const unsigned char *) buf, len);
     return;
   }
   cg__sse_feed(p, buf, len);
 }
 
 void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
+  const struct cg__acc *a;
   int64_t in, outp;
   if (!out)
     return;
@@ -349,42 +1031,42 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
   if (!p)
     return;
   if (p->mode == CG__MODE_JSON) {
-    if (!p->drop && p->len)
-      cg__document(p, p->buf, p->len);
-    cg__release(p);
+    if (!p->drop && cg__js_end(&p->js))
+      p->acc = p->tent;
   } else if (p->mode == CG__MODE_SSE) {
     if (!p->line_empty || p->line_cr)
       cg__sse_eol(p); /* the last line had no newline */
     cg__sse_dispatch(p); /* the last event had no blank line */
     cg__release(p);
   }
+  a = &p->acc;
 
-  if (p->mode == CG__MODE_SSE && p->stale) {
+  if (p->mode == CG__MODE_SSE && a->stale) {
     /* An event over the bound came after the last usage report and may have carried a
      * newer one: every number stays unknown rather than an older, smaller count. */
     out->skipped = 1;
-    out->error_event = p->error_event;
-    memcpy(out->model, p->model, sizeof(out->model));
+    out->error_event = a->error_event;
+    memcpy(out->model, a->model, sizeof(out->model));
     return;
   }
-  in = p->prompt;
-  if (p->anthropic && in >= 0)
-    in += (p->cread > 0 ? p->cread : 0) + (p->cwrite > 0 ? p->cwrite : 0);
-  if (p->gemini && in >= 0 && p->tooluse > 0)
-    in += p->tooluse; /* tool-use prompt tokens are input too */
-  outp = p->completion;
-  if (p->gemini && p->thoughts >= 0)
-    outp = (outp > 0 ? outp : 0) + p->thoughts;
-  if (outp < 0 && in >= 0 && p->total >= in)
-    outp = p->total - in; /* embeddings report input and total only: the rest is output */
+  in = a->prompt;
+  if (a->anthropic && in >= 0)
+    in += (a->cread > 0 ? a->cread : 0) + (a->cwrite > 0 ? a->cwrite : 0);
+  if (a->gemini && in >= 0 && a->tooluse > 0)
+    in += a->tooluse; /* tool-use prompt tokens are input too */
+  outp = a->completion;
+  if (a->gemini && a->thoughts >= 0)
+    outp = (outp > 0 ? outp : 0) + a->thoughts;
+  if (outp < 0 && in >= 0 && a->total >= in)
+    outp = a->total - in; /* embeddings report input and total only: the rest is output */
   out->input = in;
-  out->cached_input = p->cread;
-  out->cache_write = p->cwrite;
+  out->cached_input = a->cread;
+  out->cache_write = a->cwrite;
   out->output = outp;
-  out->reasoning = p->gemini && p->thoughts >= 0 ? p->thoughts : p->reasoning;
-  out->total = p->total >= 0 ? p->total : (in >= 0 && outp >= 0 ? in + outp : -1);
-  memcpy(out->model, p->model, sizeof(out->model));
-  out->error_event = p->error_event;
+  out->reasoning = a->gemini && a->thoughts >= 0 ? a->thoughts : a->reasoning;
+  out->total = a->total >= 0 ? a->total : (in >= 0 && outp >= 0 ? in + outp : -1);
+  memcpy(out->model, a->model, sizeof(out->model));
+  out->error_event = a->error_event;
   /* A stream whose oversized events all came before a later usage report lost nothing. */
   out->skipped = p->mode == CG__MODE_SSE ? 0 : p->skipped;
 }

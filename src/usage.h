@@ -1,12 +1,21 @@
 /* usage.h - the token usage a provider reports in its response body.
  *
  * An incremental parser fed the response body as it arrives.  The kind of body is told by
- * its first non-blank byte: `{` or `[` is one JSON document (buffered up to
- * CG_USAGE_BODY_MAX bytes; a Gemini streamGenerateContent body without alt=sse is a JSON
- * array of chunks), anything else is a server-sent-event stream, parsed line by line and
- * event by event (an event ends at a blank line, its `data:` lines are joined with "\n",
- * `:` comment lines and `[DONE]` are ignored) so the stream itself is never buffered; one
- * event's data is held up to CG_USAGE_EVENT_MAX bytes.  LF and CRLF line endings (a bare
+ * its first non-blank byte: `{` or `[` is one JSON document (scanned as it arrives, never
+ * held; read when at most CG_USAGE_BODY_MAX bytes; a Gemini streamGenerateContent body
+ * without alt=sse is a JSON array of chunks), anything else is a server-sent-event stream,
+ * parsed line by line and event by event (an event ends at a blank line, its `data:` lines
+ * are joined with "\n", `:` comment lines and `[DONE]` are ignored) so the stream itself
+ * is never buffered; one event's data is held up to CG_USAGE_EVENT_MAX bytes, and scanned
+ * only when its bytes hold "usage", "model", "error", "failed" or a \u escape (no other
+ * event can change the result).
+ *
+ * No JSON tree is built (issue 16): a purpose-built scanner reads each byte once and
+ * keeps only the members below.  It accepts exactly the documents cJSON 1.7.15 (Debian
+ * 12) accepts and reads them with cJSON_GetObjectItemCaseSensitive's meaning (the first
+ * member of a name counts; a \u0000 ends a name or a string), so results are those of the
+ * cJSON-tree parser it replaced: tests/unit/test-usage.c (tables, every split point) and
+ * fuzz/fuzz-usage-diff.c (that parser kept as the oracle) check it.  LF and CRLF line endings (a bare
  * CR, which the SSE grammar also allows, is not taken as a line end); a leading UTF-8 BOM
  * is skipped.
  *
@@ -65,12 +74,15 @@ struct cg_usage {            /* -1 = unknown (null in records), never 0 for unkn
 
 struct cg_usage_parser;      /* incremental; bounded memory */
 
-/* A new parser, or NULL when out of memory. */
+/* A new parser (about 2 KiB), or NULL when out of memory. */
 struct cg_usage_parser *cg_usage_new(void);
-/* Response body bytes as they arrive (any split, down to one byte at a time). */
+/* Response body bytes as they arrive (any split, down to one byte at a time; `buf` need
+ * not be NUL-terminated).  NULL `p` or `buf`: nothing. */
 void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len);
-/* After the last byte: fills `out` (an unterminated last event still counts).  Call once. */
+/* After the last byte: fills `out` (an unterminated last event still counts; a JSON body
+ * counts only when it parsed whole).  Call once.  NULL `p`: every field unknown. */
 void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out);
+/* Frees `p` (NULL: nothing). */
 void cg_usage_free(struct cg_usage_parser *p);
 
 #endif

@@ -1,5 +1,6 @@
 /* test-body.c - model and token estimate from JSON request bodies (src/body.c). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,5 +107,93 @@ Test(body, model_from_path) {
     else
       cr_expect_null(m, "%s -> %s", paths[i].path, m ? m : "NULL");
     free(m);
+  }
+}
+
+/* The scanner's odd cases (issue 16: no cJSON tree; cJSON 1.7.15's meaning kept). */
+#define BZ10 "0000000000"
+#define BZ100 BZ10 BZ10 BZ10 BZ10 BZ10 BZ10 BZ10 BZ10 BZ10 BZ10
+static const struct body_case odd_cases[] = {
+  /* a "model" member is never prompt text, at any depth, whatever its value */
+  {"{\"messages\":[{\"role\":\"user\",\"content\":\"abcd\",\"model\":\"xxxxxxxx\"}]}", NULL,
+   (4 + 4 + 3) / 4},
+  {"{\"model\":{\"a\":\"xxxxxxxx\"},\"p\":\"abcd\"}", NULL, 1},
+  {"{\"model\":[\"xxxxxxxx\",{\"b\":\"yyyy\"}],\"p\":\"a\"}", NULL, 1},
+  /* names are not text */
+  {"{\"abcdefghijkl\":1,\"k\":true,\"n\":null,\"f\":false}", NULL, 0},
+  /* the first member of a name counts */
+  {"{\"model\":\"a\",\"model\":\"bbbbbbbb\"}", "a", 0},
+  {"{\"max_tokens\":\"100\",\"max_tokens\":50}", NULL, (3 + 3) / 4},
+  {"{\"generationConfig\":{\"maxOutputTokens\":10},\"generationConfig\":{\"maxOutputTokens\":99}}",
+   NULL, 10},
+  {"{\"generationConfig\":[{\"maxOutputTokens\":10}]}", NULL, 0},
+  {"{\"x\":{\"generationConfig\":{\"maxOutputTokens\":10},\"max_tokens\":20}}", NULL, 0},
+  /* escapes are decoded before counting; a \u0000 ends the string */
+  {"{\"prompt\":\"\\u00e9\\n\\\"x\"}", NULL, 1},
+  {"{\"prompt\":\"ab\\u0000cdefghij\"}", NULL, 1},
+  {"{\"model\":\"m\\u0000xyz\"}", "m", 0},
+  {"{\"model\":\"\",\"p\":\"abcd\"}", NULL, 1},
+  /* numbers as strtod reads them */
+  {"{\"max_tokens\":12.7}", NULL, 12},
+  {"{\"max_tokens\":1e2,\"max_output_tokens\":-0}", NULL, 100},
+  {"{\"max_tokens\":" BZ100 "7}", NULL, 7},
+  /* bytes after the object are ignored; any byte up to 0x20 is whitespace inside */
+  {"{\"model\":\"m\"}xyz", "m", 0},
+  {"{\x01\"model\"\x1f:\"m\"}", "m", 0},
+  /* anything cJSON refused: nothing */
+  {"{\"model\":\"m\",\"x\":\"\\q\"}", NULL, -1},
+  {"{\"model\":\"m\",\"x\":\"\\udc00\"}", NULL, -1},
+  {"{\"model\":\"m\",\"x\":1e}", NULL, -1},
+  {"{\"model\":\"m\",}", NULL, -1},
+  {"{\"model\":\"m\"", NULL, -1},
+  {"{\"model\":\"m\\\"}", NULL, -1},
+  {"\x01{\"model\":\"m\"}", NULL, -1},
+};
+
+Test(body, odd_cases) {
+  size_t i;
+  for (i = 0; i < sizeof(odd_cases) / sizeof(odd_cases[0]); i++) {
+    char *model = NULL;
+    int64_t tokens = -1;
+    cg_body_facts(odd_cases[i].body, strlen(odd_cases[i].body), &model, &tokens);
+    if (odd_cases[i].model)
+      cr_expect(model && strcmp(model, odd_cases[i].model) == 0, "case %zu (%s): model %s", i,
+                odd_cases[i].body, model ? model : "(null)");
+    else
+      cr_expect_null(model, "case %zu (%s): model %s", i, odd_cases[i].body, model);
+    cr_expect_eq(tokens, odd_cases[i].tokens, "case %zu (%s): tokens %lld, want %lld", i,
+                 odd_cases[i].body, (long long) tokens, (long long) odd_cases[i].tokens);
+    free(model);
+  }
+}
+
+/* A model name is kept up to 200 bytes; at most 1000 nested containers. */
+Test(body, long_model_and_nesting_limit) {
+  char body[5000], *model = NULL;
+  int64_t tokens = -1;
+  size_t i, n;
+  memcpy(body, "{\"model\":\"", 10);
+  memset(body + 10, 'm', 300);
+  memcpy(body + 310, "\"}", 3);
+  cg_body_facts(body, strlen(body), &model, &tokens);
+  cr_assert_not_null(model);
+  cr_expect_eq(strlen(model), 200);
+  free(model);
+  for (n = 999; n <= 1000; n++) {
+    char *w = body;
+    model = NULL;
+    tokens = -1;
+    w += sprintf(w, "{\"model\":\"m\",\"x\":");
+    for (i = 0; i < n; i++)
+      *w++ = '[';
+    for (i = 0; i < n; i++)
+      *w++ = ']';
+    *w++ = '}';
+    cg_body_facts(body, (size_t) (w - body), &model, &tokens);
+    if (n == 999)
+      cr_expect(model && tokens == 0, "999 arrays in the object: 1000 containers");
+    else
+      cr_expect(!model && tokens == -1, "1001 containers are refused");
+    free(model);
   }
 }

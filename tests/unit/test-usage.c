@@ -360,3 +360,187 @@ Test(usage, model_truncated_and_null_safe) {
   cr_expect_eq(u.total, -1);
   cg_usage_free(NULL);
 }
+
+/* ---- the scanner's odd cases (issue 16: no cJSON tree; cJSON 1.7.15's meaning kept) ---- */
+
+#define ZEROS10 "0000000000"
+#define ZEROS100 ZEROS10 ZEROS10 ZEROS10 ZEROS10 ZEROS10 ZEROS10 ZEROS10 ZEROS10 ZEROS10 ZEROS10
+#define U12 "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}"
+
+static const struct usage_case scan_cases[] = {
+  {"a name inside a string is text",
+   "{\"model\":\"m\",\"note\":\"\\\"usage\\\":{\\\"prompt_tokens\\\":99}\"," U12 "}",
+   1, -1, -1, 2, -1, 3, "m", 0},
+  {"the same names nested elsewhere do not count",
+   "{\"choices\":[{\"usage\":{\"prompt_tokens\":50},\"model\":\"x\"}],"
+   "\"data\":{\"usage\":{\"prompt_tokens\":7},\"error\":{}}," U12 ",\"model\":\"m\"}",
+   1, -1, -1, 2, -1, 3, "m", 0},
+  {"escaped quotes and backslashes in a value",
+   "{\"model\":\"a\\\"b\\\\\"," U12 "}", 1, -1, -1, 2, -1, 3, "a\"b\\", 0},
+  {"escapes decoded: \\/ \\u00e9 and a surrogate pair",
+   "{\"model\":\"g\\/\\u00e9\\ud83d\\ude00\"}", -1, -1, -1, -1, -1, -1,
+   "g/\xc3\xa9\xf0\x9f\x98\x80", 0},
+  {"numbers with exponents, a fraction of zero and -0",
+   "{\"usage\":{\"prompt_tokens\":1e2,\"completion_tokens\":2.0E0,\"total_tokens\":-0}}",
+   100, -1, -1, 2, -1, 0, "", 0},
+  {"negative, fractional and 2^53 counts are unknown",
+   "{\"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":9007199254740992,"
+   "\"total_tokens\":0.5}}",
+   -1, -1, -1, -1, -1, -1, "", 0},
+  {"2^53 - 1 is a count", "{\"usage\":{\"completion_tokens\":9007199254740991}}", -1, -1, -1,
+   9007199254740991LL, -1, -1, "", 0},
+  {"a 100-digit number is read whole",
+   "{\"usage\":{\"prompt_tokens\":" ZEROS100 "5,\"completion_tokens\":1" ZEROS100 "}}",
+   5, -1, -1, -1, -1, -1, "", 0},
+  {"whitespace of every kind between tokens",
+   "{ \"usage\" :\n\t{ \"prompt_tokens\" : 4 ,\"completion_tokens\":\r\n5 } ,\"model\" : \"m\" }",
+   4, -1, -1, 5, -1, 9, "m", 0},
+  {"usage null", "{\"model\":\"m\",\"usage\":null}", -1, -1, -1, -1, -1, -1, "m", 0},
+  {"the first member of a name counts",
+   "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens\":2,\"completion_tokens\":3},"
+   "\"model\":\"a\",\"model\":\"b\",\"usage\":{\"prompt_tokens\":9}}",
+   1, -1, -1, 3, -1, 4, "a", 0},
+  {"a first usage that is null hides a second",
+   "{\"usage\":null,\"usage\":{\"prompt_tokens\":1}}", -1, -1, -1, -1, -1, -1, "", 0},
+  {"a name spelt with \\u escapes",
+   "{\"\\u0075sage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}", 3, -1, -1, 4, -1, 7, "",
+   0},
+  {"a \\u0000 ends a name", "{\"usage\\u0000x\":{\"prompt_tokens\":3}}", 3, -1, -1, -1, -1,
+   -1, "", 0},
+  {"a \\u0000 ends a value", "{\"model\":\"ab\\u0000cd\"}", -1, -1, -1, -1, -1, -1, "ab", 0},
+  {"a non-hex \\u is a NUL (cJSON's parse_hex4)", "{\"model\":\"ab\\uZZZZcd\"}", -1, -1, -1,
+   -1, -1, -1, "ab", 0},
+  {"an unknown escape fails the whole document",
+   "{\"model\":\"m\",\"x\":\"\\q\"," U12 "}", -1, -1, -1, -1, -1, -1, "", 0},
+  {"a lone low surrogate fails it", "{\"model\":\"m\\udc00\"," U12 "}", -1, -1, -1, -1, -1, -1,
+   "", 0},
+  {"a high surrogate without its pair fails it", "{\"model\":\"m\\ud800x\"," U12 "}", -1, -1,
+   -1, -1, -1, -1, "", 0},
+  {"a \\u cut by the closing quote fails it", "{\"model\":\"m\\u12\"," U12 "}", -1, -1, -1, -1,
+   -1, -1, "", 0},
+  {"a trailing comma fails it", "{" U12 ",}", -1, -1, -1, -1, -1, -1, "", 0},
+  {"a number strtod does not read whole fails it",
+   "{" U12 ",\"x\":1e}", -1, -1, -1, -1, -1, -1, "", 0},
+  {"a '+' number fails it", "{" U12 ",\"x\":+1}", -1, -1, -1, -1, -1, -1, "", 0},
+  {"bytes after the top-level object are ignored", "{" U12 "}garbage{", 1, -1, -1, 2, -1, 3,
+   "", 0},
+  {"an error that is not an object is no error", "{\"error\":\"x\",\"model\":\"m\"}", -1, -1,
+   -1, -1, -1, -1, "m", 0},
+  {"an error object inside the usage is none", "{\"usage\":{\"error\":{}}}", -1, -1, -1, -1,
+   -1, -1, "", 0},
+  {"type error", "{\"type\":\"error\",\"error\":\"overloaded\"}", -1, -1, -1, -1, -1, -1, "",
+   1},
+  {"array elements that are not objects are skipped",
+   "[1,\"usage\",null,[{\"usage\":{\"prompt_tokens\":7}}],{" U12 "}]", 1, -1, -1, 2, -1, 3, "",
+   0},
+  {"a broken array element fails the whole array",
+   "[{" U12 "},{\"model\":\"x\",}]", -1, -1, -1, -1, -1, -1, "", 0},
+  /* SSE */
+  {"sse: the word usage in a text delta says nothing",
+   "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage model error\"}}\n\n"
+   "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
+   1, -1, -1, 2, -1, 3, "", 0},
+  {"sse: a chunk with only a model still names it (the last wins)",
+   "data: {\"model\":\"a\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n"
+   "data: {\"model\":\"b\",\"choices\":[]}\n\n",
+   1, -1, -1, 2, -1, 3, "b", 0},
+  {"sse: a name spelt with \\u escapes",
+   "data: {\"\\u0075sage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n", 3, -1, -1, 4,
+   -1, 7, "", 0},
+  {"sse: a byte order mark inside an event's data",
+   "data: \xEF\xBB\xBF{\"model\":\"m\"}\n\n", -1, -1, -1, -1, -1, -1, "m", 0},
+  {"sse: response.failed without an error object",
+   "data: {\"type\":\"response.failed\"}\n\n", -1, -1, -1, -1, -1, -1, "", 1},
+  {"sse: a broken event says nothing, the next one counts",
+   "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
+   "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
+   1, -1, -1, 2, -1, 3, "", 0},
+};
+
+static void check_case(const struct usage_case *c, const struct cg_usage *u, const char *how) {
+#define CHECK(F)                                                                             \
+  cr_expect_eq(u->F, c->F, "%s (%s): " #F " %lld, want %lld", c->name, how,                 \
+               (long long) u->F, (long long) c->F)
+  CHECK(input);
+  CHECK(cached_input);
+  CHECK(cache_write);
+  CHECK(output);
+  CHECK(reasoning);
+  CHECK(total);
+  CHECK(error_event);
+#undef CHECK
+  cr_expect_str_eq(u->model, c->model, "%s (%s): model", c->name, how);
+}
+
+/* Every case whole, one byte at a time, and cut in two at every byte offset. */
+Test(usage, scanner_table_at_every_split) {
+  size_t i, cut;
+  for (i = 0; i < sizeof(scan_cases) / sizeof(scan_cases[0]); i++) {
+    const struct usage_case *c = &scan_cases[i];
+    size_t len = strlen(c->body);
+    struct cg_usage u;
+    run(c->body, len, (size_t) -1, &u);
+    check_case(c, &u, "whole");
+    run(c->body, len, 1, &u);
+    check_case(c, &u, "one byte at a time");
+    for (cut = 1; cut < len; cut++) {
+      struct cg_usage_parser *p = cg_usage_new();
+      char how[32];
+      cg_usage_feed(p, c->body, cut);
+      cg_usage_feed(p, c->body + cut, len - cut);
+      cg_usage_finish(p, &u);
+      cg_usage_free(p);
+      snprintf(how, sizeof(how), "cut at %zu", cut);
+      check_case(c, &u, how);
+    }
+  }
+  /* The older table too, cut at every offset. */
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const struct usage_case *c = &cases[i];
+    size_t len = strlen(c->body);
+    for (cut = 1; cut < len; cut++) {
+      struct cg_usage_parser *p = cg_usage_new();
+      struct cg_usage u;
+      char how[32];
+      cg_usage_feed(p, c->body, cut);
+      cg_usage_feed(p, c->body + cut, len - cut);
+      cg_usage_finish(p, &u);
+      cg_usage_free(p);
+      snprintf(how, sizeof(how), "cut at %zu", cut);
+      check_case(c, &u, how);
+    }
+  }
+}
+
+/* cJSON's whitespace is any byte up to 0x20, NUL included. */
+Test(usage, nul_and_control_bytes_are_whitespace) {
+  static const char body[] = "{\0\"usage\"\x01:\x1f{\"prompt_tokens\":1,\"completion_tokens\":2}}";
+  struct cg_usage u;
+  run(body, sizeof(body) - 1, 3, &u);
+  cr_expect_eq(u.input, 1);
+  cr_expect_eq(u.total, 3);
+}
+
+/* At most 1000 nested arrays and objects (CJSON_NESTING_LIMIT). */
+static void nested(size_t depth, struct cg_usage *u) {
+  static const char inner[] = "{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2},\"x\":";
+  size_t n = sizeof(inner) - 1 + 2 * depth + 2, i;
+  char *b = malloc(n), *w = b;
+  cr_assert_not_null(b);
+  memcpy(w, inner, sizeof(inner) - 1), w += sizeof(inner) - 1;
+  for (i = 0; i < depth; i++)
+    *w++ = '[';
+  for (i = 0; i < depth; i++)
+    *w++ = ']';
+  *w++ = '}';
+  run(b, (size_t) (w - b), 4096, u);
+  free(b);
+}
+
+Test(usage, nesting_limit) {
+  struct cg_usage u;
+  nested(999, &u); /* 1000 with the object */
+  cr_expect_eq(u.total, 3);
+  nested(1000, &u);
+  cr_expect_eq(u.total, -1);
+}
