@@ -54,6 +54,10 @@
 #if defined(__x86_64__) && defined(__ELF__)
 
 #define CG_HIDDEN __attribute__((visibility("hidden"), used))
+/* The paths every dlopen/dlsym of the process takes (including ASan's own lookups of its
+ * "real" functions, made before its interceptors work) touch no instrumented code and no
+ * intercepted libc function. */
+#define CG_PLAIN __attribute__((no_sanitize_address, no_sanitize_undefined))
 
 /* glibc's own functions, found once (lazily: a host may dlopen before our constructors). */
 CG_HIDDEN void *cg__real_dlopen;
@@ -63,7 +67,7 @@ CG_HIDDEN char cg__dlsym_forward;
 
 static int cg__self_marker;
 
-static void cg__real_init(void) {
+CG_PLAIN static void cg__real_init(void) {
   /* dlvsym is not interposed; RTLD_NEXT from here is the object after libcurlguard.so
    * (libc.so.6 itself, or another interposer that comes later). */
   void *o = __atomic_load_n(&cg__real_dlopen, __ATOMIC_ACQUIRE);
@@ -265,11 +269,15 @@ static int cg__active(void) {
 
 /* The mode glibc's dlopen gets: `mode` without RTLD_DEEPBIND when the guard is on and
  * `file` needs a libcurl; `mode` itself otherwise (always when CURLGUARD is off). */
-CG_HIDDEN int cg__dlopen_mode(const char *file, int mode) {
-  cg__real_init();
-  if (!(mode & RTLD_DEEPBIND) || !file || !cg__active())
+static int cg__dlopen_mode_deep(const char *file, int mode) {
+  if (!file || !cg__active())
     return mode;
   return cg__needs_curl(file) ? (mode & ~RTLD_DEEPBIND) : mode;
+}
+
+CG_HIDDEN CG_PLAIN int cg__dlopen_mode(const char *file, int mode) {
+  cg__real_init();
+  return (mode & RTLD_DEEPBIND) ? cg__dlopen_mode_deep(file, mode) : mode;
 }
 
 /* ------------------------------------------------------------------ libcurls seen */
@@ -412,14 +420,11 @@ static void *cg__next_for_guard(const char *name) {
 
 /* What dlsym(handle, name) called from `caller` returns: &cg__dlsym_forward for "glibc's
  * own answer" (the stub then jumps to glibc with the host as caller), else the answer. */
-CG_HIDDEN void *cg__dlsym_decide(void *handle, const char *name, const void *caller) {
+static void *cg__dlsym_curl(void *handle, const char *name, const void *caller) {
   struct link_map *clm, *dlm;
   void *real, *ours;
   int slot;
 
-  cg__real_init();
-  if (!name || strncmp(name, "curl_", 5) != 0)
-    return &cg__dlsym_forward;
   clm = cg__lm_of(caller);
   if (clm && cg__lm_is_guard(clm)) {
     /* The guard looking for the real libcurl (lib.c, cg__load). */
@@ -447,6 +452,14 @@ CG_HIDDEN void *cg__dlsym_decide(void *handle, const char *name, const void *cal
   if (strcmp(name, "curl_multi_init") == 0)
     return (void *) cg__multi_tramps[slot];
   return ours;
+}
+
+CG_HIDDEN CG_PLAIN void *cg__dlsym_decide(void *handle, const char *name, const void *caller) {
+  cg__real_init();
+  if (!name || name[0] != 'c' || name[1] != 'u' || name[2] != 'r' || name[3] != 'l' ||
+      name[4] != '_')
+    return &cg__dlsym_forward;
+  return cg__dlsym_curl(handle, name, caller);
 }
 
 /* The exported entry points.  At entry %rsp+0 holds the host's return address; the stack

@@ -218,6 +218,10 @@ class DeepbindFfiTest(harness.GuardTestCase):
     def need_php(self):
         if not PHP or not have_ext(PHP, "curl"):
             self.skipTest("php with php-curl is not installed (scripts/install-deps)")
+        if harness.SAN_PRELOAD:
+            # ASan's own dlopen interceptor aborts on RTLD_DEEPBIND (google/sanitizers#611),
+            # with or without the guard: PHP cannot start under a preloaded ASan runtime.
+            self.skipTest("PHP loads extensions with RTLD_DEEPBIND, which ASan refuses")
 
     def php(self, args, env):
         return harness.run([PHP, "-d", "display_errors=stderr",
@@ -386,7 +390,8 @@ class DeepbindFfiTest(harness.GuardTestCase):
         g = self.py(["loop", url], self.genv(CURLGUARD_LOG="off"), timeout=300)
         self.assertEqual(g.returncode, 0, g.stderr)
         growth = int(re.search(rb"rss_growth_kb (-?\d+)", g.stdout).group(1))
-        self.assertLess(growth, 1024, g.stdout)
+        if not harness.SAN_PRELOAD:          # ASan's quarantine keeps freed memory
+            self.assertLess(growth, 1024, g.stdout)
         self.assertEqual(g.stderr, b"")
 
     # ------------------------------------------------------------------ Ruby
@@ -413,6 +418,10 @@ class DeepbindFfiTest(harness.GuardTestCase):
         to itself, with the guard on and off (the stubs jump to glibc's functions)."""
         if not CC:
             self.skipTest("no C compiler")
+        if harness.SAN_PRELOAD:
+            # ASan's dlopen interceptor comes first and calls glibc itself: the host's
+            # RUNPATH is lost under a preloaded ASan runtime, guard or no guard.
+            self.skipTest("a preloaded ASan runtime makes itself dlopen's caller")
         libdir = self.tmp / "rp"
         libdir.mkdir()
         (self.tmp / "rp.c").write_text("int cg_runpath_answer(void) { return 42; }\n")
