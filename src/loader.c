@@ -432,7 +432,7 @@ static void *cg__dlsym_curl(void *handle, const char *name, const void *caller) 
       return cg__next_for_guard(name);
     return &cg__dlsym_forward;
   }
-  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !cg__active())
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
     return &cg__dlsym_forward;
   real = cg__rdlsym(handle, name);
   if (!real)
@@ -458,6 +458,11 @@ CG_HIDDEN CG_PLAIN void *cg__dlsym_decide(void *handle, const char *name, const 
   cg__real_init();
   if (!name || name[0] != 'c' || name[1] != 'u' || name[2] != 'r' || name[3] != 'l' ||
       name[4] != '_')
+    return &cg__dlsym_forward;
+  /* RTLD_DEFAULT is never substituted (the global scope has the guard first already);
+   * lib.c's duplicate check looks there from inside cg_lib_is_duplicate's pthread_once.
+   * Off: nothing is ever substituted, and the guard's own lookups want glibc's answer. */
+  if (handle == RTLD_DEFAULT || !cg__active())
     return &cg__dlsym_forward;
   return cg__dlsym_curl(handle, name, caller);
 }
