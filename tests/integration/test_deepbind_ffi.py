@@ -439,5 +439,70 @@ class DeepbindFfiTest(harness.GuardTestCase):
             self.assertEqual(p.stdout, want, p.stderr)
 
 
+class RunWarningsTest(harness.GuardTestCase):
+    """`curlguard run` says in words what it cannot reach (cli/run.c)."""
+
+    def setUp(self):
+        super().setUp()
+        if not CC:
+            self.skipTest("no C compiler")
+        if not harness.CLI.exists():
+            self.skipTest(f"{harness.CLI} is not built")
+
+    def cc(self, out, src, *args):
+        c = self.tmp / (out.name + ".c")
+        c.write_text(src)
+        subprocess.run([CC, "-o", out, c, *args], check=True, timeout=60, capture_output=True)
+        return out
+
+    def run_cli(self, exe):
+        p = harness.run([harness.CLI, "run", "--", exe], harness.plain_env(CURLGUARD_LOG="off"))
+        lines = [l for l in p.stderr.decode().splitlines() if l.startswith("curlguard:")]
+        return p, lines
+
+    # A stand-in for a libcurl linked in statically: the function defined in the object.
+    FAKE = "int curl_easy_perform(void *h) { return h != 0; }\n"
+    MAIN = "int main(void) { return 0; }\n"
+
+    def test_static_libcurl_in_the_program(self):
+        exe = self.cc(self.tmp / "static-in", self.FAKE + self.MAIN)
+        p, lines = self.run_cli(exe)
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("has libcurl linked into it statically", lines[0])
+
+    def test_static_libcurl_in_a_linked_library(self):
+        so = self.tmp / "libbundled.so"
+        self.cc(so, self.FAKE, "-shared", "-fPIC")
+        exe = self.cc(self.tmp / "uses-bundled", self.MAIN, "-Wl,--no-as-needed",
+                      f"-L{self.tmp}", "-lbundled", f"-Wl,-rpath,{self.tmp}")
+        p, lines = self.run_cli(exe)
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("libbundled.so, which has libcurl linked into it statically", lines[0])
+
+    def test_set_user_id_program_of_another_user(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give a program to another user")
+        exe = self.cc(self.tmp / "suid", self.MAIN)
+        os.chown(exe, 65534, 65534)
+        os.chmod(exe, 0o4755)
+        os.chmod(self.tmp, 0o755)
+        p, lines = self.run_cli(exe)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("ignores LD_PRELOAD", lines[0])
+
+    def test_php_note_is_true(self):
+        """php links no libcurl: the note says a libcurl it loads later (its curl extension)
+        is guarded, and that is what test_php_curl_exec_retried_invisibly shows."""
+        if not PHP:
+            self.skipTest("php is not installed")
+        p, lines = self.run_cli(PHP)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("does not use libcurl when it starts", lines[0])
+        self.assertIn("PHP's curl extension", lines[0])
+        self.assertNotIn("static", lines[0].split(";")[0])
+
+
 if __name__ == "__main__":
     unittest.main()
