@@ -5,7 +5,7 @@
  *     Zend/zend_portability.h DL_LOAD): a deep-bound object looks symbols up in its own
  *     dependency scope before the global one (dlopen(3), RTLD_DEEPBIND), so curl.so binds
  *     curl_easy_perform to libcurl's own CURL_OPENSSL_4 definition, never to ours.
- *   - FFI bindings (Python ctypes, Ruby ffi/Ethon, PHP FFI, LuaJIT ...) dlopen("libcurl.so.4")
+ *   - FFI bindings (Python ctypes, Ruby ffi/Ethon, LuaJIT ...) dlopen("libcurl.so.4")
  *     and dlsym(handle, "curl_easy_perform"): a lookup in a handle searches that object's
  *     own dependency list (glibc elf/dl-sym.c, l_local_scope), where we are not.
  * So, with CURLGUARD on (never when it is off: then both calls go to glibc untouched):
