@@ -6,6 +6,7 @@
 #   make deb          build/curlguard_<version>_amd64.deb (scripts/make-deb); deb-lint: lintian
 #   make check-peers  curl's and pycurl's own test suites, plain vs guarded (issue 11);
 #                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
+#   make check-php-peer  PHP's ext/curl phpt tests, plain vs guarded (issue 14)
 #   make demo         a real batch of curl calls through the guard against the mock provider
 #   make install      PREFIX=/usr/local (DESTDIR honoured); make uninstall
 #   make V=1 ...      show the full compiler commands (default: one short line per file)
@@ -275,3 +276,9 @@ clean:
 	$(Q)rm -rf build build-asan build-tsan build-fuzz
 
 include fuzz/fuzz.mk
+
+# PHP's own ext/curl tests (php-src run-tests.php) against /usr/bin/php, plain and guarded
+# (issue 14, scripts/check-php-peer; about 2 minutes, sources cached with check-peers').
+.PHONY: check-php-peer
+check-php-peer: $(BUILD)/libcurlguard.so
+	@scripts/check-php-peer $(BUILD)
