@@ -353,9 +353,10 @@ static void *cg__ours(const char *name) {
 }
 
 /* Trampolines for the entry points that take no handle: one per libcurl slot, each a call
- * site of its own, so lib.c's call-site cache keeps them apart. */
+ * site of its own, so lib.c's call-site cache keeps them apart (hence always inlined: the
+ * call instruction must lie in each trampoline, not in one shared helper). */
 typedef void *(*cg__init_fn)(void);
-static void *cg__tramp_call(int k, const char *name) {
+__attribute__((always_inline)) static inline void *cg__tramp_call(int k, const char *name) {
   cg__init_fn f;
   void *r;
   int prev = cg__pending;
