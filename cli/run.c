@@ -311,12 +311,22 @@ static void cg__check_target(const char *cmd) {
                  "statically: requests made through that library are not guarded", cmd, dep);
     return;
   }
+#if defined(__x86_64__)
   if (links == 0)
     cg_cli_error("note: %s does not use libcurl when it starts (no libcurl among its "
                  "libraries): a libcurl it loads later, by name or path (PHP's curl "
                  "extension, pycurl, ctypes, ruby-ffi), and the libcurl programs it starts "
                  "are guarded; libcurl linked statically into a plugin it loads is not",
                  cmd);
+#else
+  /* src/loader.c's dlopen/dlsym exist on x86-64 only: PHP and FFI hosts are missed here. */
+  if (links == 0)
+    cg_cli_error("note: %s does not use libcurl when it starts (no libcurl among its "
+                 "libraries): a libcurl it loads later is guarded only when loaded as pycurl "
+                 "does; PHP's curl extension and FFI bindings (ctypes, ruby-ffi) are not "
+                 "reached on this architecture, nor is libcurl linked statically into a "
+                 "plugin", cmd);
+#endif
 }
 
 /* Set `name` to `path` made absolute against the current directory. */
