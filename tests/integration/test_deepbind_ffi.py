@@ -451,10 +451,11 @@ class DeepbindFfiTest(harness.GuardTestCase):
         subprocess.run([CC, "-O2", "-o", exe, self.tmp / "loop.c", "-ldl"], check=True,
                        timeout=60)
         url = self.mock.url("/v1/c-loop", key=True)
-        # Without the guard each round really unloads and reloads libcurl and its TLS
-        # library, which grows this host by about 8 MB over 150 rounds (libcurl's and
-        # OpenSSL's/GnuTLS's own, seen with no preload at all); the guard pins each libcurl
-        # it handed functions of, so the guarded host stays flat.
+        # Without the guard (and with it off) each round really unloads and reloads libcurl
+        # (LD_DEBUG=files: "calling fini: .../libcurl.so.4"); with no preload at all that
+        # grew this host by about 8 MB over 150 rounds here, libcurl's and its TLS
+        # libraries' own doing, so only the guarded run (the guard pins each libcurl it
+        # handed functions of) is held to a flat resident size.
         for env, flat in ((harness.plain_env(), False), (self.genv(CURLGUARD_LOG="off"), True),
                           (self.genv(CURLGUARD="0"), False)):
             p = harness.run([exe, url], env, timeout=300)
