@@ -6,6 +6,7 @@
 #   make deb          build/curlguard_<version>_amd64.deb (scripts/make-deb); deb-lint: lintian
 #   make check-peers  curl's and pycurl's own test suites, plain vs guarded (issue 11);
 #                     PEERS=curl|pycurl PEER_MODES=plain,one,defaults PEER_TESTS="554 587"
+#   make check-php-peer  PHP's ext/curl phpt tests, plain vs guarded (issue 14)
 #   make demo         a real batch of curl calls through the guard against the mock provider
 #   make install      PREFIX=/usr/local (DESTDIR honoured); make uninstall
 #   make V=1 ...      show the full compiler commands (default: one short line per file)
@@ -46,12 +47,13 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
             src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
-            src/tally.c
+            src/tally.c src/loader.c
 # The cached pid and start time (issue 16): state.c, limiter.c, breaker.c, budget.c use it.
 LIB_SRCS += src/proc.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
-CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
+# ... and without loader.c too: its dlopen/dlsym would interpose the test programs' own.
+CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o $(BUILD)/obj/loader.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.
@@ -284,3 +286,9 @@ clean:
 	$(Q)rm -rf build build-asan build-tsan build-fuzz
 
 include fuzz/fuzz.mk
+
+# PHP's own ext/curl tests (php-src run-tests.php) against /usr/bin/php, plain and guarded
+# (issue 14, scripts/check-php-peer; about 2 minutes, sources cached with check-peers').
+.PHONY: check-php-peer
+check-php-peer: $(BUILD)/libcurlguard.so
+	@scripts/check-php-peer $(BUILD)

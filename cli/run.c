@@ -2,10 +2,24 @@
  *
  * Finds libcurlguard.so (CURLGUARD_LIB, else next to this executable, else
  * ../lib/curlguard/ from it, as `make install` lays it out), prepends it to LD_PRELOAD,
- * sets CURLGUARD=1 (and CURLGUARD_CONFIG), and execs CMD.  Before that it looks at
- * CMD's ELF file and warns, in words, when the guard cannot reach it: a static binary
- * (the dynamic loader, hence LD_PRELOAD, never runs) or a program that does not link
- * libcurl (it is still guarded if it loads libcurl at run time, as pycurl does).
+ * sets CURLGUARD=1 (and CURLGUARD_CONFIG), and execs CMD.  Nothing else is needed for
+ * hosts that bind libcurl privately: the library itself takes RTLD_DEEPBIND off objects
+ * that need libcurl (PHP) and answers dlsym on a libcurl handle (ctypes, ruby-ffi) with its
+ * own entry points (src/loader.c).
+ *
+ * Before that it looks at CMD's ELF file and warns, in words, about what the guard cannot
+ * reach (each a fact of the dynamic loader, ld.so(8)):
+ *   - a static binary: no dynamic loader runs, so LD_PRELOAD is never read;
+ *   - a set-user-ID or set-group-ID program run by someone else: the loader runs it in
+ *     secure-execution mode and ignores LD_PRELOAD;
+ *   - libcurl linked statically into the program or into one of the shared objects it is
+ *     linked with (a defined curl_easy_perform in its symbol tables): those calls never
+ *     leave that object, so no interposer sees them;
+ *   - a program that does not link libcurl: only a libcurl it loads at run time, and the
+ *     programs it starts, are guarded; a plugin with libcurl linked into it statically,
+ *     loaded later, cannot be seen beforehand and is not guarded.
+ * A stripped program with libcurl linked in statically has no symbol to find: it looks
+ * like one that does not link libcurl (the same note then covers it).
  */
 #include "cli.h"
 
@@ -118,12 +132,12 @@ static int cg__inspect(const char *path, char *interp, size_t len) {
 }
 
 /* Whether the dynamic loader `interp` lists a libcurl among `path`'s libraries
- * ("ld.so --list", what ldd(1) runs; it does not run the program).  -1 unknown. */
-static int cg__links_libcurl(const char *interp, const char *path) {
+ * ("ld.so --list", what ldd(1) runs; it does not run the program).  -1 unknown.  The
+ * listing itself (one library a line, "name => /path (addr)") is left in `acc`. */
+static int cg__links_libcurl(const char *interp, const char *path, char *acc, size_t cap) {
   int pipefd[2], status, found = 0;
   pid_t pid;
   char buf[4096];
-  char acc[65536];
   size_t used = 0;
   ssize_t n;
 
@@ -146,7 +160,7 @@ static int cg__links_libcurl(const char *interp, const char *path) {
   }
   close(pipefd[1]);
   while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) {
-    size_t take = (size_t) n < sizeof(acc) - 1 - used ? (size_t) n : sizeof(acc) - 1 - used;
+    size_t take = (size_t) n < cap - 1 - used ? (size_t) n : cap - 1 - used;
     memcpy(acc + used, buf, take);
     used += take;
   }
@@ -159,9 +173,105 @@ static int cg__links_libcurl(const char *interp, const char *path) {
   return found;
 }
 
+/* Whether the ELF file `path` defines curl_easy_perform itself (in .dynsym or .symtab):
+ * libcurl linked into it statically.  0 when not, or when it cannot be read. */
+static int cg__defines_curl(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  Elf64_Ehdr eh;
+  int i, found = 0;
+
+  if (fd < 0)
+    return 0;
+  if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t) sizeof(eh) ||
+      memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr)) {
+    close(fd);
+    return 0;
+  }
+  for (i = 0; i < eh.e_shnum && !found; i++) {
+    Elf64_Shdr sh, st;
+    Elf64_Sym *syms = NULL;
+    char *strs = NULL;
+    size_t n, k;
+
+    if (pread(fd, &sh, sizeof(sh), (off_t) (eh.e_shoff + (Elf64_Off) i * sizeof(sh))) !=
+            (ssize_t) sizeof(sh) ||
+        (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_link >= eh.e_shnum ||
+        pread(fd, &st, sizeof(st), (off_t) (eh.e_shoff + (Elf64_Off) sh.sh_link * sizeof(st))) !=
+            (ssize_t) sizeof(st) ||
+        sh.sh_size > (64u << 20) || st.sh_size > (64u << 20) || st.sh_size == 0)
+      continue;
+    syms = malloc(sh.sh_size ? sh.sh_size : 1);
+    strs = malloc(st.sh_size + 1);
+    if (syms && strs &&
+        pread(fd, syms, sh.sh_size, (off_t) sh.sh_offset) == (ssize_t) sh.sh_size &&
+        pread(fd, strs, st.sh_size, (off_t) st.sh_offset) == (ssize_t) st.sh_size) {
+      strs[st.sh_size] = '\0';
+      n = sh.sh_size / sizeof(Elf64_Sym);
+      for (k = 0; k < n && !found; k++)
+        found = syms[k].st_shndx != SHN_UNDEF && syms[k].st_name < st.sh_size &&
+                ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC &&
+                strcmp(strs + syms[k].st_name, "curl_easy_perform") == 0;
+    }
+    free(syms);
+    free(strs);
+  }
+  close(fd);
+  return found;
+}
+
+/* A libcurl by its file name: libcurl.so.4, libcurl-gnutls.so.4, a wheel's libcurl-abc.so. */
+static int cg__is_libcurl_file(const char *p) {
+  const char *b = strrchr(p, '/');
+  b = b ? b + 1 : p;
+  return strncmp(b, "libcurl", 7) == 0 && (b[7] == '.' || b[7] == '-') &&
+         strncmp(b, "libcurlguard", 12) != 0;
+}
+
+/* The first library of an "ld.so --list" listing that has libcurl linked into it
+ * statically, into `out`; 0 when there is none. */
+static int cg__static_curl_dep(const char *listing, char *out, size_t len) {
+  const char *line = listing;
+
+  while (line && *line) {
+    const char *end = strchr(line, '\n'), *p, *q;
+    size_t l = end ? (size_t) (end - line) : strlen(line);
+    char file[PATH_MAX];
+
+    p = memchr(line, '/', l);
+    if (p) {
+      q = p;
+      while (q < line + l && *q != ' ' && *q != '\t')
+        q++;
+      if ((size_t) (q - p) < sizeof(file)) {
+        memcpy(file, p, (size_t) (q - p));
+        file[q - p] = '\0';
+        if (!cg__is_libcurl_file(file) && strstr(file, "libcurlguard") == NULL &&
+            cg__defines_curl(file)) {
+          snprintf(out, len, "%s", file);
+          return 1;
+        }
+      }
+    }
+    line = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+/* Whether the loader runs `st`'s program in secure-execution mode for us (ld.so(8): a
+ * set-user-ID or set-group-ID program whose IDs differ from the caller's): LD_PRELOAD is
+ * then ignored (only libraries in the system directories that are set-user-ID themselves
+ * would be loaded, and libcurlguard.so is not). */
+static int cg__secure_exec(const struct stat *st) {
+  return ((st->st_mode & S_ISUID) && st->st_uid != geteuid()) ||
+         ((st->st_mode & S_ISGID) && st->st_gid != getegid());
+}
+
 /* Warn when CMD cannot be guarded, in words a user understands. */
 static void cg__check_target(const char *cmd) {
-  char path[PATH_MAX], interp[PATH_MAX];
+  char path[PATH_MAX], interp[PATH_MAX], dep[PATH_MAX];
+  static char listing[65536];
+  struct stat st;
   int kind, links;
 
   if (cg__which(cmd, path, sizeof(path)) != 0)
@@ -184,11 +294,39 @@ static void cg__check_target(const char *cmd) {
                  "guard will not see its requests", cmd);
     return;
   }
-  links = cg__links_libcurl(interp, path);
+  if (stat(path, &st) == 0 && cg__secure_exec(&st)) {
+    cg_cli_error("warning: %s is set-user-ID or set-group-ID: the dynamic loader ignores "
+                 "LD_PRELOAD for it, so the guard will not see its requests", cmd);
+    return;
+  }
+  if (cg__defines_curl(path)) {
+    cg_cli_error("warning: %s has libcurl linked into it statically: its calls never "
+                 "leave the program, so the guard will not see its requests", cmd);
+    return;
+  }
+  listing[0] = '\0';
+  links = cg__links_libcurl(interp, path, listing, sizeof(listing));
+  if (links >= 0 && cg__static_curl_dep(listing, dep, sizeof(dep))) {
+    cg_cli_error("warning: %s is linked with %s, which has libcurl linked into it "
+                 "statically: requests made through that library are not guarded", cmd, dep);
+    return;
+  }
+#if defined(__x86_64__)
   if (links == 0)
-    cg_cli_error("note: %s does not use libcurl (no libcurl among its libraries): only "
-                 "libcurl programs it starts, or libcurl it loads at run time (as pycurl "
-                 "does), are guarded", cmd);
+    cg_cli_error("note: %s does not use libcurl when it starts (no libcurl among its "
+                 "libraries): a libcurl it loads later, by name or path (PHP's curl "
+                 "extension, pycurl, ctypes, ruby-ffi), and the libcurl programs it starts "
+                 "are guarded; libcurl linked statically into a plugin it loads is not",
+                 cmd);
+#else
+  /* src/loader.c's dlopen/dlsym exist on x86-64 only: PHP and FFI hosts are missed here. */
+  if (links == 0)
+    cg_cli_error("note: %s does not use libcurl when it starts (no libcurl among its "
+                 "libraries): a libcurl it loads later is guarded only when loaded as pycurl "
+                 "does; PHP's curl extension and FFI bindings (ctypes, ruby-ffi) are not "
+                 "reached on this architecture, nor is libcurl linked statically into a "
+                 "plugin", cmd);
+#endif
 }
 
 /* Set `name` to `path` made absolute against the current directory. */

@@ -23,6 +23,8 @@ except ImportError:          # discovered with tests/integration as the top-leve
 # it a held response after the transfer ended gets libcurl's answer for a running one.
 EXPORTS = {"curl_easy_init", "curl_easy_setopt", "curl_easy_perform", "curl_easy_cleanup",
            "curl_easy_reset", "curl_easy_duphandle", "curl_easy_pause"}
+# src/loader.c (issue 14): PHP's RTLD_DEEPBIND and dlsym on a libcurl handle (FFI hosts).
+EXPORTS |= {"dlopen", "dlsym"}
 # --attempt-timeout 2 --base 1 --cap 20 --max-attempts 8: waits 0,1,2,4,8,16,20,20
 PLAN_ENDS = [2, 5, 9, 15, 25, 43, 65, 87]
 PLAN_WAITS = [0, 1, 2, 4, 8, 16, 20, 20]
