@@ -46,10 +46,10 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
             src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
-            src/tally.c
+            src/tally.c src/multi.c src/shim-multi.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
-CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
+CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o $(BUILD)/obj/shim-multi.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.
