@@ -25,6 +25,8 @@
  *                           N transfers, all POST to the first URL, transfer i sends line
  *                           (i mod lines) of FILE; at most T in the multi at once (default
  *                           all); F gets "i start_ms end_ms status code 1" as each ends.
+ *                           --pace-ms P: transfer i is not added before i * P ms (an open-
+ *                           loop arrival stream, as bench/curl-call's BENCH_PACE_MS).
  *
  * Output: at the end, on stdout, one line per transfer in index order:
  *   "i CURLcode HTTP-status body-bytes"   or   "i removed"
@@ -79,6 +81,7 @@ struct global {
     int running;
     struct xfer *x;
     long n, next, active, concurrency, finished;
+    long pace_ms;                  /* --pace-ms: transfer i not before i * pace_ms */
     FILE *bench_out;
 };
 
@@ -146,7 +149,8 @@ static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 static void add_next(struct global *g)
 {
-    while (g->next < g->n && (g->concurrency <= 0 || g->active < g->concurrency)) {
+    while (g->next < g->n && (g->concurrency <= 0 || g->active < g->concurrency) &&
+           (g->pace_ms <= 0 || now_ms() >= (double)(g->next * g->pace_ms))) {
         struct xfer *x = &g->x[g->next++];
         x->start_ms = now_ms();
         mcheck("curl_multi_add_handle", curl_multi_add_handle(g->multi, x->easy));
@@ -206,6 +210,21 @@ static void remove_one(struct global *g, long idx)
     g->active--;
     g->finished++;
     add_next(g);
+}
+
+/* How long the loop may wait: at most 1 s, the give-up time, the next paced addition. */
+static long wait_ms(const struct global *g, long max_ms)
+{
+    long wait = 1000, t = (long)now_ms();
+    if (max_ms - t < wait)
+        wait = max_ms - t;
+    if (g->pace_ms > 0 && g->next < g->n &&
+        (g->concurrency <= 0 || g->active < g->concurrency)) {
+        long due = g->next * g->pace_ms - t + 1;
+        if (due < wait)
+            wait = due;
+    }
+    return wait < 0 ? 0 : wait;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -316,7 +335,9 @@ static int run_socket_action(struct global *g, long remove_ms, long remove_idx, 
         if (left <= 0)
             return 3;
         struct epoll_event evs[MAX_EVENTS];
-        int n = epoll_wait(g->epfd, evs, MAX_EVENTS, (int)(left > 1000 ? 1000 : left));
+        int n = epoll_wait(g->epfd, evs, MAX_EVENTS, (int)wait_ms(g, max_ms));
+        if (n == 0 && g->pace_ms > 0)
+            add_next(g);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -368,7 +389,7 @@ static int run_perform(struct global *g, long remove_ms, long remove_idx, long m
         check_multi_info(g);
         if (g->finished >= g->n)
             break;
-        long wait = 1000;
+        long wait = wait_ms(g, max_ms);
         if (removal_due && remove_ms - (long)t < wait)
             wait = remove_ms - (long)t;
         if (wait < 0)
@@ -388,7 +409,8 @@ static void usage(void)
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
             "               [--out-dir DIR] [--remove-after-ms K IDX] [--timing FILE]\n"
             "               [--timeout-ms N] [--max-ms N]\n"
-            "               [--bodies FILE --calls N [--concurrency T] [--bench-out F]] URL...\n");
+            "               [--bodies FILE --calls N [--concurrency T] [--pace-ms P]\n"
+            "                [--bench-out F]] URL...\n");
     exit(2);
 }
 
@@ -437,7 +459,7 @@ int main(int argc, char **argv)
     const char *post = NULL, *idem = NULL, *out_dir = NULL, *timing = NULL;
     const char *bodies = NULL, *bench_out = NULL;
     long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 120000, calls = -1;
-    long concurrency = 0;
+    long concurrency = 0, pace = 0;
     struct curl_slist *extra = NULL;
     int i = 1;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
@@ -468,6 +490,8 @@ int main(int argc, char **argv)
             calls = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--concurrency") && has1)
             concurrency = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--pace-ms") && has1)
+            pace = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--bench-out") && has1)
             bench_out = argv[++i];
         else
@@ -493,6 +517,7 @@ int main(int argc, char **argv)
     memset(&g, 0, sizeof(g));
     g.n = bodies ? calls : nurls;
     g.concurrency = concurrency;
+    g.pace_ms = pace;
     if (remove_idx >= g.n)
         usage();
     g.x = calloc((size_t)g.n, sizeof(*g.x));
