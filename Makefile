@@ -77,7 +77,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MAN_PAGES := $(BUILD)/curlguard.1 $(BUILD)/libcurlguard.7
 
 all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost \
-  $(MAN_PAGES)
+  $(BUILD)/tests/cgmulti $(MAN_PAGES)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(say) CC $@
@@ -109,6 +109,11 @@ $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 $(BUILD)/tests/rsshost: tests/hosts/rsshost.c | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+
+# The multi-API host (issue 13): an epoll loop over socket_action, or perform + poll.
+$(BUILD)/tests/cgmulti: tests/hosts/cgmulti.c | $(BUILD)/tests
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl
 
 $(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) | $(BUILD)/tests
 	$(say) CCLD $@
