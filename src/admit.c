@@ -804,6 +804,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       return CG_NB_LIMIT;
     }
     nb->phase = 3;
+    nb->go_at_ns = now + wait_ns;
     if (wait_ns > 0) {
       cg_limiter_count(st, p, CG_CNT_WAITED);
       nb->waited_counted = 1;
@@ -814,6 +815,10 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
   case 3: {
     int64_t hold, w, waited_ns;
     now = cg_state_now();
+    if (nb->go_at_ns > now) { /* asked before the reservation's turn */
+      *ms = cg__ceil_ms(nb->go_at_ns - now);
+      return CG_NB_WAIT;
+    }
     hold = cg_limiter_hold_until(st, p) - now;
     if (hold > 0) {
       if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||

@@ -187,6 +187,7 @@ struct cg_admit_nb {
   int64_t held_since_ns;  /* state clock: since when, for breaker_wait_ms */
   int64_t ramp_at_ns;     /* the slow start's turn (state clock) */
   int64_t queue_since_ms; /* monotonic: the limiter's wait began, for queue_ms */
+  int64_t go_at_ns;       /* state clock: the reservation's turn (phase 3 waits for it) */
   int waited_counted;     /* CG_CNT_WAITED counted for this attempt */
   int slot;               /* the in-flight slot taken in phase 3, -2 none */
 };
