@@ -53,6 +53,11 @@ struct cg_multi {
   int in_host_cb;             /* the guard is calling a host callback */
 };
 
+/* A call whose due time is this close is started: host timers are set in whole ms
+ * (cg__rel rounds down) and may fire a little early; without the margin the host's loop
+ * would come back once more for the last millisecond. */
+#define CG_EARLY_MS 5
+
 /* ---- registries: multi handles, and easy handle -> entry ---- */
 
 static pthread_mutex_t cg__mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -311,7 +316,7 @@ static void cg__due(struct cg_multi *cm) {
   int64_t now = cg_mono_ms();
 
   for (en = cm->entries; en; en = en->next) {
-    if (en->due_ms > now)
+    if (en->due_ms > now + CG_EARLY_MS)
       continue;
     if (en->st == CG_MS_WAIT) {
       CURLMcode mrc = cg__start(cm, en);
@@ -563,21 +568,19 @@ CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned i
 CURLMcode cg_multi_socket_action(struct cg_multi *cm, curl_socket_t s, int ev, int *running) {
   CURLMcode mrc;
   int r = 0;
-  int64_t now;
 
   if (cm->in_host_cb)
     return CURLM_RECURSIVE_API_CALL;
   if (cm->busy)
     return cm->lib->multi_socket_action(cm->m, s, ev, running);
   cm->busy = 1;
-  now = cg_mono_ms();
   if (s == CURL_SOCKET_TIMEOUT) {
-    /* The host's timer fired: what it was set to is spent; libcurl's too, once due
-     * (libcurl sets its next one, or none, itself while it handles it). */
-    if (cm->told_abs >= 0 && now >= cm->told_abs)
-      cm->told_abs = -1;
-    if (cm->lc_abs >= 0 && now >= cm->lc_abs)
-      cm->lc_abs = -1;
+    /* The host's timer fired: what it was set to is spent.  libcurl clears its own
+     * record of the last timer it told on a timeout (lib/multi.c multi_socket,
+     * timer_lastcall: "the application asks libcurl to run the timeout prematurely") and
+     * tells its timer again in this call if it has one; the guard forgets it likewise. */
+    cm->told_abs = -1;
+    cm->lc_abs = -1;
   }
   cm->kick = 0;
   cg__due(cm);
