@@ -20,6 +20,8 @@ enum cg_mstate {
   CG_MS_DONE,  /* final: its CURLMSG_DONE is queued or was read; the call is over */
 };
 
+#define CG_MSG_RING 64 /* messages of unguarded transfers stay valid this many reads */
+
 struct cg_mentry {
   struct cg_mentry *next;     /* in the multi's list, in the order of adding */
   struct cg_mentry *map_next; /* in the easy -> entry map */
@@ -31,6 +33,9 @@ struct cg_mentry {
   enum cg_mstate st;
   int in_real;                /* added to the real multi handle */
   int64_t due_ms;             /* monotonic; WAIT and JUDGE */
+  CURLMsg msg;                /* its CURLMSG_DONE as handed to the host: like libcurl's
+                               * (kept in the easy handle, lib/multi.c), valid until the
+                               * handle leaves the multi */
 };
 
 struct cg_multi {
@@ -41,7 +46,9 @@ struct cg_multi {
   /* Messages for the host, in order (a ring). */
   CURLMsg *q;
   size_t qhead, qlen, qcap;
-  CURLMsg cur;                /* the one curl_multi_info_read returned last */
+  CURLMsg cur[CG_MSG_RING];   /* the last ones curl_multi_info_read returned for other
+                               * transfers (a guarded one's stays in its entry) */
+  unsigned ncur;
   int nreal;                  /* easy handles the host has in the real multi (ours too) */
   /* CURLMOPT_TIMERFUNCTION: the host's, and what libcurl and the host were told. */
   curl_multi_timer_callback host_timer;
@@ -522,11 +529,19 @@ CURLMsg *cg_multi_info_read(struct cg_multi *cm, int *msgs_in_queue) {
     *msgs_in_queue = 0;
     return NULL;
   }
-  cm->cur = cm->q[cm->qhead];
-  cm->qhead = (cm->qhead + 1) % cm->qcap;
-  cm->qlen--;
-  *msgs_in_queue = (int) cm->qlen;
-  return &cm->cur;
+  {
+    CURLMsg m = cm->q[cm->qhead], *out;
+    struct cg_mentry *en = m.easy_handle ? cg__find(m.easy_handle) : NULL;
+    cm->qhead = (cm->qhead + 1) % cm->qcap;
+    cm->qlen--;
+    *msgs_in_queue = (int) cm->qlen;
+    if (en && en->cm == cm && en->st == CG_MS_DONE)
+      out = &en->msg;
+    else
+      out = &cm->cur[cm->ncur++ % CG_MSG_RING];
+    *out = m;
+    return out;
+  }
 }
 
 CURLMcode cg_multi_timeout(struct cg_multi *cm, long *timeout_ms) {
