@@ -255,6 +255,64 @@ class MultiDriverTest(harness.GuardTestCase):
         # Had the guard slept in curl_multi_perform, the stream would end with /a, after 2 s.
         self.assertLess(t[1], t[0] - 1.0, out)
 
+    def test_pycurl_multi_close_with_calls_inside(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # /a waits 3 s for its retry, /b is in flight (a stall), /c is done: then
+        # curl_multi_cleanup (CurlMulti.close) with all three still inside.
+        script = self.tmp / "close.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); hs = []
+            for u in sys.argv[1:]:
+                c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
+                c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c); hs.append(c)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.6:
+                m.perform(); m.select(0.05)
+            m.close()
+            for c in hs:
+                c.close()
+            print("closed")
+        '''))
+        urls = [self.mock.url("/a", plan="503:ra=3,200"),
+                self.mock.url("/b", plan="stall:ms=4000"), self.mock.url("/c", key=True)]
+        t0 = time.monotonic()
+        p = harness.run([harness.PYTHON, str(script), *urls], self.genv(), timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, b"closed\n"), p.stderr)
+        self.assertLess(time.monotonic() - t0, 2.9)          # neither waited for
+        calls = self.calls()
+        self.assertOneFinalPerCall(calls)
+        by_path = {recs[0]["path"]: recs for recs in calls.values()}
+        self.assertEqual([(r["outcome"], r["reason"]) for r in by_path["/a"]],
+                         [("http_503", "retry_after"), ("aborted_by_host", "multi_cleanup")])
+        self.assertEqual([(r["outcome"], r["reason"]) for r in by_path["/b"]],
+                         [("aborted_by_host", "multi_cleanup")])
+        self.assertEqual([r["outcome"] for r in by_path["/c"]], ["ok"])
+
+    def test_open_breaker_holds_one_pool_not_the_loop(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # Open the breaker of 127.0.0.1:PORT (two failed calls in a row), then run a multi
+        # with one transfer to that pool (held: open = wait) and one to localhost:PORT, a
+        # pool of its own, which must not wait for the first one's probe.
+        brk = dict(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_CONSECUTIVE_FAILURES="2",
+                   CURLGUARD_BREAKER_COOLDOWN_S="2", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                   CURLGUARD_BREAKER_JITTER="0")
+        for _ in range(2):
+            harness.run([harness.CURL, "-s", "-o", "/dev/null", "--noproxy", "*",
+                         self.mock.url("/down", plan="500")], self.genv(**brk))
+        free = self.mock.url("/free", plan="200:delay=200").replace("127.0.0.1", "localhost")
+        urls = [self.mock.url("/held", key=True), free]
+        out, _ = self.pyhost("perform", {"urls": urls}, self.genv(**brk))
+        t = {o["index"]: o["t"] for o in out}
+        self.assertEqual([(o["curl"], o["http"]) for o in out], [(0, 200), (0, 200)])
+        held = [r for r in self.records() if r["path"] == "/held"]
+        self.assertEqual(len(held), 1)
+        self.assertEqual(held[0]["reason"], "breaker_wait")
+        self.assertGreater(held[0]["breaker_wait_ms"], 500)
+        self.assertLess(t[1], t[0] - 0.4, out)               # /free did not wait for /held
+
 
 SMART_SERVER = textwrap.dedent(r'''
     # git smart HTTP through `git http-backend` (CGI); the first request of each path in
