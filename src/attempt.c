@@ -674,6 +674,44 @@ static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
   return CURLE_OK;
 }
 
+CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int *paused) {
+  *paused = 0;
+  a->h->replaying = 1;
+  while (a->head) {
+    struct cg_event *e = a->head;
+    size_t r = cg__host(a, e->kind, e->data, e->len);
+
+    if (r == CURL_WRITEFUNC_PAUSE) {
+      /* As cg__deliver, without the nap: the caller comes back later. */
+      if (cg__host_progress_idle(a) != 0) {
+        a->host_aborted = 1;
+        snprintf(a->errbuf, sizeof(a->errbuf), "Callback aborted");
+        cg_attempt_discard(a);
+        a->h->replaying = 0;
+        return CURLE_ABORTED_BY_CALLBACK;
+      }
+      if (cg_mono_ms() >= deadline_ms) {
+        snprintf(a->errbuf, sizeof(a->errbuf),
+                 "curlguard: the host kept the transfer paused past the deadline");
+        cg_attempt_discard(a);
+        a->h->replaying = 0;
+        return CURLE_OPERATION_TIMEDOUT;
+      }
+      *paused = 1; /* still replaying: curl_easy_pause answers as for a running transfer */
+      return CURLE_OK;
+    }
+    if (r != e->len) {
+      cg_attempt_discard(a);
+      a->h->replaying = 0;
+      return CURLE_WRITE_ERROR;
+    }
+    cg__drop_head(a);
+  }
+  a->mode = CG_MODE_STREAM;
+  a->h->replaying = 0;
+  return CURLE_OK;
+}
+
 void cg_attempt_discard(struct cg_attempt *a) {
   while (a->head)
     cg__drop_head(a);

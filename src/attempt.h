@@ -153,6 +153,12 @@ void cg_attempt_put_back(const struct cg_handle *h, CURL *c);
  * a->errbuf, worded as libcurl words it. */
 CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms);
 
+/* The same without sleeping, for the multi driver (engine.h): hand over what the host
+ * takes now.  When it pauses, its progress callback is called once, `*paused` is set and
+ * CURLE_OK returned with the rest still held: call again later (curl_easy_pause answers as
+ * for a running transfer meanwhile).  Other returns as cg_attempt_deliver's. */
+CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int *paused);
+
 /* Drop the held response. */
 void cg_attempt_discard(struct cg_attempt *a);
 

@@ -100,6 +100,9 @@ struct cg_call {
     struct cg_policy_out out;
     CURLcode rc;
     int64_t since_ms;         /* monotonic: the wait for the budget began */
+    int final;                /* nb: the final attempt, its held bytes handed over while
+                               * the host keeps it paused (cg_attempt_deliver_step) */
+    int64_t nap_ms;           /* ... asked again after this long (1, 2, 4 ... 100 ms) */
   } pend;
 };
 
@@ -910,11 +913,14 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
 
   *ms = 0;
   if (call->pend.active) {
-    /* Judged before; its retry was waiting for the budget. */
+    /* Judged before; its retry was waiting for the budget, or (final) its held bytes for
+     * a host that paused. */
     info = call->pend.info;
     v = call->pend.v;
     out = call->pend.out;
     rc = call->pend.rc;
+    if (call->pend.final)
+      goto deliver;
   } else {
     int deferred;
     cg__getinfo(call, &info);
@@ -1006,9 +1012,32 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
     return CG_STEP_RETRY;
   }
 
-  /* The final attempt: hand over what is held, then record what the host got. */
+  /* The final attempt: hand over what is held, then record what the host got.  The
+   * multi driver never naps here: a host that pauses is asked again later. */
+deliver:
   if (a->mode != CG_MODE_STREAM) {
-    CURLcode drc = cg_attempt_deliver(a, call->deadline_ms);
+    CURLcode drc;
+    if (nb) {
+      int paused;
+      drc = cg_attempt_deliver_step(a, call->deadline_ms, &paused);
+      if (paused) {
+        if (!call->pend.final) {
+          call->pend.active = call->pend.final = 1;
+          call->pend.info = info;
+          call->pend.v = v;
+          call->pend.out = out;
+          call->pend.rc = rc;
+          call->pend.nap_ms = 1;
+        } else if (call->pend.nap_ms < 100) {
+          call->pend.nap_ms *= 2;
+        }
+        *ms = call->pend.nap_ms;
+        return CG_STEP_WAIT;
+      }
+      call->pend.active = call->pend.final = 0;
+    } else {
+      drc = cg_attempt_deliver(a, call->deadline_ms);
+    }
     if (drc != CURLE_OK && rc == CURLE_OK) {
       rc = drc;
       if (a->host_aborted || drc == CURLE_WRITE_ERROR) {
@@ -1129,10 +1158,12 @@ void cg_engine_cancel(struct cg_call *call, struct cg_attempt *a, const char *re
     int judged = call->pend.active;
 
     if (judged) {
-      /* Judged "retry" and waiting for the budget: recorded as what it was. */
+      /* Judged: its retry waited for the budget, or its held bytes for a paused host;
+       * recorded as what it was. */
       info = call->pend.info;
       v = call->pend.v;
-      call->pend.active = 0;
+      call->pend.active = call->pend.final = 0;
+      call->h->replaying = 0;
     } else {
       cg__getinfo(call, &info);
       if (a->usage)

@@ -313,6 +313,59 @@ class MultiDriverTest(harness.GuardTestCase):
         self.assertGreater(held[0]["breaker_wait_ms"], 500)
         self.assertLess(t[1], t[0] - 0.4, out)               # /free did not wait for /held
 
+    def test_held_answer_to_a_paused_host_does_not_hold_the_loop(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # /p's 503 is held for a retry the budget then refuses (no retry fits the deadline):
+        # the answer in hand goes to the host after the transfer ended.  The host pauses at
+        # its first byte and resumes 300 ms later from its own loop (curl_easy_pause); /q
+        # must finish meanwhile.
+        script = self.tmp / "pause.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            t0 = time.monotonic(); st = {"paused": False, "resume_at": None, "body": b""}
+            def wr(data):
+                if st["paused"]:
+                    return pycurl.WRITEFUNC_PAUSE
+                if st["resume_at"] is None:
+                    st["paused"] = True
+                    st["resume_at"] = time.monotonic() + 0.3
+                    return pycurl.WRITEFUNC_PAUSE
+                st["body"] += data
+            m = pycurl.CurlMulti()
+            a = pycurl.Curl(); a.setopt(pycurl.URL, sys.argv[1]); a.setopt(pycurl.PROXY, "")
+            a.setopt(pycurl.WRITEFUNCTION, wr)
+            b = pycurl.Curl(); b.setopt(pycurl.URL, sys.argv[2]); b.setopt(pycurl.PROXY, "")
+            b.setopt(pycurl.WRITEDATA, io.BytesIO())
+            m.add_handle(a); m.add_handle(b); done = {}
+            while len(done) < 2 and time.monotonic() - t0 < 20:
+                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                    pass
+                q, ok, err = m.info_read()
+                for c in ok: done[c] = (0, c.getinfo(pycurl.RESPONSE_CODE), time.monotonic() - t0)
+                for c, e, msg in err: done[c] = (e, 0, time.monotonic() - t0)
+                if st["paused"] and time.monotonic() >= st["resume_at"]:
+                    st["paused"] = False
+                    a.pause(pycurl.PAUSE_CONT)
+                m.select(0.02)
+            print(done[a][0], done[a][1], round(done[a][2], 3), round(done[b][2], 3))
+            sys.stdout.buffer.write(st["body"])
+        '''))
+        urls = [self.mock.url("/p", plan="503"), self.mock.url("/q", plan="200:delay=100")]
+        env = self.genv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0",
+                        CURLGUARD_DEADLINE_MS="1500")
+        p = harness.run([harness.PYTHON, str(script), *urls], env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        head, _, body = p.stdout.partition(b"\n")
+        code, http, ta, tb = head.split()
+        self.assertEqual((code, http), (b"0", b"503"))
+        self.assertIn(b"overloaded", body)                   # the whole answer, once
+        self.assertEqual(body.count(b"\"code\": \"overloaded\""), 1)
+        self.assertLess(float(tb), float(ta) - 0.2, head)    # /q did not wait for /p's host
+        recs = [r for r in self.records() if r["path"] == "/p"]
+        self.assertEqual([(r["outcome"], r["decision"], r["final"]) for r in recs],
+                         [("http_503", "give_up", True)])
+
 
 SMART_SERVER = textwrap.dedent(r'''
     # git smart HTTP through `git http-backend` (CGI); the first request of each path in
