@@ -219,7 +219,7 @@ class CgmultiTests:
         self.assertLess(g_stream, p_stream + 1000,
                         f"stream took {g_stream:.0f} ms guarded vs {p_stream:.0f} ms plain")
         self.assertLess(g1[2], g0[3], "the stream ended after the backed-off transfer")
-        self.assertGreaterEqual(g1[5], 16, g1)
+        self.assertGreaterEqual(g1[5], 8, f"the stream came in {g1[5]:.0f} writes: {g1}")
         self.assertServerSaw(gurls, [2, 1])
         calls = self.assertCalls({"/v1/cgm-flow/0": ["http_503", "ok"], "/v1/cgm-flow/1": ["ok"]})
         self.assertGreaterEqual(calls["/v1/cgm-flow/0"][0]["backoff_ms"], 3000 - 5,
@@ -275,7 +275,7 @@ class CgmultiTests:
         rs = calls["/v1/cgm-rm/0"]
         self.assertEqual(rs[0]["outcome"], "http_503", rs)
         self.assertEqual(rs[-1]["outcome"], "aborted_by_host", rs)
-        self.assertTrue(rs[-1]["final"], rs)
+        self.assertEqual((rs[-1]["final"], rs[-1]["decision"]), (True, "done"), rs)
         self.assertEqual([r["outcome"] for r in calls["/v1/cgm-rm/1"]], ["ok"])
 
 
