@@ -71,21 +71,27 @@ class MultiTestCase(harness.GuardTestCase):
         """One URL per plan, paths PREFIX/i (so each call's records are told apart by path)."""
         return [self.mock.url(f"{prefix}/{i}", plan=p) for i, p in enumerate(plans)]
 
-    def call_sets(self, recs=None):
-        """The log grouped by request id: {path: [records by attempt]}, each a well formed set
-        (attempts 1..k, only the last final, every SPEC key, one path); one set per path."""
+    def record_sets(self, recs=None):
+        """The log grouped by request id: [[records by attempt], ...] in log order, each a
+        well formed set (attempts 1..k, only the last final, every SPEC key, one path)."""
         recs = self.records() if recs is None else recs
         sets = {}
         for r in recs:
             self.assertRecordKeys(r)
             sets.setdefault(r["request_id"], []).append(r)
-        by_path = {}
         for rid, rs in sets.items():
             self.assertTrue(rid, f"record without a request id: {rs}")
             rs.sort(key=lambda r: r["attempt"])
             self.assertEqual([r["attempt"] for r in rs], list(range(1, len(rs) + 1)), rs)
             self.assertEqual([r["final"] for r in rs], [False] * (len(rs) - 1) + [True], rs)
             self.assertEqual(len({r["path"] for r in rs}), 1, rs)
+        return list(sets.values())
+
+    def call_sets(self, recs=None):
+        """record_sets() by path, {path: [records by attempt]}: one call per path."""
+        recs = self.records() if recs is None else recs
+        by_path = {}
+        for rs in self.record_sets(recs):
             self.assertNotIn(rs[0]["path"], by_path, f"two calls of one path: {recs}")
             by_path[rs[0]["path"]] = rs
         return by_path
@@ -741,15 +747,18 @@ class GitSmartHttpTest(MultiTestCase):
         return self.git_env(self.guard_env(extra=FAST))
 
     def assertGitCalls(self, reqs, retried_first):
-        """One record set per call: the server's requests, less the 503 that was retried."""
-        calls = self.call_sets()
+        """One record set per call: the server's requests, less the 503 that was retried
+        (git POSTs to git-upload-pack twice: ls-refs, then fetch)."""
+        calls = self.record_sets()
         served = [r for r in reqs if r[3] != "503"]
         self.assertEqual(len(calls), len(served), (reqs, self.records()))
         by_path = {}
-        for rs in calls.values():
+        for rs in calls:
             by_path.setdefault(rs[0]["path"], []).append([r["outcome"] for r in rs])
             self.assertEqual(rs[-1]["status"], 200, rs)
-        self.assertEqual(sorted(by_path), sorted({r[2] for r in served}), by_path)
+        self.assertEqual({p: len(c) for p, c in by_path.items()},
+                         {p: sum(r[2] == p for r in served) for p in {r[2] for r in served}},
+                         by_path)
         first = by_path["/repo.git/info/refs"]
         self.assertEqual(first, [["http_503", "ok"]] if retried_first else [["ok"]], by_path)
 
