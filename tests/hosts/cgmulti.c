@@ -17,6 +17,9 @@
  *   --out-dir DIR           body of transfer i to DIR/i.body, its headers to DIR/i.headers
  *   --remove-after-ms K IDX curl_multi_remove_handle(transfer IDX) K ms after the start,
  *                           unless it finished before; it is reported as "IDX removed"
+ *   --cleanup-after-ms K    K ms after the start, curl_multi_cleanup with the unfinished
+ *                           transfers still inside, then add them all to a new multi handle
+ *                           (libcurl: a handle left in a cleaned-up multi may be re-added)
  *   --timing FILE           per transfer: "i start_ms first_ms last_ms done_ms max_gap_ms
  *                           writes" (ms since the start, CLOCK_MONOTONIC; -1: never)
  *   --timeout-ms N          CURLOPT_TIMEOUT_MS of every transfer
@@ -73,11 +76,15 @@ struct sock {
     unsigned magic;
     curl_socket_t fd;
     int what;
+    struct sock *next, *prev;      /* every sock alive, to free after curl_multi_cleanup */
 };
 
 struct global {
     CURLM *multi;
-    int epfd, tfd, rfd;            /* epoll, libcurl's timer, the removal timer */
+    int epfd, tfd, rfd;            /* epoll, libcurl's timer, the removal/cleanup timer */
+    bool sockets;                  /* the socket_action loop (not --perform) */
+    bool cleanup;                  /* the timed event is --cleanup-after-ms */
+    struct sock *socks;
     int running;
     struct xfer *x;
     long n, next, active, concurrency, finished;
@@ -280,6 +287,12 @@ static int sock_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *so
         if (s) {
             if (s->fd != CURL_SOCKET_BAD)
                 epoll_ctl(g->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+            if (s->prev)
+                s->prev->next = s->next;
+            else
+                g->socks = s->next;
+            if (s->next)
+                s->next->prev = s->prev;
             free(s);
         }
         curl_multi_assign(g->multi, fd, NULL);
@@ -291,6 +304,10 @@ static int sock_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *so
             die("calloc", "out of memory");
         s->magic = SOCK_MAGIC;
         s->fd = CURL_SOCKET_BAD;
+        s->next = g->socks;
+        if (g->socks)
+            g->socks->prev = s;
+        g->socks = s;
         watch(g, s, fd, what);
         mcheck("curl_multi_assign", curl_multi_assign(g->multi, fd, s));
     } else {
@@ -307,12 +324,53 @@ static void read_timer(int fd)
         die("read(timerfd)", strerror(errno));
 }
 
-static int run_socket_action(struct global *g, long remove_ms, long remove_idx, long max_ms)
+static void socket_options(struct global *g)
 {
     mcheck("CURLMOPT_SOCKETFUNCTION", curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb));
     mcheck("CURLMOPT_SOCKETDATA", curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g));
     mcheck("CURLMOPT_TIMERFUNCTION", curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb));
     mcheck("CURLMOPT_TIMERDATA", curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g));
+}
+
+/* --cleanup-after-ms: curl_multi_cleanup with the unfinished transfers inside, then the
+ * same easy handles into a new multi handle, where they start over. */
+static void restart_multi(struct global *g)
+{
+    mcheck("curl_multi_cleanup", curl_multi_cleanup(g->multi));
+    g->multi = curl_multi_init();
+    if (!g->multi)
+        die("curl_multi_init", "failed");
+    if (g->sockets) {
+        /* The old multi's sockets are gone: forget what we watched for it. */
+        while (g->socks) {
+            struct sock *s = g->socks;
+            g->socks = s->next;
+            if (s->fd != CURL_SOCKET_BAD)
+                epoll_ctl(g->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+            free(s);
+        }
+        arm(g->tfd, -1);
+        socket_options(g);
+    }
+    for (long k = 0; k < g->next; k++) {
+        struct xfer *x = &g->x[k];
+        if (x->added && !x->done && !x->removed)
+            mcheck("curl_multi_add_handle", curl_multi_add_handle(g->multi, x->easy));
+    }
+}
+
+static void timed_event(struct global *g, long remove_idx)
+{
+    if (g->cleanup)
+        restart_multi(g);
+    else
+        remove_one(g, remove_idx);
+}
+
+static int run_socket_action(struct global *g, long remove_ms, long remove_idx, long max_ms)
+{
+    g->sockets = true;
+    socket_options(g);
     g->epfd = epoll_create1(EPOLL_CLOEXEC);
     g->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     g->rfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -351,7 +409,7 @@ static int run_socket_action(struct global *g, long remove_ms, long remove_idx, 
                        curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &g->running));
             } else if (fd == g->rfd) {
                 read_timer(fd);
-                remove_one(g, remove_idx);
+                timed_event(g, remove_idx);
             } else {
                 int action = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
                              ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
@@ -382,7 +440,7 @@ static int run_perform(struct global *g, long remove_ms, long remove_idx, long m
             return 3;
         if (removal_due && t >= (double)remove_ms) {
             removal_due = false;
-            remove_one(g, remove_idx);
+            timed_event(g, remove_idx);
             continue;
         }
         mcheck("curl_multi_perform", curl_multi_perform(g->multi, &g->running));
@@ -407,7 +465,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
-            "               [--out-dir DIR] [--remove-after-ms K IDX] [--timing FILE]\n"
+            "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
+            "               [--timing FILE]\n"
             "               [--timeout-ms N] [--max-ms N]\n"
             "               [--bodies FILE --calls N [--concurrency T] [--pace-ms P]\n"
             "                [--bench-out F]] URL...\n");
@@ -460,6 +519,7 @@ int main(int argc, char **argv)
     const char *bodies = NULL, *bench_out = NULL;
     long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 120000, calls = -1;
     long concurrency = 0, pace = 0;
+    bool cleanup = false;
     struct curl_slist *extra = NULL;
     int i = 1;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
@@ -480,6 +540,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--remove-after-ms") && i + 2 < argc) {
             remove_ms = strtol(argv[++i], NULL, 10);
             remove_idx = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--cleanup-after-ms") && has1) {
+            remove_ms = strtol(argv[++i], NULL, 10);
+            cleanup = true;
         } else if (!strcmp(a, "--timeout-ms") && has1)
             timeout_ms = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--max-ms") && has1)
@@ -518,6 +581,7 @@ int main(int argc, char **argv)
     g.n = bodies ? calls : nurls;
     g.concurrency = concurrency;
     g.pace_ms = pace;
+    g.cleanup = cleanup;
     if (remove_idx >= g.n)
         usage();
     g.x = calloc((size_t)g.n, sizeof(*g.x));

@@ -231,6 +231,79 @@ class CgmultiTests:
         self.assertGreaterEqual(calls["/v1/cgm-flow/0"][0]["backoff_ms"], 3000 - 5,
                                 calls["/v1/cgm-flow/0"])
 
+    def timings(self, path):
+        """cgmulti --timing: {i: [start_ms, first_ms, last_ms, done_ms, max_gap_ms, writes]}."""
+        rows = [line.split() for line in path.read_text().splitlines()]
+        return {int(r[0]): [float(x) for x in r[1:]] for r in rows}
+
+    def test_stream_flows_while_another_transfer_waits_for_the_limiter(self):
+        """CURLGUARD_RPM=60 (1/s, burst 1): the stream (added first) takes the one slot and
+        transfer 1, added 50 ms later, waits about 1 s for the limiter; meanwhile the
+        stream's 15 events, 100 ms apart, keep arriving."""
+        stream = sse(15, 100)
+        plans = [[stream], [fixed(1)]]
+        gurls, purls = self.urls(plans, "/v1/cgm-lim"), self.urls(plans, "/v1/cgm-lim")
+        gt, pt = self.tmp / "g.timing", self.tmp / "p.timing"
+        env = self.genv(CURLGUARD_RPM="60", CURLGUARD_ADAPTIVE="off")
+        g = self.host(["--pace-ms", "50", "--timing", gt], gurls, env)
+        p = self.host(["--pace-ms", "50", "--timing", pt], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        gtm, ptm = self.timings(gt), self.timings(pt)
+        g0, g1, p0 = gtm[0], gtm[1], ptm[0]
+        self.assertGreaterEqual(g1[3], 1000 - 100, f"transfer 1 did not wait for the limiter: {g1}")
+        self.assertLess(g0[4], 700, f"the stream stalled {g0[4]:.0f} ms while the other waited")
+        self.assertLess(g0[2] - g0[0], (p0[2] - p0[0]) + 1000, (g0, p0))
+        self.assertGreaterEqual(g0[5], 8, g0)
+        calls = self.assertCalls({"/v1/cgm-lim/0": ["ok"], "/v1/cgm-lim/1": ["ok"]})
+        self.assertLess(calls["/v1/cgm-lim/0"][0]["queue_ms"], 200, calls)
+        self.assertGreaterEqual(calls["/v1/cgm-lim/1"][0]["queue_ms"], 1000 - 50 - 150, calls)
+
+    def test_first_byte_timeout_split_and_retried(self):
+        """CURLGUARD_FIRST_BYTE_TIMEOUT_MS=400: a GET whose answer would take 3 s is cut
+        after 0.4 s and retried; the host sees the retry's 200 long before 3 s."""
+        slow = dict(fixed(0), delay_ms=3000)
+        gurls = self.urls([[slow, fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
+        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
+        gdir, pdir = self.dirs("out")
+        t0 = time.monotonic()
+        g = self.host(["--out-dir", gdir], gurls, self.genv(CURLGUARD_FIRST_BYTE_TIMEOUT_MS="400"))
+        took = time.monotonic() - t0
+        p = self.host(["--out-dir", pdir], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        self.assertSameFiles(gdir, pdir)
+        self.assertGreaterEqual(took, 0.4 - 0.05)
+        self.assertLess(took, 2.5, "the first-byte timeout did not cut the slow attempt")
+        self.assertServerSaw(gurls, [2, 1])
+        self.assertCalls({"/v1/cgm-fbt/0": ["first_byte_timeout", "ok"], "/v1/cgm-fbt/1": ["ok"]})
+
+    def test_cleanup_with_handles_inside_then_readd(self):
+        """At 0.6 s the host calls curl_multi_cleanup with transfer 0 in its backoff
+        (Retry-After: 3) and transfer 2 waiting for its answer, then adds both handles to a
+        new multi (libcurl documents both). Each old call ends with a final record
+        aborted_by_host; the handles start over as new calls and succeed, at once."""
+        late = dict(fixed(2), delay_ms=2000)
+        gplans = [["503:ra=3", fixed(0)], [fixed(1)], [late, fixed(2)]]
+        pplans = [[fixed(0)], [fixed(1)], [late, fixed(2)]]
+        gurls, purls = self.urls(gplans, "/v1/cgm-cu"), self.urls(pplans, "/v1/cgm-cu")
+        gdir, pdir = self.dirs("out")
+        t0 = time.monotonic()
+        g = self.host(["--cleanup-after-ms", "600", "--out-dir", gdir], gurls, self.genv(),
+                      timeout=40)
+        took = time.monotonic() - t0
+        p = self.host(["--cleanup-after-ms", "600", "--out-dir", pdir], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        self.assertSameFiles(gdir, pdir)
+        self.assertLess(took, 2.5, "the re-added handles waited for the old multi's backoff")
+        self.assertServerSaw(gurls, [2, 1, 2])
+        sets = self.record_sets()
+        by_path = {}
+        for rs in sets:
+            by_path.setdefault(rs[0]["path"], []).append([r["outcome"] for r in rs])
+        self.assertEqual(by_path, {"/v1/cgm-cu/0": [["http_503", "aborted_by_host"], ["ok"]],
+                                   "/v1/cgm-cu/1": [["ok"]],
+                                   "/v1/cgm-cu/2": [["aborted_by_host"], ["ok"]]},
+                         self.records())
+
     def test_64_transfers_paced_like_64_processes(self):
         """CURLGUARD_RPM=960 (16/s, burst 16, README "One limiter"): 64 transfers added at
         once to one multi reach the server no faster than 64 processes would."""
