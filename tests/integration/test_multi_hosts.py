@@ -260,7 +260,8 @@ class CgmultiTests:
 
     def test_first_byte_timeout_split_and_retried(self):
         """CURLGUARD_FIRST_BYTE_TIMEOUT_MS=400: a GET whose answer would take 3 s is cut
-        after 0.4 s and retried; the host sees the retry's 200 long before 3 s."""
+        after 0.4 s (on libcurl's progress beat: about 1.2 s, README "Split timeouts,
+        without threads") and retried; the host sees the retry's 200 long before 3 s."""
         slow = dict(fixed(0), delay_ms=3000)
         gurls = self.urls([[slow, fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
         purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
@@ -275,6 +276,25 @@ class CgmultiTests:
         self.assertLess(took, 2.5, "the first-byte timeout did not cut the slow attempt")
         self.assertServerSaw(gurls, [2, 1])
         self.assertCalls({"/v1/cgm-fbt/0": ["first_byte_timeout", "ok"], "/v1/cgm-fbt/1": ["ok"]})
+
+    def test_read_timeout_split_and_retried(self):
+        """CURLGUARD_READ_TIMEOUT_MS=400: a GET whose body stops half-way for 3 s is cut
+        (the host saw none of it: a held body) and retried; the host gets the retry's 200.
+        The split timeouts fire on libcurl's progress beat, about 1.2 s for an idle
+        transfer (README "Split timeouts, without threads"): the bound is generous."""
+        stalled = {"action": "stall", "body": fixed(0)["body"], "ms": 3000}
+        gurls = self.urls([[stalled, fixed(0)], [fixed(1)]], "/v1/cgm-rt")
+        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-rt")
+        gdir, pdir = self.dirs("out")
+        t0 = time.monotonic()
+        g = self.host(["--out-dir", gdir], gurls, self.genv(CURLGUARD_READ_TIMEOUT_MS="400"))
+        took = time.monotonic() - t0
+        p = self.host(["--out-dir", pdir], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        self.assertSameFiles(gdir, pdir)
+        self.assertLess(took, 2.5, "the read timeout did not cut the stalled attempt")
+        self.assertServerSaw(gurls, [2, 1])
+        self.assertCalls({"/v1/cgm-rt/0": ["read_timeout", "ok"], "/v1/cgm-rt/1": ["ok"]})
 
     def test_cleanup_with_handles_inside_then_readd(self):
         """At 0.6 s the host calls curl_multi_cleanup with transfer 0 in its backoff
