@@ -296,6 +296,43 @@ class CgmultiTests:
         self.assertServerSaw(gurls, [2, 1])
         self.assertCalls({"/v1/cgm-rt/0": ["read_timeout", "ok"], "/v1/cgm-rt/1": ["ok"]})
 
+    def test_usage_cost_and_request_id_header(self):
+        """Three chat completions in one multi with CURLGUARD_REQUEST_ID_HEADER=
+        Idempotency-Key: every attempt carries its call's request id (which also makes the
+        POST that got a 500 retryable), and each call's final record has the tokens the
+        provider billed and their price (gpt-4o-mini: 0.15 / 0.60 USD per million)."""
+        chat = "/v1/chat/completions"
+        plans = ["503:ra=0,200", "200", "500,200"]
+        urls = [self.mock.url(chat, plan=p) for p in plans]
+        env = self.genv(CURLGUARD_REQUEST_ID_HEADER="Idempotency-Key")
+        for stream in (False, True):
+            with self.subTest(stream=stream):
+                self.log.unlink(missing_ok=True)
+                body = {"model": "gpt-4o-mini",
+                        "messages": [{"role": "user", "content": "Say hello to the multi API."}]}
+                if stream:
+                    body.update(stream=True, stream_options={"include_usage": True})
+                    urls = [self.mock.url(chat, plan=p.replace("200", "200:chunk_ms=5"))
+                            for p in plans]
+                g = self.host(["--post", json.dumps(body)], urls, env)
+                self.assertEqual(g.returncode, 0, g.stderr)
+                sets = {rs[0]["request_id"]: rs for rs in self.record_sets()}
+                self.assertEqual(len(sets), 3, self.records())
+                for u, n in zip(urls, (2, 1, 2)):
+                    entries = self.exact_entries(u, n)
+                    keys = {e["idempotency_key"] for e in entries}
+                    self.assertEqual(len(keys), 1, entries)
+                    rs = sets.get(keys.pop())
+                    self.assertIsNotNone(rs, f"no call's request id in {entries}")
+                    self.assertEqual(len(rs), n, rs)
+                    last, usage = rs[-1], entries[-1]["usage"]
+                    self.assertEqual((last["outcome"], last["model"]), ("ok", "gpt-4o-mini"))
+                    self.assertEqual(last["prompt_tokens"], usage["prompt_tokens"], rs)
+                    self.assertEqual(last["completion_tokens"], usage["completion_tokens"], rs)
+                    self.assertEqual(last["total_tokens"], entries[-1]["billed_tokens"], rs)
+                    want = (usage["prompt_tokens"] * 0.15 + usage["completion_tokens"] * 0.60) / 1e6
+                    self.assertAlmostEqual(last["cost_usd"], want, places=12)
+
     def test_cleanup_with_handles_inside_then_readd(self):
         """At 0.6 s the host calls curl_multi_cleanup with transfer 0 in its backoff
         (Retry-After: 3) and transfer 2 waiting for its answer, then adds both handles to a
