@@ -23,7 +23,7 @@
  *   --timing FILE           per transfer: "i start_ms first_ms last_ms done_ms max_gap_ms
  *                           writes" (ms since the start, CLOCK_MONOTONIC; -1: never)
  *   --timeout-ms N          CURLOPT_TIMEOUT_MS of every transfer
- *   --max-ms N              give up after N ms (default 120000): "cgmulti: gave up", exit 3
+ *   --max-ms N              give up after N ms (default 45000): "cgmulti: gave up", exit 3
  *   Batch mode (bench/run.py): --bodies FILE --calls N [--concurrency T] [--bench-out F]
  *                           N transfers, all POST to the first URL, transfer i sends line
  *                           (i mod lines) of FILE; at most T in the multi at once (default
@@ -219,10 +219,13 @@ static void remove_one(struct global *g, long idx)
     add_next(g);
 }
 
-/* How long the loop may wait: at most 1 s, the give-up time, the next paced addition. */
-static long wait_ms(const struct global *g, long max_ms)
+/* How long the loop may wait: at most cap (the perform loop: 1 s, as libcurl's
+ * multi-app.c; the socket_action loop waits for its timers and sockets only, as
+ * ephiperfifo.c, so a timer libcurl was not told about is never covered up), the give-up
+ * time, the next paced addition. */
+static long wait_ms(const struct global *g, long cap, long max_ms)
 {
-    long wait = 1000, t = (long)now_ms();
+    long wait = cap, t = (long)now_ms();
     if (max_ms - t < wait)
         wait = max_ms - t;
     if (g->pace_ms > 0 && g->next < g->n &&
@@ -393,7 +396,7 @@ static int run_socket_action(struct global *g, long remove_ms, long remove_idx, 
         if (left <= 0)
             return 3;
         struct epoll_event evs[MAX_EVENTS];
-        int n = epoll_wait(g->epfd, evs, MAX_EVENTS, (int)wait_ms(g, max_ms));
+        int n = epoll_wait(g->epfd, evs, MAX_EVENTS, (int)wait_ms(g, max_ms, max_ms));
         if (n == 0 && g->pace_ms > 0)
             add_next(g);
         if (n < 0) {
@@ -447,7 +450,7 @@ static int run_perform(struct global *g, long remove_ms, long remove_idx, long m
         check_multi_info(g);
         if (g->finished >= g->n)
             break;
-        long wait = wait_ms(g, max_ms);
+        long wait = wait_ms(g, 1000, max_ms);
         if (removal_due && remove_ms - (long)t < wait)
             wait = remove_ms - (long)t;
         if (wait < 0)
@@ -517,7 +520,7 @@ int main(int argc, char **argv)
     bool perform = false;
     const char *post = NULL, *idem = NULL, *out_dir = NULL, *timing = NULL;
     const char *bodies = NULL, *bench_out = NULL;
-    long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 120000, calls = -1;
+    long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 45000, calls = -1;
     long concurrency = 0, pace = 0;
     bool cleanup = false;
     struct curl_slist *extra = NULL;
