@@ -258,6 +258,36 @@ class CgmultiTests:
         self.assertLess(calls["/v1/cgm-lim/0"][0]["queue_ms"], 200, calls)
         self.assertGreaterEqual(calls["/v1/cgm-lim/1"][0]["queue_ms"], 1000 - 50 - 150, calls)
 
+    def test_stream_flows_while_another_call_is_held_by_the_breaker(self):
+        """Five 503s in a row (CURLGUARD_MAX_ATTEMPTS=1) open the pool's breaker
+        (consecutive_failures 5, cooldown 1 s, `wait`): transfer 5, to the same pool, is held
+        for the probe and succeeds as it; transfer 6, an SSE stream from a second server (a
+        pool of its own), flows meanwhile in the same multi."""
+        other = harness.MockProvider().start()
+        self.addCleanup(other.stop)
+        stream = sse(15, 100)
+        gurls = self.urls([["503"]] * 5 + [[fixed(5)]], "/v1/cgm-br")
+        purls = self.urls([["503"]] * 5 + [[fixed(5)]], "/v1/cgm-br")
+        gurls.append(other.url("/v1/cgm-br/6", plan=[stream]))
+        purls.append(other.url("/v1/cgm-br/6", plan=[stream]))
+        gt, pt = self.tmp / "g.timing", self.tmp / "p.timing"
+        env = self.genv(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_COOLDOWN_S="1",
+                        CURLGUARD_BREAKER_JITTER="0", CURLGUARD_ADAPTIVE="off")
+        g = self.host(["--pace-ms", "60", "--timing", gt], gurls, env)
+        p = self.host(["--pace-ms", "60", "--timing", pt], purls, harness.plain_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(g.stdout, p.stdout)
+        gtm, ptm = self.timings(gt), self.timings(pt)
+        held, g6, p6 = gtm[5], gtm[6], ptm[6]
+        self.assertGreaterEqual(held[3], 1000 - 100, f"transfer 5 was not held: {held}")
+        self.assertLess(g6[4], 700, f"the stream stalled {g6[4]:.0f} ms while 5 was held")
+        self.assertLess(g6[2] - g6[0], (p6[2] - p6[0]) + 1000, (g6, p6))
+        calls = self.call_sets()
+        self.assertEqual([r["outcome"] for r in calls["/v1/cgm-br/5"]], ["ok"], calls)
+        self.assertGreaterEqual(calls["/v1/cgm-br/5"][0]["breaker_wait_ms"], 500, calls)
+        self.assertEqual([r["outcome"] for r in calls["/v1/cgm-br/6"]], ["ok"], calls)
+        self.assertEqual(calls["/v1/cgm-br/6"][0]["breaker_wait_ms"], 0, calls)
+
     def test_first_byte_timeout_split_and_retried(self):
         """CURLGUARD_FIRST_BYTE_TIMEOUT_MS=400: a GET whose answer would take 3 s is cut
         after 0.4 s (on libcurl's progress beat: about 1.2 s, README "Split timeouts,
