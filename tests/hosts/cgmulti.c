@@ -23,6 +23,7 @@
  *   --timing FILE           per transfer: "i start_ms first_ms last_ms done_ms max_gap_ms
  *                           writes" (ms since the start, CLOCK_MONOTONIC; -1: never)
  *   --timeout-ms N          CURLOPT_TIMEOUT_MS of every transfer
+ *   --max-connections N     CURLMOPT_MAX_TOTAL_CONNECTIONS (libcurl queues the rest)
  *   --max-ms N              give up after N ms (default 45000): "cgmulti: gave up", exit 3
  *   Batch mode (bench/run.py): --bodies FILE --calls N [--concurrency T] [--bench-out F]
  *                           N transfers, all POST to the first URL, transfer i sends line
@@ -469,7 +470,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
             "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
-            "               [--timing FILE]\n"
+            "               [--timing FILE] [--max-connections N]\n"
             "               [--timeout-ms N] [--max-ms N]\n"
             "               [--bodies FILE --calls N [--concurrency T] [--pace-ms P]\n"
             "                [--bench-out F]] URL...\n");
@@ -523,6 +524,7 @@ int main(int argc, char **argv)
     long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 45000, calls = -1;
     long concurrency = 0, pace = 0;
     bool cleanup = false;
+    long max_conn = 0;
     struct curl_slist *extra = NULL;
     int i = 1;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
@@ -546,6 +548,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--cleanup-after-ms") && has1) {
             remove_ms = strtol(argv[++i], NULL, 10);
             cleanup = true;
+        } else if (!strcmp(a, "--max-connections") && has1) {
+            max_conn = strtol(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--timeout-ms") && has1)
             timeout_ms = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--max-ms") && has1)
@@ -591,6 +595,9 @@ int main(int argc, char **argv)
     g.multi = curl_multi_init();
     if (!g.x || !g.multi)
         die("init", "out of memory");
+    if (max_conn > 0)
+        mcheck("CURLMOPT_MAX_TOTAL_CONNECTIONS",
+               curl_multi_setopt(g.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max_conn));
     if (bench_out && !(g.bench_out = fopen(bench_out, "w")))
         die(bench_out, strerror(errno));
 
