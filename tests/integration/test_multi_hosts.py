@@ -288,6 +288,22 @@ class CgmultiTests:
         self.assertEqual([r["outcome"] for r in calls["/v1/cgm-br/6"]], ["ok"], calls)
         self.assertEqual(calls["/v1/cgm-br/6"][0]["breaker_wait_ms"], 0, calls)
 
+    def test_backoff_frees_the_connection_for_a_queued_transfer(self):
+        """CURLMOPT_MAX_TOTAL_CONNECTIONS=1: transfer 1 is queued by libcurl behind
+        transfer 0. Transfer 0's backoff (Retry-After: 2) happens outside the real multi,
+        so transfer 1 gets the connection and finishes long before transfer 0's retry."""
+        gurls = self.urls([["503:ra=2", fixed(0)], [fixed(1)]], "/v1/cgm-mc")
+        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-mc")
+        gt = self.tmp / "g.timing"
+        g = self.host(["--max-connections", "1", "--timing", gt], gurls, self.genv())
+        p = self.host(["--max-connections", "1"], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        t = self.timings(gt)
+        self.assertGreaterEqual(t[0][3], 2000 - 50, t)
+        self.assertLess(t[1][3], 1000, f"transfer 1 waited for transfer 0's backoff: {t}")
+        self.assertServerSaw(gurls, [2, 1])
+        self.assertCalls({"/v1/cgm-mc/0": ["http_503", "ok"], "/v1/cgm-mc/1": ["ok"]})
+
     def test_first_byte_timeout_split_and_retried(self):
         """CURLGUARD_FIRST_BYTE_TIMEOUT_MS=400: a GET whose answer would take 3 s is cut
         after 0.4 s (on libcurl's progress beat: about 1.2 s, README "Split timeouts,
