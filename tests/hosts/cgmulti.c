@@ -17,6 +17,9 @@
  *   --out-dir DIR           body of transfer i to DIR/i.body, its headers to DIR/i.headers
  *   --remove-after-ms K IDX curl_multi_remove_handle(transfer IDX) K ms after the start,
  *                           unless it finished before; it is reported as "IDX removed"
+ *   --easy-cleanup-after-ms K IDX  curl_easy_cleanup(transfer IDX) K ms after the start
+ *                           without removing it first (libcurl removes it from its multi);
+ *                           reported as "IDX removed"
  *   --cleanup-after-ms K    K ms after the start, curl_multi_cleanup with the unfinished
  *                           transfers still inside, then add them all to a new multi handle
  *                           (libcurl: a handle left in a cleaned-up multi may be re-added)
@@ -85,6 +88,7 @@ struct global {
     int epfd, tfd, rfd;            /* epoll, libcurl's timer, the removal/cleanup timer */
     bool sockets;                  /* the socket_action loop (not --perform) */
     bool cleanup;                  /* the timed event is --cleanup-after-ms */
+    bool easy_cleanup;             /* the timed event is --easy-cleanup-after-ms */
     struct sock *socks;
     int running;
     struct xfer *x;
@@ -212,7 +216,12 @@ static void remove_one(struct global *g, long idx)
     struct xfer *x = &g->x[idx];
     if (!x->added || x->done || x->removed)
         return;
-    mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g->multi, x->easy));
+    if (g->easy_cleanup) {
+        curl_easy_cleanup(x->easy);  /* libcurl: removes it from the multi first */
+        x->easy = NULL;
+    } else {
+        mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g->multi, x->easy));
+    }
     x->removed = true;
     x->done_ms = now_ms();
     g->active--;
@@ -470,7 +479,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
             "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
-            "               [--timing FILE] [--max-connections N]\n"
+            "               [--easy-cleanup-after-ms K IDX] [--timing FILE] [--max-connections N]\n"
             "               [--timeout-ms N] [--max-ms N]\n"
             "               [--bodies FILE --calls N [--concurrency T] [--pace-ms P]\n"
             "                [--bench-out F]] URL...\n");
@@ -523,7 +532,7 @@ int main(int argc, char **argv)
     const char *bodies = NULL, *bench_out = NULL;
     long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 45000, calls = -1;
     long concurrency = 0, pace = 0;
-    bool cleanup = false;
+    bool cleanup = false, easy_cleanup = false;
     long max_conn = 0;
     struct curl_slist *extra = NULL;
     int i = 1;
@@ -545,6 +554,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--remove-after-ms") && i + 2 < argc) {
             remove_ms = strtol(argv[++i], NULL, 10);
             remove_idx = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--easy-cleanup-after-ms") && i + 2 < argc) {
+            remove_ms = strtol(argv[++i], NULL, 10);
+            remove_idx = strtol(argv[++i], NULL, 10);
+            easy_cleanup = true;
         } else if (!strcmp(a, "--cleanup-after-ms") && has1) {
             remove_ms = strtol(argv[++i], NULL, 10);
             cleanup = true;
@@ -589,6 +602,7 @@ int main(int argc, char **argv)
     g.concurrency = concurrency;
     g.pace_ms = pace;
     g.cleanup = cleanup;
+    g.easy_cleanup = easy_cleanup;
     if (remove_idx >= g.n)
         usage();
     g.x = calloc((size_t)g.n, sizeof(*g.x));
@@ -672,7 +686,8 @@ int main(int argc, char **argv)
             fclose(x->body);
         if (x->headers)
             fclose(x->headers);
-        curl_easy_cleanup(x->easy);
+        if (x->easy)
+            curl_easy_cleanup(x->easy);
         curl_slist_free_all(x->hdrs);
         free(x->post);
     }
