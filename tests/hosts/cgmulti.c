@@ -17,10 +17,17 @@
  *   --out-dir DIR           body of transfer i to DIR/i.body, its headers to DIR/i.headers
  *   --remove-after-ms K IDX curl_multi_remove_handle(transfer IDX) K ms after the start,
  *                           unless it finished before; it is reported as "IDX removed"
+ *   --easy-cleanup-after-ms K IDX  curl_easy_cleanup(transfer IDX) K ms after the start
+ *                           without removing it first (libcurl removes it from its multi);
+ *                           reported as "IDX removed"
+ *   --cleanup-after-ms K    K ms after the start, curl_multi_cleanup with the unfinished
+ *                           transfers still inside, then add them all to a new multi handle
+ *                           (libcurl: a handle left in a cleaned-up multi may be re-added)
  *   --timing FILE           per transfer: "i start_ms first_ms last_ms done_ms max_gap_ms
  *                           writes" (ms since the start, CLOCK_MONOTONIC; -1: never)
  *   --timeout-ms N          CURLOPT_TIMEOUT_MS of every transfer
- *   --max-ms N              give up after N ms (default 120000): "cgmulti: gave up", exit 3
+ *   --max-connections N     CURLMOPT_MAX_TOTAL_CONNECTIONS (libcurl queues the rest)
+ *   --max-ms N              give up after N ms (default 45000): "cgmulti: gave up", exit 3
  *   Batch mode (bench/run.py): --bodies FILE --calls N [--concurrency T] [--bench-out F]
  *                           N transfers, all POST to the first URL, transfer i sends line
  *                           (i mod lines) of FILE; at most T in the multi at once (default
@@ -73,11 +80,16 @@ struct sock {
     unsigned magic;
     curl_socket_t fd;
     int what;
+    struct sock *next, *prev;      /* every sock alive, to free after curl_multi_cleanup */
 };
 
 struct global {
     CURLM *multi;
-    int epfd, tfd, rfd;            /* epoll, libcurl's timer, the removal timer */
+    int epfd, tfd, rfd;            /* epoll, libcurl's timer, the removal/cleanup timer */
+    bool sockets;                  /* the socket_action loop (not --perform) */
+    bool cleanup;                  /* the timed event is --cleanup-after-ms */
+    bool easy_cleanup;             /* the timed event is --easy-cleanup-after-ms */
+    struct sock *socks;
     int running;
     struct xfer *x;
     long n, next, active, concurrency, finished;
@@ -204,7 +216,12 @@ static void remove_one(struct global *g, long idx)
     struct xfer *x = &g->x[idx];
     if (!x->added || x->done || x->removed)
         return;
-    mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g->multi, x->easy));
+    if (g->easy_cleanup) {
+        curl_easy_cleanup(x->easy);  /* libcurl: removes it from the multi first */
+        x->easy = NULL;
+    } else {
+        mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g->multi, x->easy));
+    }
     x->removed = true;
     x->done_ms = now_ms();
     g->active--;
@@ -212,10 +229,13 @@ static void remove_one(struct global *g, long idx)
     add_next(g);
 }
 
-/* How long the loop may wait: at most 1 s, the give-up time, the next paced addition. */
-static long wait_ms(const struct global *g, long max_ms)
+/* How long the loop may wait: at most cap (the perform loop: 1 s, as libcurl's
+ * multi-app.c; the socket_action loop waits for its timers and sockets only, as
+ * ephiperfifo.c, so a timer libcurl was not told about is never covered up), the give-up
+ * time, the next paced addition. */
+static long wait_ms(const struct global *g, long cap, long max_ms)
 {
-    long wait = 1000, t = (long)now_ms();
+    long wait = cap, t = (long)now_ms();
     if (max_ms - t < wait)
         wait = max_ms - t;
     if (g->pace_ms > 0 && g->next < g->n &&
@@ -280,6 +300,12 @@ static int sock_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *so
         if (s) {
             if (s->fd != CURL_SOCKET_BAD)
                 epoll_ctl(g->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+            if (s->prev)
+                s->prev->next = s->next;
+            else
+                g->socks = s->next;
+            if (s->next)
+                s->next->prev = s->prev;
             free(s);
         }
         curl_multi_assign(g->multi, fd, NULL);
@@ -291,6 +317,10 @@ static int sock_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *so
             die("calloc", "out of memory");
         s->magic = SOCK_MAGIC;
         s->fd = CURL_SOCKET_BAD;
+        s->next = g->socks;
+        if (g->socks)
+            g->socks->prev = s;
+        g->socks = s;
         watch(g, s, fd, what);
         mcheck("curl_multi_assign", curl_multi_assign(g->multi, fd, s));
     } else {
@@ -307,12 +337,53 @@ static void read_timer(int fd)
         die("read(timerfd)", strerror(errno));
 }
 
-static int run_socket_action(struct global *g, long remove_ms, long remove_idx, long max_ms)
+static void socket_options(struct global *g)
 {
     mcheck("CURLMOPT_SOCKETFUNCTION", curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb));
     mcheck("CURLMOPT_SOCKETDATA", curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g));
     mcheck("CURLMOPT_TIMERFUNCTION", curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb));
     mcheck("CURLMOPT_TIMERDATA", curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g));
+}
+
+/* --cleanup-after-ms: curl_multi_cleanup with the unfinished transfers inside, then the
+ * same easy handles into a new multi handle, where they start over. */
+static void restart_multi(struct global *g)
+{
+    mcheck("curl_multi_cleanup", curl_multi_cleanup(g->multi));
+    g->multi = curl_multi_init();
+    if (!g->multi)
+        die("curl_multi_init", "failed");
+    if (g->sockets) {
+        /* The old multi's sockets are gone: forget what we watched for it. */
+        while (g->socks) {
+            struct sock *s = g->socks;
+            g->socks = s->next;
+            if (s->fd != CURL_SOCKET_BAD)
+                epoll_ctl(g->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+            free(s);
+        }
+        arm(g->tfd, -1);
+        socket_options(g);
+    }
+    for (long k = 0; k < g->next; k++) {
+        struct xfer *x = &g->x[k];
+        if (x->added && !x->done && !x->removed)
+            mcheck("curl_multi_add_handle", curl_multi_add_handle(g->multi, x->easy));
+    }
+}
+
+static void timed_event(struct global *g, long remove_idx)
+{
+    if (g->cleanup)
+        restart_multi(g);
+    else
+        remove_one(g, remove_idx);
+}
+
+static int run_socket_action(struct global *g, long remove_ms, long remove_idx, long max_ms)
+{
+    g->sockets = true;
+    socket_options(g);
     g->epfd = epoll_create1(EPOLL_CLOEXEC);
     g->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     g->rfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -335,7 +406,7 @@ static int run_socket_action(struct global *g, long remove_ms, long remove_idx, 
         if (left <= 0)
             return 3;
         struct epoll_event evs[MAX_EVENTS];
-        int n = epoll_wait(g->epfd, evs, MAX_EVENTS, (int)wait_ms(g, max_ms));
+        int n = epoll_wait(g->epfd, evs, MAX_EVENTS, (int)wait_ms(g, max_ms, max_ms));
         if (n == 0 && g->pace_ms > 0)
             add_next(g);
         if (n < 0) {
@@ -351,7 +422,7 @@ static int run_socket_action(struct global *g, long remove_ms, long remove_idx, 
                        curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &g->running));
             } else if (fd == g->rfd) {
                 read_timer(fd);
-                remove_one(g, remove_idx);
+                timed_event(g, remove_idx);
             } else {
                 int action = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
                              ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
@@ -382,14 +453,14 @@ static int run_perform(struct global *g, long remove_ms, long remove_idx, long m
             return 3;
         if (removal_due && t >= (double)remove_ms) {
             removal_due = false;
-            remove_one(g, remove_idx);
+            timed_event(g, remove_idx);
             continue;
         }
         mcheck("curl_multi_perform", curl_multi_perform(g->multi, &g->running));
         check_multi_info(g);
         if (g->finished >= g->n)
             break;
-        long wait = wait_ms(g, max_ms);
+        long wait = wait_ms(g, 1000, max_ms);
         if (removal_due && remove_ms - (long)t < wait)
             wait = remove_ms - (long)t;
         if (wait < 0)
@@ -407,7 +478,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
-            "               [--out-dir DIR] [--remove-after-ms K IDX] [--timing FILE]\n"
+            "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
+            "               [--easy-cleanup-after-ms K IDX] [--timing FILE] [--max-connections N]\n"
             "               [--timeout-ms N] [--max-ms N]\n"
             "               [--bodies FILE --calls N [--concurrency T] [--pace-ms P]\n"
             "                [--bench-out F]] URL...\n");
@@ -458,8 +530,10 @@ int main(int argc, char **argv)
     bool perform = false;
     const char *post = NULL, *idem = NULL, *out_dir = NULL, *timing = NULL;
     const char *bodies = NULL, *bench_out = NULL;
-    long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 120000, calls = -1;
+    long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 45000, calls = -1;
     long concurrency = 0, pace = 0;
+    bool cleanup = false, easy_cleanup = false;
+    long max_conn = 0;
     struct curl_slist *extra = NULL;
     int i = 1;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
@@ -480,6 +554,15 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--remove-after-ms") && i + 2 < argc) {
             remove_ms = strtol(argv[++i], NULL, 10);
             remove_idx = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--easy-cleanup-after-ms") && i + 2 < argc) {
+            remove_ms = strtol(argv[++i], NULL, 10);
+            remove_idx = strtol(argv[++i], NULL, 10);
+            easy_cleanup = true;
+        } else if (!strcmp(a, "--cleanup-after-ms") && has1) {
+            remove_ms = strtol(argv[++i], NULL, 10);
+            cleanup = true;
+        } else if (!strcmp(a, "--max-connections") && has1) {
+            max_conn = strtol(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--timeout-ms") && has1)
             timeout_ms = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--max-ms") && has1)
@@ -518,12 +601,17 @@ int main(int argc, char **argv)
     g.n = bodies ? calls : nurls;
     g.concurrency = concurrency;
     g.pace_ms = pace;
+    g.cleanup = cleanup;
+    g.easy_cleanup = easy_cleanup;
     if (remove_idx >= g.n)
         usage();
     g.x = calloc((size_t)g.n, sizeof(*g.x));
     g.multi = curl_multi_init();
     if (!g.x || !g.multi)
         die("init", "out of memory");
+    if (max_conn > 0)
+        mcheck("CURLMOPT_MAX_TOTAL_CONNECTIONS",
+               curl_multi_setopt(g.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max_conn));
     if (bench_out && !(g.bench_out = fopen(bench_out, "w")))
         die(bench_out, strerror(errno));
 
@@ -598,7 +686,8 @@ int main(int argc, char **argv)
             fclose(x->body);
         if (x->headers)
             fclose(x->headers);
-        curl_easy_cleanup(x->easy);
+        if (x->easy)
+            curl_easy_cleanup(x->easy);
         curl_slist_free_all(x->hdrs);
         free(x->post);
     }

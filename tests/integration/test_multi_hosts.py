@@ -71,21 +71,27 @@ class MultiTestCase(harness.GuardTestCase):
         """One URL per plan, paths PREFIX/i (so each call's records are told apart by path)."""
         return [self.mock.url(f"{prefix}/{i}", plan=p) for i, p in enumerate(plans)]
 
-    def call_sets(self, recs=None):
-        """The log grouped by request id: {path: [records by attempt]}, each a well formed set
-        (attempts 1..k, only the last final, every SPEC key, one path); one set per path."""
+    def record_sets(self, recs=None):
+        """The log grouped by request id: [[records by attempt], ...] in log order, each a
+        well formed set (attempts 1..k, only the last final, every SPEC key, one path)."""
         recs = self.records() if recs is None else recs
         sets = {}
         for r in recs:
             self.assertRecordKeys(r)
             sets.setdefault(r["request_id"], []).append(r)
-        by_path = {}
         for rid, rs in sets.items():
             self.assertTrue(rid, f"record without a request id: {rs}")
             rs.sort(key=lambda r: r["attempt"])
             self.assertEqual([r["attempt"] for r in rs], list(range(1, len(rs) + 1)), rs)
             self.assertEqual([r["final"] for r in rs], [False] * (len(rs) - 1) + [True], rs)
             self.assertEqual(len({r["path"] for r in rs}), 1, rs)
+        return list(sets.values())
+
+    def call_sets(self, recs=None):
+        """record_sets() by path, {path: [records by attempt]}: one call per path."""
+        recs = self.records() if recs is None else recs
+        by_path = {}
+        for rs in self.record_sets(recs):
             self.assertNotIn(rs[0]["path"], by_path, f"two calls of one path: {recs}")
             by_path[rs[0]["path"]] = rs
         return by_path
@@ -219,11 +225,187 @@ class CgmultiTests:
         self.assertLess(g_stream, p_stream + 1000,
                         f"stream took {g_stream:.0f} ms guarded vs {p_stream:.0f} ms plain")
         self.assertLess(g1[2], g0[3], "the stream ended after the backed-off transfer")
-        self.assertGreaterEqual(g1[5], 16, g1)
+        self.assertGreaterEqual(g1[5], 8, f"the stream came in {g1[5]:.0f} writes: {g1}")
         self.assertServerSaw(gurls, [2, 1])
         calls = self.assertCalls({"/v1/cgm-flow/0": ["http_503", "ok"], "/v1/cgm-flow/1": ["ok"]})
         self.assertGreaterEqual(calls["/v1/cgm-flow/0"][0]["backoff_ms"], 3000 - 5,
                                 calls["/v1/cgm-flow/0"])
+
+    def timings(self, path):
+        """cgmulti --timing: {i: [start_ms, first_ms, last_ms, done_ms, max_gap_ms, writes]}."""
+        rows = [line.split() for line in path.read_text().splitlines()]
+        return {int(r[0]): [float(x) for x in r[1:]] for r in rows}
+
+    def test_stream_flows_while_another_transfer_waits_for_the_limiter(self):
+        """CURLGUARD_RPM=60 (1/s, burst 1): the stream (added first) takes the one slot and
+        transfer 1, added 50 ms later, waits about 1 s for the limiter; meanwhile the
+        stream's 15 events, 100 ms apart, keep arriving."""
+        stream = sse(15, 100)
+        plans = [[stream], [fixed(1)]]
+        gurls, purls = self.urls(plans, "/v1/cgm-lim"), self.urls(plans, "/v1/cgm-lim")
+        gt, pt = self.tmp / "g.timing", self.tmp / "p.timing"
+        env = self.genv(CURLGUARD_RPM="60", CURLGUARD_ADAPTIVE="off")
+        g = self.host(["--pace-ms", "50", "--timing", gt], gurls, env)
+        p = self.host(["--pace-ms", "50", "--timing", pt], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        gtm, ptm = self.timings(gt), self.timings(pt)
+        g0, g1, p0 = gtm[0], gtm[1], ptm[0]
+        self.assertGreaterEqual(g1[3], 1000 - 100, f"transfer 1 did not wait for the limiter: {g1}")
+        self.assertLess(g0[4], 700, f"the stream stalled {g0[4]:.0f} ms while the other waited")
+        self.assertLess(g0[2] - g0[0], (p0[2] - p0[0]) + 1000, (g0, p0))
+        self.assertGreaterEqual(g0[5], 8, g0)
+        calls = self.assertCalls({"/v1/cgm-lim/0": ["ok"], "/v1/cgm-lim/1": ["ok"]})
+        self.assertLess(calls["/v1/cgm-lim/0"][0]["queue_ms"], 200, calls)
+        self.assertGreaterEqual(calls["/v1/cgm-lim/1"][0]["queue_ms"], 1000 - 50 - 150, calls)
+
+    def test_stream_flows_while_another_call_is_held_by_the_breaker(self):
+        """Five 503s in a row (CURLGUARD_MAX_ATTEMPTS=1) open the pool's breaker
+        (consecutive_failures 5, cooldown 1 s, `wait`): transfer 5, to the same pool, is held
+        for the probe and succeeds as it; transfer 6, an SSE stream from a second server (a
+        pool of its own), flows meanwhile in the same multi."""
+        other = harness.MockProvider().start()
+        self.addCleanup(other.stop)
+        stream = sse(15, 100)
+        gurls = self.urls([["503"]] * 5 + [[fixed(5)]], "/v1/cgm-br")
+        purls = self.urls([["503"]] * 5 + [[fixed(5)]], "/v1/cgm-br")
+        gurls.append(other.url("/v1/cgm-br/6", plan=[stream]))
+        purls.append(other.url("/v1/cgm-br/6", plan=[stream]))
+        gt, pt = self.tmp / "g.timing", self.tmp / "p.timing"
+        env = self.genv(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_COOLDOWN_S="1",
+                        CURLGUARD_BREAKER_JITTER="0", CURLGUARD_ADAPTIVE="off")
+        g = self.host(["--pace-ms", "60", "--timing", gt], gurls, env)
+        p = self.host(["--pace-ms", "60", "--timing", pt], purls, harness.plain_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(g.stdout, p.stdout)
+        gtm, ptm = self.timings(gt), self.timings(pt)
+        held, g6, p6 = gtm[5], gtm[6], ptm[6]
+        self.assertGreaterEqual(held[3], 1000 - 100, f"transfer 5 was not held: {held}")
+        self.assertLess(g6[4], 700, f"the stream stalled {g6[4]:.0f} ms while 5 was held")
+        self.assertLess(g6[2] - g6[0], (p6[2] - p6[0]) + 1000, (g6, p6))
+        calls = self.call_sets()
+        self.assertEqual([r["outcome"] for r in calls["/v1/cgm-br/5"]], ["ok"], calls)
+        self.assertGreaterEqual(calls["/v1/cgm-br/5"][0]["breaker_wait_ms"], 500, calls)
+        self.assertEqual([r["outcome"] for r in calls["/v1/cgm-br/6"]], ["ok"], calls)
+        self.assertEqual(calls["/v1/cgm-br/6"][0]["breaker_wait_ms"], 0, calls)
+
+    def test_backoff_frees_the_connection_for_a_queued_transfer(self):
+        """CURLMOPT_MAX_TOTAL_CONNECTIONS=1: transfer 1 is queued by libcurl behind
+        transfer 0. Transfer 0's backoff (Retry-After: 2) happens outside the real multi,
+        so transfer 1 gets the connection and finishes long before transfer 0's retry."""
+        gurls = self.urls([["503:ra=2", fixed(0)], [fixed(1)]], "/v1/cgm-mc")
+        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-mc")
+        gt = self.tmp / "g.timing"
+        g = self.host(["--max-connections", "1", "--timing", gt], gurls, self.genv())
+        p = self.host(["--max-connections", "1"], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        t = self.timings(gt)
+        self.assertGreaterEqual(t[0][3], 2000 - 50, t)
+        self.assertLess(t[1][3], 1000, f"transfer 1 waited for transfer 0's backoff: {t}")
+        self.assertServerSaw(gurls, [2, 1])
+        self.assertCalls({"/v1/cgm-mc/0": ["http_503", "ok"], "/v1/cgm-mc/1": ["ok"]})
+
+    def test_first_byte_timeout_split_and_retried(self):
+        """CURLGUARD_FIRST_BYTE_TIMEOUT_MS=400: a GET whose answer would take 3 s is cut
+        after 0.4 s (on libcurl's progress beat: about 1.2 s, README "Split timeouts,
+        without threads") and retried; the host sees the retry's 200 long before 3 s."""
+        slow = dict(fixed(0), delay_ms=3000)
+        gurls = self.urls([[slow, fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
+        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
+        gdir, pdir = self.dirs("out")
+        t0 = time.monotonic()
+        g = self.host(["--out-dir", gdir], gurls, self.genv(CURLGUARD_FIRST_BYTE_TIMEOUT_MS="400"))
+        took = time.monotonic() - t0
+        p = self.host(["--out-dir", pdir], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        self.assertSameFiles(gdir, pdir)
+        self.assertGreaterEqual(took, 0.4 - 0.05)
+        self.assertLess(took, 2.5, "the first-byte timeout did not cut the slow attempt")
+        self.assertServerSaw(gurls, [2, 1])
+        self.assertCalls({"/v1/cgm-fbt/0": ["first_byte_timeout", "ok"], "/v1/cgm-fbt/1": ["ok"]})
+
+    def test_read_timeout_split_and_retried(self):
+        """CURLGUARD_READ_TIMEOUT_MS=400: a GET whose body stops half-way for 3 s is cut
+        (the host saw none of it: a held body) and retried; the host gets the retry's 200.
+        The split timeouts fire on libcurl's progress beat, about 1.2 s for an idle
+        transfer (README "Split timeouts, without threads"): the bound is generous."""
+        stalled = {"action": "stall", "body": fixed(0)["body"], "ms": 3000}
+        gurls = self.urls([[stalled, fixed(0)], [fixed(1)]], "/v1/cgm-rt")
+        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-rt")
+        gdir, pdir = self.dirs("out")
+        t0 = time.monotonic()
+        g = self.host(["--out-dir", gdir], gurls, self.genv(CURLGUARD_READ_TIMEOUT_MS="400"))
+        took = time.monotonic() - t0
+        p = self.host(["--out-dir", pdir], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        self.assertSameFiles(gdir, pdir)
+        self.assertLess(took, 2.5, "the read timeout did not cut the stalled attempt")
+        self.assertServerSaw(gurls, [2, 1])
+        self.assertCalls({"/v1/cgm-rt/0": ["read_timeout", "ok"], "/v1/cgm-rt/1": ["ok"]})
+
+    def test_usage_cost_and_request_id_header(self):
+        """Three chat completions in one multi with CURLGUARD_REQUEST_ID_HEADER=
+        Idempotency-Key: every attempt carries its call's request id (which also makes the
+        POST that got a 500 retryable), and each call's final record has the tokens the
+        provider billed and their price (gpt-4o-mini: 0.15 / 0.60 USD per million)."""
+        chat = "/v1/chat/completions"
+        plans = ["503:ra=0,200", "200", "500,200"]
+        urls = [self.mock.url(chat, plan=p) for p in plans]
+        env = self.genv(CURLGUARD_REQUEST_ID_HEADER="Idempotency-Key")
+        for stream in (False, True):
+            with self.subTest(stream=stream):
+                self.log.unlink(missing_ok=True)
+                body = {"model": "gpt-4o-mini",
+                        "messages": [{"role": "user", "content": "Say hello to the multi API."}]}
+                if stream:
+                    body.update(stream=True, stream_options={"include_usage": True})
+                    urls = [self.mock.url(chat, plan=p.replace("200", "200:chunk_ms=5"))
+                            for p in plans]
+                g = self.host(["--post", json.dumps(body)], urls, env)
+                self.assertEqual(g.returncode, 0, g.stderr)
+                sets = {rs[0]["request_id"]: rs for rs in self.record_sets()}
+                self.assertEqual(len(sets), 3, self.records())
+                for u, n in zip(urls, (2, 1, 2)):
+                    entries = self.exact_entries(u, n)
+                    keys = {e["idempotency_key"] for e in entries}
+                    self.assertEqual(len(keys), 1, entries)
+                    rs = sets.get(keys.pop())
+                    self.assertIsNotNone(rs, f"no call's request id in {entries}")
+                    self.assertEqual(len(rs), n, rs)
+                    last, usage = rs[-1], entries[-1]["usage"]
+                    self.assertEqual((last["outcome"], last["model"]), ("ok", "gpt-4o-mini"))
+                    self.assertEqual(last["prompt_tokens"], usage["prompt_tokens"], rs)
+                    self.assertEqual(last["completion_tokens"], usage["completion_tokens"], rs)
+                    self.assertEqual(last["total_tokens"], entries[-1]["billed_tokens"], rs)
+                    want = (usage["prompt_tokens"] * 0.15 + usage["completion_tokens"] * 0.60) / 1e6
+                    self.assertAlmostEqual(last["cost_usd"], want, places=12)
+
+    def test_cleanup_with_handles_inside_then_readd(self):
+        """At 0.6 s the host calls curl_multi_cleanup with transfer 0 in its backoff
+        (Retry-After: 3) and transfer 2 waiting for its answer, then adds both handles to a
+        new multi (libcurl documents both). Each old call ends with a final record
+        aborted_by_host; the handles start over as new calls and succeed, at once."""
+        late = dict(fixed(2), delay_ms=2000)
+        gplans = [["503:ra=3", fixed(0)], [fixed(1)], [late, fixed(2)]]
+        pplans = [[fixed(0)], [fixed(1)], [late, fixed(2)]]
+        gurls, purls = self.urls(gplans, "/v1/cgm-cu"), self.urls(pplans, "/v1/cgm-cu")
+        gdir, pdir = self.dirs("out")
+        t0 = time.monotonic()
+        g = self.host(["--cleanup-after-ms", "600", "--out-dir", gdir], gurls, self.genv(),
+                      timeout=40)
+        took = time.monotonic() - t0
+        p = self.host(["--cleanup-after-ms", "600", "--out-dir", pdir], purls, harness.plain_env())
+        self.assertSameRun(g, p)
+        self.assertSameFiles(gdir, pdir)
+        self.assertLess(took, 2.5, "the re-added handles waited for the old multi's backoff")
+        self.assertServerSaw(gurls, [2, 1, 2])
+        sets = self.record_sets()
+        by_path = {}
+        for rs in sets:
+            by_path.setdefault(rs[0]["path"], []).append([r["outcome"] for r in rs])
+        self.assertEqual(by_path, {"/v1/cgm-cu/0": [["http_503", "aborted_by_host"], ["ok"]],
+                                   "/v1/cgm-cu/1": [["ok"]],
+                                   "/v1/cgm-cu/2": [["aborted_by_host"], ["ok"]]},
+                         self.records())
 
     def test_64_transfers_paced_like_64_processes(self):
         """CURLGUARD_RPM=960 (16/s, burst 16, README "One limiter"): 64 transfers added at
@@ -275,7 +457,7 @@ class CgmultiTests:
         rs = calls["/v1/cgm-rm/0"]
         self.assertEqual(rs[0]["outcome"], "http_503", rs)
         self.assertEqual(rs[-1]["outcome"], "aborted_by_host", rs)
-        self.assertTrue(rs[-1]["final"], rs)
+        self.assertEqual((rs[-1]["final"], rs[-1]["decision"]), (True, "done"), rs)
         self.assertEqual([r["outcome"] for r in calls["/v1/cgm-rm/1"]], ["ok"])
 
 
@@ -741,15 +923,18 @@ class GitSmartHttpTest(MultiTestCase):
         return self.git_env(self.guard_env(extra=FAST))
 
     def assertGitCalls(self, reqs, retried_first):
-        """One record set per call: the server's requests, less the 503 that was retried."""
-        calls = self.call_sets()
+        """One record set per call: the server's requests, less the 503 that was retried
+        (git POSTs to git-upload-pack twice: ls-refs, then fetch)."""
+        calls = self.record_sets()
         served = [r for r in reqs if r[3] != "503"]
         self.assertEqual(len(calls), len(served), (reqs, self.records()))
         by_path = {}
-        for rs in calls.values():
+        for rs in calls:
             by_path.setdefault(rs[0]["path"], []).append([r["outcome"] for r in rs])
             self.assertEqual(rs[-1]["status"], 200, rs)
-        self.assertEqual(sorted(by_path), sorted({r[2] for r in served}), by_path)
+        self.assertEqual({p: len(c) for p, c in by_path.items()},
+                         {p: sum(r[2] == p for r in served) for p in {r[2] for r in served}},
+                         by_path)
         first = by_path["/repo.git/info/refs"]
         self.assertEqual(first, [["http_503", "ok"]] if retried_first else [["ok"]], by_path)
 
