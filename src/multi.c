@@ -184,9 +184,13 @@ static void cg__drop_msgs(struct cg_multi *cm, CURL *e) {
 static int64_t cg__guard_due(const struct cg_multi *cm) {
   const struct cg_mentry *en;
   int64_t due = cm->kick ? cg_mono_ms() : -1;
-  for (en = cm->entries; en; en = en->next)
-    if ((en->st == CG_MS_WAIT || en->st == CG_MS_JUDGE) && (due < 0 || en->due_ms < due))
-      due = en->due_ms;
+  for (en = cm->entries; en; en = en->next) {
+    int64_t d = en->st == CG_MS_WAIT || en->st == CG_MS_JUDGE ? en->due_ms
+                : en->st == CG_MS_RUN && en->in_real       ? cg_attempt_timers_next(&en->a)
+                                                            : -1;
+    if (d >= 0 && (due < 0 || d < due))
+      due = d;
+  }
   return due;
 }
 
@@ -233,7 +237,9 @@ static void cg__sync_timer(struct cg_multi *cm) {
   if (!cm->host_timer)
     return;
   eff = cg__min_abs(cm->lc_abs, cg__guard_due(cm));
-  if (eff == cm->told_abs)
+  /* Only an earlier time is told: a later one (a stream's read timeout moving on with
+   * every byte) costs the host at most one early wake-up, after which it is told. */
+  if (eff < 0 || (cm->told_abs >= 0 && eff >= cm->told_abs))
     return;
   cm->told_abs = eff;
   cm->in_host_cb++;
@@ -334,6 +340,20 @@ static void cg__due(struct cg_multi *cm) {
       }
     } else if (en->st == CG_MS_JUDGE) {
       cg__judge(cm, en, CURLE_OK, 1);
+    }
+  }
+  /* The split timeouts of the transfers under way (attempt.h): the attempt's progress
+   * callback checks them whenever libcurl runs it, and the guard's due times make sure
+   * it is looked at by then, even in an event loop that leaves an idle transfer alone.
+   * One that fired ends as its progress callback would have ended it. */
+  for (en = cm->entries; en; en = en->next) {
+    int64_t next;
+    if (en->st != CG_MS_RUN || !en->in_real)
+      continue;
+    next = cg_attempt_timers_next(&en->a);
+    if (next >= 0 && next <= now + CG_EARLY_MS && cg_attempt_timers_check(&en->a)) {
+      cg__real_remove(cm, en);
+      cg__judge(cm, en, CURLE_ABORTED_BY_CALLBACK, 0);
     }
   }
 }
