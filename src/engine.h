@@ -69,8 +69,9 @@ CURLcode cg_engine_attempt_end(struct cg_call *call, struct cg_attempt *a, CURLc
  * teach the limiter and breaker, write its record.  RETRY: held bytes dropped, `a` freed,
  * the next attempt's admission may start in `*ms`.  DONE: held bytes handed to the host
  * (for the multi driver: inside the host's curl_multi_* call), `a` freed, `*rc` final.
- * WAIT (nb only): the retry waits for the retry budget; call again with the same `a`
- * in `*ms`. */
+ * WAIT (nb only): the retry waits for the retry budget, or the final attempt's held bytes
+ * wait for a host that paused (attempt.h cg_attempt_deliver_step); call again with the
+ * same `a` in `*ms`. */
 enum cg_step cg_engine_judge(struct cg_call *call, struct cg_attempt *a, CURLcode rc, int nb,
                              int64_t *ms, CURLcode *out_rc);
 

@@ -16,7 +16,8 @@
 enum cg_mstate {
   CG_MS_WAIT,  /* outside the real multi until `due`: admission, or a backoff */
   CG_MS_RUN,   /* its attempt is a transfer of the real multi (or ended in it) */
-  CG_MS_JUDGE, /* its attempt ended, judged "retry"; the retry waits for the budget */
+  CG_MS_JUDGE, /* its attempt ended and was judged: its retry waits for the budget, or
+                * (final) its held bytes for a host that paused */
   CG_MS_DONE,  /* final: its CURLMSG_DONE is queued or was read; the call is over */
 };
 

@@ -12,7 +12,8 @@
  *     guard's next due time, and curl_multi_wait/poll return by then;
  *   - due calls are started (their attempt installed, the handle added to the real multi)
  *     at the start of curl_multi_perform, curl_multi_socket_action (any socket, and
- *     CURL_SOCKET_TIMEOUT) and curl_multi_socket_all;
+ *     CURL_SOCKET_TIMEOUT) and curl_multi_socket_all; the split timeouts of transfers
+ *     under way are due times too, checked there (attempt.h cg_attempt_timers_next);
  *   - the real multi's messages are read inside curl_multi_perform, _socket_action,
  *     _socket_all and _info_read: a guarded transfer's CURLMSG_DONE is judged by the
  *     engine (retry: the handle leaves the real multi until its next attempt is due, the
