@@ -441,9 +441,17 @@ class CgmultiTests:
         """Transfer 0 gets a 503 with Retry-After: 5; the host removes it 1 s later, in the
         middle of the backoff: its call ends with a final record aborted_by_host, its retry
         is never sent, the other transfer is untouched and the host does not hang."""
+        self.check_gone_mid_backoff("--remove-after-ms")
+
+    def test_easy_cleanup_mid_backoff_is_aborted_by_host(self):
+        """The same with curl_easy_cleanup of the handle still in the multi (libcurl
+        removes it from its multi first): no dangling handle, one final record."""
+        self.check_gone_mid_backoff("--easy-cleanup-after-ms")
+
+    def check_gone_mid_backoff(self, option):
         gurls = self.urls([["503:ra=5", fixed(0)], [fixed(1)]], "/v1/cgm-rm")
         t0 = time.monotonic()
-        g = self.host(["--remove-after-ms", "1000", "0", "--max-ms", "30000"], gurls,
+        g = self.host([option, "1000", "0", "--max-ms", "30000"], gurls,
                       self.genv(), timeout=40)
         elapsed = time.monotonic() - t0
         n1 = len(fixed(1)["body"])
