@@ -19,8 +19,10 @@ and load, a fresh mock provider per contender; ground truth from its ledger (GET
   2. batch     N calls (distinct bodies) from 64 workers, `xargs -P 64 bench/curl-call` and
                batch-host --threads 64, against mock-provider --limit-rpm R with lognormal
                latency: a naive fixed 1 s retry loop; curl --retry 3 (and the same policy in
-               the C host); the guard with CURLGUARD_RPM=R.
-  3. drill     the same kind of batch (curl) against a fault schedule: 503s, stalls longer
+               the C host); the guard with CURLGUARD_RPM=R; and (issue 13) the guard under
+               build/tests/cgmulti --concurrency 64: one process, one multi handle.
+  3. drill     the same kind of batch (curl, and cgmulti's one multi) against a fault
+               schedule: 503s, stalls longer
                than the client's timeout, a full outage, a slow period; requests during the
                outage and time to recover; drill.png: requests per 100 ms, per contender.
   4a. limiter  the cost of one admission (build/bench/limiter-bench), 1..64 processes.

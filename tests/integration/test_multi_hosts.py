@@ -441,9 +441,17 @@ class CgmultiTests:
         """Transfer 0 gets a 503 with Retry-After: 5; the host removes it 1 s later, in the
         middle of the backoff: its call ends with a final record aborted_by_host, its retry
         is never sent, the other transfer is untouched and the host does not hang."""
+        self.check_gone_mid_backoff("--remove-after-ms")
+
+    def test_easy_cleanup_mid_backoff_is_aborted_by_host(self):
+        """The same with curl_easy_cleanup of the handle still in the multi (libcurl
+        removes it from its multi first): no dangling handle, one final record."""
+        self.check_gone_mid_backoff("--easy-cleanup-after-ms")
+
+    def check_gone_mid_backoff(self, option):
         gurls = self.urls([["503:ra=5", fixed(0)], [fixed(1)]], "/v1/cgm-rm")
         t0 = time.monotonic()
-        g = self.host(["--remove-after-ms", "1000", "0", "--max-ms", "30000"], gurls,
+        g = self.host([option, "1000", "0", "--max-ms", "30000"], gurls,
                       self.genv(), timeout=40)
         elapsed = time.monotonic() - t0
         n1 = len(fixed(1)["body"])
@@ -544,7 +552,11 @@ PYCURL_MULTI = textwrap.dedent(r'''
             if not queued:
                 break
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 45
+
+    def left():
+        return max(0.0, deadline - time.monotonic())
+
     if mode == "perform":                      # perform + select (pycurl's docs)
         for c in handles:
             m.add_handle(c)
@@ -556,21 +568,52 @@ PYCURL_MULTI = textwrap.dedent(r'''
             drain()
             if len(result) < len(handles):
                 m.select(1.0)
+    elif mode == "fdset":                      # fdset + select for timeout(), as git's http.c
+        for c in handles:
+            m.add_handle(c)
+        while len(result) < len(handles) and time.monotonic() < deadline:
+            while True:
+                ret, running = m.perform()
+                if ret != pycurl.E_CALL_MULTI_PERFORM:
+                    break
+            drain()
+            if len(result) >= len(handles):
+                break
+            r, w, x = m.fdset()
+            t = m.timeout()
+            wait = 0.05 if t < 0 else min(left(), t / 1000.0)
+            if r or w or x:
+                select.select(r, w, x, wait)
+            else:
+                time.sleep(wait)
     else:                                      # socket_action + M_SOCKETFUNCTION/TIMERFUNCTION
-        socks, timer = {}, [None]
+        socks, timer, fresh = {}, [None], set()
         def on_socket(what, fd, multi, data):
+            if data is not None and data != ("fd", fd):
+                sys.exit("socket callback: foreign socketp %r for fd %d" % (data, fd))
             if what == pycurl.POLL_REMOVE:
                 socks.pop(fd, None)
+                fresh.discard(fd)
             else:
+                if fd not in socks:
+                    fresh.add(fd)              # assigned once socket_action returned
                 socks[fd] = what
+        def assign_fresh():
+            while fresh:
+                fd = fresh.pop()
+                m.assign(fd, ("fd", fd))
         def on_timer(ms):
             timer[0] = None if ms < 0 else time.monotonic() + ms / 1000.0
         m.setopt(pycurl.M_SOCKETFUNCTION, on_socket)
         m.setopt(pycurl.M_TIMERFUNCTION, on_timer)
         for c in handles:
             m.add_handle(c)
+        m.socket_all()
+        assign_fresh()
+        drain()
         while len(result) < len(handles) and time.monotonic() < deadline:
-            wait = 1.0 if timer[0] is None else max(0.0, min(1.0, timer[0] - time.monotonic()))
+            # Only the timer libcurl asked for, or socket activity, wakes the loop.
+            wait = left() if timer[0] is None else max(0.0, min(left(), timer[0] - time.monotonic()))
             rl = [fd for fd, w in socks.items() if w & pycurl.POLL_IN]
             wl = [fd for fd, w in socks.items() if w & pycurl.POLL_OUT]
             r, w, _ = select.select(rl, wl, [], wait)
@@ -578,9 +621,11 @@ PYCURL_MULTI = textwrap.dedent(r'''
                 if timer[0] is not None and time.monotonic() >= timer[0]:
                     timer[0] = None
                     m.socket_action(pycurl.SOCKET_TIMEOUT, 0)
+                    assign_fresh()
             for fd in set(r) | set(w):
                 ev = (pycurl.CSELECT_IN if fd in r else 0) | (pycurl.CSELECT_OUT if fd in w else 0)
                 m.socket_action(fd, ev)
+            assign_fresh()
             drain()
     out = sys.stdout.buffer
     for c in handles:
@@ -633,6 +678,12 @@ class PycurlMultiTest(MultiTestCase):
 
     def test_socket_action_no_faults_byte_identical(self):
         self.check("socket", False)
+
+    def test_fdset_timeout_no_faults_byte_identical(self):
+        self.check("fdset", False)
+
+    def test_fdset_timeout_503_then_200(self):
+        self.check("fdset", True)
 
     def test_socket_action_503_then_200(self):
         self.check("socket", True)
