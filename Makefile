@@ -47,13 +47,13 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
             src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
-            src/tally.c src/loader.c
+            src/tally.c src/loader.c src/multi.c src/shim-multi.c
 # The cached pid and start time (issue 16): state.c, limiter.c, breaker.c, budget.c use it.
 LIB_SRCS += src/proc.c
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
-# Everything but the shim: linked into the unit tests.
+# Everything but the shims: linked into the unit tests.
 # ... and without loader.c too: its dlopen/dlsym would interpose the test programs' own.
-CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o $(BUILD)/obj/loader.o,$(LIB_OBJS))
+CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o $(BUILD)/obj/shim-multi.o $(BUILD)/obj/loader.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.
@@ -82,7 +82,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MAN_PAGES := $(BUILD)/curlguard.1 $(BUILD)/libcurlguard.7
 
 all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost \
-  $(MAN_PAGES)
+  $(BUILD)/tests/cgmulti $(MAN_PAGES)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(say) CC $@
@@ -114,6 +114,11 @@ $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 $(BUILD)/tests/rsshost: tests/hosts/rsshost.c | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
+
+# The multi-API host (issue 13): an epoll loop over socket_action, or perform + poll.
+$(BUILD)/tests/cgmulti: tests/hosts/cgmulti.c | $(BUILD)/tests
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl
 
 $(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) | $(BUILD)/tests
 	$(say) CCLD $@

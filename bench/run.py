@@ -19,8 +19,10 @@ and load, a fresh mock provider per contender; ground truth from its ledger (GET
   2. batch     N calls (distinct bodies) from 64 workers, `xargs -P 64 bench/curl-call` and
                batch-host --threads 64, against mock-provider --limit-rpm R with lognormal
                latency: a naive fixed 1 s retry loop; curl --retry 3 (and the same policy in
-               the C host); the guard with CURLGUARD_RPM=R.
-  3. drill     the same kind of batch (curl) against a fault schedule: 503s, stalls longer
+               the C host); the guard with CURLGUARD_RPM=R; and (issue 13) the guard under
+               build/tests/cgmulti --concurrency 64: one process, one multi handle.
+  3. drill     the same kind of batch (curl, and cgmulti's one multi) against a fault
+               schedule: 503s, stalls longer
                than the client's timeout, a full outage, a slow period; requests during the
                outage and time to recover; drill.png: requests per 100 ms, per contender.
   4a. limiter  the cost of one admission (build/bench/limiter-bench), 1..64 processes.
@@ -67,7 +69,8 @@ PYTHON = "/usr/bin/python3"
 CURL = "/usr/bin/curl"
 MOCK = ROOT / "scripts" / "mock-provider"
 LOGS_DIR = ROOT / "build" / "bench" / "logs"   # the guard contenders' usage logs, kept
-CONTENDER_KEYS = ["curl-naive", "curl-retry", "curl-guard", "c-naive", "c-retry", "c-guard"]
+CONTENDER_KEYS = ["curl-naive", "curl-retry", "curl-guard", "c-naive", "c-retry", "c-guard",
+                  "multi-guard"]
 
 _BATCH = {"workers": 64, "timeout_s": 10, "deadline_s": 120, "guard_attempts": 5, "naive_max": 5,
           "curl_retry": 3, "lat_median_ms": 1000, "lat_p99_ms": 5000, "lat_max_ms": 9000,
@@ -75,7 +78,7 @@ _BATCH = {"workers": 64, "timeout_s": 10, "deadline_s": 120, "guard_attempts": 5
 _BATCH_QUICK = dict(_BATCH, timeout_s=3, deadline_s=30, lat_median_ms=300, lat_p99_ms=1500,
                     lat_max_ms=2500)
 _DRILL = {"p503": 0.05, "pstall": 0.02, "slow_x": 3, "recover_frac": 0.8,
-          "contenders": ["curl-naive", "curl-retry", "curl-guard"],
+          "contenders": ["curl-naive", "curl-retry", "curl-guard", "multi-guard"],
           # issue 12: the guard with the library's defaults
           "target_outage_requests": 40, "target_first_ok_s": 2.0}
 # 5. flaky provider (issue 12): every other call's first attempt a 503, any retry a 200.
@@ -669,6 +672,9 @@ CONTENDERS = {
     "c-guard-defaults": ("C host", "guard", "C host + guard, defaults"),
     "curl-guard-norpm": ("curl", "guard", "curl + guard, no rpm"),
     "c-guard-norpm": ("C host", "guard", "C host + guard, no rpm"),
+    # issue 13: every call a transfer of one multi handle in one process (cgmulti's epoll
+    # loop over curl_multi_socket_action), `workers` transfers in it at a time.
+    "multi-guard": ("multi", "guard", "C multi host + guard"),
 }
 # Settings a guard contender adds to its base environment (the rest are library defaults).
 GUARD_EXTRA_ENV = {"curl-guard-cd5": {"CURLGUARD_BREAKER_COOLDOWN_S": 5},
@@ -743,6 +749,14 @@ def run_contender(key, b, build, tmp, d, mock_args, cap_s):
                             BENCH_RETRY=b["curl_retry"])
             argv = ["xargs", "-P", str(workers), "-n", "1", "-a", str(d / "calls"),
                     str(ROOT / "bench" / "curl-call"), "plain" if mode == "guard" else mode]
+        elif host == "multi":
+            env = plain_env()
+            argv = [str(build / "tests" / "cgmulti"), "--bodies", str(d / "bodies.txt"),
+                    "--calls", str(n), "--concurrency", str(workers), "--bench-out",
+                    str(cd / "calls.txt"), "--max-ms", str(int(cap_s * 1000) + 10000)]
+            if b.get("arrive_s"):                # the drill's open-loop arrivals, as curl's
+                argv += ["--pace-ms", str(int(b["arrive_s"] * 1000 / n))]
+            argv.append(url)
         else:
             env = plain_env()
             retry = {"naive": f"naive:{b['naive_max']}", "retry": f"curl:{b['curl_retry']}",
@@ -808,7 +822,7 @@ def run_contender(key, b, build, tmp, d, mock_args, cap_s):
         outcomes[x.get("outcome")] = outcomes.get(x.get("outcome"), 0) + 1
         decisions[x.get("decision")] = decisions.get(x.get("decision"), 0) + 1
     errtext = [x for x in (cd / "stderr").read_text(errors="replace").splitlines()
-               if not x.startswith("batch-host:") and "does not use libcurl" not in x]
+               if not x.startswith(("batch-host:", "cgmulti:")) and "does not use libcurl" not in x]
     last_end = max((c[1] for c in calls.values()), default=wall)
     return {"key": key, "label": label, "host": host, "mode": mode, "n": n, "wall_s": wall,
             "batch_s": min(wall, max(last_end, 0)), "capped": capped, "rc": rc, "cpu_s": cpu,
@@ -990,7 +1004,12 @@ def contenders_text(b, ctimeout):
         f"`CURLGUARD_MAX_ATTEMPTS` {b['guard_attempts']}, one shared state file, the log on; "
         f"library defaults otherwise, the circuit breaker and the retry budget included "
         f"({library_defaults_text()}).",
-    ] + (["- *guard, breaker cooldown 5 s*: the same with `CURLGUARD_BREAKER_COOLDOWN_S=5`: "
+    ] + ([f"- *C multi host + guard*: `build/tests/cgmulti --concurrency {b['workers']}` (one "
+          f"process, one multi handle, an epoll loop over `curl_multi_socket_action`, "
+          f"{b['workers']} transfers in it at a time; in the drill `--pace-ms`: call i is added "
+          "at t = i x pace, the arrivals of the curl contenders) under `curlguard run` with "
+          "the guard's settings above."]
+         if "multi-guard" in b.get("contenders", []) else []) + (["- *guard, breaker cooldown 5 s*: the same with `CURLGUARD_BREAKER_COOLDOWN_S=5`: "
           "probes the way back every 5 s instead of 30 s."]
          if "curl-guard-cd5" in b.get("contenders", []) else []) \
       + (["- *guard, breaker fails fast*: the same with `CURLGUARD_BREAKER_OPEN=fail`: while "
@@ -1541,7 +1560,9 @@ def snapshot_build(build, tmp):
     import shutil
     snap = tmp / "build"
     (snap / "bench").mkdir(parents=True)
-    for rel in ("curlguard", "libcurlguard.so", "bench/limiter-bench", "bench/batch-host"):
+    (snap / "tests").mkdir()
+    for rel in ("curlguard", "libcurlguard.so", "bench/limiter-bench", "bench/batch-host",
+                "tests/cgmulti"):
         if (build / rel).exists():
             shutil.copy2(build / rel, snap / rel)
     # The library finds the shipped price table from its own path (../data/prices.json of

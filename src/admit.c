@@ -672,3 +672,272 @@ void cg_admission_tally(struct cg_admission *ad, const struct cg_record *r) {
     CG_UNGUARD();
   }
 }
+
+/* ---- without sleeping: the multi driver's admission (admit.h, issue 13) ---- */
+
+static int64_t cg__ceil_ms(int64_t ns) {
+  return ns > 0 ? (ns + 999999) / 1000000 : 0;
+}
+
+/* The breaker's part of a non-blocking step: 0 go, 1 ask again in `*ms`, 2 refused
+ * (`*ms`: to the next probe).  `ramp`: take a slow-start turn when it lets the call go
+ * (the turn's wait is phase 1). */
+static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p,
+                          int64_t deadline_ms, int ramp, int64_t *ms) {
+  const struct cg_breaker_cfg *c = &ad->pool->breaker;
+  int64_t now = cg_state_now(), next_ns = 0, nap;
+  int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000;
+  enum cg_breaker_verdict v;
+
+  if (!c->enabled || ad->probe)
+    return 0;
+  v = cg_breaker_admit(ad->state, p, c, now, now + (deadline_ms - cg_mono_ms()) * 1000000,
+                       &next_ns);
+  if (v != CG_BREAKER_REJECT) {
+    ad->probe = v == CG_BREAKER_PROBE;
+    if (nb->held)
+      ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
+    nb->held_since_ns = 0;
+    if (ramp && !ad->probe) {
+      int64_t at = cg_breaker_ramp(ad->state, p, c, now);
+      if (at > now && left_ns > 0) {
+        nb->ramp_at_ns = at - now > left_ns ? now + left_ns : at;
+        nb->held_since_ns = now;
+        nb->phase = 1;
+        *ms = cg__ceil_ms(nb->ramp_at_ns - now);
+        return 1;
+      }
+    }
+    return 0;
+  }
+  *ms = cg__ceil_ms(next_ns - now);
+  if (!c->open_wait || ad->can_divert || left_ns <= 0 ||
+      !cg_breaker_wait_ok(ad->state, p, now, left_ns))
+    return 2;
+  cg_breaker_held(ad->state, p, !nb->held);
+  if (!nb->held)
+    nb->held_since_ns = now;
+  nb->held = 1;
+  nap = next_ns > now ? next_ns - now : (int64_t) CG_NB_PARK_MAX_MS * 1000000;
+  if (nap > (int64_t) CG_NB_PARK_MAX_MS * 1000000)
+    nap = (int64_t) CG_NB_PARK_MAX_MS * 1000000;
+  if (nap > left_ns)
+    nap = left_ns;
+  *ms = cg__ceil_ms(nap);
+  if (*ms < 1)
+    *ms = 1;
+  return 1;
+}
+
+static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int attempt,
+                              int host_repeat, int64_t deadline_ms, int64_t *ms,
+                              enum cg_gate *gate, int *slot) {
+  const struct cg_limits *lim = &ad->pool->lim;
+  struct cg_state *st = ad->state;
+  int p = cg__pool(ad), b;
+  int64_t now, wait_ns = 0, left_ms;
+
+  if (p < 0)
+    return CG_NB_GO;
+  switch (nb->phase) {
+  case 0:
+    b = cg__breaker_nb(ad, nb, p, deadline_ms, 1, ms);
+    if (b == 2) {
+      *gate = CG_GATE_CIRCUIT_OPEN;
+      return CG_NB_GATE;
+    }
+    if (b == 1 && nb->phase == 0)
+      return CG_NB_WAIT;
+    now = cg_state_now();
+    if (attempt == 1 && !host_repeat) {
+      cg_budget_first(st, p, &ad->pool->budget, now);
+    } else if (attempt == 1 && !ad->repeat_granted) {
+      enum cg_budget_verdict v = cg_budget_retry(
+          st, p, &ad->pool->budget, now, now + (deadline_ms - cg_mono_ms()) * 1000000, slot);
+      if (v != CG_BUDGET_GRANTED) {
+        int64_t w = cg__ceil_ms(cg_budget_wait_ns(st, p, &ad->pool->budget, v, now));
+        if (ad->probe)
+          cg_breaker_release(st, p);
+        ad->probe = 0;
+        nb->phase = 0;
+        if (cg_mono_ms() + w + 2 * CG_MIN_ATTEMPT_MS > deadline_ms) {
+          *gate = CG_GATE_BUDGET;
+          *ms = 0;
+          return CG_NB_GATE;
+        }
+        *ms = w > 0 ? w : 1;
+        return CG_NB_WAIT; /* the breaker is asked again then, as after a blocking wait */
+      }
+      ad->retry_slot = *slot;
+      ad->retry_granted_ns = now;
+      ad->repeat_granted = 1;
+    }
+    if (b == 1)
+      return CG_NB_WAIT; /* phase 1: the slow start's turn */
+    nb->phase = 2;
+    /* fall through */
+  case 1:
+    if (nb->phase == 1) {
+      now = cg_state_now();
+      if (nb->ramp_at_ns > now) {
+        *ms = cg__ceil_ms(nb->ramp_at_ns - now);
+        return CG_NB_WAIT;
+      }
+      ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
+      nb->phase = 2;
+    }
+    /* fall through */
+  case 2:
+    ad->queue_ms = 0;
+    nb->queue_since_ms = cg_mono_ms();
+    nb->slot = -2;
+    now = cg_state_now();
+    left_ms = deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
+    if (left_ms > ad->max_retry_after_ms &&
+        __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE) - now >
+            ad->max_retry_after_ms * 1000000)
+      left_ms = ad->max_retry_after_ms;
+    if (cg_limiter_reserve(st, p, lim, lim->tpm > 0 ? ad->tokens : 0, now, left_ms * 1000000,
+                           &wait_ns) != 0) {
+      cg_limiter_count(st, p, CG_CNT_REJECTED);
+      *ms = wait_ns / 1000000;
+      return CG_NB_LIMIT;
+    }
+    nb->phase = 3;
+    nb->go_at_ns = now + wait_ns;
+    if (wait_ns > 0) {
+      cg_limiter_count(st, p, CG_CNT_WAITED);
+      nb->waited_counted = 1;
+      *ms = cg__ceil_ms(wait_ns);
+      return CG_NB_WAIT;
+    }
+    /* fall through */
+  case 3: {
+    int64_t hold, w, waited_ns;
+    now = cg_state_now();
+    if (nb->go_at_ns > now) { /* asked before the reservation's turn */
+      *ms = cg__ceil_ms(nb->go_at_ns - now);
+      return CG_NB_WAIT;
+    }
+    hold = cg_limiter_hold_until(st, p) - now;
+    if (hold > 0) {
+      if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
+          hold / 1000000 > ad->max_retry_after_ms) {
+        *ms = hold / 1000000;
+        return CG_NB_LIMIT;
+      }
+      *ms = cg__ceil_ms(hold);
+      return CG_NB_WAIT;
+    }
+    w = cg_limiter_learn_take(st, p, lim, now);
+    if (w > 0 && cg__ceil_ms(w) <= deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
+      if (!nb->waited_counted)
+        cg_limiter_count(st, p, CG_CNT_WAITED);
+      nb->waited_counted = 1;
+      *ms = cg__ceil_ms(w) < CG_LEARN_POLL_MS ? cg__ceil_ms(w) : CG_LEARN_POLL_MS;
+      return CG_NB_WAIT;
+    }
+    if (lim->max_inflight > 0 && nb->slot == -2) {
+      int s = cg_limiter_inflight_acquire(st, p, lim->max_inflight, cg_state_now(), &waited_ns);
+      if (s == -1) {
+        if (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS <= 0) {
+          cg_limiter_count(st, p, CG_CNT_REJECTED);
+          *ms = cg_mono_ms() - nb->queue_since_ms;
+          return CG_NB_LIMIT;
+        }
+        if (!nb->waited_counted)
+          cg_limiter_count(st, p, CG_CNT_WAITED);
+        nb->waited_counted = 1;
+        *ms = CG_NB_SLOT_POLL_MS;
+        return CG_NB_WAIT;
+      }
+      nb->slot = s;
+    }
+    cg_limiter_count(st, p, CG_CNT_ADMITTED);
+    ad->sent_ns = cg_state_now();
+    ad->queue_ms = cg_mono_ms() - nb->queue_since_ms;
+    nb->phase = 4;
+    nb->held = 0;
+  }
+    /* fall through */
+  case 4:
+  default:
+    b = cg__breaker_nb(ad, nb, p, deadline_ms, 0, ms);
+    if (b == 1)
+      return CG_NB_WAIT;
+    if (b == 2) {
+      cg__leave(ad, nb->slot);
+      nb->slot = -2;
+      nb->phase = 0;
+      *gate = CG_GATE_CIRCUIT_OPEN;
+      return CG_NB_GATE;
+    }
+    *slot = nb->slot;
+    nb->slot = -2;
+    nb->phase = 0;
+    return CG_NB_GO;
+  }
+}
+
+enum cg_nb cg_admission_step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int attempt,
+                                int host_repeat, int64_t deadline_ms, int64_t *ms,
+                                enum cg_gate *gate, int *slot) {
+  enum cg_nb r;
+  *ms = 0;
+  *slot = -2;
+  *gate = CG_GATE_GO;
+  if (!ad->state)
+    return CG_NB_GO;
+  {
+    CG_GUARDED(ad, *slot = -2; return CG_NB_GO);
+    r = cg__step_nb(ad, nb, attempt, host_repeat, deadline_ms, ms, gate, slot);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
+                                int64_t sleep_ms, int64_t waited_ms, int64_t *wait_ms) {
+  int64_t now = cg_state_now();
+  enum cg_budget_verdict v;
+  int slot = -1;
+
+  /* As cg__retry: the breaker first, then one ask of the budget. */
+  if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED &&
+      (!ad->pool->breaker.open_wait ||
+       !cg_breaker_wait_ok(ad->state, p, now,
+                           (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
+    return "circuit_open";
+  cg_budget_done(ad->state, p, ad->retry_slot);
+  ad->retry_slot = -1;
+  v = cg_budget_retry(ad->state, p, &ad->pool->budget, now,
+                      now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot);
+  if (v == CG_BUDGET_GRANTED) {
+    ad->retry_slot = slot;
+    ad->retry_granted_ns = cg_state_now();
+    return NULL;
+  }
+  {
+    int64_t ms = cg__ceil_ms(cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now));
+    int64_t rest = sleep_ms - waited_ms > ms ? sleep_ms - waited_ms : ms;
+    if (cg_mono_ms() + rest + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
+      return "retry_budget_exhausted";
+    *wait_ms = ms > 0 ? ms : 1;
+  }
+  return NULL;
+}
+
+const char *cg_admission_retry_nb(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                                  int64_t waited_ms, int64_t *wait_ms) {
+  int p = ad->state ? ad->pool_index : -1;
+  const char *r;
+  *wait_ms = 0;
+  if (p < 0)
+    return NULL;
+  {
+    CG_GUARDED(ad, *wait_ms = 0; return NULL);
+    r = cg__retry_nb(ad, p, need_ms, sleep_ms, waited_ms, wait_ms);
+    CG_UNGUARD();
+  }
+  return r;
+}

@@ -161,4 +161,58 @@ void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta);
 void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, long status,
                         int64_t sleep_ms, cg_getdate_fn getdate);
 
+
+/* ---- without sleeping: the multi driver's admission (issue 13) ----
+ *
+ * A multi host runs many transfers on one thread, so no wait may sleep in it: each wait
+ * of cg_admission_gate/enter/recheck above becomes a due time instead.  The driver asks
+ * cg_admission_step_nb, and when told CG_NB_WAIT keeps the transfer out of the real multi
+ * handle and asks again no earlier than `*ms` later (multi.c).  The same shared words, in
+ * the same order, as the blocking forms: the breaker (a refused call with open = wait is
+ * asked again until the next probe, at least every CG_NB_PARK_MAX_MS, where the blocking
+ * form parks on the futex word), the slow-start ramp, the budget (first attempt counted,
+ * a host repeat's retry taken or waited for), the limiter's reservation (made once; its
+ * wait becomes the due time), 429 holds and the learned rate, an in-flight slot (tried,
+ * and tried again every CG_NB_SLOT_POLL_MS), and the breaker once more right before the
+ * attempt goes out. */
+
+#define CG_NB_PARK_MAX_MS 250 /* a call held by an open breaker asks again this often */
+#define CG_NB_SLOT_POLL_MS 20 /* a call waiting for an in-flight slot tries again this often */
+
+/* Where one attempt's non-blocking admission stands; zero it (memset) before the first
+ * step of each attempt. */
+struct cg_admit_nb {
+  int phase;              /* 0 gate, 1 ramp, 2 reserve, 3 holds/learned rate/slot, 4 recheck */
+  int held;               /* the open breaker held this attempt (counted once) */
+  int64_t held_since_ns;  /* state clock: since when, for breaker_wait_ms */
+  int64_t ramp_at_ns;     /* the slow start's turn (state clock) */
+  int64_t queue_since_ms; /* monotonic: the limiter's wait began, for queue_ms */
+  int64_t go_at_ns;       /* state clock: the reservation's turn (phase 3 waits for it) */
+  int waited_counted;     /* CG_CNT_WAITED counted for this attempt */
+  int slot;               /* the in-flight slot taken in phase 3, -2 none */
+};
+
+/* What cg_admission_step_nb decided. */
+enum cg_nb {
+  CG_NB_GO,    /* the attempt may go: `*slot` is its in-flight slot (cg_admission_leave) */
+  CG_NB_WAIT,  /* ask again in `*ms` (ms, >= 1) */
+  CG_NB_GATE,  /* refused by the breaker or the budget: `*gate` (CIRCUIT_OPEN, BUDGET),
+                * `*ms` the time to the next probe */
+  CG_NB_LIMIT, /* the limiter's wait does not fit the deadline (`*ms`: how long it was) */
+};
+
+/* One non-blocking step of the admission of attempt `attempt` (1-based; `host_repeat` as
+ * for cg_admission_gate, `deadline_ms` the call's, monotonic).  Never sleeps.  No state
+ * file, or the file cut short under the call: CG_NB_GO with slot -2. */
+enum cg_nb cg_admission_step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int attempt,
+                                int host_repeat, int64_t deadline_ms, int64_t *ms,
+                                enum cg_gate *gate, int *slot);
+
+/* cg_admission_retry without sleeping: NULL with `*wait_ms` 0 when the retry may go (as
+ * there); NULL with `*wait_ms` > 0 when the budget may grant it later: ask again then
+ * with `waited_ms` (the time already waited for it); else the reason it may not
+ * ("circuit_open", "retry_budget_exhausted"). */
+const char *cg_admission_retry_nb(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
+                                  int64_t waited_ms, int64_t *wait_ms);
+
 #endif

@@ -401,6 +401,29 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
   return 0;
 }
 
+int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
+  if (a->t_last_rx_ms) {
+    int64_t last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
+    return a->read_timeout_ms > 0 ? last + a->read_timeout_ms : -1;
+  }
+  if (a->first_byte_timeout_ms <= 0)
+    return -1;
+  if (a->t_sent_ms)
+    return a->t_sent_ms + a->first_byte_timeout_ms;
+  return cg_mono_ms() + CG_TIMERS_BEAT_MS; /* not sent yet: look again then */
+}
+
+int cg_attempt_timers_check(struct cg_attempt *a) {
+  curl_off_t ulnow = 0, ultotal = -1;
+  CURLcode (*get)(CURL *, CURLINFO, ...) = a->h->lib->easy_getinfo;
+
+  if (a->guard_stop != CG_STOP_NONE)
+    return 1;
+  get(a->h->curl, CURLINFO_SIZE_UPLOAD_T, &ulnow);
+  get(a->h->curl, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &ultotal);
+  return cg__timers(a, ultotal > 0 ? ultotal : 0, ulnow);
+}
+
 static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
                            curl_off_t ultotal, curl_off_t ulnow) {
   struct cg_attempt *a = arg;
@@ -671,6 +694,44 @@ static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
     cg__drop_head(a);
   }
   a->mode = CG_MODE_STREAM;
+  return CURLE_OK;
+}
+
+CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int *paused) {
+  *paused = 0;
+  a->h->replaying = 1;
+  while (a->head) {
+    struct cg_event *e = a->head;
+    size_t r = cg__host(a, e->kind, e->data, e->len);
+
+    if (r == CURL_WRITEFUNC_PAUSE) {
+      /* As cg__deliver, without the nap: the caller comes back later. */
+      if (cg__host_progress_idle(a) != 0) {
+        a->host_aborted = 1;
+        snprintf(a->errbuf, sizeof(a->errbuf), "Callback aborted");
+        cg_attempt_discard(a);
+        a->h->replaying = 0;
+        return CURLE_ABORTED_BY_CALLBACK;
+      }
+      if (cg_mono_ms() >= deadline_ms) {
+        snprintf(a->errbuf, sizeof(a->errbuf),
+                 "curlguard: the host kept the transfer paused past the deadline");
+        cg_attempt_discard(a);
+        a->h->replaying = 0;
+        return CURLE_OPERATION_TIMEDOUT;
+      }
+      *paused = 1; /* still replaying: curl_easy_pause answers as for a running transfer */
+      return CURLE_OK;
+    }
+    if (r != e->len) {
+      cg_attempt_discard(a);
+      a->h->replaying = 0;
+      return CURLE_WRITE_ERROR;
+    }
+    cg__drop_head(a);
+  }
+  a->mode = CG_MODE_STREAM;
+  a->h->replaying = 0;
   return CURLE_OK;
 }
 

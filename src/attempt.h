@@ -153,6 +153,22 @@ void cg_attempt_put_back(const struct cg_handle *h, CURL *c);
  * a->errbuf, worded as libcurl words it. */
 CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms);
 
+/* The same without sleeping, for the multi driver (engine.h): hand over what the host
+ * takes now.  When it pauses, its progress callback is called once, `*paused` is set and
+ * CURLE_OK returned with the rest still held: call again later (curl_easy_pause answers as
+ * for a running transfer meanwhile).  Other returns as cg_attempt_deliver's. */
+CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int *paused);
+
+/* The split timeouts seen from outside libcurl's progress callback (the multi driver: an
+ * event-loop host calls libcurl for a transfer only on its socket's events and timers,
+ * so an idle transfer's progress callback may not run at all).  cg_attempt_timers_next:
+ * the monotonic ms at which one of them could fire next, -1 none (before the request went
+ * out: CG_TIMERS_BEAT_MS from now).  cg_attempt_timers_check: 1 when one fired (guard_stop
+ * set: end the transfer and judge it as CURLE_ABORTED_BY_CALLBACK), else 0. */
+#define CG_TIMERS_BEAT_MS 1000
+int64_t cg_attempt_timers_next(const struct cg_attempt *a);
+int cg_attempt_timers_check(struct cg_attempt *a);
+
 /* Drop the held response. */
 void cg_attempt_discard(struct cg_attempt *a);
 

@@ -1,6 +1,8 @@
 /* guard.c - the attempt loop of one guarded call (see guard.h). */
 #include "guard.h"
 
+#include "engine.h"
+
 #include "attempt.h"
 #include "backoff.h"
 #include "body.h"
@@ -14,6 +16,7 @@
 #include "log.h"
 #include "policy.h"
 #include "price.h"
+#include "proc.h"
 #include "record.h"
 #include "repeat.h"
 #include "rng.h"
@@ -37,6 +40,12 @@ enum cg_body {
 };
 #define CG_DIGEST_MAX ((size_t) 64 << 20) /* bytes: larger bodies get no digest */
 
+/* What libcurl says about an attempt that ended (curl_easy_getinfo). */
+struct cg_info {
+  long status, request_size, header_size, redirects;
+  curl_off_t connect_us, pretransfer_us, starttransfer_us, total_us, up, down;
+};
+
 /* One logical call: everything shared by its attempts. */
 struct cg_call {
   struct cg_handle *h;
@@ -56,6 +65,7 @@ struct cg_call {
   int attempt;                /* 1-based number of the attempt under way */
   int64_t prev_sleep_ms;
   int64_t last_attempt_ms;    /* how long the previous attempt took */
+  int64_t t_attempt_ms;       /* monotonic: the attempt under way started */
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
   const char *task_id;        /* task_id_header's value (task_id_buf), else the config's */
@@ -78,6 +88,23 @@ struct cg_call {
   char fallback_url[4096];    /* the URL sent instead of the host's, "" = not diverted */
   const char *fallback_from;  /* the name of the pool it was diverted from, or NULL */
   struct cg_pool_cfg fallback_scratch;
+
+  /* The driver's place in the steps (engine.h). */
+  int slot;                   /* the in-flight slot of the attempt under way, -2 none */
+  struct cg_admit_nb nb;      /* nb admission of the attempt under way (admit.h) */
+  int nb_started;             /* nb is under way for call->attempt */
+  struct {                    /* an attempt judged "retry" whose retry waits for the
+                               * budget (nb only): judged once, recorded once granted */
+    int active;
+    struct cg_info info;
+    struct cg_verdict v;
+    struct cg_policy_out out;
+    CURLcode rc;
+    int64_t since_ms;         /* monotonic: the wait for the budget began */
+    int final;                /* nb: the final attempt, its held bytes handed over while
+                               * the host keeps it paused (cg_attempt_deliver_step) */
+    int64_t nap_ms;           /* ... asked again after this long (1, 2, 4 ... 100 ms) */
+  } pend;
 };
 
 /* ---- before the first attempt ---- */
@@ -220,10 +247,6 @@ static int cg__preview(struct cg_attempt *a, void *arg) {
 
 /* ---- after an attempt ---- */
 
-struct cg_info {
-  long status, request_size, header_size, redirects;
-  curl_off_t connect_us, pretransfer_us, starttransfer_us, total_us, up, down;
-};
 
 static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
   CURLcode (*get)(CURL *, CURLINFO, ...) = call->lib->easy_getinfo;
@@ -313,7 +336,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
                             size_t outcome_len, char *digest_buf) {
   cg_record_init(r);
   r->ts_ms = cg_wall_ms();
-  r->pid = (long) getpid();
+  r->pid = (long) cg_pid();
   r->request_id = call->request_id;
   r->task_id = call->task_id;
   r->attempt = call->attempt;
@@ -480,14 +503,17 @@ static void cg__limits(const struct cg_call *call, long *timeout_ms, long *conne
   *connect_ms = conn;
 }
 
-/* Run one attempt on the handle: install, perform, restore.  Returns its CURLcode, as
- * the host should see it (the guard's own stops translated). */
-static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
+/* Start the attempt under way on the handle: prepare `a`, install it (engine.h).
+ * Returns CURLE_OK or the setopt error. */
+static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   struct cg_handle *h = call->h;
   long timeout_ms, connect_ms;
-  int64_t t0 = cg_mono_ms();
   CURLcode rc;
 
+  call->admission.attempt_start_ns = cg_state_now();
+  call->held |= call->admission.breaker_wait_ms > 0;
+  call->reached = 1;
+  call->t_attempt_ms = cg_mono_ms();
   cg_attempt_init(a, h, cg__preview, call, call->stream_digest);
   /* GET and HEAD read what exists (polling a stored Responses object repeats its usage):
    * they are not billed for tokens, so their usage is not read.  NULL when out of memory:
@@ -512,13 +538,27 @@ static CURLcode cg__attempt(struct cg_call *call, struct cg_attempt *a) {
   rc = cg_attempt_install(a, timeout_ms, connect_ms);
   if (rc == CURLE_OK && call->fallback_url[0])
     rc = call->lib->easy_setopt(h->curl, CURLOPT_URL, call->fallback_url);
-  if (rc == CURLE_OK)
-    rc = call->lib->easy_perform(h->curl);
+  return rc;
+}
+
+/* The attempt's transfer ended with `rc`: restore, and return its CURLcode as the host
+ * should see it (the guard's own stops translated). */
+static CURLcode cg__attempt_end(struct cg_call *call, struct cg_attempt *a, CURLcode rc) {
+  struct cg_handle *h = call->h;
+
   cg_attempt_restore(a);
   if (call->fallback_url[0])
     call->lib->easy_setopt(h->curl, CURLOPT_URL, h->url); /* the host's URL back */
   h->in_perform = 0;
-  call->last_attempt_ms = cg_mono_ms() - t0;
+  call->last_attempt_ms = cg_mono_ms() - call->t_attempt_ms;
+  if (call->admission.state && !cg_state_intact(call->admission.state)) {
+    /* Truncated during the transfer: what it learned is not written (no SIGBUS). */
+    cg_warn_once("state-truncated", "state file truncated during a request; this call "
+                 "runs on without the shared limiter");
+    call->admission.state = NULL;
+  }
+  cg_admission_leave(&call->admission, call->slot);
+  call->slot = -2;
 
   if (rc != CURLE_ABORTED_BY_CALLBACK || a->guard_stop == CG_STOP_NONE)
     return rc;
@@ -634,16 +674,18 @@ static void cg__emit(struct cg_call *call, const struct cg_record *rec) {
 }
 
 /* Record an attempt that ended before reaching the network (host abort during a wait,
- * rate-limit fail-fast). */
-static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
-                             const char *reason) {
+ * rate-limit fail-fast).  `reset`: make getinfo describe "no transfer" (cg__no_transfer);
+ * 0 for a handle the host is taking away (no perform may run on it then). */
+static void cg__local_record2(struct cg_call *call, enum cg_outcome o, CURLcode rc,
+                              const char *reason, int reset) {
   struct cg_record rec;
   struct cg_attempt a;
   struct cg_info info;
   struct cg_verdict v = {o, 0, 0};
   char outcome[24], digest[CG_DIGEST_HEX];
 
-  cg__no_transfer(call);
+  if (reset)
+    cg__no_transfer(call);
   memset(&a, 0, sizeof(a));
   memset(&info, 0, sizeof(info));
   cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
@@ -652,6 +694,11 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   rec.decision = cg_decision_name(o == CG_OUT_ABORTED_BY_HOST ? CG_DONE : CG_GIVE_UP);
   rec.reason = reason;
   cg__emit(call, &rec);
+}
+
+static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
+                             const char *reason) {
+  cg__local_record2(call, o, rc, reason, 1);
 }
 
 /* The breaker or the budget refused the attempt before it reached the network: fail
@@ -801,39 +848,88 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   return 1;
 }
 
-static CURLcode cg__run(struct cg_call *call) {
-  struct cg_handle *h = call->h;
+/* The non-blocking form of cg__admit (the multi driver): the same gates in the same
+ * order, every wait handed back as CG_STEP_WAIT with `*ms` (admit.h, cg_admission_step_nb). */
+static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc) {
+  char msg[CURL_ERROR_SIZE];
+  int round;
 
-  for (call->attempt = 1;; call->attempt++) {
-    struct cg_attempt a;
-    struct cg_info info;
-    struct cg_verdict v;
-    struct cg_policy_out out;
-    struct cg_record rec;
-    char outcome[24], digest[CG_DIGEST_HEX];
-    int slot, deferred;
-    int64_t budget_waited = 0;
-    CURLcode rc;
+  if (!call->nb_started) {
+    memset(&call->nb, 0, sizeof(call->nb));
+    call->nb.slot = -2;
+    call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
+    call->nb_started = 1;
+  }
+  for (round = 0; round < 4; round++) {
+    enum cg_gate gate;
+    enum cg_nb r;
+    int64_t w;
+    int slot;
 
-    if (cg__admit(call, &slot, &rc) != 0)
-      return rc;
-    call->admission.attempt_start_ns = cg_state_now();
-    call->held |= call->admission.breaker_wait_ms > 0;
-    call->reached = 1;
-    rc = cg__attempt(call, &a);
-    if (call->admission.state && !cg_state_intact(call->admission.state)) {
-      /* Truncated during the transfer: what it learned is not written (no SIGBUS). */
-      cg_warn_once("state-truncated", "state file truncated during a request; this call "
-                   "runs on without the shared limiter");
-      call->admission.state = NULL;
+    call->admission.can_divert = !call->fallback_from && call->pool->fallback_url[0];
+    r = cg_admission_step_nb(&call->admission, &call->nb, call->attempt, call->repeats > 0,
+                             call->deadline_ms, &w, &gate, &slot);
+    if (r == CG_NB_GO) {
+      call->slot = slot;
+      call->nb_started = 0;
+      return CG_STEP_GO;
     }
-    cg_admission_leave(&call->admission, slot);
+    if (r == CG_NB_WAIT) {
+      *ms = w > 0 ? w : 1;
+      return CG_STEP_WAIT;
+    }
+    if (r == CG_NB_GATE && gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call)) {
+      memset(&call->nb, 0, sizeof(call->nb)); /* the fallback's pool, from its gate */
+      call->nb.slot = -2;
+      continue;
+    }
+    call->nb_started = 0;
+    if (r == CG_NB_GATE) {
+      *rc = cg__refused(call, gate, w);
+      return CG_STEP_DONE;
+    }
+    cg__local_record(call, CG_OUT_LOCAL_RATE_LIMITED, CURLE_OPERATION_TIMEDOUT,
+                     "rate_limit_wait");
+    snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
+             (double) w / 1000.0);
+    cg__host_errbuf(call->h, msg);
+    *rc = CURLE_OPERATION_TIMEDOUT;
+    return CG_STEP_DONE;
+  }
+  call->nb_started = 0;
+  *rc = cg__refused(call, CG_GATE_CIRCUIT_OPEN, 0); /* not reached: one diversion at most */
+  return CG_STEP_DONE;
+}
 
+/* Judge the ended attempt `a` and record it (engine.h cg_engine_judge). */
+static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLcode rc, int nb,
+                              int64_t *ms, CURLcode *out_rc) {
+  struct cg_handle *h = call->h;
+  struct cg_info info;
+  struct cg_verdict v;
+  struct cg_policy_out out;
+  struct cg_record rec;
+  char outcome[24], digest[CG_DIGEST_HEX];
+  int64_t budget_waited = 0;
+
+  *ms = 0;
+  if (call->pend.active) {
+    /* Judged before; its retry was waiting for the budget, or (final) its held bytes for
+     * a host that paused. */
+    info = call->pend.info;
+    v = call->pend.v;
+    out = call->pend.out;
+    rc = call->pend.rc;
+    if (call->pend.final)
+      goto deliver;
+  } else {
+    int deferred;
     cg__getinfo(call, &info);
-    if (a.usage)
-      cg_usage_finish(a.usage, &call->usage);
-    cg__judge(call, &a, rc, &info, &v, &out);
-    cg_admission_learn(&call->admission, &a.hints, a.status, out.sleep_ms, call->lib->getdate);
+    if (a->usage)
+      cg_usage_finish(a->usage, &call->usage);
+    cg__judge(call, a, rc, &info, &v, &out);
+    cg_admission_learn(&call->admission, &a->hints, a->status, out.sleep_ms,
+                       call->lib->getdate);
     /* The learned rate: a throttle lowers it; any other answer, a 5xx too (the provider
      * kept up with the rate; failures are the breaker's), raises it. */
     cg_admission_adapt(&call->admission,
@@ -841,7 +937,7 @@ static CURLcode cg__run(struct cg_call *call) {
                         (v.status == 429 || v.status == 529 ||
                          (v.status == 503 && call->hint_ms > 0))) ||
                            v.outcome == CG_OUT_STREAM_ERROR,
-                       a.status > 0);
+                       a->status > 0);
     /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
      * to the breaker yet (a retry's failure, or a host's repeat's, is): it counts only if
      * the call ends with it. */
@@ -849,119 +945,275 @@ static CURLcode cg__run(struct cg_call *call) {
     cg_admission_result2(&call->admission, v.outcome, v.status,
                          v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
                          deferred, call->hint_ms);
-    if (out.decision == CG_RETRY) {
-      /* The shared breaker and budget have the last word: a refused retry ends the call
-       * with the answer in hand. */
-      int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
-                                                                : CG_MIN_ATTEMPT_MS, waited;
-      const char *refused =
-          cg_admission_retry(&call->admission, need, out.sleep_ms, cg__wait_fn, call, &waited);
-      if (refused && strcmp(refused, "aborted_by_host") == 0) {
-        call->attempt++;
-        cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
-                         "aborted_by_host");
-        cg__host_errbuf(h, "Callback aborted");
-        cg_attempt_free(&a);
-        return CURLE_ABORTED_BY_CALLBACK;
-      }
-      if (refused) {
-        out.decision = CG_GIVE_UP;
-        out.reason = refused;
-        out.sleep_ms = 0;
-        /* A deferred failure stays uncounted: the retry budget (or an open breaker) said
-         * no, the provider did not say the retry would fail.  An outage is still seen:
-         * the retries the budget grants (at least min_per_s) fail and count, and so do
-         * calls that end failed without a retry (issue 12 item 6, README). */
-      } else if (waited > 0) {
-        /* The wait for the budget is part of the backoff: only the rest is slept, and
-         * the record's backoff_ms says the whole time before the next attempt. */
-        budget_waited = waited;
-        out.sleep_ms = out.sleep_ms > waited ? out.sleep_ms - waited : 0;
-      }
-    }
-
-    if (out.decision == CG_RETRY) {
-      cg_attempt_discard(&a);
-      /* Written before the wait, so a long Retry-After is visible in the log at once. */
-      cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
-      rec.backoff_ms = out.sleep_ms + budget_waited;
-      rec.decision = cg_decision_name(CG_RETRY);
-      rec.reason = out.reason;
-      cg__emit(call, &rec);
-      cg_attempt_free(&a);
-      if (cg__wait(call, out.sleep_ms) == 0) {
-        call->prev_sleep_ms = out.sleep_ms;
-        continue;
-      }
-      /* The host's progress callback aborted the wait: the call ends here, with one
-       * more record for the attempt that was never made. */
-      call->attempt++;
-      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK, "aborted_by_host");
-      cg__host_errbuf(h, "Callback aborted");
-      return CURLE_ABORTED_BY_CALLBACK;
-    }
-
-    /* The final attempt: hand over what is held, then record what the host got. */
-    if (a.mode != CG_MODE_STREAM) {
-      CURLcode drc = cg_attempt_deliver(&a, call->deadline_ms);
-      if (drc != CURLE_OK && rc == CURLE_OK) {
-        rc = drc;
-        if (a.host_aborted || drc == CURLE_WRITE_ERROR) {
-          v.outcome = CG_OUT_ABORTED_BY_HOST;
-          out.decision = CG_DONE;
-          out.reason = "aborted_by_host";
+  }
+  if (out.decision == CG_RETRY) {
+    /* The shared breaker and budget have the last word: a refused retry ends the call
+     * with the answer in hand. */
+    int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
+                                                              : CG_MIN_ATTEMPT_MS, waited;
+    const char *refused;
+    if (nb) {
+      int64_t wait_ms, already = call->pend.active ? cg_mono_ms() - call->pend.since_ms : 0;
+      refused = cg_admission_retry_nb(&call->admission, need, out.sleep_ms, already, &wait_ms);
+      if (!refused && wait_ms > 0) {
+        if (!call->pend.active) {
+          call->pend.active = 1;
+          call->pend.info = info;
+          call->pend.v = v;
+          call->pend.out = out;
+          call->pend.rc = rc;
+          call->pend.since_ms = cg_mono_ms();
         }
+        *ms = wait_ms;
+        return CG_STEP_WAIT;
+      }
+      waited = already;
+      call->pend.active = 0;
+    } else {
+      refused =
+          cg_admission_retry(&call->admission, need, out.sleep_ms, cg__wait_fn, call, &waited);
+    }
+    if (refused && strcmp(refused, "aborted_by_host") == 0) {
+      call->attempt++;
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                       "aborted_by_host");
+      cg__host_errbuf(h, "Callback aborted");
+      cg_attempt_free(a);
+      *out_rc = CURLE_ABORTED_BY_CALLBACK;
+      return CG_STEP_DONE;
+    }
+    if (refused) {
+      out.decision = CG_GIVE_UP;
+      out.reason = refused;
+      out.sleep_ms = 0;
+      /* A deferred failure stays uncounted: the retry budget (or an open breaker) said
+       * no, the provider did not say the retry would fail.  An outage is still seen:
+       * the retries the budget grants (at least min_per_s) fail and count, and so do
+       * calls that end failed without a retry (issue 12 item 6, README). */
+    } else if (waited > 0) {
+      /* The wait for the budget is part of the backoff: only the rest is slept, and
+       * the record's backoff_ms says the whole time before the next attempt. */
+      budget_waited = waited;
+      out.sleep_ms = out.sleep_ms > waited ? out.sleep_ms - waited : 0;
+    }
+  }
+
+  if (out.decision == CG_RETRY) {
+    cg_attempt_discard(a);
+    /* Written before the wait, so a long Retry-After is visible in the log at once. */
+    cg__fill_record(call, a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
+    rec.backoff_ms = out.sleep_ms + budget_waited;
+    rec.decision = cg_decision_name(CG_RETRY);
+    rec.reason = out.reason;
+    cg__emit(call, &rec);
+    cg_attempt_free(a);
+    call->prev_sleep_ms = out.sleep_ms;
+    call->attempt++;
+    *ms = out.sleep_ms;
+    return CG_STEP_RETRY;
+  }
+
+  /* The final attempt: hand over what is held, then record what the host got.  The
+   * multi driver never naps here: a host that pauses is asked again later. */
+deliver:
+  if (a->mode != CG_MODE_STREAM) {
+    CURLcode drc;
+    if (nb) {
+      int paused;
+      drc = cg_attempt_deliver_step(a, call->deadline_ms, &paused);
+      if (paused) {
+        if (!call->pend.final) {
+          call->pend.active = call->pend.final = 1;
+          call->pend.info = info;
+          call->pend.v = v;
+          call->pend.out = out;
+          call->pend.rc = rc;
+          call->pend.nap_ms = 1;
+        } else if (call->pend.nap_ms < 100) {
+          call->pend.nap_ms *= 2;
+        }
+        *ms = call->pend.nap_ms;
+        return CG_STEP_WAIT;
+      }
+      call->pend.active = call->pend.final = 0;
+    } else {
+      drc = cg_attempt_deliver(a, call->deadline_ms);
+    }
+    if (drc != CURLE_OK && rc == CURLE_OK) {
+      rc = drc;
+      if (a->host_aborted || drc == CURLE_WRITE_ERROR) {
+        v.outcome = CG_OUT_ABORTED_BY_HOST;
+        out.decision = CG_DONE;
+        out.reason = "aborted_by_host";
       }
     }
-    cg__fill_record(call, &a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
-    call->final_ok = v.outcome == CG_OUT_OK;
-    rec.final = 1;
-    rec.decision = cg_decision_name(out.decision);
-    rec.reason = out.reason;
-    /* A call that the breaker held and that then succeeded says why it took longer. */
-    if (call->held && out.reason && strcmp(out.reason, "ok") == 0)
-      rec.reason = "breaker_wait";
-    /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
-    if (a.usage && call->usage.skipped && v.outcome == CG_OUT_OK)
-      rec.reason = "usage_too_large";
-    cg__emit(call, &rec);
-    cg__host_errbuf(h, a.errbuf);
-    cg_attempt_free(&a);
-    return rc;
+  }
+  cg__fill_record(call, a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
+  call->final_ok = v.outcome == CG_OUT_OK;
+  rec.final = 1;
+  rec.decision = cg_decision_name(out.decision);
+  rec.reason = out.reason;
+  /* A call that the breaker held and that then succeeded says why it took longer. */
+  if (call->held && out.reason && strcmp(out.reason, "ok") == 0)
+    rec.reason = "breaker_wait";
+  /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
+  if (a->usage && call->usage.skipped && v.outcome == CG_OUT_OK)
+    rec.reason = "usage_too_large";
+  cg__emit(call, &rec);
+  cg__host_errbuf(h, a->errbuf);
+  cg_attempt_free(a);
+  *out_rc = rc;
+  return CG_STEP_DONE;
+}
+
+/* The easy driver: the steps in a loop, every wait slept (engine.h). */
+static CURLcode cg__run(struct cg_call *call) {
+  struct cg_handle *h = call->h;
+
+  for (call->attempt = 1;;) {
+    struct cg_attempt a;
+    int64_t ms;
+    CURLcode rc;
+
+    if (cg_engine_admit(call, 0, &ms, &rc) == CG_STEP_DONE)
+      return rc;
+    rc = cg__attempt_start(call, &a);
+    if (rc == CURLE_OK)
+      rc = call->lib->easy_perform(h->curl);
+    rc = cg__attempt_end(call, &a, rc);
+    if (cg__after(call, &a, rc, 0, &ms, &rc) == CG_STEP_DONE)
+      return rc;
+    /* CG_STEP_RETRY: the backoff. */
+    if (cg__wait(call, ms) == 0)
+      continue;
+    /* The host's progress callback aborted the wait: the call ends here, with one more
+     * record for the attempt that was never made. */
+    cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK, "aborted_by_host");
+    cg__host_errbuf(h, "Callback aborted");
+    return CURLE_ABORTED_BY_CALLBACK;
   }
 }
 
-CURLcode cg_guard_perform(struct cg_handle *h) {
+/* ---- the engine's steps, for both drivers (engine.h) ---- */
+
+struct cg_call *cg_engine_begin(struct cg_handle *h) {
   const struct cg_config *cfg = cg_config();
-  struct cg_call call;
+  struct cg_call *call;
   struct cg_url url;
-  CURLcode rc;
 
   if (!h->url || cg_url_parse_default(h->url, h->default_protocol, &url) != 0 ||
       !cg_url_is_http(&url) || !cg_config_host_guarded(cfg, url.host))
-    return h->lib->easy_perform(h->curl);
-  cg__call_init(&call, h, cfg);
-  call.url = url;
-  if (!call.model)
-    call.model = cg_body_model_from_path(url.path); /* Gemini, Vertex AI: in the path */
-  call.pool = cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call.pool_scratch);
-  call.admission.pool = call.pool;
-  call.admission.pool_index = -1;
-  call.admission.max_retry_after_ms = cfg->max_retry_after_ms;
-  call.admission.state = cg_state_get(cfg->state_path);
-  call.admission.retry_slot = -1;
-  call.admission.deadline_ms = call.deadline_ms;
-  call.admission.tick = cg__tick_fn;
-  call.admission.tick_arg = &call;
-  rc = cg__run(&call);
-  cg_admission_finish(&call.admission);
+    return NULL;
+  if (!(call = malloc(sizeof(*call)))) {
+    cg_warn_once("call-oom", "out of memory: a call runs without the guard");
+    return NULL;
+  }
+  cg__call_init(call, h, cfg);
+  call->url = url;
+  if (!call->model)
+    call->model = cg_body_model_from_path(url.path); /* Gemini, Vertex AI: in the path */
+  call->pool = cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call->pool_scratch);
+  call->admission.pool = call->pool;
+  call->admission.pool_index = -1;
+  call->admission.max_retry_after_ms = cfg->max_retry_after_ms;
+  call->admission.state = cg_state_get(cfg->state_path);
+  call->admission.retry_slot = -1;
+  call->admission.deadline_ms = call->deadline_ms;
+  call->admission.tick = cg__tick_fn;
+  call->admission.tick_arg = call;
+  call->attempt = 1;
+  call->slot = -2;
+  return call;
+}
+
+enum cg_step cg_engine_admit(struct cg_call *call, int nb, int64_t *ms, CURLcode *rc) {
+  int slot;
+  *ms = 0;
+  if (nb)
+    return cg__admit_nb(call, ms, rc);
+  if (cg__admit(call, &slot, rc) != 0)
+    return CG_STEP_DONE;
+  call->slot = slot;
+  return CG_STEP_GO;
+}
+
+CURLcode cg_engine_attempt_start(struct cg_call *call, struct cg_attempt *a) {
+  return cg__attempt_start(call, a);
+}
+
+CURLcode cg_engine_attempt_end(struct cg_call *call, struct cg_attempt *a, CURLcode rc) {
+  return cg__attempt_end(call, a, rc);
+}
+
+enum cg_step cg_engine_judge(struct cg_call *call, struct cg_attempt *a, CURLcode rc, int nb,
+                             int64_t *ms, CURLcode *out_rc) {
+  return cg__after(call, a, rc, nb, ms, out_rc);
+}
+
+void cg_engine_cancel(struct cg_call *call, struct cg_attempt *a, const char *reason) {
+  if (a) {
+    struct cg_record rec;
+    struct cg_info info;
+    struct cg_verdict v = {CG_OUT_ABORTED_BY_HOST, 0, 0};
+    char outcome[24], digest[CG_DIGEST_HEX];
+    int judged = call->pend.active;
+
+    if (judged) {
+      /* Judged: its retry waited for the budget, or its held bytes for a paused host;
+       * recorded as what it was. */
+      info = call->pend.info;
+      v = call->pend.v;
+      call->pend.active = call->pend.final = 0;
+      call->h->replaying = 0;
+    } else {
+      cg__getinfo(call, &info);
+      if (a->usage)
+        cg_usage_finish(a->usage, &call->usage);
+      v.status = info.status;
+      v.sent = info.request_size > 0 || info.pretransfer_us > 0;
+      cg_admission_result2(&call->admission, v.outcome, v.status, 0, 0, -1);
+    }
+    cg_attempt_discard(a);
+    cg__fill_record(call, a, &info, &v, (int) CURLE_ABORTED_BY_CALLBACK, &rec, outcome,
+                    sizeof(outcome), digest);
+    rec.final = 1;
+    rec.decision = cg_decision_name(judged ? CG_GIVE_UP : CG_DONE);
+    rec.reason = reason;
+    cg__emit(call, &rec);
+    cg_attempt_free(a);
+  } else {
+    if (call->nb_started && call->nb.slot >= 0)
+      cg_admission_leave(&call->admission, call->nb.slot); /* held while rechecking */
+    call->nb_started = 0;
+    cg__local_record2(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK, reason, 0);
+  }
+  cg_engine_end(call, CURLE_ABORTED_BY_CALLBACK);
+}
+
+void cg_engine_end(struct cg_call *call, CURLcode rc) {
+  const struct cg_config *cfg = call->cfg;
+
+  cg_admission_finish(&call->admission);
   if (cfg->repeat_window_ms > 0)
-    cg_repeat_done(call.repeat_key,
-                   !call.reached                 ? CG_REPEAT_LOCAL
-                   : rc == CURLE_OK && call.final_ok ? CG_REPEAT_OK
-                                                     : CG_REPEAT_FAILED,
-                   cg_mono_ms(), call.repeats,
-                   call.repeat_of[0] ? call.repeat_of : call.request_id);
-  cg__call_free(&call);
+    cg_repeat_done(call->repeat_key,
+                   !call->reached                      ? CG_REPEAT_LOCAL
+                   : rc == CURLE_OK && call->final_ok ? CG_REPEAT_OK
+                                                      : CG_REPEAT_FAILED,
+                   cg_mono_ms(), call->repeats,
+                   call->repeat_of[0] ? call->repeat_of : call->request_id);
+  cg__call_free(call);
+  free(call);
+}
+
+/* ---- the easy driver's entry point (guard.h) ---- */
+
+CURLcode cg_guard_perform(struct cg_handle *h) {
+  struct cg_call *call = cg_engine_begin(h);
+  CURLcode rc;
+
+  if (!call)
+    return h->lib->easy_perform(h->curl);
+  rc = cg__run(call);
+  cg_engine_end(call, rc);
   return rc;
 }

@@ -80,6 +80,28 @@ static int cg__load(void *scope, struct cg_lib *out) {
   CG_LOAD(slist_free_all, "curl_slist_free_all");
   CG_LOAD(getdate, "curl_getdate");
 #undef CG_LOAD
+#define CG_OPT(field, name) (*(void **) &out->field = cg__sym(scope, name))
+  CG_OPT(multi_init, "curl_multi_init");
+  CG_OPT(multi_add_handle, "curl_multi_add_handle");
+  CG_OPT(multi_remove_handle, "curl_multi_remove_handle");
+  CG_OPT(multi_perform, "curl_multi_perform");
+  CG_OPT(multi_info_read, "curl_multi_info_read");
+  CG_OPT(multi_timeout, "curl_multi_timeout");
+  CG_OPT(multi_wait, "curl_multi_wait");
+  CG_OPT(multi_poll, "curl_multi_poll");
+  CG_OPT(multi_wakeup, "curl_multi_wakeup");
+  CG_OPT(multi_fdset, "curl_multi_fdset");
+  CG_OPT(multi_cleanup, "curl_multi_cleanup");
+  CG_OPT(multi_socket_action, "curl_multi_socket_action");
+  CG_OPT(multi_socket_all, "curl_multi_socket_all");
+  CG_OPT(multi_setopt, "curl_multi_setopt");
+  CG_OPT(multi_assign, "curl_multi_assign");
+#undef CG_OPT
+  out->has_multi = out->multi_init && out->multi_add_handle && out->multi_remove_handle &&
+                   out->multi_perform && out->multi_info_read && out->multi_timeout &&
+                   out->multi_wait && out->multi_fdset && out->multi_cleanup &&
+                   out->multi_socket_action && out->multi_socket_all && out->multi_setopt &&
+                   out->multi_assign;
   *(void **) &version_info = cg__sym(scope, "curl_version_info");
   if (version_info) {
     curl_version_info_data *vi = version_info(CURLVERSION_NOW);

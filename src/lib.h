@@ -33,6 +33,26 @@ struct cg_lib {
   struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
   void (*slist_free_all)(struct curl_slist *);
   time_t (*getdate)(const char *, const time_t *);
+  /* The multi API (multi.c).  Looked up with the rest but not required: a libcurl
+   * without one of them (curl_multi_poll: 7.66, curl_multi_wakeup: 7.68) leaves it NULL,
+   * and a multi handle of that libcurl passes through unguarded. */
+  CURLM *(*multi_init)(void);
+  CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+  CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+  CURLMcode (*multi_perform)(CURLM *, int *);
+  CURLMsg *(*multi_info_read)(CURLM *, int *);
+  CURLMcode (*multi_timeout)(CURLM *, long *);
+  CURLMcode (*multi_wait)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+  CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+  CURLMcode (*multi_wakeup)(CURLM *);
+  CURLMcode (*multi_fdset)(CURLM *, fd_set *, fd_set *, fd_set *, int *);
+  CURLMcode (*multi_cleanup)(CURLM *);
+  CURLMcode (*multi_socket_action)(CURLM *, curl_socket_t, int, int *);
+  CURLMcode (*multi_socket_all)(CURLM *, int *);
+  CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
+  CURLMcode (*multi_assign)(CURLM *, curl_socket_t, void *);
+  /* 1 when every multi function the driver needs was found (poll and wakeup apart). */
+  int has_multi;
   /* libcurl version as 0xXXYYZZ (curl_version_info()->version_num). */
   unsigned int version_num;
 };

@@ -21,6 +21,7 @@
 #include "handle.h"
 #include "lib.h"
 #include "log.h"
+#include "multi.h"
 #include "optval.h"
 
 #include <stdarg.h>
@@ -115,8 +116,10 @@ CG_EXPORT void curl_easy_cleanup(CURL *curl) {
   struct cg_handle *h;
   const struct cg_lib *lib = cg__lib(curl, &h, CG_CALLER());
 
-  if (h)
+  if (h) {
+    cg_multi_forget_easy(curl); /* a call of the multi driver still on it ends first */
     cg_handle_remove(curl);
+  }
   if (lib)
     lib->easy_cleanup(curl);
 }

@@ -516,3 +516,10 @@ def mock_pool(port=None):
     """The pool name of calls to the shared mock (or to 127.0.0.1:`port`): a host no
     configured glob matches is a pool per host and port (README "Pools")."""
     return f"127.0.0.1:{port if port is not None else provider().port}"
+
+
+# ---------------------------------------------------------------- multi-API hosts (issue 13)
+
+# tests/hosts/cgmulti.c: N transfers in one multi, an epoll loop over socket_action or
+# perform + poll (usage at the top of its source).
+CGMULTI = BUILD / "tests" / "cgmulti"

@@ -1,0 +1,721 @@
+/* multi.c - the multi driver (see multi.h, engine.h). */
+#include "multi.h"
+
+#include "attempt.h"
+#include "clock.h"
+#include "engine.h"
+#include "handle.h"
+#include "log.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where one guarded call of a multi handle stands. */
+enum cg_mstate {
+  CG_MS_WAIT,  /* outside the real multi until `due`: admission, or a backoff */
+  CG_MS_RUN,   /* its attempt is a transfer of the real multi (or ended in it) */
+  CG_MS_JUDGE, /* its attempt ended and was judged: its retry waits for the budget, or
+                * (final) its held bytes for a host that paused */
+  CG_MS_DONE,  /* final: its CURLMSG_DONE is queued or was read; the call is over */
+};
+
+#define CG_MSG_RING 64 /* messages of unguarded transfers stay valid this many reads */
+
+struct cg_mentry {
+  struct cg_mentry *next;     /* in the multi's list, in the order of adding */
+  struct cg_mentry *map_next; /* in the easy -> entry map */
+  struct cg_multi *cm;
+  CURL *easy;
+  struct cg_handle *h;
+  struct cg_call *call;       /* NULL once DONE */
+  struct cg_attempt a;        /* the attempt under way (RUN, JUDGE) */
+  enum cg_mstate st;
+  int in_real;                /* added to the real multi handle */
+  int64_t due_ms;             /* monotonic; WAIT and JUDGE */
+  CURLMsg msg;                /* its CURLMSG_DONE as handed to the host: like libcurl's
+                               * (kept in the easy handle, lib/multi.c), valid until the
+                               * handle leaves the multi */
+};
+
+struct cg_multi {
+  struct cg_multi *next;      /* in the registry */
+  CURLM *m;
+  const struct cg_lib *lib;
+  struct cg_mentry *entries;
+  /* Messages for the host, in order (a ring). */
+  CURLMsg *q;
+  size_t qhead, qlen, qcap;
+  CURLMsg cur[CG_MSG_RING];   /* the last ones curl_multi_info_read returned for other
+                               * transfers (a guarded one's stays in its entry) */
+  unsigned ncur;
+  int nreal;                  /* easy handles the host has in the real multi (ours too) */
+  /* CURLMOPT_TIMERFUNCTION: the host's, and what libcurl and the host were told. */
+  curl_multi_timer_callback host_timer;
+  void *host_timer_data;
+  int64_t lc_abs;             /* libcurl's timer (monotonic ms), -1 none */
+  int64_t told_abs;           /* the host's timer as last set by the guard, -1 none */
+  int kick;                   /* a message was queued outside perform: wake the host */
+  int busy;                   /* inside one of the guard's multi functions */
+  int in_host_cb;             /* the guard is calling a host callback */
+};
+
+/* A call whose due time is this close is started: host timers are set in whole ms
+ * (cg__rel rounds down) and may fire a little early; without the margin the host's loop
+ * would come back once more for the last millisecond. */
+#define CG_EARLY_MS 5
+
+/* ---- registries: multi handles, and easy handle -> entry ---- */
+
+static pthread_mutex_t cg__mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct cg_multi *cg__multis;
+#define CG_MAP_BUCKETS 256
+static struct cg_mentry *cg__map[CG_MAP_BUCKETS];
+static int cg__nentries; /* read without the lock for the fast path of forget_easy */
+
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__mutex);
+}
+static void cg__fork_release(void) {
+  pthread_mutex_unlock(&cg__mutex);
+}
+__attribute__((constructor)) static void cg__multi_fork_register(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
+}
+
+static size_t cg__bucket(const void *p) {
+  uint64_t k = (uint64_t) (uintptr_t) p * 0x9E3779B97F4A7C15ull;
+  return (size_t) (k >> 56) & (CG_MAP_BUCKETS - 1);
+}
+
+struct cg_multi *cg_multi_get(CURLM *m) {
+  struct cg_multi *cm;
+  if (!m)
+    return NULL;
+  pthread_mutex_lock(&cg__mutex);
+  for (cm = cg__multis; cm; cm = cm->next)
+    if (cm->m == m)
+      break;
+  pthread_mutex_unlock(&cg__mutex);
+  return cm;
+}
+
+const struct cg_lib *cg_multi_lib(const struct cg_multi *cm) {
+  return cm->lib;
+}
+
+static struct cg_mentry *cg__find(CURL *e) {
+  struct cg_mentry *en;
+  pthread_mutex_lock(&cg__mutex);
+  for (en = cg__map[cg__bucket(e)]; en; en = en->map_next)
+    if (en->easy == e)
+      break;
+  pthread_mutex_unlock(&cg__mutex);
+  return en;
+}
+
+static void cg__map_add(struct cg_mentry *en) {
+  size_t b = cg__bucket(en->easy);
+  pthread_mutex_lock(&cg__mutex);
+  en->map_next = cg__map[b];
+  cg__map[b] = en;
+  __atomic_add_fetch(&cg__nentries, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&cg__mutex);
+}
+
+static void cg__map_del(struct cg_mentry *en) {
+  struct cg_mentry **pp;
+  pthread_mutex_lock(&cg__mutex);
+  for (pp = &cg__map[cg__bucket(en->easy)]; *pp; pp = &(*pp)->map_next) {
+    if (*pp == en) {
+      *pp = en->map_next;
+      __atomic_sub_fetch(&cg__nentries, 1, __ATOMIC_RELAXED);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&cg__mutex);
+}
+
+/* ---- the host's message queue ---- */
+
+/* Queue a message for the host.  Out of memory: the message is lost, with one line. */
+static void cg__push(struct cg_multi *cm, const CURLMsg *msg) {
+  if (cm->qlen == cm->qcap) {
+    size_t cap = cm->qcap ? cm->qcap * 2 : 16, i;
+    CURLMsg *q = malloc(cap * sizeof(*q));
+    if (!q) {
+      cg_warn_once("multi-msg-oom", "out of memory queueing a transfer's end; it is lost");
+      return;
+    }
+    for (i = 0; i < cm->qlen; i++)
+      q[i] = cm->q[(cm->qhead + i) % cm->qcap];
+    free(cm->q);
+    cm->q = q;
+    cm->qcap = cap;
+    cm->qhead = 0;
+  }
+  cm->q[(cm->qhead + cm->qlen) % cm->qcap] = *msg;
+  cm->qlen++;
+}
+
+static void cg__push_done(struct cg_multi *cm, CURL *e, CURLcode rc) {
+  CURLMsg msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg = CURLMSG_DONE;
+  msg.easy_handle = e;
+  msg.data.result = rc;
+  cg__push(cm, &msg);
+}
+
+/* Drop the queued messages of `e`, as curl_multi_remove_handle does (lib/multi.c). */
+static void cg__drop_msgs(struct cg_multi *cm, CURL *e) {
+  size_t i, n = 0;
+  for (i = 0; i < cm->qlen; i++) {
+    CURLMsg *m = &cm->q[(cm->qhead + i) % cm->qcap];
+    if (m->easy_handle != e)
+      cm->q[(cm->qhead + n++) % cm->qcap] = *m;
+  }
+  cm->qlen = n;
+}
+
+/* ---- timers ---- */
+
+/* The guard's next due time (monotonic ms), or -1. */
+static int64_t cg__guard_due(const struct cg_multi *cm) {
+  const struct cg_mentry *en;
+  int64_t due = cm->kick ? cg_mono_ms() : -1;
+  for (en = cm->entries; en; en = en->next) {
+    int64_t d = en->st == CG_MS_WAIT || en->st == CG_MS_JUDGE ? en->due_ms
+                : en->st == CG_MS_RUN && en->in_real       ? cg_attempt_timers_next(&en->a)
+                                                            : -1;
+    if (d >= 0 && (due < 0 || d < due))
+      due = d;
+  }
+  return due;
+}
+
+static int64_t cg__min_abs(int64_t a, int64_t b) {
+  if (a < 0)
+    return b;
+  if (b < 0)
+    return a;
+  return a < b ? a : b;
+}
+
+static long cg__rel(int64_t abs_ms) {
+  int64_t d;
+  if (abs_ms < 0)
+    return -1;
+  d = abs_ms - cg_mono_ms();
+  return d < 0 ? 0 : d > 0x7fffffff ? 0x7fffffff : (long) d;
+}
+
+/* libcurl sets its timer (CURLMOPT_TIMERFUNCTION, wrapped): the host is told the earlier
+ * of it and the guard's next due time. */
+static int cg__timer_cb(CURLM *m, long timeout_ms, void *userp) {
+  struct cg_multi *cm = userp;
+  int64_t eff;
+  int r;
+
+  cm->lc_abs = timeout_ms < 0 ? -1 : cg_mono_ms() + timeout_ms;
+  eff = cg__min_abs(cm->lc_abs, cg__guard_due(cm));
+  if (!cm->host_timer || (eff == cm->told_abs && eff != cm->lc_abs))
+    return 0;
+  cm->told_abs = eff;
+  cm->in_host_cb++;
+  r = cm->host_timer(m, cg__rel(eff), cm->host_timer_data);
+  cm->in_host_cb--;
+  return r;
+}
+
+/* After one of the guard's multi calls: set the host's timer again if the earlier of
+ * libcurl's and the guard's time moved (a call entered a backoff, a due call started, or
+ * the host's timer fired early for the guard, where libcurl keeps its own and would not
+ * say it again). */
+static void cg__sync_timer(struct cg_multi *cm) {
+  int64_t eff;
+  if (!cm->host_timer)
+    return;
+  eff = cg__min_abs(cm->lc_abs, cg__guard_due(cm));
+  /* Only an earlier time is told: a later one (a stream's read timeout moving on with
+   * every byte) costs the host at most one early wake-up, after which it is told. */
+  if (eff < 0 || (cm->told_abs >= 0 && eff >= cm->told_abs))
+    return;
+  cm->told_abs = eff;
+  cm->in_host_cb++;
+  (void) cm->host_timer(cm->m, cg__rel(eff), cm->host_timer_data);
+  cm->in_host_cb--;
+}
+
+/* ---- one call ---- */
+
+static void cg__real_remove(struct cg_multi *cm, struct cg_mentry *en) {
+  if (!en->in_real)
+    return;
+  cm->lib->multi_remove_handle(cm->m, en->easy);
+  en->in_real = 0;
+  cm->nreal--;
+}
+
+/* The call is final with `rc`: queue the host's one CURLMSG_DONE. */
+static void cg__final(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc) {
+  cg_engine_end(en->call, rc);
+  en->call = NULL;
+  en->st = CG_MS_DONE;
+  cg__push_done(cm, en->easy, rc);
+}
+
+/* Judge the ended attempt of `en` (transfer code `rc`); `ended`: cg_engine_attempt_end
+ * already ran (JUDGE). */
+static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, int ended) {
+  enum cg_step step;
+  int64_t ms;
+  CURLcode out = rc;
+
+  if (!ended)
+    rc = cg_engine_attempt_end(en->call, &en->a, rc);
+  cm->in_host_cb++; /* a final attempt's held bytes go to the host's callbacks */
+  step = cg_engine_judge(en->call, &en->a, rc, 1, &ms, &out);
+  cm->in_host_cb--;
+  switch (step) {
+  case CG_STEP_RETRY:
+  case CG_STEP_WAIT:
+    cg__real_remove(cm, en);
+    en->st = step == CG_STEP_RETRY ? CG_MS_WAIT : CG_MS_JUDGE;
+    en->due_ms = cg_mono_ms() + ms;
+    break;
+  case CG_STEP_GO:
+  case CG_STEP_DONE:
+  default:
+    cg__final(cm, en, out); /* stays in the real multi until the host removes it */
+    break;
+  }
+}
+
+/* Ask the admission of `en`'s attempt; when it may go, install it and add the handle to
+ * the real multi.  Returns the real add's code (CURLM_OK otherwise). */
+static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
+  int64_t ms;
+  CURLcode rc;
+  CURLMcode mrc;
+  enum cg_step step = cg_engine_admit(en->call, 1, &ms, &rc);
+
+  if (step == CG_STEP_WAIT) {
+    en->st = CG_MS_WAIT;
+    en->due_ms = cg_mono_ms() + ms;
+    return CURLM_OK;
+  }
+  if (step != CG_STEP_GO) {
+    cg__final(cm, en, rc);
+    return CURLM_OK;
+  }
+  en->st = CG_MS_RUN;
+  rc = cg_engine_attempt_start(en->call, &en->a);
+  if (rc != CURLE_OK) {
+    cg__judge(cm, en, rc, 0); /* a refused option: the attempt ends with its code */
+    return CURLM_OK;
+  }
+  mrc = cm->lib->multi_add_handle(cm->m, en->easy);
+  if (mrc != CURLM_OK)
+    return mrc;
+  en->in_real = 1;
+  cm->nreal++;
+  return CURLM_OK;
+}
+
+/* Start the calls that are due (at most one step each). */
+static void cg__due(struct cg_multi *cm) {
+  struct cg_mentry *en;
+  int64_t now = cg_mono_ms();
+
+  for (en = cm->entries; en; en = en->next) {
+    if (en->due_ms > now + CG_EARLY_MS)
+      continue;
+    if (en->st == CG_MS_WAIT) {
+      CURLMcode mrc = cg__start(cm, en);
+      if (mrc != CURLM_OK) {
+        /* The real multi refused it again (out of memory): the call ends so. */
+        CURLcode rc = cg_engine_attempt_end(en->call, &en->a, CURLE_OUT_OF_MEMORY);
+        cg__judge(cm, en, rc, 1);
+      }
+    } else if (en->st == CG_MS_JUDGE) {
+      cg__judge(cm, en, CURLE_OK, 1);
+    }
+  }
+  /* The split timeouts of the transfers under way (attempt.h): the attempt's progress
+   * callback checks them whenever libcurl runs it, and the guard's due times make sure
+   * it is looked at by then, even in an event loop that leaves an idle transfer alone.
+   * One that fired ends as its progress callback would have ended it. */
+  for (en = cm->entries; en; en = en->next) {
+    int64_t next;
+    if (en->st != CG_MS_RUN || !en->in_real)
+      continue;
+    next = cg_attempt_timers_next(&en->a);
+    if (next >= 0 && next <= now + CG_EARLY_MS && cg_attempt_timers_check(&en->a)) {
+      cg__real_remove(cm, en);
+      cg__judge(cm, en, CURLE_ABORTED_BY_CALLBACK, 0);
+    }
+  }
+}
+
+/* Read the real multi's messages: a guarded transfer's end is judged, the rest queued. */
+static void cg__drain(struct cg_multi *cm) {
+  int rounds, left;
+
+  for (rounds = 0; rounds < 1000000; rounds++) {
+    CURLMsg *msg = cm->lib->multi_info_read(cm->m, &left), copy;
+    struct cg_mentry *en;
+    if (!msg)
+      break;
+    copy = *msg;
+    en = copy.msg == CURLMSG_DONE ? cg__find(copy.easy_handle) : NULL;
+    if (en && en->cm == cm && en->st == CG_MS_RUN && en->in_real)
+      cg__judge(cm, en, copy.data.result, 0);
+    else
+      cg__push(cm, &copy);
+  }
+}
+
+/* Guarded calls not in the real multi that the host still waits for. */
+static int cg__outside(const struct cg_multi *cm) {
+  const struct cg_mentry *en;
+  int n = 0;
+  for (en = cm->entries; en; en = en->next)
+    n += en->st == CG_MS_WAIT || en->st == CG_MS_JUDGE;
+  return n;
+}
+
+/* End the call of `en` for the host taking it away, and free `en`. */
+static void cg__drop(struct cg_multi *cm, struct cg_mentry *en, const char *reason) {
+  struct cg_mentry **pp;
+
+  switch (en->st) {
+  case CG_MS_RUN:
+    cg__real_remove(cm, en);
+    cg_engine_attempt_end(en->call, &en->a, CURLE_ABORTED_BY_CALLBACK);
+    cg_engine_cancel(en->call, &en->a, reason);
+    break;
+  case CG_MS_JUDGE:
+    cg_engine_cancel(en->call, &en->a, reason);
+    break;
+  case CG_MS_WAIT:
+    cg_engine_cancel(en->call, NULL, reason);
+    break;
+  case CG_MS_DONE:
+  default:
+    cg__real_remove(cm, en);
+    break;
+  }
+  cg__drop_msgs(cm, en->easy);
+  for (pp = &cm->entries; *pp; pp = &(*pp)->next)
+    if (*pp == en) {
+      *pp = en->next;
+      break;
+    }
+  cg__map_del(en);
+  free(en);
+}
+
+/* ---- the entry points (multi.h) ---- */
+
+CURLM *cg_multi_init(const struct cg_lib *lib) {
+  CURLM *m = lib->multi_init();
+  struct cg_multi *cm;
+
+  if (!m)
+    return NULL;
+  if (!(cm = calloc(1, sizeof(*cm)))) {
+    cg_warn_once("multi-oom", "out of memory: a multi handle runs without the guard");
+    return m;
+  }
+  cm->m = m;
+  cm->lib = lib;
+  cm->lc_abs = -1;
+  cm->told_abs = -1;
+  pthread_mutex_lock(&cg__mutex);
+  cm->next = cg__multis;
+  cg__multis = cm;
+  pthread_mutex_unlock(&cg__mutex);
+  return m;
+}
+
+CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
+  struct cg_handle *h;
+  struct cg_mentry *en;
+  struct cg_call *call;
+  CURLMcode mrc;
+
+  if (cm->in_host_cb)
+    return CURLM_RECURSIVE_API_CALL;
+  if (cm->busy || !e)
+    return cm->lib->multi_add_handle(cm->m, e);
+  if ((en = cg__find(e)) != NULL)
+    return CURLM_ADDED_ALREADY; /* in this multi or another one, as libcurl says */
+  h = cg_handle_get(e);
+  if (!h || h->in_perform || !(call = cg_engine_begin(h))) {
+    mrc = cm->lib->multi_add_handle(cm->m, e);
+    cm->nreal += mrc == CURLM_OK;
+    return mrc;
+  }
+  if (!(en = calloc(1, sizeof(*en)))) {
+    cg_engine_end(call, CURLE_OK);
+    cg_warn_once("multi-oom", "out of memory: a transfer runs without the guard");
+    mrc = cm->lib->multi_add_handle(cm->m, e);
+    cm->nreal += mrc == CURLM_OK;
+    return mrc;
+  }
+  en->cm = cm;
+  en->easy = e;
+  en->h = h;
+  en->call = call;
+  cm->busy = 1;
+  mrc = cg__start(cm, en);
+  if (mrc != CURLM_OK) {
+    /* As without the guard: the add failed, nothing was recorded. */
+    cg_engine_attempt_end(call, &en->a, CURLE_OK);
+    cg_attempt_free(&en->a);
+    cg_engine_end(call, CURLE_FAILED_INIT);
+    free(en);
+    cm->busy = 0;
+    return mrc;
+  }
+  {
+    struct cg_mentry **pp = &cm->entries;
+    while (*pp)
+      pp = &(*pp)->next;
+    *pp = en;
+  }
+  cg__map_add(en);
+  if (en->st == CG_MS_DONE)
+    cm->kick = 1; /* refused before any attempt: the host reads it at its next call */
+  cg__sync_timer(cm);
+  cm->busy = 0;
+  return CURLM_OK;
+}
+
+CURLMcode cg_multi_remove(struct cg_multi *cm, CURL *e) {
+  struct cg_mentry *en = e ? cg__find(e) : NULL;
+  CURLMcode mrc;
+
+  if (cm->in_host_cb)
+    return CURLM_RECURSIVE_API_CALL;
+  if (cm->busy)
+    return cm->lib->multi_remove_handle(cm->m, e);
+  if (!en || en->cm != cm) {
+    mrc = cm->lib->multi_remove_handle(cm->m, e);
+    if (mrc == CURLM_OK && e) {
+      cm->nreal--;
+      cg__drop_msgs(cm, e);
+    }
+    return mrc;
+  }
+  cm->busy = 1;
+  cg__drop(cm, en, "removed_by_host");
+  cg__sync_timer(cm);
+  cm->busy = 0;
+  return CURLM_OK;
+}
+
+CURLMcode cg_multi_perform(struct cg_multi *cm, int *running) {
+  CURLMcode mrc;
+  int r = 0;
+
+  if (cm->in_host_cb)
+    return CURLM_RECURSIVE_API_CALL;
+  if (cm->busy)
+    return cm->lib->multi_perform(cm->m, running);
+  cm->busy = 1;
+  cm->kick = 0;
+  cg__due(cm);
+  mrc = cm->lib->multi_perform(cm->m, &r);
+  cg__drain(cm);
+  if (running)
+    *running = r + cg__outside(cm);
+  cg__sync_timer(cm);
+  cm->busy = 0;
+  return mrc;
+}
+
+CURLMsg *cg_multi_info_read(struct cg_multi *cm, int *msgs_in_queue) {
+  int dummy;
+  if (!msgs_in_queue)
+    msgs_in_queue = &dummy;
+  if (cm->in_host_cb || cm->busy)
+    return cm->lib->multi_info_read(cm->m, msgs_in_queue);
+  cm->busy = 1;
+  cg__drain(cm);
+  cm->busy = 0;
+  if (!cm->qlen) {
+    *msgs_in_queue = 0;
+    return NULL;
+  }
+  {
+    CURLMsg m = cm->q[cm->qhead], *out;
+    struct cg_mentry *en = m.easy_handle ? cg__find(m.easy_handle) : NULL;
+    cm->qhead = (cm->qhead + 1) % cm->qcap;
+    cm->qlen--;
+    *msgs_in_queue = (int) cm->qlen;
+    if (en && en->cm == cm && en->st == CG_MS_DONE)
+      out = &en->msg;
+    else
+      out = &cm->cur[cm->ncur++ % CG_MSG_RING];
+    *out = m;
+    return out;
+  }
+}
+
+CURLMcode cg_multi_timeout(struct cg_multi *cm, long *timeout_ms) {
+  CURLMcode mrc = cm->lib->multi_timeout(cm->m, timeout_ms);
+  long g;
+
+  if (mrc != CURLM_OK || !timeout_ms || cm->in_host_cb)
+    return mrc;
+  g = cg__rel(cg__guard_due(cm));
+  if (g >= 0 && (*timeout_ms < 0 || g < *timeout_ms))
+    *timeout_ms = g;
+  return mrc;
+}
+
+CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned int nfds,
+                        int timeout_ms, int *numfds, int poll) {
+  long g;
+
+  if (!cm->in_host_cb) {
+    g = cg__rel(cg__guard_due(cm));
+    if (g >= 0 && g < timeout_ms)
+      timeout_ms = (int) g;
+    /* curl_multi_wait returns at once when it has no descriptor to wait on (lib/multi.c
+     * multi_wait: only curl_multi_poll sleeps then): with every guarded call waiting
+     * outside the real multi, the host's loop would spin until the due time.  The wait
+     * the host asked for is slept instead (its timeout, cut to the due time). */
+    if (!poll && cm->nreal <= 0 && nfds == 0 && cg__outside(cm) > 0 && timeout_ms > 0) {
+      cg_sleep_ms(timeout_ms);
+      if (numfds)
+        *numfds = 0;
+      return CURLM_OK;
+    }
+  }
+  if (poll)
+    return cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds);
+  return cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
+}
+
+CURLMcode cg_multi_socket_action(struct cg_multi *cm, curl_socket_t s, int ev, int *running) {
+  CURLMcode mrc;
+  int r = 0;
+
+  if (cm->in_host_cb)
+    return CURLM_RECURSIVE_API_CALL;
+  if (cm->busy)
+    return cm->lib->multi_socket_action(cm->m, s, ev, running);
+  cm->busy = 1;
+  if (s == CURL_SOCKET_TIMEOUT) {
+    /* The host's timer fired: what it was set to is spent.  libcurl clears its own
+     * record of the last timer it told on a timeout (lib/multi.c multi_socket,
+     * timer_lastcall: "the application asks libcurl to run the timeout prematurely") and
+     * tells its timer again in this call if it has one; the guard forgets it likewise. */
+    cm->told_abs = -1;
+    cm->lc_abs = -1;
+  }
+  cm->kick = 0;
+  cg__due(cm);
+  mrc = cm->lib->multi_socket_action(cm->m, s, ev, &r);
+  cg__drain(cm);
+  if (running)
+    *running = r + cg__outside(cm);
+  cg__sync_timer(cm);
+  cm->busy = 0;
+  return mrc;
+}
+
+CURLMcode cg_multi_socket_all(struct cg_multi *cm, int *running) {
+  CURLMcode mrc;
+  int r = 0;
+
+  if (cm->in_host_cb)
+    return CURLM_RECURSIVE_API_CALL;
+  if (cm->busy)
+    return cm->lib->multi_socket_all(cm->m, running);
+  cm->busy = 1;
+  cm->kick = 0;
+  cg__due(cm);
+  mrc = cm->lib->multi_socket_all(cm->m, &r);
+  cg__drain(cm);
+  if (running)
+    *running = r + cg__outside(cm);
+  cg__sync_timer(cm);
+  cm->busy = 0;
+  return mrc;
+}
+
+CURLMcode cg_multi_setopt(struct cg_multi *cm, CURLMoption opt, long l, void *p,
+                          void (*f)(void), curl_off_t o) {
+  CURLMcode (*set)(CURLM *, CURLMoption, ...) = cm->lib->multi_setopt;
+  CURLMcode mrc;
+
+  if (opt == CURLMOPT_TIMERFUNCTION) {
+    curl_multi_timer_callback fn = (curl_multi_timer_callback) f;
+    mrc = fn ? set(cm->m, CURLMOPT_TIMERFUNCTION, cg__timer_cb)
+             : set(cm->m, CURLMOPT_TIMERFUNCTION, (curl_multi_timer_callback) NULL);
+    if (mrc == CURLM_OK && fn)
+      mrc = set(cm->m, CURLMOPT_TIMERDATA, (void *) cm);
+    if (mrc == CURLM_OK) {
+      cm->host_timer = fn;
+      cm->lc_abs = -1;
+      cm->told_abs = -1;
+    }
+    return mrc;
+  }
+  if (opt == CURLMOPT_TIMERDATA) {
+    cm->host_timer_data = p;
+    return CURLM_OK;
+  }
+  if (opt >= CURLOPTTYPE_OFF_T)
+    return set(cm->m, opt, o);
+  if (opt >= CURLOPTTYPE_FUNCTIONPOINT)
+    return set(cm->m, opt, f);
+  if (opt >= CURLOPTTYPE_OBJECTPOINT)
+    return set(cm->m, opt, p);
+  return set(cm->m, opt, l);
+}
+
+CURLMcode cg_multi_cleanup(struct cg_multi *cm) {
+  struct cg_multi **pp;
+  CURLMcode mrc;
+
+  if (cm->in_host_cb || cm->busy)
+    return CURLM_RECURSIVE_API_CALL;
+  cm->busy = 1;
+  while (cm->entries)
+    cg__drop(cm, cm->entries, "multi_cleanup");
+  pthread_mutex_lock(&cg__mutex);
+  for (pp = &cg__multis; *pp; pp = &(*pp)->next)
+    if (*pp == cm) {
+      *pp = cm->next;
+      break;
+    }
+  pthread_mutex_unlock(&cg__mutex);
+  mrc = cm->lib->multi_cleanup(cm->m);
+  free(cm->q);
+  free(cm);
+  return mrc;
+}
+
+void cg_multi_forget_easy(CURL *e) {
+  struct cg_mentry *en;
+  struct cg_multi *cm;
+
+  if (__atomic_load_n(&cg__nentries, __ATOMIC_RELAXED) == 0 || !(en = cg__find(e)))
+    return;
+  cm = en->cm;
+  if (cm->in_host_cb) {
+    /* Freed from inside a host callback the guard is calling (libcurl forbids it of its
+     * own callbacks): the call is being judged right now and is left alone. */
+    cg_warn_once("multi-free-cb", "an easy handle was freed from inside its own callback");
+    return;
+  }
+  cm->busy++;
+  cg__drop(cm, en, "removed_by_host");
+  cm->busy--;
+}

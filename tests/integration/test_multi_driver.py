@@ -1,0 +1,507 @@
+"""The multi driver (issue 13): real multi hosts under the guard.
+
+curl --parallel (poll + perform + info_read), pycurl's CurlMulti (perform + select, and
+socket_action with its own timer and socket callbacks) and git's smart HTTP (git
+http-backend; git-remote-http drives every request through curl_multi_* with
+libcurl-gnutls).  Each: 503s retried invisibly, one CURLMSG_DONE per transfer, byte-identical
+output, one record set per call; a host that removes a handle while it waits for its backoff
+gets its call ended with a final record; a transfer of the same multi keeps flowing while
+another waits for its backoff.  Timing: tight lower bounds (a Retry-After is a floor),
+generous upper bounds, no assertion of speed.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+GIT = shutil.which("git", path="/usr/bin:/bin")
+
+
+def have_pycurl():
+    p = subprocess.run([harness.PYTHON, "-c", "import pycurl"], capture_output=True)
+    return p.returncode == 0
+
+
+# A pycurl CurlMulti host.  argv: MODE (perform | socket) and a JSON spec on stdin:
+# {"urls": [...], "remove_after_ms": {"index": ms}}.  Prints one JSON line per finished or
+# removed transfer, in the order the host saw them: index, curl code, HTTP code, body, t (s).
+PYHOST = textwrap.dedent(r'''
+    import io, json, pycurl, select, sys, time
+    mode = sys.argv[1]
+    spec = json.load(sys.stdin)
+    t0 = time.monotonic()
+    m = pycurl.CurlMulti()
+    handles, bufs = [], []
+    for i, u in enumerate(spec["urls"]):
+        c = pycurl.Curl(); b = io.BytesIO()
+        c.setopt(pycurl.URL, u); c.setopt(pycurl.WRITEDATA, b); c.setopt(pycurl.PROXY, "")
+        post = spec.get("post", {}).get(str(i))
+        if post is not None:
+            c.setopt(pycurl.POSTFIELDS, post)
+            c.setopt(pycurl.HTTPHEADER, ["Content-Type: application/json"])
+        c.idx = i
+        handles.append(c); bufs.append(b); m.add_handle(c)
+    remove_at = {int(k): v / 1000.0 for k, v in spec.get("remove_after_ms", {}).items()}
+    out, left = [], set(range(len(handles)))
+    def report(c, code):
+        left.discard(c.idx)
+        out.append({"index": c.idx, "curl": code, "http": c.getinfo(pycurl.RESPONSE_CODE),
+                    "body": bufs[c.idx].getvalue().decode("utf-8", "replace"),
+                    "t": time.monotonic() - t0})
+    def drain():
+        while True:
+            q, ok, err = m.info_read()
+            for c in ok: report(c, 0)
+            for c, e, msg in err: report(c, e)
+            if q == 0: break
+    def removals():
+        for i, at in list(remove_at.items()):
+            if time.monotonic() - t0 >= at and i in left:
+                m.remove_handle(handles[i])
+                left.discard(i)
+                out.append({"index": i, "removed": True, "t": time.monotonic() - t0})
+                del remove_at[i]
+    deadline = t0 + 30
+    if mode == "perform":
+        while left and time.monotonic() < deadline:
+            while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                pass
+            drain(); removals()
+            if left:
+                m.select(0.05)
+    else:
+        timer = [None]; socks = {}
+        def tf(ms):
+            timer[0] = None if ms < 0 else time.monotonic() + ms / 1000.0
+        def sf(ev, s, multi, data):
+            if ev == pycurl.POLL_REMOVE: socks.pop(s, None)
+            else: socks[s] = ev
+        m.setopt(pycurl.M_TIMERFUNCTION, tf); m.setopt(pycurl.M_SOCKETFUNCTION, sf)
+        m.socket_action(pycurl.SOCKET_TIMEOUT, 0)
+        while left and time.monotonic() < deadline:
+            wait = 0.05 if timer[0] is None else min(0.05, max(0, timer[0] - time.monotonic()))
+            r = [s for s, e in socks.items() if e in (pycurl.POLL_IN, pycurl.POLL_INOUT)]
+            w = [s for s, e in socks.items() if e in (pycurl.POLL_OUT, pycurl.POLL_INOUT)]
+            rr, ww, _ = select.select(r, w, [], wait)
+            if timer[0] is not None and time.monotonic() >= timer[0]:
+                timer[0] = None
+                m.socket_action(pycurl.SOCKET_TIMEOUT, 0)
+            for s in set(rr) | set(ww):
+                ev = (pycurl.CSELECT_IN if s in rr else 0) | (pycurl.CSELECT_OUT if s in ww else 0)
+                m.socket_action(s, ev)
+            drain(); removals()
+    for c in handles:
+        if c.idx not in [o["index"] for o in out if o.get("removed")]:
+            m.remove_handle(c)
+        c.close()
+    m.close()
+    for o in out:
+        print(json.dumps(o))
+''')
+
+
+class MultiDriverTest(harness.GuardTestCase):
+    def genv(self, **kw):
+        env = self.guard_env(CURLGUARD_BACKOFF_BASE_MS="100", **kw)
+        return env
+
+    def calls(self):
+        """Records grouped by request_id, attempts in order."""
+        by = {}
+        for r in self.records():
+            self.assertRecordKeys(r)
+            by.setdefault(r["request_id"], []).append(r)
+        for recs in by.values():
+            recs.sort(key=lambda r: r["attempt"])
+        return by
+
+    def assertOneFinalPerCall(self, calls):
+        for rid, recs in calls.items():
+            self.assertEqual([r["attempt"] for r in recs], list(range(1, len(recs) + 1)), recs)
+            self.assertEqual([r["final"] for r in recs], [False] * (len(recs) - 1) + [True], recs)
+
+    # ---- curl --parallel
+
+    def curl_parallel(self, urls, env, outdir):
+        outdir.mkdir()
+        argv = [harness.CURL, "-sS", "--no-progress-meter", "--noproxy", "*", "--parallel",
+                "--parallel-max", "8"]
+        for i, u in enumerate(urls):
+            argv += ["-o", str(outdir / f"out{i}"), u]
+        p = harness.run(argv, env, timeout=60)
+        return p, [(outdir / f"out{i}").read_bytes() for i in range(len(urls))]
+
+    def test_curl_parallel_identical_without_faults(self):
+        def urls():
+            return [self.mock.url(f"/p{i}", key=True) for i in range(4)]
+        plain, pout = self.curl_parallel(urls(), harness.plain_env(), self.tmp / "plain")
+        guarded, gout = self.curl_parallel(urls(), self.genv(), self.tmp / "guarded")
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual((guarded.returncode, guarded.stderr), (plain.returncode, plain.stderr))
+        self.assertEqual(gout, pout)
+        calls = self.calls()
+        self.assertEqual(len(calls), 4)
+        self.assertOneFinalPerCall(calls)
+        self.assertTrue(all(len(r) == 1 and r[0]["outcome"] == "ok" for r in calls.values()))
+
+    def test_curl_parallel_503_retried_invisibly(self):
+        faulty = [self.mock.url("/a", plan="503:ra=0,200"), self.mock.url("/b", key=True),
+                  self.mock.url("/c", plan="503,503,200")]
+        guarded, gout = self.curl_parallel(faulty, self.genv(), self.tmp / "guarded")
+        self.assertEqual(guarded.returncode, 0, guarded.stderr)
+        self.assertEqual(guarded.stderr, b"")
+        for body in gout:
+            doc = json.loads(body)             # the final 200 only, never a 503 page
+            self.assertIs(doc["ok"], True, body)
+        self.assertEqual([json.loads(b)["n"] for b in gout], [2, 1, 3])
+        calls = self.calls()
+        self.assertEqual(len(calls), 3)
+        self.assertOneFinalPerCall(calls)
+        by_path = {recs[0]["path"]: recs for recs in calls.values()}
+        self.assertEqual([r["outcome"] for r in by_path["/a"]], ["http_503", "ok"])
+        self.assertEqual([r["outcome"] for r in by_path["/c"]], ["http_503", "http_503", "ok"])
+        self.assertEqual([r["decision"] for r in by_path["/c"]], ["retry", "retry", "done"])
+        self.assertEqual(len(self.mock.entries(url=faulty[2])), 3)
+
+    def test_curl_parallel_off_passes_through(self):
+        env = harness.plain_env(LD_PRELOAD=str(harness.LIB), CURLGUARD="0",
+                                CURLGUARD_LOG=str(self.log))
+        urls = [self.mock.url("/a", plan="503,200"), self.mock.url("/b", key=True)]
+        p, out = self.curl_parallel(urls, env, self.tmp / "off")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"overloaded", out[0])   # the 503 reaches the host: no guard
+        self.assertFalse(self.log.exists())
+
+    # ---- pycurl CurlMulti
+
+    def pyhost(self, mode, spec, env):
+        script = self.tmp / "pyhost.py"
+        script.write_text(PYHOST)
+        p = harness.run([harness.PYTHON, str(script), mode], env, timeout=60,
+                        input=json.dumps(spec).encode())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [json.loads(l) for l in p.stdout.splitlines()], p
+
+    def check_pycurl_retry(self, mode):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        urls = [self.mock.url("/a", plan="503:ra=0,200"), self.mock.url("/b", key=True),
+                self.mock.url("/c", plan="503,200")]
+        out, p = self.pyhost(mode, {"urls": urls}, self.genv())
+        self.assertEqual(p.stderr, b"")
+        self.assertEqual(sorted(o["index"] for o in out), [0, 1, 2])   # one DONE each
+        for o in out:
+            self.assertEqual((o["curl"], o["http"]), (0, 200), o)
+            self.assertIs(json.loads(o["body"])["ok"], True)
+        calls = self.calls()
+        self.assertEqual(len(calls), 3)
+        self.assertOneFinalPerCall(calls)
+        self.assertEqual(sorted(len(r) for r in calls.values()), [1, 2, 2])
+
+    def test_pycurl_perform_select_retry(self):
+        self.check_pycurl_retry("perform")
+
+    def test_pycurl_socket_action_retry(self):
+        self.check_pycurl_retry("socket")
+
+    def check_remove_mid_backoff(self, mode):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # /a is told to come back in 3 s; the host gives up on it after 0.5 s.
+        urls = [self.mock.url("/a", plan="503:ra=3,200"), self.mock.url("/b", key=True)]
+        t0 = time.monotonic()
+        out, _ = self.pyhost(mode, {"urls": urls, "remove_after_ms": {"0": 500}}, self.genv())
+        elapsed = time.monotonic() - t0
+        self.assertLess(elapsed, 2.9, "the host's loop waited for the backoff")   # generous
+        removed = [o for o in out if o.get("removed")]
+        self.assertEqual([o["index"] for o in removed], [0])
+        self.assertEqual([o["index"] for o in out if not o.get("removed")], [1])
+        calls = self.calls()
+        self.assertOneFinalPerCall(calls)
+        by_path = {recs[0]["path"]: recs for recs in calls.values()}
+        a = by_path["/a"]
+        self.assertEqual([r["outcome"] for r in a], ["http_503", "aborted_by_host"])
+        self.assertEqual(a[-1]["reason"], "removed_by_host")
+        self.assertEqual(len(self.mock.entries(url=urls[0])), 1)   # never sent again
+
+    def test_pycurl_remove_mid_backoff_perform(self):
+        self.check_remove_mid_backoff("perform")
+
+    def test_pycurl_remove_mid_backoff_socket_action(self):
+        self.check_remove_mid_backoff("socket")
+
+    def test_stream_keeps_flowing_while_another_waits(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # /a waits 2 s (Retry-After, a floor); the stream takes about half a second.
+        body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]})
+        urls = [self.mock.url("/a", plan="503:ra=2,200"),
+                self.mock.url("/v1/chat/completions", plan="200:chunk_ms=50:words=8")]
+        out, _ = self.pyhost("perform", {"urls": urls, "post": {"1": body}}, self.genv())
+        t = {o["index"]: o["t"] for o in out}
+        self.assertEqual(sorted(t), [0, 1])
+        self.assertGreaterEqual(t[0], 2.0)               # the hint is a floor
+        self.assertIn("data: [DONE]", [o for o in out if o["index"] == 1][0]["body"])
+        # Had the guard slept in curl_multi_perform, the stream would end with /a, after 2 s.
+        self.assertLess(t[1], t[0] - 1.0, out)
+
+    def test_pycurl_multi_close_with_calls_inside(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # /a waits 3 s for its retry, /b is in flight (a stall), /c is done: then
+        # curl_multi_cleanup (CurlMulti.close) with all three still inside.
+        script = self.tmp / "close.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); hs = []
+            for u in sys.argv[1:]:
+                c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
+                c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c); hs.append(c)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.6:
+                m.perform(); m.select(0.05)
+            m.close()
+            for c in hs:
+                c.close()
+            print("closed")
+        '''))
+        urls = [self.mock.url("/a", plan="503:ra=3,200"),
+                self.mock.url("/b", plan="stall:ms=4000"), self.mock.url("/c", key=True)]
+        t0 = time.monotonic()
+        p = harness.run([harness.PYTHON, str(script), *urls], self.genv(), timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, b"closed\n"), p.stderr)
+        self.assertLess(time.monotonic() - t0, 2.9)          # neither waited for
+        calls = self.calls()
+        self.assertOneFinalPerCall(calls)
+        by_path = {recs[0]["path"]: recs for recs in calls.values()}
+        self.assertEqual([(r["outcome"], r["reason"]) for r in by_path["/a"]],
+                         [("http_503", "retry_after"), ("aborted_by_host", "multi_cleanup")])
+        self.assertEqual([(r["outcome"], r["reason"]) for r in by_path["/b"]],
+                         [("aborted_by_host", "multi_cleanup")])
+        self.assertEqual([r["outcome"] for r in by_path["/c"]], ["ok"])
+
+    def test_open_breaker_holds_one_pool_not_the_loop(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # Open the breaker of 127.0.0.1:PORT (two failed calls in a row), then run a multi
+        # with one transfer to that pool (held: open = wait) and one to localhost:PORT, a
+        # pool of its own, which must not wait for the first one's probe.
+        brk = dict(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_CONSECUTIVE_FAILURES="2",
+                   CURLGUARD_BREAKER_COOLDOWN_S="2", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                   CURLGUARD_BREAKER_JITTER="0")
+        for _ in range(2):
+            harness.run([harness.CURL, "-s", "-o", "/dev/null", "--noproxy", "*",
+                         self.mock.url("/down", plan="500")], self.genv(**brk))
+        free = self.mock.url("/free", plan="200:delay=200").replace("127.0.0.1", "localhost")
+        urls = [self.mock.url("/held", key=True), free]
+        out, _ = self.pyhost("perform", {"urls": urls}, self.genv(**brk))
+        t = {o["index"]: o["t"] for o in out}
+        self.assertEqual([(o["curl"], o["http"]) for o in out], [(0, 200), (0, 200)])
+        held = [r for r in self.records() if r["path"] == "/held"]
+        self.assertEqual(len(held), 1)
+        self.assertEqual(held[0]["reason"], "breaker_wait")
+        self.assertGreater(held[0]["breaker_wait_ms"], 500)
+        self.assertLess(t[1], t[0] - 0.4, out)               # /free did not wait for /held
+
+    def test_held_answer_to_a_paused_host_does_not_hold_the_loop(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # /p's 503 is held for a retry the budget then refuses (no retry fits the deadline):
+        # the answer in hand goes to the host after the transfer ended.  The host pauses at
+        # its first byte and resumes 300 ms later from its own loop (curl_easy_pause); /q
+        # must finish meanwhile.
+        script = self.tmp / "pause.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            t0 = time.monotonic(); st = {"paused": False, "resume_at": None, "body": b""}
+            def wr(data):
+                if st["paused"]:
+                    return pycurl.WRITEFUNC_PAUSE
+                if st["resume_at"] is None:
+                    st["paused"] = True
+                    st["resume_at"] = time.monotonic() + 0.3
+                    return pycurl.WRITEFUNC_PAUSE
+                st["body"] += data
+            m = pycurl.CurlMulti()
+            a = pycurl.Curl(); a.setopt(pycurl.URL, sys.argv[1]); a.setopt(pycurl.PROXY, "")
+            a.setopt(pycurl.WRITEFUNCTION, wr)
+            b = pycurl.Curl(); b.setopt(pycurl.URL, sys.argv[2]); b.setopt(pycurl.PROXY, "")
+            b.setopt(pycurl.WRITEDATA, io.BytesIO())
+            m.add_handle(a); m.add_handle(b); done = {}
+            while len(done) < 2 and time.monotonic() - t0 < 20:
+                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                    pass
+                q, ok, err = m.info_read()
+                for c in ok: done[c] = (0, c.getinfo(pycurl.RESPONSE_CODE), time.monotonic() - t0)
+                for c, e, msg in err: done[c] = (e, 0, time.monotonic() - t0)
+                if st["paused"] and time.monotonic() >= st["resume_at"]:
+                    st["paused"] = False
+                    a.pause(pycurl.PAUSE_CONT)
+                m.select(0.02)
+            print(done[a][0], done[a][1], round(done[a][2], 3), round(done[b][2], 3))
+            sys.stdout.buffer.write(st["body"])
+        '''))
+        urls = [self.mock.url("/p", plan="503"), self.mock.url("/q", plan="200:delay=100")]
+        env = self.genv(CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0",
+                        CURLGUARD_DEADLINE_MS="1500")
+        p = harness.run([harness.PYTHON, str(script), *urls], env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        head, _, body = p.stdout.partition(b"\n")
+        code, http, ta, tb = head.split()
+        self.assertEqual((code, http), (b"0", b"503"))
+        self.assertIn(b"overloaded", body)                   # the whole answer, once
+        self.assertEqual(body.count(b"\"code\": \"overloaded\""), 1)
+        self.assertLess(float(tb), float(ta) - 0.2, head)    # /q did not wait for /p's host
+        recs = [r for r in self.records() if r["path"] == "/p"]
+        self.assertEqual([(r["outcome"], r["decision"], r["final"]) for r in recs],
+                         [("http_503", "give_up", True)])
+
+
+SMART_SERVER = textwrap.dedent(r'''
+    # git smart HTTP through `git http-backend` (CGI); the first request of each path in
+    # argv[3] (comma list) is answered 503 with Retry-After: 0.
+    import http.server, os, subprocess, sys
+    root, port_file = sys.argv[1], sys.argv[2]
+    fail_first = set(p for p in sys.argv[3].split(",") if p)
+    seen = set()
+    log = open(os.path.join(os.path.dirname(port_file), "requests.log"), "a")
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def log_message(self, *a):
+            pass
+        def handle_one(self):
+            path, _, query = self.path.partition("?")
+            n = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(n) if n else b""
+            log.write(f"{self.command} {path}\n"); log.flush()
+            if path in fail_first and path not in seen:
+                seen.add(path)
+                msg = b"busy\n"
+                self.send_response(503)
+                self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", str(len(msg)))
+                self.end_headers()
+                self.wfile.write(msg)
+                return
+            env = dict(os.environ, GIT_PROJECT_ROOT=root, GIT_HTTP_EXPORT_ALL="1",
+                       PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD=self.command,
+                       CONTENT_TYPE=self.headers.get("Content-Type", ""),
+                       CONTENT_LENGTH=str(len(body)), REMOTE_ADDR="127.0.0.1",
+                       GIT_PROTOCOL=self.headers.get("Git-Protocol", ""))
+            p = subprocess.run(["git", "http-backend"], input=body, env=env,
+                               capture_output=True)
+            head, _, rest = p.stdout.partition(b"\r\n\r\n")
+            if not _:
+                head, _, rest = p.stdout.partition(b"\n\n")
+            status, headers = 200, []
+            for line in head.decode("latin-1").splitlines():
+                k, _, v = line.partition(":")
+                if k.lower() == "status":
+                    status = int(v.strip().split()[0])
+                elif k:
+                    headers.append((k, v.strip()))
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(rest)))
+            self.end_headers()
+            self.wfile.write(rest)
+        do_GET = do_POST = handle_one
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(port_file + ".tmp", port_file)
+    srv.serve_forever()
+''')
+
+
+class GitSmartHttpMultiTest(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not GIT:
+            raise unittest.SkipTest("git is not installed")
+
+    def git_env(self, base):
+        env = dict(base)
+        env.update(HOME=str(self.tmp / "home"), GIT_CONFIG_NOSYSTEM="1",
+                   GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example",
+                   GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example",
+                   GIT_AUTHOR_DATE="2020-01-01T00:00:00Z",
+                   GIT_COMMITTER_DATE="2020-01-01T00:00:00Z", LC_ALL="C")
+        env.pop("GIT_DIR", None)
+        return env
+
+    def git(self, args, env=None):
+        p = harness.run([GIT, *args], env or self.git_env(harness.plain_env()), timeout=60)
+        self.assertEqual(p.returncode, 0, f"{args}: {p.stderr!r}")
+        return p
+
+    def server(self, name, fail_first):
+        script = self.tmp / "smart.py"
+        script.write_text(SMART_SERVER)
+        d = self.tmp / name
+        d.mkdir()
+        port_file = d / "port"
+        proc = subprocess.Popen([harness.PYTHON, str(script), str(self.tmp / "srv"),
+                                 str(port_file), ",".join(fail_first)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=harness.plain_env())
+        self.addCleanup(lambda: (proc.terminate(), proc.wait(5)))
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.fail("the smart-HTTP server did not start")
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{int(port_file.read_text())}/repo.git", d
+
+    def setUp(self):
+        super().setUp()
+        (self.tmp / "home").mkdir()
+        (self.tmp / "srv").mkdir()
+        work = self.tmp / "work"
+        self.git(["init", "-q", "-b", "main", str(work)])
+        for i in range(3):
+            (work / f"file{i}.txt").write_text(f"content {i}\n" * (i + 1))
+            self.git(["-C", str(work), "add", "-A"])
+            self.git(["-C", str(work), "commit", "-q", "-m", f"commit {i}"])
+        self.git(["clone", "-q", "--bare", str(work), str(self.tmp / "srv" / "repo.git")])
+
+    def clone(self, url, dest, env):
+        p = self.git(["clone", "-q", url, str(dest)], env)
+        log = self.git(["-C", str(dest), "log", "--format=%H %s", "--all"])
+        files = {f: (dest / f).read_bytes() for f in sorted(os.listdir(dest)) if f != ".git"}
+        return p.stdout, p.stderr, log.stdout, files
+
+    def test_clone_first_request_503_retried(self):
+        url, _ = self.server("srv-plain", [])
+        plain = self.clone(url, self.tmp / "plain", None)
+        url, d = self.server("srv-faulty", ["/repo.git/info/refs"])
+        env = self.git_env(self.guard_env(CURLGUARD_BACKOFF_BASE_MS="50"))
+        guarded = self.clone(url, self.tmp / "guarded", env)
+        self.assertEqual(guarded, plain)
+        reqs = (d / "requests.log").read_text().splitlines()
+        self.assertEqual(reqs.count("GET /repo.git/info/refs"), 2)   # the 503, then the retry
+        recs = self.records()
+        for r in recs:
+            self.assertRecordKeys(r)
+        refs = [r for r in recs if r["path"] == "/repo.git/info/refs"]
+        self.assertEqual([(r["outcome"], r["final"]) for r in refs],
+                         [("http_503", False), ("ok", True)])
+        self.assertEqual(len({r["request_id"] for r in refs}), 1)
+        packs = [r for r in recs if r["path"] == "/repo.git/git-upload-pack"]
+        self.assertTrue(packs and all(r["final"] and r["outcome"] == "ok" for r in packs), recs)
+
+
+if __name__ == "__main__":
+    unittest.main()
