@@ -864,8 +864,8 @@ class Overhead:
             self.bases = {a: f"http://127.0.0.1:{p}" for a, p in zip(("json", "sse"),
                                                                       self.server.port)}
             self.server_text = (
-                "nginx (single process) answering every `POST` with `return 200` and a fixed "
-                f"answer: a {len(self.answers[0])}-byte OpenAI chat completion with `usage` "
+                "nginx (one process) answering every `POST` with a static file (`error_page "
+                f"405 =200 $uri`): a {len(self.answers[0])}-byte OpenAI chat completion with `usage` "
                 f"(`application/json`), or, for the SSE rows, an OpenAI stream of "
                 f"{OVH_SSE_EVENTS} events ({len(self.answers[1])} bytes, `text/event-stream`, "
                 "usage in the last event, then `data: [DONE]`)")
@@ -1001,7 +1001,7 @@ def scenario_overhead(cfg, build, tmp):
     o = Overhead(cfg, build, tmp)
     rows = [r for r in OVH_ROWS if r[0] not in o.skip]
     res = {"n": n, "rounds": rounds, "hosts": OVH_HOSTS, "rows": OVH_ROWS, "skip": dict(o.skip),
-           "runs": {}, "idle": {}, "counts": {}, "rss_big": {}, "phases": {},
+           "runs": {}, "idle": {}, "counts": {}, "rss_big": {}, "phases": {}, "failed": {},
            "tools": {k: v for k, v in o.tools.items()}, "cfg": {k: v for k, v in cfg.items()
                                                              if k.startswith("ovh_") or
                                                              k == "quick"}}
@@ -1018,11 +1018,17 @@ def scenario_overhead(cfg, build, tmp):
             if proxy in o.skip:
                 continue
             idle = []
-            for _ in range(3):
-                s = OvhServer(o.d, proxy, o.tools[proxy], free_port(),
-                              upstream=int(o.bases["json"].rsplit(":", 1)[1]))
-                time.sleep(0.05)
-                idle.append(s.stop())
+            try:
+                for _ in range(3):
+                    s = OvhServer(o.d, proxy, o.tools[proxy], free_port(),
+                                  upstream=int(o.bases["json"].rsplit(":", 1)[1]))
+                    time.sleep(0.05)
+                    idle.append(s.stop())
+            except (RuntimeError, OSError, TimeoutError) as e:
+                for h in OVH_HOSTS:
+                    res["failed"][(h, proxy)] = f"failed: {e}"
+                log(f"overhead: {proxy}: FAILED: {e}")
+                continue
             res["idle"][proxy] = statistics.median(idle)
         # Untimed warm-up (page cache, the first connection, the state file).
         for h in OVH_HOSTS:
@@ -1035,7 +1041,15 @@ def scenario_overhead(cfg, build, tmp):
         for rnd in range(rounds):
             random.Random(1600 + rnd).shuffle(order)
             for h, r in order:
-                x = o.run(h, r, n)
+                if (h, r[0]) in res["failed"]:
+                    continue
+                try:
+                    x = o.run(h, r, n)
+                except (RuntimeError, OSError, TimeoutError) as e:
+                    # e.g. a proxy that does not start: that row fails, the others run
+                    res["failed"][(h, r[0])] = f"failed: {e}"
+                    log(f"overhead: {h}, {r[0]}: FAILED: {e}")
+                    continue
                 if r[4] and "proxy_cpu_s" in x:
                     x["proxy_cpu_s"] = max(0.0, x["proxy_cpu_s"] - res["idle"][r[4]])
                 res["runs"].setdefault((h, r[0]), []).append(x)
@@ -1056,18 +1070,25 @@ def scenario_overhead(cfg, build, tmp):
                 continue
             res["counts"][wrap] = {}
             hosts, keys = cfg[f"ovh_{wrap}_hosts"], cfg[f"ovh_{wrap}_rows"]
-            jobs += [(wrap, h, r, k) for h in hosts for r in rows if keys is None or r[0] in keys
+            jobs += [(wrap, h, r, k) for h in hosts for r in rows
+                     if (keys is None or r[0] in keys) and (h, r[0]) not in res["failed"]
                      for k in cfg[f"ovh_{wrap}_n"]]
         big = cfg["ovh_rss_n"]
         if not o.rss_missing:
-            jobs += [(None, "C host", r, big) for r in rows if r[0] in cfg["ovh_rss_rows"]]
+            jobs += [(None, "C host", r, big) for r in rows if r[0] in cfg["ovh_rss_rows"]
+                     and ("C host", r[0]) not in res["failed"]]
         # The longest first (the big RSS runs, then callgrind's larger counts), so that the
         # two workers end together.
         jobs.sort(key=lambda j: (j[0] is not None, j[0] != "callgrind", -j[3]))
 
         def one(j):
             t1 = time.monotonic()
-            x = o.run(j[1], j[2], j[3], wrap=j[0])
+            try:
+                x = o.run(j[1], j[2], j[3], wrap=j[0])
+            except (RuntimeError, OSError, TimeoutError) as e:
+                log(f"overhead: {j[0] or 'max RSS'}, {j[1]}, {j[2][0]}: FAILED: {e}")
+                return {"ok": 0, "n": j[3], "count": None, "maxrss_kb": None,
+                        "error": str(e)[:200]}
             log(f"overhead: {j[0] or 'max RSS'}, {j[1]}, {j[2][0]}, {j[3]} requests, "
                 f"{time.monotonic() - t1:.1f} s"
                 + (f": {x['maxrss_kb'] / 1024:.1f} MiB" if not j[0] and x["maxrss_kb"] else "")
@@ -1088,7 +1109,8 @@ def scenario_overhead(cfg, build, tmp):
             bad = [x for x in xs.values() if x["ok"] != x["n"]]
             res["counts"][wrap][(h, key)] = (b - a) / (n2 - n1) \
                 if a is not None and b is not None and not bad \
-                else "failed" + (f" ({bad[0]['ok']}/{bad[0]['n']} 2xx)" if bad else "")
+                else "failed" + (f": {bad[0]['error']}" if bad and bad[0].get("error") else
+                                 f" ({bad[0]['ok']}/{bad[0]['n']} 2xx)" if bad else "")
         res["phases"]["counts and RSS"] = time.monotonic() - t0
     finally:
         o.close()
@@ -1169,8 +1191,8 @@ def report_overhead(r):
         "URLs, `output = \"/dev/null\"` each) and `build/bench/batch-host --threads 1 "
         "--no-lines` (a C host: one easy handle, `curl_easy_reset` and its options before each "
         "call). "
-        f"**CPU** = user+sys of the client process (`wait4`; its start-up is included, spread "
-        f"over the {n} requests); for the proxies also the proxy's (its own `wait4` for the "
+        f"**CPU** = user+sys of the client process (`wait4` in `bench/runstat.c`; its start-up "
+        f"is included, spread over the {n} requests); for the proxies also the proxy's (its own `wait4` for the "
         "run, minus its start-up and shutdown without requests, the median of 3). Median of "
         f"{r['rounds']} rounds (min-max over the rounds in brackets); each round runs every row "
         "of both clients once, in a new shuffled order, after an untimed warm-up. **Wall** "
@@ -1221,7 +1243,8 @@ def report_overhead(r):
                 continue
             s = st.get((h, k))
             if not s:
-                out.append(f"| {label} | not measured | | | | | | |")
+                why = r["failed"].get((h, k), "not measured").replace("|", "/")
+                out.append(f"| {label} | {why} | | | | | | |")
                 continue
             cpu = f"{s['cpu']:.1f} ({s['min']:.1f}-{s['max']:.1f})"
             if s["proxy"] is not None:
@@ -1249,7 +1272,7 @@ def report_overhead(r):
                               + " the guard's (log on) +{:.1f} µs".format(g["inc"]))
         if ratios:
             out += ["Proxies vs the guard, " + h + ": " + "; ".join(ratios) + ".", ""]
-    checks = []
+    checks = [f"{h}, {k}: {v}" for (h, k), v in sorted(r["failed"].items())]
     for (h, k), s in sorted(st.items()):
         if not s["ok"]:
             checks.append(f"{h}, {k}: not every run got {n} 2xx answers with exit 0")
