@@ -713,10 +713,13 @@ class OvhServer:
         deadline = time.monotonic() + (60 if wrap else 10)
         ports = port if isinstance(port, tuple) else (port,)
         while not all(port_open(p) for p in ports):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{kind} exited at start: {self.tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{kind} did not listen within {deadline:.0f} s: {self.tail()}")
+            why = f"{kind} exited at start" if self.proc.poll() is not None else \
+                f"{kind} did not listen within {60 if wrap else 10} s" \
+                if time.monotonic() > deadline else None
+            if why:
+                PROCS.stop(self.proc)
+                self.err.close()
+                raise RuntimeError(f"{why}: {self.tail()}")
             time.sleep(0.02)
 
     def tail(self):
@@ -745,6 +748,16 @@ class OvhServer:
             PROCS.stop(self.proc)
             self.err.close()
         return ru.ru_utime + ru.ru_stime
+
+
+def ovh_start(make, tries=3):
+    """make() a server; again on a new port if it fails (a free port taken in between)."""
+    for i in range(tries):
+        try:
+            return make()
+        except RuntimeError:
+            if i == tries - 1:
+                raise
 
 
 def child_of(pid):
@@ -859,8 +872,9 @@ class Overhead:
 
     def start(self):
         if self.tools["nginx"]:
-            self.server = OvhServer(self.d, "fast", self.tools["nginx"],
-                                    (free_port(), free_port()), answers=self.answers)
+            self.server = ovh_start(lambda: OvhServer(
+                self.d, "fast", self.tools["nginx"], (free_port(), free_port()),
+                answers=self.answers))
             self.bases = {a: f"http://127.0.0.1:{p}" for a, p in zip(("json", "sse"),
                                                                       self.server.port)}
             self.server_text = (
@@ -932,8 +946,9 @@ class Overhead:
         try:
             if proxy:
                 pwrap = (wrap, tool, rd / f"proxy.{wrap}") if wrap else None
-                px = OvhServer(rd, proxy, self.tools[proxy], free_port(),
-                               upstream=int(self.bases["json"].rsplit(":", 1)[1]), wrap=pwrap)
+                px = ovh_start(lambda: OvhServer(
+                    rd, proxy, self.tools[proxy], free_port(),
+                    upstream=int(self.bases["json"].rsplit(":", 1)[1]), wrap=pwrap))
                 base = f"http://127.0.0.1:{px.port}"
             argv = self.argv(host, base, answer, n)
             env = plain_env(**extra)
@@ -1020,8 +1035,9 @@ def scenario_overhead(cfg, build, tmp):
             idle = []
             try:
                 for _ in range(3):
-                    s = OvhServer(o.d, proxy, o.tools[proxy], free_port(),
-                                  upstream=int(o.bases["json"].rsplit(":", 1)[1]))
+                    s = ovh_start(lambda: OvhServer(
+                        o.d, proxy, o.tools[proxy], free_port(),
+                        upstream=int(o.bases["json"].rsplit(":", 1)[1])))
                     time.sleep(0.05)
                     idle.append(s.stop())
             except (RuntimeError, OSError, TimeoutError) as e:
