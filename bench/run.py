@@ -878,8 +878,9 @@ class Overhead:
             self.bases = {a: f"http://127.0.0.1:{p}" for a, p in zip(("json", "sse"),
                                                                       self.server.port)}
             self.server_text = (
-                "nginx (one process) answering every `POST` with a static file (`error_page "
-                f"405 =200 $uri`): a {len(self.answers[0])}-byte OpenAI chat completion with `usage` "
+                "nginx (one process) answering every `POST` with a static file "
+                f"(`error_page 405 =200 $uri`): a {len(self.answers[0])}-byte OpenAI chat "
+                "completion with `usage` "
                 f"(`application/json`), or, for the SSE rows, an OpenAI stream of "
                 f"{OVH_SSE_EVENTS} events ({len(self.answers[1])} bytes, `text/event-stream`, "
                 "usage in the last event, then `data: [DONE]`)")
@@ -1208,8 +1209,9 @@ def report_overhead(r):
         "--no-lines` (a C host: one easy handle, `curl_easy_reset` and its options before each "
         "call). "
         f"**CPU** = user+sys of the client process (`wait4` in `bench/runstat.c`; its start-up "
-        f"is included, spread over the {n} requests); for the proxies also the proxy's (its own `wait4` for the "
-        "run, minus its start-up and shutdown without requests, the median of 3). Median of "
+        f"is included, spread over the {n} requests); for the proxies also the proxy's (its "
+        "own `wait4` for the run, minus its start-up and shutdown without requests, the median "
+        "of 3). Median of "
         f"{r['rounds']} rounds (min-max over the rounds in brackets); each round runs every row "
         "of both clients once, in a new shuffled order, after an untimed warm-up. **Wall** "
         "includes the server's (and proxy's) time on the same 2 cores. **Instructions** "
