@@ -1,0 +1,31 @@
+/* forward.c - the floor of the LD_PRELOAD technique, for bench/run.py's scenario 1: interposes
+ * curl_easy_perform and curl_easy_setopt and only forwards them (dlsym(RTLD_NEXT), cached).
+ * Build: cc -O2 -shared -fPIC -o forward.so bench/forward.c -ldl */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+
+CURLcode curl_easy_perform(CURL *h)
+{
+    static CURLcode (*next)(CURL *);
+    if (!next)
+        next = (CURLcode (*)(CURL *))dlsym(RTLD_NEXT, "curl_easy_perform");
+    return next(h);
+}
+
+#undef curl_easy_setopt /* curl.h may wrap it in a type-checking macro */
+CURLcode curl_easy_setopt(CURL *h, CURLoption opt, ...)
+{
+    static CURLcode (*next)(CURL *, CURLoption, ...);
+    if (!next)
+        next = (CURLcode (*)(CURL *, CURLoption, ...))dlsym(RTLD_NEXT, "curl_easy_setopt");
+    va_list ap;
+    va_start(ap, opt);
+    CURLcode rc = opt < CURLOPTTYPE_OBJECTPOINT ? next(h, opt, va_arg(ap, long))
+                  : opt >= CURLOPTTYPE_OFF_T && opt < CURLOPTTYPE_BLOB
+                      ? next(h, opt, va_arg(ap, curl_off_t))
+                      : next(h, opt, va_arg(ap, void *));
+    va_end(ap);
+    return rc;
+}
