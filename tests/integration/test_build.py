@@ -25,6 +25,10 @@ EXPORTS = {"curl_easy_init", "curl_easy_setopt", "curl_easy_perform", "curl_easy
            "curl_easy_reset", "curl_easy_duphandle", "curl_easy_pause"}
 # src/loader.c (issue 14): PHP's RTLD_DEEPBIND and dlsym on a libcurl handle (FFI hosts).
 EXPORTS |= {"dlopen", "dlsym"}
+# The multi API (issue 13, src/shim-multi.c).
+EXPORTS |= {"curl_multi_" + f for f in (
+    "init", "add_handle", "remove_handle", "perform", "info_read", "timeout", "wait", "poll",
+    "fdset", "cleanup", "socket_action", "socket", "socket_all", "setopt", "assign", "wakeup")}
 # --attempt-timeout 2 --base 1 --cap 20 --max-attempts 8: waits 0,1,2,4,8,16,20,20
 PLAN_ENDS = [2, 5, 9, 15, 25, 43, 65, 87]
 PLAN_WAITS = [0, 1, 2, 4, 8, 16, 20, 20]

@@ -200,7 +200,12 @@ class CallbackTest(harness.GuardTestCase):
 
     def assertSame(self, g, p):
         self.assertGreaterEqual(g.returncode, 0, f"guarded host died: {g.stderr[-600:]!r}")
-        self.assertEqual((g.returncode, g.stdout, g.stderr), (p.returncode, p.stdout, p.stderr))
+        # libcurl's connect error text carries the time taken ("after 0 ms" / "after 1 ms"):
+        # on a loaded machine the two runs differ there and nowhere else.
+        def same(b):
+            return re.sub(rb"after \d+ ms", b"after N ms", b)
+        self.assertEqual((g.returncode, g.stdout, same(g.stderr)),
+                         (p.returncode, p.stdout, same(p.stderr)))
 
     def outcomes(self):
         return [(r["attempt"], r["outcome"], r["decision"], r["final"]) for r in self.records()]
