@@ -47,10 +47,15 @@ LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guar
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
             src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
             src/tally.c
+# Fleets (issue 15): the shared-state interface's back ends; hiredis linked in statically
+# with its symbols hidden, so a host's own hiredis is not disturbed (README "Fleets").
+LIB_SRCS += src/shared-mmap.c src/shared-redis.c
+HIREDIS_A ?= /usr/lib/x86_64-linux-gnu/libhiredis.a
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shim: linked into the unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
+LIB_LDLIBS += -Wl,--exclude-libs,libhiredis.a $(HIREDIS_A)
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.
 REPORT_SRCS := cli/report.c cli/report-rec.c cli/report-hist.c cli/report-map.c \
@@ -66,6 +71,7 @@ CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/pric
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
 CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o tally.o)
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
+CLI_CORE += $(BUILD)/obj/shared-redis.o $(BUILD)/obj/clock.o
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -100,7 +106,7 @@ $(BUILD)/libcurlguard.so: $(LIB_OBJS)
 
 $(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
 	$(say) CCLD $@
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm $(HIREDIS_A)
 
 $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 	$(say) CCLD $@
