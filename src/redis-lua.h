@@ -17,19 +17,22 @@
   "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 
 /* GCRA (ITU-T I.371; limiter.h) for one request against the pool's rpm and tpm at once.
- * KEYS: tat_req, tat_tok, hold, admitted.  ARGV: T_req us (0: no rpm), tau_req us,
+ * KEYS: tat_req, tat_tok, hold, admitted, brk.  ARGV: T_req us (0: no rpm), tau_req us,
  * T_tok us (0: no tpm), tau_tok us, tokens, max_wait us.
- * Returns {0, wait_us} (reserved) or {1, wait_us} (too long: nothing reserved).
+ * Returns {0, wait_us, open} (reserved) or {1, wait_us, open} (too long: nothing
+ * reserved); `open` 1 when the pool's breaker key exists (not closed): the caller's
+ * cached "closed" is refreshed by every admission at no extra round trip.
  * The rule is limiter.c's cg__reserve_one: a request goes when its whole cost fits the
  * burst (a larger cost: when the bucket is full), at max(that, the 429 hold), and moves
  * TAT to max(TAT, now, go) + cost * T. */
 #define CG_LUA_RESERVE                                                                  \
   CG_LUA_NOW                                                                            \
+  "local brk = redis.call('EXISTS', KEYS[5])\n"                                        \
   "local floor = now\n"                                                                 \
   "local hold = tonumber(redis.call('GET', KEYS[3]) or '0') or 0\n"                     \
   "if hold > floor then floor = hold end\n"                                             \
   "local maxw = tonumber(ARGV[6])\n"                                                    \
-  "if floor - now > maxw then return {1, floor - now} end\n"                            \
+  "if floor - now > maxw then return {1, floor - now, brk} end\n"                            \
   "local function place(key, tt, tau, cost)\n"                                          \
   "  local tat = tonumber(redis.call('GET', key) or '0') or 0\n"                        \
   "  local base = tat\n"                                                                \
@@ -48,14 +51,14 @@
   "if treq > 0 then\n"                                                                  \
   "  local go\n"                                                                        \
   "  go, nr = place(KEYS[1], treq, tonumber(ARGV[2]), 1)\n"                             \
-  "  if go - now > maxw then return {1, go - now} end\n"                                \
+  "  if go - now > maxw then return {1, go - now, brk} end\n"                                \
   "  if go - now > w then w = go - now end\n"                                           \
   "end\n"                                                                               \
   "local ttok, tokens = tonumber(ARGV[3]), tonumber(ARGV[5])\n"                         \
   "if ttok > 0 and tokens > 0 then\n"                                                   \
   "  local go\n"                                                                        \
   "  go, nt = place(KEYS[2], ttok, tonumber(ARGV[4]), tokens)\n"                        \
-  "  if go - now > maxw then return {1, go - now} end\n"                                \
+  "  if go - now > maxw then return {1, go - now, brk} end\n"                                \
   "  if go - now > w then w = go - now end\n"                                           \
   "end\n"                                                                               \
   "if nr then redis.call('SET', KEYS[1], string.format('%.0f', nr), 'PX',\n"            \
@@ -64,7 +67,7 @@
   "  math.floor((nt - now) / 1000) + 60000) end\n"                                      \
   "redis.call('INCR', KEYS[4])\n"                                                       \
   "redis.call('PEXPIRE', KEYS[4], 86400000)\n"                                          \
-  "return {0, math.floor(w)}\n"
+  "return {0, math.floor(w), brk}\n"
 
 /* A 429 hold: KEYS hold; ARGV for_us.  Holds only move forward; PX = its length. */
 #define CG_LUA_HOLD                                                                     \

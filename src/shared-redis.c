@@ -39,6 +39,7 @@
 #define CG_REDIS_LEASE_MS 3000      /* an in-flight lease lives this long unless renewed */
 #define CG_REDIS_RENEW_MS 1000      /* ... and the renewer renews them this often */
 #define CG_REDIS_LEASES 4096        /* leases one process may hold at once */
+#define CG_REDIS_BRK_CACHE_MS 100   /* a thread trusts a "closed" breaker this long */
 
 /* ---- the URL ---- */
 
@@ -150,6 +151,7 @@ static int cg__configured; /* 1: a valid URL */
 static pthread_once_t cg__conf_once = PTHREAD_ONCE_INIT;
 static char cg__host_id[64];
 static uint64_t cg__admissions, cg__round_trips, cg__lease_seq;
+static uint64_t cg__sent; /* commands sent without waiting for their reply */
 
 static void cg__conf_init(void) {
   const struct cg_config *c = cg_config();
@@ -189,6 +191,7 @@ struct cg__conn {
   int64_t next_try_ms;     /* monotonic: no connect before */
   int64_t backoff_ms;
   char sha[CG_S_N][48];
+  int pending;             /* replies of commands sent without waiting (cg__send) */
 };
 static __thread struct cg__conn cg__tc;
 static pthread_key_t cg__tc_key;
@@ -215,6 +218,7 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *why) {
   if (t->c && t->pid == getpid())
     redisFree(t->c);
   t->c = NULL;
+  t->pending = 0;
   t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : CG_REDIS_BACKOFF_MIN_MS;
   if (t->backoff_ms > CG_REDIS_BACKOFF_MAX_MS)
     t->backoff_ms = CG_REDIS_BACKOFF_MAX_MS;
@@ -260,6 +264,7 @@ static int cg__connect(struct cg__conn *t) {
   if (t->c && t->pid == getpid())
     return 0;
   t->c = NULL; /* a child: the parent's connection is the parent's */
+  t->pending = 0;
   if (t->pid != getpid()) {
     t->pid = getpid();
     t->backoff_ms = 0;
@@ -325,6 +330,48 @@ int cg_shared_redis_ready(void) {
   return cg__connect(&cg__tc) == 0;
 }
 
+/* Read the replies of commands sent without waiting (they came back meanwhile: no wait
+ * in practice; at most the timeout each).  0, or -1 (connection dropped). */
+static int cg__drain(struct cg__conn *t) {
+  while (t->pending > 0) {
+    redisReply *r = NULL;
+    if (redisGetReply(t->c, (void **) &r) != REDIS_OK) {
+      cg__drop(t, strstr(t->c->errstr, "temporarily unavailable") ? "redis-timeout"
+                                                                   : "redis-io",
+               t->c->errstr);
+      return -1;
+    }
+    t->pending--;
+    /* NOSCRIPT (SCRIPT FLUSH): one success not counted; the next script reloads. */
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0)
+      cg_warn_once(strncmp(r->str, "WRONGTYPE", 9) == 0 ? "redis-wrongtype" : "redis-error",
+                   "redis error: %s; using the local state file", r->str);
+    if (r)
+      freeReplyObject(r);
+  }
+  return 0;
+}
+
+/* Send a command without waiting for its reply (read by the next cg__drain): a result
+ * nobody waits on (a success for the breaker's window, a lease given back) costs no
+ * round trip of the call.  0 sent, -1 not (dropped, or not connected). */
+static int cg__send(int argc, const char **argv) {
+  struct cg__conn *t = &cg__tc;
+  int done = 0;
+  if (!cg_shared_redis_ready())
+    return -1;
+  if (redisAppendCommandArgv(t->c, argc, argv, NULL) != REDIS_OK)
+    return -1;
+  while (!done)
+    if (redisBufferWrite(t->c, &done) != REDIS_OK) {
+      cg__drop(t, "redis-io", t->c->errstr);
+      return -1;
+    }
+  t->pending++;
+  __atomic_add_fetch(&cg__sent, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* Run script `s` on the thread's connection: its reply (the caller frees it), or NULL
  * (connection dropped or error reply: said once; the caller falls back). */
 static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
@@ -335,7 +382,7 @@ static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
   int argc = 0, i, tries;
   redisReply *r = NULL;
 
-  if (!cg_shared_redis_ready())
+  if (!cg_shared_redis_ready() || cg__drain(t) != 0)
     return NULL;
   snprintf(nk, sizeof(nk), "%d", nkeys);
   argv[argc++] = "EVALSHA";
@@ -396,6 +443,38 @@ static int cg__is_array(const redisReply *r, size_t n) {
   return 1;
 }
 
+/* ---- the breaker's "closed", cached per thread ----
+ *
+ * A closed breaker is the common case: a thread that saw it closed less than
+ * CG_REDIS_BRK_CACHE_MS ago (from the breaker's gate, or from the flag every admission's
+ * GCRA script returns) lets a call through without asking.  The cost: a breaker opened
+ * by another machine stops this thread's calls at most that much later. */
+struct cg__bc {
+  uint64_t h;
+  int64_t until_ms;
+};
+static __thread struct cg__bc cg__bcache[32];
+
+static uint64_t cg__hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  while (*s)
+    h = (h ^ (unsigned char) *s++) * 1099511628211ull;
+  return h | 1;
+}
+
+static void cg__bc_set(const char *pool, int closed) {
+  uint64_t h = cg__hash(pool);
+  struct cg__bc *e = &cg__bcache[h % 32];
+  e->h = h;
+  e->until_ms = closed ? cg_mono_ms() + CG_REDIS_BRK_CACHE_MS : 0;
+}
+
+static int cg__bc_closed(const char *pool) {
+  uint64_t h = cg__hash(pool);
+  const struct cg__bc *e = &cg__bcache[h % 32];
+  return e->h == h && e->until_ms > cg_mono_ms();
+}
+
 #define CG_KEY(buf, sp, what)                                                             \
   cg_redis_key(buf, sizeof(buf), cg__prefix, (sp)->cfg->name, what)
 
@@ -415,9 +494,10 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   const struct cg_limits *lim = &sp->cfg->lim;
   struct cg_state_pool *pool = &sp->state->pools[sp->p];
   double treq = 0, taureq = 0, ttok = 0, tautok = 0;
-  char k1[160], k2[160], k3[160], k4[160], a[6][32];
-  const char *keys[4] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
-                         CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted")};
+  char k1[160], k2[160], k3[160], k4[160], k5[160], a[6][32];
+  const char *keys[5] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
+                         CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
+                         CG_KEY(k5, sp, "brk")};
   const char *args[6];
   int64_t now = cg_state_now();
   redisReply *r;
@@ -444,16 +524,17 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   snprintf(a[5], sizeof(a[5]), "%lld", (long long) (max_wait_ns > 0 ? max_wait_ns / 1000 : 0));
   for (i = 0; i < 6; i++)
     args[i] = a[i];
-  r = cg__evalv(CG_S_RESERVE, 4, keys, 6, args);
+  r = cg__evalv(CG_S_RESERVE, 5, keys, 6, args);
   if (!r)
     return CG_SHARED_DOWN;
-  if (!cg__is_array(r, 2)) {
+  if (!cg__is_array(r, 3)) {
     freeReplyObject(r);
     cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
     return CG_SHARED_DOWN;
   }
   ret = cg__int(r, 0) != 0;
   *wait_ns = cg__int(r, 1) * 1000;
+  cg__bc_set(sp->cfg->name, cg__int(r, 2) == 0);
   if (*wait_ns < 0)
     *wait_ns = 0;
   freeReplyObject(r);
@@ -619,9 +700,7 @@ static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
       h = cg__lease_add(k, id);
       if (h < 0) { /* the process's table is full: give it back, go without one */
         const char *rel[3] = {"ZREM", k, id};
-        redisReply *z = redisCommandArgv(cg__tc.c, 3, rel, NULL);
-        if (z)
-          freeReplyObject(z);
+        cg__send(3, rel);
         return -2;
       }
       return CG_SHARED_LEASE_BASE + h;
@@ -651,15 +730,11 @@ static void cg__r_release(struct cg_shared_pool *sp, int handle) {
   memcpy(id, cg__leases[i].id, sizeof(id));
   cg__leases[i].used = 0;
   pthread_mutex_unlock(&cg__lease_mu);
-  /* Down now: the lease expires on its own within CG_REDIS_LEASE_MS. */
-  if (cg_shared_redis_ready()) {
+  /* Sent, not waited for; not sent (Redis down): the lease expires on its own within
+   * CG_REDIS_LEASE_MS. */
+  {
     const char *argv[3] = {"ZREM", key, id};
-    redisReply *r = redisCommandArgv(cg__tc.c, 3, argv, NULL);
-    __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
-    if (!r)
-      cg__drop(&cg__tc, "redis-io", cg__tc.c->errstr);
-    else
-      freeReplyObject(r);
+    cg__send(3, argv);
   }
 }
 
@@ -679,6 +754,10 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
     ms = CG_BREAKER_PROBE_MAX_MS;
   if (!sp->probe_id[0])
     cg__new_id(sp->probe_id, sizeof(sp->probe_id));
+  if (cg__bc_closed(sp->cfg->name)) {
+    *next_ns = 0;
+    return CG_BREAKER_ALLOW;
+  }
   snprintf(ams, sizeof(ams), "%lld", (long long) ms);
   r = cg__evalv(CG_S_BRK_ADMIT, 2, keys, 2, args);
   if (!r)
@@ -690,6 +769,7 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   v = (int) cg__int(r, 0);
   *next_ns = cg__int(r, 1) * 1000;
   freeReplyObject(r);
+  cg__bc_set(sp->cfg->name, v == 0);
   return v == 0 ? CG_BREAKER_ALLOW : v == 1 ? CG_BREAKER_PROBE : CG_BREAKER_REJECT;
 }
 
@@ -720,9 +800,22 @@ static int cg__r_report(struct cg_shared_pool *sp, int failed, int probe, int64_
   for (i = 0; i < 12; i++)
     args[i] = a[i];
   args[2] = sp->probe_id;
+  if (failed == 0 && !probe && cg_shared_redis_ready()) {
+    /* A success outside a probe opens nothing: sent, not waited for. */
+    const char *argv[3 + 4 + 12] = {"EVALSHA", cg__tc.sha[CG_S_BRK_REPORT], "4"};
+    for (i = 0; i < 4; i++)
+      argv[3 + i] = keys[i];
+    for (i = 0; i < 12; i++)
+      argv[7 + i] = args[i];
+    return cg__send(19, argv) == 0 ? 0 : CG_SHARED_DOWN;
+  }
   r = cg__evalv(CG_S_BRK_REPORT, 4, keys, 12, args);
   if (!r)
     return CG_SHARED_DOWN;
+  if (r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+    cg__bc_set(sp->cfg->name, 0); /* this result opened it */
+  if (probe)
+    cg__bc_set(sp->cfg->name, 0);
   freeReplyObject(r);
   return 0;
 }
@@ -800,9 +893,10 @@ const struct cg_shared_ops cg_shared_redis = {
   .breaker_park = cg__r_park,
 };
 
-void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips) {
+void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips, uint64_t *sent) {
   *admissions = __atomic_load_n(&cg__admissions, __ATOMIC_RELAXED);
   *round_trips = __atomic_load_n(&cg__round_trips, __ATOMIC_RELAXED);
+  *sent = __atomic_load_n(&cg__sent, __ATOMIC_RELAXED);
 }
 
 /* ---- stat ---- */

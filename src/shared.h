@@ -137,7 +137,9 @@ struct cg_redis_view {
 int cg_redis_view(const char *url, const char *prefix, const char *name,
                   struct cg_redis_view *v, char *err, size_t errn);
 
-/* Admissions and round trips made through Redis by this process (bench, tests). */
-void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips);
+/* Through Redis by this process so far (bench, tests): admissions (GCRA reservations
+ * made), round trips waited for (connects and their set-up included), commands sent
+ * without waiting for the reply (successes for the breaker's window, leases given back). */
+void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips, uint64_t *sent);
 
 #endif
