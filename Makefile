@@ -246,6 +246,13 @@ $(BUILD)/bench/batch-host: bench/batch-host.c
 
 BENCH_BINS := $(BUILD)/bench/limiter-bench $(BUILD)/bench/batch-host
 
+# Fleets (issue 15): one admission through the shared-state interface, file vs Redis.
+$(BUILD)/bench/fleet-bench: bench/fleet-bench.c $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
+BENCH_BINS += $(BUILD)/bench/fleet-bench
+
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@$(PYTHON) bench/run.py --build $(BUILD) --command "make bench"
