@@ -80,10 +80,9 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
   if (strncasecmp(s, "redis://", 8) != 0)
     return -1;
   p = s + 8;
-  slash = strchr(p, '/');
-  at = strchr(p, '@');
-  if (at && slash && at > slash)
-    at = NULL;
+  /* The last '@' ends the password (which may hold '@', ':' or '/'); the path follows. */
+  at = strrchr(p, '@');
+  slash = strchr(at ? at + 1 : p, '/');
   if (at) {
     /* [user]:password@ ; the user (Redis 6 ACL) is ignored. */
     const char *c = memchr(p, ':', (size_t) (at - p));
