@@ -71,7 +71,7 @@ CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/pric
 # The library parts the CLI shares (pure, or file-only: nothing that touches libcurl).
 CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o tally.o)
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
-CLI_CORE += $(BUILD)/obj/shared-redis.o $(BUILD)/obj/clock.o
+CLI_CORE += $(BUILD)/obj/shared-redis.o $(BUILD)/obj/shared-mmap.o $(BUILD)/obj/clock.o
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)

@@ -159,6 +159,41 @@ static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
   return sp->ops->breaker_wait_ok(sp, left_ns);
 }
 
+static void cg__sh_bfirst(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->budget_first(sp);
+}
+
+static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,
+                                            int *slot) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->budget_retry(sp, left_ns, slot);
+  if (r == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    r = cg_shared_mmap.budget_retry(sp, left_ns, slot);
+  }
+  return (enum cg_budget_verdict) r;
+}
+
+static int64_t cg__sh_bwait(struct cg_admission *ad, enum cg_budget_verdict why) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  return sp->ops->budget_wait_ns(sp, (int) why);
+}
+
+/* The slot says whose it is (the call may have moved to the file since). */
+static void cg__sh_bdone(struct cg_admission *ad, int slot) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  if (slot >= CG_SHARED_BUDGET_BASE)
+    cg_shared_redis.budget_done(sp, slot);
+  else
+    cg_shared_mmap.budget_done(sp, slot);
+}
+
+static void cg__sh_brefund(struct cg_admission *ad, int64_t granted_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->budget_refund(sp, granted_ns);
+}
+
 /* Say once when the pool's shared windows (set by the first process to use the pool's
  * breaker and budget) differ from this process's: the shared ones are used. */
 static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
@@ -304,14 +339,13 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
   if (attempt != 1)
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
   if (!host_repeat) {
-    cg_budget_first(ad->state, p, &ad->pool->budget, now);
+    cg__sh_bfirst(ad);
     return CG_GATE_GO;
   }
   if (ad->repeat_granted)
     return CG_GATE_GO; /* granted after a wait (cg_admission_repeat_wait) */
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                      now + (deadline_ms - cg_mono_ms()) * 1000000,
-                      &slot) != CG_BUDGET_GRANTED) {
+  if (cg__sh_bretry(ad, (deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
+      CG_BUDGET_GRANTED) {
     if (ad->probe)
       cg__sh_brelease(ad);
     ad->probe = 0;
@@ -351,9 +385,9 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
   }
   ad->probe = 0;
   if (o == CG_OUT_OK)
-    cg_budget_refund(ad->state, p, &ad->pool->budget, ad->retry_granted_ns, cg_state_now());
+    cg__sh_brefund(ad, ad->retry_granted_ns);
   ad->retry_granted_ns = 0;
-  cg_budget_done(ad->state, p, ad->retry_slot);
+  cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
 }
 
@@ -367,13 +401,12 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
   int rounds;
   *waited_ms = 0;
   for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
-    int64_t now = cg_state_now(), ns, ms, t0;
+    int64_t ns, ms, t0;
     enum cg_budget_verdict v =
-        cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                        now + (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
+        cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
     if (v == CG_BUDGET_GRANTED)
       return 0;
-    ns = cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now);
+    ns = cg__sh_bwait(ad, v);
     ms = (ns + 999999) / 1000000;
     /* It must leave room for what follows the wait: the rest of the retry's backoff
      * (`sleep_ms` counts the wait) and an attempt. */
@@ -406,7 +439,7 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
       (!ad->pool->breaker.open_wait ||
        !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
     return "circuit_open";
-  cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */
+  cg__sh_bdone(ad, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
   r = cg__budget_take(ad, p, need_ms, sleep_ms, wait, wait_arg, waited_ms, &slot);
   if (r == -3)
@@ -441,7 +474,7 @@ static void cg__finish(struct cg_admission *ad) {
   if (ad->probe)
     cg__sh_brelease(ad);
   ad->probe = 0;
-  cg_budget_done(ad->state, p, ad->retry_slot);
+  cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
 }
 

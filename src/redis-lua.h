@@ -212,4 +212,56 @@
   "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\n"      \
   "return 0\n"
 
+/* The retry budget (budget.h, Finagle's RetryBudget): KEYS bud, a hash of per-bucket
+ * counts "<bucket>:f" (first attempts) and "<bucket>:r" (retries), 10 buckets per window.
+ * BUD_FIRST: ARGV window_us; counts one first attempt. */
+#define CG_LUA_BUD_FIRST                                                                \
+  CG_LUA_NOW                                                                            \
+  "local w = tonumber(ARGV[1])\n"                                                       \
+  "local b = math.floor(now / (w / 10))\n"                                              \
+  "redis.call('HINCRBY', KEYS[1], b .. ':f', 1)\n"                                      \
+  "redis.call('PEXPIRE', KEYS[1], math.floor(w / 1000) + 1000)\n"                       \
+  "return 0\n"
+
+/* BUD_RETRY: KEYS bud, budc (a sorted set of retry slots: id -> expiry, server ms);
+ * ARGV window_us, ratio, min_per_s, max_concurrent (0: none), id, slot_ms.  A retry goes
+ * while retries + 1 <= ratio * first + min_per_s * window_s, and fewer than
+ * max_concurrent slots are live.  {0, 0, bucket} granted (counted; the slot taken);
+ * {1, us, bucket} refused by the window (us: to the next bucket's start, when the oldest
+ * rotates out); {2, us, bucket} refused by concurrency. */
+#define CG_LUA_BUD_RETRY                                                                \
+  CG_LUA_NOW                                                                            \
+  "local w = tonumber(ARGV[1])\n"                                                       \
+  "local bw = w / 10\n"                                                                 \
+  "local b = math.floor(now / bw)\n"                                                    \
+  "local all = redis.call('HGETALL', KEYS[1])\n"                                        \
+  "local first, retries = 0, 0\n"                                                       \
+  "for i = 1, #all, 2 do\n"                                                             \
+  "  local bb, k = string.match(all[i], '^(%d+):(%a)$')\n"                              \
+  "  if not bb or tonumber(bb) <= b - 10 then redis.call('HDEL', KEYS[1], all[i])\n"    \
+  "  elseif k == 'f' then first = first + tonumber(all[i + 1])\n"                       \
+  "  else retries = retries + tonumber(all[i + 1]) end\n"                               \
+  "end\n"                                                                               \
+  "local allowed = tonumber(ARGV[2]) * first + tonumber(ARGV[3]) * w / 1000000\n"       \
+  "if retries + 1 > allowed then return {1, math.floor((b + 1) * bw - now), b} end\n"   \
+  "local maxc = tonumber(ARGV[4])\n"                                                    \
+  "if maxc > 0 then\n"                                                                  \
+  "  local nms = math.floor(now / 1000)\n"                                              \
+  "  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', nms)\n"                            \
+  "  if redis.call('ZCARD', KEYS[2]) >= maxc then return {2, 100000, b} end\n"          \
+  "  redis.call('ZADD', KEYS[2], nms + tonumber(ARGV[6]), ARGV[5])\n"                   \
+  "  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6]) + 1000)\n"                        \
+  "end\n"                                                                               \
+  "redis.call('HINCRBY', KEYS[1], b .. ':r', 1)\n"                                      \
+  "redis.call('PEXPIRE', KEYS[1], math.floor(w / 1000) + 1000)\n"                       \
+  "return {0, 0, b}\n"
+
+/* BUD_REFUND: KEYS bud; ARGV bucket.  A retry that succeeded leaves the window (budget.h
+ * cg_budget_refund) while its bucket is still there. */
+#define CG_LUA_BUD_REFUND                                                               \
+  "local f = ARGV[1] .. ':r'\n"                                                         \
+  "local v = tonumber(redis.call('HGET', KEYS[1], f) or '0') or 0\n"                    \
+  "if v > 0 then redis.call('HINCRBY', KEYS[1], f, -1) end\n"                           \
+  "return 0\n"
+
 #endif

@@ -3,6 +3,7 @@
 #include "shared.h"
 
 #include "breaker.h"
+#include "budget.h"
 #include "limiter.h"
 
 static int cg__m_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
@@ -67,6 +68,29 @@ static void cg__m_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
   cg_breaker_park(sp->state, sp->p, seq, ns);
 }
 
+static void cg__m_bfirst(struct cg_shared_pool *sp) {
+  cg_budget_first(sp->state, sp->p, &sp->cfg->budget, cg_state_now());
+}
+
+static int cg__m_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
+  int64_t now = cg_state_now();
+  return (int) cg_budget_retry(sp->state, sp->p, &sp->cfg->budget, now, now + left_ns, slot);
+}
+
+static int64_t cg__m_bwait(struct cg_shared_pool *sp, int why) {
+  return cg_budget_wait_ns(sp->state, sp->p, &sp->cfg->budget, (enum cg_budget_verdict) why,
+                           cg_state_now());
+}
+
+static void cg__m_bdone(struct cg_shared_pool *sp, int slot) {
+  if (slot < CG_SHARED_LEASE_BASE)
+    cg_budget_done(sp->state, sp->p, slot);
+}
+
+static void cg__m_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
+  cg_budget_refund(sp->state, sp->p, &sp->cfg->budget, granted_ns, cg_state_now());
+}
+
 const struct cg_shared_ops cg_shared_mmap = {
   .name = "mmap",
   .reserve = cg__m_reserve,
@@ -81,4 +105,9 @@ const struct cg_shared_ops cg_shared_mmap = {
   .breaker_wait_ok = cg__m_wait_ok,
   .breaker_seq = cg__m_seq,
   .breaker_park = cg__m_park,
+  .budget_first = cg__m_bfirst,
+  .budget_retry = cg__m_bretry,
+  .budget_wait_ns = cg__m_bwait,
+  .budget_done = cg__m_bdone,
+  .budget_refund = cg__m_brefund,
 };

@@ -15,6 +15,7 @@
 #include "shared.h"
 
 #include "clock.h"
+#include "budget.h"
 #include "limiter.h"
 #include "log.h"
 #include "redis-lua.h"
@@ -178,10 +179,12 @@ static void cg__conf_init(void) {
 /* ---- one connection per thread ---- */
 
 enum { CG_S_RESERVE, CG_S_HOLD, CG_S_HOLD_LEFT, CG_S_ACQUIRE, CG_S_RENEW, CG_S_BRK_ADMIT,
-       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_N };
+       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BUD_FIRST, CG_S_BUD_RETRY,
+       CG_S_BUD_REFUND, CG_S_N };
 static const char *const cg__scripts[CG_S_N] = {
   CG_LUA_RESERVE, CG_LUA_HOLD, CG_LUA_HOLD_LEFT, CG_LUA_ACQUIRE, CG_LUA_RENEW,
   CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE,
+  CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND,
 };
 
 struct cg__conn {
@@ -579,6 +582,7 @@ struct cg__lease {
 };
 static struct cg__lease cg__leases[CG_REDIS_LEASES];
 static pthread_mutex_t cg__lease_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cg__bslot_mu = PTHREAD_MUTEX_INITIALIZER; /* retry budget slots */
 static int cg__renewer_pid; /* the process whose renewer runs (fork: the child starts its own) */
 
 /* The renewer: every CG_REDIS_RENEW_MS, renew the process's leases (its own connection,
@@ -630,17 +634,42 @@ static void *cg__renewer(void *arg) {
   return NULL;
 }
 
+/* Fork safety: the lease table's lock is never inherited held (the renewer may hold it
+ * at the fork), and a child starts with no leases and no renewer of its own: its
+ * parent's leases stay the parent's, renewed by the parent. */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__lease_mu);
+  pthread_mutex_lock(&cg__bslot_mu);
+}
+
+static void cg__fork_parent(void) {
+  pthread_mutex_unlock(&cg__bslot_mu);
+  pthread_mutex_unlock(&cg__lease_mu);
+}
+
+static void cg__fork_child(void) {
+  pthread_mutex_init(&cg__lease_mu, NULL);
+  pthread_mutex_init(&cg__bslot_mu, NULL);
+  memset(cg__leases, 0, sizeof(cg__leases));
+  cg__renewer_pid = 0;
+}
+
+static pthread_once_t cg__atfork_once = PTHREAD_ONCE_INIT;
+
+static void cg__atfork_init(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_parent, cg__fork_child);
+}
+
 static void cg__start_renewer(void) {
   pthread_t th;
   pthread_attr_t at;
   sigset_t all, old;
   int pid = (int) getpid();
+  pthread_once(&cg__atfork_once, cg__atfork_init);
   if (__atomic_load_n(&cg__renewer_pid, __ATOMIC_ACQUIRE) == pid)
     return;
   pthread_mutex_lock(&cg__lease_mu);
   if (cg__renewer_pid != pid) {
-    if (cg__renewer_pid != 0) /* a child: the parent's leases are the parent's */
-      memset(cg__leases, 0, sizeof(cg__leases));
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     /* The host's signals are not the renewer's. */
@@ -876,6 +905,127 @@ static void cg__r_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
   cg_sleep_ms(ms > 0 ? ms : 1);
 }
 
+/* ---- retry budget ---- */
+
+#define CG_REDIS_BSLOTS 1024
+struct cg__bslot {
+  int used;
+  char key[160];
+  char id[64];
+};
+static struct cg__bslot cg__bslots[CG_REDIS_BSLOTS];
+
+/* Send script `s` without waiting (cg__send). */
+static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args) {
+  const char *argv[24];
+  char nk[8];
+  int argc = 0, i;
+  if (!cg_shared_redis_ready())
+    return -1;
+  snprintf(nk, sizeof(nk), "%d", nkeys);
+  argv[argc++] = "EVALSHA";
+  argv[argc++] = cg__tc.sha[s];
+  argv[argc++] = nk;
+  for (i = 0; i < nkeys; i++)
+    argv[argc++] = keys[i];
+  for (i = 0; i < nargs; i++)
+    argv[argc++] = args[i];
+  return cg__send(argc, argv);
+}
+
+static void cg__r_bfirst(struct cg_shared_pool *sp) {
+  char k[160], w[32];
+  const char *keys[1] = {CG_KEY(k, sp, "bud")};
+  const char *args[1] = {w};
+  if (!sp->cfg->budget.enabled)
+    return;
+  snprintf(w, sizeof(w), "%.0f", sp->cfg->budget.window_s * 1e6);
+  /* Counted, not waited for: the admission's one round trip stays one. */
+  if (cg__send_eval(CG_S_BUD_FIRST, 1, keys, 1, args) != 0)
+    cg_shared_mmap.budget_first(sp);
+}
+
+static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
+  const struct cg_budget_cfg *c = &sp->cfg->budget;
+  char k1[160], k2[160], a[6][64];
+  const char *keys[2] = {CG_KEY(k1, sp, "bud"), CG_KEY(k2, sp, "budc")};
+  const char *args[6];
+  redisReply *r;
+  int i, v;
+  int64_t slot_ms = left_ns / 1000000 + 1000;
+
+  *slot = -1;
+  if (!c->enabled)
+    return CG_BUDGET_GRANTED;
+  snprintf(a[0], sizeof(a[0]), "%.0f", c->window_s * 1e6);
+  snprintf(a[1], sizeof(a[1]), "%.6f", c->ratio);
+  snprintf(a[2], sizeof(a[2]), "%.6f", c->min_per_s);
+  snprintf(a[3], sizeof(a[3]), "%ld", c->max_concurrent);
+  cg__new_id(a[4], sizeof(a[4]));
+  snprintf(a[5], sizeof(a[5]), "%lld", (long long) (slot_ms > 1000 ? slot_ms : 1000));
+  for (i = 0; i < 6; i++)
+    args[i] = a[i];
+  r = cg__evalv(CG_S_BUD_RETRY, 2, keys, 6, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (!cg__is_array(r, 3)) {
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
+  v = (int) cg__int(r, 0);
+  sp->budget_wait_ns = cg__int(r, 1) * 1000;
+  sp->budget_bucket = cg__int(r, 2);
+  freeReplyObject(r);
+  if (v == 0 && c->max_concurrent > 0) {
+    pthread_mutex_lock(&cg__bslot_mu);
+    for (i = 0; i < CG_REDIS_BSLOTS; i++)
+      if (!cg__bslots[i].used) {
+        cg__bslots[i].used = 1;
+        snprintf(cg__bslots[i].key, sizeof(cg__bslots[i].key), "%s", k2);
+        snprintf(cg__bslots[i].id, sizeof(cg__bslots[i].id), "%s", a[4]);
+        *slot = CG_SHARED_BUDGET_BASE + i;
+        break;
+      }
+    pthread_mutex_unlock(&cg__bslot_mu);
+    /* No room to remember it: the slot expires with the call's deadline. */
+  }
+  return v == 0 ? CG_BUDGET_GRANTED : v == 1 ? CG_BUDGET_WINDOW : CG_BUDGET_CONCURRENCY;
+}
+
+static int64_t cg__r_bwait(struct cg_shared_pool *sp, int why) {
+  int64_t ns = sp->budget_wait_ns;
+  if (why == CG_BUDGET_CONCURRENCY || ns <= 0)
+    ns = CG_BUDGET_POLL_NS;
+  return ns < CG_BUDGET_MIN_WAIT_NS ? CG_BUDGET_MIN_WAIT_NS : ns;
+}
+
+static void cg__r_bdone(struct cg_shared_pool *sp, int slot) {
+  int i = slot - CG_SHARED_BUDGET_BASE;
+  char key[160], id[64];
+  (void) sp;
+  if (i < 0 || i >= CG_REDIS_BSLOTS)
+    return;
+  pthread_mutex_lock(&cg__bslot_mu);
+  memcpy(key, cg__bslots[i].key, sizeof(key));
+  memcpy(id, cg__bslots[i].id, sizeof(id));
+  cg__bslots[i].used = 0;
+  pthread_mutex_unlock(&cg__bslot_mu);
+  {
+    const char *argv[3] = {"ZREM", key, id};
+    cg__send(3, argv); /* not sent: it expires with the call's deadline */
+  }
+}
+
+static void cg__r_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
+  char k[160], b[32];
+  const char *keys[1] = {CG_KEY(k, sp, "bud")};
+  const char *args[1] = {b};
+  if (!sp->cfg->budget.enabled || granted_ns <= 0)
+    return;
+  snprintf(b, sizeof(b), "%lld", (long long) sp->budget_bucket);
+  cg__send_eval(CG_S_BUD_REFUND, 1, keys, 1, args);
+}
+
 const struct cg_shared_ops cg_shared_redis = {
   .name = "redis",
   .reserve = cg__r_reserve,
@@ -890,6 +1040,11 @@ const struct cg_shared_ops cg_shared_redis = {
   .breaker_wait_ok = cg__r_wait_ok,
   .breaker_seq = cg__r_seq,
   .breaker_park = cg__r_park,
+  .budget_first = cg__r_bfirst,
+  .budget_retry = cg__r_bretry,
+  .budget_wait_ns = cg__r_bwait,
+  .budget_done = cg__r_bdone,
+  .budget_refund = cg__r_brefund,
 };
 
 void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips, uint64_t *sent) {

@@ -32,6 +32,8 @@
  * CG_SHARED_LEASE_BASE + an index of the process's lease table, so that they never
  * collide with the state file's slot numbers (< CG_STATE_SLOTS). */
 #define CG_SHARED_LEASE_BASE (1 << 20)
+/* Retry budget slots from the Redis back end: CG_SHARED_BUDGET_BASE + an index. */
+#define CG_SHARED_BUDGET_BASE (2 << 20)
 
 /* One pool as one call sees it: the state file's pool (always there while the call
  * runs with a state file: it is the fallback) and the back end in use. */
@@ -41,6 +43,8 @@ struct cg_shared_pool {
   int p;                           /* the pool's index in the state file */
   const struct cg_pool_cfg *cfg;
   char probe_id[64];               /* Redis: this call's probe lease id ("" none) */
+  int64_t budget_wait_ns;          /* Redis: the last budget refusal's wait */
+  int64_t budget_bucket;           /* Redis: the window bucket of the last granted retry */
 };
 
 struct cg_shared_ops {
@@ -85,6 +89,17 @@ struct cg_shared_ops {
    * breaker_seq before asking; Redis: a sleep of at most CG_SHARED_POLL_MS). */
   uint32_t (*breaker_seq)(struct cg_shared_pool *sp);
   void (*breaker_park)(struct cg_shared_pool *sp, uint32_t seq, int64_t ns);
+
+  /* The retry budget (budget.h, same verdicts): count a first attempt; ask for a retry
+   * (`left_ns`: the asking call's deadline, relative; `*slot`: its concurrency slot, -1
+   * none; CG_SHARED_DOWN as an int from Redis); how long a refusal `why` should wait
+   * before asking again; give a slot back; a granted retry (at `granted_ns`, state
+   * clock) succeeded: out of the window. */
+  void (*budget_first)(struct cg_shared_pool *sp);
+  int (*budget_retry)(struct cg_shared_pool *sp, int64_t left_ns, int *slot);
+  int64_t (*budget_wait_ns)(struct cg_shared_pool *sp, int why);
+  void (*budget_done)(struct cg_shared_pool *sp, int slot);
+  void (*budget_refund)(struct cg_shared_pool *sp, int64_t granted_ns);
 };
 
 #define CG_SHARED_POLL_MS 100 /* Redis: a waiter for a slot or a probe looks this often */

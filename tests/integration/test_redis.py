@@ -304,6 +304,27 @@ class FleetBreakerTest(RedisTestCase):
         self.assertGreaterEqual(probes, 2, "control: one probe per machine without Redis")
 
 
+class FleetBudgetTest(RedisTestCase):
+    def test_one_retry_budget_for_the_fleet(self):
+        """A budget of one retry per window (ratio 0, 0.1/s over 10 s): machine A's failing
+        call gets it, machine B's does not; without Redis each machine has its own."""
+        env = dict(CURLGUARD_MAX_ATTEMPTS="2", CURLGUARD_BACKOFF_BASE_MS="10",
+                   CURLGUARD_BACKOFF_CAP_MS="20", CURLGUARD_DEADLINE_MS="1500",
+                   CURLGUARD_BREAKER="off", CURLGUARD_RETRY_BUDGET_RATIO="0",
+                   CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.1", CURLGUARD_RETRY_BUDGET_WINDOW_S="10")
+
+        def run(redis):
+            down = self.mock.url("/v1/budget", plan="503")
+            for m in ("a", "b"):
+                p = self.curl(down, self.machine_env(f"{m}{redis}", redis=redis, **env))
+                self.assertEqual(p.stdout.decode().split(), ["503"], p.stderr)
+            return len(self.mock.entries(url=down))
+        self.assertEqual(run(True), 3, "A: 2 attempts, B: 1 (its retry refused)")
+        self.assertEqual(run(False), 4, "control: each machine's own budget")
+        recs = harness.read_records(self.tmp / "bTrue.jsonl")
+        self.assertEqual(recs[-1]["reason"], "retry_budget_exhausted", recs[-1])
+
+
 class FleetInflightTest(RedisTestCase):
     def test_kill9_returns_slots(self):
         """MAX_INFLIGHT 2 across the fleet: machine A's two slow calls hold both slots
