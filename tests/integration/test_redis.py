@@ -48,7 +48,8 @@ class Redis:
         self.port = port or self.port or free_port()
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, *self.args],
+             "--appendonly", "no", "--dir", self.dir, "--enable-debug-command", "local",
+             *self.args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=harness._die_with_parent)
         deadline = time.monotonic() + 10
@@ -412,6 +413,27 @@ class FleetFailOpenTest(RedisTestCase):
         self.assertGreaterEqual(len(lines), 1)
         self.assertLessEqual(len(lines), 3, lines)
 
+    def test_redis_answering_slowly(self):
+        """DEBUG SLEEP 1 from a redis-cli in the background while a process makes 20 calls:
+        no call waits on it (gaps far below 1 s), and a line says so."""
+        env = self.machine_env("m")
+        t, holder, url = self.loop(env, 20, rpm="1200")
+        time.sleep(0.4)
+        sleeper = subprocess.Popen([REDIS_CLI, "-p", str(self.redis.port), "DEBUG", "SLEEP",
+                                    "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t.join(70)
+        sleeper.wait(10)
+        p = holder["p"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 20)
+        times = sorted(e["t"] for e in self.mock.entries(url=url))
+        gap = max(b - a for a, b in zip(times, times[1:]))
+        self.assertLess(gap, 0.6, f"a call waited {gap:.2f} s on a sleeping Redis")
+        lines = self.redis_lines(p)
+        self.assertGreaterEqual(len(lines), 1)
+        self.assertLessEqual(len(lines), 3, lines)
+        self.assertTrue(any("timeout" in l for l in lines), lines)
+
     def one_line(self, redis_url, must=None, **kw):
         url = self.mock.url("/v1/bad", plan="200")
         env = self.machine_env("m", CURLGUARD_REDIS=redis_url, **kw)
@@ -451,6 +473,24 @@ class FleetFailOpenTest(RedisTestCase):
         pool = harness.mock_pool()
         self.redis.cli("HSET", self.key(pool, "tat_req"), "a", "b")
         self.one_line(self.redis.url, "WRONGTYPE", CURLGUARD_RPM="600")
+
+
+class FleetSymbolsTest(unittest.TestCase):
+    def test_hiredis_is_not_exported(self):
+        """hiredis is linked in statically with its symbols hidden: a host linking its own
+        hiredis keeps its own (nm -D shows none of it)."""
+        lib = harness.LIB
+        if not lib.exists():
+            self.skipTest("not built")
+        p = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        names = [l.split()[-1] for l in p.stdout.splitlines() if l.strip()]
+        self.assertTrue(names, "nm -D listed nothing")
+        leaked = [n for n in names if "redis" in n.lower() or n.startswith("sds")]
+        self.assertEqual(leaked, [])
+        p = subprocess.run(["nm", str(lib)], capture_output=True, text=True, timeout=30)
+        self.assertIn("redisConnectWithTimeout", p.stdout, "hiredis is not linked in")
 
 
 class FleetStatTest(RedisTestCase):
