@@ -159,6 +159,17 @@ static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
   return sp->ops->breaker_wait_ok(sp, left_ns);
 }
 
+/* The learned rate's place (limiter.h): the file's, or the fleet's word on Redis. */
+static int64_t cg__sh_learn_take(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int64_t w = sp->ops->learn_take(sp);
+  if (w == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    w = cg_shared_mmap.learn_take(sp);
+  }
+  return w;
+}
+
 static void cg__sh_bfirst(struct cg_admission *ad) {
   struct cg_shared_pool *sp = cg__sp(ad);
   sp->ops->budget_first(sp);
@@ -535,7 +546,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       int64_t now2 = cg_state_now(), ms;
       int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
       /* A 429 hold that began while we waited here holds us too (as above). */
-      int64_t w = hold > 0 ? hold : cg_limiter_learn_take(st, ad->pool_index, lim, now2);
+      int64_t w = hold > 0 ? hold : cg__sh_learn_take(ad);
       if (w <= 0)
         break;
       if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
@@ -586,8 +597,13 @@ static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
   if (p < 0 || !ad->pool->lim.adaptive)
     return;
   now = cg_state_now();
-  if (throttle)
+  if (throttle) {
+    int64_t before = __atomic_load_n(&ad->state->pools[p].learn_last, __ATOMIC_ACQUIRE);
     cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);
+    /* This throttle cut the rate: the fleet (Redis) cuts with it. */
+    if (__atomic_load_n(&ad->state->pools[p].learn_last, __ATOMIC_ACQUIRE) != before)
+      cg__sp(ad)->ops->learn_cut(&ad->sh);
+  }
   else if (answered)
     cg_limiter_learn_success(ad->state, p, &ad->pool->lim,
                              ad->sent_ns > 0 && now > ad->sent_ns ? now - ad->sent_ns : 0, now);

@@ -17,11 +17,16 @@
   "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 
 /* GCRA (ITU-T I.371; limiter.h) for one request against the pool's rpm and tpm at once.
- * KEYS: tat_req, tat_tok, hold, admitted, brk.  ARGV: T_req us (0: no rpm), tau_req us,
- * T_tok us (0: no tpm), tau_tok us, tokens, max_wait us.
- * Returns {0, wait_us, open} (reserved) or {1, wait_us, open} (too long: nothing
- * reserved); `open` 1 when the pool's breaker key exists (not closed): the caller's
- * cached "closed" is refreshed by every admission at no extra round trip.
+ * KEYS: tat_req, tat_tok, hold, admitted, brk, learn_tat, cut.  ARGV: T_req us (0: no
+ * rpm), tau_req us, T_tok us (0: no tpm), tau_tok us, tokens, max_wait us, T_learn us
+ * (0: not learning), tau_learn us.
+ * Returns {0, wait_us, open, learn, cut_age} (reserved) or {1, wait_us, open, -1,
+ * cut_age} (too long: nothing reserved); `open` 1 when the pool's breaker key exists
+ * (not closed): the caller's cached "closed" is refreshed by every admission at no extra
+ * round trip.  `learn`: a reservation with no wait also takes the learned rate's place
+ * when it is free now (limiter.h cg_limiter_learn_take: 0 taken, else us until it might
+ * be; -1 not asked).  `cut_age`: us since a machine last cut the learned rate (-1:
+ * none in the last minute).
  * The rule is limiter.c's cg__reserve_one: a request goes when its whole cost fits the
  * burst (a larger cost: when the bucket is full), at max(that, the 429 hold), and moves
  * TAT to max(TAT, now, go) + cost * T. */
@@ -32,7 +37,7 @@
   "local hold = tonumber(redis.call('GET', KEYS[3]) or '0') or 0\n"                     \
   "if hold > floor then floor = hold end\n"                                             \
   "local maxw = tonumber(ARGV[6])\n"                                                    \
-  "if floor - now > maxw then return {1, floor - now, brk} end\n"                            \
+  "if floor - now > maxw then return {1, floor - now, brk, -1, -1} end\n"                            \
   "local function place(key, tt, tau, cost)\n"                                          \
   "  local tat = tonumber(redis.call('GET', key) or '0') or 0\n"                        \
   "  local base = tat\n"                                                                \
@@ -51,14 +56,14 @@
   "if treq > 0 then\n"                                                                  \
   "  local go\n"                                                                        \
   "  go, nr = place(KEYS[1], treq, tonumber(ARGV[2]), 1)\n"                             \
-  "  if go - now > maxw then return {1, go - now, brk} end\n"                                \
+  "  if go - now > maxw then return {1, go - now, brk, -1, -1} end\n"                                \
   "  if go - now > w then w = go - now end\n"                                           \
   "end\n"                                                                               \
   "local ttok, tokens = tonumber(ARGV[3]), tonumber(ARGV[5])\n"                         \
   "if ttok > 0 and tokens > 0 then\n"                                                   \
   "  local go\n"                                                                        \
   "  go, nt = place(KEYS[2], ttok, tonumber(ARGV[4]), tokens)\n"                        \
-  "  if go - now > maxw then return {1, go - now, brk} end\n"                                \
+  "  if go - now > maxw then return {1, go - now, brk, -1, -1} end\n"                                \
   "  if go - now > w then w = go - now end\n"                                           \
   "end\n"                                                                               \
   "if nr then redis.call('SET', KEYS[1], string.format('%.0f', nr), 'PX',\n"            \
@@ -67,7 +72,23 @@
   "  math.floor((nt - now) / 1000) + 60000) end\n"                                      \
   "redis.call('INCR', KEYS[4])\n"                                                       \
   "redis.call('PEXPIRE', KEYS[4], 86400000)\n"                                          \
-  "return {0, math.floor(w), brk}\n"
+  "local cut = tonumber(redis.call('GET', KEYS[7]) or '0') or 0\n"                     \
+  "local age = -1\n"                                                                    \
+  "if cut > 0 and cut <= now then age = math.floor(now - cut) end\n"                    \
+  "local learn = -1\n"                                                                  \
+  "local tl = tonumber(ARGV[7])\n"                                                      \
+  "if tl > 0 and w <= 0 then\n"                                                         \
+  "  local lt = tonumber(redis.call('GET', KEYS[6]) or '0') or 0\n"                    \
+  "  local go = lt - tonumber(ARGV[8])\n"                                               \
+  "  if go > now then learn = math.floor(go - now) else\n"                              \
+  "    local b = lt\n"                                                                  \
+  "    if b < now then b = now end\n"                                                   \
+  "    redis.call('SET', KEYS[6], string.format('%.0f', b + tl), 'PX',\n"              \
+  "      math.floor((b + tl - now) / 1000) + 60000)\n"                                  \
+  "    learn = 0\n"                                                                     \
+  "  end\n"                                                                             \
+  "end\n"                                                                               \
+  "return {0, math.floor(w), brk, learn, age}\n"
 
 /* A 429 hold: KEYS hold; ARGV for_us.  Holds only move forward; PX = its length. */
 #define CG_LUA_HOLD                                                                     \
@@ -210,6 +231,29 @@
 /* Give an unused probe back: KEYS probe; ARGV id (only its holder's). */
 #define CG_LUA_BRK_RELEASE                                                              \
   "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\n"      \
+  "return 0\n"
+
+/* The learned rate's place, fleet-wide (limiter.h cg_limiter_learn_take, on one word for
+ * every machine): KEYS learn_tat; ARGV T us, tau us.  0: taken; else us until it might
+ * be (nothing taken: ask again). */
+#define CG_LUA_LEARN_TAKE                                                               \
+  CG_LUA_NOW                                                                            \
+  "local tl = tonumber(ARGV[1])\n"                                                      \
+  "local lt = tonumber(redis.call('GET', KEYS[1]) or '0') or 0\n"                      \
+  "local go = lt - tonumber(ARGV[2])\n"                                                 \
+  "if go > now then return math.floor(go - now) end\n"                                  \
+  "if lt < now then lt = now end\n"                                                     \
+  "redis.call('SET', KEYS[1], string.format('%.0f', lt + tl), 'PX',\n"                 \
+  "  math.floor((lt + tl - now) / 1000) + 60000)\n"                                     \
+  "return 0\n"
+
+/* A machine cut the learned rate (a throttle): KEYS cut, learn_tat.  Every machine sees
+ * the cut's age in its next admission and cuts its own (once per round: limiter.h's
+ * quiet period); the fleet's learned word starts again from now. */
+#define CG_LUA_LEARN_CUT                                                                \
+  CG_LUA_NOW                                                                            \
+  "redis.call('SET', KEYS[1], string.format('%.0f', now), 'PX', 60000)\n"              \
+  "redis.call('SET', KEYS[2], string.format('%.0f', now), 'PX', 60000)\n"              \
   "return 0\n"
 
 /* The retry budget (budget.h, Finagle's RetryBudget): KEYS bud, a hash of per-bucket

@@ -91,6 +91,14 @@ static void cg__m_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
   cg_budget_refund(sp->state, sp->p, &sp->cfg->budget, granted_ns, cg_state_now());
 }
 
+static int64_t cg__m_learn_take(struct cg_shared_pool *sp) {
+  return cg_limiter_learn_take(sp->state, sp->p, &sp->cfg->lim, cg_state_now());
+}
+
+static void cg__m_learn_cut(struct cg_shared_pool *sp) {
+  (void) sp; /* every process of the machine shares the file's rate already */
+}
+
 const struct cg_shared_ops cg_shared_mmap = {
   .name = "mmap",
   .reserve = cg__m_reserve,
@@ -110,4 +118,6 @@ const struct cg_shared_ops cg_shared_mmap = {
   .budget_wait_ns = cg__m_bwait,
   .budget_done = cg__m_bdone,
   .budget_refund = cg__m_brefund,
+  .learn_take = cg__m_learn_take,
+  .learn_cut = cg__m_learn_cut,
 };

@@ -180,11 +180,11 @@ static void cg__conf_init(void) {
 
 enum { CG_S_RESERVE, CG_S_HOLD, CG_S_HOLD_LEFT, CG_S_ACQUIRE, CG_S_RENEW, CG_S_BRK_ADMIT,
        CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BUD_FIRST, CG_S_BUD_RETRY,
-       CG_S_BUD_REFUND, CG_S_N };
+       CG_S_BUD_REFUND, CG_S_LEARN_TAKE, CG_S_LEARN_CUT, CG_S_N };
 static const char *const cg__scripts[CG_S_N] = {
   CG_LUA_RESERVE, CG_LUA_HOLD, CG_LUA_HOLD_LEFT, CG_LUA_ACQUIRE, CG_LUA_RENEW,
   CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE,
-  CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND,
+  CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND, CG_LUA_LEARN_TAKE, CG_LUA_LEARN_CUT,
 };
 
 struct cg__conn {
@@ -491,16 +491,64 @@ static void cg__gcra_us(double per_minute, double burst, double margin, double *
   *tau_us = (fmax(burst, 1.0) - 1.0) * *t_us;
 }
 
+static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args);
+
+/* The learned rate's GCRA (limiter.h cg_limiter_learn_take) in us: T and the burst
+ * tolerance (a few at once before the first cut, none after); T 0 when not learning. */
+static void cg__learn_t(struct cg_shared_pool *sp, double *t_us, double *tau_us) {
+  const struct cg_limits *lim = &sp->cfg->lim;
+  double r = lim->adaptive ? cg_limiter_learned(sp->state, sp->p, lim) : 0, wmax;
+  *t_us = *tau_us = 0;
+  if (r <= 0 || r >= CG_LEARN_MAX_RPS)
+    return;
+  __atomic_load(&sp->state->pools[sp->p].learn_wmax, &wmax, __ATOMIC_ACQUIRE);
+  *t_us = 1e6 / r;
+  *tau_us = wmax > 0 ? 0 : (CG_LEARN_START_BURST - 1) * *t_us;
+}
+
+static int64_t cg__r_learn_take(struct cg_shared_pool *sp) {
+  char k[160], a0[32], a1[32];
+  const char *keys[1] = {CG_KEY(k, sp, "learn_tat")};
+  const char *args[2] = {a0, a1};
+  double tl, taul;
+  redisReply *r;
+  int64_t v = 0;
+  if (sp->learn_pre_set) { /* the admission's own script asked already */
+    sp->learn_pre_set = 0;
+    return sp->learn_pre_ns;
+  }
+  cg__learn_t(sp, &tl, &taul);
+  if (tl <= 0)
+    return 0;
+  snprintf(a0, sizeof(a0), "%.3f", tl);
+  snprintf(a1, sizeof(a1), "%.3f", taul);
+  r = cg__evalv(CG_S_LEARN_TAKE, 1, keys, 2, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (r->type == REDIS_REPLY_INTEGER)
+    v = (int64_t) r->integer * 1000;
+  freeReplyObject(r);
+  return v;
+}
+
+static void cg__r_learn_cut(struct cg_shared_pool *sp) {
+  char k1[160], k2[160];
+  const char *keys[2] = {CG_KEY(k1, sp, "cut"), CG_KEY(k2, sp, "learn_tat")};
+  cg__send_eval(CG_S_LEARN_CUT, 2, keys, 0, NULL);
+}
+
 static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
                          int64_t *wait_ns) {
   const struct cg_limits *lim = &sp->cfg->lim;
   struct cg_state_pool *pool = &sp->state->pools[sp->p];
   double treq = 0, taureq = 0, ttok = 0, tautok = 0;
-  char k1[160], k2[160], k3[160], k4[160], k5[160], a[6][32];
-  const char *keys[5] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
+  char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], a[8][32];
+  const char *keys[7] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
                          CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
-                         CG_KEY(k5, sp, "brk")};
-  const char *args[6];
+                         CG_KEY(k5, sp, "brk"), CG_KEY(k6, sp, "learn_tat"),
+                         CG_KEY(k7, sp, "cut")};
+  const char *args[8];
+  double tl = 0, taul = 0;
   int64_t now = cg_state_now();
   redisReply *r;
   int i, ret;
@@ -524,12 +572,16 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   snprintf(a[3], sizeof(a[3]), "%.3f", tautok);
   snprintf(a[4], sizeof(a[4]), "%lld", (long long) (tokens > 0 ? tokens : 0));
   snprintf(a[5], sizeof(a[5]), "%lld", (long long) (max_wait_ns > 0 ? max_wait_ns / 1000 : 0));
-  for (i = 0; i < 6; i++)
+  cg__learn_t(sp, &tl, &taul);
+  snprintf(a[6], sizeof(a[6]), "%.3f", tl);
+  snprintf(a[7], sizeof(a[7]), "%.3f", taul);
+  for (i = 0; i < 8; i++)
     args[i] = a[i];
-  r = cg__evalv(CG_S_RESERVE, 5, keys, 6, args);
+  sp->learn_pre_set = 0;
+  r = cg__evalv(CG_S_RESERVE, 7, keys, 8, args);
   if (!r)
     return CG_SHARED_DOWN;
-  if (!cg__is_array(r, 3)) {
+  if (!cg__is_array(r, 5)) {
     freeReplyObject(r);
     cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
     return CG_SHARED_DOWN;
@@ -537,6 +589,17 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   ret = cg__int(r, 0) != 0;
   *wait_ns = cg__int(r, 1) * 1000;
   cg__bc_set(sp->cfg->name, cg__int(r, 2) == 0);
+  if (cg__int(r, 3) >= 0) {
+    sp->learn_pre_set = 1;
+    sp->learn_pre_ns = cg__int(r, 3) * 1000;
+  }
+  /* Another machine cut the learned rate within the quiet period: this one cuts too
+   * (limiter.h: at most once per round, so every process that sees it cuts the file's
+   * rate once; the machine that cut sees its own cut as a throttle of the same round). */
+  if (lim->adaptive && cg__int(r, 4) >= 0 && cg__int(r, 4) * 1000 < CG_LEARN_QUIET_NS) {
+    int64_t t = cg_state_now();
+    cg_limiter_learn_throttle(sp->state, sp->p, lim, t, t);
+  }
   if (*wait_ns < 0)
     *wait_ns = 0;
   freeReplyObject(r);
@@ -1045,6 +1108,8 @@ const struct cg_shared_ops cg_shared_redis = {
   .budget_wait_ns = cg__r_bwait,
   .budget_done = cg__r_bdone,
   .budget_refund = cg__r_brefund,
+  .learn_take = cg__r_learn_take,
+  .learn_cut = cg__r_learn_cut,
 };
 
 void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips, uint64_t *sent) {

@@ -45,6 +45,8 @@ struct cg_shared_pool {
   char probe_id[64];               /* Redis: this call's probe lease id ("" none) */
   int64_t budget_wait_ns;          /* Redis: the last budget refusal's wait */
   int64_t budget_bucket;           /* Redis: the window bucket of the last granted retry */
+  int learn_pre_set;               /* Redis: the last reserve also asked the learned rate: */
+  int64_t learn_pre_ns;            /* ... 0 taken, else ns until it might be */
 };
 
 struct cg_shared_ops {
@@ -100,6 +102,14 @@ struct cg_shared_ops {
   int64_t (*budget_wait_ns)(struct cg_shared_pool *sp, int why);
   void (*budget_done)(struct cg_shared_pool *sp, int slot);
   void (*budget_refund)(struct cg_shared_pool *sp, int64_t granted_ns);
+
+  /* The learned rate (limiter.h): take its place now (0), or the ns until it might be
+   * (nothing taken; CG_SHARED_DOWN from Redis).  The rate is each machine's own (CUBIC
+   * from its answers); Redis makes its place one word for the fleet. */
+  int64_t (*learn_take)(struct cg_shared_pool *sp);
+  /* This machine just cut the learned rate (a throttle): tell the others, who cut theirs
+   * at their next admission (once per round).  The file: nothing to do. */
+  void (*learn_cut)(struct cg_shared_pool *sp);
 };
 
 #define CG_SHARED_POLL_MS 100 /* Redis: a waiter for a slot or a probe looks this often */

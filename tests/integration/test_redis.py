@@ -326,6 +326,32 @@ class FleetBudgetTest(RedisTestCase):
         self.assertEqual(recs[-1]["reason"], "retry_budget_exhausted", recs[-1])
 
 
+class FleetLearnedRateTest(RedisTestCase):
+    def test_a_throttle_seen_by_one_machine_cuts_every_machine(self):
+        """No rpm configured (the learned rate, limiter.h): machine A's 429 cuts A's rate
+        and, through Redis, machine B's (B never got a 429); without Redis B's is uncut."""
+        def run(redis):
+            tag = "r" if redis else "l"
+            a_url = self.mock.url("/v1/learn-a", plan="200,200,429,200")
+            b_url = self.mock.url("/v1/learn-b", plan="200")
+            env_a = self.machine_env(f"a{tag}", redis=redis, CURLGUARD_MAX_ATTEMPTS="2",
+                                     CURLGUARD_BACKOFF_BASE_MS="50",
+                                     CURLGUARD_BACKOFF_CAP_MS="100")
+            env_b = self.machine_env(f"b{tag}", redis=redis)
+            ps = self.parallel([([a_url] * 3, env_a, ()), ([b_url] * 30, env_b, ())])
+            for p in ps:
+                self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(429, [e["status"] for e in self.mock.entries(url=a_url)])
+            self.assertNotIn(429, [e["status"] for e in self.mock.entries(url=b_url)])
+            st = harness.run([harness.CLI, "stat", "--json"],
+                             harness.plain_env(CURLGUARD_STATE=env_b["CURLGUARD_STATE"]),
+                             timeout=30)
+            pool = {x["name"]: x for x in json.loads(st.stdout)["pools"]}[harness.mock_pool()]
+            return pool["learned"]["w_max_rpm"]
+        self.assertIsNotNone(run(True), "B's learned rate was not cut through Redis")
+        self.assertIsNone(run(False), "control: B cut without Redis")
+
+
 class FleetInflightTest(RedisTestCase):
     def test_kill9_returns_slots(self):
         """MAX_INFLIGHT 2 across the fleet: machine A's two slow calls hold both slots
@@ -371,11 +397,12 @@ class FleetFailOpenTest(RedisTestCase):
         return t, holder, url
 
     def test_redis_killed_and_restarted_midrun(self):
-        """30 calls at 10/s from one process; Redis killed after 1 s, restarted 1 s later:
-        every call succeeds, a few `curlguard: redis` lines (one per cause), and the guard
-        goes back to Redis."""
+        """60 calls at 10/s from one process; Redis killed after 1 s, restarted 1 s later:
+        every call succeeds, a few `curlguard: redis` lines (one per cause), and the same
+        process goes back to Redis (the reconnect backoff, 100 ms doubling, reaches it
+        within the run)."""
         env = self.machine_env("m")
-        t, holder, url = self.loop(env, 30)
+        t, holder, url = self.loop(env, 60)
         time.sleep(1.0)
         self.redis.kill()
         time.sleep(1.0)
@@ -383,7 +410,7 @@ class FleetFailOpenTest(RedisTestCase):
         t.join(70)
         p = holder["p"]
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout.decode().split(), ["200"] * 30)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 60)
         lines = self.redis_lines(p)
         self.assertGreaterEqual(len(lines), 1, "nothing said about Redis going away")
         self.assertLessEqual(len(lines), 3, lines)
