@@ -26,7 +26,10 @@
  * round trip.  `learn`: a reservation with no wait also takes the learned rate's place
  * when it is free now (limiter.h cg_limiter_learn_take: 0 taken, else us until it might
  * be; -1 not asked).  `cut_age`: us since a machine last cut the learned rate (-1:
- * none in the last minute).
+ * none in the last minute).  KEYS[8] inflight, ARGV max_inflight (0: none), lease id,
+ * lease_ms: an admission that goes now (no wait, the learned place taken or not asked)
+ * also takes its in-flight lease when one is free (as CG_LUA_ACQUIRE), saving the
+ * acquire's round trip: the 6th element is 1 then.
  * The rule is limiter.c's cg__reserve_one: a request goes when its whole cost fits the
  * burst (a larger cost: when the bucket is full), at max(that, the 429 hold), and moves
  * TAT to max(TAT, now, go) + cost * T. */
@@ -37,7 +40,7 @@
   "local hold = tonumber(redis.call('GET', KEYS[3]) or '0') or 0\n"                     \
   "if hold > floor then floor = hold end\n"                                             \
   "local maxw = tonumber(ARGV[6])\n"                                                    \
-  "if floor - now > maxw then return {1, floor - now, brk, -1, -1} end\n"                            \
+  "if floor - now > maxw then return {1, floor - now, brk, -1, -1, 0} end\n"                            \
   "local function place(key, tt, tau, cost)\n"                                          \
   "  local tat = tonumber(redis.call('GET', key) or '0') or 0\n"                        \
   "  local base = tat\n"                                                                \
@@ -56,14 +59,14 @@
   "if treq > 0 then\n"                                                                  \
   "  local go\n"                                                                        \
   "  go, nr = place(KEYS[1], treq, tonumber(ARGV[2]), 1)\n"                             \
-  "  if go - now > maxw then return {1, go - now, brk, -1, -1} end\n"                                \
+  "  if go - now > maxw then return {1, go - now, brk, -1, -1, 0} end\n"                                \
   "  if go - now > w then w = go - now end\n"                                           \
   "end\n"                                                                               \
   "local ttok, tokens = tonumber(ARGV[3]), tonumber(ARGV[5])\n"                         \
   "if ttok > 0 and tokens > 0 then\n"                                                   \
   "  local go\n"                                                                        \
   "  go, nt = place(KEYS[2], ttok, tonumber(ARGV[4]), tokens)\n"                        \
-  "  if go - now > maxw then return {1, go - now, brk, -1, -1} end\n"                                \
+  "  if go - now > maxw then return {1, go - now, brk, -1, -1, 0} end\n"                                \
   "  if go - now > w then w = go - now end\n"                                           \
   "end\n"                                                                               \
   "if nr then redis.call('SET', KEYS[1], string.format('%.0f', nr), 'PX',\n"            \
@@ -88,7 +91,18 @@
   "    learn = 0\n"                                                                     \
   "  end\n"                                                                             \
   "end\n"                                                                               \
-  "return {0, math.floor(w), brk, learn, age}\n"
+  "local lease = 0\n"                                                                   \
+  "local mi = tonumber(ARGV[9])\n"                                                      \
+  "if mi > 0 and w <= 0 and learn <= 0 then\n"                                          \
+  "  local nms = math.floor(now / 1000)\n"                                              \
+  "  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', nms)\n"                            \
+  "  if redis.call('ZCARD', KEYS[8]) < mi then\n"                                       \
+  "    redis.call('ZADD', KEYS[8], nms + tonumber(ARGV[11]), ARGV[10])\n"               \
+  "    redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[11]) * 4)\n"                        \
+  "    lease = 1\n"                                                                     \
+  "  end\n"                                                                             \
+  "end\n"                                                                               \
+  "return {0, math.floor(w), brk, learn, age, lease}\n"
 
 /* A 429 hold: KEYS hold; ARGV for_us.  Holds only move forward; PX = its length. */
 #define CG_LUA_HOLD                                                                     \

@@ -492,6 +492,7 @@ static void cg__gcra_us(double per_minute, double burst, double margin, double *
 }
 
 static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args);
+static void cg__new_id(char *buf, size_t n);
 
 /* The learned rate's GCRA (limiter.h cg_limiter_learn_take) in us: T and the burst
  * tolerance (a few at once before the first cut, none after); T 0 when not learning. */
@@ -542,12 +543,12 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   const struct cg_limits *lim = &sp->cfg->lim;
   struct cg_state_pool *pool = &sp->state->pools[sp->p];
   double treq = 0, taureq = 0, ttok = 0, tautok = 0;
-  char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], a[8][32];
-  const char *keys[7] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
+  char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], k8[160], a[11][64];
+  const char *keys[8] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
                          CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
                          CG_KEY(k5, sp, "brk"), CG_KEY(k6, sp, "learn_tat"),
-                         CG_KEY(k7, sp, "cut")};
-  const char *args[8];
+                         CG_KEY(k7, sp, "cut"), CG_KEY(k8, sp, "inflight")};
+  const char *args[11];
   double tl = 0, taul = 0;
   int64_t now = cg_state_now();
   redisReply *r;
@@ -575,13 +576,17 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   cg__learn_t(sp, &tl, &taul);
   snprintf(a[6], sizeof(a[6]), "%.3f", tl);
   snprintf(a[7], sizeof(a[7]), "%.3f", taul);
-  for (i = 0; i < 8; i++)
+  snprintf(a[8], sizeof(a[8]), "%ld", lim->max_inflight > 0 ? lim->max_inflight : 0);
+  cg__new_id(a[9], sizeof(a[9]));
+  snprintf(a[10], sizeof(a[10]), "%d", CG_REDIS_LEASE_MS);
+  for (i = 0; i < 11; i++)
     args[i] = a[i];
   sp->learn_pre_set = 0;
-  r = cg__evalv(CG_S_RESERVE, 7, keys, 8, args);
+  sp->pre_lease_set = 0;
+  r = cg__evalv(CG_S_RESERVE, 8, keys, 11, args);
   if (!r)
     return CG_SHARED_DOWN;
-  if (!cg__is_array(r, 5)) {
+  if (!cg__is_array(r, 6)) {
     freeReplyObject(r);
     cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
     return CG_SHARED_DOWN;
@@ -592,6 +597,11 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   if (cg__int(r, 3) >= 0) {
     sp->learn_pre_set = 1;
     sp->learn_pre_ns = cg__int(r, 3) * 1000;
+  }
+  if (cg__int(r, 5) == 1) {
+    sp->pre_lease_set = 1;
+    sp->pre_lease_ms = cg_mono_ms();
+    memcpy(sp->pre_lease_id, a[9], sizeof(sp->pre_lease_id));
   }
   /* Another machine cut the learned rate within the quiet period: this one cuts too
    * (limiter.h: at most once per round, so every process that sees it cuts the file's
@@ -774,6 +784,20 @@ static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
 
   *waited_ns = 0;
   cg__start_renewer();
+  if (sp->pre_lease_set) {
+    /* The admission's own script took it: renewed from now on.  One taken long ago (it
+     * may have expired, and its place been given away) is given back instead. */
+    sp->pre_lease_set = 0;
+    if (cg_mono_ms() - sp->pre_lease_ms < CG_REDIS_LEASE_MS / 3) {
+      int h = cg__lease_add(k, sp->pre_lease_id);
+      if (h >= 0)
+        return CG_SHARED_LEASE_BASE + h;
+    }
+    {
+      const char *rel[3] = {"ZREM", k, sp->pre_lease_id};
+      cg__send(3, rel);
+    }
+  }
   cg__new_id(id, sizeof(id));
   snprintf(amax, sizeof(amax), "%ld", max);
   snprintf(alease, sizeof(alease), "%d", CG_REDIS_LEASE_MS);

@@ -47,6 +47,9 @@ struct cg_shared_pool {
   int64_t budget_bucket;           /* Redis: the window bucket of the last granted retry */
   int learn_pre_set;               /* Redis: the last reserve also asked the learned rate: */
   int64_t learn_pre_ns;            /* ... 0 taken, else ns until it might be */
+  int pre_lease_set;               /* Redis: the last reserve also took an in-flight lease */
+  int64_t pre_lease_ms;            /* ... when (monotonic ms) */
+  char pre_lease_id[64];           /* ... its id */
 };
 
 struct cg_shared_ops {

@@ -338,7 +338,9 @@ class FleetLearnedRateTest(RedisTestCase):
                                      CURLGUARD_BACKOFF_BASE_MS="50",
                                      CURLGUARD_BACKOFF_CAP_MS="100")
             env_b = self.machine_env(f"b{tag}", redis=redis)
-            ps = self.parallel([([a_url] * 3, env_a, ()), ([b_url] * 30, env_b, ())])
+            # B keeps calling (20/s for 1.5 s) while A meets its 429.
+            ps = self.parallel([([a_url] * 3, env_a, ()),
+                                ([b_url] * 30, env_b, ("--rate", "20/s"))])
             for p in ps:
                 self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn(429, [e["status"] for e in self.mock.entries(url=a_url)])
