@@ -50,11 +50,16 @@ LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guar
             src/tally.c src/loader.c src/multi.c src/shim-multi.c
 # The cached pid and start time (issue 16): state.c, limiter.c, breaker.c, budget.c use it.
 LIB_SRCS += src/proc.c
+# Fleets (issue 15): the shared-state interface's back ends; hiredis linked in statically
+# with its symbols hidden, so a host's own hiredis is not disturbed (README "Fleets").
+LIB_SRCS += src/shared-mmap.c src/shared-redis.c
+HIREDIS_A ?= /usr/lib/x86_64-linux-gnu/libhiredis.a
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shims: linked into the unit tests.
 # ... and without loader.c too: its dlopen/dlsym would interpose the test programs' own.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o $(BUILD)/obj/shim-multi.o $(BUILD)/obj/loader.o,$(LIB_OBJS))
 LIB_LDLIBS := -ldl -lpthread -lcjson -lm
+LIB_LDLIBS += -Wl,--exclude-libs,libhiredis.a $(HIREDIS_A)
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.
 REPORT_SRCS := cli/report.c cli/report-rec.c cli/report-hist.c cli/report-map.c \
@@ -71,6 +76,7 @@ CLI_SRCS := cli/main.c cli/run.c cli/plan.c cli/stat.c cli/report-cli.c cli/pric
 CLI_CORE := $(addprefix $(BUILD)/obj/,backoff.o config.o log.o state.o limiter.o repeat.o window.o breaker.o budget.o fallback.o url.o price.o price-litellm.o tally.o)
 CLI_CORE += $(BUILD)/obj/proc.o
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
+CLI_CORE += $(BUILD)/obj/shared-redis.o $(BUILD)/obj/shared-mmap.o $(BUILD)/obj/clock.o
 
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -105,7 +111,7 @@ $(BUILD)/libcurlguard.so: $(LIB_OBJS)
 
 $(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
 	$(say) CCLD $@
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm $(HIREDIS_A)
 
 $(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
 	$(say) CCLD $@
@@ -256,6 +262,13 @@ $(BUILD)/bench/batch-host: bench/batch-host.c
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
 BENCH_BINS := $(BUILD)/bench/limiter-bench $(BUILD)/bench/batch-host
+
+# Fleets (issue 15): one admission through the shared-state interface, file vs Redis.
+$(BUILD)/bench/fleet-bench: bench/fleet-bench.c $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(say) CCLD $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
+BENCH_BINS += $(BUILD)/bench/fleet-bench
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)

@@ -2222,7 +2222,7 @@ def snapshot_build(build, tmp):
     (snap / "bench").mkdir(parents=True)
     (snap / "tests").mkdir()
     for rel in ("curlguard", "libcurlguard.so", "bench/limiter-bench", "bench/batch-host",
-                "tests/cgmulti"):
+                "tests/cgmulti", "bench/fleet-bench"):
         if (build / rel).exists():
             shutil.copy2(build / rel, snap / rel)
     # The library finds the shipped price table from its own path (../data/prices.json of
@@ -2232,6 +2232,202 @@ def snapshot_build(build, tmp):
     shutil.copy2(ROOT / "data" / "prices.json", tmp / "data" / "prices.json")
     return snap
 
+
+
+# ---------------------------------------------------------------- 7. fleet (issue 15)
+
+FLEET = {"machines": 4, "workers": 16, "rpm": 600, "n": 240, "per_proc": 5,
+         "bench_n": 2000}
+FLEET_QUICK = dict(FLEET, n=80, bench_n=500)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server of the bench's own on a free loopback port (no persistence)."""
+
+    def __init__(self, tmp):
+        import shutil
+        self.port = _free_port()
+        exe = shutil.which("redis-server")
+        if not exe:
+            raise RuntimeError("redis-server is not installed (scripts/install-deps)")
+        self.dir = Path(tempfile.mkdtemp(prefix="redis-", dir=tmp))
+        self.proc = PROCS.popen([exe, "--port", str(self.port), "--bind", "127.0.0.1",
+                                 "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        import socket
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.2) as so:
+                    so.sendall(b"PING\r\n")
+                    if so.recv(16):
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start")
+                time.sleep(0.02)
+        self.url = f"redis://127.0.0.1:{self.port}"
+
+    def close(self):
+        PROCS.stop(self.proc)
+
+
+def fleet_run(tmp, name, mock, f, build, env_for):
+    """f["machines"] "machines" (a state file each) of f["workers"] curl workers, N / machines
+    calls each, all at once; env_for(m) -> the guard's variables of machine m."""
+    machines, n, per = f["machines"], f["n"], f["per_proc"]
+    d = Path(tempfile.mkdtemp(prefix=name + "-", dir=tmp))
+    curl = [CURL, "-q", "-sS", "-w", "%{http_code}\\n", "-H", "Content-Type: application/json",
+            "--data-binary", CHAT_BODY, "-K"]
+    seq0 = mock.get("/__stats")["requests"]
+    procs, states = [], []
+    t0 = time.monotonic()
+    for m in range(machines):
+        files = []
+        mine = list(range(m, n, machines))
+        for w in range(0, len(mine), per):
+            urls = [f"{mock.base}/v1/chat/completions?b={name}&m={m}&i={i}" for i in mine[w:w + per]]
+            fp = d / f"m{m}-w{w:04d}.curl"
+            write_curl_config(fp, urls)
+            files.append(str(fp))
+        (d / f"list{m}").write_text("\n".join(files) + "\n")
+        state = f"/dev/shm/curlguard-bench-{os.getpid()}-{name}-m{m}.state"
+        states.append(state)
+        try:
+            os.unlink(state)
+        except OSError:
+            pass
+        env = plain_env(CURLGUARD_STATE=state, CURLGUARD_LOG=d / f"m{m}.jsonl", **env_for(m))
+        argv = ["xargs", "-P", str(f["workers"]), "-n", "1", "-a", str(d / f"list{m}"),
+                str(build / "curlguard"), "run", "--"] + curl
+        out = open(d / f"stdout{m}", "wb")
+        err = open(d / f"stderr{m}", "wb")
+        procs.append((PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                  env=env), out, err))
+    try:
+        for p, out, err in procs:
+            wait_rusage(p, n / f["rpm"] * 60 * 4 + 60)
+            out.close()
+            err.close()
+    finally:
+        for p, _, _ in procs:
+            PROCS.stop(p)
+        for st in states:
+            try:
+                os.unlink(st)
+            except OSError:
+                pass
+    wall = time.monotonic() - t0
+    codes = {}
+    for m in range(machines):
+        for line in (d / f"stdout{m}").read_text(errors="replace").split():
+            codes[line] = codes.get(line, 0) + 1
+    stats = mock.get(f"/__stats?since={seq0}")
+    errs = []
+    for m in range(machines):
+        errs += (d / f"stderr{m}").read_text(errors="replace").strip().splitlines()[-2:]
+    span = (stats["last_t"] - stats["first_t"]) if stats["requests"] > 1 else 0
+    # The combined rate past the initial burst (one second's worth of the limit: what a
+    # GCRA with the default burst lets go at once).
+    burst = max(1.0, f["rpm"] / 60)
+    return {"name": name, "n": n, "wall_s": wall, "codes": codes, "stats": stats,
+            "rate_rpm": (stats["admitted"] - burst) / span * 60 if span > 0 else None,
+            "stderr": errs[-4:]}
+
+
+def fleet_bench(build, tmp, redis_url, n, inflight):
+    exe = build / "bench" / "fleet-bench"
+    if not exe.exists():
+        return None
+    env = plain_env(CURLGUARD_STATE=Path(tmp) / f"fb-{bool(redis_url)}-{inflight}.state")
+    if redis_url:
+        env["CURLGUARD_REDIS"] = redis_url
+    argv = [str(exe), "--n", str(n)] + (["--inflight"] if inflight else [])
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr[-300:]}
+
+
+def scenario_fleet(cfg, build, tmp):
+    f = FLEET_QUICK if cfg["quick"] else FLEET
+    rpm = f["rpm"]
+    out = {"f": f, "rows": [], "bench": []}
+    redis = RedisServer(tmp)
+    try:
+        variants = [
+            (f"Redis: every machine CURLGUARD_RPM={rpm}, one limit", lambda m: {
+                "CURLGUARD_RPM": rpm, "CURLGUARD_REDIS": redis.url,
+                "CURLGUARD_REDIS_PREFIX": f"bench{os.getpid()}:"}),
+            (f"separate local states: every machine CURLGUARD_RPM={rpm}", lambda m: {
+                "CURLGUARD_RPM": rpm}),
+            (f"separate local states: CURLGUARD_RPM={rpm // f['machines']} each (static split)",
+             lambda m: {"CURLGUARD_RPM": rpm / f["machines"]}),
+        ]
+        for i, (label, env_for) in enumerate(variants):
+            log(f"fleet: {label}: {f['n']} calls, {f['machines']} x {f['workers']} workers")
+            with Mock(tmp, "--limit-rpm", str(rpm)) as mock:
+                r = fleet_run(tmp, f"fleet{i}", mock, f, build, env_for)
+            r["label"] = label
+            r["ideal_s"] = f["n"] / rpm * 60
+            out["rows"].append(r)
+        for url in (None, redis.url):
+            for inflight in (False, True):
+                b = fleet_bench(build, tmp, url, f["bench_n"], inflight)
+                if b:
+                    out["bench"].append(b)
+    finally:
+        redis.close()
+    return out
+
+
+def report_fleet(r):
+    f = r["f"]
+    lines = [f"{f['machines']} machines (a state file each) x {f['workers']} curl workers, "
+             f"{f['n']} calls in all, against mock-provider --limit-rpm {f['rpm']}; every "
+             "machine's guard configured as below.", "",
+             "| fleet | calls 200 | 429s from the mock | wall s | N/R s | wall / (N/R) | "
+             "combined rate (rpm) | of the limit |", "|---|---|---|---|---|---|---|---|"]
+    lines[0] += (" Combined rate: (requests admitted by the mock - one second's burst) / "
+                 "(last arrival - first), per minute; the guard paces at 97 % of the limit.")
+    for x in r["rows"]:
+        rate = x["rate_rpm"]
+        lines.append(f"| {x['label']} | {x['codes'].get('200', 0)} / {x['n']} | "
+                     f"{x['stats']['429s']} | {x['wall_s']:.1f} | {x['ideal_s']:.1f} | "
+                     f"{x['wall_s'] / x['ideal_s']:.2f} | {fmt(rate, '{:.0f}')} | "
+                     f"{fmt(rate / f['rpm'] * 100 if rate else None, '{:.1f} %')} |")
+    lines += ["", "Admission cost (build/bench/fleet-bench: gate, enter, recheck, leave, "
+              "result of one call, nobody waiting; Redis on loopback):", "",
+              "| back end | in-flight slot | p50 µs | p99 µs | round trips waited / admission "
+              "| sent without waiting / admission |", "|---|---|---|---|---|---|"]
+    for b in r["bench"]:
+        if "error" in b:
+            lines.append(f"| failed: {b['error']} | | | | | |")
+            continue
+        lines.append(f"| {b['backend']} | {'yes' if b['inflight'] else 'no'} | {b['p50_us']} | "
+                     f"{b['p99_us']} | {b['round_trips_per_admission']} | "
+                     f"{b['sent_per_admission']} |")
+    return lines
+
+
+def summary_fleet(r):
+    out = []
+    for x in r["rows"]:
+        out.append(f"7. fleet, {x['label']}: {x['codes'].get('200', 0)}/{x['n']} ok, "
+                   f"{x['stats']['429s']} 429s, wall {x['wall_s']:.1f} s vs N/R "
+                   f"{x['ideal_s']:.1f} s, combined {fmt(x['rate_rpm'], '{:.0f}')} rpm")
+    for b in r["bench"]:
+        if "error" not in b:
+            out.append(f"7. fleet admission, {b['backend']}{' + slot' if b['inflight'] else ''}: "
+                       f"p50 {b['p50_us']} µs, p99 {b['p99_us']} µs, "
+                       f"{b['round_trips_per_admission']} round trips")
+    return out
 
 SCENARIOS = [
     ("overhead", "1. Overhead: sequential keep-alive requests to a fast local endpoint",
@@ -2249,6 +2445,7 @@ SCENARIOS = [
      summary_flaky),
     ("unknown-limit", "6. Unknown limit: scenario 2's batch, no `CURLGUARD_RPM`",
      scenario_unknown, report_unknown, summary_unknown),
+    ("fleet", "7. Fleet: 4 machines x 16 workers, one limit through Redis", scenario_fleet, report_fleet, summary_fleet),
 ]
 
 

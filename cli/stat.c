@@ -9,6 +9,7 @@
 #include "config.h"
 #include "limiter.h"
 #include "metrics.h"
+#include "shared.h"
 #include "state.h"
 #include "tally.h"
 
@@ -59,6 +60,58 @@ static int cg__state_path(char *out, size_t len) {
   snprintf(out, len, "%s", c.state_path);
   cg_config_free(&c);
   return 0;
+}
+
+/* The configured Redis (CURLGUARD_REDIS, README "Fleets"): URL and prefix into `url` and
+ * `prefix`; 0 when one is configured. */
+static int cg__redis_conf(char *url, size_t ulen, char *prefix, size_t plen) {
+  struct cg_config c;
+  int r = -1;
+  cg_config_load(&c, cg__getenv_with_config);
+  if (c.redis_url && c.redis_url[0]) {
+    snprintf(url, ulen, "%s", c.redis_url);
+    snprintf(prefix, plen, "%s", c.redis_prefix ? c.redis_prefix : "curlguard:");
+    r = 0;
+  }
+  cg_config_free(&c);
+  return r;
+}
+
+/* `url` as shown: a password replaced by "***". */
+static void cg__redis_shown(const char *url, char *out, size_t len) {
+  const char *at = strchr(url, '@'), *scheme = strstr(url, "://");
+  if (at && scheme && at > scheme)
+    snprintf(out, len, "%.*s***%s", (int) (scheme + 3 - url), url, at);
+  else
+    snprintf(out, len, "%s", url);
+}
+
+/* The fleet-wide figures of pool `name` read from Redis (shared.h cg_redis_view), or
+ * null with the error in `err`. */
+static cJSON *cg__fleet_json(const char *url, const char *prefix, const char *name,
+                             const struct cg_state_pool *p, char *err, size_t errn) {
+  struct cg_redis_view v;
+  cJSON *o;
+  if (cg_redis_view(url, prefix, name, &v, err, errn) != 0)
+    return cJSON_CreateNull();
+  o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "admitted", (double) v.admitted);
+  cJSON_AddNumberToObject(o, "inflight", (double) v.inflight);
+  cJSON_AddStringToObject(o, "breaker", cg_breaker_state_name(v.breaker));
+  cJSON_AddNumberToObject(o, "next_probe_ms", (double) v.next_probe_ms);
+  cJSON_AddNumberToObject(o, "window_requests", (double) (v.window_ok + v.window_failed));
+  cJSON_AddNumberToObject(o, "window_failures", (double) v.window_failed);
+  cJSON_AddNumberToObject(o, "hold_ms", (double) v.hold_ms);
+  /* Requests that could go now, fleet-wide, from the TAT's lead (limiter.h's rule). */
+  if (p->rpm > 0) {
+    double t_us = 60e6 / (p->rpm * CG_RATE_MARGIN);
+    double burst = p->burst_requests > 0 ? p->burst_requests : fmax(1.0, p->rpm / 60.0);
+    double avail = burst - (double) v.tat_req_ahead_us / t_us;
+    cJSON_AddNumberToObject(o, "requests_available", avail > 0 ? floor(avail * 10) / 10 : 0);
+  } else {
+    cJSON_AddNullToObject(o, "requests_available");
+  }
+  return o;
 }
 
 static double cg__ms(int64_t ns) {
@@ -272,6 +325,8 @@ int cg_cli_stat(int argc, char **argv) {
   int i;
   cJSON *root, *pools;
   int64_t now;
+  static char rurl[4096], rprefix[256], rerr[256];
+  volatile int redis_ok = 1;
 
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
@@ -324,6 +379,19 @@ int cg_cli_stat(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "layout_version", st.hdr->version);
   cJSON_AddNumberToObject(root, "size", (double) st.hdr->size);
   cJSON_AddNumberToObject(root, "created_ms", (double) st.hdr->created_wall_ms);
+  {
+    cJSON *ro;
+    static char shown_url[4200];
+    if (cg__redis_conf(rurl, sizeof(rurl), rprefix, sizeof(rprefix)) == 0) {
+      ro = cJSON_AddObjectToObject(root, "redis");
+      cg__redis_shown(rurl, shown_url, sizeof(shown_url));
+      cJSON_AddStringToObject(ro, "url", shown_url);
+      cJSON_AddStringToObject(ro, "prefix", rprefix);
+    } else {
+      cJSON_AddNullToObject(root, "redis");
+      rurl[0] = '\0';
+    }
+  }
   pools = cJSON_AddArrayToObject(root, "pools");
   for (i = 0; i < CG_STATE_POOLS; i++) {
     const struct cg_state_pool *p = &st.pools[i];
@@ -334,8 +402,24 @@ int cg_cli_stat(int argc, char **argv) {
       cJSON_AddItemToObject(o, "breaker", cg__breaker_json(&st, i, now));
       cJSON_AddItemToObject(o, "retry_budget", cg__budget_json(&st, i, now));
       cJSON_AddItemToObject(o, "tally", cg__tally_json(&st, i));
+      if (rurl[0]) {
+        cJSON *f = cg__fleet_json(rurl, rprefix, p->name, p, rerr, sizeof(rerr));
+        cJSON_AddItemToObject(o, "fleet", f);
+        if (cJSON_IsNull(f))
+          redis_ok = 0;
+      } else {
+        cJSON_AddNullToObject(o, "fleet");
+      }
       cJSON_AddItemToArray(pools, o);
     }
+  }
+  if (rurl[0]) {
+    cJSON *ro = cJSON_GetObjectItem(root, "redis");
+    cJSON_AddBoolToObject(ro, "reachable", redis_ok);
+    if (!redis_ok)
+      cJSON_AddStringToObject(ro, "error", rerr);
+    else
+      cJSON_AddNullToObject(ro, "error");
   }
   if (json) {
     char *text = cJSON_PrintUnformatted(root);
@@ -424,6 +508,30 @@ int cg_cli_stat(int argc, char **argv) {
                cJSON_GetObjectItem(b, "failed_probes")->valuedouble,
                cJSON_GetObjectItem(b, "held")->valuedouble,
                cJSON_GetObjectItem(b, "ramp_left_s")->valuedouble);
+      }
+      /* Fleets (README "Fleets: shared state on Redis"): the figures of every machine. */
+      if (rurl[0]) {
+        const cJSON *ro = cJSON_GetObjectItem(root, "redis");
+        printf("\npools shared through redis %s (prefix %s)%s%s\n",
+               cJSON_GetObjectItem(ro, "url")->valuestring, rprefix,
+               redis_ok ? "" : ": unreachable: ", redis_ok ? "" : rerr);
+        if (redis_ok) {
+          printf("%-24s %9s %9s %9s %8s %6s %6s %8s\n", "pool", "fleet_adm", "fleet_inf",
+                 "breaker", "probe_ms", "reqs", "fails", "hold_ms");
+          cJSON_ArrayForEach(p, pools) {
+            const cJSON *f = cJSON_GetObjectItem(p, "fleet");
+            printf("%-24s %9g %9g %9s %8g %6g %6g %8g\n",
+                   cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown,
+                                sizeof(shown)),
+                   cJSON_GetObjectItem(f, "admitted")->valuedouble,
+                   cJSON_GetObjectItem(f, "inflight")->valuedouble,
+                   cJSON_GetObjectItem(f, "breaker")->valuestring,
+                   cJSON_GetObjectItem(f, "next_probe_ms")->valuedouble,
+                   cJSON_GetObjectItem(f, "window_requests")->valuedouble,
+                   cJSON_GetObjectItem(f, "window_failures")->valuedouble,
+                   cJSON_GetObjectItem(f, "hold_ms")->valuedouble);
+          }
+        }
       }
     }
   }

@@ -53,6 +53,158 @@ static void cg__fault(struct cg_admission *ad) {
   cg_state_guard_push(&g_, (ad)->state)
 #define CG_UNGUARD() cg_state_guard_pop(&g_)
 
+/* ---- the shared-state interface (shared.h) ----
+ *
+ * Every step below asks the call's back end; a Redis step that fails (CG_SHARED_DOWN)
+ * is done again on the state file, and the call stays on the file from then on. */
+
+static struct cg_shared_pool *cg__sp(struct cg_admission *ad) {
+  ad->sh.state = ad->state;
+  ad->sh.p = ad->pool_index;
+  ad->sh.cfg = ad->pool;
+  if (!ad->sh.ops)
+    ad->sh.ops = &cg_shared_mmap;
+  return &ad->sh;
+}
+
+static void cg__sh_down(struct cg_admission *ad) {
+  ad->sh.ops = &cg_shared_mmap;
+}
+
+static int cg__sh_reserve(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
+                          int64_t *wait_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns);
+  if (r == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns);
+  }
+  return r;
+}
+
+/* ns of 429 hold left (the Redis back end's, else the file's). */
+static int64_t cg__sh_hold_left(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int64_t local = cg_shared_mmap.hold_left(sp), r;
+  if (sp->ops == &cg_shared_mmap)
+    return local;
+  r = sp->ops->hold_left(sp);
+  return r > local ? r : local;
+}
+
+static void cg__sh_hold(struct cg_admission *ad, int64_t for_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->hold(sp, for_ns);
+}
+
+static int cg__sh_acquire(struct cg_admission *ad, long max, int64_t left_ns,
+                          int64_t *waited_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->acquire(sp, max, left_ns, waited_ns);
+  if (r == CG_SHARED_DOWN) {
+    int64_t w = *waited_ns;
+    cg__sh_down(ad);
+    r = cg_shared_mmap.acquire(sp, max, left_ns > w ? left_ns - w : 0, waited_ns);
+    *waited_ns += w;
+  }
+  return r;
+}
+
+static void cg__sh_release(struct cg_admission *ad, int slot) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  /* The handle says whose it is: the call may have moved to the file since. */
+  if (slot >= CG_SHARED_LEASE_BASE)
+    cg_shared_redis.release(sp, slot);
+  else
+    cg_shared_mmap.release(sp, slot);
+}
+
+static enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad, int64_t probe_ns,
+                                            int64_t *next_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->breaker_admit(sp, probe_ns, next_ns);
+  if (r == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    r = cg_shared_mmap.breaker_admit(sp, probe_ns, next_ns);
+  }
+  return (enum cg_breaker_verdict) r;
+}
+
+static void cg__sh_report(struct cg_admission *ad, int failed, int probe, int64_t floor_ns,
+                          int64_t start_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  if (sp->ops->breaker_report(sp, failed, probe, floor_ns, start_ns) == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    cg_shared_mmap.breaker_report(sp, failed, 0 /* not the file's probe */, floor_ns, start_ns);
+  }
+}
+
+static void cg__sh_brelease(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->breaker_release(sp);
+}
+
+static enum cg_breaker_state cg__sh_bstate(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->breaker_state(sp);
+  if (r == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    r = cg_shared_mmap.breaker_state(sp);
+  }
+  return (enum cg_breaker_state) r;
+}
+
+static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  return sp->ops->breaker_wait_ok(sp, left_ns);
+}
+
+/* The learned rate's place (limiter.h): the file's, or the fleet's word on Redis. */
+static int64_t cg__sh_learn_take(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int64_t w = sp->ops->learn_take(sp);
+  if (w == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    w = cg_shared_mmap.learn_take(sp);
+  }
+  return w;
+}
+
+static void cg__sh_bfirst(struct cg_admission *ad) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->budget_first(sp);
+}
+
+static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,
+                                            int *slot) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->budget_retry(sp, left_ns, slot);
+  if (r == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    r = cg_shared_mmap.budget_retry(sp, left_ns, slot);
+  }
+  return (enum cg_budget_verdict) r;
+}
+
+static int64_t cg__sh_bwait(struct cg_admission *ad, enum cg_budget_verdict why) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  return sp->ops->budget_wait_ns(sp, (int) why);
+}
+
+/* The slot says whose it is (the call may have moved to the file since). */
+static void cg__sh_bdone(struct cg_admission *ad, int slot) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  if (slot >= CG_SHARED_BUDGET_BASE)
+    cg_shared_redis.budget_done(sp, slot);
+  else
+    cg_shared_mmap.budget_done(sp, slot);
+}
+
+static void cg__sh_brefund(struct cg_admission *ad, int64_t granted_ns) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->budget_refund(sp, granted_ns);
+}
+
 /* Say once when the pool's shared windows (set by the first process to use the pool's
  * breaker and budget) differ from this process's: the shared ones are used. */
 static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
@@ -86,6 +238,7 @@ static int cg__pool(struct cg_admission *ad) {
     cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),
                 cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget));
     cg_limiter_learn_start(ad->state, ad->pool_index, &ad->pool->lim);
+    ad->sh.ops = cg_shared_redis_ready() ? &cg_shared_redis : &cg_shared_mmap;
   }
   return ad->pool_index;
 }
@@ -118,33 +271,33 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
   if (!c->enabled || ad->probe)
     return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
   for (;;) {
-    uint32_t seq = cg_breaker_seq(ad->state, p);
+    const struct cg_shared_ops *ops = cg__sp(ad)->ops;
+    uint32_t seq = ops->breaker_seq(&ad->sh);
     int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000, nap;
-    enum cg_breaker_verdict v = cg_breaker_admit(ad->state, p, c, now,
-                                                 now + (deadline_ms - cg_mono_ms()) * 1000000,
-                                                 &next_ns);
+    enum cg_breaker_verdict v = cg__sh_admit(ad, (deadline_ms - cg_mono_ms()) * 1000000,
+                                             &next_ns);
     if (v != CG_BREAKER_REJECT) {
       ad->probe = v == CG_BREAKER_PROBE;
       break;
     }
-    *next_probe_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+    /* next_ns: relative (shared.h). */
+    *next_probe_ms = next_ns > 0 ? (next_ns + 999999) / 1000000 : 0;
     /* Fail fast: open = fail, or the deadline cannot see the next probe (a probe under
      * way may answer any moment: waited for while time is left). */
-    if (!c->open_wait || ad->can_divert || left_ns <= 0 ||
-        !cg_breaker_wait_ok(ad->state, p, now, left_ns)) {
+    if (!c->open_wait || ad->can_divert || left_ns <= 0 || !cg__sh_wait_ok(ad, left_ns)) {
       r = CG_GATE_CIRCUIT_OPEN;
       break;
     }
     cg_breaker_held(ad->state, p, !held);
     held = 1;
-    nap = next_ns > now ? next_ns - now : CG_PARK_MAX_NS;
+    nap = next_ns > 0 ? next_ns : CG_PARK_MAX_NS;
     if (nap > CG_PARK_MAX_NS)
       nap = CG_PARK_MAX_NS;
     if (nap > left_ns)
       nap = left_ns;
     if (nap < 1000000)
       nap = 1000000;
-    cg_breaker_park(ad->state, p, seq, nap);
+    cg__sp(ad)->ops->breaker_park(&ad->sh, seq, nap);
     now = cg_state_now();
     if (cg__tick(ad)) {
       r = CG_GATE_ABORTED;
@@ -197,16 +350,15 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
   if (attempt != 1)
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
   if (!host_repeat) {
-    cg_budget_first(ad->state, p, &ad->pool->budget, now);
+    cg__sh_bfirst(ad);
     return CG_GATE_GO;
   }
   if (ad->repeat_granted)
     return CG_GATE_GO; /* granted after a wait (cg_admission_repeat_wait) */
-  if (cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                      now + (deadline_ms - cg_mono_ms()) * 1000000,
-                      &slot) != CG_BUDGET_GRANTED) {
+  if (cg__sh_bretry(ad, (deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
+      CG_BUDGET_GRANTED) {
     if (ad->probe)
-      cg_breaker_release(ad->state, p);
+      cg__sh_brelease(ad);
     ad->probe = 0;
     return CG_GATE_BUDGET;
   }
@@ -227,7 +379,7 @@ static enum cg_gate cg__recheck(struct cg_admission *ad, int64_t deadline_ms,
 
 static int cg__probing(const struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
-  return p >= 0 && cg_breaker_state(ad->state, p) == CG_BREAKER_HALF_OPEN;
+  return p >= 0 && cg__sh_bstate((struct cg_admission *) ad) == CG_BREAKER_HALF_OPEN;
 }
 
 static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
@@ -239,15 +391,14 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
     int counts = cg_breaker_counts(o, status, hinted);
     int64_t floor_ms = hint_ms < ad->max_retry_after_ms ? hint_ms : ad->max_retry_after_ms;
     if (!(defer && counts == 1 && !ad->probe))
-      cg_breaker_report_at(ad->state, p, &ad->pool->breaker, counts, ad->probe,
-                           cg_state_now(), floor_ms > 0 ? floor_ms * 1000000 : 0,
-                           ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
+      cg__sh_report(ad, counts, ad->probe, floor_ms > 0 ? floor_ms * 1000000 : 0,
+                    ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
   }
   ad->probe = 0;
   if (o == CG_OUT_OK)
-    cg_budget_refund(ad->state, p, &ad->pool->budget, ad->retry_granted_ns, cg_state_now());
+    cg__sh_brefund(ad, ad->retry_granted_ns);
   ad->retry_granted_ns = 0;
-  cg_budget_done(ad->state, p, ad->retry_slot);
+  cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
 }
 
@@ -261,13 +412,12 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
   int rounds;
   *waited_ms = 0;
   for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
-    int64_t now = cg_state_now(), ns, ms, t0;
+    int64_t ns, ms, t0;
     enum cg_budget_verdict v =
-        cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                        now + (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
+        cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
     if (v == CG_BUDGET_GRANTED)
       return 0;
-    ns = cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now);
+    ns = cg__sh_bwait(ad, v);
     ms = (ns + 999999) / 1000000;
     /* It must leave room for what follows the wait: the rest of the retry's backoff
      * (`sleep_ms` counts the wait) and an attempt. */
@@ -295,12 +445,12 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
   now = cg_state_now();
   /* open = wait: the retry's gate holds it for the probe if its deadline can see one;
    * refused here (the answer in hand kept) only when it cannot. */
-  if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED &&
+  (void) now;
+  if (ad->pool->breaker.enabled && cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
       (!ad->pool->breaker.open_wait ||
-       !cg_breaker_wait_ok(ad->state, p, now,
-                           (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
+       !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
     return "circuit_open";
-  cg_budget_done(ad->state, p, ad->retry_slot); /* never two: one retry at a time */
+  cg__sh_bdone(ad, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
   r = cg__budget_take(ad, p, need_ms, sleep_ms, wait, wait_arg, waited_ms, &slot);
   if (r == -3)
@@ -333,9 +483,9 @@ static void cg__finish(struct cg_admission *ad) {
   if (p < 0)
     return;
   if (ad->probe)
-    cg_breaker_release(ad->state, p);
+    cg__sh_brelease(ad);
   ad->probe = 0;
-  cg_budget_done(ad->state, p, ad->retry_slot);
+  cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
 }
 
@@ -357,8 +507,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       __atomic_load_n(&st->pools[ad->pool_index].hold_until, __ATOMIC_ACQUIRE) - now >
           ad->max_retry_after_ms * 1000000)
     left_ms = ad->max_retry_after_ms;
-  if (cg_limiter_reserve(st, ad->pool_index, lim, lim->tpm > 0 ? ad->tokens : 0, now,
-                         left_ms * 1000000, &wait_ns) != 0) {
+  if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns) != 0) {
     cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
     *wait_ms = wait_ns / 1000000;
     return -1;
@@ -372,7 +521,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     /* A 429 seen by another process while we slept holds us too.  Holds only move
      * forward and each wait is checked against the deadline: a few rounds at most. */
     for (rounds = 0; rounds < 4; rounds++) {
-      int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - cg_state_now();
+      int64_t hold = cg__sh_hold_left(ad);
       if (hold <= 0)
         break;
       if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
@@ -397,7 +546,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       int64_t now2 = cg_state_now(), ms;
       int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
       /* A 429 hold that began while we waited here holds us too (as above). */
-      int64_t w = hold > 0 ? hold : cg_limiter_learn_take(st, ad->pool_index, lim, now2);
+      int64_t w = hold > 0 ? hold : cg__sh_learn_take(ad);
       if (w <= 0)
         break;
       if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
@@ -425,10 +574,9 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     }
   }
   if (lim->max_inflight > 0) {
-    slot = cg_limiter_inflight_acquire(st, ad->pool_index, lim->max_inflight,
-                                       cg_state_now() + (deadline_ms - cg_mono_ms() -
-                                                         CG_MIN_ATTEMPT_MS) * 1000000,
-                                       &waited_ns);
+    slot = cg__sh_acquire(ad, lim->max_inflight,
+                          (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000,
+                          &waited_ns);
     ad->queue_ms += waited_ns / 1000000;
     if (waited_ns > 1000000 && wait_ns <= 0)
       cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
@@ -449,8 +597,13 @@ static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
   if (p < 0 || !ad->pool->lim.adaptive)
     return;
   now = cg_state_now();
-  if (throttle)
+  if (throttle) {
+    int64_t before = __atomic_load_n(&ad->state->pools[p].learn_last, __ATOMIC_ACQUIRE);
     cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);
+    /* This throttle cut the rate: the fleet (Redis) cuts with it. */
+    if (__atomic_load_n(&ad->state->pools[p].learn_last, __ATOMIC_ACQUIRE) != before)
+      cg__sp(ad)->ops->learn_cut(&ad->sh);
+  }
   else if (answered)
     cg_limiter_learn_success(ad->state, p, &ad->pool->lim,
                              ad->sent_ns > 0 && now > ad->sent_ns ? now - ad->sent_ns : 0, now);
@@ -487,7 +640,7 @@ static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long s
      * pool is held for max_retry_after at most, so one answer never locks a host out
      * (hint <= CG_DURATION_MAX_MS: no overflow either way). */
     cg_limiter_count(st, ad->pool_index, CG_CNT_429);
-    cg_limiter_hold(st, ad->pool_index, now + cg__capped_ns(hint >= 0 ? hint : sleep_ms, max));
+    cg__sh_hold(ad, cg__capped_ns(hint >= 0 ? hint : sleep_ms, max));
   }
   cg_rl_parse(&rh, cg_wall_ms(), &sig);
   if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
@@ -500,13 +653,13 @@ static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long s
   if (sig.tokens_remaining == 0 && sig.tokens_reset_ms > 0 && sig.tokens_limit > 0 &&
       ad->tokens > 0) {
     double ms = (double) sig.tokens_reset_ms * (double) ad->tokens / (double) sig.tokens_limit;
-    cg_limiter_hold(st, ad->pool_index, now + cg__capped_ns(cg_duration_from_double(ms), max));
+    cg__sh_hold(ad, cg__capped_ns(cg_duration_from_double(ms), max));
   }
 }
 
 static void cg__leave(struct cg_admission *ad, int slot) {
   if (slot >= 0)
-    cg_limiter_inflight_release(ad->state, ad->pool_index, slot);
+    cg__sh_release(ad, slot);
 }
 
 /* ---- the entry points: each one a guarded region ---- */

@@ -17,6 +17,13 @@
  * as if there were none (gate and recheck: go; enter: -2; retry: NULL; the rest: nothing),
  * with one "curlguard:" line per process.  The next call finds the file repaired
  * (cg_state_get).  Waits run the host's callbacks outside any region.
+ *
+ * The rate (GCRA for rpm and tpm, the 429 hold), the in-flight slots and the breaker go
+ * through the shared-state interface (shared.h): the state file, or a fleet's Redis
+ * (CURLGUARD_REDIS; README "Fleets: shared state on Redis").  A Redis failure moves the
+ * call to the state file (one "curlguard:" line per cause); the call never waits on
+ * Redis longer than its timeout.  The retry budget, the learned rate, provider pacing,
+ * the slow start and the tallies stay in the state file.
  */
 #ifndef CG_ADMIT_H
 #define CG_ADMIT_H
@@ -27,6 +34,7 @@
 #include "config.h"
 #include "limiter.h"
 #include "record.h"
+#include "shared.h"
 
 #include <stdint.h>
 
@@ -58,6 +66,11 @@ struct cg_admission {
                                     * (state clock; 0: not a retry): one that succeeds is
                                     * given back (cg_budget_refund) */
   int64_t sent_ns;                 /* when the current attempt was admitted (state clock) */
+  /* The pool behind the shared-state interface (shared.h): the back end this call uses,
+   * chosen when the pool is first used (Redis when CURLGUARD_REDIS is set and reachable,
+   * else the state file), and switched to the state file for the rest of the call when
+   * Redis fails.  Zero-initialised by the caller, as the rest. */
+  struct cg_shared_pool sh;
 };
 
 /* What cg_admission_gate decided. */

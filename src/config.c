@@ -41,6 +41,8 @@ struct cg__key {
 static const struct cg__key cg__keys[] = {
   {"CURLGUARD_LOG", "log", CG_T_STRING, CG_OFF(log_path), 0, 0},
   {"CURLGUARD_STATE", "state", CG_T_STRING, CG_OFF(state_path), 0, 0},
+  {"CURLGUARD_REDIS", "redis", CG_T_STRING, CG_OFF(redis_url), 0, 0},
+  {"CURLGUARD_REDIS_PREFIX", "redis_prefix", CG_T_STRING, CG_OFF(redis_prefix), 0, 0},
   {"CURLGUARD_HOSTS", "hosts", CG_T_HOSTS, CG_OFF(hosts), 0, 0},
   {"CURLGUARD_TASK_ID", "task_id", CG_T_STRING, CG_OFF(task_id), 0, 0},
   {"CURLGUARD_PRICES", "prices", CG_T_STRING, CG_OFF(prices_path), 0, 0},
@@ -900,6 +902,7 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->log_path = buf[0] ? strdup(buf) : NULL;
   snprintf(buf, sizeof(buf), "/dev/shm/curlguard-%u.state", (unsigned) getuid());
   c->state_path = strdup(buf);
+  c->redis_prefix = strdup("curlguard:");
   cg__set_hosts(c, "*");
 }
 
@@ -980,6 +983,8 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
 void cg_config_free(struct cg_config *c) {
   free(c->log_path);
   free(c->state_path);
+  free(c->redis_url);
+  free(c->redis_prefix);
   free(c->task_id);
   free(c->prices_path);
   free(c->request_id_header);

@@ -102,6 +102,10 @@ struct cg_config {
   int enabled;               /* CURLGUARD: 1/on/true/yes */
   char *log_path;            /* JSONL usage log; NULL = off; "-" = stderr */
   char *state_path;          /* shared state file */
+  char *redis_url;           /* CURLGUARD_REDIS / "redis": the fleet's Redis (shared.h),
+                                NULL = none */
+  char *redis_prefix;        /* CURLGUARD_REDIS_PREFIX / "redis_prefix": every key's
+                                prefix, default "curlguard:" */
   char **hosts;              /* host globs (fnmatch); NULL-terminated; "*" by default */
   size_t nhosts;
   char *task_id;             /* copied into every record, NULL = none; at most

@@ -1,0 +1,1260 @@
+/* shared-redis.c - Redis behind the shared-state interface (shared.h; README "Fleets:
+ * shared state on Redis").
+ *
+ * One connection per thread (no lock to wait on, no deadlock; a forked child sees the
+ * parent's pid in it and connects anew), made with redisConnectWithTimeout and used with
+ * redisSetTimeout: no call waits on Redis longer than CG_REDIS_TIMEOUT_MS per round trip.
+ * Any failure drops the connection, says so once per process per cause and makes the
+ * caller fall back on the state file (CG_SHARED_DOWN); the next connect is tried on a
+ * later call after a backoff (CG_REDIS_BACKOFF_MIN_MS doubling to _MAX_MS).
+ *
+ * hiredis (0.14, Debian's libhiredis-dev) is linked statically into libcurlguard.so with
+ * its symbols hidden (Makefile: -Wl,--exclude-libs,libhiredis.a), so a host that links
+ * its own hiredis keeps its own.
+ */
+#include "shared.h"
+
+#include "clock.h"
+#include "budget.h"
+#include "limiter.h"
+#include "log.h"
+#include "redis-lua.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_REDIS_TIMEOUT_MS 50      /* connect, and each round trip */
+#define CG_REDIS_BACKOFF_MIN_MS 100
+#define CG_REDIS_BACKOFF_MAX_MS 5000
+#define CG_REDIS_LEASE_MS 3000      /* an in-flight lease lives this long unless renewed */
+#define CG_REDIS_RENEW_MS 1000      /* ... and the renewer renews them this often */
+#define CG_REDIS_LEASES 4096        /* leases one process may hold at once */
+#define CG_REDIS_BRK_CACHE_MS 100   /* a thread trusts a "closed" breaker this long */
+
+/* ---- the URL ---- */
+
+int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
+  const char *p, *at, *slash, *colon;
+  size_t n;
+
+  memset(u, 0, sizeof(*u));
+  u->port = 6379;
+  if (!s || !s[0])
+    return -1;
+  if (strncasecmp(s, "rediss://", 9) == 0)
+    return -2;
+  if (strncasecmp(s, "unix://", 7) == 0) {
+    const char *q;
+    p = s + 7;
+    if (p[0] != '/')
+      return -1;
+    q = strchr(p, '?');
+    n = q ? (size_t) (q - p) : strlen(p);
+    if (n == 0 || n >= sizeof(u->path))
+      return -1;
+    memcpy(u->path, p, n);
+    u->unix_socket = 1;
+    if (q) {
+      char *end;
+      long db;
+      if (strncmp(q, "?db=", 4) != 0)
+        return -1;
+      errno = 0;
+      db = strtol(q + 4, &end, 10);
+      if (errno || *end || end == q + 4 || db < 0 || db > 100000)
+        return -1;
+      u->db = (int) db;
+    }
+    return 0;
+  }
+  if (strncasecmp(s, "redis://", 8) != 0)
+    return -1;
+  p = s + 8;
+  /* The last '@' ends the password (which may hold '@', ':' or '/'); the path follows. */
+  at = strrchr(p, '@');
+  slash = strchr(at ? at + 1 : p, '/');
+  if (at) {
+    /* [user]:password@ ; the user (Redis 6 ACL) is ignored. */
+    const char *c = memchr(p, ':', (size_t) (at - p));
+    const char *pw = c ? c + 1 : p;
+    n = (size_t) (at - pw);
+    if (n >= sizeof(u->password))
+      return -1;
+    memcpy(u->password, pw, n);
+    p = at + 1;
+  }
+  n = slash ? (size_t) (slash - p) : strlen(p);
+  if (p[0] == '[') { /* [v6]:port */
+    const char *rb = memchr(p, ']', n);
+    if (!rb || rb - p - 1 <= 0 || (size_t) (rb - p - 1) >= sizeof(u->host))
+      return -1;
+    memcpy(u->host, p + 1, (size_t) (rb - p - 1));
+    colon = rb + 1 < p + n && rb[1] == ':' ? rb + 1 : NULL;
+    if (!colon && rb + 1 != p + n)
+      return -1;
+  } else {
+    colon = memchr(p, ':', n);
+    {
+      size_t hn = colon ? (size_t) (colon - p) : n;
+      if (hn == 0 || hn >= sizeof(u->host))
+        return -1;
+      memcpy(u->host, p, hn);
+    }
+  }
+  if (colon) {
+    char buf[8], *end;
+    long port;
+    size_t pn = (size_t) (p + n - colon - 1);
+    if (pn == 0 || pn >= sizeof(buf))
+      return -1;
+    memcpy(buf, colon + 1, pn);
+    buf[pn] = '\0';
+    port = strtol(buf, &end, 10);
+    if (*end || port < 1 || port > 65535)
+      return -1;
+    u->port = (int) port;
+  }
+  if (slash && slash[1]) {
+    char *end;
+    long db;
+    errno = 0;
+    db = strtol(slash + 1, &end, 10);
+    if (errno || *end || db < 0 || db > 100000)
+      return -1;
+    u->db = (int) db;
+  }
+  return 0;
+}
+
+char *cg_redis_key(char *buf, size_t n, const char *prefix, const char *pool,
+                   const char *what) {
+  snprintf(buf, n, "%s{%s}:%s", prefix ? prefix : "curlguard:", pool, what);
+  return buf;
+}
+
+/* ---- the process's configuration ---- */
+
+static struct cg_redis_url cg__url;
+static const char *cg__prefix = "curlguard:";
+static int cg__configured; /* 1: a valid URL */
+static pthread_once_t cg__conf_once = PTHREAD_ONCE_INIT;
+static char cg__host_id[64];
+static uint64_t cg__admissions, cg__round_trips, cg__lease_seq;
+static uint64_t cg__sent; /* commands sent without waiting for their reply */
+
+static void cg__conf_init(void) {
+  const struct cg_config *c = cg_config();
+  int r;
+  if (!c->redis_url || !c->redis_url[0])
+    return;
+  r = cg_redis_url_parse(c->redis_url, &cg__url);
+  if (r == -2) {
+    cg_warn("rediss:// not supported by this build (its hiredis has no TLS); using the "
+            "local state");
+    return;
+  }
+  if (r != 0) {
+    cg_warn("CURLGUARD_REDIS: not a redis://[:password@]host[:port][/db] or unix:///path "
+            "URL; using the local state");
+    return;
+  }
+  if (c->redis_prefix)
+    cg__prefix = c->redis_prefix;
+  if (gethostname(cg__host_id, sizeof(cg__host_id) - 1) != 0)
+    strcpy(cg__host_id, "host");
+  cg__configured = 1;
+}
+
+/* ---- one connection per thread ---- */
+
+enum { CG_S_RESERVE, CG_S_HOLD, CG_S_HOLD_LEFT, CG_S_ACQUIRE, CG_S_RENEW, CG_S_BRK_ADMIT,
+       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BUD_FIRST, CG_S_BUD_RETRY,
+       CG_S_BUD_REFUND, CG_S_LEARN_TAKE, CG_S_LEARN_CUT, CG_S_N };
+static const char *const cg__scripts[CG_S_N] = {
+  CG_LUA_RESERVE, CG_LUA_HOLD, CG_LUA_HOLD_LEFT, CG_LUA_ACQUIRE, CG_LUA_RENEW,
+  CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE,
+  CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND, CG_LUA_LEARN_TAKE, CG_LUA_LEARN_CUT,
+};
+
+struct cg__conn {
+  redisContext *c;
+  pid_t pid;               /* the process that made `c` (fork: never the child's) */
+  int64_t next_try_ms;     /* monotonic: no connect before */
+  int64_t backoff_ms;
+  char sha[CG_S_N][48];
+  int pending;             /* replies of commands sent without waiting (cg__send) */
+};
+static __thread struct cg__conn cg__tc;
+static pthread_key_t cg__tc_key;
+static pthread_once_t cg__key_once = PTHREAD_ONCE_INIT;
+
+static void cg__tc_free(void *arg) {
+  struct cg__conn *t = arg;
+  if (t && t->c && t->pid == getpid())
+    redisFree(t->c);
+  if (t)
+    t->c = NULL;
+}
+
+static void cg__key_init(void) {
+  pthread_key_create(&cg__tc_key, cg__tc_free);
+}
+
+static struct timeval cg__tv(int64_t ms) {
+  struct timeval tv = {(time_t) (ms / 1000), (suseconds_t) ((ms % 1000) * 1000)};
+  return tv;
+}
+
+static void cg__drop(struct cg__conn *t, const char *cause, const char *why) {
+  if (t->c && t->pid == getpid())
+    redisFree(t->c);
+  t->c = NULL;
+  t->pending = 0;
+  t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : CG_REDIS_BACKOFF_MIN_MS;
+  if (t->backoff_ms > CG_REDIS_BACKOFF_MAX_MS)
+    t->backoff_ms = CG_REDIS_BACKOFF_MAX_MS;
+  t->next_try_ms = cg_mono_ms() + t->backoff_ms;
+  cg_warn_once(cause, "redis %s: %s; using the local state file (will reconnect later)",
+               cause + 6, why && why[0] ? why : "failed");
+}
+
+/* A reply that is an error, or none: its text. */
+static const char *cg__err(redisContext *c, redisReply *r) {
+  if (!r)
+    return c->errstr[0] ? c->errstr : "no reply";
+  if (r->type == REDIS_REPLY_ERROR)
+    return r->str;
+  return NULL;
+}
+
+static int cg__load_scripts(struct cg__conn *t, const char **why) {
+  int i;
+  for (i = 0; i < CG_S_N; i++) {
+    redisReply *r = redisCommand(t->c, "SCRIPT LOAD %s", cg__scripts[i]);
+    __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
+    if (!r || r->type != REDIS_REPLY_STRING || r->len >= (int) sizeof(t->sha[i])) {
+      static __thread char buf[160];
+      snprintf(buf, sizeof(buf), "%s", cg__err(t->c, r) ? cg__err(t->c, r) : "bad reply");
+      *why = buf;
+      if (r)
+        freeReplyObject(r);
+      return -1;
+    }
+    memcpy(t->sha[i], r->str, (size_t) r->len + 1);
+    freeReplyObject(r);
+  }
+  return 0;
+}
+
+/* Connect the thread's connection now if it may (backoff).  0 connected, -1 not. */
+static int cg__connect(struct cg__conn *t) {
+  struct timeval tv = cg__tv(CG_REDIS_TIMEOUT_MS);
+  const char *why = NULL;
+  redisReply *r;
+
+  if (t->c && t->pid == getpid())
+    return 0;
+  t->c = NULL; /* a child: the parent's connection is the parent's */
+  t->pending = 0;
+  if (t->pid != getpid()) {
+    t->pid = getpid();
+    t->backoff_ms = 0;
+    t->next_try_ms = 0;
+  }
+  if (cg_mono_ms() < t->next_try_ms)
+    return -1;
+  pthread_once(&cg__key_once, cg__key_init);
+  pthread_setspecific(cg__tc_key, t);
+  t->c = cg__url.unix_socket ? redisConnectUnixWithTimeout(cg__url.path, tv)
+                             : redisConnectWithTimeout(cg__url.host, cg__url.port, tv);
+  __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
+  t->pid = getpid();
+  if (!t->c || t->c->err) {
+    char buf[512];
+    snprintf(buf, sizeof(buf), "cannot connect to %s%s%.0d: %s",
+             cg__url.unix_socket ? cg__url.path : cg__url.host,
+             cg__url.unix_socket ? "" : ":", cg__url.unix_socket ? 0 : cg__url.port,
+             t->c ? t->c->errstr : "out of memory");
+    cg__drop(t, "redis-connect", buf);
+    return -1;
+  }
+  redisSetTimeout(t->c, tv);
+  if (cg__url.password[0]) {
+    r = redisCommand(t->c, "AUTH %s", cg__url.password);
+    __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
+    if ((why = cg__err(t->c, r)) != NULL) {
+      char buf[200];
+      snprintf(buf, sizeof(buf), "AUTH refused: %s", why);
+      if (r)
+        freeReplyObject(r);
+      cg__drop(t, "redis-auth", buf);
+      return -1;
+    }
+    freeReplyObject(r);
+  }
+  if (cg__url.db != 0) {
+    r = redisCommand(t->c, "SELECT %d", cg__url.db);
+    __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
+    if ((why = cg__err(t->c, r)) != NULL) {
+      char buf[200];
+      snprintf(buf, sizeof(buf), "SELECT %d refused: %s", cg__url.db, why);
+      if (r)
+        freeReplyObject(r);
+      cg__drop(t, "redis-db", buf);
+      return -1;
+    }
+    freeReplyObject(r);
+  }
+  if (cg__load_scripts(t, &why) != 0) {
+    /* NOAUTH here: the server wants a password the URL does not give. */
+    cg__drop(t, strncmp(why, "NOAUTH", 6) == 0 ? "redis-auth" : "redis-io", why);
+    return -1;
+  }
+  t->backoff_ms = 0;
+  return 0;
+}
+
+int cg_shared_redis_ready(void) {
+  pthread_once(&cg__conf_once, cg__conf_init);
+  if (!cg__configured)
+    return 0;
+  return cg__connect(&cg__tc) == 0;
+}
+
+/* Read the replies of commands sent without waiting (they came back meanwhile: no wait
+ * in practice; at most the timeout each).  0, or -1 (connection dropped). */
+static int cg__drain(struct cg__conn *t) {
+  while (t->pending > 0) {
+    redisReply *r = NULL;
+    if (redisGetReply(t->c, (void **) &r) != REDIS_OK) {
+      cg__drop(t, strstr(t->c->errstr, "temporarily unavailable") ? "redis-timeout"
+                                                                   : "redis-io",
+               t->c->errstr);
+      return -1;
+    }
+    t->pending--;
+    /* NOSCRIPT (SCRIPT FLUSH): one success not counted; the next script reloads. */
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0)
+      cg_warn_once(strncmp(r->str, "WRONGTYPE", 9) == 0 ? "redis-wrongtype" : "redis-error",
+                   "redis error: %s; using the local state file", r->str);
+    if (r)
+      freeReplyObject(r);
+  }
+  return 0;
+}
+
+/* Send a command without waiting for its reply (read by the next cg__drain): a result
+ * nobody waits on (a success for the breaker's window, a lease given back) costs no
+ * round trip of the call.  0 sent, -1 not (dropped, or not connected). */
+static int cg__send(int argc, const char **argv) {
+  struct cg__conn *t = &cg__tc;
+  int done = 0;
+  if (!cg_shared_redis_ready())
+    return -1;
+  if (redisAppendCommandArgv(t->c, argc, argv, NULL) != REDIS_OK)
+    return -1;
+  while (!done)
+    if (redisBufferWrite(t->c, &done) != REDIS_OK) {
+      cg__drop(t, "redis-io", t->c->errstr);
+      return -1;
+    }
+  t->pending++;
+  __atomic_add_fetch(&cg__sent, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* Run script `s` on the thread's connection: its reply (the caller frees it), or NULL
+ * (connection dropped or error reply: said once; the caller falls back). */
+static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
+                             const char **args) {
+  struct cg__conn *t = &cg__tc;
+  const char *argv[24];
+  char nk[8];
+  int argc = 0, i, tries;
+  redisReply *r = NULL;
+
+  if (!cg_shared_redis_ready() || cg__drain(t) != 0)
+    return NULL;
+  snprintf(nk, sizeof(nk), "%d", nkeys);
+  argv[argc++] = "EVALSHA";
+  argv[argc++] = t->sha[s];
+  argv[argc++] = nk;
+  for (i = 0; i < nkeys; i++)
+    argv[argc++] = keys[i];
+  for (i = 0; i < nargs; i++)
+    argv[argc++] = args[i];
+  for (tries = 0; tries < 2; tries++) {
+    const char *why;
+    r = redisCommandArgv(t->c, argc, argv, NULL);
+    __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
+    if (!r) {
+      /* Timed out or lost: the connection is out of step (a late reply), drop it. */
+      cg__drop(t, strstr(t->c->errstr, "temporarily unavailable") ? "redis-timeout"
+                                                                   : "redis-io",
+               t->c->errstr);
+      return NULL;
+    }
+    why = cg__err(t->c, r);
+    if (!why)
+      return r;
+    if (tries == 0 && strncmp(why, "NOSCRIPT", 8) == 0) {
+      /* The server lost its scripts (restart, SCRIPT FLUSH): load them again. */
+      const char *w2 = NULL;
+      freeReplyObject(r);
+      r = NULL;
+      if (cg__load_scripts(t, &w2) != 0) {
+        cg__drop(t, "redis-io", w2);
+        return NULL;
+      }
+      argv[1] = t->sha[s];
+      continue;
+    }
+    cg_warn_once(strncmp(why, "WRONGTYPE", 9) == 0 ? "redis-wrongtype" : "redis-error",
+                 "redis error: %s; using the local state file", why);
+    freeReplyObject(r);
+    return NULL;
+  }
+  return NULL;
+}
+
+static int64_t cg__int(const redisReply *r, size_t i) {
+  if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
+      r->element[i]->type != REDIS_REPLY_INTEGER)
+    return 0;
+  return (int64_t) r->element[i]->integer;
+}
+
+static int cg__is_array(const redisReply *r, size_t n) {
+  size_t i;
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < n)
+    return 0;
+  for (i = 0; i < n; i++)
+    if (r->element[i]->type != REDIS_REPLY_INTEGER)
+      return 0;
+  return 1;
+}
+
+/* ---- the breaker's "closed", cached per thread ----
+ *
+ * A closed breaker is the common case: a thread that saw it closed less than
+ * CG_REDIS_BRK_CACHE_MS ago (from the breaker's gate, or from the flag every admission's
+ * GCRA script returns) lets a call through without asking.  The cost: a breaker opened
+ * by another machine stops this thread's calls at most that much later. */
+struct cg__bc {
+  uint64_t h;
+  int64_t until_ms;
+};
+static __thread struct cg__bc cg__bcache[32];
+
+static uint64_t cg__hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  while (*s)
+    h = (h ^ (unsigned char) *s++) * 1099511628211ull;
+  return h | 1;
+}
+
+static void cg__bc_set(const char *pool, int closed) {
+  uint64_t h = cg__hash(pool);
+  struct cg__bc *e = &cg__bcache[h % 32];
+  e->h = h;
+  e->until_ms = closed ? cg_mono_ms() + CG_REDIS_BRK_CACHE_MS : 0;
+}
+
+static int cg__bc_closed(const char *pool) {
+  uint64_t h = cg__hash(pool);
+  const struct cg__bc *e = &cg__bcache[h % 32];
+  return e->h == h && e->until_ms > cg_mono_ms();
+}
+
+#define CG_KEY(buf, sp, what)                                                             \
+  cg_redis_key(buf, sizeof(buf), cg__prefix, (sp)->cfg->name, what)
+
+/* ---- rate ---- */
+
+/* limiter.c's cg__gcra, in us: emission interval and burst tolerance of one limit. */
+static void cg__gcra_us(double per_minute, double burst, double margin, double *t_us,
+                        double *tau_us) {
+  *t_us = 60e6 / (per_minute * (margin > 0 && margin <= 1 ? margin : 1.0));
+  if (burst <= 0)
+    burst = fmax(1.0, per_minute / 60.0);
+  *tau_us = (fmax(burst, 1.0) - 1.0) * *t_us;
+}
+
+static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args);
+static void cg__new_id(char *buf, size_t n);
+
+/* The learned rate's GCRA (limiter.h cg_limiter_learn_take) in us: T and the burst
+ * tolerance (a few at once before the first cut, none after); T 0 when not learning. */
+static void cg__learn_t(struct cg_shared_pool *sp, double *t_us, double *tau_us) {
+  const struct cg_limits *lim = &sp->cfg->lim;
+  double r = lim->adaptive ? cg_limiter_learned(sp->state, sp->p, lim) : 0, wmax;
+  *t_us = *tau_us = 0;
+  if (r <= 0 || r >= CG_LEARN_MAX_RPS)
+    return;
+  __atomic_load(&sp->state->pools[sp->p].learn_wmax, &wmax, __ATOMIC_ACQUIRE);
+  *t_us = 1e6 / r;
+  *tau_us = wmax > 0 ? 0 : (CG_LEARN_START_BURST - 1) * *t_us;
+}
+
+static int64_t cg__r_learn_take(struct cg_shared_pool *sp) {
+  char k[160], a0[32], a1[32];
+  const char *keys[1] = {CG_KEY(k, sp, "learn_tat")};
+  const char *args[2] = {a0, a1};
+  double tl, taul;
+  redisReply *r;
+  int64_t v = 0;
+  if (sp->learn_pre_set) { /* the admission's own script asked already */
+    sp->learn_pre_set = 0;
+    return sp->learn_pre_ns;
+  }
+  cg__learn_t(sp, &tl, &taul);
+  if (tl <= 0)
+    return 0;
+  snprintf(a0, sizeof(a0), "%.3f", tl);
+  snprintf(a1, sizeof(a1), "%.3f", taul);
+  r = cg__evalv(CG_S_LEARN_TAKE, 1, keys, 2, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (r->type == REDIS_REPLY_INTEGER)
+    v = (int64_t) r->integer * 1000;
+  freeReplyObject(r);
+  return v;
+}
+
+static void cg__r_learn_cut(struct cg_shared_pool *sp) {
+  char k1[160], k2[160];
+  const char *keys[2] = {CG_KEY(k1, sp, "cut"), CG_KEY(k2, sp, "learn_tat")};
+  cg__send_eval(CG_S_LEARN_CUT, 2, keys, 0, NULL);
+}
+
+static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
+                         int64_t *wait_ns) {
+  const struct cg_limits *lim = &sp->cfg->lim;
+  struct cg_state_pool *pool = &sp->state->pools[sp->p];
+  double treq = 0, taureq = 0, ttok = 0, tautok = 0;
+  char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], k8[160], a[11][64];
+  const char *keys[8] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
+                         CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
+                         CG_KEY(k5, sp, "brk"), CG_KEY(k6, sp, "learn_tat"),
+                         CG_KEY(k7, sp, "cut"), CG_KEY(k8, sp, "inflight")};
+  const char *args[11];
+  double tl = 0, taul = 0;
+  int64_t now = cg_state_now();
+  redisReply *r;
+  int i, ret;
+
+  if (lim->rpm > 0)
+    cg__gcra_us(lim->rpm, lim->burst_requests, lim->margin, &treq, &taureq);
+  /* The provider's pacing headers, learnt by this machine, widen the fleet's spacing
+   * (as limiter.c does with the state file's). */
+  if (__atomic_load_n(&pool->pace_until, __ATOMIC_ACQUIRE) > now) {
+    double pace = (double) __atomic_load_n(&pool->pace_interval, __ATOMIC_ACQUIRE) / 1000.0;
+    if (pace > treq) {
+      treq = pace;
+      taureq = 0;
+    }
+  }
+  if (lim->tpm > 0 && tokens > 0)
+    cg__gcra_us(lim->tpm, lim->burst_tokens, lim->margin, &ttok, &tautok);
+  snprintf(a[0], sizeof(a[0]), "%.3f", treq);
+  snprintf(a[1], sizeof(a[1]), "%.3f", taureq);
+  snprintf(a[2], sizeof(a[2]), "%.6f", ttok);
+  snprintf(a[3], sizeof(a[3]), "%.3f", tautok);
+  snprintf(a[4], sizeof(a[4]), "%lld", (long long) (tokens > 0 ? tokens : 0));
+  snprintf(a[5], sizeof(a[5]), "%lld", (long long) (max_wait_ns > 0 ? max_wait_ns / 1000 : 0));
+  cg__learn_t(sp, &tl, &taul);
+  snprintf(a[6], sizeof(a[6]), "%.3f", tl);
+  snprintf(a[7], sizeof(a[7]), "%.3f", taul);
+  snprintf(a[8], sizeof(a[8]), "%ld", lim->max_inflight > 0 ? lim->max_inflight : 0);
+  cg__new_id(a[9], sizeof(a[9]));
+  snprintf(a[10], sizeof(a[10]), "%d", CG_REDIS_LEASE_MS);
+  for (i = 0; i < 11; i++)
+    args[i] = a[i];
+  sp->learn_pre_set = 0;
+  sp->pre_lease_set = 0;
+  r = cg__evalv(CG_S_RESERVE, 8, keys, 11, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (!cg__is_array(r, 6)) {
+    freeReplyObject(r);
+    cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
+    return CG_SHARED_DOWN;
+  }
+  ret = cg__int(r, 0) != 0;
+  *wait_ns = cg__int(r, 1) * 1000;
+  cg__bc_set(sp->cfg->name, cg__int(r, 2) == 0);
+  if (cg__int(r, 3) >= 0) {
+    sp->learn_pre_set = 1;
+    sp->learn_pre_ns = cg__int(r, 3) * 1000;
+  }
+  if (cg__int(r, 5) == 1) {
+    sp->pre_lease_set = 1;
+    sp->pre_lease_ms = cg_mono_ms();
+    memcpy(sp->pre_lease_id, a[9], sizeof(sp->pre_lease_id));
+  }
+  /* Another machine cut the learned rate within the quiet period: this one cuts too
+   * (limiter.h: at most once per round, so every process that sees it cuts the file's
+   * rate once; the machine that cut sees its own cut as a throttle of the same round). */
+  if (lim->adaptive && cg__int(r, 4) >= 0 && cg__int(r, 4) * 1000 < CG_LEARN_QUIET_NS) {
+    int64_t t = cg_state_now();
+    cg_limiter_learn_throttle(sp->state, sp->p, lim, t, t);
+  }
+  if (*wait_ns < 0)
+    *wait_ns = 0;
+  freeReplyObject(r);
+  if (!ret)
+    __atomic_add_fetch(&cg__admissions, 1, __ATOMIC_RELAXED);
+  return ret;
+}
+
+static int64_t cg__r_hold_left(struct cg_shared_pool *sp) {
+  char k[160];
+  const char *keys[1] = {CG_KEY(k, sp, "hold")};
+  redisReply *r = cg__evalv(CG_S_HOLD_LEFT, 1, keys, 0, NULL);
+  int64_t v = 0;
+  if (!r)
+    return 0;
+  if (r->type == REDIS_REPLY_INTEGER)
+    v = (int64_t) r->integer * 1000;
+  freeReplyObject(r);
+  return v;
+}
+
+static void cg__r_hold(struct cg_shared_pool *sp, int64_t for_ns) {
+  char k[160], a[32];
+  const char *keys[1] = {CG_KEY(k, sp, "hold")};
+  const char *args[1] = {a};
+  redisReply *r;
+  if (for_ns <= 0)
+    return;
+  snprintf(a, sizeof(a), "%lld", (long long) (for_ns / 1000));
+  r = cg__evalv(CG_S_HOLD, 1, keys, 1, args);
+  if (r)
+    freeReplyObject(r);
+  /* The machine's own file holds too: its next calls may fall back on it. */
+  cg_limiter_hold(sp->state, sp->p, cg_state_now() + for_ns);
+}
+
+/* ---- in-flight leases ---- */
+
+struct cg__lease {
+  int used;
+  char key[160];
+  char id[64];
+};
+static struct cg__lease cg__leases[CG_REDIS_LEASES];
+static pthread_mutex_t cg__lease_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cg__bslot_mu = PTHREAD_MUTEX_INITIALIZER; /* retry budget slots */
+static int cg__renewer_pid; /* the process whose renewer runs (fork: the child starts its own) */
+
+/* The renewer: every CG_REDIS_RENEW_MS, renew the process's leases (its own connection,
+ * one pipelined round trip).  A process killed with kill -9 stops renewing, so its
+ * leases expire within CG_REDIS_LEASE_MS and their slots go back to the fleet. */
+static void *cg__renewer(void *arg) {
+  static char key[CG_REDIS_LEASES][160], id[CG_REDIS_LEASES][64];
+  char lease_ms[16];
+  (void) arg;
+  snprintf(lease_ms, sizeof(lease_ms), "%d", CG_REDIS_LEASE_MS);
+  for (;;) {
+    int i, n = 0;
+    cg_sleep_ms(CG_REDIS_RENEW_MS);
+    pthread_mutex_lock(&cg__lease_mu);
+    for (i = 0; i < CG_REDIS_LEASES; i++)
+      if (cg__leases[i].used) {
+        memcpy(key[n], cg__leases[i].key, sizeof(key[n]));
+        memcpy(id[n], cg__leases[i].id, sizeof(id[n]));
+        n++;
+      }
+    pthread_mutex_unlock(&cg__lease_mu);
+    if (n == 0 || !cg_shared_redis_ready())
+      continue;
+    for (i = 0; i < n; i++) {
+      const char *argv[6] = {"EVALSHA", cg__tc.sha[CG_S_RENEW], "1", key[i], id[i], lease_ms};
+      redisAppendCommandArgv(cg__tc.c, 6, argv, NULL);
+    }
+    __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
+    for (i = 0; i < n; i++) {
+      redisReply *r = NULL;
+      if (redisGetReply(cg__tc.c, (void **) &r) != REDIS_OK) {
+        cg__drop(&cg__tc, "redis-io", cg__tc.c->errstr);
+        break;
+      }
+      if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* Restarted server: reload on the next round (the leases are gone anyway). */
+        const char *why = NULL;
+        freeReplyObject(r);
+        while (++i < n && redisGetReply(cg__tc.c, (void **) &r) == REDIS_OK)
+          freeReplyObject(r);
+        if (cg__load_scripts(&cg__tc, &why) != 0)
+          cg__drop(&cg__tc, "redis-io", why);
+        break;
+      }
+      if (r)
+        freeReplyObject(r);
+    }
+  }
+  return NULL;
+}
+
+/* Fork safety: the lease table's lock is never inherited held (the renewer may hold it
+ * at the fork), and a child starts with no leases and no renewer of its own: its
+ * parent's leases stay the parent's, renewed by the parent. */
+static void cg__fork_prepare(void) {
+  pthread_mutex_lock(&cg__lease_mu);
+  pthread_mutex_lock(&cg__bslot_mu);
+}
+
+static void cg__fork_parent(void) {
+  pthread_mutex_unlock(&cg__bslot_mu);
+  pthread_mutex_unlock(&cg__lease_mu);
+}
+
+static void cg__fork_child(void) {
+  pthread_mutex_init(&cg__lease_mu, NULL);
+  pthread_mutex_init(&cg__bslot_mu, NULL);
+  memset(cg__leases, 0, sizeof(cg__leases));
+  cg__renewer_pid = 0;
+}
+
+static pthread_once_t cg__atfork_once = PTHREAD_ONCE_INIT;
+
+static void cg__atfork_init(void) {
+  pthread_atfork(cg__fork_prepare, cg__fork_parent, cg__fork_child);
+}
+
+static void cg__start_renewer(void) {
+  pthread_t th;
+  pthread_attr_t at;
+  sigset_t all, old;
+  int pid = (int) getpid();
+  pthread_once(&cg__atfork_once, cg__atfork_init);
+  if (__atomic_load_n(&cg__renewer_pid, __ATOMIC_ACQUIRE) == pid)
+    return;
+  pthread_mutex_lock(&cg__lease_mu);
+  if (cg__renewer_pid != pid) {
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    /* The host's signals are not the renewer's. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&th, &at, cg__renewer, NULL) == 0)
+      __atomic_store_n(&cg__renewer_pid, pid, __ATOMIC_RELEASE);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+  }
+  pthread_mutex_unlock(&cg__lease_mu);
+}
+
+static int cg__lease_add(const char *key, const char *id) {
+  int i;
+  pthread_mutex_lock(&cg__lease_mu);
+  for (i = 0; i < CG_REDIS_LEASES; i++)
+    if (!cg__leases[i].used) {
+      cg__leases[i].used = 1;
+      snprintf(cg__leases[i].key, sizeof(cg__leases[i].key), "%s", key);
+      snprintf(cg__leases[i].id, sizeof(cg__leases[i].id), "%s", id);
+      break;
+    }
+  pthread_mutex_unlock(&cg__lease_mu);
+  return i < CG_REDIS_LEASES ? i : -1;
+}
+
+static void cg__new_id(char *buf, size_t n) {
+  snprintf(buf, n, "%.32s:%d:%llu", cg__host_id, (int) getpid(),
+           (unsigned long long) __atomic_add_fetch(&cg__lease_seq, 1, __ATOMIC_RELAXED));
+}
+
+static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
+                         int64_t *waited_ns) {
+  char k[160], id[64], amax[24], alease[16];
+  const char *keys[1] = {CG_KEY(k, sp, "inflight")};
+  const char *args[3] = {id, amax, alease};
+  int64_t t0 = cg_mono_ms(), nap = 5;
+
+  *waited_ns = 0;
+  cg__start_renewer();
+  if (sp->pre_lease_set) {
+    /* The admission's own script took it: renewed from now on.  One taken long ago (it
+     * may have expired, and its place been given away) is given back instead. */
+    sp->pre_lease_set = 0;
+    if (cg_mono_ms() - sp->pre_lease_ms < CG_REDIS_LEASE_MS / 3) {
+      int h = cg__lease_add(k, sp->pre_lease_id);
+      if (h >= 0)
+        return CG_SHARED_LEASE_BASE + h;
+    }
+    {
+      const char *rel[3] = {"ZREM", k, sp->pre_lease_id};
+      cg__send(3, rel);
+    }
+  }
+  cg__new_id(id, sizeof(id));
+  snprintf(amax, sizeof(amax), "%ld", max);
+  snprintf(alease, sizeof(alease), "%d", CG_REDIS_LEASE_MS);
+  for (;;) {
+    redisReply *r = cg__evalv(CG_S_ACQUIRE, 1, keys, 3, args);
+    int64_t el;
+    if (!r) {
+      *waited_ns = (cg_mono_ms() - t0) * 1000000;
+      return CG_SHARED_DOWN;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+      int h;
+      freeReplyObject(r);
+      *waited_ns = (cg_mono_ms() - t0) * 1000000;
+      h = cg__lease_add(k, id);
+      if (h < 0) { /* the process's table is full: give it back, go without one */
+        const char *rel[3] = {"ZREM", k, id};
+        cg__send(3, rel);
+        return -2;
+      }
+      return CG_SHARED_LEASE_BASE + h;
+    }
+    freeReplyObject(r);
+    el = cg_mono_ms() - t0;
+    if (el * 1000000 >= left_ns) {
+      *waited_ns = el * 1000000;
+      return -1;
+    }
+    /* Poll: 5 ms doubling to CG_SHARED_POLL_MS, never past the deadline. */
+    if (nap > (left_ns / 1000000) - el)
+      nap = (left_ns / 1000000) - el;
+    cg_sleep_ms(nap > 0 ? nap : 1);
+    nap = nap * 2 > CG_SHARED_POLL_MS ? CG_SHARED_POLL_MS : nap * 2;
+  }
+}
+
+static void cg__r_release(struct cg_shared_pool *sp, int handle) {
+  int i = handle - CG_SHARED_LEASE_BASE;
+  char key[160], id[64];
+  (void) sp;
+  if (i < 0 || i >= CG_REDIS_LEASES)
+    return;
+  pthread_mutex_lock(&cg__lease_mu);
+  memcpy(key, cg__leases[i].key, sizeof(key));
+  memcpy(id, cg__leases[i].id, sizeof(id));
+  cg__leases[i].used = 0;
+  pthread_mutex_unlock(&cg__lease_mu);
+  /* Sent, not waited for; not sent (Redis down): the lease expires on its own within
+   * CG_REDIS_LEASE_MS. */
+  {
+    const char *argv[3] = {"ZREM", key, id};
+    cg__send(3, argv);
+  }
+}
+
+/* ---- breaker ---- */
+
+static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns) {
+  char k1[160], k2[160], ams[24];
+  const char *keys[2] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe")};
+  const char *args[2] = {sp->probe_id, ams};
+  int64_t ms = probe_ns / 1000000;
+  redisReply *r;
+  int v;
+
+  if (ms < 1)
+    ms = 1;
+  if (ms > CG_BREAKER_PROBE_MAX_MS)
+    ms = CG_BREAKER_PROBE_MAX_MS;
+  if (!sp->probe_id[0])
+    cg__new_id(sp->probe_id, sizeof(sp->probe_id));
+  if (cg__bc_closed(sp->cfg->name)) {
+    *next_ns = 0;
+    return CG_BREAKER_ALLOW;
+  }
+  snprintf(ams, sizeof(ams), "%lld", (long long) ms);
+  r = cg__evalv(CG_S_BRK_ADMIT, 2, keys, 2, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (!cg__is_array(r, 2)) {
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
+  v = (int) cg__int(r, 0);
+  *next_ns = cg__int(r, 1) * 1000;
+  freeReplyObject(r);
+  cg__bc_set(sp->cfg->name, v == 0);
+  return v == 0 ? CG_BREAKER_ALLOW : v == 1 ? CG_BREAKER_PROBE : CG_BREAKER_REJECT;
+}
+
+static int cg__r_report(struct cg_shared_pool *sp, int failed, int probe, int64_t floor_ns,
+                        int64_t start_ns) {
+  const struct cg_breaker_cfg *c = &sp->cfg->breaker;
+  char k1[160], k2[160], k3[160], k4[160], a[12][48];
+  const char *keys[4] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe"),
+                         CG_KEY(k3, sp, "win"), CG_KEY(k4, sp, "run")};
+  const char *args[12];
+  redisReply *r;
+  int i;
+  (void) start_ns;
+
+  if (failed < 0 && !probe)
+    return 0; /* nothing to count: no round trip */
+  snprintf(a[0], sizeof(a[0]), "%d", failed);
+  snprintf(a[1], sizeof(a[1]), "%d", probe ? 1 : 0);
+  snprintf(a[3], sizeof(a[3]), "%.0f", c->window_s * 1e6);
+  snprintf(a[4], sizeof(a[4]), "%ld", c->min_requests);
+  snprintf(a[5], sizeof(a[5]), "%.6f", c->failure_rate);
+  snprintf(a[6], sizeof(a[6]), "%ld", c->consecutive);
+  snprintf(a[7], sizeof(a[7]), "%.0f", c->cooldown_s * 1e6);
+  snprintf(a[8], sizeof(a[8]), "%.0f", c->cooldown_max_s * 1e6);
+  snprintf(a[9], sizeof(a[9]), "%.6f", c->jitter);
+  snprintf(a[10], sizeof(a[10]), "%.6f", (double) (rand() & 0xffff) / 65535.0);
+  snprintf(a[11], sizeof(a[11]), "%lld", (long long) (floor_ns > 0 ? floor_ns / 1000 : 0));
+  for (i = 0; i < 12; i++)
+    args[i] = a[i];
+  args[2] = sp->probe_id;
+  if (failed == 0 && !probe && cg_shared_redis_ready()) {
+    /* A success outside a probe opens nothing: sent, not waited for. */
+    const char *argv[3 + 4 + 12] = {"EVALSHA", cg__tc.sha[CG_S_BRK_REPORT], "4"};
+    for (i = 0; i < 4; i++)
+      argv[3 + i] = keys[i];
+    for (i = 0; i < 12; i++)
+      argv[7 + i] = args[i];
+    return cg__send(19, argv) == 0 ? 0 : CG_SHARED_DOWN;
+  }
+  r = cg__evalv(CG_S_BRK_REPORT, 4, keys, 12, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+    cg__bc_set(sp->cfg->name, 0); /* this result opened it */
+  if (probe)
+    cg__bc_set(sp->cfg->name, 0);
+  freeReplyObject(r);
+  return 0;
+}
+
+static void cg__r_brelease(struct cg_shared_pool *sp) {
+  char k[160];
+  const char *keys[1] = {CG_KEY(k, sp, "probe")};
+  const char *args[1] = {sp->probe_id};
+  redisReply *r;
+  if (!sp->probe_id[0])
+    return;
+  r = cg__evalv(CG_S_BRK_RELEASE, 1, keys, 1, args);
+  if (r)
+    freeReplyObject(r);
+}
+
+/* {state, us}: CG_SHARED_DOWN when unreachable. */
+static int cg__r_state2(struct cg_shared_pool *sp, int64_t *us) {
+  char k1[160], k2[160];
+  const char *keys[2] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe")};
+  redisReply *r = cg__evalv(CG_S_BRK_STATE, 2, keys, 0, NULL);
+  int v;
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (!cg__is_array(r, 2)) {
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
+  v = (int) cg__int(r, 0);
+  *us = cg__int(r, 1);
+  freeReplyObject(r);
+  return v == 0 ? CG_BREAKER_CLOSED : v == 1 ? CG_BREAKER_OPEN : CG_BREAKER_HALF_OPEN;
+}
+
+static int cg__r_bstate(struct cg_shared_pool *sp) {
+  int64_t us;
+  return cg__r_state2(sp, &us);
+}
+
+static int cg__r_wait_ok(struct cg_shared_pool *sp, int64_t left_ns) {
+  int64_t us = 0;
+  int s = cg__r_state2(sp, &us);
+  if (s == CG_SHARED_DOWN || s == CG_BREAKER_CLOSED || s == CG_BREAKER_HALF_OPEN)
+    return 1;
+  return us * 1000 <= left_ns;
+}
+
+static uint32_t cg__r_seq(struct cg_shared_pool *sp) {
+  (void) sp;
+  return 0;
+}
+
+static void cg__r_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
+  int64_t ms = ns / 1000000;
+  (void) sp;
+  (void) seq;
+  if (ms > CG_SHARED_POLL_MS)
+    ms = CG_SHARED_POLL_MS;
+  cg_sleep_ms(ms > 0 ? ms : 1);
+}
+
+/* ---- retry budget ---- */
+
+#define CG_REDIS_BSLOTS 1024
+struct cg__bslot {
+  int used;
+  char key[160];
+  char id[64];
+};
+static struct cg__bslot cg__bslots[CG_REDIS_BSLOTS];
+
+/* Send script `s` without waiting (cg__send). */
+static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args) {
+  const char *argv[24];
+  char nk[8];
+  int argc = 0, i;
+  if (!cg_shared_redis_ready())
+    return -1;
+  snprintf(nk, sizeof(nk), "%d", nkeys);
+  argv[argc++] = "EVALSHA";
+  argv[argc++] = cg__tc.sha[s];
+  argv[argc++] = nk;
+  for (i = 0; i < nkeys; i++)
+    argv[argc++] = keys[i];
+  for (i = 0; i < nargs; i++)
+    argv[argc++] = args[i];
+  return cg__send(argc, argv);
+}
+
+static void cg__r_bfirst(struct cg_shared_pool *sp) {
+  char k[160], w[32];
+  const char *keys[1] = {CG_KEY(k, sp, "bud")};
+  const char *args[1] = {w};
+  if (!sp->cfg->budget.enabled)
+    return;
+  snprintf(w, sizeof(w), "%.0f", sp->cfg->budget.window_s * 1e6);
+  /* Counted, not waited for: the admission's one round trip stays one. */
+  if (cg__send_eval(CG_S_BUD_FIRST, 1, keys, 1, args) != 0)
+    cg_shared_mmap.budget_first(sp);
+}
+
+static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
+  const struct cg_budget_cfg *c = &sp->cfg->budget;
+  char k1[160], k2[160], a[6][64];
+  const char *keys[2] = {CG_KEY(k1, sp, "bud"), CG_KEY(k2, sp, "budc")};
+  const char *args[6];
+  redisReply *r;
+  int i, v;
+  int64_t slot_ms = left_ns / 1000000 + 1000;
+
+  *slot = -1;
+  if (!c->enabled)
+    return CG_BUDGET_GRANTED;
+  snprintf(a[0], sizeof(a[0]), "%.0f", c->window_s * 1e6);
+  snprintf(a[1], sizeof(a[1]), "%.6f", c->ratio);
+  snprintf(a[2], sizeof(a[2]), "%.6f", c->min_per_s);
+  snprintf(a[3], sizeof(a[3]), "%ld", c->max_concurrent);
+  cg__new_id(a[4], sizeof(a[4]));
+  snprintf(a[5], sizeof(a[5]), "%lld", (long long) (slot_ms > 1000 ? slot_ms : 1000));
+  for (i = 0; i < 6; i++)
+    args[i] = a[i];
+  r = cg__evalv(CG_S_BUD_RETRY, 2, keys, 6, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (!cg__is_array(r, 3)) {
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
+  v = (int) cg__int(r, 0);
+  sp->budget_wait_ns = cg__int(r, 1) * 1000;
+  sp->budget_bucket = cg__int(r, 2);
+  freeReplyObject(r);
+  if (v == 0 && c->max_concurrent > 0) {
+    pthread_mutex_lock(&cg__bslot_mu);
+    for (i = 0; i < CG_REDIS_BSLOTS; i++)
+      if (!cg__bslots[i].used) {
+        cg__bslots[i].used = 1;
+        snprintf(cg__bslots[i].key, sizeof(cg__bslots[i].key), "%s", k2);
+        snprintf(cg__bslots[i].id, sizeof(cg__bslots[i].id), "%s", a[4]);
+        *slot = CG_SHARED_BUDGET_BASE + i;
+        break;
+      }
+    pthread_mutex_unlock(&cg__bslot_mu);
+    /* No room to remember it: the slot expires with the call's deadline. */
+  }
+  return v == 0 ? CG_BUDGET_GRANTED : v == 1 ? CG_BUDGET_WINDOW : CG_BUDGET_CONCURRENCY;
+}
+
+static int64_t cg__r_bwait(struct cg_shared_pool *sp, int why) {
+  int64_t ns = sp->budget_wait_ns;
+  if (why == CG_BUDGET_CONCURRENCY || ns <= 0)
+    ns = CG_BUDGET_POLL_NS;
+  return ns < CG_BUDGET_MIN_WAIT_NS ? CG_BUDGET_MIN_WAIT_NS : ns;
+}
+
+static void cg__r_bdone(struct cg_shared_pool *sp, int slot) {
+  int i = slot - CG_SHARED_BUDGET_BASE;
+  char key[160], id[64];
+  (void) sp;
+  if (i < 0 || i >= CG_REDIS_BSLOTS)
+    return;
+  pthread_mutex_lock(&cg__bslot_mu);
+  memcpy(key, cg__bslots[i].key, sizeof(key));
+  memcpy(id, cg__bslots[i].id, sizeof(id));
+  cg__bslots[i].used = 0;
+  pthread_mutex_unlock(&cg__bslot_mu);
+  {
+    const char *argv[3] = {"ZREM", key, id};
+    cg__send(3, argv); /* not sent: it expires with the call's deadline */
+  }
+}
+
+static void cg__r_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
+  char k[160], b[32];
+  const char *keys[1] = {CG_KEY(k, sp, "bud")};
+  const char *args[1] = {b};
+  if (!sp->cfg->budget.enabled || granted_ns <= 0)
+    return;
+  snprintf(b, sizeof(b), "%lld", (long long) sp->budget_bucket);
+  cg__send_eval(CG_S_BUD_REFUND, 1, keys, 1, args);
+}
+
+const struct cg_shared_ops cg_shared_redis = {
+  .name = "redis",
+  .reserve = cg__r_reserve,
+  .hold_left = cg__r_hold_left,
+  .hold = cg__r_hold,
+  .acquire = cg__r_acquire,
+  .release = cg__r_release,
+  .breaker_admit = cg__r_admit,
+  .breaker_report = cg__r_report,
+  .breaker_release = cg__r_brelease,
+  .breaker_state = cg__r_bstate,
+  .breaker_wait_ok = cg__r_wait_ok,
+  .breaker_seq = cg__r_seq,
+  .breaker_park = cg__r_park,
+  .budget_first = cg__r_bfirst,
+  .budget_retry = cg__r_bretry,
+  .budget_wait_ns = cg__r_bwait,
+  .budget_done = cg__r_bdone,
+  .budget_refund = cg__r_brefund,
+  .learn_take = cg__r_learn_take,
+  .learn_cut = cg__r_learn_cut,
+};
+
+void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips, uint64_t *sent) {
+  *admissions = __atomic_load_n(&cg__admissions, __ATOMIC_RELAXED);
+  *round_trips = __atomic_load_n(&cg__round_trips, __ATOMIC_RELAXED);
+  *sent = __atomic_load_n(&cg__sent, __ATOMIC_RELAXED);
+}
+
+/* ---- stat ---- */
+
+static long long cg__reply_ll(redisReply *r) {
+  if (!r)
+    return 0;
+  if (r->type == REDIS_REPLY_INTEGER)
+    return r->integer;
+  if (r->type == REDIS_REPLY_STRING)
+    return strtoll(r->str, NULL, 10);
+  return 0;
+}
+
+int cg_redis_view(const char *url, const char *prefix, const char *name,
+                  struct cg_redis_view *v, char *err, size_t errn) {
+  struct cg_redis_url u;
+  struct timeval tv = cg__tv(500);
+  redisContext *c;
+  redisReply *r;
+  char k[256];
+  long long now_us, now_ms;
+  int pr = cg_redis_url_parse(url, &u);
+
+  memset(v, 0, sizeof(*v));
+  if (pr != 0) {
+    snprintf(err, errn, pr == -2 ? "rediss:// not supported by this build" : "bad URL");
+    return -1;
+  }
+  c = u.unix_socket ? redisConnectUnixWithTimeout(u.path, tv)
+                    : redisConnectWithTimeout(u.host, u.port, tv);
+  if (!c || c->err) {
+    snprintf(err, errn, "%s", c ? c->errstr : "out of memory");
+    if (c)
+      redisFree(c);
+    return -1;
+  }
+  redisSetTimeout(c, tv);
+#define CG_RUN(...)                                                                       \
+  do {                                                                                    \
+    r = redisCommand(c, __VA_ARGS__);                                                     \
+    if (!r || r->type == REDIS_REPLY_ERROR) {                                             \
+      snprintf(err, errn, "%s", r ? r->str : c->errstr);                                  \
+      if (r)                                                                              \
+        freeReplyObject(r);                                                               \
+      redisFree(c);                                                                       \
+      return -1;                                                                          \
+    }                                                                                     \
+  } while (0)
+  if (u.password[0]) {
+    CG_RUN("AUTH %s", u.password);
+    freeReplyObject(r);
+  }
+  if (u.db) {
+    CG_RUN("SELECT %d", u.db);
+    freeReplyObject(r);
+  }
+  CG_RUN("TIME");
+  now_us = r->type == REDIS_REPLY_ARRAY && r->elements == 2
+               ? strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+                     strtoll(r->element[1]->str, NULL, 10)
+               : 0;
+  now_ms = now_us / 1000;
+  freeReplyObject(r);
+  CG_RUN("ZCOUNT %s (%lld +inf", cg_redis_key(k, sizeof(k), prefix, name, "inflight"),
+         now_ms);
+  v->inflight = (long) cg__reply_ll(r);
+  freeReplyObject(r);
+  CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "hold"));
+  {
+    long long h = cg__reply_ll(r);
+    v->hold_ms = h > now_us ? (h - now_us) / 1000 : 0;
+  }
+  freeReplyObject(r);
+  CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "tat_req"));
+  {
+    long long t = cg__reply_ll(r);
+    v->tat_req_ahead_us = t > now_us ? t - now_us : 0;
+  }
+  freeReplyObject(r);
+  CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "tat_tok"));
+  {
+    long long t = cg__reply_ll(r);
+    v->tat_tok_ahead_us = t > now_us ? t - now_us : 0;
+  }
+  freeReplyObject(r);
+  CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "admitted"));
+  v->admitted = (long) cg__reply_ll(r);
+  freeReplyObject(r);
+  CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "brk"));
+  v->breaker = CG_BREAKER_CLOSED;
+  if (r->type == REDIS_REPLY_STRING) {
+    long long nxt = strtoll(r->str, NULL, 10);
+    v->breaker = CG_BREAKER_OPEN;
+    v->next_probe_ms = nxt > now_us ? (nxt - now_us) / 1000 : 0;
+  }
+  freeReplyObject(r);
+  CG_RUN("PTTL %s", cg_redis_key(k, sizeof(k), prefix, name, "probe"));
+  if (v->breaker == CG_BREAKER_OPEN && v->next_probe_ms == 0 && cg__reply_ll(r) > 0)
+    v->breaker = CG_BREAKER_HALF_OPEN;
+  freeReplyObject(r);
+  CG_RUN("HGETALL %s", cg_redis_key(k, sizeof(k), prefix, name, "win"));
+  if (r->type == REDIS_REPLY_ARRAY) {
+    size_t i;
+    for (i = 0; i + 1 < r->elements; i += 2) {
+      const char *f = r->element[i]->str;
+      long n = strtol(r->element[i + 1]->str, NULL, 10);
+      if (f && strchr(f, ':') && strchr(f, ':')[1] == 'f')
+        v->window_failed += n;
+      else
+        v->window_ok += n;
+    }
+  }
+  freeReplyObject(r);
+#undef CG_RUN
+  redisFree(c);
+  return 0;
+}

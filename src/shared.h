@@ -1,0 +1,173 @@
+/* shared.h - the shared state of a pool behind one interface, with two back ends (README
+ * "Fleets: shared state on Redis").
+ *
+ * The model is curl's lib/vtls/: one interface (vtls.h, struct Curl_ssl) and pluggable
+ * back ends.  Here the back ends are
+ *   mmap   the machine's state file (state.h), i.e. limiter.c, breaker.c, budget.c as
+ *          they are: every process of the machine shares it (shared-mmap.c);
+ *   redis  one Redis (or Valkey) server for a fleet of machines (shared-redis.c): GCRA in
+ *          a Lua script on the server's clock, in-flight slots as expiring leases, the
+ *          breaker's window, open state and half-open probe as keys with TTLs.
+ * admit.c talks to this interface only.  A Redis operation that fails (no connection, a
+ * timeout, an error reply) returns CG_SHARED_DOWN; the caller then goes on with the mmap
+ * back end for the rest of the call (fail open, never hang).  The mmap back end never
+ * returns CG_SHARED_DOWN.
+ *
+ * Times are ns.  Durations passed in are relative ("for_ns", "left_ns"): each back end
+ * turns them into its own clock (CLOCK_MONOTONIC for the file, the Redis server's TIME
+ * for Redis), so machines never compare their clocks.
+ */
+#ifndef CG_SHARED_H
+#define CG_SHARED_H
+
+#include "breaker.h"
+#include "config.h"
+#include "state.h"
+
+#include <stdint.h>
+
+#define CG_SHARED_DOWN (-100) /* the back end failed: use the mmap one (never from mmap) */
+
+/* Leases of in-flight slots from the Redis back end are handed out as
+ * CG_SHARED_LEASE_BASE + an index of the process's lease table, so that they never
+ * collide with the state file's slot numbers (< CG_STATE_SLOTS). */
+#define CG_SHARED_LEASE_BASE (1 << 20)
+/* Retry budget slots from the Redis back end: CG_SHARED_BUDGET_BASE + an index. */
+#define CG_SHARED_BUDGET_BASE (2 << 20)
+
+/* One pool as one call sees it: the state file's pool (always there while the call
+ * runs with a state file: it is the fallback) and the back end in use. */
+struct cg_shared_pool {
+  const struct cg_shared_ops *ops; /* NULL until the pool is first used */
+  struct cg_state *state;          /* the state file (mmap back end, fallback) */
+  int p;                           /* the pool's index in the state file */
+  const struct cg_pool_cfg *cfg;
+  char probe_id[64];               /* Redis: this call's probe lease id ("" none) */
+  int64_t budget_wait_ns;          /* Redis: the last budget refusal's wait */
+  int64_t budget_bucket;           /* Redis: the window bucket of the last granted retry */
+  int learn_pre_set;               /* Redis: the last reserve also asked the learned rate: */
+  int64_t learn_pre_ns;            /* ... 0 taken, else ns until it might be */
+  int pre_lease_set;               /* Redis: the last reserve also took an in-flight lease */
+  int64_t pre_lease_ms;            /* ... when (monotonic ms) */
+  char pre_lease_id[64];           /* ... its id */
+};
+
+struct cg_shared_ops {
+  const char *name; /* "mmap", "redis" */
+
+  /* GCRA (limiter.h) for one request costing `tokens` (0: none) against the pool's rpm
+   * and tpm together, after any 429 hold: 0 and the wait before it may go in `*wait_ns`;
+   * 1 when that wait would exceed `max_wait_ns` (nothing reserved; `*wait_ns` says how
+   * long it would have been); CG_SHARED_DOWN. */
+  int (*reserve)(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
+                 int64_t *wait_ns);
+  /* How long the pool is still held by a 429 (ns, <= 0: not held); CG_SHARED_DOWN is
+   * returned as 0 by the Redis back end (no hold known). */
+  int64_t (*hold_left)(struct cg_shared_pool *sp);
+  /* A 429 (or a quota with nothing left): hold every caller of the pool for `for_ns`;
+   * holds only move forward. */
+  void (*hold)(struct cg_shared_pool *sp, int64_t for_ns);
+
+  /* Take an in-flight slot (limit `max`), waiting up to `left_ns`: a handle >= 0, -1 on
+   * timeout, -2 when the slot table is full (the call goes without one),
+   * CG_SHARED_DOWN.  `*waited_ns` gets the time waited. */
+  int (*acquire)(struct cg_shared_pool *sp, long max, int64_t left_ns, int64_t *waited_ns);
+  /* Give a handle of acquire back. */
+  void (*release)(struct cg_shared_pool *sp, int handle);
+
+  /* The breaker (breaker.h, same verdicts): may a call go now?  A caller that becomes the
+   * probe holds it for `probe_ns` at most; on a reject `*next_ns` says how long until a
+   * probe may go.  CG_SHARED_DOWN (as an int) from Redis. */
+  int (*breaker_admit)(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns);
+  /* Count a result (`failed` 1, 0, or -1 not counted; `probe`: the call held the probe;
+   * `floor_ns`: a failed probe's Retry-After; `start_ns`: when the attempt was sent, in
+   * state-file time).  0, or CG_SHARED_DOWN. */
+  int (*breaker_report)(struct cg_shared_pool *sp, int failed, int probe, int64_t floor_ns,
+                        int64_t start_ns);
+  /* Give the probe back unused. */
+  void (*breaker_release)(struct cg_shared_pool *sp);
+  /* The breaker's state (CG_SHARED_DOWN as an int from Redis). */
+  int (*breaker_state)(struct cg_shared_pool *sp);
+  /* Whether a call with `left_ns` to go can still see a probe. */
+  int (*breaker_wait_ok)(struct cg_shared_pool *sp, int64_t left_ns);
+  /* Wait at most `ns` for the breaker to change (mmap: the futex word read by
+   * breaker_seq before asking; Redis: a sleep of at most CG_SHARED_POLL_MS). */
+  uint32_t (*breaker_seq)(struct cg_shared_pool *sp);
+  void (*breaker_park)(struct cg_shared_pool *sp, uint32_t seq, int64_t ns);
+
+  /* The retry budget (budget.h, same verdicts): count a first attempt; ask for a retry
+   * (`left_ns`: the asking call's deadline, relative; `*slot`: its concurrency slot, -1
+   * none; CG_SHARED_DOWN as an int from Redis); how long a refusal `why` should wait
+   * before asking again; give a slot back; a granted retry (at `granted_ns`, state
+   * clock) succeeded: out of the window. */
+  void (*budget_first)(struct cg_shared_pool *sp);
+  int (*budget_retry)(struct cg_shared_pool *sp, int64_t left_ns, int *slot);
+  int64_t (*budget_wait_ns)(struct cg_shared_pool *sp, int why);
+  void (*budget_done)(struct cg_shared_pool *sp, int slot);
+  void (*budget_refund)(struct cg_shared_pool *sp, int64_t granted_ns);
+
+  /* The learned rate (limiter.h): take its place now (0), or the ns until it might be
+   * (nothing taken; CG_SHARED_DOWN from Redis).  The rate is each machine's own (CUBIC
+   * from its answers); Redis makes its place one word for the fleet. */
+  int64_t (*learn_take)(struct cg_shared_pool *sp);
+  /* This machine just cut the learned rate (a throttle): tell the others, who cut theirs
+   * at their next admission (once per round).  The file: nothing to do. */
+  void (*learn_cut)(struct cg_shared_pool *sp);
+};
+
+#define CG_SHARED_POLL_MS 100 /* Redis: a waiter for a slot or a probe looks this often */
+
+/* The state file's back end (shared-mmap.c). */
+extern const struct cg_shared_ops cg_shared_mmap;
+/* The Redis back end (shared-redis.c). */
+extern const struct cg_shared_ops cg_shared_redis;
+
+/* ---- the Redis back end's connection (shared-redis.c) ---- */
+
+/* A parsed CURLGUARD_REDIS. */
+struct cg_redis_url {
+  int unix_socket;     /* 1: `path` is a unix socket */
+  char host[256];
+  int port;            /* default 6379 */
+  char path[108];
+  char password[256];  /* "" = none (no AUTH) */
+  int db;              /* SELECT db; 0 by default */
+};
+
+/* Parse `s`: redis://[:password@]host[:port][/db] (also redis://user:password@...: the
+ * user is ignored, as Redis before 6 has none), or unix:///path[?db=N].  0; -1 malformed;
+ * -2 rediss:// (TLS: not in Debian's hiredis 0.14, which has no hiredis_ssl).  Pure. */
+int cg_redis_url_parse(const char *s, struct cg_redis_url *u);
+
+/* Whether the calling thread may use Redis now: configured (CURLGUARD_REDIS, parsed and
+ * valid), and connected or connected within the connect timeout (a failed connect backs
+ * off 100 ms doubling to 5 s before the next try, so a down server costs one timeout per
+ * backoff, never a hang).  Says once per process per cause why it may not. */
+int cg_shared_redis_ready(void);
+
+/* Key `<prefix>{<pool>}:<what>` into `buf` (one hash slot per pool: Redis Cluster's hash
+ * tags).  Returns buf. */
+char *cg_redis_key(char *buf, size_t n, const char *prefix, const char *pool,
+                   const char *what);
+
+/* For `curlguard stat`: the fleet-wide figures of pool `name` read from Redis, with the
+ * URL and prefix given (not the process's config).  0, or -1 (Redis unreachable: the
+ * message in `err`). */
+struct cg_redis_view {
+  long inflight;          /* live leases */
+  int breaker;            /* CG_BREAKER_CLOSED / OPEN / HALF_OPEN */
+  int64_t next_probe_ms;  /* open: ms until a probe may go */
+  int64_t hold_ms;        /* 429 hold left */
+  int64_t tat_req_ahead_us, tat_tok_ahead_us; /* how far each TAT is ahead of now */
+  long window_ok, window_failed; /* the breaker's window */
+  long admitted;          /* admissions through Redis (all machines) */
+};
+int cg_redis_view(const char *url, const char *prefix, const char *name,
+                  struct cg_redis_view *v, char *err, size_t errn);
+
+/* Through Redis by this process so far (bench, tests): admissions (GCRA reservations
+ * made), round trips waited for (connects and their set-up included), commands sent
+ * without waiting for the reply (successes for the breaker's window, leases given back). */
+void cg_shared_redis_counts(uint64_t *admissions, uint64_t *round_trips, uint64_t *sent);
+
+#endif

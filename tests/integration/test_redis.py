@@ -1,0 +1,549 @@
+"""Fleets on Redis (issue 15, README "Fleets: shared state on Redis"): several "machines"
+(separate CURLGUARD_STATE files: nothing shared but the Redis server) hold one limit, one
+breaker and one set of in-flight slots through CURLGUARD_REDIS; Redis killed, stopped or
+misconfigured: the calls go on with the local state file and one `curlguard:` line says so.
+
+The tests start their own redis-server on a free loopback port (--save '' --appendonly no)
+and kill it at the end; each test uses its own key prefix.  Timing assertions: tight lower
+bounds (nothing early), generous upper bounds (a busy machine is slow, never early).  Each
+rate test runs a control without Redis, which must show what Redis prevents."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+try:
+    from . import harness
+except ImportError:          # discovered with tests/integration as the top-level directory
+    import harness
+
+REDIS_SERVER = shutil.which("redis-server")
+REDIS_CLI = shutil.which("redis-cli")
+CHAT = "/v1/chat/completions"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Redis:
+    """A redis-server of the test's own on a free loopback port."""
+
+    def __init__(self, *args):
+        self.args = args
+        self.port = None
+        self.proc = None
+        self.dir = tempfile.mkdtemp(prefix="cg-redis-")
+
+    def start(self, port=None):
+        self.port = port or self.port or free_port()
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--enable-debug-command", "local",
+             *self.args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=harness._die_with_parent)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64):
+                        return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc is not None:
+            self.proc.send_signal(sig)
+            if sig == signal.SIGKILL:
+                self.proc.wait(10)
+                self.proc = None
+
+    def stop(self):
+        if self.proc is not None:
+            try:
+                self.proc.send_signal(signal.SIGCONT)
+            except OSError:
+                pass
+            harness.stop_process(self.proc)
+            self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cli(self, *args, password=None):
+        argv = [REDIS_CLI, "-p", str(self.port)]
+        if password:
+            argv += ["-a", password, "--no-auth-warning"]
+        p = subprocess.run(argv + list(args), capture_output=True, timeout=10, text=True)
+        return p.stdout.strip()
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+
+class LimitedMock(harness.MockProvider):
+    """scripts/mock-provider with extra arguments (--limit-rpm, --limit-tpm)."""
+
+    def __init__(self, *args):
+        super().__init__()
+        self.args = args
+
+    def start(self):
+        self._dir = tempfile.mkdtemp(prefix="cg-mock-")
+        port_file = os.path.join(self._dir, "port")
+        self.stderr_path = os.path.join(self._dir, "stderr")
+        argv = [harness.PYTHON, str(harness.MOCK_PROVIDER), "--port", "0", "--port-file",
+                port_file, "--quiet", *self.args]
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         env=harness.plain_env(),
+                                         preexec_fn=harness._die_with_parent)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with open(port_file) as f:
+                    self.port = int(f.read().strip())
+                break
+            except (OSError, ValueError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("mock-provider did not start")
+                time.sleep(0.02)
+        self.base = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def summary(self):
+        return self._call("GET", "/__summary")
+
+
+@unittest.skipUnless(REDIS_SERVER and REDIS_CLI, "redis-server / redis-cli not installed")
+class RedisTestCase(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        harness.require_curl_and_cli()
+        cls.redis = Redis().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.stop()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        if self.redis.proc is None or self.redis.proc.poll() is not None:
+            self.redis.start()
+        self.prefix = harness.unique_key("t") + ":"
+
+    def machine_env(self, name, redis=True, **kw):
+        """A "machine": its own state file (and log); Redis shared when `redis`."""
+        env = self.guard_env(log_path=self.tmp / f"{name}.jsonl",
+                             CURLGUARD_STATE=str(self.tmp / f"{name}.state"), **kw)
+        if redis:
+            env["CURLGUARD_REDIS"] = kw.get("CURLGUARD_REDIS", self.redis.url)
+            env["CURLGUARD_REDIS_PREFIX"] = self.prefix
+        return env
+
+    def curl(self, urls, env, args=(), timeout=60):
+        if isinstance(urls, str):
+            urls = [urls]
+        outs = [a for u in urls for a in ("-o", "/dev/null", u)]
+        return harness.run([harness.CURL, "-sS", "-w", "%{http_code}\\n", *args, *outs], env,
+                           timeout=timeout)
+
+    def parallel(self, jobs, timeout=60):
+        """[(urls, env, args)] at once -> [CompletedProcess] in job order."""
+        out = [None] * len(jobs)
+        barrier = threading.Barrier(len(jobs))
+
+        def one(i):
+            urls, env, args = jobs[i]
+            barrier.wait(10)
+            out[i] = self.curl(urls, env, args, timeout=timeout)
+
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout + 10)
+        return out
+
+    def redis_lines(self, p):
+        return [l for l in p.stderr.decode(errors="replace").splitlines()
+                if l.startswith("curlguard:")]
+
+    def key(self, pool, what):
+        return f"{self.prefix}{{{pool}}}:{what}"
+
+
+class FleetRateTest(RedisTestCase):
+    def run_fleet(self, mock, redis, machines=2, procs=3, calls=4, body=None, **env):
+        urls = [mock.url("/v1/fleet", key=harness.unique_key("f")) if body is None
+                else mock.base + CHAT] * calls
+        args = () if body is None else ("-H", "Content-Type: application/json",
+                                        "--data-binary", body)
+        jobs = []
+        for m in range(machines):
+            e = self.machine_env(f"m{m}", redis=redis, **env)
+            jobs += [(urls, e, args)] * procs
+        t0 = time.monotonic()
+        ps = self.parallel(jobs)
+        wall = time.monotonic() - t0
+        for p in ps:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(self.redis_lines(p), [], "the guard said something")
+        return ps, wall
+
+    def test_two_machines_hold_one_rpm(self):
+        """2 machines x 3 processes x 4 calls = 24 requests, RPM 240 (4/s, burst 4) on
+        both: through Redis the mock (enforcing 240/min) refuses none and they take at
+        least (24 - 4) / (4 * 0.97) s; each machine on its own sends twice the rate."""
+        n, rate, burst = 24, 4 * 0.97, 4
+        with LimitedMock("--limit-rpm", "240") as mock:
+            ps, wall = self.run_fleet(mock, True, CURLGUARD_RPM="240")
+            s = mock.summary()
+            times = sorted(e["t"] for e in mock.ledger())
+            self.assertEqual(len(times), n)
+            span = times[-1] - times[0]
+            self.assertGreaterEqual(span, (n - burst) / rate - 0.3, f"too fast: {span:.2f} s")
+            self.assertLess(span, (n - burst) / rate + 6, f"too slow: {span:.2f} s")
+            codes = [c for p in ps for c in p.stdout.decode().split()]
+            self.assertEqual(codes.count("429"), 0, s)
+            self.assertEqual(int(self.redis.cli("GET", self.key(f"127.0.0.1:{mock.port}",
+                                                                "admitted"))), n)
+        # The control: without Redis each machine paces itself only (twice the rate).
+        with LimitedMock("--limit-rpm", "240") as mock:
+            ps, wall = self.run_fleet(mock, False, CURLGUARD_RPM="240",
+                                      CURLGUARD_MAX_ATTEMPTS="1")
+            codes = [c for p in ps for c in p.stdout.decode().split()]
+            self.assertGreater(codes.count("429"), 0,
+                               "the control got no 429: the test could not fail")
+
+    def test_two_machines_hold_one_tpm(self):
+        """TPM 12000 (200 tokens/s, paced 194/s; burst one second's worth): 12 requests of
+        about 110 tokens each from 2 machines take at least (12 * 110 - 200) / 194 s."""
+        body = json.dumps({"model": "gpt-4o-mini", "max_tokens": 100,
+                           "messages": [{"role": "user", "content": "x" * 20}]})
+        with LimitedMock() as mock:
+            ps, wall = self.run_fleet(mock, True, procs=3, calls=2, body=body,
+                                      CURLGUARD_TPM="12000")
+            times = sorted(e["t"] for e in mock.ledger())
+            self.assertEqual(len(times), 12)
+            recs = [r for m in ("m0", "m1") for r in harness.read_records(self.tmp / f"{m}.jsonl")]
+            self.assertTrue(recs)
+            per = 100 + 20 // 4          # the guard's charge: text chars / 4 + max_tokens
+            floor = (12 * per - 200) / 194.0
+            span = times[-1] - times[0]
+            self.assertGreaterEqual(span, floor - 0.3, f"too fast: {span:.2f} s")
+            self.assertLess(span, floor + 6)
+
+
+class FleetBreakerTest(RedisTestCase):
+    def test_outage_seen_by_one_machine_opens_for_all(self):
+        """Machine A sees 5 failures in a row: machine B (its own state file) fails fast
+        without sending; without Redis, B would still send."""
+        down = self.mock.url("/v1/down", plan="503")
+        env_a = self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_COOLDOWN_S="5",
+                                 CURLGUARD_BREAKER_COOLDOWN_MAX_S="5")
+        p = self.curl([down] * 5, env_a)
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        pool = harness.mock_pool()
+        self.assertTrue(self.redis.cli("GET", self.key(pool, "brk")), "not open in Redis")
+        other = self.mock.url("/v1/other", plan="200")
+        env_b = self.machine_env("b", CURLGUARD_BREAKER_OPEN="fail")
+        t0 = time.monotonic()
+        p = self.curl(other, env_b)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(p.returncode, 7, p.stderr)          # CURLE_COULDNT_CONNECT
+        self.assertIn(b"circuit open", p.stderr)
+        self.assertEqual(self.mock.entries(url=other), [])
+        # Control: machine C without Redis has a closed breaker of its own.
+        env_c = self.machine_env("c", redis=False, CURLGUARD_BREAKER_OPEN="fail")
+        p = self.curl(other, env_c)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(self.mock.entries(url=other)), 1)
+
+    def test_one_probe_across_the_fleet(self):
+        """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
+        exactly one request reaches the provider while it runs; without Redis, one probe
+        per machine."""
+        def open_and_probe(redis):
+            fails = 5 if redis else 15     # each machine of the control opens its own
+            slow = self.mock.url("/v1/slow", plan=",".join(["503"] * fails + ["200:delay=1500"]))
+            env = dict(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_COOLDOWN_S="0.5",
+                       CURLGUARD_BREAKER_COOLDOWN_MAX_S="0.5", CURLGUARD_BREAKER_JITTER="0",
+                       CURLGUARD_BREAKER_OPEN="fail")
+            envs = [self.machine_env(f"{'r' if redis else 'l'}{m}", redis=redis, **env)
+                    for m in range(3)]
+            for e in envs:            # each machine opens (without Redis: its own breaker)
+                p = self.curl([slow] * 5, e)
+                if redis:
+                    break
+            base = len(self.mock.entries(url=slow))
+            time.sleep(0.8)
+            ps = self.parallel([(slow, envs[i % 3], ()) for i in range(6)])
+            time.sleep(0.2)
+            probes = len(self.mock.entries(url=slow)) - base
+            codes = sorted(p.returncode for p in ps)
+            return probes, codes
+        probes, codes = open_and_probe(True)
+        self.assertEqual(probes, 1, codes)
+        self.assertEqual(codes, [0] + [7] * 5)
+        self.prefix = harness.unique_key("t") + ":"
+        probes, codes = open_and_probe(False)
+        self.assertGreaterEqual(probes, 2, "control: one probe per machine without Redis")
+
+
+class FleetBudgetTest(RedisTestCase):
+    def test_one_retry_budget_for_the_fleet(self):
+        """A budget of one retry per window (ratio 0, 0.1/s over 10 s): machine A's failing
+        call gets it, machine B's does not; without Redis each machine has its own."""
+        env = dict(CURLGUARD_MAX_ATTEMPTS="2", CURLGUARD_BACKOFF_BASE_MS="10",
+                   CURLGUARD_BACKOFF_CAP_MS="20", CURLGUARD_DEADLINE_MS="1500",
+                   CURLGUARD_BREAKER="off", CURLGUARD_RETRY_BUDGET_RATIO="0",
+                   CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.1", CURLGUARD_RETRY_BUDGET_WINDOW_S="10")
+
+        def run(redis):
+            down = self.mock.url("/v1/budget", plan="503")
+            for m in ("a", "b"):
+                p = self.curl(down, self.machine_env(f"{m}{redis}", redis=redis, **env))
+                self.assertEqual(p.stdout.decode().split(), ["503"], p.stderr)
+            return len(self.mock.entries(url=down))
+        self.assertEqual(run(True), 3, "A: 2 attempts, B: 1 (its retry refused)")
+        self.assertEqual(run(False), 4, "control: each machine's own budget")
+        recs = harness.read_records(self.tmp / "bTrue.jsonl")
+        self.assertEqual(recs[-1]["reason"], "retry_budget_exhausted", recs[-1])
+
+
+class FleetLearnedRateTest(RedisTestCase):
+    def test_a_throttle_seen_by_one_machine_cuts_every_machine(self):
+        """No rpm configured (the learned rate, limiter.h): machine A's 429 cuts A's rate
+        and, through Redis, machine B's (B never got a 429); without Redis B's is uncut."""
+        def run(redis):
+            tag = "r" if redis else "l"
+            a_url = self.mock.url("/v1/learn-a", plan="200,200,429,200")
+            b_url = self.mock.url("/v1/learn-b", plan="200")
+            env_a = self.machine_env(f"a{tag}", redis=redis, CURLGUARD_MAX_ATTEMPTS="2",
+                                     CURLGUARD_BACKOFF_BASE_MS="50",
+                                     CURLGUARD_BACKOFF_CAP_MS="100")
+            env_b = self.machine_env(f"b{tag}", redis=redis)
+            # B keeps calling (20/s for 1.5 s) while A meets its 429.
+            ps = self.parallel([([a_url] * 3, env_a, ()),
+                                ([b_url] * 30, env_b, ("--rate", "20/s"))])
+            for p in ps:
+                self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(429, [e["status"] for e in self.mock.entries(url=a_url)])
+            self.assertNotIn(429, [e["status"] for e in self.mock.entries(url=b_url)])
+            st = harness.run([harness.CLI, "stat", "--json"],
+                             harness.plain_env(CURLGUARD_STATE=env_b["CURLGUARD_STATE"]),
+                             timeout=30)
+            pool = {x["name"]: x for x in json.loads(st.stdout)["pools"]}[harness.mock_pool()]
+            return pool["learned"]["w_max_rpm"]
+        self.assertIsNotNone(run(True), "B's learned rate was not cut through Redis")
+        self.assertIsNone(run(False), "control: B cut without Redis")
+
+
+class FleetInflightTest(RedisTestCase):
+    def test_kill9_returns_slots(self):
+        """MAX_INFLIGHT 2 across the fleet: machine A's two slow calls hold both slots
+        (machine B cannot get one within 1.5 s); after kill -9 of A's processes their
+        leases expire and B's call goes within seconds."""
+        env_a = self.machine_env("a", CURLGUARD_MAX_INFLIGHT="2")
+        env_b = self.machine_env("b", CURLGUARD_MAX_INFLIGHT="2", CURLGUARD_DEADLINE_MS="1500")
+        holders = [self.start_slow_curl(self.mock.url("/v1/hold", plan="200:delay=30000"), env_a)
+                   for _ in range(2)]
+        try:
+            pool = harness.mock_pool()
+            self.assertEqual(self.redis.cli("ZCARD", self.key(pool, "inflight")), "2")
+            fast = self.mock.url("/v1/fast", plan="200")
+            t0 = time.monotonic()
+            p = self.curl(fast, env_b)
+            self.assertNotEqual(p.returncode, 0, "B got a slot held by A")
+            self.assertEqual(self.mock.entries(url=fast), [])
+            time.sleep(1.5)      # A renews its leases meanwhile: still held after 3 s
+            p = self.curl(fast, env_b)
+            self.assertNotEqual(p.returncode, 0, "A's leases expired while A was alive")
+        finally:
+            for h in holders:
+                os.killpg(h.pid, signal.SIGKILL)
+                h.wait(10)
+        t0 = time.monotonic()
+        env_b2 = self.machine_env("b", CURLGUARD_MAX_INFLIGHT="2", CURLGUARD_DEADLINE_MS="15000")
+        p = self.curl(fast, env_b2)
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertLess(took, 6.0, f"slots of the killed machine came back after {took:.1f} s")
+
+
+class FleetFailOpenTest(RedisTestCase):
+    def loop(self, env, n, rpm="600"):
+        url = self.mock.url("/v1/loop", plan="200")
+        env = dict(env, CURLGUARD_RPM=rpm)
+        holder = {}
+
+        def go():
+            holder["p"] = self.curl([url] * n, env, timeout=60)
+        t = threading.Thread(target=go)
+        t.start()
+        return t, holder, url
+
+    def test_redis_killed_and_restarted_midrun(self):
+        """60 calls at 10/s from one process; Redis killed after 1 s, restarted 1 s later:
+        every call succeeds, a few `curlguard: redis` lines (one per cause), and the same
+        process goes back to Redis (the reconnect backoff, 100 ms doubling, reaches it
+        within the run)."""
+        env = self.machine_env("m")
+        t, holder, url = self.loop(env, 60)
+        time.sleep(1.0)
+        self.redis.kill()
+        time.sleep(1.0)
+        self.redis.start()
+        t.join(70)
+        p = holder["p"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 60)
+        lines = self.redis_lines(p)
+        self.assertGreaterEqual(len(lines), 1, "nothing said about Redis going away")
+        self.assertLessEqual(len(lines), 3, lines)
+        for l in lines:
+            self.assertIn("redis", l)
+            self.assertIn("local state", l)
+        admitted = self.redis.cli("GET", self.key(harness.mock_pool(), "admitted"))
+        self.assertTrue(admitted and int(admitted) >= 1, "never back on Redis after the restart")
+
+    def test_redis_stopped_midrun_no_hang(self):
+        """SIGSTOP of redis-server for 1.5 s during 20 calls: no call waits on it (the largest
+        gap between arrivals stays far below the stop), one or two lines."""
+        env = self.machine_env("m")
+        t, holder, url = self.loop(env, 30, rpm="1200")
+        time.sleep(0.5)
+        self.redis.kill(signal.SIGSTOP)
+        time.sleep(1.5)
+        self.redis.kill(signal.SIGCONT)
+        t.join(70)
+        p = holder["p"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 30)
+        times = sorted(e["t"] for e in self.mock.entries(url=url))
+        gap = max(b - a for a, b in zip(times, times[1:]))
+        self.assertLess(gap, 0.6, f"a call waited {gap:.2f} s on a stopped Redis")
+        lines = self.redis_lines(p)
+        self.assertGreaterEqual(len(lines), 1)
+        self.assertLessEqual(len(lines), 3, lines)
+
+    def test_redis_answering_slowly(self):
+        """DEBUG SLEEP 1 from a redis-cli in the background while a process makes 20 calls:
+        no call waits on it (gaps far below 1 s), and a line says so."""
+        env = self.machine_env("m")
+        t, holder, url = self.loop(env, 20, rpm="1200")
+        time.sleep(0.4)
+        sleeper = subprocess.Popen([REDIS_CLI, "-p", str(self.redis.port), "DEBUG", "SLEEP",
+                                    "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t.join(70)
+        sleeper.wait(10)
+        p = holder["p"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 20)
+        times = sorted(e["t"] for e in self.mock.entries(url=url))
+        gap = max(b - a for a, b in zip(times, times[1:]))
+        self.assertLess(gap, 0.6, f"a call waited {gap:.2f} s on a sleeping Redis")
+        lines = self.redis_lines(p)
+        self.assertGreaterEqual(len(lines), 1)
+        self.assertLessEqual(len(lines), 3, lines)
+        self.assertTrue(any("timeout" in l for l in lines), lines)
+
+    def one_line(self, redis_url, must=None, **kw):
+        url = self.mock.url("/v1/bad", plan="200")
+        env = self.machine_env("m", CURLGUARD_REDIS=redis_url, **kw)
+        p = self.curl([url] * 3, env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 3)
+        lines = self.redis_lines(p)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("local state", lines[0])
+        if must:
+            self.assertIn(must, lines[0])
+        return lines[0]
+
+    def test_bad_urls(self):
+        self.one_line("redis://127.0.0.1:notaport", "CURLGUARD_REDIS")
+        self.one_line("http://127.0.0.1:6379", "CURLGUARD_REDIS")
+        self.one_line("rediss://127.0.0.1:6379", "rediss:// not supported")
+        self.one_line(f"redis://127.0.0.1:{harness.closed_port()}", "connect")
+        self.one_line(f"redis://127.0.0.1:{self.redis.port}/999", "SELECT")
+
+    def test_wrong_password(self):
+        r = Redis("--requirepass", "sesame").start()
+        try:
+            self.one_line(f"redis://:wrong@127.0.0.1:{r.port}", "auth")
+            self.one_line(f"redis://127.0.0.1:{r.port}", "auth")
+            # The right one: shared, nothing said.
+            url = self.mock.url("/v1/pw", plan="200")
+            env = self.machine_env("m", CURLGUARD_REDIS=f"redis://:sesame@127.0.0.1:{r.port}/2")
+            p = self.curl(url, env)
+            self.assertEqual(self.redis_lines(p), [])
+            self.assertEqual(r.cli("-n", "2", "GET", self.key(harness.mock_pool(), "admitted"),
+                                   password="sesame"), "1")
+        finally:
+            r.stop()
+
+    def test_key_of_wrong_type(self):
+        pool = harness.mock_pool()
+        self.redis.cli("HSET", self.key(pool, "tat_req"), "a", "b")
+        self.one_line(self.redis.url, "WRONGTYPE", CURLGUARD_RPM="600")
+
+
+class FleetSymbolsTest(unittest.TestCase):
+    def test_hiredis_is_not_exported(self):
+        """hiredis is linked in statically with its symbols hidden: a host linking its own
+        hiredis keeps its own (nm -D shows none of it)."""
+        lib = harness.LIB
+        if not lib.exists():
+            self.skipTest("not built")
+        p = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        names = [l.split()[-1] for l in p.stdout.splitlines() if l.strip()]
+        self.assertTrue(names, "nm -D listed nothing")
+        leaked = [n for n in names if "redis" in n.lower() or n.startswith("sds")]
+        self.assertEqual(leaked, [])
+        p = subprocess.run(["nm", str(lib)], capture_output=True, text=True, timeout=30)
+        self.assertIn("redisConnectWithTimeout", p.stdout, "hiredis is not linked in")
+
+
+class FleetStatTest(RedisTestCase):
+    def test_stat_shows_fleet(self):
+        url = self.mock.url("/v1/stat", plan="200")
+        env = self.machine_env("m", CURLGUARD_RPM="600")
+        p = self.curl([url] * 3, env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        st = harness.run([harness.CLI, "stat", "--json"],
+                         harness.plain_env(CURLGUARD_STATE=env["CURLGUARD_STATE"],
+                                           CURLGUARD_REDIS=self.redis.url,
+                                           CURLGUARD_REDIS_PREFIX=self.prefix), timeout=30)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        j = json.loads(st.stdout)
+        self.assertEqual(j["redis"]["url"], self.redis.url)
+        pool = {x["name"]: x for x in j["pools"]}[harness.mock_pool()]
+        self.assertEqual(pool["fleet"]["admitted"], 3)
+        self.assertEqual(pool["fleet"]["breaker"], "closed")
+        txt = harness.run([harness.CLI, "stat"],
+                          harness.plain_env(CURLGUARD_STATE=env["CURLGUARD_STATE"],
+                                            CURLGUARD_REDIS=self.redis.url,
+                                            CURLGUARD_REDIS_PREFIX=self.prefix), timeout=30)
+        self.assertIn(b"shared through redis", txt.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
