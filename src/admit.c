@@ -844,8 +844,8 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
 
   if (!c->enabled || ad->probe)
     return 0;
-  v = cg_breaker_admit(ad->state, p, c, now, now + (deadline_ms - cg_mono_ms()) * 1000000,
-                       &next_ns);
+  /* The shared breaker (shared.h): next_ns comes back relative. */
+  v = cg__sh_admit(ad, (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
   if (v != CG_BREAKER_REJECT) {
     ad->probe = v == CG_BREAKER_PROBE;
     if (nb->held)
@@ -863,15 +863,14 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
     }
     return 0;
   }
-  *ms = cg__ceil_ms(next_ns - now);
-  if (!c->open_wait || ad->can_divert || left_ns <= 0 ||
-      !cg_breaker_wait_ok(ad->state, p, now, left_ns))
+  *ms = cg__ceil_ms(next_ns);
+  if (!c->open_wait || ad->can_divert || left_ns <= 0 || !cg__sh_wait_ok(ad, left_ns))
     return 2;
   cg_breaker_held(ad->state, p, !nb->held);
   if (!nb->held)
     nb->held_since_ns = now;
   nb->held = 1;
-  nap = next_ns > now ? next_ns - now : (int64_t) CG_NB_PARK_MAX_MS * 1000000;
+  nap = next_ns > 0 ? next_ns : (int64_t) CG_NB_PARK_MAX_MS * 1000000;
   if (nap > (int64_t) CG_NB_PARK_MAX_MS * 1000000)
     nap = (int64_t) CG_NB_PARK_MAX_MS * 1000000;
   if (nap > left_ns)
@@ -903,14 +902,14 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       return CG_NB_WAIT;
     now = cg_state_now();
     if (attempt == 1 && !host_repeat) {
-      cg_budget_first(st, p, &ad->pool->budget, now);
+      cg__sh_bfirst(ad);
     } else if (attempt == 1 && !ad->repeat_granted) {
-      enum cg_budget_verdict v = cg_budget_retry(
-          st, p, &ad->pool->budget, now, now + (deadline_ms - cg_mono_ms()) * 1000000, slot);
+      enum cg_budget_verdict v =
+          cg__sh_bretry(ad, (deadline_ms - cg_mono_ms()) * 1000000, slot);
       if (v != CG_BUDGET_GRANTED) {
-        int64_t w = cg__ceil_ms(cg_budget_wait_ns(st, p, &ad->pool->budget, v, now));
+        int64_t w = cg__ceil_ms(cg__sh_bwait(ad, v));
         if (ad->probe)
-          cg_breaker_release(st, p);
+          cg__sh_brelease(ad);
         ad->probe = 0;
         nb->phase = 0;
         if (cg_mono_ms() + w + 2 * CG_MIN_ATTEMPT_MS > deadline_ms) {
@@ -950,8 +949,9 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
         __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE) - now >
             ad->max_retry_after_ms * 1000000)
       left_ms = ad->max_retry_after_ms;
-    if (cg_limiter_reserve(st, p, lim, lim->tpm > 0 ? ad->tokens : 0, now, left_ms * 1000000,
-                           &wait_ns) != 0) {
+    nb->hold_shared = 0;
+    nb->slot_poll_ms = 0;
+    if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns) != 0) {
       cg_limiter_count(st, p, CG_CNT_REJECTED);
       *ms = wait_ns / 1000000;
       return CG_NB_LIMIT;
@@ -961,6 +961,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     if (wait_ns > 0) {
       cg_limiter_count(st, p, CG_CNT_WAITED);
       nb->waited_counted = 1;
+      nb->hold_shared = 1; /* after the wait: another machine's 429 holds us too */
       *ms = cg__ceil_ms(wait_ns);
       return CG_NB_WAIT;
     }
@@ -972,7 +973,9 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       *ms = cg__ceil_ms(nb->go_at_ns - now);
       return CG_NB_WAIT;
     }
-    hold = cg_limiter_hold_until(st, p) - now;
+    /* As cg__enter: the shared hold after a wait (the back end's and the file's), the
+     * file's otherwise. */
+    hold = nb->hold_shared ? cg__sh_hold_left(ad) : cg_limiter_hold_until(st, p) - now;
     if (hold > 0) {
       if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
           hold / 1000000 > ad->max_retry_after_ms) {
@@ -980,9 +983,10 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
         return CG_NB_LIMIT;
       }
       *ms = cg__ceil_ms(hold);
+      nb->hold_shared = 1;
       return CG_NB_WAIT;
     }
-    w = cg_limiter_learn_take(st, p, lim, now);
+    w = cg__sh_learn_take(ad);
     if (w > 0 && cg__ceil_ms(w) <= deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
       if (!nb->waited_counted)
         cg_limiter_count(st, p, CG_CNT_WAITED);
@@ -991,7 +995,8 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       return CG_NB_WAIT;
     }
     if (lim->max_inflight > 0 && nb->slot == -2) {
-      int s = cg_limiter_inflight_acquire(st, p, lim->max_inflight, cg_state_now(), &waited_ns);
+      /* Asked once, without waiting (left 0): the back end's slot or lease. */
+      int s = cg__sh_acquire(ad, lim->max_inflight, 0, &waited_ns);
       if (s == -1) {
         if (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS <= 0) {
           cg_limiter_count(st, p, CG_CNT_REJECTED);
@@ -1002,6 +1007,14 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
           cg_limiter_count(st, p, CG_CNT_WAITED);
         nb->waited_counted = 1;
         *ms = CG_NB_SLOT_POLL_MS;
+        if (ad->sh.ops != &cg_shared_mmap) {
+          /* A round trip each: 20 ms doubling to CG_SHARED_POLL_MS, as a blocking
+           * waiter on Redis polls (shared.h). */
+          if (nb->slot_poll_ms > 0)
+            *ms = nb->slot_poll_ms * 2 < CG_SHARED_POLL_MS ? nb->slot_poll_ms * 2
+                                                           : CG_SHARED_POLL_MS;
+          nb->slot_poll_ms = *ms;
+        }
         return CG_NB_WAIT;
       }
       nb->slot = s;
@@ -1056,22 +1069,22 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
   int slot = -1;
 
   /* As cg__retry: the breaker first, then one ask of the budget. */
-  if (ad->pool->breaker.enabled && cg_breaker_state(ad->state, p) != CG_BREAKER_CLOSED &&
+  (void) p;
+  (void) now;
+  if (ad->pool->breaker.enabled && cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
       (!ad->pool->breaker.open_wait ||
-       !cg_breaker_wait_ok(ad->state, p, now,
-                           (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
+       !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
     return "circuit_open";
-  cg_budget_done(ad->state, p, ad->retry_slot);
+  cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
-  v = cg_budget_retry(ad->state, p, &ad->pool->budget, now,
-                      now + (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot);
+  v = cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot);
   if (v == CG_BUDGET_GRANTED) {
     ad->retry_slot = slot;
     ad->retry_granted_ns = cg_state_now();
     return NULL;
   }
   {
-    int64_t ms = cg__ceil_ms(cg_budget_wait_ns(ad->state, p, &ad->pool->budget, v, now));
+    int64_t ms = cg__ceil_ms(cg__sh_bwait(ad, v));
     int64_t rest = sleep_ms - waited_ms > ms ? sleep_ms - waited_ms : ms;
     if (cg_mono_ms() + rest + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
       return "retry_budget_exhausted";

@@ -203,6 +203,9 @@ struct cg_admit_nb {
   int64_t go_at_ns;       /* state clock: the reservation's turn (phase 3 waits for it) */
   int waited_counted;     /* CG_CNT_WAITED counted for this attempt */
   int slot;               /* the in-flight slot taken in phase 3, -2 none */
+  int hold_shared;        /* phase 3 asks the back end's 429 hold (after a wait), as
+                           * cg_admission_enter does; else the state file's */
+  int64_t slot_poll_ms;   /* Redis: the last wait for a lease (doubles to 100 ms) */
 };
 
 /* What cg_admission_step_nb decided. */
