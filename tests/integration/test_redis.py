@@ -386,6 +386,99 @@ class FleetInflightTest(RedisTestCase):
         self.assertLess(took, 6.0, f"slots of the killed machine came back after {took:.1f} s")
 
 
+
+@unittest.skipUnless(harness.CGMULTI.exists(), "build/tests/cgmulti is not built")
+class FleetMultiHostTest(RedisTestCase):
+    """A multi-API host (cgmulti: one process, many transfers in one multi handle, the
+    non-blocking admission of README "The multi API") is one machine of the fleet like any
+    other: admitted, paced and given in-flight slots through Redis, not its state file."""
+
+    def multi(self, urls, env, timeout=90):
+        return harness.run([harness.CGMULTI, *urls], env, timeout=timeout)
+
+    def test_multi_host_and_serial_curl_hold_one_rpm(self):
+        """Machine A: cgmulti with 12 transfers at once; machine B: one serial curl of 12
+        calls; RPM 240 (4/s, burst 4) on both: through Redis the 24 requests reach the mock
+        (enforcing 240/min) no faster than (24 - 4) / (4 * 0.97) s, none refused, and all
+        24 are Redis's admissions.  (A multi host on its state file alone sends 4/s besides
+        B's 4/s: twice the rate, and half the admissions missing from Redis.)"""
+        n, rate, burst = 24, 4 * 0.97, 4
+        with LimitedMock("--limit-rpm", "240") as mock:
+            key = harness.unique_key("fm")
+            urls = [mock.url(f"/v1/fleet-multi/{i}", key=key) for i in range(12)]
+            env_a = self.machine_env("a", CURLGUARD_RPM="240", CURLGUARD_ADAPTIVE="off")
+            env_b = self.machine_env("b", CURLGUARD_RPM="240", CURLGUARD_ADAPTIVE="off")
+            out = {}
+            barrier = threading.Barrier(2)
+
+            def run_a():
+                barrier.wait(10)
+                out["a"] = self.multi(urls, env_a)
+
+            def run_b():
+                barrier.wait(10)
+                out["b"] = self.curl(urls, env_b, timeout=90)
+
+            ts = [threading.Thread(target=f) for f in (run_a, run_b)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(120)
+            a, b = out["a"], out["b"]
+            self.assertEqual(a.returncode, 0, a.stderr)
+            self.assertEqual(b.returncode, 0, b.stderr)
+            self.assertEqual(a.stdout.count(b" 0 200 "), 12, a.stdout)
+            self.assertEqual(b.stdout.decode().split(), ["200"] * 12)
+            for p in (a, b):
+                self.assertEqual(self.redis_lines(p), [], "the guard said something")
+            seen = mock.ledger()
+            self.assertEqual(len(seen), n, "a request was refused and retried")
+            times = sorted(e["t"] for e in seen)
+            span = times[-1] - times[0]
+            self.assertGreaterEqual(span, (n - burst) / rate - 0.3, f"too fast: {span:.2f} s")
+            self.assertLess(span, (n - burst) / rate + 8, f"too slow: {span:.2f} s")
+            self.assertEqual(int(self.redis.cli("GET", self.key(f"127.0.0.1:{mock.port}",
+                                                                "admitted")) or 0), n)
+
+    def test_multi_host_inflight_slots_are_redis_leases_given_back(self):
+        """MAX_INFLIGHT 2: cgmulti's 6 transfers of 1 s each hold 2 leases in Redis at a
+        time (never more), take at least 3 s, and leave none behind: every lease comes
+        back as its transfer ends (ZCARD 0 well before a lease could expire on its own)."""
+        key = harness.unique_key("fl")
+        urls = [self.mock.url(f"/v1/fleet-lease/{i}", plan="200:delay=1000", key=key)
+                for i in range(6)]
+        env = self.machine_env("a", CURLGUARD_MAX_INFLIGHT="2")
+        zkey = self.key(harness.mock_pool(), "inflight")
+        samples, done = [], threading.Event()
+
+        def sample():
+            while not done.is_set():
+                v = self.redis.cli("ZCARD", zkey)
+                samples.append(int(v) if v.isdigit() else -1)
+                time.sleep(0.05)
+
+        t = threading.Thread(target=sample)
+        t.start()
+        t0 = time.monotonic()
+        try:
+            g = self.multi(urls, env)
+        finally:
+            took = time.monotonic() - t0
+            done.set()
+            t.join(15)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout.count(b" 0 200 "), 6, g.stdout)
+        self.assertEqual(self.redis_lines(g), [], "the guard said something")
+        self.assertGreaterEqual(took, 3.0 - 0.2, f"6 x 1 s, 2 at a time, took {took:.2f} s")
+        self.assertEqual(max(samples), 2, f"leases in Redis during the run: {samples}")
+        # Given back (sent as each transfer ends, not waited for): gone within a second,
+        # where an expiry would take CG_REDIS_LEASE_MS (3 s).
+        deadline = time.monotonic() + 1.0
+        while self.redis.cli("ZCARD", zkey) != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.redis.cli("ZCARD", zkey), "0", "a lease was leaked")
+
+
 class FleetFailOpenTest(RedisTestCase):
     def loop(self, env, n, rpm="600"):
         url = self.mock.url("/v1/loop", plan="200")
