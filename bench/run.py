@@ -359,7 +359,7 @@ def report_limiter(r):
 
 # ---------------------------------------------------------------- b. accuracy
 
-def run_batch(tmp, name, mock, n, workers, per_proc, guard_env, build, timeout):
+def run_accuracy_batch(tmp, name, mock, n, workers, per_proc, guard_env, build, timeout):
     """N requests by curl processes of per_proc requests each, `workers` at a time; through
     `curlguard run` with guard_env (CURLGUARD_RPM, ...) unless it is None."""
     d = Path(tempfile.mkdtemp(prefix=name + "-", dir=tmp))
@@ -444,8 +444,8 @@ def scenario_accuracy(cfg, build, tmp):
         log(f"accuracy: {label}: {nn} requests, {workers} curl workers (ideal {ideal:.0f} s)")
         try:
             with Mock(tmp, *margs) as mock:
-                b = run_batch(tmp, f"b{i}", mock, nn, workers, per_proc, genv, build,
-                              timeout=ideal * 4 + 60)
+                b = run_accuracy_batch(tmp, f"b{i}", mock, nn, workers, per_proc, genv, build,
+                                       timeout=ideal * 4 + 60)
         except Exception as e:
             if i == 0:
                 raise
