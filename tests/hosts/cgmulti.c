@@ -339,7 +339,8 @@ static void read_timer(int fd)
 
 static void socket_options(struct global *g)
 {
-    mcheck("CURLMOPT_SOCKETFUNCTION", curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb));
+    mcheck("CURLMOPT_SOCKETFUNCTION",
+           curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb));
     mcheck("CURLMOPT_SOCKETDATA", curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g));
     mcheck("CURLMOPT_TIMERFUNCTION", curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb));
     mcheck("CURLMOPT_TIMERDATA", curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g));

@@ -7,10 +7,15 @@ curl_multi_perform + curl_multi_poll).
 For each host: (a) without faults its output is byte-identical to an unguarded run and the
 log holds one record set per call; (b) a 503 then a 200 is retried invisibly (the host sees
 the 200, the mock saw 2 requests, the call has 2 records, one final); (c) one record set per
-call (request id, attempts 1..k, only the last final). Then, with cgmulti: a stream in the
-same multi keeps flowing while another transfer waits out a backoff, 64 transfers in one
-multi under CURLGUARD_RPM are paced as 64 processes would be, and a transfer removed by the
-host in the middle of its backoff ends with one final record `aborted_by_host` and no hang.
+call (request id, attempts 1..k, only the last final). Then, with cgmulti in both loops: a
+stream in the same multi keeps flowing while another transfer waits out a backoff, waits for
+the limiter or is held by the open breaker (measured); 64 transfers in one multi under
+CURLGUARD_RPM are paced as 64 processes would be; a backoff frees the connection for a
+transfer libcurl queued (CURLMOPT_MAX_TOTAL_CONNECTIONS=1); the split first-byte and read
+timeouts cut an attempt and retry it; usage, cost and the request-id header per call; a
+transfer removed (curl_multi_remove_handle, or curl_easy_cleanup while still added) in the
+middle of its backoff ends with one final record `aborted_by_host` and no hang; and
+curl_multi_cleanup with handles inside, then re-adding them to a new multi.
 
 Every guarded assertion fails while the multi API passes through unguarded (no records, no
 retry, no pacing); the unguarded runs are the plain parts. Timing: tight lower bounds,
@@ -19,6 +24,7 @@ generous upper bounds.
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -114,8 +120,8 @@ class MultiTestCase(harness.GuardTestCase):
         gnames, pnames = sorted(os.listdir(gdir)), sorted(os.listdir(pdir))
         self.assertEqual(gnames, pnames)
         for name in gnames:
-            with open(os.path.join(gdir, name), "rb") as g, open(os.path.join(pdir, name), "rb") as p:
-                self.assertEqual(g.read(), p.read(), f"{name} differs guarded vs plain")
+            g, p = (pathlib.Path(d, name).read_bytes() for d in (gdir, pdir))
+            self.assertEqual(g, p, f"{name} differs guarded vs plain")
 
     def assertSameRun(self, g, p):
         self.assertEqual(p.returncode, 0, f"plain run failed: {p.stderr!r}")
@@ -613,7 +619,8 @@ PYCURL_MULTI = textwrap.dedent(r'''
         drain()
         while len(result) < len(handles) and time.monotonic() < deadline:
             # Only the timer libcurl asked for, or socket activity, wakes the loop.
-            wait = left() if timer[0] is None else max(0.0, min(left(), timer[0] - time.monotonic()))
+            wait = left() if timer[0] is None else min(left(), timer[0] - time.monotonic())
+            wait = max(0.0, wait)
             rl = [fd for fd, w in socks.items() if w & pycurl.POLL_IN]
             wl = [fd for fd, w in socks.items() if w & pycurl.POLL_OUT]
             r, w, _ = select.select(rl, wl, [], wait)
