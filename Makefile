@@ -220,15 +220,18 @@ check-asan: deps
 	@CG_SANITIZE=1 scripts/run-tests build-asan
 
 # The concurrent parts (handle map, limiter, records, rng, repeats) under ThreadSanitizer.
-# Criterion's runner does not start under TSan: a plain stress program instead.
+# Criterion's runner does not start under TSan: a plain stress program instead.  Then the
+# TSan-built library inside real hosts: cghost from 6 threads (scripts/tsan-host), and the
+# multi driver in pycurl (4 threads, a CurlMulti each) and cgmulti (scripts/tsan-multi).
 check-tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan TSAN=1 build-tsan/tests/tsan-stress \
 	  build-tsan/libcurlguard.so
-	@$(MAKE) --no-print-directory $(BUILD)/tests/cghost
+	@$(MAKE) --no-print-directory $(BUILD)/tests/cghost $(BUILD)/tests/cgmulti
 	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/tsan-stress
 	@$(MAKE) --no-print-directory BUILD=build-tsan TSAN=1 build-tsan/tests/tsan-fastpaths
 	@TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/tsan-fastpaths
 	@scripts/tsan-host build-tsan $(BUILD)/tests/cghost
+	@scripts/tsan-multi build-tsan $(BUILD)/tests/cgmulti
 
 # The lock-free fast paths (issue 16: handle map, state file, pid): make check-tsan runs it.
 $(BUILD)/tests/tsan-fastpaths: tests/tsan/fastpaths.c $(CORE_OBJS) | $(BUILD)/tests
