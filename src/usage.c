@@ -840,20 +840,48 @@ static void cg__release(struct cg_usage_parser *p) {
 /* Whether an event's data could say anything: every rule reads a member or a "type"
  * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
  * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
- * "\u" counts too.  Other events (text deltas, pings) are never scanned. */
-static int cg__may_matter(const char *s, size_t n) {
+ * "\u" counts too.  Other events (text deltas, pings) are never scanned.
+ *
+ * Two kinds of place say nothing new, so an event with no other is not scanned either
+ * (issue 16: every OpenAI chunk names its model and carries "usage":null until the last):
+ * - `usage":null`: a member named ...usage whose value is null, no usage object (a name
+ *   that decodes to "usage" is spelt with these bytes: any escape but \u is not valid
+ *   there, and \u is caught above);
+ * - `model":"M"` with M, byte for byte, the model the stream already named (`model`,
+ *   `acc`'s; not empty), in an event without a backslash (so every '"' starts or ends a
+ *   string): a member named ...model whose value is the same string, so a model rule
+ *   that reads it sets what is set already.
+ * With only these, the event's object, should it parse, sets nothing (cg__object: no
+ * usage object, no error, no "type" holding one of the words, no other model) and leaves
+ * the counts as they are; when it does not parse it sets nothing anyway. */
+static int cg__may_matter(const char *s, size_t n, const char *model, size_t mlen) {
   /* Every word holds an 'e' (usag[e], mod[e]l, [e]rror, fail[e]d): memchr(3), which is
    * vectorised, finds each 'e' and the word is checked around it. */
   const char *p = s, *e = s + n;
-  if (memchr(s, '\\', n)) /* rare in what a model writes: then look closer */
+  if (memchr(s, '\\', n)) { /* rare in what a model writes: then look closer */
     for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
       if (p[1] == 'u')
         return 1;
+    mlen = 0; /* an escaped quote could start or end a string anywhere: no shortcut */
+  }
   for (p = s; (p = memchr(p, 'e', (size_t) (e - p))); p++) {
     size_t before = (size_t) (p - s), after = (size_t) (e - p);
-    if ((before >= 4 && memcmp(p - 4, "usage", 5) == 0) ||
-        (before >= 3 && after >= 2 && memcmp(p - 3, "model", 5) == 0) ||
-        (after >= 5 && memcmp(p, "error", 5) == 0) ||
+    if (before >= 4 && memcmp(p - 4, "usage", 5) == 0) {
+      if (after >= 7 && memcmp(p + 1, "\":null", 6) == 0) {
+        p += 6;
+        continue; /* no usage object */
+      }
+      return 1;
+    }
+    if (before >= 3 && after >= 2 && memcmp(p - 3, "model", 5) == 0) {
+      if (mlen && after >= 2 + 3 + mlen + 1 && memcmp(p + 2, "\":\"", 3) == 0 &&
+          memcmp(p + 5, model, mlen) == 0 && p[5 + mlen] == '"') {
+        p += 5 + mlen;
+        continue; /* the model known already */
+      }
+      return 1;
+    }
+    if ((after >= 5 && memcmp(p, "error", 5) == 0) ||
         (before >= 4 && after >= 2 && memcmp(p - 4, "failed", 6) == 0))
       return 1;
   }
@@ -883,7 +911,8 @@ static void cg__sse_dispatch(struct cg_usage_parser *p) {
       s++, n--;
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
       n--;
-    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) && cg__may_matter(s, n))
+    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) &&
+        cg__may_matter(s, n, p->acc.model, strlen(p->acc.model)))
       cg__document(p, s, n);
   }
   p->len = 0;
