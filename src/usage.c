@@ -607,6 +607,26 @@ static int cg__is_num_byte(unsigned char c) {
   return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.';
 }
 
+/* The first '"' or '\\' in [s, end), or end: one pass (most strings are short names,
+ * where two memchr calls cost more than the bytes). */
+static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
+                                                   const unsigned char *end) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+  while (end - s >= 16) {
+    __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
+    unsigned mask = (unsigned) _mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)));
+    if (mask)
+      return s + __builtin_ctz(mask);
+    s += 16;
+  }
+#endif
+  while (s < end && *s != '"' && *s != '\\')
+    s++;
+  return s;
+}
+
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
  * `tent` when it closes. */
 static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
@@ -621,11 +641,7 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
     case CG__J_STRING:
       if (j->dstate == 0 && !j->sesc) {
         /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-        const unsigned char *q = memchr(s, '"', (size_t) (end - s)), *bs;
-        if (!q)
-          q = end;
-        if ((bs = memchr(s, '\\', (size_t) (q - s))))
-          q = bs;
+        const unsigned char *q = cg__quote_or_backslash(s, end);
         if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
           cg__js_keep(j, s, (size_t) (q - s));
         s = q;
