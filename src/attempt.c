@@ -123,10 +123,11 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
 /* Look at one header line of the current response. */
 static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
 #define CG_HINT(name, field)                                                              \
-  { name, offsetof(struct cg_hints, field), sizeof(((struct cg_hints *) 0)->field) }
+  { name, sizeof(name) - 1, offsetof(struct cg_hints, field),                             \
+    sizeof(((struct cg_hints *) 0)->field) }
   static const struct {
     const char *name;
-    size_t off, cap;
+    size_t len, off, cap; /* len: strlen(name), not counted per header line */
   } wanted[] = {
     CG_HINT("retry-after", retry_after),
     CG_HINT("retry-after-ms", retry_after_ms),
@@ -164,7 +165,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     return;
   }
   for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
-    if (strlen(wanted[i].name) == nl && strncasecmp(p, wanted[i].name, nl) == 0) {
+    if (wanted[i].len == nl && strncasecmp(p, wanted[i].name, nl) == 0) {
       cg__hint_copy((char *) &a->hints + wanted[i].off, wanted[i].cap, v,
                     (size_t) (p + n - v));
       return;

@@ -740,8 +740,33 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
 }
 
 /* `host:port` as pools see it: an IPv6 host in brackets, "[::1]:8080". */
+/* Append `s` (`n` bytes) at `*at` of `out` (`len` bytes), cut as snprintf cuts. */
+static void cg__put(char *out, size_t len, size_t *at, const char *s, size_t n) {
+  size_t room = *at < len ? len - 1 - *at : 0;
+  memcpy(out + *at, s, n < room ? n : room);
+  *at += n < room ? n : room;
+}
+
+/* "host:port", "[v6]:port" for an IPv6 literal: what snprintf "%s:%d" / "[%s]:%d" writes,
+ * cut the same way, without a printf per request (`port` >= 0). */
 static void cg__host_port(const char *host, int port, char *out, size_t len) {
-  snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+  char digits[12];
+  size_t at = 0, nd = 0;
+  int v6 = strchr(host, ':') != NULL;
+  unsigned p = (unsigned) port;
+
+  if (len == 0)
+    return;
+  do {
+    digits[sizeof(digits) - 1 - nd++] = (char) ('0' + p % 10);
+    p /= 10;
+  } while (p && nd < sizeof(digits));
+  if (v6)
+    cg__put(out, len, &at, "[", 1);
+  cg__put(out, len, &at, host, strlen(host));
+  cg__put(out, len, &at, v6 ? "]:" : ":", v6 ? 2 : 1);
+  cg__put(out, len, &at, digits + sizeof(digits) - nd, nd);
+  out[at] = '\0';
 }
 
 /* Whether `port` is the default of `scheme` (http 80, https 443). */
@@ -755,7 +780,7 @@ const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const cha
                                             struct cg_pool_cfg *scratch) {
   char hp[300];
   size_t i, j;
-  if (port >= 0)
+  if (port >= 0 && c->npools > 0)
     cg__host_port(host, port, hp, sizeof(hp));
   /* A glob matches the host name, or "host:port" (the port always written, even the
    * scheme's default): "127.0.0.1:8080" is one service, "127.0.0.1" all of them. */
@@ -767,9 +792,11 @@ const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const cha
   memset(scratch, 0, sizeof(*scratch));
   /* A host no glob matches is a pool of its own per host and port (SPEC section 4):
    * "api.openai.com" for https on 443, "127.0.0.1:8080" for a service on 8080. */
-  if (cg__default_port(scheme, port))
-    snprintf(scratch->name, sizeof(scratch->name), "%s", host);
-  else
+  if (cg__default_port(scheme, port)) {
+    size_t at = 0;
+    cg__put(scratch->name, sizeof(scratch->name), &at, host, strlen(host));
+    scratch->name[at] = '\0';
+  } else
     cg__host_port(host, port, scratch->name, sizeof(scratch->name));
   scratch->lim.rpm = c->rpm;
   scratch->lim.tpm = c->tpm;

@@ -10,9 +10,15 @@ struct cg_digest {
   XXH3_state_t *st;
 };
 
+/* "%016llx%016llx" of the high and low halves, without a printf per request. */
 static void cg__hex(XXH128_hash_t h, char out[CG_DIGEST_HEX]) {
-  snprintf(out, CG_DIGEST_HEX, "%016llx%016llx", (unsigned long long) h.high64,
-           (unsigned long long) h.low64);
+  static const char digits[] = "0123456789abcdef";
+  int i;
+  for (i = 0; i < 16; i++) {
+    out[i] = digits[(h.high64 >> (60 - 4 * i)) & 15];
+    out[16 + i] = digits[(h.low64 >> (60 - 4 * i)) & 15];
+  }
+  out[32] = '\0';
 }
 
 void cg_digest_hex(const void *p, size_t n, char out[CG_DIGEST_HEX]) {

@@ -117,7 +117,9 @@ static int cg__load(void *scope, struct cg_lib *out) {
   return 0;
 }
 
-static int cg__duplicate;
+/* -1 until cg__duplicate_init ran (under pthread_once), then 0 or 1: every libcurl call
+ * of a guarded process asks, so the answer is one acquire load once known. */
+static int cg__duplicate = -1;
 static pthread_once_t cg__duplicate_once = PTHREAD_ONCE_INIT;
 
 /* The DT_SONAME of the object `lm`, or NULL (glibc relocates the d_ptr entries of l_ld). */
@@ -141,29 +143,34 @@ static const char *cg__soname(const struct link_map *lm) {
  * scope is not ours and its object is a curlguard: by its SONAME (kept by a copy under any
  * file name: a copy named cgcopy.so was guarding every call a second time) or its file
  * name. */
-static void cg__duplicate_init(void) {
+static int cg__duplicate_find(void) {
   void *first = dlsym(RTLD_DEFAULT, "curl_easy_perform");
   struct link_map *lm = NULL;
   Dl_info info;
   const char *base, *soname;
 
   if (!first || cg__is_self(first) || !dladdr1(first, &info, (void **) &lm, RTLD_DL_LINKMAP))
-    return;
+    return 0;
   soname = cg__soname(lm);
-  if (soname && strcmp(soname, "libcurlguard.so") == 0) {
-    cg__duplicate = 1;
-    return;
-  }
+  if (soname && strcmp(soname, "libcurlguard.so") == 0)
+    return 1;
   if (!info.dli_fname)
-    return;
+    return 0;
   base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
-  cg__duplicate = strncmp(base, "libcurlguard", 12) == 0;
+  return strncmp(base, "libcurlguard", 12) == 0;
+}
+
+static void cg__duplicate_init(void) {
+  __atomic_store_n(&cg__duplicate, cg__duplicate_find(), __ATOMIC_RELEASE);
 }
 
 int cg_lib_is_duplicate(void) {
+  int v = __atomic_load_n(&cg__duplicate, __ATOMIC_ACQUIRE);
+  if (v >= 0)
+    return v;
   pthread_once(&cg__duplicate_once, cg__duplicate_init);
-  return cg__duplicate;
+  return __atomic_load_n(&cg__duplicate, __ATOMIC_ACQUIRE);
 }
 
 /* Whether `caller` lies in the object loaded at `base` (a libcurl). */
@@ -216,6 +223,17 @@ static size_t cg__slot(uintptr_t key) {
 }
 
 const struct cg_lib *cg_lib_for_caller(const void *caller) {
+  uintptr_t key = (uintptr_t) caller ? (uintptr_t) caller : 1;
+  size_t i, probe;
+
+  /* The call-site cache's hit, as in cg_lib_for_caller_ex, without its `internal`. */
+  for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
+    uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_ACQUIRE);
+    if (k == key)
+      return cg__sites[i].lib;
+    if (k == 0)
+      break;
+  }
   return cg_lib_for_caller_ex(caller, NULL);
 }
 

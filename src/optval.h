@@ -32,11 +32,42 @@ struct cg_optval {
 /* The argument type of option number `opt`. */
 enum cg_optkind cg_opt_kind(long opt);
 
-/* Read the next variadic argument of curl_easy_setopt(`opt`, ...) from `*ap`. */
-void cg_optval_read(long opt, va_list *ap, struct cg_optval *out);
+/* Read the next variadic argument of curl_easy_setopt(`opt`, ...) from `*ap`.  Inline:
+ * every setopt of the host runs it, with the guard on or off. */
+static inline void cg_optval_read(long opt, va_list *ap, struct cg_optval *out) {
+  if (opt < CURLOPTTYPE_OBJECTPOINT) {
+    out->kind = CG_OPT_LONG;
+    out->u.l = va_arg(*ap, long);
+  } else if (opt < CURLOPTTYPE_FUNCTIONPOINT) {
+    out->kind = CG_OPT_PTR;
+    out->u.p = va_arg(*ap, void *);
+  } else if (opt < CURLOPTTYPE_OFF_T) {
+    out->kind = CG_OPT_FUNC;
+    out->u.f = va_arg(*ap, void (*)(void));
+  } else if (opt < CURLOPTTYPE_BLOB) {
+    out->kind = CG_OPT_OFFT;
+    out->u.o = va_arg(*ap, curl_off_t);
+  } else {
+    out->kind = CG_OPT_BLOB;
+    out->u.p = va_arg(*ap, void *);
+  }
+}
 
 /* Pass `v` on to the real `setopt` function with the right argument type. */
-CURLcode cg_optval_forward(CURLcode (*setopt)(CURL *, CURLoption, ...), CURL *curl,
-                           long opt, const struct cg_optval *v);
+static inline CURLcode cg_optval_forward(CURLcode (*setopt)(CURL *, CURLoption, ...),
+                                         CURL *curl, long opt, const struct cg_optval *v) {
+  switch (v->kind) {
+  case CG_OPT_LONG:
+    return setopt(curl, (CURLoption) opt, v->u.l);
+  case CG_OPT_PTR:
+  case CG_OPT_BLOB:
+    return setopt(curl, (CURLoption) opt, v->u.p);
+  case CG_OPT_FUNC:
+    return setopt(curl, (CURLoption) opt, v->u.f);
+  case CG_OPT_OFFT:
+    return setopt(curl, (CURLoption) opt, v->u.o);
+  }
+  return CURLE_BAD_FUNCTION_ARGUMENT;
+}
 
 #endif

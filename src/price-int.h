@@ -23,6 +23,8 @@ struct cg_prices {
   size_t n;
   struct cg__price_entry *entries;
   int litellm; /* entries sorted by name, looked up by binary search */
+  unsigned long serial; /* this table's number among those loaded (never reused), the key
+                         * of each thread's last lookup (price.c); 0 = never cached */
 };
 
 /* Format "prices ..." into `why` (when non-NULL), printf-style. */

@@ -156,6 +156,9 @@ fail:
   return NULL;
 }
 
+/* Tables loaded so far: each gets the next number (cg_prices.serial). */
+static unsigned long cg__price_serial;
+
 struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
   struct cg_prices *t;
   cJSON *root;
@@ -183,6 +186,8 @@ struct cg_prices *cg_prices_load(const char *path, char *why, size_t whylen) {
   else
     t = cg__load_own(root, path, why, whylen);
   cJSON_Delete(root);
+  if (t)
+    t->serial = __atomic_add_fetch(&cg__price_serial, 1, __ATOMIC_RELAXED);
   return t;
 }
 
@@ -195,11 +200,23 @@ static const struct cg__price_entry *cg__glob_lookup(const struct cg_prices *t,
   return NULL;
 }
 
-int cg_prices_lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
+/* Each thread's last lookup: a guarded process asks for the same model call after call,
+ * and a glob table costs one fnmatch per entry (about 50, 90k instructions per record,
+ * issue 16).  A table never changes once loaded and its serial is never reused, so the
+ * answer for (serial, model) stays right for the table's life; a model longer than the
+ * key is looked up every time. */
+#define CG_PRICE_MEMO_MAX 128
+static __thread struct {
+  unsigned long serial; /* 0: empty */
+  int found;
+  struct cg_price price;
+  size_t len;
+  char model[CG_PRICE_MEMO_MAX];
+} cg__price_memo;
+
+static int cg__lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
   const struct cg__price_entry *e;
   const char *slash;
-  if (!t || !model || !*model)
-    return 0;
   if (t->litellm)
     return cg__price_lookup_litellm(t, model, out);
   e = cg__glob_lookup(t, model);
@@ -209,6 +226,32 @@ int cg_prices_lookup(const struct cg_prices *t, const char *model, struct cg_pri
   if (e && out)
     *out = e->price;
   return e != NULL;
+}
+
+int cg_prices_lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
+  struct cg_price p = {0, 0, 0, 0};
+  size_t len;
+  int found;
+  if (!t || !model || !*model)
+    return 0;
+  len = strnlen(model, CG_PRICE_MEMO_MAX);
+  if (t->serial == 0 || len == CG_PRICE_MEMO_MAX)
+    return cg__lookup(t, model, out);
+  if (cg__price_memo.serial == t->serial && cg__price_memo.len == len &&
+      memcmp(cg__price_memo.model, model, len) == 0) {
+    if (cg__price_memo.found && out)
+      *out = cg__price_memo.price;
+    return cg__price_memo.found;
+  }
+  found = cg__lookup(t, model, &p);
+  cg__price_memo.serial = t->serial;
+  cg__price_memo.found = found;
+  cg__price_memo.price = p;
+  cg__price_memo.len = len;
+  memcpy(cg__price_memo.model, model, len);
+  if (found && out)
+    *out = p;
+  return found;
 }
 
 double cg_price_cost(const struct cg_price *p, int64_t input, int64_t cached_input,

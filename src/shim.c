@@ -72,7 +72,7 @@ CG_EXPORT CURL *curl_easy_init(void) {
 
 CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   struct cg_handle *h;
-  const struct cg_lib *lib = cg__lib(curl, &h, CG_CALLER());
+  const struct cg_lib *lib;
   struct cg_optval v;
   va_list ap;
   CURLcode rc;
@@ -80,6 +80,13 @@ CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   va_start(ap, option);
   cg_optval_read((long) option, &ap, &v);
   va_end(ap);
+  if (__builtin_expect(!cg_config_enabled(), 0)) {
+    /* Off: the caller's libcurl, nothing kept (the host's most frequent call). */
+    lib = cg_lib_for_caller(CG_CALLER());
+    return lib ? cg_optval_forward(lib->easy_setopt, curl, (long) option, &v)
+               : CURLE_FAILED_INIT;
+  }
+  lib = cg__lib(curl, &h, CG_CALLER());
   if (!lib)
     return CURLE_FAILED_INIT;
   if (h && cg_handle_overridden(h, (long) option)) {

@@ -16,6 +16,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* ---- what one top-level object says (struct cg__facts) ----
  *
@@ -604,6 +607,26 @@ static int cg__is_num_byte(unsigned char c) {
   return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.';
 }
 
+/* The first '"' or '\\' in [s, end), or end: one pass (most strings are short names,
+ * where two memchr calls cost more than the bytes). */
+static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
+                                                   const unsigned char *end) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+  while (end - s >= 16) {
+    __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
+    unsigned mask = (unsigned) _mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)));
+    if (mask)
+      return s + __builtin_ctz(mask);
+    s += 16;
+  }
+#endif
+  while (s < end && *s != '"' && *s != '\\')
+    s++;
+  return s;
+}
+
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
  * `tent` when it closes. */
 static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
@@ -618,11 +641,7 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
     case CG__J_STRING:
       if (j->dstate == 0 && !j->sesc) {
         /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-        const unsigned char *q = memchr(s, '"', (size_t) (end - s)), *bs;
-        if (!q)
-          q = end;
-        if ((bs = memchr(s, '\\', (size_t) (q - s))))
-          q = bs;
+        const unsigned char *q = cg__quote_or_backslash(s, end);
         if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
           cg__js_keep(j, s, (size_t) (q - s));
         s = q;
@@ -840,21 +859,90 @@ static void cg__release(struct cg_usage_parser *p) {
 /* Whether an event's data could say anything: every rule reads a member or a "type"
  * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
  * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
- * "\u" counts too.  Other events (text deltas, pings) are never scanned. */
-static int cg__may_matter(const char *s, size_t n) {
-  /* Every word holds an 'e' (usag[e], mod[e]l, [e]rror, fail[e]d): memchr(3), which is
-   * vectorised, finds each 'e' and the word is checked around it. */
-  const char *p = s, *e = s + n;
-  if (memchr(s, '\\', n)) /* rare in what a model writes: then look closer */
+ * "\u" counts too.  Other events (text deltas, pings) are never scanned.
+ *
+ * Two kinds of place say nothing new, so an event with no other is not scanned either
+ * (issue 16: every OpenAI chunk names its model and carries "usage":null until the last):
+ * - `usage":null`: a member named ...usage whose value is null, no usage object (a name
+ *   that decodes to "usage" is spelt with these bytes: any escape but \u is not valid
+ *   there, and \u is caught above);
+ * - `model":"M"` with M, byte for byte, the model the stream already named (`model`,
+ *   `acc`'s; not empty), in an event without a backslash (so every '"' starts or ends a
+ *   string): a member named ...model whose value is the same string, so a model rule
+ *   that reads it sets what is set already.
+ * With only these, the event's object, should it parse, sets nothing (cg__object: no
+ * usage object, no error, no "type" holding one of the words, no other model) and leaves
+ * the counts as they are; when it does not parse it sets nothing anyway. */
+/* Whether a word of cg__may_matter starts at s[q] (the first 'r' of "error"): 1 when it
+ * may matter, 0 when there is none or it is one of the two kinds of place that say
+ * nothing new (then `*skip` is set past that place). */
+static int cg__word_at(const char *s, size_t n, size_t q, const char *model, size_t mlen,
+                       const char **skip) {
+  const char *p = s + q;
+  size_t after = n - q; /* bytes from p on */
+  switch (*p) {
+  case 'u':
+    if (after < 5 || memcmp(p, "usage", 5) != 0)
+      return 0;
+    if (after >= 11 && memcmp(p + 5, "\":null", 6) == 0) {
+      *skip = p + 11; /* no usage object */
+      return 0;
+    }
+    return 1;
+  case 'm':
+    if (after < 5 || memcmp(p, "model", 5) != 0)
+      return 0;
+    if (mlen && after >= 9 + mlen && memcmp(p + 5, "\":\"", 3) == 0 &&
+        memcmp(p + 8, model, mlen) == 0 && p[8 + mlen] == '"') {
+      *skip = p + 9 + mlen; /* the model known already */
+      return 0;
+    }
+    return 1;
+  case 'f':
+    return after >= 6 && memcmp(p, "failed", 6) == 0;
+  default: /* 'r' */
+    return q >= 1 && after >= 4 && memcmp(p - 1, "error", 5) == 0;
+  }
+}
+
+static int cg__may_matter(const char *s, size_t n, const char *model, size_t mlen) {
+  /* Each word is found at its first letters ([us]age, [mo]del, [fa]iled, e[rr]or; memchr
+   * for the 'e' in all four stopped at most names), 16 places at a time; the tail, and a
+   * machine without SSE2, by the first letter alone. */
+  const char *p, *e = s + n, *skip = s;
+  size_t i = 0;
+  if (memchr(s, '\\', n)) { /* rare in what a model writes: then look closer */
     for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
       if (p[1] == 'u')
         return 1;
-  for (p = s; (p = memchr(p, 'e', (size_t) (e - p))); p++) {
-    size_t before = (size_t) (p - s), after = (size_t) (e - p);
-    if ((before >= 4 && memcmp(p - 4, "usage", 5) == 0) ||
-        (before >= 3 && after >= 2 && memcmp(p - 3, "model", 5) == 0) ||
-        (after >= 5 && memcmp(p, "error", 5) == 0) ||
-        (before >= 4 && after >= 2 && memcmp(p - 4, "failed", 6) == 0))
+    mlen = 0; /* an escaped quote could start or end a string anywhere: no shortcut */
+  }
+#ifdef __SSE2__
+  {
+    /* Each word's first two letters ("rr" for error: its first 'r'), 16 places at a time:
+     * few JSON names hold one of the pairs, so cg__word_at is rarely asked in vain. */
+#define CG__PAIR(a, b) _mm_and_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(a)), \
+                                     _mm_cmpeq_epi8(y, _mm_set1_epi8(b)))
+    for (; i + 17 <= n; i += 16) {
+      __m128i x = _mm_loadu_si128((const __m128i *) (const void *) (s + i));
+      __m128i y = _mm_loadu_si128((const __m128i *) (const void *) (s + i + 1));
+      unsigned mask = (unsigned) _mm_movemask_epi8(
+          _mm_or_si128(_mm_or_si128(CG__PAIR('u', 's'), CG__PAIR('m', 'o')),
+                       _mm_or_si128(CG__PAIR('f', 'a'), CG__PAIR('r', 'r'))));
+      while (mask) {
+        size_t q = i + (size_t) __builtin_ctz(mask);
+        mask &= mask - 1;
+        if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+          return 1;
+      }
+    }
+#undef CG__PAIR
+  }
+#endif
+  for (; i < n; i++) {
+    char c = s[i];
+    if ((c == 'u' || c == 'm' || c == 'f' || c == 'r') && s + i >= skip &&
+        cg__word_at(s, n, i, model, mlen, &skip))
       return 1;
   }
   return 0;
@@ -883,7 +971,8 @@ static void cg__sse_dispatch(struct cg_usage_parser *p) {
       s++, n--;
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
       n--;
-    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) && cg__may_matter(s, n))
+    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) &&
+        cg__may_matter(s, n, p->acc.model, strlen(p->acc.model)))
       cg__document(p, s, n);
   }
   p->len = 0;

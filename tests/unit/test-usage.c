@@ -183,6 +183,23 @@ static const struct usage_case cases[] = {
    "gemini-2.5-flash", 0},
   {"gemini JSON array stream", "[" GEM_CHUNK1 ",\r\n" GEM_CHUNK2 "]", 10, 4, -1, 10, 3, 20,
    "gemini-2.5-flash", 0},
+  /* ---- events the SSE pre-check passes over (usage.c cg__may_matter): only
+   * "usage":null and the model already named; each case has one that must be read ---- */
+  {"sse: a later chunk names another model",
+   "data: {\"model\":\"m-1\",\"usage\":null}\n\n"
+   "data: {\"model\":\"m-2\",\"usage\":null}\n\n"
+   "data: {\"model\":\"m-1\",\"usage\":null}\n\n"
+   "data: {\"model\":\"m-10\",\"usage\":null}\n\n", -1, -1, -1, -1, -1, -1, "m-10", 0},
+  {"sse: the same model, then a usage object and an error object",
+   "data: {\"model\":\"m\",\"usage\":null}\n\n"
+   "data: {\"model\":\"m\",\"usage\":null,\"usage\":{\"prompt_tokens\":5}}\n\n"
+   "data: {\"model\":\"m\",\"usage\" :{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
+   "data: {\"model\":\"m\",\"usage\":null,\"error\":{}}\n\n", 3, -1, -1, 1, -1, 4, "m", 1},
+  {"sse: the same model spelt with an escape, or in a message",
+   "data: {\"model\":\"a/b\"}\n\n"
+   "data: {\"model\":\"a\\/b\",\"x\":\"\\\"\",\"usage\":{\"total_tokens\":7}}\n\n"
+   "data: {\"type\":\"message_start\",\"message\":{\"model\":\"c\"}}\n\n", -1, -1, -1,
+   -1, -1, 7, "c", 0},
 };
 
 static void run(const char *body, size_t len, size_t piece, struct cg_usage *u) {
