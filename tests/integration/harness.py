@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
@@ -59,6 +60,7 @@ CGHOST = BUILD / "tests" / "cghost"
 MOCK_PROVIDER = ROOT / "scripts" / "mock-provider"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 CURL = shutil.which("curl", path="/usr/bin:/bin") or shutil.which("curl")
+GIT = shutil.which("git", path="/usr/bin:/bin")
 
 # SPEC section 5, in order.
 REQUIRED_RECORD_KEYS = [
@@ -87,10 +89,21 @@ def closed_port():
     return port
 
 
-def require_curl_and_cli():
-    """Skip the calling test class when Debian's curl or the built CLI is missing."""
+def require_curl():
+    """Skip the calling test class when curl is missing."""
     if not CURL:
         raise unittest.SkipTest("curl is not installed")
+
+
+def require_git():
+    """Skip the calling test class when git is missing."""
+    if not GIT:
+        raise unittest.SkipTest("git is not installed")
+
+
+def require_curl_and_cli():
+    """Skip the calling test class when Debian's curl or the built CLI is missing."""
+    require_curl()
     if not CLI.exists():
         raise unittest.SkipTest(f"{CLI} is not built")
 
@@ -486,6 +499,48 @@ class GuardTestCase(unittest.TestCase):
                          f"{[(e['n'], e['action'], e['status']) for e in got]}")
         return got
 
+    def run_faulted_and_plain(self, run, path, ok, env):
+        """`run(url, env)` guarded against a 503 (with an X-Attempt header) then the step
+        `ok`, and `run(url, plain_env())` against `ok` alone (the log emptied first): the
+        guarded run exits 0 with the plain run's stdout and stderr. Returns (guarded run,
+        its url)."""
+        self.log.unlink(missing_ok=True)
+        gurl = self.mock.url(path, plan=["503:ra=0:h.X-Attempt=first", ok])
+        purl = self.mock.url(path, plan=[ok])
+        g = run(gurl, env)
+        p = run(purl, plain_env())
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertEqual(g.stderr, p.stderr)
+        return g, gurl
+
+    def assertRetriedOnce(self, url, method, outcomes=None):
+        """The mock saw `url` twice; the log is one call of two attempts (retry, then
+        done; with `outcomes`, these outcomes) with `method` and every SPEC key."""
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=2)), 2)
+        recs = self.records()
+        self.assertEqual([r["attempt"] for r in recs], [1, 2], recs)
+        self.assertEqual([r["decision"] for r in recs], ["retry", "done"])
+        if outcomes is not None:
+            self.assertEqual([r["outcome"] for r in recs], outcomes)
+        self.assertEqual(len({r["request_id"] for r in recs}), 1)
+        self.assertEqual(recs[0]["method"], method)
+        for r in recs:
+            self.assertRecordKeys(r)
+
+    def paced_arrivals(self, key, n, rate, burst):
+        """The sorted arrival times at the mock of the `n` requests of `key` (exactly n),
+        which never beat the limiter: within any 1.0 s window at most burst + rate * 1 s
+        (+1 for scheduling)."""
+        seen = self.mock.wait_entries(key=key, count=n)
+        self.assertEqual(len(seen), n)
+        times = sorted(e["t"] for e in seen)
+        for i, start in enumerate(times):
+            inside = [t for t in times[i:] if t <= start + 1.0]
+            self.assertLessEqual(len(inside), burst + rate * 1.0 + 1,
+                                 f"{len(inside)} requests within 1 s from {start}: {times}")
+        return times
+
     def start_slow_curl(self, url, env, timeout=10):
         """Start `curl URL` in the background under `env` and return its Popen once the
         mock has its request (the call is then in flight: holding a slot, a probe, ...).
@@ -523,3 +578,173 @@ def mock_pool(port=None):
 # tests/hosts/cgmulti.c: N transfers in one multi, an epoll loop over socket_action or
 # perform + poll (usage at the top of its source).
 CGMULTI = BUILD / "tests" / "cgmulti"
+
+
+# ---------------------------------------------------------------- git over HTTP
+
+# A git server over HTTP (argv: ROOT PORT_FILE LOG MODE FAIL_FIRST PROTOCOL).
+# MODE "smart": `git http-backend` (one CGI run per request, request bodies plain or chunked);
+# "dumb": the files below ROOT as they are.  The first request of each path in FAIL_FIRST
+# (a comma list) is answered 503 with Retry-After: 0.  Every request is logged to LOG as
+# "n METHOD PATH STATUS" (n counts from 1) once its status is known, before its answer.
+GIT_HTTP_SERVER = textwrap.dedent(r'''
+    import functools, http.server, os, subprocess, sys, threading
+    root, port_file, log_path, mode, fail_first, protocol = sys.argv[1:7]
+    fail_first = set(p for p in fail_first.split(",") if p)
+    lock = threading.Lock()
+    count, seen = [0], set()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        protocol_version = protocol
+
+        def log_message(self, *a):
+            pass
+
+        def send_response(self, code, message=None):
+            with lock, open(log_path, "a") as f:
+                f.write(f"{self.n} {self.command} {self.path.partition('?')[0]} {code}\n")
+            super().send_response(code, message)
+
+        def body(self):
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                parts = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass
+                        return b"".join(parts)
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def answer(self, status, headers, payload):
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def next_request(self):
+            """This request's number, and whether it gets the 503."""
+            with lock:
+                count[0] += 1
+                self.n = count[0]
+                path = self.path.partition("?")[0]
+                fail = path in fail_first and path not in seen
+                seen.add(path)
+            return fail
+
+        def do_HEAD(self):
+            self.next_request()
+            super().do_HEAD()
+
+        def serve(self):
+            fail = self.next_request()
+            path, _, query = self.path.partition("?")
+            data = self.body() if self.command == "POST" else b""
+            if fail:
+                return self.answer(503, [("Retry-After", "0")], b"busy\n")
+            if mode == "dumb":
+                return super().do_GET()
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                   "GIT_PROJECT_ROOT": root, "GIT_HTTP_EXPORT_ALL": "1",
+                   "PATH_INFO": path, "QUERY_STRING": query,
+                   "REQUEST_METHOD": self.command, "REMOTE_ADDR": "127.0.0.1",
+                   "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                   "CONTENT_LENGTH": str(len(data)),
+                   "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+                   "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+                   "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
+            out = subprocess.run(["git", "http-backend"], input=data, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+            sep = out.find(b"\r\n\r\n")
+            head, payload = (out[:sep], out[sep + 4:]) if sep >= 0 else out.split(b"\n\n", 1)
+            status, headers = 200, []
+            for line in head.replace(b"\r\n", b"\n").split(b"\n"):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.lower() == "status":
+                    status = int(value.split()[0])
+                elif name:
+                    headers.append((name, value.strip()))
+            self.answer(status, headers, payload)
+
+        do_GET = do_POST = serve
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                          functools.partial(Handler, directory=root))
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(port_file + ".tmp", port_file)
+    srv.serve_forever()
+''')
+
+
+class GitHttpServer:
+    """GIT_HTTP_SERVER serving the repositories below `root` for the GuardTestCase `test`
+    (stopped at the test's cleanup). name: its files in test.tmp (NAME.port, NAME.log).
+    smart: git http-backend, else dumb HTTP (static files). fail_first: paths whose first
+    request gets a 503. protocol: the HTTP version it answers with.
+    self.base is http://127.0.0.1:PORT; self.log the request log."""
+
+    def __init__(self, test, root, name, smart=True, fail_first=(), protocol="HTTP/1.0"):
+        script = test.tmp / "git-http-server.py"
+        if not script.exists():
+            script.write_text(GIT_HTTP_SERVER)
+        port_file, self.log = test.tmp / f"{name}.port", test.tmp / f"{name}.log"
+        kind = "smart" if smart else "dumb"
+        self.proc = subprocess.Popen([PYTHON, str(script), str(root), str(port_file),
+                                      str(self.log), kind, ",".join(fail_first), protocol],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=plain_env())
+        test.addCleanup(stop_process, self.proc)
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                test.fail(f"the {kind}-HTTP git server did not start")
+            time.sleep(0.02)
+        self.base = f"http://127.0.0.1:{int(port_file.read_text())}"
+
+    def requests(self):
+        """The requests so far, each [n, METHOD, PATH, STATUS] (strings)."""
+        return [line.split() for line in self.log.read_text().splitlines()] \
+            if self.log.exists() else []
+
+
+class GitTestMixin:
+    """For a GuardTestCase that runs git: its environment (HOME in self.tmp, fixed author
+    and dates), runs and a bare repository to serve."""
+
+    def git_env(self, base):
+        env = dict(base)
+        env.update(HOME=str(self.tmp / "home"), GIT_CONFIG_NOSYSTEM="1",
+                   GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example",
+                   GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example",
+                   GIT_AUTHOR_DATE="2020-01-01T00:00:00Z",
+                   GIT_COMMITTER_DATE="2020-01-01T00:00:00Z", LC_ALL="C")
+        env.pop("GIT_DIR", None)
+        return env
+
+    def git(self, args, env=None, timeout=60):
+        return run([GIT, *args], env or self.git_env(plain_env()), timeout=timeout)
+
+    def ok(self, p):
+        self.assertEqual(p.returncode, 0, f"{p.args}: {p.stderr!r}")
+        return p
+
+    def make_bare_repo(self, bare, big=True, tag=True):
+        """self.tmp/home, and `bare` cloned from a work tree self.tmp/work of three commits
+        (file0..2.txt, with big=True also a growing big.bin; tag=True: tag v1 on the last)."""
+        (self.tmp / "home").mkdir()
+        work = self.tmp / "work"
+        self.ok(self.git(["init", "-q", "-b", "main", str(work)]))
+        for i in range(3):
+            (work / f"file{i}.txt").write_text(f"content {i}\n" * (i + 1))
+            if big:
+                (work / "big.bin").write_bytes(bytes(range(256)) * (64 * (i + 1)))
+            self.ok(self.git(["-C", str(work), "add", "-A"]))
+            self.ok(self.git(["-C", str(work), "commit", "-q", "-m", f"commit {i}"]))
+        if tag:
+            self.ok(self.git(["-C", str(work), "tag", "v1"]))
+        self.ok(self.git(["clone", "-q", "--bare", str(work), str(bare)]))

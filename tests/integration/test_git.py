@@ -3,10 +3,6 @@ transfers through the multi API only (handles made with curl_easy_duphandle, opt
 the interposed curl_easy_setopt): it must pass through unharmed."""
 
 import os
-import shutil
-import subprocess
-import textwrap
-import time
 import unittest
 
 try:
@@ -14,91 +10,25 @@ try:
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
 
-GIT = shutil.which("git", path="/usr/bin:/bin")
 
-SERVER = textwrap.dedent(r'''
-    import functools, http.server, os, sys
-    root, port_file = sys.argv[1], sys.argv[2]
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                          functools.partial(Quiet, directory=root))
-    with open(port_file + ".tmp", "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(port_file + ".tmp", port_file)
-    srv.serve_forever()
-''')
-
-
-class GitDumbHttpTest(harness.GuardTestCase):
+class GitDumbHttpTest(harness.GitTestMixin, harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not GIT:
-            raise unittest.SkipTest("git is not installed")
+        harness.require_git()
         if not any(os.path.exists(os.path.join(d, "git-core", "git-remote-http"))
                    for d in ("/usr/lib", "/usr/libexec")):
             raise unittest.SkipTest("git-remote-http is not installed")
 
-    def git_env(self, base):
-        env = dict(base)
-        env.update(HOME=str(self.tmp / "home"), GIT_CONFIG_NOSYSTEM="1",
-                   GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example",
-                   GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example",
-                   GIT_AUTHOR_DATE="2020-01-01T00:00:00Z",
-                   GIT_COMMITTER_DATE="2020-01-01T00:00:00Z", LC_ALL="C")
-        env.pop("GIT_DIR", None)
-        return env
-
-    def git(self, args, env=None, timeout=60):
-        return harness.run([GIT, *args], env or self.git_env(harness.plain_env()),
-                           timeout=timeout)
-
-    def ok(self, p):
-        self.assertEqual(p.returncode, 0, f"{p.args}: {p.stderr!r}")
-        return p
-
     def setUp(self):
         super().setUp()
-        (self.tmp / "home").mkdir()
         srv = self.tmp / "srv"
-        work = self.tmp / "work"
         self.bare = srv / "repo.git"
         srv.mkdir()
-        self.ok(self.git(["init", "-q", "-b", "main", str(work)]))
-        for i in range(3):
-            (work / f"file{i}.txt").write_text(f"content {i}\n" * (i + 1))
-            (work / "big.bin").write_bytes(bytes(range(256)) * (64 * (i + 1)))
-            self.ok(self.git(["-C", str(work), "add", "-A"]))
-            self.ok(self.git(["-C", str(work), "commit", "-q", "-m", f"commit {i}"]))
-        self.ok(self.git(["-C", str(work), "tag", "v1"]))
-        self.ok(self.git(["clone", "-q", "--bare", str(work), str(self.bare)]))
+        self.make_bare_repo(self.bare)
         self.ok(self.git(["-C", str(self.bare), "update-server-info"]))
-
-        script = self.tmp / "server.py"
-        script.write_text(SERVER)
-        port_file = self.tmp / "port"
-        self.server = subprocess.Popen([harness.PYTHON, str(script), str(srv), str(port_file)],
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, env=harness.plain_env())
-        self.addCleanup(self._stop_server)
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            if self.server.poll() is not None or time.monotonic() > deadline:
-                self.fail("the dumb-HTTP server did not start")
-            time.sleep(0.02)
-        self.base = f"http://127.0.0.1:{int(port_file.read_text())}"
+        self.base = harness.GitHttpServer(self, srv, "dumb", smart=False).base
         self.url = self.base + "/repo.git"
-
-    def _stop_server(self):
-        if self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(5)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait()
 
     def genv(self):
         return self.git_env(self.guard_env(CURLGUARD_BACKOFF_BASE_MS="50"))

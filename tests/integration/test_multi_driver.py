@@ -12,7 +12,6 @@ generous upper bounds, no assertion of speed.
 
 import json
 import os
-import shutil
 import subprocess
 import textwrap
 import time
@@ -22,8 +21,6 @@ try:
     from . import harness
 except ImportError:          # discovered with tests/integration as the top-level directory
     import harness
-
-GIT = shutil.which("git", path="/usr/bin:/bin")
 
 
 def have_pycurl():
@@ -367,115 +364,28 @@ class MultiDriverTest(harness.GuardTestCase):
                          [("http_503", "give_up", True)])
 
 
-SMART_SERVER = textwrap.dedent(r'''
-    # git smart HTTP through `git http-backend` (CGI); the first request of each path in
-    # argv[3] (comma list) is answered 503 with Retry-After: 0.
-    import http.server, os, subprocess, sys
-    root, port_file = sys.argv[1], sys.argv[2]
-    fail_first = set(p for p in sys.argv[3].split(",") if p)
-    seen = set()
-    log = open(os.path.join(os.path.dirname(port_file), "requests.log"), "a")
-    class H(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        def log_message(self, *a):
-            pass
-        def handle_one(self):
-            path, _, query = self.path.partition("?")
-            n = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(n) if n else b""
-            log.write(f"{self.command} {path}\n"); log.flush()
-            if path in fail_first and path not in seen:
-                seen.add(path)
-                msg = b"busy\n"
-                self.send_response(503)
-                self.send_header("Retry-After", "0")
-                self.send_header("Content-Length", str(len(msg)))
-                self.end_headers()
-                self.wfile.write(msg)
-                return
-            env = dict(os.environ, GIT_PROJECT_ROOT=root, GIT_HTTP_EXPORT_ALL="1",
-                       PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD=self.command,
-                       CONTENT_TYPE=self.headers.get("Content-Type", ""),
-                       CONTENT_LENGTH=str(len(body)), REMOTE_ADDR="127.0.0.1",
-                       GIT_PROTOCOL=self.headers.get("Git-Protocol", ""))
-            p = subprocess.run(["git", "http-backend"], input=body, env=env,
-                               capture_output=True)
-            head, _, rest = p.stdout.partition(b"\r\n\r\n")
-            if not _:
-                head, _, rest = p.stdout.partition(b"\n\n")
-            status, headers = 200, []
-            for line in head.decode("latin-1").splitlines():
-                k, _, v = line.partition(":")
-                if k.lower() == "status":
-                    status = int(v.strip().split()[0])
-                elif k:
-                    headers.append((k, v.strip()))
-            self.send_response(status)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(rest)))
-            self.end_headers()
-            self.wfile.write(rest)
-        do_GET = do_POST = handle_one
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    with open(port_file + ".tmp", "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(port_file + ".tmp", port_file)
-    srv.serve_forever()
-''')
-
-
-class GitSmartHttpMultiTest(harness.GuardTestCase):
+class GitSmartHttpMultiTest(harness.GitTestMixin, harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not GIT:
-            raise unittest.SkipTest("git is not installed")
+        harness.require_git()
 
-    def git_env(self, base):
-        env = dict(base)
-        env.update(HOME=str(self.tmp / "home"), GIT_CONFIG_NOSYSTEM="1",
-                   GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example",
-                   GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example",
-                   GIT_AUTHOR_DATE="2020-01-01T00:00:00Z",
-                   GIT_COMMITTER_DATE="2020-01-01T00:00:00Z", LC_ALL="C")
-        env.pop("GIT_DIR", None)
-        return env
-
-    def git(self, args, env=None):
-        p = harness.run([GIT, *args], env or self.git_env(harness.plain_env()), timeout=60)
+    def git(self, args, env=None, timeout=60):
+        p = super().git(args, env, timeout)
         self.assertEqual(p.returncode, 0, f"{args}: {p.stderr!r}")
         return p
 
     def server(self, name, fail_first):
-        script = self.tmp / "smart.py"
-        script.write_text(SMART_SERVER)
-        d = self.tmp / name
-        d.mkdir()
-        port_file = d / "port"
-        proc = subprocess.Popen([harness.PYTHON, str(script), str(self.tmp / "srv"),
-                                 str(port_file), ",".join(fail_first)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=harness.plain_env())
-        self.addCleanup(lambda: (proc.terminate(), proc.wait(5)))
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self.fail("the smart-HTTP server did not start")
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{int(port_file.read_text())}/repo.git", d
+        """A smart-HTTP server of self.tmp/srv (HTTP/1.1) whose first request of each path
+        in fail_first gets a 503: (repo URL, the server)."""
+        srv = harness.GitHttpServer(self, self.tmp / "srv", name, fail_first=fail_first,
+                                    protocol="HTTP/1.1")
+        return srv.base + "/repo.git", srv
 
     def setUp(self):
         super().setUp()
-        (self.tmp / "home").mkdir()
         (self.tmp / "srv").mkdir()
-        work = self.tmp / "work"
-        self.git(["init", "-q", "-b", "main", str(work)])
-        for i in range(3):
-            (work / f"file{i}.txt").write_text(f"content {i}\n" * (i + 1))
-            self.git(["-C", str(work), "add", "-A"])
-            self.git(["-C", str(work), "commit", "-q", "-m", f"commit {i}"])
-        self.git(["clone", "-q", "--bare", str(work), str(self.tmp / "srv" / "repo.git")])
+        self.make_bare_repo(self.tmp / "srv" / "repo.git", big=False, tag=False)
 
     def clone(self, url, dest, env):
         p = self.git(["clone", "-q", url, str(dest)], env)
@@ -486,12 +396,12 @@ class GitSmartHttpMultiTest(harness.GuardTestCase):
     def test_clone_first_request_503_retried(self):
         url, _ = self.server("srv-plain", [])
         plain = self.clone(url, self.tmp / "plain", None)
-        url, d = self.server("srv-faulty", ["/repo.git/info/refs"])
+        url, srv = self.server("srv-faulty", ["/repo.git/info/refs"])
         env = self.git_env(self.guard_env(CURLGUARD_BACKOFF_BASE_MS="50"))
         guarded = self.clone(url, self.tmp / "guarded", env)
         self.assertEqual(guarded, plain)
-        reqs = (d / "requests.log").read_text().splitlines()
-        self.assertEqual(reqs.count("GET /repo.git/info/refs"), 2)   # the 503, then the retry
+        reqs = [r[1:3] for r in srv.requests()]
+        self.assertEqual(reqs.count(["GET", "/repo.git/info/refs"]), 2)   # the 503, then the retry
         recs = self.records()
         for r in recs:
             self.assertRecordKeys(r)

@@ -38,7 +38,6 @@ except ImportError:          # discovered with tests/integration as the top-leve
     import harness
 
 CGMULTI = harness.CGMULTI
-GIT = shutil.which("git", path="/usr/bin:/bin")
 RUBY = shutil.which("ruby", path="/usr/bin:/bin")
 RSCRIPT = shutil.which("Rscript", path="/usr/bin:/bin")
 FAST = {"CURLGUARD_BACKOFF_BASE_MS": "50", "CURLGUARD_BACKOFF_CAP_MS": "200"}
@@ -68,7 +67,31 @@ def have_module(argv):
 
 
 class MultiTestCase(harness.GuardTestCase):
-    """Helpers shared by the hosts: URL sets, record sets, byte comparisons."""
+    """Helpers shared by the hosts: URL sets, record sets, byte comparisons.
+
+    NEEDS = (argv, reason): the class is skipped unless argv runs and exits 0.
+    MODES = {label: mode}: the class gets test_LABEL_no_faults_byte_identical and
+    test_LABEL_503_then_200 for each, calling self.check(mode, False / True)."""
+
+    NEEDS = None
+    MODES = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for label, mode in cls.__dict__.get("MODES", {}).items():
+            for faults, what in ((False, "no_faults_byte_identical"), (True, "503_then_200")):
+                def test(self, mode=mode, faults=faults):
+                    self.check(mode, faults)
+                test.__name__ = test.__qualname__ = f"test_{label}_{what}"
+                setattr(cls, test.__name__, test)
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if cls.NEEDS is not None:
+            argv, reason = cls.NEEDS
+            if not argv[0] or not have_module(argv):
+                raise unittest.SkipTest(reason)
 
     def genv(self, **extra):
         return self.guard_env(extra=FAST, **extra)
@@ -128,6 +151,26 @@ class MultiTestCase(harness.GuardTestCase):
         self.assertEqual(g.returncode, p.returncode, f"guarded stderr: {g.stderr!r}")
         self.assertEqual(g.stdout, p.stdout)
         self.assertEqual(g.stderr, p.stderr)
+
+    def check_three_calls(self, argv, prefix, faults, timeout):
+        """`argv URL URL URL` (a script host printing "I STATUS HEADERS BODY" a transfer)
+        guarded and plain: three calls PREFIX/0..2 (fixed bytes, fixed bytes, an SSE stream;
+        with faults the first gets a 503 first), retried invisibly: byte-identical runs,
+        three 200s and no 503 seen by the host, one record set per call."""
+        self.log.unlink(missing_ok=True)
+        first = ["503:ra=0"] if faults else []
+        gplans = [first + [fixed(0)], [fixed(1)], [sse(5, 30)]]
+        pplans = [[fixed(0)], [fixed(1)], [sse(5, 30)]]
+        gurls, purls = self.urls(gplans, prefix), self.urls(pplans, prefix)
+        g = harness.run([*argv, *gurls], self.genv(), timeout=timeout)
+        p = harness.run([*argv, *purls], harness.plain_env(), timeout=timeout)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertSameRun(g, p)
+        self.assertEqual(len(re.findall(rb"^\d+ 200 ", g.stdout, re.M)), 3, g.stdout)
+        self.assertNotIn(b"503", g.stdout)
+        self.assertServerSaw(gurls, [2 if faults else 1, 1, 1])
+        self.assertCalls({f"{prefix}/0": ["http_503", "ok"] if faults else ["ok"],
+                          f"{prefix}/1": ["ok"], f"{prefix}/2": ["ok"]})
 
     def dirs(self, name):
         g, p = self.tmp / f"{name}-g", self.tmp / f"{name}-p"
@@ -314,39 +357,39 @@ class CgmultiTests:
         """CURLGUARD_FIRST_BYTE_TIMEOUT_MS=400: a GET whose answer would take 3 s is cut
         after 0.4 s (on libcurl's progress beat: about 1.2 s, README "Split timeouts,
         without threads") and retried; the host sees the retry's 200 long before 3 s."""
-        slow = dict(fixed(0), delay_ms=3000)
-        gurls = self.urls([[slow, fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
-        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-fbt")
-        gdir, pdir = self.dirs("out")
-        t0 = time.monotonic()
-        g = self.host(["--out-dir", gdir], gurls, self.genv(CURLGUARD_FIRST_BYTE_TIMEOUT_MS="400"))
-        took = time.monotonic() - t0
-        p = self.host(["--out-dir", pdir], purls, harness.plain_env())
-        self.assertSameRun(g, p)
-        self.assertSameFiles(gdir, pdir)
-        self.assertGreaterEqual(took, 0.4 - 0.05)
-        self.assertLess(took, 2.5, "the first-byte timeout did not cut the slow attempt")
-        self.assertServerSaw(gurls, [2, 1])
-        self.assertCalls({"/v1/cgm-fbt/0": ["first_byte_timeout", "ok"], "/v1/cgm-fbt/1": ["ok"]})
+        self.check_cut_and_retried(dict(fixed(0), delay_ms=3000), "/v1/cgm-fbt",
+                                   self.genv(CURLGUARD_FIRST_BYTE_TIMEOUT_MS="400"),
+                                   "first_byte_timeout", at_least=0.4 - 0.05,
+                                   msg="the first-byte timeout did not cut the slow attempt")
 
     def test_read_timeout_split_and_retried(self):
         """CURLGUARD_READ_TIMEOUT_MS=400: a GET whose body stops half-way for 3 s is cut
         (the host saw none of it: a held body) and retried; the host gets the retry's 200.
         The split timeouts fire on libcurl's progress beat, about 1.2 s for an idle
         transfer (README "Split timeouts, without threads"): the bound is generous."""
-        stalled = {"action": "stall", "body": fixed(0)["body"], "ms": 3000}
-        gurls = self.urls([[stalled, fixed(0)], [fixed(1)]], "/v1/cgm-rt")
-        purls = self.urls([[fixed(0)], [fixed(1)]], "/v1/cgm-rt")
+        self.check_cut_and_retried({"action": "stall", "body": fixed(0)["body"], "ms": 3000},
+                                   "/v1/cgm-rt", self.genv(CURLGUARD_READ_TIMEOUT_MS="400"),
+                                   "read_timeout",
+                                   msg="the read timeout did not cut the stalled attempt")
+
+    def check_cut_and_retried(self, bad, prefix, env, outcome, msg, at_least=None):
+        """Transfer 0's first answer is `bad` (cut by a split timeout under `env`, its
+        record `outcome`), its retry and transfer 1 get fixed bytes: byte-identical to a
+        plain run, within 2.5 s (and at least `at_least` s), one record set per call."""
+        gurls = self.urls([[bad, fixed(0)], [fixed(1)]], prefix)
+        purls = self.urls([[fixed(0)], [fixed(1)]], prefix)
         gdir, pdir = self.dirs("out")
         t0 = time.monotonic()
-        g = self.host(["--out-dir", gdir], gurls, self.genv(CURLGUARD_READ_TIMEOUT_MS="400"))
+        g = self.host(["--out-dir", gdir], gurls, env)
         took = time.monotonic() - t0
         p = self.host(["--out-dir", pdir], purls, harness.plain_env())
         self.assertSameRun(g, p)
         self.assertSameFiles(gdir, pdir)
-        self.assertLess(took, 2.5, "the read timeout did not cut the stalled attempt")
+        if at_least is not None:
+            self.assertGreaterEqual(took, at_least)
+        self.assertLess(took, 2.5, msg)
         self.assertServerSaw(gurls, [2, 1])
-        self.assertCalls({"/v1/cgm-rt/0": ["read_timeout", "ok"], "/v1/cgm-rt/1": ["ok"]})
+        self.assertCalls({f"{prefix}/0": [outcome, "ok"], f"{prefix}/1": ["ok"]})
 
     def test_usage_cost_and_request_id_header(self):
         """Three chat completions in one multi with CURLGUARD_REQUEST_ID_HEADER=
@@ -425,13 +468,7 @@ class CgmultiTests:
         elapsed = time.monotonic() - t0
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertEqual(g.stdout.count(b" 0 200 "), n)
-        seen = self.mock.wait_entries(key=key, count=n)
-        self.assertEqual(len(seen), n)
-        times = sorted(e["t"] for e in seen)
-        for i, start in enumerate(times):
-            inside = [t for t in times[i:] if t <= start + 1.0]
-            self.assertLessEqual(len(inside), burst + rate * 1.0 + 1,
-                                 f"{len(inside)} requests within 1 s from {start}: {times}")
+        times = self.paced_arrivals(key, n, rate, burst)
         spread = times[-1] - times[0]
         ideal = (n - burst) / rate
         self.assertGreaterEqual(spread, ideal - SLACK,
@@ -489,8 +526,7 @@ class CurlParallelTest(MultiTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not harness.CURL:
-            raise unittest.SkipTest("curl is not installed")
+        harness.require_curl()
 
     def curl(self, urls, outdir, env):
         args = [harness.CURL, "-sS", "--noproxy", "*", "--no-progress-meter", "--parallel",
@@ -563,26 +599,25 @@ PYCURL_MULTI = textwrap.dedent(r'''
     def left():
         return max(0.0, deadline - time.monotonic())
 
+    def perform():
+        while True:
+            ret, running = m.perform()
+            if ret != pycurl.E_CALL_MULTI_PERFORM:
+                break
+        drain()
+
     if mode == "perform":                      # perform + select (pycurl's docs)
         for c in handles:
             m.add_handle(c)
         while len(result) < len(handles) and time.monotonic() < deadline:
-            while True:
-                ret, running = m.perform()
-                if ret != pycurl.E_CALL_MULTI_PERFORM:
-                    break
-            drain()
+            perform()
             if len(result) < len(handles):
                 m.select(1.0)
     elif mode == "fdset":                      # fdset + select for timeout(), as git's http.c
         for c in handles:
             m.add_handle(c)
         while len(result) < len(handles) and time.monotonic() < deadline:
-            while True:
-                ret, running = m.perform()
-                if ret != pycurl.E_CALL_MULTI_PERFORM:
-                    break
-            drain()
+            perform()
             if len(result) >= len(handles):
                 break
             r, w, x = m.fdset()
@@ -644,11 +679,9 @@ PYCURL_MULTI = textwrap.dedent(r'''
 
 
 class PycurlMultiTest(MultiTestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        if not have_module([harness.PYTHON, "-c", "import pycurl"]):
-            raise unittest.SkipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+    NEEDS = ([harness.PYTHON, "-c", "import pycurl"],
+             f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+    MODES = {"perform_select": "perform", "socket_action": "socket", "fdset_timeout": "fdset"}
 
     def setUp(self):
         super().setUp()
@@ -676,24 +709,6 @@ class PycurlMultiTest(MultiTestCase):
         retried = ["http_503", "ok"] if faults else ["ok"]
         self.assertCalls({f"{prefix}/0": retried, f"{prefix}/1": ["ok"],
                           f"{prefix}/2": retried, f"{prefix}/3": ["ok"]})
-
-    def test_perform_select_no_faults_byte_identical(self):
-        self.check("perform", False)
-
-    def test_perform_select_503_then_200(self):
-        self.check("perform", True)
-
-    def test_socket_action_no_faults_byte_identical(self):
-        self.check("socket", False)
-
-    def test_fdset_timeout_no_faults_byte_identical(self):
-        self.check("fdset", False)
-
-    def test_fdset_timeout_503_then_200(self):
-        self.check("fdset", True)
-
-    def test_socket_action_503_then_200(self):
-        self.check("socket", True)
 
 
 # ================================================================ Ruby curb
@@ -723,42 +738,14 @@ CURB = textwrap.dedent(r'''
 
 
 class RubyCurbTest(MultiTestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        if not RUBY or not have_module([RUBY, "-rcurb", "-e", "1"]):
-            raise unittest.SkipTest("ruby with curb (ruby-curb) is not installed")
+    NEEDS = ([RUBY, "-rcurb", "-e", "1"], "ruby with curb (ruby-curb) is not installed")
+    MODES = {"easy_perform": "easy", "multi": "multi"}
 
     def check(self, mode, faults):
-        self.log.unlink(missing_ok=True)
         script = self.tmp / "curb.rb"
         script.write_text(CURB)
-        first = ["503:ra=0"] if faults else []
-        gplans = [first + [fixed(0)], [fixed(1)], [sse(5, 30)]]
-        pplans = [[fixed(0)], [fixed(1)], [sse(5, 30)]]
-        prefix = f"/v1/curb-{mode}-{int(faults)}"
-        gurls, purls = self.urls(gplans, prefix), self.urls(pplans, prefix)
-        g = harness.run([RUBY, script, mode, *gurls], self.genv(), timeout=60)
-        p = harness.run([RUBY, script, mode, *purls], harness.plain_env(), timeout=60)
-        self.assertEqual(g.returncode, 0, g.stderr)
-        self.assertSameRun(g, p)
-        self.assertEqual(len(re.findall(rb"^\d+ 200 ", g.stdout, re.M)), 3, g.stdout)
-        self.assertNotIn(b"503", g.stdout)
-        self.assertServerSaw(gurls, [2 if faults else 1, 1, 1])
-        self.assertCalls({f"{prefix}/0": ["http_503", "ok"] if faults else ["ok"],
-                          f"{prefix}/1": ["ok"], f"{prefix}/2": ["ok"]})
-
-    def test_easy_perform_no_faults_byte_identical(self):
-        self.check("easy", False)
-
-    def test_easy_perform_503_then_200(self):
-        self.check("easy", True)
-
-    def test_multi_no_faults_byte_identical(self):
-        self.check("multi", False)
-
-    def test_multi_503_then_200(self):
-        self.check("multi", True)
+        self.check_three_calls([RUBY, script, mode], f"/v1/curb-{mode}-{int(faults)}", faults,
+                               timeout=60)
 
 
 # ================================================================ R curl
@@ -787,185 +774,45 @@ R_SCRIPT = textwrap.dedent(r'''
 
 
 class RCurlTest(MultiTestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        if not RSCRIPT or not have_module([RSCRIPT, "-e", "library(curl)"]):
-            raise unittest.SkipTest("Rscript with the curl package (r-cran-curl) is not installed")
+    NEEDS = ([RSCRIPT, "-e", "library(curl)"],
+             "Rscript with the curl package (r-cran-curl) is not installed")
+    MODES = {"fetch_memory": "fetch", "multi_run": "multi"}
 
     def check(self, mode, faults):
-        self.log.unlink(missing_ok=True)
         script = self.tmp / "fetch.R"
         script.write_text(R_SCRIPT)
-        first = ["503:ra=0"] if faults else []
-        gplans = [first + [fixed(0)], [fixed(1)], [sse(5, 30)]]
-        pplans = [[fixed(0)], [fixed(1)], [sse(5, 30)]]
-        prefix = f"/v1/rcurl-{mode}-{int(faults)}"
-        gurls, purls = self.urls(gplans, prefix), self.urls(pplans, prefix)
-        g = harness.run([RSCRIPT, script, mode, *gurls], self.genv(), timeout=90)
-        p = harness.run([RSCRIPT, script, mode, *purls], harness.plain_env(), timeout=90)
-        self.assertEqual(g.returncode, 0, g.stderr)
-        self.assertSameRun(g, p)
-        self.assertEqual(len(re.findall(rb"^\d+ 200 ", g.stdout, re.M)), 3, g.stdout)
-        self.assertNotIn(b"503", g.stdout)
-        self.assertServerSaw(gurls, [2 if faults else 1, 1, 1])
-        self.assertCalls({f"{prefix}/0": ["http_503", "ok"] if faults else ["ok"],
-                          f"{prefix}/1": ["ok"], f"{prefix}/2": ["ok"]})
-
-    def test_fetch_memory_no_faults_byte_identical(self):
-        self.check("fetch", False)
-
-    def test_fetch_memory_503_then_200(self):
-        self.check("fetch", True)
-
-    def test_multi_run_no_faults_byte_identical(self):
-        self.check("multi", False)
-
-    def test_multi_run_503_then_200(self):
-        self.check("multi", True)
+        self.check_three_calls([RSCRIPT, script, mode], f"/v1/rcurl-{mode}-{int(faults)}",
+                               faults, timeout=90)
 
 
 # ================================================================ git over smart HTTP
 
-# A smart-HTTP git server: git http-backend behind http.server (one CGI run per request),
-# every request logged as "n METHOD PATH STATUS"; with fail_first=1 the very first request
-# gets a 503 (Retry-After: 0) instead.
-GIT_SERVER = textwrap.dedent(r'''
-    import http.server, os, subprocess, sys, threading
-    root, port_file, log_path, fail_first = sys.argv[1:5]
-    lock = threading.Lock()
-    count = [0]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
-
-        def log_message(self, *a):
-            pass
-
-        def body(self):
-            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                parts = []
-                while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                            pass
-                        return b"".join(parts)
-                    parts.append(self.rfile.read(size))
-                    self.rfile.readline()
-            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-        def serve(self):
-            with lock:
-                count[0] += 1
-                n = count[0]
-            data = self.body() if self.command == "POST" else b""
-            path, _, query = self.path.partition("?")
-            if fail_first == "1" and n == 1:
-                status, headers, payload = 503, [("Retry-After", "0")], b"busy\n"
-            else:
-                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                       "GIT_PROJECT_ROOT": root, "GIT_HTTP_EXPORT_ALL": "1",
-                       "PATH_INFO": path, "QUERY_STRING": query,
-                       "REQUEST_METHOD": self.command, "REMOTE_ADDR": "127.0.0.1",
-                       "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                       "CONTENT_LENGTH": str(len(data)),
-                       "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-                       "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
-                out = subprocess.run(["git", "http-backend"], input=data, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
-                sep = out.find(b"\r\n\r\n")
-                head, payload = (out[:sep], out[sep + 4:]) if sep >= 0 else out.split(b"\n\n", 1)
-                status, headers = 200, []
-                for line in head.replace(b"\r\n", b"\n").split(b"\n"):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    if name.lower() == "status":
-                        status = int(value.split()[0])
-                    elif name:
-                        headers.append((name, value.strip()))
-            self.send_response(status)
-            for name, value in headers:
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-            with lock, open(log_path, "a") as f:
-                f.write(f"{n} {self.command} {path} {status}\n")
-
-        do_GET = do_POST = serve
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    with open(port_file + ".tmp", "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(port_file + ".tmp", port_file)
-    srv.serve_forever()
-''')
-
-
-class GitSmartHttpTest(MultiTestCase):
+class GitSmartHttpTest(harness.GitTestMixin, MultiTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not GIT:
-            raise unittest.SkipTest("git is not installed")
+        harness.require_git()
         if not any(os.path.exists(os.path.join(d, "git-core", n))
                    for d in ("/usr/lib", "/usr/libexec")
                    for n in ("git-remote-http", "git-http-backend")):
             raise unittest.SkipTest("git-remote-http / git-http-backend are not installed")
 
-    def git_env(self, base):
-        env = dict(base)
-        env.update(HOME=str(self.tmp / "home"), GIT_CONFIG_NOSYSTEM="1",
-                   GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example",
-                   GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example",
-                   GIT_AUTHOR_DATE="2020-01-01T00:00:00Z",
-                   GIT_COMMITTER_DATE="2020-01-01T00:00:00Z", LC_ALL="C")
-        env.pop("GIT_DIR", None)
-        return env
-
-    def git(self, args, env=None, timeout=60):
-        return harness.run([GIT, *args], env or self.git_env(harness.plain_env()),
-                           timeout=timeout)
-
-    def ok(self, p):
-        self.assertEqual(p.returncode, 0, f"{p.args}: {p.stderr!r}")
-        return p
-
     def setUp(self):
         super().setUp()
-        (self.tmp / "home").mkdir()
         self.srv = self.tmp / "srv"
-        work = self.tmp / "work"
         self.srv.mkdir()
-        self.ok(self.git(["init", "-q", "-b", "main", str(work)]))
-        for i in range(3):
-            (work / f"file{i}.txt").write_text(f"content {i}\n" * (i + 1))
-            (work / "big.bin").write_bytes(bytes(range(256)) * (64 * (i + 1)))
-            self.ok(self.git(["-C", str(work), "add", "-A"]))
-            self.ok(self.git(["-C", str(work), "commit", "-q", "-m", f"commit {i}"]))
-        self.ok(self.git(["-C", str(work), "tag", "v1"]))
-        self.ok(self.git(["clone", "-q", "--bare", str(work), str(self.srv / "repo.git")]))
-        self.script = self.tmp / "git-server.py"
-        self.script.write_text(GIT_SERVER)
+        self.make_bare_repo(self.srv / "repo.git")
 
     def server(self, name, fail_first):
-        """Start a git http-backend server; returns (repo URL, request log path)."""
-        port_file, log = self.tmp / f"{name}.port", self.tmp / f"{name}.log"
-        proc = subprocess.Popen([harness.PYTHON, str(self.script), str(self.srv), str(port_file),
-                                 str(log), "1" if fail_first else "0"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=harness.plain_env())
-        self.addCleanup(harness.stop_process, proc)
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self.fail("the git http-backend server did not start")
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{int(port_file.read_text())}/repo.git", log
+        """Start a git http-backend server (fail_first: its first request, GET info/refs,
+        gets a 503); returns (repo URL, the server)."""
+        srv = harness.GitHttpServer(self, self.srv, name,
+                                    fail_first=["/repo.git/info/refs"] if fail_first else [])
+        return srv.base + "/repo.git", srv
 
-    def requests(self, log):
+    def requests(self, srv):
         time.sleep(0.1)
-        return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        return srv.requests()
 
     def clone(self, name, url, env):
         dest = self.tmp / f"clone-{name}"
@@ -997,22 +844,22 @@ class GitSmartHttpTest(MultiTestCase):
         self.assertEqual(first, [["http_503", "ok"]] if retried_first else [["ok"]], by_path)
 
     def test_clone_no_faults_byte_identical(self):
-        purl, plog = self.server("plain", False)
-        gurl, glog = self.server("guarded", False)
+        purl, psrv = self.server("plain", False)
+        gurl, gsrv = self.server("guarded", False)
         p, pres = self.clone("plain", purl, None)
         g, gres = self.clone("guarded", gurl, self.genv())
         self.ok(p)
         self.ok(g)
         self.assertEqual(gres, pres)
         self.assertEqual(len(pres[2].splitlines()), 3)
-        reqs = self.requests(glog)
-        self.assertEqual([r[1:] for r in reqs], [r[1:] for r in self.requests(plog)])
+        reqs = self.requests(gsrv)
+        self.assertEqual([r[1:] for r in reqs], [r[1:] for r in self.requests(psrv)])
         self.assertGitCalls(reqs, retried_first=False)
 
     def test_clone_first_request_503_retried_invisibly(self):
         purl, _ = self.server("plain", False)
         furl, _ = self.server("plain-fault", True)
-        gurl, glog = self.server("guarded", True)
+        gurl, gsrv = self.server("guarded", True)
         p, pres = self.clone("plain", purl, None)
         self.ok(p)
         pf, _ = self.clone("plain-fault", furl, None)          # the fault is real
@@ -1021,7 +868,7 @@ class GitSmartHttpTest(MultiTestCase):
         g, gres = self.clone("guarded", gurl, self.genv())
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertEqual(gres, pres)
-        reqs = self.requests(glog)
+        reqs = self.requests(gsrv)
         self.assertEqual(reqs[0][1:], ["GET", "/repo.git/info/refs", "503"], reqs)
         self.assertEqual(reqs[1][1:], ["GET", "/repo.git/info/refs", "200"], reqs)
         self.assertTrue(any(r[1] == "POST" for r in reqs), reqs)

@@ -138,25 +138,12 @@ class PycurlTest(harness.GuardTestCase):
     def test_callbacks_see_only_the_final_attempt(self):
         for mode in ("one", "post"):
             with self.subTest(mode=mode):
-                self.log.unlink(missing_ok=True)
-                gurl = self.mock.url("/v1/py", plan=["503:ra=0:h.X-Attempt=first", OK])
-                purl = self.mock.url("/v1/py", plan=[OK])
-                g = self.py([mode, gurl], self.genv())
-                p = self.py([mode, purl], harness.plain_env())
-                self.assertEqual(g.returncode, 0, g.stderr)
-                self.assertEqual(g.stdout, p.stdout)
-                self.assertEqual(g.stderr, p.stderr)
+                g, gurl = self.run_faulted_and_plain(
+                    lambda url, env: self.py([mode, url], env), "/v1/py", OK, self.genv())
                 self.assertTrue(g.stdout.startswith(b"code=200 size="), g.stdout)
                 self.assertIn(repr(FIXED.encode()).encode(), g.stdout)
                 self.assertNotIn(b"X-Attempt", g.stdout)
-                self.assertEqual(len(self.mock.wait_entries(url=gurl, count=2)), 2)
-                recs = self.records()
-                self.assertEqual([r["attempt"] for r in recs], [1, 2], recs)
-                self.assertEqual([r["decision"] for r in recs], ["retry", "done"])
-                self.assertEqual(len({r["request_id"] for r in recs}), 1)
-                self.assertEqual(recs[0]["method"], "GET" if mode == "one" else "POST")
-                for r in recs:
-                    self.assertRecordKeys(r)
+                self.assertRetriedOnce(gurl, "GET" if mode == "one" else "POST")
 
     def test_connect_refused_raises_error_7_after_retries(self):
         url = f"http://127.0.0.1:{harness.closed_port()}/v1/x"

@@ -35,8 +35,7 @@ class TruncationDuringLimiterWaitTest(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        if not harness.CURL:
-            raise unittest.SkipTest("curl is not installed")
+        harness.require_curl()
 
     def one_round(self, n, rnd, rng):
         """n curls queued behind RPM pacing (1 request per 0.4 s), the file truncated twice
