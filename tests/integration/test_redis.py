@@ -593,7 +593,8 @@ class FleetFailOpenTest(RedisTestCase):
         self.assertLessEqual(len(lines), 3, lines)
 
     def test_redis_stopped_lines_name_a_timeout_in_words(self):
-        """SIGSTOP of redis-server for 2.5 s during a curl --parallel run, then SIGCONT: the
+        """SIGSTOP of redis-server for 2.5 s during a multi host's run (cgmulti: 120
+        transfers at once, paced at 1200 rpm; a host that also runs under ASan), then SIGCONT: the
         lines say it timed out (in words, with the 50 ms), never blame the password (the
         reconnect's AUTH timing out is a timeout too), and hold only printable text (no
         error text read from a freed connection).  Redis with a password, so the
@@ -608,8 +609,7 @@ class FleetFailOpenTest(RedisTestCase):
             holder = {}
 
             def go():
-                holder["p"] = self.curl(urls, env, args=("--parallel", "--parallel-max", "4"),
-                                        timeout=90)
+                holder["p"] = harness.run([harness.CGMULTI, *urls], env, timeout=90)
             t = threading.Thread(target=go)
             t.start()
             time.sleep(0.5)
@@ -619,6 +619,7 @@ class FleetFailOpenTest(RedisTestCase):
             t.join(100)
             p = holder["p"]
             self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout.count(b" 0 200 "), 120, p.stdout)
             raw = re.findall(rb"curlguard:[^\r\n]*", p.stderr)
             self.assertGreaterEqual(len(raw), 1, f"nothing said about the stop: {p.stderr!r}")
             for l in raw:
