@@ -16,6 +16,38 @@
   "local t = redis.call('TIME')\n"                                                      \
   "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 
+/* The learned rate's place (limiter.c cg_limiter_learn_take and learn_success, on one
+ * word for the fleet): learn_tat holds "<tat us>:<T us it was reckoned at>".  A caller
+ * whose learned rate is higher than the one the word was last reckoned at (T below it:
+ * the rate rose, as in slow start) first brings it back to at most now + T, as
+ * cg_limiter_learn_success does with the file's word when the rate rises.  Then: the
+ * place is free when tat - tau <= now.  With an in-flight limit (mi > 0) the place is
+ * taken only together with a lease (nothing reserved for a call that does not go): no
+ * slot, nothing taken.  Returns learn (0 taken, > 0 us until it might be, -2 free but
+ * no slot: nothing taken), lease (1 taken). */
+#define CG_LUA_LEARN_FN                                                                 \
+  "local function learn_place(lk, tl, tau, ik, mi, id, lms)\n"                          \
+  "  local v = redis.call('GET', lk) or ''\n"                                           \
+  "  local lt = tonumber(string.match(v, '^(%d+)')) or 0\n"                             \
+  "  local lastt = tonumber(string.match(v, ':([%d%.]+)$')) or 0\n"                     \
+  "  if (lastt == 0 or tl < lastt) and lt > now + tl then lt = now + tl end\n"          \
+  "  local go = lt - tau\n"                                                             \
+  "  if go > now then return math.floor(go - now), 0 end\n"                             \
+  "  local lease = 0\n"                                                                 \
+  "  if mi > 0 then\n"                                                                  \
+  "    local nms = math.floor(now / 1000)\n"                                            \
+  "    redis.call('ZREMRANGEBYSCORE', ik, '-inf', nms)\n"                               \
+  "    if redis.call('ZCARD', ik) >= mi then return -2, 0 end\n"                        \
+  "    redis.call('ZADD', ik, nms + lms, id)\n"                                         \
+  "    redis.call('PEXPIRE', ik, lms * 4)\n"                                            \
+  "    lease = 1\n"                                                                     \
+  "  end\n"                                                                             \
+  "  if lt < now then lt = now end\n"                                                   \
+  "  redis.call('SET', lk, string.format('%.0f:%.3f', lt + tl, tl), 'PX',\n"            \
+  "    math.floor((lt + tl - now) / 1000) + 60000)\n"                                   \
+  "  return 0, lease\n"                                                                 \
+  "end\n"
+
 /* GCRA (ITU-T I.371; limiter.h) for one request against the pool's rpm and tpm at once.
  * KEYS: tat_req, tat_tok, hold, admitted, brk, learn_tat, cut.  ARGV: T_req us (0: no
  * rpm), tau_req us, T_tok us (0: no tpm), tau_tok us, tokens, max_wait us, T_learn us
@@ -25,16 +57,18 @@
  * (not closed): the caller's cached "closed" is refreshed by every admission at no extra
  * round trip.  `learn`: a reservation with no wait also takes the learned rate's place
  * when it is free now (limiter.h cg_limiter_learn_take: 0 taken, else us until it might
- * be; -1 not asked).  `cut_age`: us since a machine last cut the learned rate (-1:
+ * be; -2 free but no in-flight slot: nothing taken; -1 not asked; CG_LUA_LEARN_FN).
+ * `cut_age`: us since a machine last cut the learned rate (-1:
  * none in the last minute).  KEYS[8] inflight, ARGV max_inflight (0: none), lease id,
  * lease_ms: an admission that goes now (no wait, the learned place taken or not asked)
- * also takes its in-flight lease when one is free (as CG_LUA_ACQUIRE), saving the
+ * also takes its in-flight lease when one is free (with the learned place: both or none) (as CG_LUA_ACQUIRE), saving the
  * acquire's round trip: the 6th element is 1 then.
  * The rule is limiter.c's cg__reserve_one: a request goes when its whole cost fits the
  * burst (a larger cost: when the bucket is full), at max(that, the 429 hold), and moves
  * TAT to max(TAT, now, go) + cost * T. */
 #define CG_LUA_RESERVE                                                                  \
   CG_LUA_NOW                                                                            \
+  CG_LUA_LEARN_FN                                                                       \
   "local brk = redis.call('EXISTS', KEYS[5])\n"                                        \
   "local floor = now\n"                                                                 \
   "local hold = tonumber(redis.call('GET', KEYS[3]) or '0') or 0\n"                     \
@@ -78,22 +112,13 @@
   "local cut = tonumber(redis.call('GET', KEYS[7]) or '0') or 0\n"                     \
   "local age = -1\n"                                                                    \
   "if cut > 0 and cut <= now then age = math.floor(now - cut) end\n"                    \
-  "local learn = -1\n"                                                                  \
+  "local learn, lease = -1, 0\n"                                                      \
   "local tl = tonumber(ARGV[7])\n"                                                      \
-  "if tl > 0 and w <= 0 then\n"                                                         \
-  "  local lt = tonumber(redis.call('GET', KEYS[6]) or '0') or 0\n"                    \
-  "  local go = lt - tonumber(ARGV[8])\n"                                               \
-  "  if go > now then learn = math.floor(go - now) else\n"                              \
-  "    local b = lt\n"                                                                  \
-  "    if b < now then b = now end\n"                                                   \
-  "    redis.call('SET', KEYS[6], string.format('%.0f', b + tl), 'PX',\n"              \
-  "      math.floor((b + tl - now) / 1000) + 60000)\n"                                  \
-  "    learn = 0\n"                                                                     \
-  "  end\n"                                                                             \
-  "end\n"                                                                               \
-  "local lease = 0\n"                                                                   \
   "local mi = tonumber(ARGV[9])\n"                                                      \
-  "if mi > 0 and w <= 0 and learn <= 0 then\n"                                          \
+  "if tl > 0 and w <= 0 then\n"                                                         \
+  "  learn, lease = learn_place(KEYS[6], tl, tonumber(ARGV[8]), KEYS[8], mi, ARGV[10],\n" \
+  "    tonumber(ARGV[11]))\n"                                                           \
+  "elseif mi > 0 and w <= 0 then\n"                                                     \
   "  local nms = math.floor(now / 1000)\n"                                              \
   "  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', nms)\n"                            \
   "  if redis.call('ZCARD', KEYS[8]) < mi then\n"                                       \
@@ -247,19 +272,16 @@
   "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\n"      \
   "return 0\n"
 
-/* The learned rate's place, fleet-wide (limiter.h cg_limiter_learn_take, on one word for
- * every machine): KEYS learn_tat; ARGV T us, tau us.  0: taken; else us until it might
- * be (nothing taken: ask again). */
+/* The learned rate's place, fleet-wide (CG_LUA_LEARN_FN): KEYS learn_tat, inflight;
+ * ARGV T us, tau us, max_inflight (0: none), lease id, lease_ms.  {learn, lease}: learn
+ * 0 taken, > 0 us until it might be, -2 free but every slot is taken (nothing taken:
+ * ask again); lease 1 when an in-flight lease was taken with the place. */
 #define CG_LUA_LEARN_TAKE                                                               \
   CG_LUA_NOW                                                                            \
-  "local tl = tonumber(ARGV[1])\n"                                                      \
-  "local lt = tonumber(redis.call('GET', KEYS[1]) or '0') or 0\n"                      \
-  "local go = lt - tonumber(ARGV[2])\n"                                                 \
-  "if go > now then return math.floor(go - now) end\n"                                  \
-  "if lt < now then lt = now end\n"                                                     \
-  "redis.call('SET', KEYS[1], string.format('%.0f', lt + tl), 'PX',\n"                 \
-  "  math.floor((lt + tl - now) / 1000) + 60000)\n"                                     \
-  "return 0\n"
+  CG_LUA_LEARN_FN                                                                       \
+  "local l, s = learn_place(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), KEYS[2],\n"  \
+  "  tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]))\n"                                  \
+  "return {l, s}\n"
 
 /* A machine cut the learned rate (a throttle): KEYS cut, learn_tat.  Every machine sees
  * the cut's age in its next admission and cuts its own (once per round: limiter.h's

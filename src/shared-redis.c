@@ -216,7 +216,12 @@ static struct timeval cg__tv(int64_t ms) {
   return tv;
 }
 
-static void cg__drop(struct cg__conn *t, const char *cause, const char *why) {
+/* Drop the thread's connection, back off, and say `msg` once per process per `cause`.
+ * `msg` must not point into the connection (it is freed first): callers format it into
+ * their own buffer (cg__fail does, from the context's error). */
+static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
+  char copy[400];
+  snprintf(copy, sizeof(copy), "%s", msg && msg[0] ? msg : "redis failed");
   if (t->c && t->pid == getpid())
     redisFree(t->c);
   t->c = NULL;
@@ -225,8 +230,36 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *why) {
   if (t->backoff_ms > CG_REDIS_BACKOFF_MAX_MS)
     t->backoff_ms = CG_REDIS_BACKOFF_MAX_MS;
   t->next_try_ms = cg_mono_ms() + t->backoff_ms;
-  cg_warn_once(cause, "redis %s: %s; using the local state file (will reconnect later)",
-               cause + 6, why && why[0] ? why : "failed");
+  cg_warn_once(cause, "%s; using the local state file (will reconnect later)", copy);
+}
+
+/* The connection failed under `during` (a command's name): say what happened in words,
+ * from the context's error (copied before the context is freed), and drop it.  hiredis
+ * 0.14 reports a read or write past the timeout as an I/O error with EAGAIN's text. */
+static void cg__fail(struct cg__conn *t, const char *during) {
+  char es[160], msg[400];
+  int err = t->c ? t->c->err : REDIS_ERR_OTHER;
+  const char *cause;
+  size_t i;
+  snprintf(es, sizeof(es), "%s", t->c && t->c->errstr[0] ? t->c->errstr : "");
+  for (i = 0; es[i]; i++) /* only text, whatever the library left there */
+    if ((unsigned char) es[i] < 0x20 || (unsigned char) es[i] > 0x7e)
+      es[i] = '?';
+  if (err == REDIS_ERR_IO && (strstr(es, "temporarily unavailable") || strstr(es, "timed out") ||
+                              strstr(es, "would block"))) {
+    cause = "redis-timeout";
+    snprintf(msg, sizeof(msg), "redis timed out after %d ms (no answer to %s)",
+             CG_REDIS_TIMEOUT_MS, during);
+  } else if (err == REDIS_ERR_EOF || strstr(es, "reset by peer") || strstr(es, "Broken pipe")) {
+    cause = "redis-lost";
+    snprintf(msg, sizeof(msg), "redis connection lost (during %s: %s)", during,
+             es[0] ? es : "closed by the server");
+  } else {
+    cause = "redis-io";
+    snprintf(msg, sizeof(msg), "redis i/o error during %s: %s", during,
+             es[0] ? es : "no reply");
+  }
+  cg__drop(t, cause, msg);
 }
 
 /* A reply that is an error, or none: its text. */
@@ -238,17 +271,30 @@ static const char *cg__err(redisContext *c, redisReply *r) {
   return NULL;
 }
 
-static int cg__load_scripts(struct cg__conn *t, const char **why) {
+/* SCRIPT LOAD every script.  0; -1 (the connection dropped and said why). */
+static int cg__load_scripts(struct cg__conn *t) {
   int i;
   for (i = 0; i < CG_S_N; i++) {
     redisReply *r = redisCommand(t->c, "SCRIPT LOAD %s", cg__scripts[i]);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
-    if (!r || r->type != REDIS_REPLY_STRING || r->len >= (int) sizeof(t->sha[i])) {
-      static __thread char buf[160];
-      snprintf(buf, sizeof(buf), "%s", cg__err(t->c, r) ? cg__err(t->c, r) : "bad reply");
-      *why = buf;
-      if (r)
-        freeReplyObject(r);
+    if (!r) {
+      cg__fail(t, "SCRIPT LOAD");
+      return -1;
+    }
+    if (r->type != REDIS_REPLY_STRING || r->len >= (int) sizeof(t->sha[i])) {
+      char msg[300];
+      const char *cause = "redis-error";
+      if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0) {
+        /* The server wants a password the URL does not give. */
+        cause = "redis-auth";
+        snprintf(msg, sizeof(msg), "redis requires a password and the URL gives none (%.200s)",
+                 r->str);
+      } else {
+        snprintf(msg, sizeof(msg), "redis error: SCRIPT LOAD: %.200s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+      }
+      freeReplyObject(r);
+      cg__drop(t, cause, msg);
       return -1;
     }
     memcpy(t->sha[i], r->str, (size_t) r->len + 1);
@@ -260,7 +306,6 @@ static int cg__load_scripts(struct cg__conn *t, const char **why) {
 /* Connect the thread's connection now if it may (backoff).  0 connected, -1 not. */
 static int cg__connect(struct cg__conn *t) {
   struct timeval tv = cg__tv(CG_REDIS_TIMEOUT_MS);
-  const char *why = NULL;
   redisReply *r;
 
   if (t->c && t->pid == getpid())
@@ -282,7 +327,7 @@ static int cg__connect(struct cg__conn *t) {
   t->pid = getpid();
   if (!t->c || t->c->err) {
     char buf[512];
-    snprintf(buf, sizeof(buf), "cannot connect to %s%s%.0d: %s",
+    snprintf(buf, sizeof(buf), "redis connect: cannot connect to %s%s%.0d: %s",
              cg__url.unix_socket ? cg__url.path : cg__url.host,
              cg__url.unix_socket ? "" : ":", cg__url.unix_socket ? 0 : cg__url.port,
              t->c ? t->c->errstr : "out of memory");
@@ -293,11 +338,14 @@ static int cg__connect(struct cg__conn *t) {
   if (cg__url.password[0]) {
     r = redisCommand(t->c, "AUTH %s", cg__url.password);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
-    if ((why = cg__err(t->c, r)) != NULL) {
-      char buf[200];
-      snprintf(buf, sizeof(buf), "AUTH refused: %s", why);
-      if (r)
-        freeReplyObject(r);
+    if (!r) { /* no answer (a timeout, a lost connection): not the password's fault */
+      cg__fail(t, "AUTH");
+      return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      char buf[300];
+      snprintf(buf, sizeof(buf), "redis refused the password (AUTH: %.200s)", r->str);
+      freeReplyObject(r);
       cg__drop(t, "redis-auth", buf);
       return -1;
     }
@@ -306,21 +354,21 @@ static int cg__connect(struct cg__conn *t) {
   if (cg__url.db != 0) {
     r = redisCommand(t->c, "SELECT %d", cg__url.db);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
-    if ((why = cg__err(t->c, r)) != NULL) {
-      char buf[200];
-      snprintf(buf, sizeof(buf), "SELECT %d refused: %s", cg__url.db, why);
-      if (r)
-        freeReplyObject(r);
+    if (!r) {
+      cg__fail(t, "SELECT");
+      return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      char buf[300];
+      snprintf(buf, sizeof(buf), "redis db: SELECT %d refused: %.200s", cg__url.db, r->str);
+      freeReplyObject(r);
       cg__drop(t, "redis-db", buf);
       return -1;
     }
     freeReplyObject(r);
   }
-  if (cg__load_scripts(t, &why) != 0) {
-    /* NOAUTH here: the server wants a password the URL does not give. */
-    cg__drop(t, strncmp(why, "NOAUTH", 6) == 0 ? "redis-auth" : "redis-io", why);
+  if (cg__load_scripts(t) != 0)
     return -1;
-  }
   t->backoff_ms = 0;
   return 0;
 }
@@ -338,9 +386,7 @@ static int cg__drain(struct cg__conn *t) {
   while (t->pending > 0) {
     redisReply *r = NULL;
     if (redisGetReply(t->c, (void **) &r) != REDIS_OK) {
-      cg__drop(t, strstr(t->c->errstr, "temporarily unavailable") ? "redis-timeout"
-                                                                   : "redis-io",
-               t->c->errstr);
+      cg__fail(t, "an earlier command");
       return -1;
     }
     t->pending--;
@@ -366,7 +412,7 @@ static int cg__send(int argc, const char **argv) {
     return -1;
   while (!done)
     if (redisBufferWrite(t->c, &done) != REDIS_OK) {
-      cg__drop(t, "redis-io", t->c->errstr);
+      cg__fail(t, argv[0]);
       return -1;
     }
   t->pending++;
@@ -400,9 +446,7 @@ static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
       /* Timed out or lost: the connection is out of step (a late reply), drop it. */
-      cg__drop(t, strstr(t->c->errstr, "temporarily unavailable") ? "redis-timeout"
-                                                                   : "redis-io",
-               t->c->errstr);
+      cg__fail(t, "EVALSHA");
       return NULL;
     }
     why = cg__err(t->c, r);
@@ -410,13 +454,10 @@ static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
       return r;
     if (tries == 0 && strncmp(why, "NOSCRIPT", 8) == 0) {
       /* The server lost its scripts (restart, SCRIPT FLUSH): load them again. */
-      const char *w2 = NULL;
       freeReplyObject(r);
       r = NULL;
-      if (cg__load_scripts(t, &w2) != 0) {
-        cg__drop(t, "redis-io", w2);
+      if (cg__load_scripts(t) != 0)
         return NULL;
-      }
       argv[1] = t->sha[s];
       continue;
     }
@@ -507,29 +548,62 @@ static void cg__learn_t(struct cg_shared_pool *sp, double *t_us, double *tau_us)
   *tau_us = wmax > 0 ? 0 : (CG_LEARN_START_BURST - 1) * *t_us;
 }
 
+#define CG_LEARN_BUSY (-2) /* the script's "place free, but no in-flight slot" */
+
+/* The learned place was free but every in-flight slot is taken (nothing taken): ask
+ * again after 5 ms doubling to CG_SHARED_POLL_MS, as a waiter for a slot polls. */
+static int64_t cg__learn_busy(struct cg_shared_pool *sp) {
+  sp->learn_poll_ms = sp->learn_poll_ms > 0 ? sp->learn_poll_ms * 2 : 5;
+  if (sp->learn_poll_ms > CG_SHARED_POLL_MS)
+    sp->learn_poll_ms = CG_SHARED_POLL_MS;
+  return sp->learn_poll_ms * 1000000;
+}
+
 static int64_t cg__r_learn_take(struct cg_shared_pool *sp) {
-  char k[160], a0[32], a1[32];
-  const char *keys[1] = {CG_KEY(k, sp, "learn_tat")};
-  const char *args[2] = {a0, a1};
+  char k1[160], k2[160], a[5][64];
+  const char *keys[2] = {CG_KEY(k1, sp, "learn_tat"), CG_KEY(k2, sp, "inflight")};
+  const char *args[5] = {a[0], a[1], a[2], a[3], a[4]};
+  long mi = sp->cfg->lim.max_inflight > 0 ? sp->cfg->lim.max_inflight : 0;
   double tl, taul;
   redisReply *r;
   int64_t v = 0;
   if (sp->learn_pre_set) { /* the admission's own script asked already */
     sp->learn_pre_set = 0;
+    if (sp->learn_pre_ns == CG_LEARN_BUSY)
+      return cg__learn_busy(sp);
     return sp->learn_pre_ns;
   }
   cg__learn_t(sp, &tl, &taul);
   if (tl <= 0)
     return 0;
-  snprintf(a0, sizeof(a0), "%.3f", tl);
-  snprintf(a1, sizeof(a1), "%.3f", taul);
-  r = cg__evalv(CG_S_LEARN_TAKE, 1, keys, 2, args);
+  snprintf(a[0], sizeof(a[0]), "%.3f", tl);
+  snprintf(a[1], sizeof(a[1]), "%.3f", taul);
+  snprintf(a[2], sizeof(a[2]), "%ld", mi);
+  cg__new_id(a[3], sizeof(a[3]));
+  snprintf(a[4], sizeof(a[4]), "%d", CG_REDIS_LEASE_MS);
+  if (sp->pre_lease_set) { /* one taken earlier and not used: back (a new one below) */
+    const char *rel[3] = {"ZREM", k2, sp->pre_lease_id};
+    sp->pre_lease_set = 0;
+    cg__send(3, rel);
+  }
+  r = cg__evalv(CG_S_LEARN_TAKE, 2, keys, 5, args);
   if (!r)
     return CG_SHARED_DOWN;
-  if (r->type == REDIS_REPLY_INTEGER)
-    v = (int64_t) r->integer * 1000;
+  if (!cg__is_array(r, 2)) {
+    freeReplyObject(r);
+    cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
+    return CG_SHARED_DOWN;
+  }
+  v = cg__int(r, 0);
+  if (cg__int(r, 1) == 1) {
+    sp->pre_lease_set = 1;
+    sp->pre_lease_ms = cg_mono_ms();
+    memcpy(sp->pre_lease_id, a[3], sizeof(sp->pre_lease_id));
+  }
   freeReplyObject(r);
-  return v;
+  if (v == CG_LEARN_BUSY)
+    return cg__learn_busy(sp);
+  return v > 0 ? v * 1000 : 0;
 }
 
 static void cg__r_learn_cut(struct cg_shared_pool *sp) {
@@ -594,9 +668,10 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   ret = cg__int(r, 0) != 0;
   *wait_ns = cg__int(r, 1) * 1000;
   cg__bc_set(sp->cfg->name, cg__int(r, 2) == 0);
-  if (cg__int(r, 3) >= 0) {
+  sp->learn_poll_ms = 0;
+  if (cg__int(r, 3) >= 0 || cg__int(r, 3) == CG_LEARN_BUSY) {
     sp->learn_pre_set = 1;
-    sp->learn_pre_ns = cg__int(r, 3) * 1000;
+    sp->learn_pre_ns = cg__int(r, 3) == CG_LEARN_BUSY ? CG_LEARN_BUSY : cg__int(r, 3) * 1000;
   }
   if (cg__int(r, 5) == 1) {
     sp->pre_lease_set = 1;
@@ -687,17 +762,15 @@ static void *cg__renewer(void *arg) {
     for (i = 0; i < n; i++) {
       redisReply *r = NULL;
       if (redisGetReply(cg__tc.c, (void **) &r) != REDIS_OK) {
-        cg__drop(&cg__tc, "redis-io", cg__tc.c->errstr);
+        cg__fail(&cg__tc, "a lease's renewal");
         break;
       }
       if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* Restarted server: reload on the next round (the leases are gone anyway). */
-        const char *why = NULL;
         freeReplyObject(r);
         while (++i < n && redisGetReply(cg__tc.c, (void **) &r) == REDIS_OK)
           freeReplyObject(r);
-        if (cg__load_scripts(&cg__tc, &why) != 0)
-          cg__drop(&cg__tc, "redis-io", why);
+        cg__load_scripts(&cg__tc); /* on failure it dropped the connection and said why */
         break;
       }
       if (r)

@@ -50,6 +50,9 @@ struct cg_shared_pool {
   int pre_lease_set;               /* Redis: the last reserve also took an in-flight lease */
   int64_t pre_lease_ms;            /* ... when (monotonic ms) */
   char pre_lease_id[64];           /* ... its id */
+  int64_t learn_poll_ms;           /* Redis: the learned place was free but no slot: the
+                                    * next ask after this (5 ms doubling to
+                                    * CG_SHARED_POLL_MS; 0 after a reserve) */
 };
 
 struct cg_shared_ops {
