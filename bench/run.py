@@ -203,27 +203,8 @@ PROCS = Procs()
 
 def wait_rusage(p, timeout):
     """Wait for p (up to timeout s) -> (returncode, user+sys CPU seconds of p itself)."""
-    expired = []
-
-    def kill():
-        expired.append(1)
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    timer = threading.Timer(timeout, kill)
-    timer.start()
-    try:
-        _, status, ru = os.wait4(p.pid, 0)
-    finally:
-        timer.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p in PROCS.live:
-        PROCS.live.remove(p)
-    if expired:
-        raise TimeoutError(f"{p.args[0]} did not finish within {timeout:.0f} s")
-    return p.returncode, ru.ru_utime + ru.ru_stime
+    rc, ru = wait_full(p, timeout)
+    return rc, ru.ru_utime + ru.ru_stime
 
 
 def plain_env(**extra):

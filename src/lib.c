@@ -122,8 +122,7 @@ static int cg__load(void *scope, struct cg_lib *out) {
 static int cg__duplicate = -1;
 static pthread_once_t cg__duplicate_once = PTHREAD_ONCE_INIT;
 
-/* The DT_SONAME of the object `lm`, or NULL (glibc relocates the d_ptr entries of l_ld). */
-static const char *cg__soname(const struct link_map *lm) {
+const char *cg_lib_soname(const struct link_map *lm) {
   const ElfW(Dyn) *d;
   const char *strtab = NULL;
   ElfW(Xword) off = (ElfW(Xword)) -1;
@@ -151,7 +150,7 @@ static int cg__duplicate_find(void) {
 
   if (!first || cg__is_self(first) || !dladdr1(first, &info, (void **) &lm, RTLD_DL_LINKMAP))
     return 0;
-  soname = cg__soname(lm);
+  soname = cg_lib_soname(lm);
   if (soname && strcmp(soname, "libcurlguard.so") == 0)
     return 1;
   if (!info.dli_fname)

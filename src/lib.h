@@ -57,6 +57,11 @@ struct cg_lib {
   unsigned int version_num;
 };
 
+/* The DT_SONAME of the loaded object `lm` (dlinfo RTLD_DI_LINKMAP, dladdr1), or NULL
+ * when it has none (glibc relocates the d_ptr entries of l_ld: <link.h>). */
+struct link_map;
+const char *cg_lib_soname(const struct link_map *lm);
+
 /* 1 when another copy of libcurlguard.so was loaded before this one (two copies in
  * LD_PRELOAD, e.g. an installed one and `build/curlguard run`).  This copy then passes
  * every call straight on to the next object, so calls are guarded once, by the first. */

@@ -103,23 +103,6 @@ static void *cg__rdlopen(const char *file, int mode) {
 
 /* ------------------------------------------------------------------ objects */
 
-/* DT_SONAME of a loaded object (glibc relocates the d_ptr entries of l_ld). */
-static const char *cg__lm_soname(const struct link_map *lm) {
-  const ElfW(Dyn) *d;
-  const char *strtab = NULL;
-  ElfW(Xword) off = (ElfW(Xword)) -1;
-
-  if (!lm || !lm->l_ld)
-    return NULL;
-  for (d = lm->l_ld; d->d_tag != DT_NULL; d++) {
-    if (d->d_tag == DT_STRTAB)
-      strtab = (const char *) d->d_un.d_ptr;
-    else if (d->d_tag == DT_SONAME)
-      off = d->d_un.d_val;
-  }
-  return strtab && off != (ElfW(Xword)) -1 ? strtab + off : NULL;
-}
-
 static const char *cg__basename(const char *p) {
   const char *s = p ? strrchr(p, '/') : NULL;
   return s ? s + 1 : p ? p : "";
@@ -133,7 +116,7 @@ static int cg__is_curl_name(const char *n) {
 
 /* Whether the object at `lm` is a copy of libcurlguard (by SONAME or file name). */
 static int cg__lm_is_guard(const struct link_map *lm) {
-  const char *so = cg__lm_soname(lm);
+  const char *so = cg_lib_soname(lm);
   if (so && strcmp(so, "libcurlguard.so") == 0)
     return 1;
   return lm && strncmp(cg__basename(lm->l_name), "libcurlguard", 12) == 0;
@@ -440,7 +423,7 @@ static void *cg__dlsym_curl(void *handle, const char *name, const void *caller) 
   if (!real)
     return NULL; /* glibc's dlerror() text stays set for this thread */
   dlm = cg__lm_of(real);
-  if (!dlm || cg__lm_is_guard(dlm) || !cg__is_curl_name(cg__basename(cg__lm_soname(dlm))))
+  if (!dlm || cg__lm_is_guard(dlm) || !cg__is_curl_name(cg__basename(cg_lib_soname(dlm))))
     return real;
   ours = cg__ours(name);
   if (!ours)

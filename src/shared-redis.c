@@ -18,6 +18,7 @@
 #include "budget.h"
 #include "limiter.h"
 #include "log.h"
+#include "proc.h"
 #include "redis-lua.h"
 
 #include <hiredis/hiredis.h>
@@ -201,7 +202,7 @@ static pthread_once_t cg__key_once = PTHREAD_ONCE_INIT;
 
 static void cg__tc_free(void *arg) {
   struct cg__conn *t = arg;
-  if (t && t->c && t->pid == getpid())
+  if (t && t->c && t->pid == cg_pid())
     redisFree(t->c);
   if (t)
     t->c = NULL;
@@ -222,7 +223,7 @@ static struct timeval cg__tv(int64_t ms) {
 static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
   char copy[400];
   snprintf(copy, sizeof(copy), "%s", msg && msg[0] ? msg : "redis failed");
-  if (t->c && t->pid == getpid())
+  if (t->c && t->pid == cg_pid())
     redisFree(t->c);
   t->c = NULL;
   t->pending = 0;
@@ -308,12 +309,12 @@ static int cg__connect(struct cg__conn *t) {
   struct timeval tv = cg__tv(CG_REDIS_TIMEOUT_MS);
   redisReply *r;
 
-  if (t->c && t->pid == getpid())
+  if (t->c && t->pid == cg_pid())
     return 0;
   t->c = NULL; /* a child: the parent's connection is the parent's */
   t->pending = 0;
-  if (t->pid != getpid()) {
-    t->pid = getpid();
+  if (t->pid != cg_pid()) {
+    t->pid = cg_pid();
     t->backoff_ms = 0;
     t->next_try_ms = 0;
   }
@@ -324,7 +325,7 @@ static int cg__connect(struct cg__conn *t) {
   t->c = cg__url.unix_socket ? redisConnectUnixWithTimeout(cg__url.path, tv)
                              : redisConnectWithTimeout(cg__url.host, cg__url.port, tv);
   __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
-  t->pid = getpid();
+  t->pid = cg_pid();
   if (!t->c || t->c->err) {
     char buf[512];
     snprintf(buf, sizeof(buf), "redis connect: cannot connect to %s%s%.0d: %s",
@@ -723,12 +724,14 @@ static void cg__r_hold(struct cg_shared_pool *sp, int64_t for_ns) {
 
 /* ---- in-flight leases ---- */
 
-struct cg__lease {
+/* A sorted-set member this process added and removes again (an in-flight lease, a retry
+ * budget slot): its key and id, for the ZREM. */
+struct cg__member {
   int used;
   char key[160];
   char id[64];
 };
-static struct cg__lease cg__leases[CG_REDIS_LEASES];
+static struct cg__member cg__leases[CG_REDIS_LEASES];
 static pthread_mutex_t cg__lease_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t cg__bslot_mu = PTHREAD_MUTEX_INITIALIZER; /* retry budget slots */
 static int cg__renewer_pid; /* the process whose renewer runs (fork: the child starts its own) */
@@ -810,7 +813,7 @@ static void cg__start_renewer(void) {
   pthread_t th;
   pthread_attr_t at;
   sigset_t all, old;
-  int pid = (int) getpid();
+  int pid = (int) cg_pid();
   pthread_once(&cg__atfork_once, cg__atfork_init);
   if (__atomic_load_n(&cg__renewer_pid, __ATOMIC_ACQUIRE) == pid)
     return;
@@ -829,22 +832,47 @@ static void cg__start_renewer(void) {
   pthread_mutex_unlock(&cg__lease_mu);
 }
 
-static int cg__lease_add(const char *key, const char *id) {
+/* Remember member `id` of `key` in the first free entry of `tab` (n entries, under `mu`):
+ * its index, or -1 when all are used. */
+static int cg__member_add(struct cg__member *tab, int n, pthread_mutex_t *mu, const char *key,
+                          const char *id) {
   int i;
-  pthread_mutex_lock(&cg__lease_mu);
-  for (i = 0; i < CG_REDIS_LEASES; i++)
-    if (!cg__leases[i].used) {
-      cg__leases[i].used = 1;
-      snprintf(cg__leases[i].key, sizeof(cg__leases[i].key), "%s", key);
-      snprintf(cg__leases[i].id, sizeof(cg__leases[i].id), "%s", id);
+  pthread_mutex_lock(mu);
+  for (i = 0; i < n; i++)
+    if (!tab[i].used) {
+      tab[i].used = 1;
+      snprintf(tab[i].key, sizeof(tab[i].key), "%s", key);
+      snprintf(tab[i].id, sizeof(tab[i].id), "%s", id);
       break;
     }
-  pthread_mutex_unlock(&cg__lease_mu);
-  return i < CG_REDIS_LEASES ? i : -1;
+  pthread_mutex_unlock(mu);
+  return i < n ? i : -1;
+}
+
+/* Forget entry `i` of `tab` and ZREM its member, sent and not waited for: one not sent
+ * (Redis down) expires on its own (a lease within CG_REDIS_LEASE_MS, a budget slot with
+ * the call's deadline). */
+static void cg__member_zrem(struct cg__member *tab, int n, pthread_mutex_t *mu, int i) {
+  char key[160], id[64];
+  if (i < 0 || i >= n)
+    return;
+  pthread_mutex_lock(mu);
+  memcpy(key, tab[i].key, sizeof(key));
+  memcpy(id, tab[i].id, sizeof(id));
+  tab[i].used = 0;
+  pthread_mutex_unlock(mu);
+  {
+    const char *argv[3] = {"ZREM", key, id};
+    cg__send(3, argv);
+  }
+}
+
+static int cg__lease_add(const char *key, const char *id) {
+  return cg__member_add(cg__leases, CG_REDIS_LEASES, &cg__lease_mu, key, id);
 }
 
 static void cg__new_id(char *buf, size_t n) {
-  snprintf(buf, n, "%.32s:%d:%llu", cg__host_id, (int) getpid(),
+  snprintf(buf, n, "%.32s:%d:%llu", cg__host_id, (int) cg_pid(),
            (unsigned long long) __atomic_add_fetch(&cg__lease_seq, 1, __ATOMIC_RELAXED));
 }
 
@@ -908,22 +936,8 @@ static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
 }
 
 static void cg__r_release(struct cg_shared_pool *sp, int handle) {
-  int i = handle - CG_SHARED_LEASE_BASE;
-  char key[160], id[64];
   (void) sp;
-  if (i < 0 || i >= CG_REDIS_LEASES)
-    return;
-  pthread_mutex_lock(&cg__lease_mu);
-  memcpy(key, cg__leases[i].key, sizeof(key));
-  memcpy(id, cg__leases[i].id, sizeof(id));
-  cg__leases[i].used = 0;
-  pthread_mutex_unlock(&cg__lease_mu);
-  /* Sent, not waited for; not sent (Redis down): the lease expires on its own within
-   * CG_REDIS_LEASE_MS. */
-  {
-    const char *argv[3] = {"ZREM", key, id};
-    cg__send(3, argv);
-  }
+  cg__member_zrem(cg__leases, CG_REDIS_LEASES, &cg__lease_mu, handle - CG_SHARED_LEASE_BASE);
 }
 
 /* ---- breaker ---- */
@@ -1068,12 +1082,7 @@ static void cg__r_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
 /* ---- retry budget ---- */
 
 #define CG_REDIS_BSLOTS 1024
-struct cg__bslot {
-  int used;
-  char key[160];
-  char id[64];
-};
-static struct cg__bslot cg__bslots[CG_REDIS_BSLOTS];
+static struct cg__member cg__bslots[CG_REDIS_BSLOTS];
 
 /* Send script `s` without waiting (cg__send). */
 static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args) {
@@ -1137,16 +1146,9 @@ static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
   sp->budget_bucket = cg__int(r, 2);
   freeReplyObject(r);
   if (v == 0 && c->max_concurrent > 0) {
-    pthread_mutex_lock(&cg__bslot_mu);
-    for (i = 0; i < CG_REDIS_BSLOTS; i++)
-      if (!cg__bslots[i].used) {
-        cg__bslots[i].used = 1;
-        snprintf(cg__bslots[i].key, sizeof(cg__bslots[i].key), "%s", k2);
-        snprintf(cg__bslots[i].id, sizeof(cg__bslots[i].id), "%s", a[4]);
-        *slot = CG_SHARED_BUDGET_BASE + i;
-        break;
-      }
-    pthread_mutex_unlock(&cg__bslot_mu);
+    i = cg__member_add(cg__bslots, CG_REDIS_BSLOTS, &cg__bslot_mu, k2, a[4]);
+    if (i >= 0)
+      *slot = CG_SHARED_BUDGET_BASE + i;
     /* No room to remember it: the slot expires with the call's deadline. */
   }
   return v == 0 ? CG_BUDGET_GRANTED : v == 1 ? CG_BUDGET_WINDOW : CG_BUDGET_CONCURRENCY;
@@ -1160,20 +1162,8 @@ static int64_t cg__r_bwait(struct cg_shared_pool *sp, int why) {
 }
 
 static void cg__r_bdone(struct cg_shared_pool *sp, int slot) {
-  int i = slot - CG_SHARED_BUDGET_BASE;
-  char key[160], id[64];
   (void) sp;
-  if (i < 0 || i >= CG_REDIS_BSLOTS)
-    return;
-  pthread_mutex_lock(&cg__bslot_mu);
-  memcpy(key, cg__bslots[i].key, sizeof(key));
-  memcpy(id, cg__bslots[i].id, sizeof(id));
-  cg__bslots[i].used = 0;
-  pthread_mutex_unlock(&cg__bslot_mu);
-  {
-    const char *argv[3] = {"ZREM", key, id};
-    cg__send(3, argv); /* not sent: it expires with the call's deadline */
-  }
+  cg__member_zrem(cg__bslots, CG_REDIS_BSLOTS, &cg__bslot_mu, slot - CG_SHARED_BUDGET_BASE);
 }
 
 static void cg__r_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
