@@ -402,19 +402,36 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
   ad->retry_slot = -1;
 }
 
-#define CG_BUDGET_WAIT_ROUNDS 4096 /* bounded: each round waits >= 10 ms or ends */
+#define CG_BUDGET_WAIT_ROUNDS 8192 /* bounded: each round waits >= 10 ms or ends */
+/* A retry waiting for the budget looks at the breaker at least this often: one that
+ * opened meanwhile (open = fail, or no probe within the deadline) ends the wait with the
+ * answer in hand, as it would have before the wait. */
+#define CG_BUDGET_RECHECK_MS 250
+
+/* Whether the breaker refuses a retry now: it is not closed, and the pool fails fast
+ * while open (open = fail) or the call's deadline cannot see the probe (breaker.h). */
+static int cg__retry_breaker_refuses(struct cg_admission *ad) {
+  return ad->pool->breaker.enabled && cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
+         (!ad->pool->breaker.open_wait ||
+          !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000));
+}
 
 /* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
- * deadline `need_ms` for the attempt (budget.h).  0: granted (`*slot` set); 1: it cannot
- * fit; -3: the host aborted the wait.  `*waited_ms` gets the time waited. */
+ * deadline `need_ms` for the attempt (budget.h), in slices of at most
+ * CG_BUDGET_RECHECK_MS; with `breaker`, the breaker is asked again before each slice.
+ * 0: granted (`*slot` set); 1: it cannot fit; -3: the host aborted the wait; -4: the
+ * breaker opened meanwhile and refuses.  `*waited_ms` gets the time waited. */
 static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int64_t sleep_ms,
-                           cg_wait_fn wait, void *wait_arg, int64_t *waited_ms, int *slot) {
+                           int breaker, cg_wait_fn wait, void *wait_arg, int64_t *waited_ms,
+                           int *slot) {
   int rounds;
   *waited_ms = 0;
   for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
     int64_t ns, ms, t0;
-    enum cg_budget_verdict v =
-        cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
+    enum cg_budget_verdict v;
+    if (breaker && rounds > 0 && cg__retry_breaker_refuses(ad))
+      return -4;
+    v = cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
     if (v == CG_BUDGET_GRANTED)
       return 0;
     ns = cg__sh_bwait(ad, v);
@@ -427,7 +444,7 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
                      ad->deadline_ms) /* and a margin to hand over the answer in hand */
       return 1;
     t0 = cg_mono_ms();
-    if (cg__wait(wait, wait_arg, ms) != 0)
+    if (cg__wait(wait, wait_arg, ms < CG_BUDGET_RECHECK_MS ? ms : CG_BUDGET_RECHECK_MS) != 0)
       return -3;
     *waited_ms += cg_mono_ms() - t0;
   }
@@ -446,15 +463,15 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
   /* open = wait: the retry's gate holds it for the probe if its deadline can see one;
    * refused here (the answer in hand kept) only when it cannot. */
   (void) now;
-  if (ad->pool->breaker.enabled && cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
-      (!ad->pool->breaker.open_wait ||
-       !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
+  if (cg__retry_breaker_refuses(ad))
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
-  r = cg__budget_take(ad, p, need_ms, sleep_ms, wait, wait_arg, waited_ms, &slot);
+  r = cg__budget_take(ad, p, need_ms, sleep_ms, 1, wait, wait_arg, waited_ms, &slot);
   if (r == -3)
     return "aborted_by_host";
+  if (r == -4)
+    return "circuit_open";
   if (r != 0)
     return "retry_budget_exhausted";
   ad->retry_slot = slot;
@@ -469,7 +486,7 @@ static int cg__repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_
   *waited_ms = 0;
   if (p < 0)
     return 0;
-  r = cg__budget_take(ad, p, CG_MIN_ATTEMPT_MS, 0, wait, wait_arg, waited_ms, &slot);
+  r = cg__budget_take(ad, p, CG_MIN_ATTEMPT_MS, 0, 0, wait, wait_arg, waited_ms, &slot);
   if (r == 0) {
     ad->retry_slot = slot;
     ad->retry_granted_ns = cg_state_now();
@@ -1071,9 +1088,7 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
   /* As cg__retry: the breaker first, then one ask of the budget. */
   (void) p;
   (void) now;
-  if (ad->pool->breaker.enabled && cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
-      (!ad->pool->breaker.open_wait ||
-       !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000)))
+  if (cg__retry_breaker_refuses(ad))
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
@@ -1088,7 +1103,8 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
     int64_t rest = sleep_ms - waited_ms > ms ? sleep_ms - waited_ms : ms;
     if (cg_mono_ms() + rest + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
       return "retry_budget_exhausted";
-    *wait_ms = ms > 0 ? ms : 1;
+    /* Asked again at least every CG_BUDGET_RECHECK_MS: the breaker first, as above. */
+    *wait_ms = ms <= 0 ? 1 : ms < CG_BUDGET_RECHECK_MS ? ms : CG_BUDGET_RECHECK_MS;
   }
   return NULL;
 }

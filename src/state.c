@@ -530,8 +530,9 @@ int cg_state_intact(const struct cg_state *st) {
 
 /* The file at `path` is still the one `st` maps (same device and inode): repair it in
  * place, as cg_state_open would (grow it to the layout, re-initialise it under its lock
- * unless another process already did), keeping the mapping.  0 when it is usable again;
- * 1 when `path` is now another file (or none), -1 when the repair failed. */
+ * unless another process already did), keeping the mapping.  0 when this call re-made
+ * it; 2 when another process had repaired it already (valid under the lock); 1 when
+ * `path` is now another file (or none), -1 when the repair failed. */
 static int cg__repair(struct cg_state *st, const char *path) {
   struct cg_state_guard g;
   struct stat sb, cur;
@@ -560,6 +561,8 @@ static int cg__repair(struct cg_state *st, const char *path) {
     cg_state_guard_push(&g, st);
     if (!cg__valid(st, boot) || !cg_state_body_ok(st))
       cg__init(st, boot);
+    else
+      rc = 2;
     cg_state_guard_pop(&g);
   }
   flock(fd, LOCK_UN);
@@ -634,7 +637,12 @@ struct cg_state *cg_state_get(const char *path) {
      * and re-initialised under its lock, as a new process would); a file that is now
      * another one at the path gets a fresh mapping. */
     int r = path ? cg__repair(st, path) : -1;
-    if (r == 0) {
+    if (r == 2 && !short_file) {
+      /* Another process grew it back and re-made it while this one looked (the header
+       * not written yet when the probe read it): usable again, and that process said
+       * so.  Not "not valid" here: nothing this process saw was. */
+      __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
+    } else if (r == 0 || r == 2) {
       if (!__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         cg_warn_once("state-repaired", "state file %s was %s; re-initialised it (its pools, "
                      "breakers and budgets start over)", path,

@@ -291,6 +291,40 @@ class FlakyProviderTest(HoldTestCase):
         # 8 first attempts, and at most a few retries before it opened.
         self.assertLessEqual(len(self.mock.entries(url=self.url)), 8 + 8)
 
+    def test_a_retry_waiting_for_the_budget_sees_the_breaker_open(self):
+        """A retry the budget makes wait (one retry per 10 s window here) asks the breaker
+        again while it waits: when the breaker opens meanwhile (open = fail), the call ends
+        at once with the answer in hand (503), not ~10 s later with curl's error 7."""
+        self.budget_waiter_sees_the_breaker(())
+
+    def test_the_multi_driver_s_budget_wait_sees_the_breaker_open_too(self):
+        """The same through curl --parallel (the multi API's non-blocking driver)."""
+        self.budget_waiter_sees_the_breaker(("--parallel",))
+
+    def budget_waiter_sees_the_breaker(self, extra):
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="30", CURLGUARD_BREAKER_OPEN="fail",
+                        CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.1")
+        waiter_url = self.mock.url("/v1/chat/completions", plan="503")
+        waiter = self.popen(waiter_url, env, extra)
+        # Its first retry takes the window's one grant; its second one waits for the budget.
+        self.mock.wait_entries(url=waiter_url, count=2, timeout=10)
+        time.sleep(0.3)
+        one = dict(env, CURLGUARD_MAX_ATTEMPTS="1")
+        for _ in range(5):           # the waiter's failed retry counted too: 4 may do
+            self.assertEqual(self.curl(self.url, one).stdout, b"503")
+            if self.stat_breaker()["state"] == "open":
+                break
+        opened = time.monotonic()
+        self.assertEqual(self.stat_breaker()["state"], "open")
+        out, err = waiter.communicate(timeout=30)
+        took = time.monotonic() - opened
+        self.assertEqual((waiter.returncode, out), (0, b"503"), err)
+        self.assertLess(took, 3.0, "it waited for the budget past the breaker's opening")
+        self.assertEqual(len(self.mock.entries(url=waiter_url)), 2)
+        last = [r for r in self.records() if r["pid"] == waiter.pid and r["final"]]
+        self.assertEqual([(r["attempt"], r["status"], r["reason"]) for r in last],
+                         [(2, 503, "circuit_open")], last)
+
 
 if __name__ == "__main__":
     unittest.main()
