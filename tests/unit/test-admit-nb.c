@@ -148,10 +148,21 @@ Test(admitnb, retry_budget_wait_or_refusal) {
   cr_assert_eq(step(&ad, &nb, 1, &ms, &slot), CG_NB_GO);
   cr_assert_null(cg_admission_retry_nb(&ad, 100, 0, 0, &w));
   cr_assert_eq(w, 0, "the first retry is granted");
-  /* The second must wait for the window: 10 s, within a 30 s deadline. */
+  /* The second must wait for the window: 10 s, within a 30 s deadline; it is asked
+   * again every 250 ms (the breaker may open meanwhile: admit.c CG_BUDGET_RECHECK_MS). */
   r = cg_admission_retry_nb(&ad, 100, 0, 0, &w);
   cr_assert_null(r, "%s", r ? r : "");
-  cr_assert(w > 1000 && w <= 10000, "waits %lld ms", (long long) w);
+  cr_assert_eq(w, 250, "waits %lld ms", (long long) w);
+  /* A breaker that opened meanwhile (open = fail) ends the wait: circuit_open. */
+  open_breaker(&pc, &ad);
+  pc.breaker.open_wait = 0;
+  r = cg_admission_retry_nb(&ad, 100, 0, 250, &w);
+  cr_assert_str_eq(r ? r : "", "circuit_open");
+  /* Closed again (another pool config, the same budget): still waiting. */
+  pc.breaker.enabled = 0;
+  r = cg_admission_retry_nb(&ad, 100, 0, 250, &w);
+  cr_assert_null(r, "%s", r ? r : "");
+  cr_assert_eq(w, 250, "waits %lld ms", (long long) w);
   /* With 2 s left it cannot fit: refused, not waited for. */
   ad.deadline_ms = cg_mono_ms() + 2000;
   r = cg_admission_retry_nb(&ad, 100, 0, 0, &w);
