@@ -153,6 +153,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
   const char *colon = memchr(p, ':', n);
   size_t nl, i;
   const char *v;
+  char first;
 
   if (!colon)
     return;
@@ -164,8 +165,12 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     a->hints.has_location = 1;
     return;
   }
+  /* The first letter in lower case (| 0x20 makes a letter of nothing else): compared
+   * before strncasecmp, which most lines of the same length then skip. */
+  first = (char) (p[0] | 0x20);
   for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
-    if (wanted[i].len == nl && strncasecmp(p, wanted[i].name, nl) == 0) {
+    if (wanted[i].len == nl && wanted[i].name[0] == first &&
+        strncasecmp(p, wanted[i].name, nl) == 0) {
       cg__hint_copy((char *) &a->hints + wanted[i].off, wanted[i].cap, v,
                     (size_t) (p + n - v));
       return;
@@ -179,7 +184,7 @@ static long cg__status_line(const char *p, size_t n) {
   long s = 0;
   int digits = 0;
 
-  if (n < 12 || strncmp(p, "HTTP/", 5) != 0)
+  if (n < 12 || memcmp(p, "HTTP/", 5) != 0) /* n >= 12: the 5 bytes are there */
     return 0;
   while (i < n && p[i] != ' ')
     i++;
@@ -547,6 +552,7 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
   CURLcode (*set)(CURL *, CURLoption, ...) = a->h->lib->easy_setopt;
   CURLcode rc = CURLE_OK;
 
+  a->h->set_in_perform = 0;
 #define CG_SET(opt, val)                                                                  \
   do {                                                                                    \
     CURLcode r_ = set(c, opt, val);                                                       \
@@ -595,8 +601,63 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
   return rc;
 }
 
+/* The host's progress callbacks back (see cg_attempt_put_back). */
+static void cg__put_back_progress(const struct cg_handle *h, CURL *c) {
+  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+
+  /* XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback flag
+   * (lib/setopt.c): the one set last decides it, so set the host's xferinfo and then,
+   * if the flag would differ from the host's, the host's progress function. */
+  set(c, CURLOPT_XFERINFOFUNCTION, h->xferinfo_fn);
+  if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
+    set(c, CURLOPT_PROGRESSFUNCTION, h->progress_fn);
+  set(c, CURLOPT_XFERINFODATA, h->progress_data);
+  set(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
+}
+
 void cg_attempt_restore(struct cg_attempt *a) {
-  cg_attempt_put_back(a->h, a->h->curl);
+  const struct cg_handle *h = a->h;
+  CURL *c = h->curl;
+  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+
+  if (h->set_in_perform) {
+    cg_attempt_put_back(h, c); /* the host set options meanwhile: all of them */
+    return;
+  }
+  /* Only what cg_attempt_install changed (issue 16: 10 to 22 setopts per attempt); the
+   * rest still holds the host's values, which libcurl was given by the shim. */
+  set(c, CURLOPT_WRITEFUNCTION, h->write_fn);
+  set(c, CURLOPT_WRITEDATA, h->write_data);
+  set(c, CURLOPT_HEADERFUNCTION, h->header_fn);
+  set(c, CURLOPT_HEADERDATA, h->header_data);
+  cg__put_back_progress(h, c);
+  set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
+  set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+  set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
+  if (a->wrap_read) {
+    set(c, CURLOPT_READFUNCTION, h->read_fn);
+    set(c, CURLOPT_READDATA, h->read_data);
+  }
+  if (a->headers)
+    set(c, CURLOPT_HTTPHEADER, h->httpheader);
+  if (a->watch_resend) {
+    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn);
+    set(c, CURLOPT_PREREQDATA, h->prereq_data);
+  }
+  if (h->resolver_start_fn) {
+    set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
+    set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
+  }
+  if (h->seek_fn) {
+    set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
+    set(c, CURLOPT_SEEKDATA, h->seek_data);
+  }
+  if (h->opensocket_fn) {
+    set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
+    set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
+  }
+  if (a->skip_hsts_read && h->hstsread_fn)
+    set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
 }
 
 void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
@@ -606,14 +667,7 @@ void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
   set(c, CURLOPT_WRITEDATA, h->write_data);
   set(c, CURLOPT_HEADERFUNCTION, h->header_fn);
   set(c, CURLOPT_HEADERDATA, h->header_data);
-  /* XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback flag
-   * (lib/setopt.c): the one set last decides it, so set the host's xferinfo and then,
-   * if the flag would differ from the host's, the host's progress function. */
-  set(c, CURLOPT_XFERINFOFUNCTION, h->xferinfo_fn);
-  if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
-    set(c, CURLOPT_PROGRESSFUNCTION, h->progress_fn);
-  set(c, CURLOPT_XFERINFODATA, h->progress_data);
-  set(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
+  cg__put_back_progress(h, c);
   set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
   set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
   set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);

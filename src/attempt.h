@@ -136,7 +136,8 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
  * nothing needs restoring beyond cg_attempt_restore). */
 CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms);
 
-/* Put back every option cg_attempt_install changed, from the shadow. */
+/* Put back every option cg_attempt_install changed, from the shadow; every option
+ * cg_handle_overridden lists when the host set one during the attempt (set_in_perform). */
 void cg_attempt_restore(struct cg_attempt *a);
 
 /* The same on handle `c` from shadow `h`: also for a copy the host made with

@@ -52,7 +52,6 @@ struct cg_call {
   struct cg_handle *h;
   const struct cg_config *cfg;
   const struct cg_lib *lib;
-  struct cg_url url;
   const char *method;         /* the shadow's idea, before the first attempt */
   int idempotent;
   int64_t deadline_ms;        /* monotonic */
@@ -107,8 +106,21 @@ struct cg_call {
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
   char task_id_buf[128];      /* read only through task_id */
   char fallback_url[4096];    /* the URL sent instead of the host's, "" = not diverted */
+  struct cg_url url;          /* written by cg_engine_begin (or kept, see memo) */
   struct cg_pool_cfg pool_scratch;     /* written by cg_config_pool_at when used */
   struct cg_pool_cfg fallback_scratch; /* likewise */
+  /* What cg_engine_begin made of the URL, kept with the memory for the thread's next call
+   * (cg__spare): url and pool are those of the URL whose part before its first '?' or
+   * '#' is memo_key, with default protocol memo_proto, under config memo_cfg (NULL: no
+   * memo).  cg_url_parse_default reads nothing after that part, and the pool and
+   * whether the host is guarded follow from url and the config, so a call to the same
+   * place with another query (batch hosts, ?i=N) skips the parse, the glob matching and
+   * the pool's build (1.5k instructions, issue 16).  Only guarded URLs are kept. */
+  const struct cg_config *memo_cfg;
+  const struct cg_pool_cfg *memo_pool; /* the config's own pool, or NULL: pool_scratch */
+  size_t memo_n;
+  char memo_key[512];
+  char memo_proto[32];
 };
 #define CG_CALL_ZEROED offsetof(struct cg_call, request_id)
 
@@ -447,7 +459,7 @@ oom:
 
 static void cg__call_init(struct cg_call *call, struct cg_handle *h,
                           const struct cg_config *cfg) {
-  int64_t budget = cfg->deadline_ms;
+  int64_t budget = cfg->deadline_ms, now_ms;
   char key[128];
 
   memset(call, 0, CG_CALL_ZEROED);
@@ -460,7 +472,8 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
       cg_method_idempotent(call->method) || cg_handle_header(h, "Idempotency-Key", NULL, 0);
   if (h->timeout_ms > 0 && h->timeout_ms < budget)
     budget = h->timeout_ms; /* the host's CURLOPT_TIMEOUT is a hard deadline */
-  call->deadline_ms = cg_mono_ms() + budget;
+  now_ms = cg_mono_ms(); /* also the time of the repeat check below */
+  call->deadline_ms = now_ms + budget;
   call->file_start = -1;
   if (cfg->request_id_header &&
       cg_handle_header(h, cfg->request_id_header, key, sizeof(key))) {
@@ -483,7 +496,7 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   call->repeat_key =
       cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL);
   if (cfg->repeat_window_ms > 0)
-    call->repeats = cg_repeat_note(call->repeat_key, cg_mono_ms(), cfg->repeat_window_ms,
+    call->repeats = cg_repeat_note(call->repeat_key, now_ms, cfg->repeat_window_ms,
                                    call->repeat_of, sizeof(call->repeat_of));
 }
 
@@ -494,9 +507,11 @@ static void cg__call_free(struct cg_call *call) {
   cg_digest_free(call->stream_digest);
 }
 
-/* Per-attempt limits: what is left of the deadline, and the connect timeout. */
-static void cg__limits(const struct cg_call *call, long *timeout_ms, long *connect_ms) {
-  int64_t left = call->deadline_ms - cg_mono_ms();
+/* Per-attempt limits at monotonic time `now_ms`: what is left of the deadline, and the
+ * connect timeout. */
+static void cg__limits(const struct cg_call *call, int64_t now_ms, long *timeout_ms,
+                       long *connect_ms) {
+  int64_t left = call->deadline_ms - now_ms;
   long conn = call->cfg->connect_timeout_ms;
 
   if (left < 1)
@@ -538,7 +553,8 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   a->skip_hsts_read = call->attempt > 1;
   if (call->stream_digest)
     cg_digest_reset(call->stream_digest);
-  cg__limits(call, &timeout_ms, &connect_ms);
+  /* The attempt's start is "now": only bookkeeping ran since (one clock read less). */
+  cg__limits(call, call->t_attempt_ms, &timeout_ms, &connect_ms);
 
   h->in_perform = 1;
   rc = cg_attempt_install(a, timeout_ms, connect_ms);
@@ -763,6 +779,7 @@ static int cg__divert(struct cg_call *call) {
   cg_admission_finish(&call->admission); /* the first pool's probe or retry slot */
   call->fallback_from = from->name;
   call->url = u;
+  call->memo_cfg = NULL; /* url no longer what memo_key says */
   call->pool = cg_config_pool_at(call->cfg, u.host, u.port, u.scheme, &call->fallback_scratch);
   call->admission.pool = call->pool;
   call->admission.pool_index = -1;
@@ -1102,23 +1119,89 @@ static CURLcode cg__run(struct cg_call *call) {
 
 /* ---- the engine's steps, for both drivers (engine.h) ---- */
 
+/* Each thread keeps the memory of its last ended call for its next one: a struct cg_call
+ * is 14 KiB, and its malloc and free were about 1.1k instructions of every request
+ * (issue 16).  Nothing of the old call is read: cg__call_init zeroes what must start
+ * zeroed and the rest is written before it is read, as with fresh malloc memory.  The
+ * key frees a thread's spare when the thread exits. */
+static pthread_key_t cg__spare_key;
+static int cg__spare_key_ok;
+static __thread struct cg_call *cg__spare;
+
+__attribute__((constructor)) static void cg__spare_init(void) {
+  cg__spare_key_ok = pthread_key_create(&cg__spare_key, free) == 0;
+}
+
+static struct cg_call *cg__call_alloc(void) {
+  struct cg_call *call = cg__spare;
+
+  if (!call)
+    return malloc(sizeof(*call));
+  cg__spare = NULL;
+  pthread_setspecific(cg__spare_key, NULL);
+  return call;
+}
+
+static void cg__call_release(struct cg_call *call) {
+  if (!cg__spare && cg__spare_key_ok && pthread_setspecific(cg__spare_key, call) == 0) {
+    cg__spare = call;
+    return;
+  }
+  free(call);
+}
+
+/* 1 when the thread's spare call holds the memo for the handle's URL (see memo_key). */
+static int cg__memo_hit(const struct cg_call *spare, const struct cg_handle *h,
+                        const struct cg_config *cfg, size_t n) {
+  const char *proto = h->default_protocol ? h->default_protocol : "";
+  return spare && spare->memo_cfg == cfg && spare->memo_n == n &&
+         memcmp(spare->memo_key, h->url, n) == 0 && strcmp(spare->memo_proto, proto) == 0;
+}
+
+/* Keep the memo of the call's url and pool with its memory (see memo_key). */
+static void cg__memo_keep(struct cg_call *call, const struct cg_handle *h, size_t n) {
+  const char *proto = h->default_protocol ? h->default_protocol : "";
+  size_t np = strlen(proto);
+
+  call->memo_cfg = NULL;
+  if (n >= sizeof(call->memo_key) || np >= sizeof(call->memo_proto))
+    return; /* not kept: parsed again next time */
+  memcpy(call->memo_key, h->url, n);
+  memcpy(call->memo_proto, proto, np + 1);
+  call->memo_n = n;
+  call->memo_pool = call->pool == &call->pool_scratch ? NULL : call->pool;
+  call->memo_cfg = call->cfg;
+}
+
 struct cg_call *cg_engine_begin(struct cg_handle *h) {
   const struct cg_config *cfg = cg_config();
   struct cg_call *call;
   struct cg_url url;
+  size_t n;
 
-  if (!h->url || cg_url_parse_default(h->url, h->default_protocol, &url) != 0 ||
-      !cg_url_is_http(&url) || !cg_config_host_guarded(cfg, url.host))
+  if (!h->url)
     return NULL;
-  if (!(call = malloc(sizeof(*call)))) {
-    cg_warn_once("call-oom", "out of memory: a call runs without the guard");
-    return NULL;
+  n = strcspn(h->url, "?#");
+  if (cg__memo_hit(cg__spare, h, cfg, n)) {
+    call = cg__call_alloc(); /* the spare, its url and pool those of this URL */
+    cg__call_init(call, h, cfg);
+    call->pool = call->memo_pool ? call->memo_pool : &call->pool_scratch;
+  } else {
+    if (cg_url_parse_default(h->url, h->default_protocol, &url) != 0 ||
+        !cg_url_is_http(&url) || !cg_config_host_guarded(cfg, url.host))
+      return NULL;
+    if (!(call = cg__call_alloc())) {
+      cg_warn_once("call-oom", "out of memory: a call runs without the guard");
+      return NULL;
+    }
+    cg__call_init(call, h, cfg);
+    call->url = url;
+    call->pool =
+        cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call->pool_scratch);
+    cg__memo_keep(call, h, n);
   }
-  cg__call_init(call, h, cfg);
-  call->url = url;
   if (!call->model)
-    call->model = cg_body_model_from_path(url.path); /* Gemini, Vertex AI: in the path */
-  call->pool = cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call->pool_scratch);
+    call->model = cg_body_model_from_path(call->url.path); /* Gemini, Vertex AI: in the path */
   call->admission.pool = call->pool;
   call->admission.pool_index = -1;
   call->admission.max_retry_after_ms = cfg->max_retry_after_ms;
@@ -1208,7 +1291,7 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
                    cg_mono_ms(), call->repeats,
                    call->repeat_of[0] ? call->repeat_of : call->request_id);
   cg__call_free(call);
-  free(call);
+  cg__call_release(call);
 }
 
 /* ---- the easy driver's entry point (guard.h) ---- */

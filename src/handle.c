@@ -278,6 +278,7 @@ void cg_handle_reset(struct cg_handle *h) {
   h->curl = curl;
   h->lib = lib;
   h->in_perform = in_perform;
+  h->set_in_perform = in_perform; /* libcurl's options are all its defaults now */
   cg__defaults(h);
 }
 
@@ -301,6 +302,7 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup) {
     *h = *src;
     h->curl = curl;
     h->in_perform = 0;
+    h->set_in_perform = 0;
   }
   h->url = src->url ? strdup(src->url) : NULL;
   h->custom_request = src->custom_request ? strdup(src->custom_request) : NULL;

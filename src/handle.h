@@ -85,6 +85,10 @@ struct cg_handle {
   /* Non-zero while a guarded perform runs: options the guard overrides are then only
    * recorded here, and the attempt picks the new value up from the shadow. */
   int in_perform;
+  /* Set when the host, while in_perform, set an option cg_handle_overridden lists or reset
+   * the handle: the attempt's restore then puts every option back (cg_attempt_put_back),
+   * not only those it installed.  Cleared when an attempt is installed. */
+  int set_in_perform;
   /* Non-zero while the guard hands a held response to the host after its transfer
    * ended: curl_easy_pause() then answers for libcurl (see shim.c). */
   int replaying;

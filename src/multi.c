@@ -91,7 +91,10 @@ static size_t cg__bucket(const void *p) {
 
 struct cg_multi *cg_multi_get(CURLM *m) {
   struct cg_multi *cm;
-  if (!m)
+  /* No multi handle of the host's exists (the easy driver's case: curl_easy_perform
+   * drives libcurl's private multi through the exported functions, several calls per
+   * request): no lock taken.  A handle the host made and uses was listed before. */
+  if (!m || !__atomic_load_n(&cg__multis, __ATOMIC_ACQUIRE))
     return NULL;
   pthread_mutex_lock(&cg__mutex);
   for (cm = cg__multis; cm; cm = cm->next)
@@ -435,7 +438,7 @@ CURLM *cg_multi_init(const struct cg_lib *lib) {
   cm->told_abs = -1;
   pthread_mutex_lock(&cg__mutex);
   cm->next = cg__multis;
-  cg__multis = cm;
+  __atomic_store_n(&cg__multis, cm, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&cg__mutex);
   return m;
 }
@@ -692,7 +695,7 @@ CURLMcode cg_multi_cleanup(struct cg_multi *cm) {
   pthread_mutex_lock(&cg__mutex);
   for (pp = &cg__multis; *pp; pp = &(*pp)->next)
     if (*pp == cm) {
-      *pp = cm->next;
+      __atomic_store_n(pp, cm->next, __ATOMIC_RELEASE); /* cg_multi_get reads the head */
       break;
     }
   pthread_mutex_unlock(&cg__mutex);

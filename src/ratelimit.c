@@ -61,8 +61,8 @@ int64_t cg_rl_rfc3339_ms(const char *s) {
   const char *p;
   int64_t secs, off = 0, frac_ms = 0, scale = 100;
 
-  if (!s)
-    return -1;
+  if (!s || !*s)
+    return -1; /* as both strptime would say (every call without such a header) */
   memset(&tm, 0, sizeof(tm));
   p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
   if (!p)

@@ -124,6 +124,10 @@ static char *cg__put_str(char *w, const char *s) {
  * doubles, which would print 9007199254740993 as 9.00719925474099e+15; snprintf's "%lld"
  * costs about 800 instructions a call, and a record has 25 integers).  Returns the end. */
 static char *cg__put_int(char *w, int64_t v) {
+  static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930"
+                              "31323334353637383940414243444546474849505152535455565758596061"
+                              "62636465666768697071727374757677787980818283848586878889909192"
+                              "93949596979899";
   char buf[20], *p = buf + sizeof(buf);
   uint64_t u;
   size_t n;
@@ -132,10 +136,17 @@ static char *cg__put_int(char *w, int64_t v) {
     return w + 4;
   }
   u = v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
-  do {
-    *--p = (char) ('0' + u % 10);
-    u /= 10;
-  } while (u);
+  while (u >= 100) { /* two digits a step */
+    p -= 2;
+    memcpy(p, pairs + 2 * (u % 100), 2);
+    u /= 100;
+  }
+  if (u >= 10) {
+    p -= 2;
+    memcpy(p, pairs + 2 * u, 2);
+  } else {
+    *--p = (char) ('0' + u);
+  }
   if (v < 0)
     *w++ = '-';
   n = (size_t) (buf + sizeof(buf) - p);

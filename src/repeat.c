@@ -42,9 +42,28 @@ static uint64_t cg__thread_id(void) {
   return mine;
 }
 static size_t cg__next;
+/* How many slots hold failed=1, written under cg__repeat_mutex.  Only a failed slot is
+ * ever read (cg_repeat_note) or needs ending (cg_repeat_done with CG_REPEAT_OK): with none,
+ * both return at once without the lock or the scan of CG_REPEAT_SLOTS (issue 16: most
+ * calls end ok, so this is the common case).  A thread's own failed slot keeps it >= 1
+ * until that slot is ended or evicted, so its next cg_repeat_note cannot miss it. */
+static size_t cg__nfailed;
 
 uint64_t cg_repeat_key(const char *method, const char *url, const char *body_digest) {
   XXH3_state_t st;
+  size_t nm = strlen(method) + 1, nu = strlen(url) + 1, nd = body_digest ? strlen(body_digest) : 0;
+  char buf[1024];
+
+  /* The same bytes hashed at once: XXH3 of a concatenation is the streamed hash of its
+   * parts (the value must not change: limiter.c keys the state file's pools with it), and
+   * one call costs a quarter of the reset, updates and digest (issue 16). */
+  if (nm + nu + nd <= sizeof(buf)) {
+    memcpy(buf, method, nm);
+    memcpy(buf + nm, url, nu);
+    if (nd)
+      memcpy(buf + nm + nu, body_digest, nd);
+    return XXH3_64bits(buf, nm + nu + nd);
+  }
   XXH3_64bits_reset(&st);
   XXH3_64bits_update(&st, method, strlen(method) + 1);
   XXH3_64bits_update(&st, url, strlen(url) + 1);
@@ -58,6 +77,8 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, 
   uint64_t me = cg__thread_id();
   size_t i;
 
+  if (!__atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE))
+    return 0; /* no failed call to repeat */
   pthread_mutex_lock(&cg__repeat_mutex);
   for (i = 0; i < CG_REPEAT_SLOTS; i++) {
     const struct cg__seen *s = &cg__seen[i];
@@ -79,6 +100,8 @@ void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int re
 
   if (end == CG_REPEAT_LOCAL)
     return; /* never reached the network: neither a failure nor a refresh of a chain */
+  if (end == CG_REPEAT_OK && !__atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE))
+    return; /* what it would write is read only in a failed slot (cg__nfailed) */
   pthread_mutex_lock(&cg__repeat_mutex);
   for (i = 0; i < CG_REPEAT_SLOTS && !hit; i++)
     if (cg__seen[i].key == key)
@@ -88,9 +111,11 @@ void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int re
     cg__next = (cg__next + 1) % CG_REPEAT_SLOTS;
   }
   if (hit) {
+    size_t nfailed = cg__nfailed - (size_t) (hit->failed != 0);
     hit->key = key;
     hit->t_ms = now_ms;
     hit->failed = end == CG_REPEAT_FAILED;
+    __atomic_store_n(&cg__nfailed, nfailed + (size_t) (hit->failed != 0), __ATOMIC_RELEASE);
     hit->thread = cg__thread_id();
     hit->repeats = hit->failed ? repeats : 0;
     /* A chain of repeats keeps pointing at the call that started it. */

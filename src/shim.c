@@ -94,6 +94,7 @@ CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
      * pointed at the guard; it takes the host's new value from the shadow and puts
      * it in place when the attempt ends. */
     cg_handle_record(h, (long) option, &v);
+    h->set_in_perform = 1;
     return CURLE_OK;
   }
   rc = cg_optval_forward(lib->easy_setopt, curl, (long) option, &v);
