@@ -4,6 +4,9 @@
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* No JSON tree (issue 16): one pass over the body with cJSON 1.7.15's grammar (the parser
  * used before; src/usage.c describes its rules: whitespace is any byte up to 0x20, at
@@ -69,9 +72,10 @@ static unsigned long cg__hex4(const unsigned char *p) {
 }
 
 /* The string whose opening quote is at `p`: decoded into `k`.  Returns the byte after its
- * closing quote, or NULL when it does not parse (cJSON's parse_string). */
-static const unsigned char *cg__string(const unsigned char *p, const unsigned char *end,
-                                       struct cg__sink *k) {
+ * closing quote, or NULL when it does not parse (cJSON's parse_string).  The cases
+ * cg__string_at leaves, the way cJSON reads them: the extent first, then the decoding. */
+static const unsigned char *cg__string_slow(const unsigned char *p, const unsigned char *end,
+                                            struct cg__sink *k) {
   const unsigned char *q = p + 1, *e = p + 1;
   /* the extent: up to the first '"' that no backslash escapes */
   for (;;) {
@@ -145,6 +149,120 @@ static const unsigned char *cg__string(const unsigned char *p, const unsigned ch
   return e + 1;
 }
 
+/* The bits set in a 16-bit mask. */
+static inline unsigned cg__bits16(unsigned x) {
+  x = x - (x >> 1 & 0x5555);
+  x = (x & 0x3333) + (x >> 2 & 0x3333);
+  x = (x + (x >> 4)) & 0x0F0F;
+  return (x + (x >> 8)) & 0x1F;
+}
+
+/* The first '"', '\\' or NUL at or after `s`, or `end`.  With `chars`, the UTF-8
+ * characters before it (bytes that are not 10xxxxxx) are added to `*chars`.  16 bytes at
+ * a time with SSE2, one at a time without. */
+static inline const unsigned char *cg__plain(const unsigned char *s, const unsigned char *end,
+                                             int64_t *chars) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+  const __m128i cont = _mm_set1_epi8((char) 0xC0); /* signed: 10xxxxxx is below it */
+  while (end - s >= 16) {
+    __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
+    unsigned stop = (unsigned) _mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)), _mm_cmpeq_epi8(x, zero)));
+    unsigned n = stop ? (unsigned) __builtin_ctz(stop) : 16;
+    if (chars) {
+      unsigned before = (1u << n) - 1;
+      unsigned c = (unsigned) _mm_movemask_epi8(_mm_cmplt_epi8(x, cont)) & before;
+      *chars += (int64_t) (n - (c ? cg__bits16(c) : 0));
+    }
+    if (stop)
+      return s + n;
+    s += 16;
+  }
+#endif
+  for (; s < end && *s != '"' && *s != '\\' && *s; s++)
+    if (chars)
+      *chars += (*s & 0xC0) != 0x80;
+  return s;
+}
+
+/* Whether the four bytes at `p` are hex digits. */
+static int cg__is_hex4(const unsigned char *p) {
+  int i;
+  for (i = 0; i < 4; i++)
+    if (!((p[i] >= '0' && p[i] <= '9') || ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'f')))
+      return 0;
+  return 1;
+}
+
+/* The string whose opening quote is at `p`, decoded into `k`, from `q` on (`k` holds what
+ * came before `q`: p + 1 and a fresh sink for the whole string).  Returns the byte after
+ * its closing quote, or NULL when it does not parse (cJSON's parse_string).  One pass:
+ * runs of plain bytes at once (cg__plain), the escapes where they are; the odd ones (a \u
+ * that is not four hex digits, a surrogate pair not whole) by cg__string_slow from the
+ * start. */
+static const unsigned char *cg__string_at(const unsigned char *p, const unsigned char *q,
+                                          const unsigned char *end, struct cg__sink *k) {
+  const unsigned char *r;
+  for (;;) {
+    int use = (k->count || k->keep) && !k->nul;
+    r = cg__plain(q, end, use && k->count ? &k->chars : NULL);
+    if (use && k->keep && k->len + 1 < k->cap && r > q) {
+      size_t n = (size_t) (r - q), room = k->cap - 1 - k->len;
+      memcpy(k->keep + k->len, q, n < room ? n : room);
+      k->len += n < room ? n : room;
+    }
+    if (r >= end)
+      return NULL; /* no closing quote */
+    if (*r == '"')
+      return r + 1;
+    if (!*r) { /* a NUL ends the C string; the JSON string goes on */
+      k->nul = 1;
+      q = r + 1;
+      continue;
+    }
+    if (r + 1 >= end)
+      return NULL;
+    switch (r[1]) { /* an escape */
+    case 'b': cg__emit(k, '\b'); break;
+    case 'f': cg__emit(k, '\f'); break;
+    case 'n': cg__emit(k, '\n'); break;
+    case 'r': cg__emit(k, '\r'); break;
+    case 't': cg__emit(k, '\t'); break;
+    case '"': case '\\': case '/': cg__emit(k, r[1]); break;
+    case 'u': {
+      unsigned long cp, lo;
+      if (end - r < 6 || !cg__is_hex4(r + 2))
+        goto slow;
+      cp = cg__hex4(r + 2);
+      if (cp >= 0xDC00 && cp <= 0xDFFF)
+        return NULL; /* a lone low surrogate */
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (end - r < 12 || r[6] != '\\' || r[7] != 'u' || !cg__is_hex4(r + 8))
+          goto slow;
+        lo = cg__hex4(r + 8);
+        if (lo < 0xDC00 || lo > 0xDFFF)
+          return NULL;
+        cg__emit_cp(k, 0x10000 + ((cp & 0x3FF) << 10 | (lo & 0x3FF)));
+        q = r + 12;
+      } else {
+        cg__emit_cp(k, cp);
+        q = r + 6;
+      }
+      continue;
+    }
+    default:
+      return NULL;
+    }
+    q = r + 2;
+  }
+slow:
+  k->chars = 0;
+  k->len = 0;
+  k->nul = 0;
+  return cg__string_slow(p, end, k);
+}
+
 /* The number at `p` ('-' or a digit): the run of [0-9+-eE.], which strtod must read
  * whole.  Returns its end, or NULL; `*v` gets its value when `v`. */
 static const unsigned char *cg__number(const unsigned char *p, const unsigned char *end,
@@ -169,6 +287,18 @@ static const unsigned char *cg__number(const unsigned char *p, const unsigned ch
   }
   if (!(st == 1 || st == 3 || st == 4 || st == 7))
     return NULL;
+  if (v && st == 1 && *s != '-') { /* digits only: up to 15 of them are exact in a double */
+    const unsigned char *d = s;
+    uint64_t x = 0;
+    while (d < p && *d == '0')
+      d++;
+    if (p - d <= 15) {
+      for (; d < p; d++)
+        x = x * 10 + (uint64_t) (*d - '0');
+      *v = (double) x; /* what strtod reads */
+      return p;
+    }
+  }
   if (v) {
     size_t n = (size_t) (p - s), i;
     char small[64], *t = n < sizeof(small) ? small : malloc(n + 1);
@@ -225,9 +355,10 @@ static int cg__member(const char *key, size_t len, unsigned depth, int in_gc) {
 
 /* The whole body, as cJSON_ParseWithLength read it.  0 when it does not parse. */
 static int cg__scan(const unsigned char *p, const unsigned char *end, struct cg__body *b) {
-  uint64_t arr[(CG__DEPTH_MAX + 64) / 64] = {0};
+  uint64_t arr[(CG__DEPTH_MAX + 64) / 64]; /* a depth's bit is set when it is entered */
   unsigned depth = 0, skip = 0; /* skip: depth of a "model" member's container, or 0 */
   int in_gc = 0, slot = CG__M_NONE, is_model = 0;
+  int in_arr = 0; /* the container at `depth` is an array (arr's bit, at hand) */
   char key[32];
 
   p = cg__ws(p, end);
@@ -243,6 +374,7 @@ value:
       arr[depth / 64] |= UINT64_C(1) << (depth % 64);
     else
       arr[depth / 64] &= ~(UINT64_C(1) << (depth % 64));
+    in_arr = is_arr;
     if (depth == 2 && slot == CG__M_GENCONF && !is_arr)
       in_gc = 1;
     if (is_model && !skip)
@@ -257,15 +389,33 @@ value:
     goto key;
   }
   if (*p == '"') {
-    struct cg__sink k = {0, 0, 0, NULL, 0, 0};
-    k.count = !skip && !is_model;
-    if (slot == CG__M_MODEL)
-      k.keep = b->model, k.cap = sizeof(b->model);
-    if (!(p = cg__string(p, end, &k)))
-      return 0;
-    b->chars += k.chars;
-    if (slot == CG__M_MODEL)
-      b->model_len = k.len;
+    int count = !skip && !is_model;
+    int64_t chars = 0;
+    const unsigned char *r = cg__plain(p + 1, end, count ? &chars : NULL);
+    if (r < end && *r == '"') { /* plain, mostly */
+      if (slot == CG__M_MODEL) {
+        size_t n = (size_t) (r - (p + 1));
+        n = n < sizeof(b->model) - 1 ? n : sizeof(b->model) - 1;
+        memcpy(b->model, p + 1, n);
+        b->model_len = n;
+      }
+      b->chars += chars;
+      p = r + 1;
+    } else {
+      struct cg__sink k = {0, 0, 0, NULL, 0, 0};
+      k.count = count;
+      k.chars = chars;
+      if (slot == CG__M_MODEL) {
+        k.keep = b->model, k.cap = sizeof(b->model);
+        r = p + 1; /* kept from the start */
+        k.chars = 0;
+      }
+      if (!(p = cg__string_at(p, r, end, &k)))
+        return 0;
+      b->chars += k.chars;
+      if (slot == CG__M_MODEL)
+        b->model_len = k.len;
+    }
   } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
     double v = 0;
     int max = slot >= CG__M_MAX_TOKENS && slot <= CG__M_MAX_OUTPUT ? 1 : slot == CG__M_GEN_MAX;
@@ -290,33 +440,44 @@ after:
     return 0;
   if (*p == ',') {
     p = cg__ws(p + 1, end);
-    if (arr[depth / 64] >> (depth % 64) & 1) {
+    if (in_arr) {
       slot = CG__M_NONE, is_model = 0;
       goto value;
     }
     goto key;
   }
-  if (*p != ((arr[depth / 64] >> (depth % 64) & 1) ? ']' : '}'))
+  if (*p != (in_arr ? ']' : '}'))
     return 0;
 close:
   p++;
-  if (depth == 2 && in_gc && !(arr[depth / 64] >> (depth % 64) & 1))
+  if (depth == 2 && in_gc && !in_arr)
     in_gc = 0;
   if (skip == depth)
     skip = 0;
   depth--;
+  in_arr = depth && (arr[depth / 64] >> (depth % 64) & 1);
   goto after;
 key:
   if (p >= end || *p != '"')
     return 0;
   {
-    struct cg__sink k = {0, 0, 0, key, 0, sizeof(key) + 1};
+    const unsigned char *r = cg__plain(p + 1, end, NULL);
+    const char *name = key;
+    size_t len;
     int m;
-    if (!(p = cg__string(p, end, &k)))
-      return 0;
-    /* a name longer than the buffer is none of ours: k.len == sizeof(key) */
-    is_model = k.len == 5 && memcmp(key, "model", 5) == 0;
-    m = k.len < sizeof(key) ? cg__member(key, k.len, depth, in_gc) : CG__M_NONE;
+    if (r < end && *r == '"') { /* plain: compared where it is */
+      name = (const char *) p + 1;
+      len = (size_t) (r - (p + 1));
+      p = r + 1;
+    } else {
+      struct cg__sink k = {0, 0, 0, key, 0, sizeof(key) + 1};
+      if (!(p = cg__string_at(p, p + 1, end, &k)))
+        return 0;
+      len = k.len;
+    }
+    /* a name longer than the buffer is none of ours: len >= sizeof(key) */
+    is_model = len == 5 && memcmp(name, "model", 5) == 0;
+    m = len < sizeof(key) ? cg__member(name, len, depth, in_gc) : CG__M_NONE;
     slot = CG__M_NONE;
     if (m != CG__M_NONE && !(b->seen & (1u << m))) {
       b->seen |= 1u << m; /* only a name's first member counts */
@@ -338,11 +499,16 @@ void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens) 
     p++;
   if (p == end || *p != '{' || len > CG_BODY_PARSE_MAX)
     return;
-  memset(&b, 0, sizeof(b));
+  b.chars = 0; /* not the model's 201 bytes: model_len says what they hold */
+  b.max_out = 0;
+  b.model_len = 0;
+  b.seen = 0;
   if (!cg__scan((const unsigned char *) body, (const unsigned char *) end, &b))
     return;
-  if (b.model_len)
-    *model = strndup(b.model, b.model_len);
+  if (b.model_len && (*model = malloc(b.model_len + 1))) { /* no NUL in the bytes kept */
+    memcpy(*model, b.model, b.model_len);
+    (*model)[b.model_len] = '\0';
+  }
   /* Bounded before the conversion (found by fuzzing: "max_tokens": 1e300 was a
    * float-to-integer overflow, UB): no model writes more than CG_BODY_OUTPUT_MAX. */
   *tokens = (b.chars + 3) / 4 +

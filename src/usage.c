@@ -1,15 +1,16 @@
 /* usage.c - the token usage a provider reports in its response body (see usage.h).
  *
  * No JSON tree is built.  A JSON body streams through a push scanner as it arrives (one
- * pass over each byte, nothing buffered); an SSE event's data is held as before and, only
- * when its bytes could matter (cg__may_matter), run through the same scanner.  The
- * scanner accepts exactly what cJSON 1.7.15's cJSON_ParseWithLength accepted (the parser
- * this file used before issue 16; fuzz/fuzz-usage-diff.c runs both side by side), and it
- * collects only the members the rules below read, with cJSON_GetObjectItemCaseSensitive's
- * meaning: the FIRST member of a name counts, later ones with the same name do not, and
- * names compare as C strings (a \u0000 in a name or value ends it).  What one object
- * says is applied when it closes, to a tentative copy of the counts that replaces the
- * real ones only when the whole document parsed. */
+ * pass over each byte, nothing buffered); an SSE event's data is held as before (read in
+ * place when it is one data line whole in the buffer) and, only when its bytes could
+ * matter (cg__may_matter), run through the same scanner.  The scanner accepts exactly
+ * what cJSON 1.7.15's cJSON_ParseWithLength accepted (the parser this file used before
+ * issue 16; fuzz/fuzz-usage-diff.c runs both side by side), and it collects only the
+ * members the rules below read, with cJSON_GetObjectItemCaseSensitive's meaning: the
+ * FIRST member of a name counts, later ones with the same name do not, and names compare
+ * as C strings (a \u0000 in a name or value ends it).  What one object says is applied
+ * when it closes, to a tentative copy of the counts that replaces the real ones only when
+ * the whole document parsed. */
 #include "usage.h"
 
 #include <locale.h>
@@ -54,7 +55,8 @@ enum { CG__S_TYPE, CG__S_MODEL, CG__S_MODEL_VERSION, CG__S_MSG_MODEL, CG__S_RESP
 struct cg__facts {
   uint64_t seen;              /* slots (below) whose first member has been seen */
   uint32_t objs;              /* contexts that were objects; bit 31: "error" was one */
-  int64_t num[CG__N_COUNT];   /* -1: absent, not a number, or not a whole count */
+  uint64_t nset;              /* numbers (below) that have been read (the rest are -1) */
+  int64_t num[CG__N_COUNT];   /* -1: not a number, or not a whole count */
   unsigned char slen[CG__S_COUNT];
   char str[CG__S_COUNT][128]; /* up to 127 bytes, as far as a NUL */
 };
@@ -111,34 +113,78 @@ static const struct cg__slot cg__slots[] = {
 #define CG__NSLOTS (sizeof(cg__slots) / sizeof(cg__slots[0]))
 _Static_assert(CG__NSLOTS <= 64, "one bit per slot in cg__facts.seen");
 _Static_assert(CG__CX_COUNT <= 31, "one bit per context in cg__facts.objs");
+_Static_assert(CG__N_COUNT <= 64, "one bit per number in cg__facts.nset");
 
-/* The slot of member `key` (`len` bytes) in context `cx`, or -1.  Each context's slots
- * are consecutive in cg__slots, at the place this computes (a wrong place finds nothing,
- * which every table test would show). */
-static int cg__slot_of(unsigned cx, const char *key, size_t len) {
-  /* the lengths of the top-level names: most names there are none of ours */
-  static const uint32_t top_lens = 1u << 4 | 1u << 5 | 1u << 7 | 1u << 8 | 1u << 12 | 1u << 13;
-  size_t i, n;
-  if (cx == CG__CX_TOP && (len > 31 || !(top_lens >> len & 1)))
+/* Whether the `len` bytes at `a` and `b` are the same, for 4 <= len < 32 (every slot's
+ * name): a few overlapping 4- or 8-byte loads, no call. */
+static inline int cg__same(const char *a, const char *b, size_t len) {
+  uint64_t x, y;
+  size_t i;
+  if (len < 8) {
+    uint32_t u, v, w, z;
+    memcpy(&u, a, 4), memcpy(&v, b, 4), memcpy(&w, a + len - 4, 4), memcpy(&z, b + len - 4, 4);
+    return u == v && w == z;
+  }
+  for (i = 0; i + 8 < len; i += 8) {
+    memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+    if (x != y)
+      return 0;
+  }
+  memcpy(&x, a + len - 8, 8), memcpy(&y, b + len - 8, 8);
+  return x == y;
+}
+
+/* The slot of member `key` (`len` bytes) in context `cx`, or -1.  The one candidate is
+ * picked by the name's length and first byte, then checked against cg__slots (context,
+ * length, bytes): a wrong pick finds nothing, which every table test would show.  Each
+ * context's slots are consecutive in cg__slots, at the places written here. */
+static inline int cg__slot_of(unsigned cx, const char *key, size_t len) {
+  char c = len ? key[0] : '\0';
+  size_t i;
+  if (cx == CG__CX_TOP) {
+    switch (len) { /* most names there are none of ours: told by their length */
+    case 4: i = 0; break;                                 /* type */
+    case 5: i = c == 'e' ? 3 : c == 'm' ? 6 : 7; break;   /* error, model, usage */
+    case 7: i = 4; break;                                 /* message */
+    case 8: i = 5; break;                                 /* response */
+    case 12: i = 2; break;                                /* modelVersion */
+    case 13: i = 1; break;                                /* usageMetadata */
+    default: return -1;
+    }
+  } else if (cx == CG__CX_MSG || cx == CG__CX_RESP) {
+    if (len != 5)
+      return -1;
+    i = (cx == CG__CX_MSG ? 8 : 10) + (c == 'u');         /* model, usage */
+  } else if (cx == CG__CX_UM) {
+    switch (len) {
+    case 23: i = c == 't' ? 12 : 16; break; /* toolUsePromptTokenCount, cachedContentTokenCount */
+    case 16: i = 13; break;                 /* promptTokenCount */
+    case 20: i = 14; break;                 /* candidatesTokenCount */
+    case 18: i = 15; break;                 /* thoughtsTokenCount */
+    case 15: i = 17; break;                 /* totalTokenCount */
+    default: return -1;
+    }
+  } else if (cx >= CG__CX_USAGE && cx < CG__CX_DET) {
+    switch (len) {
+    case 13: i = c == 'p' ? 0 : 3; break;   /* prompt_tokens, output_tokens */
+    case 12: i = c == 'i' ? 1 : 4; break;   /* input_tokens, total_tokens */
+    case 17: i = 2; break;                  /* completion_tokens */
+    case 23: i = 5; break;                  /* cache_read_input_tokens */
+    case 27: i = 6; break;                  /* cache_creation_input_tokens */
+    case 21: i = c == 'p' ? 7 : 10; break;  /* prompt_ / output_tokens_details */
+    case 20: i = 8; break;                  /* input_tokens_details */
+    case 25: i = 9; break;                  /* completion_tokens_details */
+    default: return -1;
+    }
+    i += 18 + (cx - CG__CX_USAGE) * 15;
+  } else if (cx >= CG__CX_DET && cx < CG__CX_COUNT) {
+    i = 18 + (cx - CG__CX_DET) / 4 * 15 + 11 + (cx - CG__CX_DET) % 4;
+  } else {
     return -1;
-  if (cx == CG__CX_TOP)
-    i = 0, n = 8;
-  else if (cx == CG__CX_MSG)
-    i = 8, n = 2;
-  else if (cx == CG__CX_RESP)
-    i = 10, n = 2;
-  else if (cx == CG__CX_UM)
-    i = 12, n = 6;
-  else if (cx >= CG__CX_USAGE && cx < CG__CX_DET)
-    i = 18 + (cx - CG__CX_USAGE) * 15, n = 11;
-  else if (cx >= CG__CX_DET && cx < CG__CX_COUNT)
-    i = 18 + (cx - CG__CX_DET) / 4 * 15 + 11 + (cx - CG__CX_DET) % 4, n = 1;
-  else
-    return -1;
-  for (n += i; i < n; i++)
-    if (cg__slots[i].len == len && memcmp(cg__slots[i].name, key, len) == 0)
-      return (int) i;
-  return -1;
+  }
+  return cg__slots[i].cx == cx && cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len)
+             ? (int) i
+             : -1;
 }
 
 /* ---- the counts, as the provider names them ---- */
@@ -157,6 +203,12 @@ static void cg__set(int64_t *dst, int64_t v) {
     *dst = v;
 }
 
+/* cg__set with number `k` of `f`, when it was read. */
+static void cg__set_num(int64_t *dst, const struct cg__facts *f, unsigned k) {
+  if (f->nset >> k & 1)
+    cg__set(dst, f->num[k]);
+}
+
 static void cg__model(struct cg__acc *a, const struct cg__facts *f, int s) {
   if (f->slen[s]) { /* a string, not empty */
     memcpy(a->model, f->str[s], f->slen[s]);
@@ -167,7 +219,7 @@ static void cg__model(struct cg__acc *a, const struct cg__facts *f, int s) {
 /* An OpenAI (Chat, Completions, Embeddings, Responses) or Anthropic "usage" object:
  * usage `u` of `f` (0 top, 1 .message, 2 .response). */
 static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, int anthropic) {
-  const int64_t *n = f->num + u * CG__N_PER_USAGE;
+  unsigned n = u * CG__N_PER_USAGE;
   /* the slots of cache_read_input_tokens and cache_creation_input_tokens: present at
    * all (any value) marks Anthropic */
   uint64_t cache_keys = (uint64_t) 3 << (18 + u * 15 + CG__N_CREAD);
@@ -178,17 +230,17 @@ static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, 
     anthropic = 1;
   if (anthropic)
     a->anthropic = 1;
-  cg__set(&a->prompt, n[CG__N_PROMPT]);
-  cg__set(&a->prompt, n[CG__N_INPUT]);
-  cg__set(&a->completion, n[CG__N_COMPLETION]);
-  cg__set(&a->completion, n[CG__N_OUTPUT]);
-  cg__set(&a->total, n[CG__N_TOTAL]);
-  cg__set(&a->cread, n[CG__N_CREAD]);
-  cg__set(&a->cwrite, n[CG__N_CWRITE]);
-  cg__set(&a->cread, n[CG__N_PTD_CACHED]); /* -1 unless the details were an object */
-  cg__set(&a->cread, n[CG__N_ITD_CACHED]);
-  cg__set(&a->reasoning, n[CG__N_CTD_REASONING]);
-  cg__set(&a->reasoning, n[CG__N_OTD_REASONING]);
+  cg__set_num(&a->prompt, f, n + CG__N_PROMPT);
+  cg__set_num(&a->prompt, f, n + CG__N_INPUT);
+  cg__set_num(&a->completion, f, n + CG__N_COMPLETION);
+  cg__set_num(&a->completion, f, n + CG__N_OUTPUT);
+  cg__set_num(&a->total, f, n + CG__N_TOTAL);
+  cg__set_num(&a->cread, f, n + CG__N_CREAD);
+  cg__set_num(&a->cwrite, f, n + CG__N_CWRITE);
+  cg__set_num(&a->cread, f, n + CG__N_PTD_CACHED); /* -1 unless the details were an object */
+  cg__set_num(&a->cread, f, n + CG__N_ITD_CACHED);
+  cg__set_num(&a->reasoning, f, n + CG__N_CTD_REASONING);
+  cg__set_num(&a->reasoning, f, n + CG__N_OTD_REASONING);
 }
 
 static int cg__is(const struct cg__facts *f, int s, const char *lit, size_t len) {
@@ -198,8 +250,6 @@ static int cg__is(const struct cg__facts *f, int s, const char *lit, size_t len)
 /* One object: a whole response, one SSE event's data, or one element of an array
  * (Gemini's streamGenerateContent without alt=sse answers a JSON array of chunks). */
 static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
-  const int64_t *um = f->num + CG__N_UM;
-
   /* Anthropic's "type": "error" event, a failed Responses event, or an "error" object
    * (OpenAI and Gemini chunks, a Responses object with "status": "failed"). */
   if (cg__is(f, CG__S_TYPE, "error", 5) || cg__is(f, CG__S_TYPE, "response.failed", 15) ||
@@ -209,12 +259,12 @@ static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
   if (f->objs & (UINT32_C(1) << CG__CX_UM)) { /* Gemini */
     a->gemini = 1;
     a->stale = 0;
-    cg__set(&a->tooluse, um[CG__N_UM_TOOLUSE - CG__N_UM]);
-    cg__set(&a->prompt, um[CG__N_UM_PROMPT - CG__N_UM]);
-    cg__set(&a->completion, um[CG__N_UM_CANDIDATES - CG__N_UM]);
-    cg__set(&a->thoughts, um[CG__N_UM_THOUGHTS - CG__N_UM]);
-    cg__set(&a->cread, um[CG__N_UM_CACHED - CG__N_UM]);
-    cg__set(&a->total, um[CG__N_UM_TOTAL - CG__N_UM]);
+    cg__set_num(&a->tooluse, f, CG__N_UM_TOOLUSE);
+    cg__set_num(&a->prompt, f, CG__N_UM_PROMPT);
+    cg__set_num(&a->completion, f, CG__N_UM_CANDIDATES);
+    cg__set_num(&a->thoughts, f, CG__N_UM_THOUGHTS);
+    cg__set_num(&a->cread, f, CG__N_UM_CACHED);
+    cg__set_num(&a->total, f, CG__N_UM_TOTAL);
   }
   cg__model(a, f, CG__S_MODEL_VERSION);
 
@@ -291,6 +341,8 @@ struct cg__js {
   int slot;      /* the slot of the member whose value is next, or -1 */
   unsigned klen; /* of key (over sizeof(key) - 1: no slot's) */
   unsigned depth;
+  unsigned char cur_arr; /* the container at `depth` is an array (its bit in arr) */
+  unsigned char cur_cx;  /* the context of the object at `depth` (CG__CX_NONE past cx) */
   const char *lit;
   uint64_t arr[(CG__DEPTH_MAX + 64) / 64]; /* bit d: the container at depth d is an array */
   unsigned char cx[CG__CX_DEPTH];           /* context of the object at depth d */
@@ -308,6 +360,8 @@ static void cg__js_begin(struct cg__js *j) {
   cg__js_num_release(j); /* a number the last document ended in */
   j->state = CG__J_VALUE;
   j->depth = 0;
+  j->cur_arr = 0;
+  j->cur_cx = CG__CX_NONE;
   j->slot = -1;
 }
 
@@ -444,6 +498,36 @@ static int cg__js_decode(struct cg__js *j, unsigned char c) {
   }
 }
 
+/* The first byte after blanks (cJSON: any byte up to 0x20) at or after `s`, or `end`:
+ * 16 at a time with SSE2 (indentation). */
+static inline const unsigned char *cg__blanks(const unsigned char *s, const unsigned char *end) {
+#ifdef __SSE2__
+  const __m128i sp = _mm_set1_epi8(' ');
+  while (end - s >= 16) {
+    __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
+    unsigned mask = ~(unsigned) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(x, sp), sp)) & 0xffff;
+    if (mask)
+      return s + __builtin_ctz(mask);
+    s += 16;
+  }
+#endif
+  while (s < end && *s <= ' ')
+    s++;
+  return s;
+}
+
+/* A number of digits only, [s, e): cg__js_count's reading of it. */
+static int64_t cg__count_digits(const unsigned char *s, const unsigned char *e) {
+  uint64_t v = 0;
+  while (s < e && *s == '0')
+    s++;
+  if (e - s > 16)
+    return -1; /* at least 10^16 > 2^53 */
+  for (; s < e; s++)
+    v = v * 10 + (uint64_t) (*s - '0');
+  return v < (UINT64_C(1) << 53) ? (int64_t) v : -1;
+}
+
 /* The number just read, for its slot: a whole count 0..2^53-1, else -1 (cJSON's double,
  * as the rules read it: >= 0, < 2^53, == its integer part). */
 static int64_t cg__js_count(struct cg__js *j) {
@@ -455,16 +539,8 @@ static int64_t cg__js_count(struct cg__js *j) {
     return -1; /* out of memory for a long one */
   for (i = 0; i < n; i++)
     plain &= t[i] >= '0' && t[i] <= '9';
-  if (plain) {
-    uint64_t v = 0;
-    for (i = 0; i < n && t[i] == '0'; i++)
-      ;
-    if (n - i > 16)
-      return -1; /* at least 10^16 > 2^53 */
-    for (; i < n; i++)
-      v = v * 10 + (uint64_t) (t[i] - '0');
-    return v < (UINT64_C(1) << 53) ? (int64_t) v : -1;
-  }
+  if (plain)
+    return cg__count_digits((const unsigned char *) t, (const unsigned char *) t + n);
   /* "-0", "1.0", "4e0", "1.00000000000000001": strtod decides, as for cJSON (which
    * gives strtod the host's decimal point) */
   for (i = 0; i < n; i++)
@@ -509,14 +585,16 @@ static void cg__js_value_done(struct cg__js *j) {
 
 /* The byte `c` that ends the container at the current depth. */
 static void cg__js_close(struct cg__js *j, struct cg__acc *tent, unsigned char c) {
-  int arr = cg__js_is_arr(j, j->depth);
-  if (c != (arr ? ']' : '}')) {
+  unsigned d;
+  if (c != (j->cur_arr ? ']' : '}')) {
     j->state = CG__J_FAIL;
     return;
   }
-  if (!arr && j->depth < CG__CX_DEPTH && j->cx[j->depth] == CG__CX_TOP)
+  if (!j->cur_arr && j->cur_cx == CG__CX_TOP)
     cg__object(tent, &j->f);
-  j->depth--;
+  d = --j->depth;
+  j->cur_arr = (unsigned char) (d && cg__js_is_arr(j, d));
+  j->cur_cx = !j->cur_arr && d && d < CG__CX_DEPTH ? j->cx[d] : CG__CX_NONE;
   cg__js_value_done(j);
 }
 
@@ -534,6 +612,7 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
     j->depth = d;
     if (c == '[') {
       j->arr[d / 64] |= UINT64_C(1) << (d % 64);
+      j->cur_arr = 1;
       j->state = CG__J_ARR_FIRST;
       return;
     }
@@ -542,7 +621,7 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
       cx = CG__CX_TOP; /* a top-level object, or an element of a top-level array */
       j->f.seen = 0;
       j->f.objs = 0;
-      memset(j->f.num, 0xff, sizeof(j->f.num)); /* all -1 */
+      j->f.nset = 0; /* no number read */
       memset(j->f.slen, 0, sizeof(j->f.slen));
     } else if (kind == CG__K_OBJ) {
       cx = cg__slots[slot].arg;
@@ -552,6 +631,8 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
     }
     if (d < CG__CX_DEPTH)
       j->cx[d] = (unsigned char) cx;
+    j->cur_arr = 0;
+    j->cur_cx = (unsigned char) (d < CG__CX_DEPTH ? cx : CG__CX_NONE);
     j->state = CG__J_KEY_FIRST;
   } else if (c == '"') {
     j->state = CG__J_STRING;
@@ -607,166 +688,333 @@ static int cg__is_num_byte(unsigned char c) {
   return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.';
 }
 
-/* The first '"' or '\\' in [s, end), or end: one pass (most strings are short names,
- * where two memchr calls cost more than the bytes). */
-static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
-                                                   const unsigned char *end) {
+/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too.  One pass,
+ * 16 bytes at a time with SSE2 (most strings are short names, where a memchr call costs
+ * more than the bytes), a byte at a time without. */
+static inline const unsigned char *cg__string_stop(const unsigned char *s,
+                                                   const unsigned char *end, int nul) {
 #ifdef __SSE2__
-  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
-  while (end - s >= 16) {
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+#define CG__STOP16(x)                                                                       \
+  (nul ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)),        \
+                      _mm_cmpeq_epi8(x, zero))                                              \
+       : _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)))
+  if (end - s >= 16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
-    unsigned mask = (unsigned) _mm_movemask_epi8(
-        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)));
-    if (mask)
+    unsigned mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
+    if (mask) /* most strings: names, short values */
       return s + __builtin_ctz(mask);
     s += 16;
+    while (end - s >= 64) { /* a long string (a model's text): 64 bytes a round */
+      __m128i a = _mm_loadu_si128((const __m128i *) (const void *) s);
+      __m128i b = _mm_loadu_si128((const __m128i *) (const void *) (s + 16));
+      __m128i c = _mm_loadu_si128((const __m128i *) (const void *) (s + 32));
+      __m128i d = _mm_loadu_si128((const __m128i *) (const void *) (s + 48));
+      if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(CG__STOP16(a), CG__STOP16(b)),
+                                         _mm_or_si128(CG__STOP16(c), CG__STOP16(d)))))
+        break; /* in these 64: found 16 at a time */
+      s += 64;
+    }
+    while (end - s >= 16) {
+      x = _mm_loadu_si128((const __m128i *) (const void *) s);
+      mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
+      if (mask)
+        return s + __builtin_ctz(mask);
+      s += 16;
+    }
   }
+#undef CG__STOP16
 #endif
-  while (s < end && *s != '"' && *s != '\\')
+  while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
     s++;
   return s;
 }
 
+/* The first '"' or '\\' in [s, end), or end. */
+static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
+                                                   const unsigned char *end) {
+  return cg__string_stop(s, end, 0);
+}
+
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
- * `tent` when it closes. */
+ * `tent` when it closes.  The state is only stored when the buffer ends inside a token
+ * (or between two): within a buffer each kind of token is read by its own loop, which
+ * goes straight to the next token's (issue 16: half an instruction per byte of a long
+ * string, about 100 per member).  Names are compared where they lie in the buffer when
+ * they are whole there and plain (no escape, no NUL), and only in the contexts that hold
+ * a slot; a count that is plain digits whole in the buffer is read there too. */
 static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
                         size_t n) {
-  const unsigned char *end = s + n;
-  while (s < end) {
-    unsigned char c = *s;
-    switch (j->state) {
-    case CG__J_DONE:
-    case CG__J_FAIL:
-      return;
-    case CG__J_STRING:
-      if (j->dstate == 0 && !j->sesc) {
-        /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-        const unsigned char *q = cg__quote_or_backslash(s, end);
-        if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
-          cg__js_keep(j, s, (size_t) (q - s));
-        s = q;
-        if (s == end)
-          return;
-        c = *s;
+  const unsigned char *end = s + n, *q;
+  unsigned char c;
+
+/* Blanks (cJSON: any byte up to 0x20); at the end of the buffer the state is `st`.  None
+ * or one (", ", ": ") costs a compare or two. */
+#define CG__JS_BLANKS(st)                                                                   \
+  do {                                                                                      \
+    if (s == end || *s <= ' ') {                                                            \
+      if (s < end && ++s < end && *s > ' ')                                                 \
+        break;                                                                              \
+      s = cg__blanks(s, end);                                                               \
+      if (s == end) {                                                                       \
+        j->state = (st);                                                                    \
+        return;                                                                             \
+      }                                                                                     \
+    }                                                                                       \
+  } while (0)
+
+  switch (j->state) {
+  case CG__J_VALUE: goto value;
+  case CG__J_ARR_FIRST: goto arr_first;
+  case CG__J_KEY_FIRST: goto key_first;
+  case CG__J_KEY: goto key;
+  case CG__J_COLON: goto colon;
+  case CG__J_AFTER: goto after;
+  case CG__J_STRING: goto string;
+  case CG__J_NUMBER: goto number;
+  case CG__J_LITERAL: goto literal;
+  default: /* CG__J_DONE, CG__J_FAIL */
+    return;
+  }
+
+value:
+  CG__JS_BLANKS(CG__J_VALUE);
+  c = *s++;
+  if (c == '"') {
+    int slot = j->slot;
+    j->slot = -1;
+    if (slot < 0 || cg__slots[slot].kind != CG__K_STR) { /* nobody reads it: skipped */
+      q = cg__quote_or_backslash(s, end);
+      if (q < end && *q == '"') {
+        s = q + 1;
+        goto value_done;
       }
-      if (c == '"' && !j->sesc) {
-        if (j->dstate == 1) /* the decoder's backslash was the last byte: an escaped '"' */
-          cg__js_emit(j, '"');
-        else if (j->dstate != 0) {
-          j->state = CG__J_FAIL;
-          return;
-        }
-        s++;
-        if (j->is_key) {
-          int slot = j->klen < sizeof(j->key)
-                   ? cg__slot_of(j->depth < CG__CX_DEPTH ? j->cx[j->depth] : CG__CX_NONE,
-                                 j->key, j->klen)
-                   : -1;
-          if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
-            j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
-            j->slot = slot;
-          } else {
-            j->slot = -1;
-          }
-          j->state = CG__J_COLON;
-        } else {
-          cg__js_value_done(j);
-        }
-        continue;
-      }
-      {
-        int esc = !j->sesc && c == '\\';
-        if (!cg__js_decode(j, c)) {
-          j->state = CG__J_FAIL;
-          return;
-        }
-        j->sesc = (unsigned char) esc;
-      }
-      s++;
-      continue;
-    case CG__J_NUMBER:
-      if (j->num < 0 && (j->nstate == CG__NUM_INT || j->nstate == CG__NUM_FRAC ||
-                         j->nstate == CG__NUM_EXP)) {
-        while (s < end && *s >= '0' && *s <= '9') /* digits nobody keeps */
-          s++;
-        if (s == end)
-          return;
-        c = *s;
-      }
-      if (cg__is_num_byte(c)) {
-        if (!cg__js_num_byte(j, c)) {
-          j->state = CG__J_FAIL; /* cJSON would find a stray byte after the number */
-          return;
-        }
-        if (j->num >= 0)
-          cg__js_num_keep(j, (char) c);
-        s++;
-        continue;
-      }
-      if (j->nstate != CG__NUM_INT && j->nstate != CG__NUM_DOT && j->nstate != CG__NUM_FRAC &&
-          j->nstate != CG__NUM_EXP) {
-        j->state = CG__J_FAIL;
-        return;
-      }
-      if (j->num >= 0) {
-        j->f.num[j->num] = cg__js_count(j);
-        cg__js_num_release(j);
-      }
-      cg__js_value_done(j);
-      continue; /* `c` is the next token's */
-    case CG__J_LITERAL:
-      if (c != (unsigned char) j->lit[j->lit_i]) {
-        j->state = CG__J_FAIL;
-        return;
-      }
-      s++;
-      if (++j->lit_i == j->lit_n)
-        cg__js_value_done(j);
-      continue;
-    default:
-      break;
+      s = q;
+      j->rec = -1;
+    } else {
+      j->rec = cg__slots[slot].arg;
     }
-    /* between tokens */
-    if (c <= ' ') {
+    j->is_key = 0;
+    j->sesc = j->dstate = 0;
+    j->rnul = 0;
+    goto string;
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    int slot = j->slot;
+    j->slot = -1;
+    j->num = slot >= 0 && cg__slots[slot].kind == CG__K_NUM ? cg__slots[slot].arg : -1;
+    j->nlen = 0;
+    j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
+    if (j->num >= 0) {
+      if (c != '-') { /* digits only, ended in this buffer: read where they lie */
+        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
+          ;
+        if (q < end && !cg__is_num_byte(*q)) {
+          j->f.num[j->num] = cg__count_digits(s - 1, q);
+          j->f.nset |= UINT64_C(1) << j->num;
+          s = q;
+          goto value_done;
+        }
+      }
+      cg__js_num_keep(j, (char) c);
+      if (c != '-') /* more to come: kept, as the number loop keeps them */
+        for (; s < q; s++)
+          cg__js_num_keep(j, (char) *s);
+    }
+    goto number;
+  }
+  cg__js_value(j, c); /* a container, a literal, or a byte no value starts with */
+  switch (j->state) {
+  case CG__J_KEY_FIRST: goto key_first;
+  case CG__J_ARR_FIRST: goto arr_first;
+  case CG__J_LITERAL: goto literal;
+  default: /* CG__J_FAIL */
+    return;
+  }
+
+arr_first:
+  CG__JS_BLANKS(CG__J_ARR_FIRST);
+  if (*s == ']') {
+    c = *s++;
+    goto close;
+  }
+  goto value;
+
+key_first:
+  CG__JS_BLANKS(CG__J_KEY_FIRST);
+  if (*s == '}') {
+    c = *s++;
+    goto close;
+  }
+  goto key_quote;
+
+key:
+  CG__JS_BLANKS(CG__J_KEY);
+key_quote:
+  if (*s++ != '"') {
+    j->state = CG__J_FAIL;
+    return;
+  }
+  {
+    unsigned cx = j->cur_cx;
+    if (cx == CG__CX_NONE) { /* a name no slot has: not even kept */
+      j->slot = -1;
+      q = cg__quote_or_backslash(s, end);
+      if (q < end && *q == '"') {
+        s = q + 1;
+        goto colon;
+      }
+      s = q;
+      j->is_key = 1;
+      j->sesc = j->dstate = 0;
+      j->klen = sizeof(j->key);
+      j->knul = 1;
+      goto string;
+    }
+    q = cg__string_stop(s, end, 1);
+    if (q < end && *q == '"') { /* the whole name is here, plain: compared in place */
+      size_t len = (size_t) (q - s);
+      int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len) : -1;
+      if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
+        j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
+        j->slot = slot;
+      } else {
+        j->slot = -1;
+      }
+      s = q + 1;
+      goto colon;
+    }
+    j->is_key = 1;
+    j->sesc = j->dstate = 0;
+    j->klen = 0;
+    j->knul = 0;
+    cg__js_keep(j, s, (size_t) (q - s)); /* no NUL in these */
+    s = q;
+    goto string;
+  }
+
+colon:
+  CG__JS_BLANKS(CG__J_COLON);
+  if (*s++ != ':') {
+    j->state = CG__J_FAIL;
+    return;
+  }
+  goto value;
+
+string: /* the rest of a string (a name or a value) */
+  for (;;) {
+    if (j->dstate == 0 && !j->sesc) {
+      /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
+      q = cg__quote_or_backslash(s, end);
+      if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
+        cg__js_keep(j, s, (size_t) (q - s));
+      s = q;
+    }
+    if (s == end) {
+      j->state = CG__J_STRING;
+      return;
+    }
+    c = *s;
+    if (c == '"' && !j->sesc) {
+      if (j->dstate == 1) { /* the decoder's backslash was the last byte: an escaped '"' */
+        cg__js_emit(j, '"');
+      } else if (j->dstate != 0) {
+        j->state = CG__J_FAIL;
+        return;
+      }
       s++;
-      continue;
+      if (!j->is_key)
+        goto value_done;
+      {
+        int slot = j->klen < sizeof(j->key)
+                 ? cg__slot_of(j->cur_cx, j->key, j->klen)
+                 : -1;
+        if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
+          j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
+          j->slot = slot;
+        } else {
+          j->slot = -1;
+        }
+      }
+      goto colon;
+    }
+    {
+      int esc = !j->sesc && c == '\\';
+      if (!cg__js_decode(j, c)) {
+        j->state = CG__J_FAIL;
+        return;
+      }
+      j->sesc = (unsigned char) esc;
     }
     s++;
-    switch (j->state) {
-    case CG__J_VALUE:
-      cg__js_value(j, c);
+  }
+
+number: /* the rest of a number */
+  for (;;) {
+    if (j->num < 0 && (j->nstate == CG__NUM_INT || j->nstate == CG__NUM_FRAC ||
+                       j->nstate == CG__NUM_EXP))
+      while (s < end && *s >= '0' && *s <= '9') /* digits nobody keeps */
+        s++;
+    if (s == end) {
+      j->state = CG__J_NUMBER;
+      return;
+    }
+    c = *s;
+    if (!cg__is_num_byte(c))
       break;
-    case CG__J_ARR_FIRST:
-      if (c == ']')
-        cg__js_close(j, tent, c);
-      else
-        cg__js_value(j, c);
-      break;
-    case CG__J_KEY_FIRST:
-    case CG__J_KEY:
-      if (c == '"') {
-        int none = j->depth >= CG__CX_DEPTH || j->cx[j->depth] == CG__CX_NONE;
-        j->state = CG__J_STRING;
-        j->is_key = 1;
-        j->sesc = j->dstate = 0;
-        j->klen = none ? sizeof(j->key) : 0; /* a name no slot has: not even kept */
-        j->knul = (unsigned char) none;
-      } else if (c == '}' && j->state == CG__J_KEY_FIRST) {
-        cg__js_close(j, tent, c);
-      } else {
-        j->state = CG__J_FAIL;
-      }
-      break;
-    case CG__J_COLON:
-      j->state = c == ':' ? CG__J_VALUE : CG__J_FAIL;
-      break;
-    default: /* CG__J_AFTER */
-      if (c == ',')
-        j->state = cg__js_is_arr(j, j->depth) ? CG__J_VALUE : CG__J_KEY;
-      else
-        cg__js_close(j, tent, c);
+    if (!cg__js_num_byte(j, c)) {
+      j->state = CG__J_FAIL; /* cJSON would find a stray byte after the number */
+      return;
+    }
+    if (j->num >= 0)
+      cg__js_num_keep(j, (char) c);
+    s++;
+  }
+  if (j->nstate != CG__NUM_INT && j->nstate != CG__NUM_DOT && j->nstate != CG__NUM_FRAC &&
+      j->nstate != CG__NUM_EXP) {
+    j->state = CG__J_FAIL;
+    return;
+  }
+  if (j->num >= 0) {
+    j->f.num[j->num] = cg__js_count(j);
+    j->f.nset |= UINT64_C(1) << j->num;
+    cg__js_num_release(j);
+  }
+  goto value_done; /* `c` is the next token's */
+
+literal: /* the rest of true, false or null */
+  for (; s < end; s++) {
+    if (*s != (unsigned char) j->lit[j->lit_i]) {
+      j->state = CG__J_FAIL;
+      return;
+    }
+    if (++j->lit_i == j->lit_n) {
+      s++;
+      goto value_done;
     }
   }
+  j->state = CG__J_LITERAL;
+  return;
+
+value_done:
+  if (j->depth == 0) {
+    j->state = CG__J_DONE; /* what follows the top-level value is ignored */
+    return;
+  }
+after:
+  CG__JS_BLANKS(CG__J_AFTER);
+  c = *s++;
+  if (c == ',') {
+    if (j->cur_arr)
+      goto value;
+    goto key;
+  }
+close: /* `c` should end the container at the current depth */
+  cg__js_close(j, tent, c);
+  if (j->state == CG__J_AFTER)
+    goto after;
+  return; /* CG__J_DONE or CG__J_FAIL */
+#undef CG__JS_BLANKS
 }
 
 /* After the document's last byte: did it parse?  (A number at the top level ends with
@@ -876,8 +1124,8 @@ static void cg__release(struct cg_usage_parser *p) {
 /* Whether a word of cg__may_matter starts at s[q] (the first 'r' of "error"): 1 when it
  * may matter, 0 when there is none or it is one of the two kinds of place that say
  * nothing new (then `*skip` is set past that place). */
-static int cg__word_at(const char *s, size_t n, size_t q, const char *model, size_t mlen,
-                       const char **skip) {
+static inline int cg__word_at(const char *s, size_t n, size_t q, const char *model,
+                              size_t mlen, const char **skip) {
   const char *p = s + q;
   size_t after = n - q; /* bytes from p on */
   switch (*p) {
@@ -936,6 +1184,22 @@ static int cg__may_matter(const char *s, size_t n, const char *model, size_t mle
           return 1;
       }
     }
+    if (n >= 17 && i < n - 1) { /* the last places: one more round, over bytes seen */
+      size_t b = n - 17;
+      __m128i x = _mm_loadu_si128((const __m128i *) (const void *) (s + b));
+      __m128i y = _mm_loadu_si128((const __m128i *) (const void *) (s + b + 1));
+      unsigned mask = (unsigned) _mm_movemask_epi8(
+          _mm_or_si128(_mm_or_si128(CG__PAIR('u', 's'), CG__PAIR('m', 'o')),
+                       _mm_or_si128(CG__PAIR('f', 'a'), CG__PAIR('r', 'r'))));
+      mask &= ~0u << (i - b); /* places before i were asked already */
+      while (mask) {
+        size_t q = b + (size_t) __builtin_ctz(mask);
+        mask &= mask - 1;
+        if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+          return 1;
+      }
+      return 0; /* the last byte starts no word */
+    }
 #undef CG__PAIR
   }
 #endif
@@ -960,20 +1224,23 @@ static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
     p->acc = p->tent;
 }
 
+/* An event's data, `n` bytes at `s` (within its bound): read when it may matter. */
+static void cg__sse_event(struct cg_usage_parser *p, const char *s, size_t n) {
+  while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
+    s++, n--;
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+    n--;
+  if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) &&
+      cg__may_matter(s, n, p->acc.model, strlen(p->acc.model)))
+    cg__document(p, s, n);
+}
+
 static void cg__sse_dispatch(struct cg_usage_parser *p) {
   if (p->drop) {
     p->skipped = 1;
     p->acc.stale = 1; /* it may have carried usage: only a later report can be trusted */
   } else if (p->has_data) {
-    const char *s = p->buf;
-    size_t n = p->len;
-    while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
-      s++, n--;
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-      n--;
-    if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) &&
-        cg__may_matter(s, n, p->acc.model, strlen(p->acc.model)))
-      cg__document(p, s, n);
+    cg__sse_event(p, p->buf, p->len);
   }
   p->len = 0;
   p->drop = 0;
@@ -1031,6 +1298,37 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
     if (c == '\n') {
       cg__sse_eol(p);
       s++, n--;
+      continue;
+    }
+    if (c == 'd' && p->line_empty && !p->line_cr && n >= 5 && memcmp(s, "data:", 5) == 0) {
+      const char *v = s + 5, *e = s + n, *nl = memchr(v, '\n', n - 5);
+      if (nl && !p->has_data && !p->drop && !p->len &&
+          ((nl + 1 < e && nl[1] == '\n') || (nl + 2 < e && nl[1] == '\r' && nl[2] == '\n'))) {
+        /* A whole event of one data line and its blank line, as most are: read where it
+         * lies, not copied (the state after it is the state before it). */
+        size_t vn;
+        if (v < nl && *v == ' ')
+          v++;
+        vn = (size_t) (nl - v);
+        if (vn && v[vn - 1] == '\r')
+          vn--;
+        if (vn <= CG_USAGE_EVENT_MAX) {
+          cg__sse_event(p, v, vn);
+          nl += nl[1] == '\n' ? 2 : 3;
+          n -= (size_t) (nl - s);
+          s = nl;
+          continue;
+        }
+      }
+      /* a line that starts "data:", whole in this buffer: as its five bytes one by one */
+      memcpy(p->field, "data", 4);
+      p->field_len = 4;
+      p->line_empty = 0;
+      cg__sse_field_done(p);
+      p->in_value = 1;
+      p->value_start = 1;
+      p->line_cr = 0;
+      s += 5, n -= 5;
       continue;
     }
     if (p->line_empty && !(c == '\r' && !p->line_cr))

@@ -6,7 +6,8 @@
  * without alt=sse is a JSON array of chunks), anything else is a server-sent-event stream,
  * parsed line by line and event by event (an event ends at a blank line, its `data:` lines
  * are joined with "\n", `:` comment lines and `[DONE]` are ignored) so the stream itself
- * is never buffered; one event's data is held up to CG_USAGE_EVENT_MAX bytes, and scanned
+ * is never buffered; one event's data is held up to CG_USAGE_EVENT_MAX bytes (an event of
+ * one data line that arrives whole with its blank line is read where it lies), and scanned
  * only when its bytes hold "usage", "model", "error", "failed" or a \u escape (no other
  * event can change the result).
  *

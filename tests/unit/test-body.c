@@ -197,3 +197,101 @@ Test(body, long_model_and_nesting_limit) {
     free(model);
   }
 }
+
+/* ---- the string fast paths (issue 16): every escape at every offset ---- */
+
+/* Escapes and odd bytes in a string: as sent, and the characters they count for. */
+static const struct {
+  const char *raw;
+  int chars;
+} text_bits[] = {
+  {"\\\"", 1}, {"\\\\", 1}, {"\\\\\\\"", 2}, {"\\n\\t", 2}, {"\\/", 1},
+  {"\x01", 1}, {"\xc3\xa9", 1}, {"\xe2\x98\x95\xf0\x9f\x98\x80", 2}, {"\\u00e9", 1},
+  {"\\ud83d\\ude00", 1}, {"\\u20ac\\u0041", 2}, {"", 0},
+};
+
+/* Each bit at every offset from a string's start, 0 to 100 (both sides of every 16-byte
+ * block cg__plain reads at once), in the prompt text, in a name nobody reads and in the
+ * model: the characters counted and the model kept are those of the decoded strings. */
+Test(body, string_bits_at_every_offset) {
+  size_t b, pad;
+  for (b = 0; b < sizeof(text_bits) / sizeof(text_bits[0]); b++) {
+    for (pad = 0; pad <= 100; pad++) {
+      char body[1024], *model = NULL;
+      int64_t tokens = -1, chars;
+      size_t mpad = pad % 60;
+      int n = snprintf(body, sizeof(body),
+                       "{\"model\":\"%.*s%s\",\"messages\":[{\"role\":\"user\",\"content\":"
+                       "\"%.*s%sz\"}],\"x%.*s%s\":true,\"max_tokens\":200}",
+                       (int) mpad, "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm",
+                       text_bits[b].raw, (int) pad,
+                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                       text_bits[b].raw, (int) mpad,
+                       "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk",
+                       text_bits[b].raw);
+      cr_assert_lt((size_t) n, sizeof(body));
+      cg_body_facts(body, (size_t) n, &model, &tokens);
+      chars = 4 + (int64_t) pad + text_bits[b].chars + 1; /* "user" and the content */
+      cr_expect_eq(tokens, (chars + 3) / 4 + 200, "bit %zu at %zu: tokens %lld, want %lld", b,
+                   pad, (long long) tokens, (long long) ((chars + 3) / 4 + 200));
+      cr_expect(model != NULL || (mpad == 0 && !text_bits[b].raw[0]), "bit %zu at %zu: model",
+                b, pad);
+      if (model)
+        cr_expect_eq(strncmp(model, "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm",
+                             mpad), 0, "bit %zu at %zu: model %s", b, pad, model);
+      free(model);
+    }
+  }
+}
+
+/* A NUL (raw or \u0000) ends a C string: the characters after it do not count, and a name
+ * with one is compared up to it; a name spelt with escapes is the name. */
+Test(body, nul_and_escaped_names) {
+  static const struct body_case more[] = {
+    {"{\"prompt\":\"ab\\u0000cdefgh\"}", NULL, 1},
+    {"{\"max_tok\\u0065ns\":100,\"prompt\":\"abcd\"}", NULL, 1 + 100},
+    {"{\"max_tokens\\u0000x\":100}", NULL, 100},
+    {"{\"mod\\u0065l\":\"a\\\"b\",\"prompt\":\"abcd\"}", "a\"b", 1},
+    {"{\"model\":\"\\u0000x\",\"prompt\":\"abcd\"}", NULL, 1},
+    {"{\"model\":\"g\\u0070t\\/4\"}", "gpt/4", 0},
+    {"{\"prompt\":\"\\q\"}", NULL, -1},
+    {"{\"prompt\":\"\\ud800x\"}", NULL, -1},
+    {"{\"prompt\":\"\\udc00\"}", NULL, -1},
+    {"{\"prompt\":\"\\u12\"}", NULL, -1},
+    {"{\"prompt\":\"abc\\\"}", NULL, -1},
+    {"{\"prompt\":\"\\uZZZZab\"}", NULL, 0}, /* a non-hex \u is a NUL: "" */
+    {"{\"max_tokens\":0000000000000000000042}", NULL, 42},
+    {"{\"max_tokens\":123456789012345678}", NULL, CG_BODY_OUTPUT_MAX},
+    {"{\"max_tokens\":99999999.5}", NULL, 99999999},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+    char *model = NULL;
+    int64_t tokens = -1;
+    cg_body_facts(more[i].body, strlen(more[i].body), &model, &tokens);
+    if (more[i].model)
+      cr_expect(model && strcmp(model, more[i].model) == 0, "%s: model %s", more[i].body,
+                model ? model : "(null)");
+    else
+      cr_expect_null(model, "%s: model %s", more[i].body, model);
+    cr_expect_eq(tokens, more[i].tokens, "%s: tokens %lld, want %lld", more[i].body,
+                 (long long) tokens, (long long) more[i].tokens);
+    free(model);
+  }
+}
+
+/* A raw NUL inside the prompt text (bodies are not NUL-terminated), at every offset. */
+Test(body, raw_nul_at_every_offset) {
+  size_t pad;
+  for (pad = 0; pad <= 40; pad++) {
+    char body[256], *model = NULL;
+    int64_t tokens = -1;
+    int n = snprintf(body, sizeof(body), "{\"prompt\":\"%.*s#abcdefghijklmnopqrstuvwxyz\"}",
+                     (int) pad, "0123456789012345678901234567890123456789");
+    body[11 + pad] = '\0'; /* the '#' */
+    cg_body_facts(body, (size_t) n, &model, &tokens);
+    cr_expect_eq(tokens, ((int64_t) pad + 3) / 4, "NUL at %zu: tokens %lld", pad,
+                 (long long) tokens);
+    cr_expect_null(model);
+  }
+}

@@ -561,3 +561,203 @@ Test(usage, nesting_limit) {
   nested(1000, &u);
   cr_expect_eq(u.total, -1);
 }
+
+/* ---- the string fast paths (issue 16): every escape at every offset ---- */
+
+/* The escapes and odd bytes a string may hold: as sent, and as the model reads them. */
+static const struct {
+  const char *raw, *decoded;
+} string_bits[] = {
+  {"\\\"", "\""},         {"\\\\", "\\"},     {"\\\\\\\"", "\\\""}, {"\\n", "\n"},
+  {"\\/", "/"},           {"\x01", "\x01"},   {"\x1f\x7f", "\x1f\x7f"},
+  {"\xc3\xa9", "\xc3\xa9"}, {"\\u00e9", "\xc3\xa9"}, {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"},
+  {"", ""},
+};
+
+static void expect_at_every_split(const char *body, size_t len, const char *model,
+                                  int64_t input, int64_t output, const char *what) {
+  size_t cut;
+  struct cg_usage u;
+  for (cut = 0; cut <= len; cut++) {
+    struct cg_usage_parser *p = cg_usage_new();
+    cr_assert_not_null(p);
+    cg_usage_feed(p, body, cut);
+    cg_usage_feed(p, body + cut, len - cut);
+    cg_usage_finish(p, &u);
+    cg_usage_free(p);
+    cr_expect_str_eq(u.model, model, "%s, cut at %zu: model", what, cut);
+    cr_expect_eq(u.input, input, "%s, cut at %zu: input %lld", what, cut, (long long) u.input);
+    cr_expect_eq(u.output, output, "%s, cut at %zu: output %lld", what, cut,
+                 (long long) u.output);
+    if (u.input != input || u.output != output || strcmp(u.model, model) != 0)
+      return; /* one report per body is enough */
+  }
+  run(body, len, 1, &u);
+  cr_expect_str_eq(u.model, model, "%s, one byte at a time: model", what);
+  cr_expect_eq(u.input, input, "%s, one byte at a time: input", what);
+}
+
+/* A '"' or '\' (escaped or not), a control byte, UTF-8 or a \u escape at every offset
+ * from a string's start (0 to 140: both sides of every 16- and 64-byte boundary the
+ * scanner reads at once), in a value nobody reads, in the model (kept) and in a name,
+ * each body cut at every byte. */
+Test(usage, string_bits_at_every_offset) {
+  size_t b, pad;
+  for (b = 0; b < sizeof(string_bits) / sizeof(string_bits[0]); b++) {
+    for (pad = 0; pad <= 140; pad += pad < 40 ? 1 : 3) {
+      char body[1024], model[256], what[64];
+      size_t mpad = pad % 71, n;
+      memset(model, 'x', mpad);
+      snprintf(model + mpad, sizeof(model) - mpad, "%sy", string_bits[b].decoded);
+      n = (size_t) snprintf(body, sizeof(body), "{\"note\":\"%.*s%stail\",\"%.*s%s\":1,"
+                            "\"model\":\"%.*s%sy\","
+                            "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}",
+                            (int) pad, ZEROS100 ZEROS100, string_bits[b].raw, (int) mpad,
+                            ZEROS100, string_bits[b].raw, (int) mpad,
+                            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                            string_bits[b].raw);
+      cr_assert_lt(n, sizeof(body));
+      snprintf(what, sizeof(what), "bit %zu at %zu", b, pad);
+      expect_at_every_split(body, n, model, 1, 2, what);
+    }
+  }
+}
+
+/* The same bits in the names the scanner compares (those of the usage object): spelt
+ * plain they count, with an escape that decodes to the same name too. */
+Test(usage, names_with_escapes_at_every_split) {
+  static const char *const bodies[] = {
+    "{\"usage\":{\"prompt_\\u0074okens\":1,\"completion_tokens\":2}}",
+    "{\"usage\":{\"prompt_tokens\\u0000x\":1,\"completion_tokens\":2}}",
+    "{\"usage\":{\"prompt_tokens\":1,\"comp\\u006cetion_tokens\":2}}",
+    "{\"usag\\u0065\":{\"prompt_tokens\":1,\"completion_tokens\":2}}",
+    "{\"\\\"usage\":{\"prompt_tokens\":9},\"usage\":{\"prompt_tokens\":1,"
+    "\"completion_tokens\":2}}",
+    "{\"usage\":{\"prompt_tokens\\\\\":9,\"prompt_tokens\":1,\"completion_tokens\":2}}",
+    "{\"usage\":{\"prompt_tokens_and_a_name_much_longer_than_any_slot\":9,"
+    "\"prompt_tokens\":1,\"completion_tokens\":2}}",
+  };
+  size_t i;
+  for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+    expect_at_every_split(bodies[i], strlen(bodies[i]), "", 1, 2, bodies[i]);
+}
+
+/* Blanks of every kind, from none to runs of 40 (indentation: read 16 at a time), between
+ * every two tokens. */
+Test(usage, blank_runs_at_every_split) {
+  static const char blanks[] = " \n\t\r  \n    \t\t   \r\n        \n  \t  \n\n    ";
+  size_t w;
+  for (w = 0; w <= 40; w++) {
+    char body[2048], what[32];
+    const char *bl = blanks + (40 - w);
+    int n = snprintf(body, sizeof(body),
+                     "%s{%s\"model\"%s:%s\"m\"%s,%s\"usage\"%s:%s{%s\"prompt_tokens\"%s:%s12"
+                     "%s,%s\"completion_tokens\"%s:%s3%s}%s,%s\"x\"%s:%s[%s1%s,%strue%s,%s"
+                     "null%s]%s}%s",
+                     bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl, bl,
+                     bl, bl, bl, bl, bl, bl, bl, bl, bl);
+    cr_assert_lt((size_t) n, sizeof(body));
+    snprintf(what, sizeof(what), "blanks of %zu", w);
+    expect_at_every_split(body, (size_t) n, "m", 12, 3, what);
+  }
+}
+
+/* Real answers (as the providers send them, pretty-printed or not), cut at every byte. */
+Test(usage, real_answers_at_every_split) {
+  static const struct {
+    const char *body, *model;
+    int64_t input, output;
+  } answers[] = {
+    {"{\n  \"id\": \"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG\",\n  \"object\": "
+     "\"chat.completion\",\n  \"created\": 1741570283,\n  \"model\": \"gpt-4o-2024-08-06\",\n"
+     "  \"choices\": [\n    {\n      \"index\": 0,\n      \"message\": {\n        \"role\": "
+     "\"assistant\",\n        \"content\": \"The image shows a wooden boardwalk path running "
+     "through a lush green field or meadow. The sky is bright blue with some scattered "
+     "clouds, giving the scene a serene and peaceful atmosphere. Trees and shrubs are "
+     "visible in the background.\",\n        \"refusal\": null,\n        \"annotations\": "
+     "[]\n      },\n      \"logprobs\": null,\n      \"finish_reason\": \"stop\"\n    }\n  ],\n"
+     "  \"usage\": {\n    \"prompt_tokens\": 1117,\n    \"completion_tokens\": 46,\n    "
+     "\"total_tokens\": 1163,\n    \"prompt_tokens_details\": {\n      \"cached_tokens\": 0,\n"
+     "      \"audio_tokens\": 0\n    },\n    \"completion_tokens_details\": {\n      "
+     "\"reasoning_tokens\": 0,\n      \"audio_tokens\": 0,\n      "
+     "\"accepted_prediction_tokens\": 0,\n      \"rejected_prediction_tokens\": 0\n    }\n  "
+     "},\n  \"service_tier\": \"default\",\n  \"system_fingerprint\": \"fp_fc9f1d7035\"\n}\n",
+     "gpt-4o-2024-08-06", 1117, 46},
+    {"{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\",\"type\":\"message\",\"role\":\"assistant\","
+     "\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[{\"type\":\"text\",\"text\":"
+     "\"Hello! \\\"Quoted\\\" text, a backslash \\\\ and a tab\\t, caf\\u00e9 \xe2\x98\x95.\"}],"
+     "\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,"
+     "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":30,"
+     "\"output_tokens\":6,\"service_tier\":\"standard\"}}",
+     "claude-sonnet-4-5-20250929", 42, 6},
+    {"{\n  \"candidates\": [\n    {\n      \"content\": {\n        \"parts\": [\n          {\n"
+     "            \"text\": \"Hi there! How can I help you today?\\n\"\n          }\n        ],\n"
+     "        \"role\": \"model\"\n      },\n      \"finishReason\": \"STOP\",\n      "
+     "\"avgLogprobs\": -0.0345\n    }\n  ],\n  \"usageMetadata\": {\n    \"promptTokenCount\": "
+     "5,\n    \"candidatesTokenCount\": 10,\n    \"totalTokenCount\": 15,\n    "
+     "\"promptTokensDetails\": [\n      {\n        \"modality\": \"TEXT\",\n        "
+     "\"tokenCount\": 5\n      }\n    ]\n  },\n  \"modelVersion\": \"gemini-2.5-flash\",\n  "
+     "\"responseId\": \"abc\"\n}\n",
+     "gemini-2.5-flash", 5, 10},
+    {"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+     "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":\"fp_1\",\"choices\":[{\"index\":0,"
+     "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
+     "\"finish_reason\":null}],\"usage\":null}\n\n"
+     "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+     "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":\"fp_1\",\"choices\":[{\"index\":0,"
+     "\"delta\":{\"content\":\"Line one\\nline \\\"two\\\"\"},\"logprobs\":null,"
+     "\"finish_reason\":null}],\"usage\":null}\n\n"
+     "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+     "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":\"fp_1\",\"choices\":[{\"index\":0,"
+     "\"delta\":{},\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":null}\n\n"
+     "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+     "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":\"fp_1\",\"choices\":[],"
+     "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":12,\"total_tokens\":21}}\n\n"
+     "data: [DONE]\n\n",
+     "gpt-4o-mini", 9, 12},
+    {"event: message_start\r\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\","
+     "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],"
+     "\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\r\n\r\n"
+     "event: content_block_delta\r\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+     "\"delta\":{\"type\":\"text_delta\",\"text\":\"a \\\\ b\"}}\r\n\r\n"
+     "event: message_delta\r\ndata: {\"type\":\"message_delta\",\"delta\":"
+     "{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\r\n\r\n",
+     "claude-x", 25, 15},
+    {"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hel\"}],\"role\": "
+     "\"model\"}}],\"usageMetadata\": {\"promptTokenCount\": 4,\"totalTokenCount\": 4},"
+     "\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n"
+     "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"lo\"}],\"role\": "
+     "\"model\"},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 4,"
+     "\"candidatesTokenCount\": 2,\"totalTokenCount\": 6},\"modelVersion\": "
+     "\"gemini-2.5-pro\"}\r\n\r\n",
+     "gemini-2.5-pro", 4, 2},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(answers) / sizeof(answers[0]); i++)
+    expect_at_every_split(answers[i].body, strlen(answers[i].body), answers[i].model,
+                          answers[i].input, answers[i].output, answers[i].model);
+}
+
+/* The bounds again with each stream in one buffer: a one-line event is then read where it
+ * lies (not copied), and must keep the same bound. */
+Test(usage, sse_event_bounds_in_one_buffer) {
+  struct cg_usage u;
+  size_t len;
+  char *b = sse_with_event(CG_USAGE_EVENT_MAX, 0, &len);
+  run(b, len, (size_t) -1, &u);
+  cr_expect_eq(u.skipped, 0);
+  cr_expect_eq(u.input, 1);
+  cr_expect_eq(u.output, 2);
+  free(b);
+  b = sse_with_event(CG_USAGE_EVENT_MAX + 1, 1, &len);
+  run(b, len, (size_t) -1, &u);
+  cr_expect_eq(u.skipped, 0);
+  cr_expect_eq(u.input, 3);
+  cr_expect_eq(u.output, 4);
+  free(b);
+  b = sse_with_event(CG_USAGE_EVENT_MAX + 1, 0, &len);
+  run(b, len, (size_t) -1, &u);
+  cr_expect_eq(u.skipped, 1);
+  cr_expect_eq(u.input, -1);
+  free(b);
+}
