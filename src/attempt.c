@@ -342,7 +342,9 @@ static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   a->t_last_rx_ms = cg_mono_ms();
   /* Usage is read from every byte of the body once, as it arrives (a byte libcurl
    * delivers again after a pause is in dup_skip, and not read twice). */
-  if (a->usage && a->dup_skip[CG_KIND_WRITE] < n && cg__usage_body(&a->hints))
+  if (a->usage && a->usage_ct < 0)
+    a->usage_ct = cg__usage_body(&a->hints); /* once a response, not per chunk */
+  if (a->usage && a->dup_skip[CG_KIND_WRITE] < n && a->usage_ct)
     cg_usage_feed(a->usage, p + a->dup_skip[CG_KIND_WRITE], n - a->dup_skip[CG_KIND_WRITE]);
   return cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
 }
@@ -355,6 +357,7 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
 
   a->bytes_header += (int64_t) n;
   a->t_last_rx_ms = cg_mono_ms();
+  a->usage_ct = -1; /* a header line may set or reset the content type */
   if (a->dup_skip[CG_KIND_HEADER] == 0) {
     /* A fresh line (not the repeat of a paused one): look at it. */
     if ((s = cg__status_line(p, n)) != 0) {

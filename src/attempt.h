@@ -85,6 +85,8 @@ struct cg_attempt {
 
   long status;             /* of the last status line seen */
   int in_body;             /* the last response's headers ended: body bytes follow */
+  int usage_ct;            /* hints.content_type is one usage is read from: 1, 0, or -1
+                            * not looked at since the last header line (cg__write_cb) */
   struct cg_hints hints;   /* of the last response */
   int host_aborted;        /* a host callback refused data or asked to abort */
   int delivered;           /* some bytes of this attempt reached a host callback */
