@@ -1132,8 +1132,17 @@ __attribute__((constructor)) static void cg__spare_init(void) {
   cg__spare_key_ok = pthread_key_create(&cg__spare_key, free) == 0;
 }
 
+/* The thread's spare, or NULL.  The key's value is the truth: at thread exit its
+ * destructor (free) runs before the host's own later keys' destructors, which may still
+ * make calls; cg__spare would then point at freed memory. */
+static struct cg_call *cg__spare_get(void) {
+  if (cg__spare && pthread_getspecific(cg__spare_key) != cg__spare)
+    cg__spare = NULL;
+  return cg__spare;
+}
+
 static struct cg_call *cg__call_alloc(void) {
-  struct cg_call *call = cg__spare;
+  struct cg_call *call = cg__spare_get();
 
   if (!call)
     return malloc(sizeof(*call));
@@ -1143,7 +1152,7 @@ static struct cg_call *cg__call_alloc(void) {
 }
 
 static void cg__call_release(struct cg_call *call) {
-  if (!cg__spare && cg__spare_key_ok && pthread_setspecific(cg__spare_key, call) == 0) {
+  if (!cg__spare_get() && cg__spare_key_ok && pthread_setspecific(cg__spare_key, call) == 0) {
     cg__spare = call;
     return;
   }
@@ -1182,7 +1191,7 @@ struct cg_call *cg_engine_begin(struct cg_handle *h) {
   if (!h->url)
     return NULL;
   n = strcspn(h->url, "?#");
-  if (cg__memo_hit(cg__spare, h, cfg, n)) {
+  if (cg__memo_hit(cg__spare_get(), h, cfg, n)) {
     call = cg__call_alloc(); /* the spare, its url and pool those of this URL */
     cg__call_init(call, h, cfg);
     call->pool = call->memo_pool ? call->memo_pool : &call->pool_scratch;
