@@ -167,6 +167,8 @@ class RedisTestCase(harness.GuardTestCase):
         """[(urls, env, args)] at once -> [CompletedProcess] in job order."""
         out = [None] * len(jobs)
         barrier = threading.Barrier(len(jobs))
+        for _, env, _ in jobs:     # a skip raised inside a thread would be lost
+            harness.skip_unsanitizable([harness.CURL], env)
 
         def one(i):
             urls, env, args = jobs[i]
@@ -415,6 +417,7 @@ class FleetMultiHostTest(RedisTestCase):
             env_b = self.machine_env("b", CURLGUARD_RPM="240", CURLGUARD_ADAPTIVE="off")
             out = {}
             barrier = threading.Barrier(2)
+            harness.skip_unsanitizable([harness.CURL], env_b)  # not from inside run_b
 
             def run_a():
                 barrier.wait(10)
@@ -545,6 +548,7 @@ class FleetFailOpenTest(RedisTestCase):
         url = self.mock.url("/v1/loop", plan="200")
         env = dict(env, CURLGUARD_RPM=rpm)
         holder = {}
+        harness.skip_unsanitizable([harness.CURL], env)  # not from inside go()
 
         def go():
             holder["p"] = self.curl([url] * n, env, timeout=60)

@@ -645,11 +645,13 @@ Test(usage, names_with_escapes_at_every_split) {
 /* Blanks of every kind, from none to runs of 40 (indentation: read 16 at a time), between
  * every two tokens. */
 Test(usage, blank_runs_at_every_split) {
-  static const char blanks[] = " \n\t\r  \n    \t\t   \r\n        \n  \t  \n\n    ";
+  static const char blanks[] = " \n\t\r  \n    \t\t   \r\n        \n  \t  \n\n      ";
+  const size_t most = sizeof(blanks) - 1; /* 40 */
   size_t w;
-  for (w = 0; w <= 40; w++) {
+  cr_assert_eq(most, 40);
+  for (w = 0; w <= most; w++) {
     char body[2048], what[32];
-    const char *bl = blanks + (40 - w);
+    const char *bl = blanks + (most - w);
     int n = snprintf(body, sizeof(body),
                      "%s{%s\"model\"%s:%s\"m\"%s,%s\"usage\"%s:%s{%s\"prompt_tokens\"%s:%s12"
                      "%s,%s\"completion_tokens\"%s:%s3%s}%s,%s\"x\"%s:%s[%s1%s,%strue%s,%s"
