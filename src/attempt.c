@@ -618,52 +618,11 @@ static void cg__put_back_progress(const struct cg_handle *h, CURL *c) {
   set(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
 }
 
-void cg_attempt_restore(struct cg_attempt *a) {
-  const struct cg_handle *h = a->h;
-  CURL *c = h->curl;
-  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
-
-  if (h->set_in_perform) {
-    cg_attempt_put_back(h, c); /* the host set options meanwhile: all of them */
-    return;
-  }
-  /* Only what cg_attempt_install changed (issue 16: 10 to 22 setopts per attempt); the
-   * rest still holds the host's values, which libcurl was given by the shim. */
-  set(c, CURLOPT_WRITEFUNCTION, h->write_fn);
-  set(c, CURLOPT_WRITEDATA, h->write_data);
-  set(c, CURLOPT_HEADERFUNCTION, h->header_fn);
-  set(c, CURLOPT_HEADERDATA, h->header_data);
-  cg__put_back_progress(h, c);
-  set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
-  set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
-  set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
-  if (a->wrap_read) {
-    set(c, CURLOPT_READFUNCTION, h->read_fn);
-    set(c, CURLOPT_READDATA, h->read_data);
-  }
-  if (a->headers)
-    set(c, CURLOPT_HTTPHEADER, h->httpheader);
-  if (a->watch_resend) {
-    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn);
-    set(c, CURLOPT_PREREQDATA, h->prereq_data);
-  }
-  if (h->resolver_start_fn) {
-    set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
-    set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
-  }
-  if (h->seek_fn) {
-    set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
-    set(c, CURLOPT_SEEKDATA, h->seek_data);
-  }
-  if (h->opensocket_fn) {
-    set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
-    set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
-  }
-  if (a->skip_hsts_read && h->hstsread_fn)
-    set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
-}
-
-void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
+/* The host's values back on `c`: with `a`, only what cg_attempt_install changed for that
+ * attempt (issue 16: 10 to 22 setopts per attempt; the rest still holds the host's
+ * values, which libcurl was given by the shim); with NULL, all of them, wrapped or not
+ * (cg_attempt_put_back). */
+static void cg__put_back(const struct cg_handle *h, CURL *c, const struct cg_attempt *a) {
   CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
 
   set(c, CURLOPT_WRITEFUNCTION, h->write_fn); /* NULL: libcurl's fwrite default */
@@ -674,21 +633,41 @@ void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
   set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
   set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
   set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
-  /* All of them, wrapped or not: the host may have set one from a callback during the
-   * attempt, and the shim then only recorded it (cg_handle_overridden).  NULL puts
-   * libcurl's default back (fread for the read function). */
-  set(c, CURLOPT_READFUNCTION, h->read_fn);
-  set(c, CURLOPT_READDATA, h->read_data);
-  set(c, CURLOPT_HTTPHEADER, h->httpheader);
-  set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn); /* refused before 7.80: never set then */
-  set(c, CURLOPT_PREREQDATA, h->prereq_data);
-  set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
-  set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
-  set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
-  set(c, CURLOPT_SEEKDATA, h->seek_data);
-  set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
-  set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
-  set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
+  /* NULL puts libcurl's default back (fread for the read function). */
+  if (!a || a->wrap_read) {
+    set(c, CURLOPT_READFUNCTION, h->read_fn);
+    set(c, CURLOPT_READDATA, h->read_data);
+  }
+  if (!a || a->headers)
+    set(c, CURLOPT_HTTPHEADER, h->httpheader);
+  if (!a || a->watch_resend) {
+    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn); /* refused before 7.80: never set then */
+    set(c, CURLOPT_PREREQDATA, h->prereq_data);
+  }
+  if (!a || h->resolver_start_fn) {
+    set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
+    set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
+  }
+  if (!a || h->seek_fn) {
+    set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
+    set(c, CURLOPT_SEEKDATA, h->seek_data);
+  }
+  if (!a || h->opensocket_fn) {
+    set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
+    set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
+  }
+  if (!a || (a->skip_hsts_read && h->hstsread_fn))
+    set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
+}
+
+void cg_attempt_restore(struct cg_attempt *a) {
+  /* The host set one of the overridden options meanwhile (the shim only recorded it,
+   * cg_handle_overridden), or reset the handle: all of them. */
+  cg__put_back(a->h, a->h->curl, a->h->set_in_perform ? NULL : a);
+}
+
+void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
+  cg__put_back(h, c, NULL);
 }
 
 static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms);
@@ -706,6 +685,25 @@ static int cg__host_progress_idle(struct cg_attempt *a) {
   else if (h->progress_fn)
     r = h->progress_fn(h->progress_data, (double) a->bytes_body, (double) a->bytes_body, 0, 0);
   return r == CURL_PROGRESSFUNC_CONTINUE ? 0 : r;
+}
+
+/* The host paused the delivery of held bytes: CURLE_OK to offer them again, else the
+ * call's end (the held bytes discarded): the host's progress callback aborted it in its
+ * idle call, or `past_deadline`. */
+static CURLcode cg__paused(struct cg_attempt *a, int past_deadline) {
+  if (cg__host_progress_idle(a) != 0) {
+    a->host_aborted = 1;
+    snprintf(a->errbuf, sizeof(a->errbuf), "Callback aborted");
+    cg_attempt_discard(a);
+    return CURLE_ABORTED_BY_CALLBACK;
+  }
+  if (past_deadline) {
+    snprintf(a->errbuf, sizeof(a->errbuf),
+             "curlguard: the host kept the transfer paused past the deadline");
+    cg_attempt_discard(a);
+    return CURLE_OPERATION_TIMEDOUT;
+  }
+  return CURLE_OK;
 }
 
 CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms) {
@@ -728,18 +726,9 @@ static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
       /* The transfer is over, so libcurl cannot hold these bytes for us: keep offering
        * them, giving the host's progress callback its usual idle calls (that is where
        * hosts resume a paused transfer), until it takes them or the deadline passes. */
-      if (cg__host_progress_idle(a) != 0) {
-        a->host_aborted = 1;
-        snprintf(a->errbuf, sizeof(a->errbuf), "Callback aborted");
-        cg_attempt_discard(a);
-        return CURLE_ABORTED_BY_CALLBACK;
-      }
-      if (cg_mono_ms() + nap > deadline_ms) {
-        snprintf(a->errbuf, sizeof(a->errbuf),
-                 "curlguard: the host kept the transfer paused past the deadline");
-        cg_attempt_discard(a);
-        return CURLE_OPERATION_TIMEDOUT;
-      }
+      CURLcode prc = cg__paused(a, cg_mono_ms() + nap > deadline_ms);
+      if (prc != CURLE_OK)
+        return prc;
       cg_sleep_ms(nap);
       nap = nap < 100 ? nap * 2 : 100;
       continue;
@@ -764,19 +753,10 @@ CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int 
 
     if (r == CURL_WRITEFUNC_PAUSE) {
       /* As cg__deliver, without the nap: the caller comes back later. */
-      if (cg__host_progress_idle(a) != 0) {
-        a->host_aborted = 1;
-        snprintf(a->errbuf, sizeof(a->errbuf), "Callback aborted");
-        cg_attempt_discard(a);
+      CURLcode prc = cg__paused(a, cg_mono_ms() >= deadline_ms);
+      if (prc != CURLE_OK) {
         a->h->replaying = 0;
-        return CURLE_ABORTED_BY_CALLBACK;
-      }
-      if (cg_mono_ms() >= deadline_ms) {
-        snprintf(a->errbuf, sizeof(a->errbuf),
-                 "curlguard: the host kept the transfer paused past the deadline");
-        cg_attempt_discard(a);
-        a->h->replaying = 0;
-        return CURLE_OPERATION_TIMEDOUT;
+        return prc;
       }
       *paused = 1; /* still replaying: curl_easy_pause answers as for a running transfer */
       return CURLE_OK;
