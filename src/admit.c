@@ -273,9 +273,10 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
   for (;;) {
     const struct cg_shared_ops *ops = cg__sp(ad)->ops;
     uint32_t seq = ops->breaker_seq(&ad->sh);
-    int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000, nap;
-    enum cg_breaker_verdict v = cg__sh_admit(ad, (deadline_ms - cg_mono_ms()) * 1000000,
-                                             &next_ns);
+    /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
+    int64_t now_ms = now / 1000000;
+    int64_t left_ns = (deadline_ms - now_ms - CG_MIN_ATTEMPT_MS) * 1000000, nap;
+    enum cg_breaker_verdict v = cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns);
     if (v != CG_BREAKER_REJECT) {
       ad->probe = v == CG_BREAKER_PROBE;
       break;
@@ -517,7 +518,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   *wait_ms = 0;
   if (cg__pool(ad) < 0)
     return -2;
-  left_ms = deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
+  left_ms = deadline_ms - now / 1000000 - CG_MIN_ATTEMPT_MS; /* now: CLOCK_MONOTONIC too */
   /* A pool held by a server's hint waits no longer than such a hint may ask of the
    * process that got it (max_retry_after): longer means give up now. */
   if (left_ms > ad->max_retry_after_ms &&
@@ -560,7 +561,8 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   {
     int rounds;
     for (rounds = 0; rounds < 100000; rounds++) {
-      int64_t now2 = cg_state_now(), ms;
+      /* Nothing waited yet: `now` still is (a read of the clock saved per call). */
+      int64_t now2 = rounds == 0 && wait_ns <= 0 ? now : cg_state_now(), ms;
       int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
       /* A 429 hold that began while we waited here holds us too (as above). */
       int64_t w = hold > 0 ? hold : cg__sh_learn_take(ad);

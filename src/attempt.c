@@ -339,7 +339,7 @@ static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   size_t n = size * nmemb;
   a->bytes_body += (int64_t) n;
-  a->t_last_rx_ms = cg_mono_ms();
+  a->t_last_rx_ms = cg_coarse_ms();
   /* Usage is read from every byte of the body once, as it arrives (a byte libcurl
    * delivers again after a pause is in dup_skip, and not read twice). */
   if (a->usage && a->usage_ct < 0)
@@ -356,7 +356,7 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   long s;
 
   a->bytes_header += (int64_t) n;
-  a->t_last_rx_ms = cg_mono_ms();
+  a->t_last_rx_ms = cg_coarse_ms();
   a->usage_ct = -1; /* a header line may set or reset the content type */
   if (a->dup_skip[CG_KIND_HEADER] == 0) {
     /* A fresh line (not the repeat of a paused one): look at it. */
@@ -378,9 +378,12 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
 }
 
 /* The guard's own timers.  Returns 1 when the attempt must stop now.  Bytes going out
- * count as activity too: a slow upload is neither idle nor waiting for an answer. */
+ * count as activity too: a slow upload is neither idle nor waiting for an answer.
+ * t_sent_ms, t_last_rx_ms and `now` are all the coarse clock (clock.h): libcurl runs
+ * this for every pass of its loop, and a split timeout (seconds) does not need the
+ * fine one; the coarse tick is added to the due times cg_attempt_timers_next gives. */
 static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow) {
-  int64_t now = cg_mono_ms(), last;
+  int64_t now = cg_coarse_ms(), last;
 
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
@@ -411,14 +414,17 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
 }
 
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
+  /* The stamps are coarse (up to a tick behind the fine clock): by the fine time
+   * stamp + timeout + tick the coarse clock has reached stamp + timeout, and the check
+   * then fires instead of finding it a little early again and again. */
   if (a->t_last_rx_ms) {
     int64_t last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
-    return a->read_timeout_ms > 0 ? last + a->read_timeout_ms : -1;
+    return a->read_timeout_ms > 0 ? last + a->read_timeout_ms + cg_coarse_tick_ms() : -1;
   }
   if (a->first_byte_timeout_ms <= 0)
     return -1;
   if (a->t_sent_ms)
-    return a->t_sent_ms + a->first_byte_timeout_ms;
+    return a->t_sent_ms + a->first_byte_timeout_ms + cg_coarse_tick_ms();
   return cg_mono_ms() + CG_TIMERS_BEAT_MS; /* not sent yet: look again then */
 }
 

@@ -106,7 +106,8 @@ struct cg_attempt {
    * a second of their value (measured: see README). 0 = off. */
   long first_byte_timeout_ms; /* request sent -> first response byte */
   long read_timeout_ms;       /* longest gap between received bytes */
-  int64_t t_sent_ms;          /* last upload progress, or when sending began; 0 = not yet */
+  int64_t t_sent_ms;          /* last upload progress, or when sending began; 0 = not yet
+                               * (this and t_last_rx_ms: cg_coarse_ms, clock.h) */
   int64_t t_last_rx_ms;       /* last response byte; 0 = none yet */
   curl_off_t last_ulnow;
 

@@ -9,6 +9,17 @@
 int64_t cg_mono_us(void);
 int64_t cg_mono_ms(void);
 
+/* Coarse monotonic time in milliseconds (CLOCK_MONOTONIC_COARSE: the kernel's last tick,
+ * no clock read; CLOCK_MONOTONIC when the kernel lacks it).  It lags cg_mono_ms() by up
+ * to cg_coarse_tick_ms().  For timers polled many times a request (the split timeouts),
+ * where a read of CLOCK_MONOTONIC (70-100 ns in a VM) would cost more than the check;
+ * never for a record's timings. */
+int64_t cg_coarse_ms(void);
+
+/* The coarse clock's resolution in ms (clock_getres(2)), rounded up; 0 when the coarse
+ * clock is the fine one. */
+int64_t cg_coarse_tick_ms(void);
+
 /* Wall-clock time in milliseconds since the Unix epoch (CLOCK_REALTIME). */
 int64_t cg_wall_ms(void);
 
