@@ -379,11 +379,13 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
 
 /* The guard's own timers.  Returns 1 when the attempt must stop now.  Bytes going out
  * count as activity too: a slow upload is neither idle nor waiting for an answer.
- * t_sent_ms, t_last_rx_ms and `now` are all the coarse clock (clock.h): libcurl runs
- * this for every pass of its loop, and a split timeout (seconds) does not need the
- * fine one; the coarse tick is added to the due times cg_attempt_timers_next gives. */
-static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow) {
-  int64_t now = cg_coarse_ms(), last;
+ * t_sent_ms, t_last_rx_ms and `now` are the coarse clock (clock.h): libcurl runs the
+ * progress callback for every pass of its loop, and a split timeout (seconds) does not
+ * need the fine one.  The due times cg_attempt_timers_next gives add the coarse tick,
+ * and cg_attempt_timers_check, run at them, passes the fine clock less that tick. */
+static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
+                      int64_t now) {
+  int64_t last;
 
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
@@ -436,7 +438,9 @@ int cg_attempt_timers_check(struct cg_attempt *a) {
     return 1;
   get(a->h->curl, CURLINFO_SIZE_UPLOAD_T, &ulnow);
   get(a->h->curl, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &ultotal);
-  return cg__timers(a, ultotal > 0 ? ultotal : 0, ulnow);
+  /* Due (multi driver): the fine clock less a tick is the coarse clock at the latest,
+   * when the kernel's tick is late under load, so a due timer fires now. */
+  return cg__timers(a, ultotal > 0 ? ultotal : 0, ulnow, cg_mono_ms() - cg_coarse_tick_ms());
 }
 
 static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
@@ -445,7 +449,7 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
   const struct cg_handle *h = a->h;
   int r;
 
-  if (cg__timers(a, ultotal, ulnow))
+  if (cg__timers(a, ultotal, ulnow, cg_coarse_ms()))
     return 1; /* CURLE_ABORTED_BY_CALLBACK; the guard reports it as a timeout */
   if (h->noprogress)
     return 0;
