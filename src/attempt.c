@@ -468,7 +468,8 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port) {
   struct cg_attempt *a = arg;
   const struct cg_handle *h = a->h;
-  int64_t now = cg_mono_ms(), rx = a->bytes_header + a->bytes_body;
+  /* Coarse (clock.h): it only tells a re-send after a second's silence from one at once. */
+  int64_t now = cg_coarse_ms(), rx = a->bytes_header + a->bytes_body;
 
   if (a->requests_sent > 0 && rx == a->rx_at_prereq) {
     /* Sent before, nothing came back, and libcurl sends again: its silent re-send. */
