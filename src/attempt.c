@@ -165,6 +165,20 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     a->hints.has_location = 1;
     return;
   }
+  /* Most of an answer's lines have a name no wanted one has the length of (server,
+   * connection, etag, ...): a bit per length, built once, turns them away. */
+  {
+    static uint64_t lens; /* bit 63: built; written once, the same by every thread */
+    uint64_t m = __atomic_load_n(&lens, __ATOMIC_RELAXED);
+    if (!m) {
+      for (i = 0, m = UINT64_C(1) << 63; i < sizeof(wanted) / sizeof(wanted[0]); i++)
+        if (wanted[i].len < 63)
+          m |= UINT64_C(1) << wanted[i].len;
+      __atomic_store_n(&lens, m, __ATOMIC_RELAXED);
+    }
+    if (nl < 63 && !(m >> nl & 1))
+      return; /* a longer name (none yet) is looked for below */
+  }
   /* The first letter in lower case (| 0x20 makes a letter of nothing else): compared
    * before strncasecmp, which most lines of the same length then skip. */
   first = (char) (p[0] | 0x20);
