@@ -71,10 +71,20 @@ static void cg__sh_down(struct cg_admission *ad) {
   ad->sh.ops = &cg_shared_mmap;
 }
 
+/* `now` (cg_state_now() read just before; 0: none) for the op about to run, when it runs
+ * on the state file (shared.h now_ns): a Redis op, whose own fallback to the file may
+ * come 50 ms later, never gets it. */
+static void cg__sh_instant(struct cg_shared_pool *sp, int64_t now) {
+  sp->now_ns = sp->ops == &cg_shared_mmap ? now : 0;
+}
+
 static int cg__sh_reserve(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
-                          int64_t *wait_ns) {
+                          int64_t *wait_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns);
+  int r;
+  cg__sh_instant(sp, now);
+  r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns);
+  sp->now_ns = 0;
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns);
@@ -120,9 +130,12 @@ static void cg__sh_release(struct cg_admission *ad, int slot) {
 }
 
 static enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad, int64_t probe_ns,
-                                            int64_t *next_ns) {
+                                            int64_t *next_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->breaker_admit(sp, probe_ns, next_ns);
+  int r;
+  cg__sh_instant(sp, now);
+  r = sp->ops->breaker_admit(sp, probe_ns, next_ns);
+  sp->now_ns = 0;
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.breaker_admit(sp, probe_ns, next_ns);
@@ -160,9 +173,12 @@ static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
 }
 
 /* The learned rate's place (limiter.h): the file's, or the fleet's word on Redis. */
-static int64_t cg__sh_learn_take(struct cg_admission *ad) {
+static int64_t cg__sh_learn_take(struct cg_admission *ad, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int64_t w = sp->ops->learn_take(sp);
+  int64_t w;
+  cg__sh_instant(sp, now);
+  w = sp->ops->learn_take(sp);
+  sp->now_ns = 0;
   if (w == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     w = cg_shared_mmap.learn_take(sp);
@@ -170,9 +186,11 @@ static int64_t cg__sh_learn_take(struct cg_admission *ad) {
   return w;
 }
 
-static void cg__sh_bfirst(struct cg_admission *ad) {
+static void cg__sh_bfirst(struct cg_admission *ad, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
+  cg__sh_instant(sp, now);
   sp->ops->budget_first(sp);
+  sp->now_ns = 0;
 }
 
 static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,
@@ -261,10 +279,12 @@ static int cg__tick(struct cg_admission *ad) {
  * as the half-open probe, or CIRCUIT_OPEN with the time to the next probe.  With
  * open = wait, a refused call parks for the probe's result while its deadline allows
  * (admit.h); `ramp`: take a slow-start ticket (the first ask of an attempt only). */
-static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now,
+/* `*nowp`: cg_state_now() read just before; the latest instant read on return (the same
+ * when nothing waited). */
+static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *nowp,
                                      int64_t deadline_ms, int64_t *next_probe_ms, int ramp) {
   const struct cg_breaker_cfg *c = &ad->pool->breaker;
-  int64_t next_ns, t0 = now;
+  int64_t now = *nowp, next_ns, t0 = now;
   int held = 0;
   enum cg_gate r = CG_GATE_GO;
 
@@ -276,7 +296,8 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
     /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
     int64_t now_ms = now / 1000000;
     int64_t left_ns = (deadline_ms - now_ms - CG_MIN_ATTEMPT_MS) * 1000000, nap;
-    enum cg_breaker_verdict v = cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns);
+    enum cg_breaker_verdict v =
+        cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns, now);
     if (v != CG_BREAKER_REJECT) {
       ad->probe = v == CG_BREAKER_PROBE;
       break;
@@ -305,8 +326,10 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
       break;
     }
   }
-  if (held)
-    ad->breaker_wait_ms += (cg_state_now() - t0) / 1000000;
+  if (held) {
+    now = cg_state_now();
+    ad->breaker_wait_ms += (now - t0) / 1000000;
+  }
   if (r == CG_GATE_GO && ramp && !ad->probe) {
     /* The slow start: this call's turn, never past its deadline (then it just goes: the
      * limiter still applies on top). */
@@ -329,6 +352,7 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t now
     }
     ad->breaker_wait_ms += (now - t1) / 1000000;
   }
+  *nowp = now;
   return r;
 }
 
@@ -343,15 +367,14 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
     return CG_GATE_GO;
   now = cg_state_now();
   {
-    enum cg_gate b = cg__breaker_gate(ad, p, now, deadline_ms, next_probe_ms, 1);
+    enum cg_gate b = cg__breaker_gate(ad, p, &now, deadline_ms, next_probe_ms, 1);
     if (b != CG_GATE_GO)
       return b;
-    now = cg_state_now();
   }
   if (attempt != 1)
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
   if (!host_repeat) {
-    cg__sh_bfirst(ad);
+    cg__sh_bfirst(ad, now);
     return CG_GATE_GO;
   }
   if (ad->repeat_granted)
@@ -371,11 +394,13 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
 static enum cg_gate cg__recheck(struct cg_admission *ad, int64_t deadline_ms,
                                 int64_t *next_probe_ms) {
   int p = ad->state ? ad->pool_index : -1;
+  int64_t now;
 
   *next_probe_ms = 0;
   if (p < 0)
     return CG_GATE_GO;
-  return cg__breaker_gate(ad, p, cg_state_now(), deadline_ms, next_probe_ms, 0);
+  now = cg_state_now();
+  return cg__breaker_gate(ad, p, &now, deadline_ms, next_probe_ms, 0);
 }
 
 static int cg__probing(const struct cg_admission *ad) {
@@ -525,7 +550,8 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       __atomic_load_n(&st->pools[ad->pool_index].hold_until, __ATOMIC_ACQUIRE) - now >
           ad->max_retry_after_ms * 1000000)
     left_ms = ad->max_retry_after_ms;
-  if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns) != 0) {
+  if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns, now) !=
+      0) {
     cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
     *wait_ms = wait_ns / 1000000;
     return -1;
@@ -561,11 +587,15 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   {
     int rounds;
     for (rounds = 0; rounds < 100000; rounds++) {
-      /* Nothing waited yet: `now` still is (a read of the clock saved per call). */
-      int64_t now2 = rounds == 0 && wait_ns <= 0 ? now : cg_state_now(), ms;
+      /* Nothing waited yet, and the reserve was the file's (µs, not a Redis round trip):
+       * `now` still is (a read of the clock saved per call). */
+      int64_t now2 = rounds == 0 && wait_ns <= 0 && ad->sh.ops == &cg_shared_mmap
+                         ? now
+                         : cg_state_now(),
+              ms;
       int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
       /* A 429 hold that began while we waited here holds us too (as above). */
-      int64_t w = hold > 0 ? hold : cg__sh_learn_take(ad);
+      int64_t w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
       if (w <= 0)
         break;
       if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
@@ -858,13 +888,14 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
                           int64_t deadline_ms, int ramp, int64_t *ms) {
   const struct cg_breaker_cfg *c = &ad->pool->breaker;
   int64_t now = cg_state_now(), next_ns = 0, nap;
-  int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000;
+  /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
+  int64_t left_ns = (deadline_ms - now / 1000000 - CG_MIN_ATTEMPT_MS) * 1000000;
   enum cg_breaker_verdict v;
 
   if (!c->enabled || ad->probe)
     return 0;
   /* The shared breaker (shared.h): next_ns comes back relative. */
-  v = cg__sh_admit(ad, (deadline_ms - cg_mono_ms()) * 1000000, &next_ns);
+  v = cg__sh_admit(ad, (deadline_ms - now / 1000000) * 1000000, &next_ns, now);
   if (v != CG_BREAKER_REJECT) {
     ad->probe = v == CG_BREAKER_PROBE;
     if (nb->held)
@@ -921,7 +952,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       return CG_NB_WAIT;
     now = cg_state_now();
     if (attempt == 1 && !host_repeat) {
-      cg__sh_bfirst(ad);
+      cg__sh_bfirst(ad, now);
     } else if (attempt == 1 && !ad->repeat_granted) {
       enum cg_budget_verdict v =
           cg__sh_bretry(ad, (deadline_ms - cg_mono_ms()) * 1000000, slot);
@@ -960,17 +991,18 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     /* fall through */
   case 2:
     ad->queue_ms = 0;
-    nb->queue_since_ms = cg_mono_ms();
-    nb->slot = -2;
     now = cg_state_now();
-    left_ms = deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS;
+    nb->queue_since_ms = now / 1000000; /* CLOCK_MONOTONIC, as cg_mono_ms() */
+    nb->slot = -2;
+    left_ms = deadline_ms - nb->queue_since_ms - CG_MIN_ATTEMPT_MS;
     if (left_ms > ad->max_retry_after_ms &&
         __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE) - now >
             ad->max_retry_after_ms * 1000000)
       left_ms = ad->max_retry_after_ms;
     nb->hold_shared = 0;
     nb->slot_poll_ms = 0;
-    if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns) != 0) {
+    if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns,
+                       now) != 0) {
       cg_limiter_count(st, p, CG_CNT_REJECTED);
       *ms = wait_ns / 1000000;
       return CG_NB_LIMIT;
@@ -1005,7 +1037,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       nb->hold_shared = 1;
       return CG_NB_WAIT;
     }
-    w = cg__sh_learn_take(ad);
+    w = cg__sh_learn_take(ad, now);
     if (w > 0 && cg__ceil_ms(w) <= deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
       if (!nb->waited_counted)
         cg_limiter_count(st, p, CG_CNT_WAITED);

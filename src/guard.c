@@ -550,7 +550,8 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   call->admission.attempt_start_ns = cg_state_now();
   call->held |= call->admission.breaker_wait_ms > 0;
   call->reached = 1;
-  call->t_attempt_ms = cg_mono_ms();
+  /* The same clock (CLOCK_MONOTONIC): one read for both. */
+  call->t_attempt_ms = call->admission.attempt_start_ns / 1000000;
   cg_attempt_init(a, h, cg__preview, call, call->stream_digest);
   /* GET and HEAD read what exists (polling a stored Responses object repeats its usage):
    * they are not billed for tokens, so their usage is not read.  NULL when out of memory:

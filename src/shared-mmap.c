@@ -6,9 +6,14 @@
 #include "budget.h"
 #include "limiter.h"
 
+/* The caller's instant for this op (shared.h now_ns), else the clock. */
+static int64_t cg__m_now(const struct cg_shared_pool *sp) {
+  return sp->now_ns > 0 ? sp->now_ns : cg_state_now();
+}
+
 static int cg__m_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
                          int64_t *wait_ns) {
-  return cg_limiter_reserve(sp->state, sp->p, &sp->cfg->lim, tokens, cg_state_now(),
+  return cg_limiter_reserve(sp->state, sp->p, &sp->cfg->lim, tokens, cg__m_now(sp),
                             max_wait_ns, wait_ns);
 }
 
@@ -32,7 +37,7 @@ static void cg__m_release(struct cg_shared_pool *sp, int handle) {
 }
 
 static int cg__m_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns) {
-  int64_t now = cg_state_now();
+  int64_t now = cg__m_now(sp);
   int r = (int) cg_breaker_admit(sp->state, sp->p, &sp->cfg->breaker, now, now + probe_ns,
                                  next_ns);
   /* The interface's next_ns is relative. */
@@ -69,7 +74,7 @@ static void cg__m_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
 }
 
 static void cg__m_bfirst(struct cg_shared_pool *sp) {
-  cg_budget_first(sp->state, sp->p, &sp->cfg->budget, cg_state_now());
+  cg_budget_first(sp->state, sp->p, &sp->cfg->budget, cg__m_now(sp));
 }
 
 static int cg__m_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
@@ -92,7 +97,7 @@ static void cg__m_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
 }
 
 static int64_t cg__m_learn_take(struct cg_shared_pool *sp) {
-  return cg_limiter_learn_take(sp->state, sp->p, &sp->cfg->lim, cg_state_now());
+  return cg_limiter_learn_take(sp->state, sp->p, &sp->cfg->lim, cg__m_now(sp));
 }
 
 static void cg__m_learn_cut(struct cg_shared_pool *sp) {

@@ -53,6 +53,11 @@ struct cg_shared_pool {
   int64_t learn_poll_ms;           /* Redis: the learned place was free but no slot: the
                                     * next ask after this (5 ms doubling to
                                     * CG_SHARED_POLL_MS; 0 after a reserve) */
+  int64_t now_ns;                  /* mmap: cg_state_now() its caller read just before
+                                    * the next op, so that the op need not read the clock
+                                    * again (70-100 ns in a VM); 0 = read it.  Set by
+                                    * admit.c for one op on the mmap back end only, and
+                                    * cleared right after it. */
 };
 
 struct cg_shared_ops {
