@@ -426,9 +426,13 @@ static int cg__tick_fn(void *arg) {
   return r != 0 && r != CURL_PROGRESSFUNC_CONTINUE;
 }
 
+/* As snprintf(buf, CURL_ERROR_SIZE, "%s", msg), without the format walk (every call). */
 static void cg__host_errbuf(const struct cg_handle *h, const char *msg) {
-  if (h->errorbuffer)
-    snprintf(h->errorbuffer, CURL_ERROR_SIZE, "%s", msg);
+  if (h->errorbuffer) {
+    size_t n = strnlen(msg, CURL_ERROR_SIZE - 1);
+    memmove(h->errorbuffer, msg, n);
+    h->errorbuffer[n] = '\0';
+  }
 }
 
 /* ---- the loop ---- */
