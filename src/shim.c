@@ -85,25 +85,20 @@ CG_EXPORT CURL *curl_easy_init(void) {
   return curl;
 }
 
-/* curl_easy_setopt for a call that keeps nothing: guard off, a duplicate copy, or a
- * handle the guard does not know; the caller's libcurl. */
-static __attribute__((noinline)) CURLcode cg__setopt_pass(CURL *curl, long opt,
-                                                          const struct cg_optval *v,
-                                                          const void *caller) {
-  const struct cg_lib *lib = cg_lib_for_caller(caller);
-  return lib ? cg_optval_forward(lib->easy_setopt, curl, opt, v) : CURLE_FAILED_INIT;
-}
-
 /* The rest of curl_easy_setopt, inlined once per argument kind: `kind` (v->kind) is
- * then a constant, and the forward and cg_handle_tracks fold to it. */
+ * then a constant, and the forwards and cg_handle_tracks fold to it. */
 static inline __attribute__((always_inline)) CURLcode
 cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind) {
   struct cg_optval fwd = {kind, v->u}; /* never escapes: its kind stays a constant */
   struct cg_handle *h;
   CURLcode rc;
 
-  if (__builtin_expect(!cg__enabled() || !curl || !(h = cg_handle_get(curl)), 0))
-    return cg__setopt_pass(curl, opt, v, CG_CALLER()); /* curl_easy_setopt's caller */
+  if (__builtin_expect(!cg__enabled() || !(h = cg_handle_get(curl)), 0)) {
+    /* Off, a duplicate copy, or a handle the guard does not know (NULL among them): the
+     * caller's libcurl (curl_easy_setopt's caller: this is inlined), nothing kept. */
+    const struct cg_lib *lib = cg_lib_for_caller(CG_CALLER());
+    return lib ? cg_optval_forward(lib->easy_setopt, curl, opt, &fwd) : CURLE_FAILED_INIT;
+  }
   if (__builtin_expect(h->in_perform, 0) && cg_handle_overridden(h, opt)) {
     /* Set from a host callback while an attempt runs: the attempt has the option
      * pointed at the guard; it takes the host's new value from the shadow and puts
@@ -123,8 +118,9 @@ cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind
   return rc;
 }
 
-/* The host's most frequent call: with the guard on, a known handle's shadow is found
- * through this thread's memo (handle.h) and only the options it keeps are recorded. */
+/* The host's most frequent call: with the guard off, straight to the caller's libcurl;
+ * on, a known handle's shadow is found through this thread's memo (handle.h) and only
+ * the options it keeps are recorded. */
 CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   struct cg_optval v;
   va_list ap;
