@@ -7,8 +7,9 @@
  * if the guard had never touched it.
  *
  * Map: CURL* -> struct cg_handle, an open-addressing table read without any lock (every
- * curl_easy_setopt of the host looks its handle up); add and remove take one mutex
- * (fork-safe through pthread_atfork).  A shadow itself is only touched by the thread
+ * curl_easy_setopt of the host looks its handle up, most often answered by the thread's
+ * memo of its last lookup); add and remove take one mutex (fork-safe through
+ * pthread_atfork) and void every memo.  A shadow itself is only touched by the thread
  * using its handle, as libcurl requires of the handle (libcurl-thread(3)), and it is
  * freed only by that handle's cleanup, which libcurl forbids while the handle is in use.
  */
