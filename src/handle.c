@@ -54,6 +54,15 @@ static size_t cg__count;                /* shadows alive (atomic, relaxed) */
 static size_t cg__used;                 /* slots not empty: live + tombstones (mutex) */
 static size_t cg__ntables;              /* tables made so far (mutex) */
 
+__thread struct cg_handle_memo cg_handle_memo __attribute__((tls_model("initial-exec")));
+uint64_t cg_handle_gen = 1;
+
+/* A change of the map: every memo taken before it is void (mutex held). */
+static void cg__gen_bump(void) {
+  __atomic_store_n(&cg_handle_gen, __atomic_load_n(&cg_handle_gen, __ATOMIC_RELAXED) + 1,
+                   __ATOMIC_RELEASE);
+}
+
 static void cg__map_lock(void) {
   pthread_mutex_lock(&cg__map_mutex);
 }
@@ -176,6 +185,7 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
    * in place (only this handle's user reads it), and no table ever holds a key twice. */
   if (t && (at = cg__find(t, key)) >= 0) {
     stale = t->slots[at].node;
+    cg__gen_bump();
     __atomic_store_n(&t->slots[at].node, n, __ATOMIC_RELEASE);
     cg__map_unlock();
     cg__free_owned(&stale->h);
@@ -207,6 +217,7 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   }
   if (t->slots[free_at].key == 0)
     cg__used++;
+  cg__gen_bump();
   __atomic_store_n(&t->slots[free_at].node, n, __ATOMIC_RELEASE);
   __atomic_store_n(&t->slots[free_at].key, key, __ATOMIC_RELEASE);
   __atomic_fetch_add(&cg__count, 1, __ATOMIC_RELAXED);
@@ -214,13 +225,19 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   return &n->h;
 }
 
-struct cg_handle *cg_handle_get(CURL *curl) {
+struct cg_handle *cg_handle_lookup(CURL *curl) {
+  /* The generation before the table: a change made meanwhile voids this memo too. */
+  uint64_t gen = __atomic_load_n(&cg_handle_gen, __ATOMIC_ACQUIRE);
   const struct cg__table *t = __atomic_load_n(&cg__table, __ATOMIC_ACQUIRE);
+  struct cg_handle *h = NULL;
   long at;
 
-  if (!t || (uintptr_t) curl <= CG_TOMB || (at = cg__find(t, (uintptr_t) curl)) < 0)
-    return NULL;
-  return &__atomic_load_n(&t->slots[at].node, __ATOMIC_ACQUIRE)->h;
+  if (t && (uintptr_t) curl > CG_TOMB && (at = cg__find(t, (uintptr_t) curl)) >= 0)
+    h = &__atomic_load_n(&t->slots[at].node, __ATOMIC_ACQUIRE)->h;
+  cg_handle_memo.curl = curl;
+  cg_handle_memo.h = h;
+  cg_handle_memo.gen = gen;
+  return h;
 }
 
 void cg_handle_remove(CURL *curl) {
@@ -234,6 +251,7 @@ void cg_handle_remove(CURL *curl) {
   if (t && key > CG_TOMB && (at = cg__find(t, key)) >= 0) {
     size_t i = (size_t) at;
     n = t->slots[i].node;
+    cg__gen_bump();
     __atomic_store_n(&t->slots[i].key, CG_TOMB, __ATOMIC_RELEASE);
     __atomic_store_n(&t->slots[i].node, NULL, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&cg__count, 1, __ATOMIC_RELAXED);
@@ -356,6 +374,39 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
     return 0;
   }
 }
+
+/* Every option cg_handle_record has a case for: cg_handle_tracked is made from this list
+ * (tests/unit/test-handle.c checks that the switch changes nothing for the others). */
+#define CG__TRACKED(X, a)                                                                  \
+  X(CURLOPT_URL, a) X(CURLOPT_CUSTOMREQUEST, a) X(CURLOPT_DEFAULT_PROTOCOL, a)             \
+  X(CURLOPT_NOBODY, a) X(CURLOPT_UPLOAD, a) X(CURLOPT_PUT, a) X(CURLOPT_POST, a)            \
+  X(CURLOPT_HTTPGET, a) X(CURLOPT_POSTFIELDS, a) X(CURLOPT_COPYPOSTFIELDS, a)               \
+  X(CURLOPT_POSTFIELDSIZE, a) X(CURLOPT_POSTFIELDSIZE_LARGE, a) X(CURLOPT_MIMEPOST, a)      \
+  X(CURLOPT_HTTPPOST, a) X(CURLOPT_HTTPHEADER, a) X(CURLOPT_FOLLOWLOCATION, a)              \
+  X(CURLOPT_WRITEFUNCTION, a) X(CURLOPT_WRITEDATA, a) X(CURLOPT_HEADERFUNCTION, a)          \
+  X(CURLOPT_HEADERDATA, a) X(CURLOPT_READFUNCTION, a) X(CURLOPT_READDATA, a)                \
+  X(CURLOPT_SEEKFUNCTION, a) X(CURLOPT_SEEKDATA, a) X(CURLOPT_PREREQFUNCTION, a)            \
+  X(CURLOPT_PREREQDATA, a) X(CURLOPT_RESOLVER_START_FUNCTION, a)                            \
+  X(CURLOPT_RESOLVER_START_DATA, a) X(CURLOPT_OPENSOCKETFUNCTION, a)                        \
+  X(CURLOPT_OPENSOCKETDATA, a) X(CURLOPT_HSTSREADFUNCTION, a) X(CURLOPT_XFERINFOFUNCTION, a) \
+  X(CURLOPT_PROGRESSFUNCTION, a) X(CURLOPT_XFERINFODATA, a) X(CURLOPT_NOPROGRESS, a)        \
+  X(CURLOPT_ERRORBUFFER, a) X(CURLOPT_TIMEOUT, a) X(CURLOPT_TIMEOUT_MS, a)                  \
+  X(CURLOPT_CONNECTTIMEOUT, a) X(CURLOPT_CONNECTTIMEOUT_MS, a) X(CURLOPT_PROTOCOLS, a)      \
+  X(CG_OPT_PROTOCOLS_STR, a) X(CURLOPT_VERBOSE, a)
+
+/* Bit index of option `o` in cg_handle_tracked (o / 10000 is its kind, optval.h). */
+#define CG__TIDX(o) (((long) (o) / 10000) * CG_TRACK_SPAN + (long) (o) % 10000)
+#define CG__TBIT(o, w) | (CG__TIDX(o) / 64 == (w) ? 1ull << (CG__TIDX(o) % 64) : 0)
+#define CG__TW(w) (0 CG__TRACKED(CG__TBIT, w))
+#define CG__TW8(w)                                                                         \
+  CG__TW(w), CG__TW(w + 1), CG__TW(w + 2), CG__TW(w + 3), CG__TW(w + 4), CG__TW(w + 5),     \
+      CG__TW(w + 6), CG__TW(w + 7)
+#define CG__TCHECK(o, a) _Static_assert((long) (o) % 10000 < CG_TRACK_SPAN, "CG_TRACK_SPAN");
+CG__TRACKED(CG__TCHECK, 0)
+_Static_assert(5 * CG_TRACK_SPAN / 64 == 40, "five kinds of eight words");
+
+const uint64_t cg_handle_tracked[5 * CG_TRACK_SPAN / 64] = {
+    CG__TW8(0), CG__TW8(8), CG__TW8(16), CG__TW8(24), CG__TW8(32)};
 
 static void cg__set_str(char **slot, const void *p) {
   free(*slot);

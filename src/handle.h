@@ -7,8 +7,9 @@
  * if the guard had never touched it.
  *
  * Map: CURL* -> struct cg_handle, an open-addressing table read without any lock (every
- * curl_easy_setopt of the host looks its handle up); add and remove take one mutex
- * (fork-safe through pthread_atfork).  A shadow itself is only touched by the thread
+ * curl_easy_setopt of the host looks its handle up, most often answered by the thread's
+ * memo of its last lookup); add and remove take one mutex (fork-safe through
+ * pthread_atfork) and void every memo.  A shadow itself is only touched by the thread
  * using its handle, as libcurl requires of the handle (libcurl-thread(3)), and it is
  * freed only by that handle's cleanup, which libcurl forbids while the handle is in use.
  */
@@ -99,9 +100,41 @@ struct cg_handle {
  * Returns NULL when out of memory (the handle then passes through). */
 struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib);
 
+/* This thread's last answer of the map (cg_handle_get): `curl` -> `h` (NULL: unknown),
+ * true while the map's generation is still `gen`.  Every add and remove bumps the
+ * generation, so a handle freed and another made at its address never get the old
+ * shadow; a thread that is handed a handle by another was ordered after that thread's
+ * adds and removes by the hand-over itself, and sees their generation.  initial-exec: the
+ * library is preloaded, or dlopen'ed into the static TLS surplus (it already uses
+ * initial-exec TLS, state.c), so reading it is one %fs access, no __tls_get_addr. */
+struct cg_handle_memo {
+  CURL *curl;
+  struct cg_handle *h;
+  uint64_t gen;
+};
+extern __thread struct cg_handle_memo cg_handle_memo
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* The map's generation: starts at 1 (a memo's 0 never matches), bumped (release) under
+ * the map's mutex by every add and remove, before the shadow goes away. */
+extern uint64_t cg_handle_gen __attribute__((visibility("hidden")));
+
+/* cg_handle_get past this thread's memo: looks `curl` up in the map and remembers the
+ * answer. */
+struct cg_handle *cg_handle_lookup(CURL *curl);
+
 /* The shadow of `curl`, or NULL if the guard does not know it.  Takes no lock and makes
- * no system call; safe while other threads add and remove other handles. */
-struct cg_handle *cg_handle_get(CURL *curl);
+ * no system call; safe while other threads add and remove other handles.  Inline: the
+ * same handle as this thread's last lookup, with no add or remove since, costs two
+ * compares (every setopt of the host asks). */
+static inline struct cg_handle *cg_handle_get(CURL *curl) {
+  struct cg_handle_memo *m = &cg_handle_memo;
+
+  if (__builtin_expect(m->curl == curl &&
+                           m->gen == __atomic_load_n(&cg_handle_gen, __ATOMIC_ACQUIRE),
+                       1))
+    return m->h;
+  return cg_handle_lookup(curl);
+}
 
 /* Remove and free the shadow of `curl` (no-op if unknown). */
 void cg_handle_remove(CURL *curl);
@@ -122,6 +155,24 @@ int cg_handle_overridden(const struct cg_handle *h, long opt);
  * options some field above keeps are recorded (the ones guard.c and attempt.c read, put
  * back after an attempt, or hand to a duplicate); any other option returns at once. */
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v);
+
+/* The options cg_handle_record keeps, one bit each: per argument kind (optval.h), the
+ * option numbers kind * 10000 + 0 .. CG_TRACK_SPAN - 1.  Defined in handle.c. */
+#define CG_TRACK_SPAN 512
+extern const uint64_t cg_handle_tracked[5 * CG_TRACK_SPAN / 64]
+    __attribute__((visibility("hidden")));
+
+/* 0 when cg_handle_record would ignore option `opt` of argument kind `kind`
+ * (cg_opt_kind(opt)), so the shim can skip the call; 1 otherwise (and for any option
+ * outside the table).  Inline: every setopt of a guarded handle asks. */
+static inline int cg_handle_tracks(long opt, enum cg_optkind kind) {
+  unsigned long n = (unsigned long) (opt - (long) kind * 10000);
+
+  if (n >= CG_TRACK_SPAN)
+    return 1;
+  n += (unsigned long) kind * CG_TRACK_SPAN;
+  return (int) ((cg_handle_tracked[n / 64] >> (n % 64)) & 1);
+}
 
 /* libcurl refused the host's CURLOPT_PROTOCOLS(_STR): what the handle allows is then
  * unknown (libcurl 7.88 stores part of a refused list), so the guard must never set it

@@ -34,12 +34,28 @@
 #define CG_CALLER() __builtin_extract_return_addr(__builtin_return_address(0))
 
 /* Nesting depth of guarded performs in this thread: a perform started from inside a
- * host callback of a guarded perform passes straight through. */
-static __thread int cg__depth;
+ * host callback of a guarded perform passes straight through.  initial-exec, as the
+ * memo of handle.h: no __tls_get_addr per perform. */
+static __thread int cg__depth __attribute__((tls_model("initial-exec")));
 
-/* Guarding is on, and this is the first copy of the library in the process. */
-static int cg__enabled(void) {
-  return cg_config_enabled() && !cg_lib_is_duplicate();
+/* cg__enabled's answer: -1 until the first call, then 0 or 1 for the life of the
+ * process (both of its parts are fixed once known).  Threads racing on the first call
+ * store the same value. */
+static int cg__active = -1;
+
+static __attribute__((noinline)) int cg__enabled_first(void) {
+  int v = cg_config_enabled() && !cg_lib_is_duplicate();
+  __atomic_store_n(&cg__active, v, __ATOMIC_RELEASE);
+  return v;
+}
+
+/* Guarding is on, and this is the first copy of the library in the process.  One load
+ * after the first call (every setopt of the host asks). */
+static inline int cg__enabled(void) {
+  int v = __atomic_load_n(&cg__active, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(v > 0, 1))
+    return 1;
+  return v == 0 ? 0 : cg__enabled_first();
 }
 
 /* The libcurl that serves `curl`: its creator's if the guard knows the handle, else
@@ -70,39 +86,62 @@ CG_EXPORT CURL *curl_easy_init(void) {
   return curl;
 }
 
-CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
+/* The rest of curl_easy_setopt, inlined once per argument kind: `kind` (v->kind) is
+ * then a constant, and the forwards and cg_handle_tracks fold to it. */
+static inline __attribute__((always_inline)) CURLcode
+cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind) {
+  struct cg_optval fwd = {kind, v->u}; /* never escapes: its kind stays a constant */
   struct cg_handle *h;
-  const struct cg_lib *lib;
+  CURLcode rc;
+
+  if (__builtin_expect(!cg__enabled() || !(h = cg_handle_get(curl)), 0)) {
+    /* Off, a duplicate copy, or a handle the guard does not know (NULL among them): the
+     * caller's libcurl (curl_easy_setopt's caller: this is inlined), nothing kept. */
+    const struct cg_lib *lib = cg_lib_for_caller(CG_CALLER());
+    return lib ? cg_optval_forward(lib->easy_setopt, curl, opt, &fwd) : CURLE_FAILED_INIT;
+  }
+  if (__builtin_expect(h->in_perform, 0) && cg_handle_overridden(h, opt)) {
+    /* Set from a host callback while an attempt runs: the attempt has the option
+     * pointed at the guard; it takes the host's new value from the shadow and puts
+     * it in place when the attempt ends. */
+    cg_handle_record(h, opt, v);
+    h->set_in_perform = 1;
+    return CURLE_OK;
+  }
+  /* h->lib: the creator's libcurl, never NULL (cg_handle_add's callers check it). */
+  rc = cg_optval_forward(h->lib->easy_setopt, curl, opt, &fwd);
+  if (__builtin_expect(rc == CURLE_OK, 1)) {
+    if (cg_handle_tracks(opt, kind))
+      cg_handle_record(h, opt, v);
+  } else if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR) {
+    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
+  }
+  return rc;
+}
+
+/* The host's most frequent call: with the guard off, straight to the caller's libcurl;
+ * on, a known handle's shadow is found through this thread's memo (handle.h) and only
+ * the options it keeps are recorded. */
+CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   struct cg_optval v;
   va_list ap;
-  CURLcode rc;
 
   va_start(ap, option);
   cg_optval_read((long) option, &ap, &v);
   va_end(ap);
-  if (__builtin_expect(!cg_config_enabled(), 0)) {
-    /* Off: the caller's libcurl, nothing kept (the host's most frequent call). */
-    lib = cg_lib_for_caller(CG_CALLER());
-    return lib ? cg_optval_forward(lib->easy_setopt, curl, (long) option, &v)
-               : CURLE_FAILED_INIT;
+  switch (v.kind) {
+  case CG_OPT_LONG:
+    return cg__setopt(curl, (long) option, &v, CG_OPT_LONG);
+  case CG_OPT_PTR:
+    return cg__setopt(curl, (long) option, &v, CG_OPT_PTR);
+  case CG_OPT_FUNC:
+    return cg__setopt(curl, (long) option, &v, CG_OPT_FUNC);
+  case CG_OPT_OFFT:
+    return cg__setopt(curl, (long) option, &v, CG_OPT_OFFT);
+  case CG_OPT_BLOB:
+    return cg__setopt(curl, (long) option, &v, CG_OPT_BLOB);
   }
-  lib = cg__lib(curl, &h, CG_CALLER());
-  if (!lib)
-    return CURLE_FAILED_INIT;
-  if (h && cg_handle_overridden(h, (long) option)) {
-    /* Set from a host callback while an attempt runs: the attempt has the option
-     * pointed at the guard; it takes the host's new value from the shadow and puts
-     * it in place when the attempt ends. */
-    cg_handle_record(h, (long) option, &v);
-    h->set_in_perform = 1;
-    return CURLE_OK;
-  }
-  rc = cg_optval_forward(lib->easy_setopt, curl, (long) option, &v);
-  if (h && rc == CURLE_OK)
-    cg_handle_record(h, (long) option, &v);
-  else if (h && (option == CURLOPT_PROTOCOLS || (long) option == CG_OPT_PROTOCOLS_STR))
-    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
-  return rc;
+  return CURLE_BAD_FUNCTION_ARGUMENT; /* not reached: cg_optval_read sets a kind */
 }
 
 CG_EXPORT CURLcode curl_easy_perform(CURL *curl) {

@@ -973,3 +973,98 @@ Test(handle, reused_address_replaces_the_stale_shadow) {
   cr_assert_null(cg_handle_get(FAKE(77)));
   cr_assert_eq(cg_handle_count(), start);
 }
+
+/* The shim records only the options cg_handle_tracks names (issue 16): any other option,
+ * of every kind, must leave a shadow exactly as it was. */
+Test(handle, untracked_options_change_nothing) {
+  static const long kinds[] = {0, CURLOPTTYPE_OBJECTPOINT, CURLOPTTYPE_FUNCTIONPOINT,
+                               CURLOPTTYPE_OFF_T, CURLOPTTYPE_BLOB};
+  struct cg_handle *h = cg_handle_add(FAKE(5), &fake_lib), before;
+  size_t k;
+  long n, tracked = 0;
+
+  cr_assert_not_null(h);
+  set(h, CURLOPT_POSTFIELDSIZE, 3L); /* fields the switch could touch are not defaults */
+  set(h, CURLOPT_COPYPOSTFIELDS, "abc");
+  set(h, CURLOPT_URL, "http://x.example/");
+  for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+    for (n = 0; n < CG_TRACK_SPAN + 100; n++) {
+      long opt = kinds[k] + n;
+      struct cg_optval v = {cg_opt_kind(opt), {.l = 0}};
+      if (cg_handle_tracks(opt, v.kind)) {
+        tracked += n < CG_TRACK_SPAN;
+        continue;
+      }
+      cr_assert_lt(n, CG_TRACK_SPAN, "options past the table go to the switch");
+      memcpy(&before, h, sizeof(before));
+      cg_handle_record(h, opt, &v);
+      cr_assert(memcmp(&before, h, sizeof(before)) == 0, "untracked option %ld changed the shadow",
+                opt);
+    }
+  cr_assert_eq(tracked, 43, "%ld options tracked", tracked);
+  cr_assert(cg_handle_tracks(CURLOPT_URL, CG_OPT_PTR));
+  cr_assert(cg_handle_tracks(CURLOPT_POSTFIELDSIZE_LARGE, CG_OPT_OFFT));
+  cr_assert(cg_handle_tracks(CURLOPT_WRITEFUNCTION, CG_OPT_FUNC));
+  cr_assert(!cg_handle_tracks(CURLOPT_SSL_VERIFYPEER, CG_OPT_LONG));
+  cr_assert(!cg_handle_tracks(CURLOPT_USERAGENT, CG_OPT_PTR));
+  cr_assert(cg_handle_tracks(-1, CG_OPT_LONG), "out of the table: the switch decides");
+  cg_handle_remove(FAKE(5));
+}
+
+/* The thread's memo of its last lookup never outlives the shadow: removed, replaced, and
+ * an address freed and made again each give the map's answer of the moment. */
+Test(handle, memo_follows_add_and_remove) {
+  struct cg_handle *a, *b;
+
+  cr_assert_null(cg_handle_get(FAKE(9)), "unknown");
+  a = cg_handle_add(FAKE(9), &fake_lib);
+  cr_assert_eq(cg_handle_get(FAKE(9)), a, "a negative answer is not kept past an add");
+  cr_assert_eq(cg_handle_get(FAKE(9)), a);
+  cg_handle_remove(FAKE(9));
+  cr_assert_null(cg_handle_get(FAKE(9)), "removed");
+  b = cg_handle_add(FAKE(9), &other_lib);
+  cr_assert_eq(cg_handle_get(FAKE(9)), b);
+  cr_assert_eq(cg_handle_get(FAKE(9))->lib, &other_lib);
+  a = cg_handle_add(FAKE(9), &fake_lib); /* the stale shadow replaced in place */
+  cr_assert_eq(cg_handle_get(FAKE(9)), a);
+  cr_assert_eq(cg_handle_get(FAKE(9))->lib, &fake_lib);
+  cg_handle_remove(FAKE(9));
+  cr_assert_null(cg_handle_get(FAKE(9)));
+}
+
+/* A handle passed between threads: each thread's memo sees the other's removes and adds
+ * (the hand-over, here a join, orders them). */
+static void *memo_get(void *arg) {
+  return cg_handle_get((CURL *) arg);
+}
+
+static struct cg_handle *memo_get_in_thread(CURL *c) {
+  pthread_t t;
+  void *r;
+  cr_assert_eq(pthread_create(&t, NULL, memo_get, c), 0);
+  cr_assert_eq(pthread_join(t, &r), 0);
+  return r;
+}
+
+static void *memo_replace(void *arg) {
+  cg_handle_remove((CURL *) arg);
+  return cg_handle_add((CURL *) arg, &other_lib);
+}
+
+Test(handle, memo_across_threads) {
+  struct cg_handle *a = cg_handle_add(FAKE(11), &fake_lib), *b;
+  pthread_t t;
+  void *r;
+
+  cr_assert_eq(cg_handle_get(FAKE(11)), a);
+  cr_assert_eq(memo_get_in_thread(FAKE(11)), a);
+  cr_assert_eq(pthread_create(&t, NULL, memo_replace, FAKE(11)), 0);
+  cr_assert_eq(pthread_join(t, &r), 0);
+  b = r;
+  cr_assert_not_null(b);
+  cr_assert_eq(cg_handle_get(FAKE(11)), b, "the other thread's remove voids this memo");
+  cr_assert_eq(b->lib, &other_lib);
+  cg_handle_remove(FAKE(11));
+  cr_assert_null(memo_get_in_thread(FAKE(11)));
+  cr_assert_null(cg_handle_get(FAKE(11)));
+}
