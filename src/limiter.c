@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,23 @@
 static uint64_t cg__name_hash(const char *name) {
   uint64_t h = cg_repeat_key("pool", name, NULL);
   return h ? h : 1;
+}
+
+/* Whether the pool's name is published, or gets published within about a millisecond
+ * (a claimer between its claim and its name takes nanoseconds unless descheduled).
+ * Bounded: a claimer that died never publishes. */
+static int cg__name_ready_soon(struct cg_state_pool *p) {
+  int i;
+  for (i = 0; i < 100; i++) {
+    struct timespec nap = {0, 10000};
+    if (__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE))
+      return 1;
+    if (i < 10)
+      sched_yield();
+    else
+      nanosleep(&nap, NULL);
+  }
+  return __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE) != 0;
 }
 
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim) {
@@ -47,11 +65,13 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
       /* Limits are per process configuration; the last one is shown by `stat`.  Atomic
        * stores: many threads and processes write them at once. */
       uint32_t mi;
-      if (!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) {
+      if (!cg__name_ready_soon(p)) {
         /* Claimed, but the name never published: a claimer that died between the two
          * steps, or a file cut short inside this pool (its hash kept, its name zeroed).
          * The same hash is the same name: writing it again changes no byte a reader of
-         * a complete name could see, and `stat` shows the pool again. */
+         * a complete name could see, and `stat` shows the pool again.  A claimer still
+         * at work (another thread's first call at the same moment) is waited for first:
+         * two writers of one name would be a data race (TSan saw it). */
         snprintf(p->name, sizeof(p->name), "%s", name);
         __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
       }
