@@ -1147,7 +1147,7 @@ static CURLcode cg__run(struct cg_call *call) {
  * key frees a thread's spare when the thread exits. */
 static pthread_key_t cg__spare_key;
 static int cg__spare_key_ok;
-static __thread struct cg_call *cg__spare;
+static __thread struct cg_call *cg__spare __attribute__((tls_model("initial-exec")));
 
 __attribute__((constructor)) static void cg__spare_init(void) {
   cg__spare_key_ok = pthread_key_create(&cg__spare_key, free) == 0;

@@ -212,7 +212,7 @@ static __thread struct {
   struct cg_price price;
   size_t len;
   char model[CG_PRICE_MEMO_MAX];
-} cg__price_memo;
+} cg__price_memo __attribute__((tls_model("initial-exec")));
 
 static int cg__lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
   const struct cg__price_entry *e;

@@ -225,7 +225,7 @@ static __thread struct {
   uint64_t bits;
   size_t n; /* 0: empty */
   char num[40];
-} cg__cost_memo;
+} cg__cost_memo __attribute__((tls_model("initial-exec")));
 
 static char *cg__put_double(char *w, double v) {
   char num[40], *p;

@@ -36,7 +36,7 @@ static struct cg__seen cg__seen[CG_REPEAT_SLOTS];
  * reused once a thread is joined). */
 static uint64_t cg__thread_id(void) {
   static uint64_t next;
-  static __thread uint64_t mine;
+  static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
   if (!mine)
     mine = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
   return mine;

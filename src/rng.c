@@ -13,7 +13,7 @@ struct cg__rng {
   pid_t pid;
 };
 
-static __thread struct cg__rng cg__tls_rng;
+static __thread struct cg__rng cg__tls_rng __attribute__((tls_model("initial-exec")));
 
 static uint64_t cg__rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
