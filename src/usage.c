@@ -20,6 +20,12 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+/* AVX2 where the CPU has it (chosen at run time; -O2 builds target plain x86-64).
+ * -DCG_USAGE_NO_AVX2 builds without, to test the SSE2 code on such a CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__) && !defined(CG_USAGE_NO_AVX2)
+#define CG__AVX2 1
+#include <immintrin.h>
+#endif
 
 /* ---- what one top-level object says (struct cg__facts) ----
  *
@@ -1153,7 +1159,102 @@ static inline int cg__word_at(const char *s, size_t n, size_t q, const char *mod
   }
 }
 
+#ifdef CG__AVX2
+/* Whether the CPU runs AVX2 (asked once; a race only asks twice). */
+static int cg__avx2(void) {
+  static int known; /* 0: not asked, 1: no, 2: yes */
+  int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (!v) {
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx2") ? 2 : 1;
+    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+  }
+  return v == 2;
+}
+
+/* One round of 32 places at `p`: in `*pairs` those where "us", "mo", "fa" or "rr" starts
+ * (the first letters of cg__may_matter's words), in `*bsl` the backslashes among
+ * p[0..31], and with `last`, p[32] too (bit 0 then: any of them). */
+#define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(a)), \
+                                          _mm256_cmpeq_epi8(y, _mm256_set1_epi8(b)))
+#define CG__PAIRS32                                                                         \
+  _mm256_or_si256(_mm256_or_si256(CG__PAIR32('u', 's'), CG__PAIR32('m', 'o')),             \
+                  _mm256_or_si256(CG__PAIR32('f', 'a'), CG__PAIR32('r', 'r')))
+__attribute__((target("avx2"))) static void cg__round_avx2(const char *p, int last,
+                                                           uint32_t *pairs, uint32_t *bsl) {
+  __m256i x = _mm256_loadu_si256((const __m256i *) (const void *) p);
+  __m256i y = _mm256_loadu_si256((const __m256i *) (const void *) (p + 1));
+  __m256i bs = _mm256_set1_epi8('\\');
+  __m256i b = _mm256_cmpeq_epi8(x, bs);
+  if (last)
+    b = _mm256_or_si256(b, _mm256_cmpeq_epi8(y, bs));
+  *pairs = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
+  *bsl = (uint32_t) _mm256_movemask_epi8(b);
+}
+
+/* The first round at or after `i` (places i..i+31, bytes to i+32 < n) with a pair or a
+ * backslash, its masks as cg__round_avx2's; or the first i with i + 33 > n.  No call in
+ * the loop: the constants stay in registers. */
+__attribute__((target("avx2"))) static size_t cg__pairs_avx2(const char *s, size_t n, size_t i,
+                                                             uint32_t *pairs, uint32_t *bsl) {
+  const __m256i bs = _mm256_set1_epi8('\\');
+  for (; i + 33 <= n; i += 32) {
+    __m256i x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
+    __m256i y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
+    __m256i pv = CG__PAIRS32, bv = _mm256_cmpeq_epi8(x, bs);
+    if (_mm256_movemask_epi8(_mm256_or_si256(pv, bv))) {
+      *pairs = (uint32_t) _mm256_movemask_epi8(pv);
+      *bsl = (uint32_t) _mm256_movemask_epi8(bv);
+      return i;
+    }
+  }
+  return i;
+}
+#undef CG__PAIRS32
+#undef CG__PAIR32
+
+/* cg__may_matter's answer 32 places at a time, for an event without a backslash and of
+ * at least 33 bytes; -1 for any other (the backslashes are looked for in the same pass:
+ * the model shortcut holds only without one). */
+static int cg__may_matter_avx2(const char *s, size_t n, const char *model, size_t mlen) {
+  const char *skip = s;
+  size_t i = 0, b;
+  uint32_t pairs, bsl;
+  uint64_t mask;
+  if (n < 33)
+    return -1;
+  for (; (i = cg__pairs_avx2(s, n, i, &pairs, &bsl)) + 33 <= n; i += 32) {
+    if (bsl)
+      return -1;
+    for (mask = pairs; mask; mask &= mask - 1) {
+      size_t q = i + (size_t) __builtin_ctzll(mask);
+      if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+        return 1;
+    }
+  }
+  /* the last places and bytes: one more round, over some seen already */
+  b = n - 33;
+  cg__round_avx2(s + b, 1, &pairs, &bsl);
+  if (bsl)
+    return -1;
+  mask = pairs & (~UINT64_C(0) << (i - b)); /* places before i were asked already */
+  for (; mask; mask &= mask - 1) {
+    size_t q = b + (size_t) __builtin_ctzll(mask);
+    if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+      return 1;
+  }
+  return 0; /* the last byte starts no word */
+}
+#endif
+
 static int cg__may_matter(const char *s, size_t n, const char *model, size_t mlen) {
+#ifdef CG__AVX2
+  if (cg__avx2()) {
+    int r = cg__may_matter_avx2(s, n, model, mlen);
+    if (r >= 0)
+      return r;
+  }
+#endif
   /* Each word is found at its first letters ([us]age, [mo]del, [fa]iled, e[rr]or; memchr
    * for the 'e' in all four stopped at most names), 16 places at a time; the tail, and a
    * machine without SSE2, by the first letter alone. */

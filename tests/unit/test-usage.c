@@ -763,3 +763,52 @@ Test(usage, sse_event_bounds_in_one_buffer) {
   cr_expect_eq(u.input, -1);
   free(b);
 }
+
+/* The SSE pre-check (usage.c cg__may_matter, 16 or 32 places a round and one last round
+ * over the tail): each word, the places that say nothing new and a backslash at every
+ * offset of an event, the stream cut at every byte. */
+Test(usage, sse_pre_check_at_every_offset) {
+  static const struct {
+    const char *tail; /* after the padding, in the second event */
+    int64_t input, output;
+    const char *model;
+    int error_event;
+  } tails[] = {
+    {"\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}", 1, 2, "m", 0},
+    {"\\n\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}", 1, 2, "m", 0},
+    {"\",\"model\":\"m2\"}", -1, -1, "m2", 0},
+    {"\\\\\",\"model\":\"m2\"}", -1, -1, "m2", 0},
+    {"\",\"type\":\"error\"}", -1, -1, "m", 1},
+    {"\",\"type\":\"response.failed\"}", -1, -1, "m", 1},
+    {"\",\"model\":\"m\",\"usage\":null}", -1, -1, "m", 0},
+    {"\\\"\",\"model\":\"m\",\"usage\":null}", -1, -1, "m", 0},
+    {"\\u0041\",\"model\":\"m\"}", -1, -1, "m", 0},
+    {"\",\"usage\":{\"total_tokens\":5},\"x\":\"\\/\"}", -1, -1, "m", 0},
+  };
+  size_t t, pad, cut;
+  for (t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
+    for (pad = 0; pad <= 100; pad++) {
+      char body[512], how[64];
+      struct cg_usage u;
+      int n = snprintf(body, sizeof(body),
+                       "data: {\"model\":\"m\",\"usage\":null}\n\ndata: {\"p\":\"%.*s%s\n\n",
+                       (int) pad, ZEROS100, tails[t].tail);
+      cr_assert_lt((size_t) n, sizeof(body));
+      for (cut = 0; cut <= (size_t) n; cut++) {
+        struct cg_usage_parser *p = cg_usage_new();
+        cg_usage_feed(p, body, cut);
+        cg_usage_feed(p, body + cut, (size_t) n - cut);
+        cg_usage_finish(p, &u);
+        cg_usage_free(p);
+        snprintf(how, sizeof(how), "tail %zu, pad %zu, cut at %zu", t, pad, cut);
+        cr_expect_eq(u.input, tails[t].input, "%s: input %lld", how, (long long) u.input);
+        cr_expect_eq(u.output, tails[t].output, "%s: output %lld", how, (long long) u.output);
+        cr_expect_eq(u.total, t == 9 ? 5 : tails[t].input < 0 ? -1 : 3, "%s: total", how);
+        cr_expect_str_eq(u.model, tails[t].model, "%s: model", how);
+        cr_expect_eq(u.error_event, tails[t].error_event, "%s: error_event", how);
+        if (u.input != tails[t].input || strcmp(u.model, tails[t].model) != 0)
+          return; /* one report is enough */
+      }
+    }
+  }
+}
