@@ -663,30 +663,31 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
   }
 }
 
-/* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
-static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
+/* A number's state after byte `c` of [0-9+-eE.] in state `st`: 255 when strtod would
+ * stop before it. */
+static inline unsigned char cg__num_next(unsigned char st, unsigned char c) {
   int digit = c >= '0' && c <= '9';
-  switch (j->nstate) {
+  switch (st) {
   case CG__NUM_SIGN:
-    j->nstate = digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT_NOINT : 255;
-    break;
+    return digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT_NOINT : 255;
   case CG__NUM_INT:
-    j->nstate = digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT : (c == 'e' || c == 'E') ? CG__NUM_E
-              : 255;
-    break;
+    return digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT : (c == 'e' || c == 'E') ? CG__NUM_E
+         : 255;
   case CG__NUM_DOT_NOINT:
-    j->nstate = digit ? CG__NUM_FRAC : 255;
-    break;
+    return digit ? CG__NUM_FRAC : 255;
   case CG__NUM_DOT:
   case CG__NUM_FRAC:
-    j->nstate = digit ? CG__NUM_FRAC : (c == 'e' || c == 'E') ? CG__NUM_E : 255;
-    break;
+    return digit ? CG__NUM_FRAC : (c == 'e' || c == 'E') ? CG__NUM_E : 255;
   case CG__NUM_E:
-    j->nstate = digit ? CG__NUM_EXP : (c == '+' || c == '-') ? CG__NUM_ESIGN : 255;
-    break;
+    return digit ? CG__NUM_EXP : (c == '+' || c == '-') ? CG__NUM_ESIGN : 255;
   default: /* ESIGN, EXP */
-    j->nstate = digit ? CG__NUM_EXP : 255;
+    return digit ? CG__NUM_EXP : 255;
   }
+}
+
+/* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
+static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
+  j->nstate = cg__num_next(j->nstate, c);
   return j->nstate != 255;
 }
 
@@ -742,6 +743,178 @@ static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
   return cg__string_stop(s, end, 0);
 }
 
+/* Blanks at `s` (cJSON: any byte up to 0x20), none or one at the cost of a compare. */
+static inline const unsigned char *cg__blanks1(const unsigned char *s, const unsigned char *end) {
+  if (s < end && *s <= ' ' && (++s == end || *s <= ' '))
+    s = cg__blanks(s, end);
+  return s;
+}
+
+static int cg__hex4(const unsigned char *s, unsigned *code) {
+  int i, h;
+  unsigned v = 0;
+  for (i = 0; i < 4; i++) {
+    if ((h = cg__hex(s[i])) < 0)
+      return 0;
+    v = v << 4 | (unsigned) h;
+  }
+  *code = v;
+  return 1;
+}
+
+/* The byte after the closing quote of the string whose opening quote came before `s`,
+ * when it is whole in [s, end) and its escapes are \b \f \n \r \t \" \\ \/ or \u and four
+ * hex digits (a high surrogate with its low one): where cJSON's end and its decoder agree.
+ * NULL for any other (the scanner then decides). */
+static const unsigned char *cg__skip_string(const unsigned char *s, const unsigned char *end) {
+  unsigned code, low;
+  for (;;) {
+    s = cg__quote_or_backslash(s, end);
+    if (s == end)
+      return NULL;
+    if (*s == '"')
+      return s + 1;
+    if (end - s < 2)
+      return NULL;
+    switch (s[1]) {
+    case 'b': case 'f': case 'n': case 'r': case 't': case '"': case '\\': case '/':
+      s += 2;
+      break;
+    case 'u':
+      if (end - s < 6 || !cg__hex4(s + 2, &code) || (code >= 0xDC00 && code <= 0xDFFF))
+        return NULL;
+      if (code >= 0xD800 && code <= 0xDBFF) {
+        if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || !cg__hex4(s + 8, &low) ||
+            low < 0xDC00 || low > 0xDFFF)
+          return NULL;
+        s += 12;
+      } else {
+        s += 6;
+      }
+      break;
+    default:
+      return NULL;
+    }
+  }
+}
+
+/* The byte after the number that starts at `s`, when it ends before `end` and strtod
+ * reads all of it (cg__num_next's grammar: -? digits* (. digits*)? ([eE] [+-]? digits+)?
+ * with a digit before the exponent); else NULL. */
+static const unsigned char *cg__skip_number(const unsigned char *s, const unsigned char *end) {
+  const unsigned char *d;
+  int digits;
+  if (*s == '-')
+    s++;
+  for (d = s; s < end && *s >= '0' && *s <= '9'; s++)
+    ;
+  digits = s > d;
+  if (s < end && *s == '.') {
+    for (d = ++s; s < end && *s >= '0' && *s <= '9'; s++)
+      ;
+    digits |= s > d;
+  }
+  if (!digits)
+    return NULL;
+  if (s < end && (*s == 'e' || *s == 'E')) {
+    if (++s < end && (*s == '+' || *s == '-'))
+      s++;
+    for (d = s; s < end && *s >= '0' && *s <= '9'; s++)
+      ;
+    if (s == d)
+      return NULL;
+  }
+  return s < end && !cg__is_num_byte(*s) ? s : NULL;
+}
+
+#define CG__SKIP_DEPTH 64 /* containers cg__skip_tree reads inside each other */
+
+/* A value no rule reads (an array or object under a name no slot has, as "choices"), read
+ * as the scanner would read it but with nothing kept: the byte after the closing bracket
+ * of the container whose '[' or '{' (`open`) came just before `s`, when that is in
+ * [s, end) and every token inside is plain (see cg__skip_string, cg__skip_number) and
+ * well formed, at most CG__SKIP_DEPTH deep.  NULL for any other: the scanner then reads
+ * the value itself, and decides. */
+static const unsigned char *cg__skip_tree(const unsigned char *s, const unsigned char *end,
+                                          unsigned char open) {
+  uint64_t arr = open == '['; /* bit d: the container d levels out is an array */
+  unsigned lvl = 0;
+  unsigned char c;
+first: /* after '[' or '{' */
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+  if (*s == (arr & 1 ? ']' : '}')) {
+    s++;
+    goto closed;
+  }
+  if (arr & 1)
+    goto value;
+key:
+  if (*s != '"' || !(s = cg__skip_string(s + 1, end)))
+    return NULL;
+  if ((s = cg__blanks1(s, end)) == end || *s != ':')
+    return NULL;
+  s++;
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+value:
+  c = *s;
+  if (c == '"') {
+    if (!(s = cg__skip_string(s + 1, end)))
+      return NULL;
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    if (!(s = cg__skip_number(s, end)))
+      return NULL;
+  } else if (c == '{' || c == '[') {
+    if (++lvl == CG__SKIP_DEPTH)
+      return NULL;
+    arr = arr << 1 | (c == '[');
+    s++;
+    goto first;
+  } else if (c == 't' || c == 'n') {
+    if (end - s < 4 || memcmp(s, c == 't' ? "true" : "null", 4) != 0)
+      return NULL;
+    s += 4;
+  } else if (c == 'f') {
+    if (end - s < 5 || memcmp(s, "false", 5) != 0)
+      return NULL;
+    s += 5;
+  } else {
+    return NULL;
+  }
+  /* after a value */
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+  c = *s++;
+  if (c == ',') {
+    if ((s = cg__blanks1(s, end)) == end)
+      return NULL;
+    if (arr & 1)
+      goto value;
+    goto key;
+  }
+  if (c != (arr & 1 ? ']' : '}'))
+    return NULL;
+closed:
+  if (lvl == 0)
+    return s;
+  lvl--;
+  arr >>= 1;
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+  c = *s++;
+  if (c == ',') {
+    if ((s = cg__blanks1(s, end)) == end)
+      return NULL;
+    if (arr & 1)
+      goto value;
+    goto key;
+  }
+  if (c != (arr & 1 ? ']' : '}'))
+    return NULL;
+  goto closed;
+}
+
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
  * `tent` when it closes.  The state is only stored when the buffer ends inside a token
  * (or between two): within a buffer each kind of token is read by its own loop, which
@@ -753,6 +926,7 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
                         size_t n) {
   const unsigned char *end = s + n, *q;
   unsigned char c;
+  int noskip = 0; /* cg__skip_tree gave up once in this buffer */
 
 /* Blanks (cJSON: any byte up to 0x20); at the end of the buffer the state is `st`.  None
  * or one (", ", ": ") costs a compare or two. */
@@ -828,6 +1002,19 @@ value:
           cg__js_num_keep(j, (char) *s);
     }
     goto number;
+  }
+  if ((c == '{' || c == '[') && !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
+      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH &&
+      (j->slot < 0 || (cg__slots[j->slot].kind != CG__K_OBJ &&
+                       cg__slots[j->slot].kind != CG__K_ERROR))) {
+    /* a value in which no rule reads anything (not a top-level object, nor one of a
+     * top-level array's, nor one a slot opens): skipped at once when it is whole here */
+    if ((q = cg__skip_tree(s, end, c))) {
+      j->slot = -1;
+      s = q;
+      goto value_done;
+    }
+    noskip = 1; /* not again in this buffer: each byte is read at most twice */
   }
   cg__js_value(j, c); /* a container, a literal, or a byte no value starts with */
   switch (j->state) {

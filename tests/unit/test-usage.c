@@ -812,3 +812,98 @@ Test(usage, sse_pre_check_at_every_offset) {
     }
   }
 }
+
+/* A value no rule reads (usage.c cg__skip_tree: skipped at once when whole in a buffer)
+ * says the same as when the scanner reads it byte by byte: one byte at a time (never
+ * whole) is the reference, whole and cut at every byte must agree; `ok` says whether the
+ * document parses (then its usage counts). */
+Test(usage, skipped_values_at_every_split) {
+  static const struct {
+    const char *v;
+    int ok; /* 1 parses, 0 fails, -1 as the reference says */
+  } values[] = {
+    {"[]", 1}, {"{}", 1}, {"[ ]", 1}, {"{ }", 1},
+    {"[1,-2,3.5,-0.25e+10,1E5,1.,-.5,0e0,01,-0,1e-7]", 1},
+    {"[true,false,null,\"\",[],{}]", 1},
+    {"{\"a\":{\"b\":[{\"c\":\"]}\\\"[{\"}]},\"d\":\"\\\\\"}", 1},
+    {"[\"\\u00e9\\ud83d\\ude00\\n\\t\\\\\\/\\b\\f\\r\\\"\"]", 1},
+    {"[ 1 ,\n[ 2 ,\t{ \"k\" : \"v\" } ] ]", 1},
+    {"[{\"usage\":{\"prompt_tokens\":99},\"model\":\"x\",\"error\":{}}]", 1},
+    {"[\"\\u0022\",\"\\u005C\",\"\\uD83D\\uDE00\",\"\\u0000\"]", 1},
+    {"[1,]", 0}, {"{\"a\":1,}", 0}, {"[1 2]", 0}, {"{\"a\" 1}", 0}, {"{1:2}", 0},
+    {"[\"\\x\"]", 0}, {"[\"\\ude00\"]", 0}, {"[\"\\ud83d\"]", 0}, {"[\"\\ud83d\\u0041\"]", 0},
+    {"[1.2.3]", 0}, {"[1e]", 0}, {"[1e+]", 0}, {"[-]", 0}, {"[-.]", 0}, {"[.5]", 0},
+    {"[+1]", 0}, {"[1-2]", 0}, {"[tru]", 0}, {"[nul]", 0}, {"[nullx]", 0}, {"[1}", 0},
+    {"{\"a\":1]", 0}, {"[\"a]", 0}, {"[[[]]", 0}, {"[,]", 0}, {"{,}", 0}, {"[\x01]", 1},
+    {"[\"\\u12\"]", -1}, {"[\"\\u12\\\"]\"]", -1}, {"[\"\\uzzzz\"]", -1},
+    {"[\"\\ud83d\\uzzzz\"]", -1}, {"[\"\\", -1}, {"[\"\\u\"]", -1},
+  };
+  size_t i, cut;
+  for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+    char body[512], how[96];
+    struct cg_usage ref, u;
+    int n = snprintf(body, sizeof(body), "{\"model\":\"m\",\"choices\":%s,\"x\":[%s]," U12 "}",
+                     values[i].v, values[i].v);
+    cr_assert_lt((size_t) n, sizeof(body));
+    run(body, (size_t) n, 1, &ref);
+    if (values[i].ok >= 0)
+      cr_expect_eq(ref.input, values[i].ok ? 1 : -1, "%s: input %lld", values[i].v,
+                   (long long) ref.input);
+    for (cut = 0; cut <= (size_t) n; cut++) {
+      struct cg_usage_parser *p = cg_usage_new();
+      cg_usage_feed(p, body, cut);
+      cg_usage_feed(p, body + cut, (size_t) n - cut);
+      cg_usage_finish(p, &u);
+      cg_usage_free(p);
+      snprintf(how, sizeof(how), "%s, cut at %zu", values[i].v, cut);
+      cr_expect_eq(u.input, ref.input, "%s: input %lld", how, (long long) u.input);
+      cr_expect_eq(u.output, ref.output, "%s: output", how);
+      cr_expect_str_eq(u.model, ref.model, "%s: model", how);
+      cr_expect_eq(u.error_event, ref.error_event, "%s: error_event", how);
+      if (u.input != ref.input)
+        break; /* one report per value is enough */
+    }
+  }
+}
+
+/* Arrays, objects or both nested k deep under a name no rule reads: cg__skip_tree reads
+ * 64 levels, the scanner 1000 (cJSON's limit: the object and 999 more parse, 1000 do
+ * not); cut at every byte (every 7th when deep), so the skip starts at every depth. */
+Test(usage, skipped_nesting_at_every_split) {
+  static const size_t depths[] = {1, 62, 63, 64, 65, 130, 935, 936, 937, 998, 999, 1000, 1001};
+  size_t i, k, cut, kind;
+  for (i = 0; i < 3 * sizeof(depths) / sizeof(depths[0]); i++) {
+    size_t d = depths[i / 3], n = 0;
+    char *body = malloc(6 * d + 128);
+    struct cg_usage u;
+    kind = i % 3; /* 0 arrays, 1 objects, 2 both in turn */
+    n += (size_t) sprintf(body, "{\"x\":");
+    for (k = 0; k < d; k++) {
+      if (kind == 0 || (kind == 2 && k % 2)) {
+        body[n++] = '[';
+      } else {
+        memcpy(body + n, "{\"a\":", 5);
+        n += 5;
+      }
+    }
+    memcpy(body + n, "[]", 2);
+    n += 2;
+    for (k = d; k-- > 0;)
+      body[n++] = kind == 0 || (kind == 2 && k % 2) ? ']' : '}';
+    n += (size_t) sprintf(body + n, "," U12 "}");
+    for (cut = 0; cut <= n; cut += d > 100 ? 7 : 1) {
+      struct cg_usage_parser *p = cg_usage_new();
+      cg_usage_feed(p, body, cut);
+      cg_usage_feed(p, body + cut, n - cut);
+      cg_usage_finish(p, &u);
+      cg_usage_free(p);
+      cr_expect_eq(u.input, d <= 998 ? 1 : -1, "%zu deep (%zu), cut at %zu: input %lld", d,
+                   kind, cut, (long long) u.input);
+      if (u.input != (d <= 998 ? 1 : -1))
+        break;
+    }
+    run(body, n, (size_t) -1, &u);
+    cr_expect_eq(u.input, d <= 998 ? 1 : -1, "%zu deep (%zu), whole", d, kind);
+    free(body);
+  }
+}
