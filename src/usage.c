@@ -1314,11 +1314,28 @@ static void cg__release(struct cg_usage_parser *p) {
  * With only these, the event's object, should it parse, sets nothing (cg__object: no
  * usage object, no error, no "type" holding one of the words, no other model) and leaves
  * the counts as they are; when it does not parse it sets nothing anyway. */
+/* Whether the `n` bytes at `a` and `b` are the same: memcmp without a call (cg__word_at
+ * runs inside cg__may_matter's SIMD loop, whose constants a call would push out). */
+static inline __attribute__((always_inline)) int cg__same_n(const char *a, const char *b,
+                                                           size_t n) {
+  uint64_t x, y;
+  for (; n >= 8; a += 8, b += 8, n -= 8) {
+    memcpy(&x, a, 8), memcpy(&y, b, 8);
+    if (x != y)
+      return 0;
+  }
+  for (; n; a++, b++, n--)
+    if (*a != *b)
+      return 0;
+  return 1;
+}
+
 /* Whether a word of cg__may_matter starts at s[q] (the first 'r' of "error"): 1 when it
  * may matter, 0 when there is none or it is one of the two kinds of place that say
  * nothing new (then `*skip` is set past that place). */
-static inline int cg__word_at(const char *s, size_t n, size_t q, const char *model,
-                              size_t mlen, const char **skip) {
+static inline __attribute__((always_inline)) int cg__word_at(const char *s, size_t n, size_t q,
+                                                            const char *model, size_t mlen,
+                                                            const char **skip) {
   const char *p = s + q;
   size_t after = n - q; /* bytes from p on */
   switch (*p) {
@@ -1334,7 +1351,7 @@ static inline int cg__word_at(const char *s, size_t n, size_t q, const char *mod
     if (after < 5 || memcmp(p, "model", 5) != 0)
       return 0;
     if (mlen && after >= 9 + mlen && memcmp(p + 5, "\":\"", 3) == 0 &&
-        memcmp(p + 8, model, mlen) == 0 && p[8 + mlen] == '"') {
+        cg__same_n(p + 8, model, mlen) && p[8 + mlen] == '"') {
       *skip = p + 9 + mlen; /* the model known already */
       return 0;
     }
@@ -1359,61 +1376,35 @@ static int cg__avx2(void) {
   return v == 2;
 }
 
-/* One round of 32 places at `p`: in `*pairs` those where "us", "mo", "fa" or "rr" starts
- * (the first letters of cg__may_matter's words), in `*bsl` the backslashes among
- * p[0..31], and with `last`, p[32] too (bit 0 then: any of them). */
+/* cg__may_matter's answer 32 places at a time, for an event without a backslash and of
+ * at least 33 bytes; -1 for any other (the backslashes are looked for in the same pass:
+ * the model shortcut holds only without one).  No call in it (cg__word_at inlined), so
+ * its constants stay in registers. */
+__attribute__((target("avx2"))) static int cg__may_matter_avx2(const char *s, size_t n,
+                                                               const char *model,
+                                                               size_t mlen) {
+  const char *skip = s;
+  size_t i, b;
+  const __m256i bs = _mm256_set1_epi8('\\');
+  __m256i x, y, pv, bv;
+  uint64_t mask;
 #define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(a)), \
                                           _mm256_cmpeq_epi8(y, _mm256_set1_epi8(b)))
 #define CG__PAIRS32                                                                         \
   _mm256_or_si256(_mm256_or_si256(CG__PAIR32('u', 's'), CG__PAIR32('m', 'o')),             \
                   _mm256_or_si256(CG__PAIR32('f', 'a'), CG__PAIR32('r', 'r')))
-__attribute__((target("avx2"))) static void cg__round_avx2(const char *p, int last,
-                                                           uint32_t *pairs, uint32_t *bsl) {
-  __m256i x = _mm256_loadu_si256((const __m256i *) (const void *) p);
-  __m256i y = _mm256_loadu_si256((const __m256i *) (const void *) (p + 1));
-  __m256i bs = _mm256_set1_epi8('\\');
-  __m256i b = _mm256_cmpeq_epi8(x, bs);
-  if (last)
-    b = _mm256_or_si256(b, _mm256_cmpeq_epi8(y, bs));
-  *pairs = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
-  *bsl = (uint32_t) _mm256_movemask_epi8(b);
-}
-
-/* The first round at or after `i` (places i..i+31, bytes to i+32 < n) with a pair or a
- * backslash, its masks as cg__round_avx2's; or the first i with i + 33 > n.  No call in
- * the loop: the constants stay in registers. */
-__attribute__((target("avx2"))) static size_t cg__pairs_avx2(const char *s, size_t n, size_t i,
-                                                             uint32_t *pairs, uint32_t *bsl) {
-  const __m256i bs = _mm256_set1_epi8('\\');
-  for (; i + 33 <= n; i += 32) {
-    __m256i x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
-    __m256i y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
-    __m256i pv = CG__PAIRS32, bv = _mm256_cmpeq_epi8(x, bs);
-    if (_mm256_movemask_epi8(_mm256_or_si256(pv, bv))) {
-      *pairs = (uint32_t) _mm256_movemask_epi8(pv);
-      *bsl = (uint32_t) _mm256_movemask_epi8(bv);
-      return i;
-    }
-  }
-  return i;
-}
-#undef CG__PAIRS32
-#undef CG__PAIR32
-
-/* cg__may_matter's answer 32 places at a time, for an event without a backslash and of
- * at least 33 bytes; -1 for any other (the backslashes are looked for in the same pass:
- * the model shortcut holds only without one). */
-static int cg__may_matter_avx2(const char *s, size_t n, const char *model, size_t mlen) {
-  const char *skip = s;
-  size_t i = 0, b;
-  uint32_t pairs, bsl;
-  uint64_t mask;
   if (n < 33)
     return -1;
-  for (; (i = cg__pairs_avx2(s, n, i, &pairs, &bsl)) + 33 <= n; i += 32) {
-    if (bsl)
+  for (i = 0; i + 33 <= n; i += 32) {
+    x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
+    y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
+    pv = CG__PAIRS32;
+    bv = _mm256_cmpeq_epi8(x, bs);
+    if (!_mm256_movemask_epi8(_mm256_or_si256(pv, bv)))
+      continue;
+    if (_mm256_movemask_epi8(bv))
       return -1;
-    for (mask = pairs; mask; mask &= mask - 1) {
+    for (mask = (uint32_t) _mm256_movemask_epi8(pv); mask; mask &= mask - 1) {
       size_t q = i + (size_t) __builtin_ctzll(mask);
       if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
         return 1;
@@ -1421,16 +1412,19 @@ static int cg__may_matter_avx2(const char *s, size_t n, const char *model, size_
   }
   /* the last places and bytes: one more round, over some seen already */
   b = n - 33;
-  cg__round_avx2(s + b, 1, &pairs, &bsl);
-  if (bsl)
+  x = _mm256_loadu_si256((const __m256i *) (const void *) (s + b));
+  y = _mm256_loadu_si256((const __m256i *) (const void *) (s + b + 1));
+  if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(x, bs), _mm256_cmpeq_epi8(y, bs))))
     return -1;
-  mask = pairs & (~UINT64_C(0) << (i - b)); /* places before i were asked already */
-  for (; mask; mask &= mask - 1) {
+  mask = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
+  for (mask &= ~UINT64_C(0) << (i - b); mask; mask &= mask - 1) { /* before i: asked */
     size_t q = b + (size_t) __builtin_ctzll(mask);
     if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
       return 1;
   }
   return 0; /* the last byte starts no word */
+#undef CG__PAIRS32
+#undef CG__PAIR32
 }
 #endif
 
