@@ -1322,13 +1322,26 @@ static void cg__release(struct cg_usage_parser *p) {
 static inline __attribute__((always_inline)) int cg__same_n(const char *a, const char *b,
                                                            size_t n) {
   uint64_t x, y;
-  for (; n >= 8; a += 8, b += 8, n -= 8) {
-    memcpy(&x, a, 8), memcpy(&y, b, 8);
-    if (x != y)
-      return 0;
+  uint32_t u, v;
+  size_t i;
+  if (n >= 8) { /* 8 at a time, the last 8 overlapping */
+    for (i = 0; i + 8 < n; i += 8) {
+      memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+      if (x != y)
+        return 0;
+    }
+    memcpy(&x, a + n - 8, 8), memcpy(&y, b + n - 8, 8);
+    return x == y;
   }
-  for (; n; a++, b++, n--)
-    if (*a != *b)
+  if (n >= 4) {
+    memcpy(&u, a, 4), memcpy(&v, b, 4);
+    if (u != v)
+      return 0;
+    memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
+    return u == v;
+  }
+  for (i = 0; i < n; i++)
+    if (a[i] != b[i])
       return 0;
   return 1;
 }

@@ -907,3 +907,39 @@ Test(usage, skipped_nesting_at_every_split) {
     free(body);
   }
 }
+
+/* The pre-check's "model known already" (usage.c cg__same_n): a later chunk's model that
+ * differs from the known one in any one byte, or is one byte longer or shorter, is read;
+ * models of 1 to 30 bytes. */
+Test(usage, sse_known_model_differs_at_every_byte) {
+  static const char base[] = "gpt-4o-mini-2024-07-18-abcdefgh";
+  size_t len, k;
+  for (len = 1; len <= 30; len++) {
+    for (k = 0; k <= len + 1; k++) {
+      char m1[40], m2[40], body[512];
+      struct cg_usage u;
+      int n;
+      memcpy(m1, base, len);
+      m1[len] = '\0';
+      memcpy(m2, m1, len + 1);
+      if (k < len)
+        m2[k] = m2[k] == 'Z' ? 'Y' : 'Z';
+      else if (k == len)
+        m2[len - 1] = '\0'; /* one byte shorter (empty when len is 1: not a model) */
+      else
+        m2[len] = 'Z', m2[len + 1] = '\0'; /* one byte longer */
+      n = snprintf(body, sizeof(body),
+                   "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                   "\"model\":\"%s\",\"usage\":null}\n\n"
+                   "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                   "\"model\":\"%s\",\"choices\":[],\"usage\":null}\n\n",
+                   m1, m2);
+      cr_assert_lt((size_t) n, sizeof(body));
+      run(body, (size_t) n, (size_t) -1, &u);
+      cr_expect_str_eq(u.model, m2[0] ? m2 : m1, "model of %zu bytes, changed at %zu", len, k);
+      run(body, (size_t) n, 7, &u);
+      cr_expect_str_eq(u.model, m2[0] ? m2 : m1, "model of %zu bytes, changed at %zu, 7 at a time",
+                       len, k);
+    }
+  }
+}
