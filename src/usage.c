@@ -1300,23 +1300,6 @@ static void cg__release(struct cg_usage_parser *p) {
 
 /* ---- server-sent events ---- */
 
-/* Whether an event's data could say anything: every rule reads a member or a "type"
- * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
- * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
- * "\u" counts too.  Other events (text deltas, pings) are never scanned.
- *
- * Two kinds of place say nothing new, so an event with no other is not scanned either
- * (issue 16: every OpenAI chunk names its model and carries "usage":null until the last):
- * - `usage":null`: a member named ...usage whose value is null, no usage object (a name
- *   that decodes to "usage" is spelt with these bytes: any escape but \u is not valid
- *   there, and \u is caught above);
- * - `model":"M"` with M, byte for byte, the model the stream already named (`model`,
- *   `acc`'s; not empty), in an event without a backslash (so every '"' starts or ends a
- *   string): a member named ...model whose value is the same string, so a model rule
- *   that reads it sets what is set already.
- * With only these, the event's object, should it parse, sets nothing (cg__object: no
- * usage object, no error, no "type" holding one of the words, no other model) and leaves
- * the counts as they are; when it does not parse it sets nothing anyway. */
 /* Whether the `n` bytes at `a` and `b` are the same: memcmp without a call (cg__word_at
  * runs inside cg__may_matter's SIMD loop, whose constants a call would push out). */
 static inline __attribute__((always_inline)) int cg__same_n(const char *a, const char *b,
@@ -1346,6 +1329,23 @@ static inline __attribute__((always_inline)) int cg__same_n(const char *a, const
   return 1;
 }
 
+/* Whether an event's data could say anything: every rule reads a member or a "type"
+ * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
+ * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
+ * "\u" counts too.  Other events (text deltas, pings) are never scanned.
+ *
+ * Two kinds of place say nothing new, so an event with no other is not scanned either
+ * (issue 16: every OpenAI chunk names its model and carries "usage":null until the last):
+ * - `usage":null`: a member named ...usage whose value is null, no usage object (a name
+ *   that decodes to "usage" is spelt with these bytes: any escape but \u is not valid
+ *   there, and \u is caught above);
+ * - `model":"M"` with M, byte for byte, the model the stream already named (`model`,
+ *   `acc`'s; not empty), in an event without a backslash (so every '"' starts or ends a
+ *   string): a member named ...model whose value is the same string, so a model rule
+ *   that reads it sets what is set already.
+ * With only these, the event's object, should it parse, sets nothing (cg__object: no
+ * usage object, no error, no "type" holding one of the words, no other model) and leaves
+ * the counts as they are; when it does not parse it sets nothing anyway. */
 /* Whether a word of cg__may_matter starts at s[q] (the first 'r' of "error"): 1 when it
  * may matter, 0 when there is none or it is one of the two kinds of place that say
  * nothing new (then `*skip` is set past that place). */
