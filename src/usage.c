@@ -20,6 +20,12 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+/* AVX2 where the CPU has it (chosen at run time; -O2 builds target plain x86-64).
+ * -DCG_USAGE_NO_AVX2 builds without, to test the SSE2 code on such a CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__) && !defined(CG_USAGE_NO_AVX2)
+#define CG__AVX2 1
+#include <immintrin.h>
+#endif
 
 /* ---- what one top-level object says (struct cg__facts) ----
  *
@@ -137,8 +143,10 @@ static inline int cg__same(const char *a, const char *b, size_t len) {
 /* The slot of member `key` (`len` bytes) in context `cx`, or -1.  The one candidate is
  * picked by the name's length and first byte, then checked against cg__slots (context,
  * length, bytes): a wrong pick finds nothing, which every table test would show.  Each
- * context's slots are consecutive in cg__slots, at the places written here. */
-static inline int cg__slot_of(unsigned cx, const char *key, size_t len) {
+ * context's slots are consecutive in cg__slots, at the places written here.  Inlined in
+ * both callers (a call each cost about 15 of the 40 instructions a name took). */
+static inline __attribute__((always_inline)) int cg__slot_of(unsigned cx, const char *key,
+                                                            size_t len) {
   char c = len ? key[0] : '\0';
   size_t i;
   if (cx == CG__CX_TOP) {
@@ -657,30 +665,31 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
   }
 }
 
-/* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
-static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
+/* A number's state after byte `c` of [0-9+-eE.] in state `st`: 255 when strtod would
+ * stop before it. */
+static inline unsigned char cg__num_next(unsigned char st, unsigned char c) {
   int digit = c >= '0' && c <= '9';
-  switch (j->nstate) {
+  switch (st) {
   case CG__NUM_SIGN:
-    j->nstate = digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT_NOINT : 255;
-    break;
+    return digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT_NOINT : 255;
   case CG__NUM_INT:
-    j->nstate = digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT : (c == 'e' || c == 'E') ? CG__NUM_E
-              : 255;
-    break;
+    return digit ? CG__NUM_INT : c == '.' ? CG__NUM_DOT : (c == 'e' || c == 'E') ? CG__NUM_E
+         : 255;
   case CG__NUM_DOT_NOINT:
-    j->nstate = digit ? CG__NUM_FRAC : 255;
-    break;
+    return digit ? CG__NUM_FRAC : 255;
   case CG__NUM_DOT:
   case CG__NUM_FRAC:
-    j->nstate = digit ? CG__NUM_FRAC : (c == 'e' || c == 'E') ? CG__NUM_E : 255;
-    break;
+    return digit ? CG__NUM_FRAC : (c == 'e' || c == 'E') ? CG__NUM_E : 255;
   case CG__NUM_E:
-    j->nstate = digit ? CG__NUM_EXP : (c == '+' || c == '-') ? CG__NUM_ESIGN : 255;
-    break;
+    return digit ? CG__NUM_EXP : (c == '+' || c == '-') ? CG__NUM_ESIGN : 255;
   default: /* ESIGN, EXP */
-    j->nstate = digit ? CG__NUM_EXP : 255;
+    return digit ? CG__NUM_EXP : 255;
   }
+}
+
+/* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
+static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
+  j->nstate = cg__num_next(j->nstate, c);
   return j->nstate != 255;
 }
 
@@ -736,6 +745,179 @@ static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
   return cg__string_stop(s, end, 0);
 }
 
+/* Blanks at `s` (cJSON: any byte up to 0x20), none or one at the cost of a compare. */
+static inline const unsigned char *cg__blanks1(const unsigned char *s, const unsigned char *end) {
+  if (s < end && *s <= ' ' && (++s == end || *s <= ' '))
+    s = cg__blanks(s, end);
+  return s;
+}
+
+static int cg__hex4(const unsigned char *s, unsigned *code) {
+  int i, h;
+  unsigned v = 0;
+  for (i = 0; i < 4; i++) {
+    if ((h = cg__hex(s[i])) < 0)
+      return 0;
+    v = v << 4 | (unsigned) h;
+  }
+  *code = v;
+  return 1;
+}
+
+/* The byte after the closing quote of the string whose opening quote came before `s`,
+ * when it is whole in [s, end) and its escapes are \b \f \n \r \t \" \\ \/ or \u and four
+ * hex digits (a high surrogate with its low one): where cJSON's end and its decoder agree.
+ * NULL for any other (the scanner then decides).  Inlined: most strings are short names. */
+static inline __attribute__((always_inline)) const unsigned char *
+cg__skip_string(const unsigned char *s, const unsigned char *end) {
+  unsigned code, low;
+  for (;;) {
+    s = cg__quote_or_backslash(s, end);
+    if (s == end)
+      return NULL;
+    if (*s == '"')
+      return s + 1;
+    if (end - s < 2)
+      return NULL;
+    switch (s[1]) {
+    case 'b': case 'f': case 'n': case 'r': case 't': case '"': case '\\': case '/':
+      s += 2;
+      break;
+    case 'u':
+      if (end - s < 6 || !cg__hex4(s + 2, &code) || (code >= 0xDC00 && code <= 0xDFFF))
+        return NULL;
+      if (code >= 0xD800 && code <= 0xDBFF) {
+        if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || !cg__hex4(s + 8, &low) ||
+            low < 0xDC00 || low > 0xDFFF)
+          return NULL;
+        s += 12;
+      } else {
+        s += 6;
+      }
+      break;
+    default:
+      return NULL;
+    }
+  }
+}
+
+/* The byte after the number that starts at `s`, when it ends before `end` and strtod
+ * reads all of it (cg__num_next's grammar: -? digits* (. digits*)? ([eE] [+-]? digits+)?
+ * with a digit before the exponent); else NULL. */
+static const unsigned char *cg__skip_number(const unsigned char *s, const unsigned char *end) {
+  const unsigned char *d;
+  int digits;
+  if (*s == '-')
+    s++;
+  for (d = s; s < end && *s >= '0' && *s <= '9'; s++)
+    ;
+  digits = s > d;
+  if (s < end && *s == '.') {
+    for (d = ++s; s < end && *s >= '0' && *s <= '9'; s++)
+      ;
+    digits |= s > d;
+  }
+  if (!digits)
+    return NULL;
+  if (s < end && (*s == 'e' || *s == 'E')) {
+    if (++s < end && (*s == '+' || *s == '-'))
+      s++;
+    for (d = s; s < end && *s >= '0' && *s <= '9'; s++)
+      ;
+    if (s == d)
+      return NULL;
+  }
+  return s < end && !cg__is_num_byte(*s) ? s : NULL;
+}
+
+#define CG__SKIP_DEPTH 64 /* containers cg__skip_tree reads inside each other */
+
+/* A value no rule reads (an array or object under a name no slot has, as "choices"), read
+ * as the scanner would read it but with nothing kept: the byte after the closing bracket
+ * of the container whose '[' or '{' (`open`) came just before `s`, when that is in
+ * [s, end) and every token inside is plain (see cg__skip_string, cg__skip_number) and
+ * well formed, at most CG__SKIP_DEPTH deep.  NULL for any other: the scanner then reads
+ * the value itself, and decides. */
+static const unsigned char *cg__skip_tree(const unsigned char *s, const unsigned char *end,
+                                          unsigned char open) {
+  uint64_t arr = open == '['; /* bit d: the container d levels out is an array */
+  unsigned lvl = 0;
+  unsigned char c;
+first: /* after '[' or '{' */
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+  if (*s == (arr & 1 ? ']' : '}')) {
+    s++;
+    goto closed;
+  }
+  if (arr & 1)
+    goto value;
+key:
+  if (*s != '"' || !(s = cg__skip_string(s + 1, end)))
+    return NULL;
+  if ((s = cg__blanks1(s, end)) == end || *s != ':')
+    return NULL;
+  s++;
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+value:
+  c = *s;
+  if (c == '"') {
+    if (!(s = cg__skip_string(s + 1, end)))
+      return NULL;
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    if (!(s = cg__skip_number(s, end)))
+      return NULL;
+  } else if (c == '{' || c == '[') {
+    if (++lvl == CG__SKIP_DEPTH)
+      return NULL;
+    arr = arr << 1 | (c == '[');
+    s++;
+    goto first;
+  } else if (c == 't' || c == 'n') {
+    if (end - s < 4 || memcmp(s, c == 't' ? "true" : "null", 4) != 0)
+      return NULL;
+    s += 4;
+  } else if (c == 'f') {
+    if (end - s < 5 || memcmp(s, "false", 5) != 0)
+      return NULL;
+    s += 5;
+  } else {
+    return NULL;
+  }
+  /* after a value */
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+  c = *s++;
+  if (c == ',') {
+    if ((s = cg__blanks1(s, end)) == end)
+      return NULL;
+    if (arr & 1)
+      goto value;
+    goto key;
+  }
+  if (c != (arr & 1 ? ']' : '}'))
+    return NULL;
+closed:
+  if (lvl == 0)
+    return s;
+  lvl--;
+  arr >>= 1;
+  if ((s = cg__blanks1(s, end)) == end)
+    return NULL;
+  c = *s++;
+  if (c == ',') {
+    if ((s = cg__blanks1(s, end)) == end)
+      return NULL;
+    if (arr & 1)
+      goto value;
+    goto key;
+  }
+  if (c != (arr & 1 ? ']' : '}'))
+    return NULL;
+  goto closed;
+}
+
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
  * `tent` when it closes.  The state is only stored when the buffer ends inside a token
  * (or between two): within a buffer each kind of token is read by its own loop, which
@@ -747,6 +929,7 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
                         size_t n) {
   const unsigned char *end = s + n, *q;
   unsigned char c;
+  int noskip = 0; /* cg__skip_tree gave up once in this buffer */
 
 /* Blanks (cJSON: any byte up to 0x20); at the end of the buffer the state is `st`.  None
  * or one (", ", ": ") costs a compare or two. */
@@ -822,6 +1005,19 @@ value:
           cg__js_num_keep(j, (char) *s);
     }
     goto number;
+  }
+  if ((c == '{' || c == '[') && !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
+      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH &&
+      (j->slot < 0 || (cg__slots[j->slot].kind != CG__K_OBJ &&
+                       cg__slots[j->slot].kind != CG__K_ERROR))) {
+    /* a value in which no rule reads anything (not a top-level object, nor one of a
+     * top-level array's, nor one a slot opens): skipped at once when it is whole here */
+    if ((q = cg__skip_tree(s, end, c))) {
+      j->slot = -1;
+      s = q;
+      goto value_done;
+    }
+    noskip = 1; /* not again in this buffer: each byte is read at most twice */
   }
   cg__js_value(j, c); /* a container, a literal, or a byte no value starts with */
   switch (j->state) {
@@ -1104,6 +1300,35 @@ static void cg__release(struct cg_usage_parser *p) {
 
 /* ---- server-sent events ---- */
 
+/* Whether the `n` bytes at `a` and `b` are the same: memcmp without a call (cg__word_at
+ * runs inside cg__may_matter's SIMD loop, whose constants a call would push out). */
+static inline __attribute__((always_inline)) int cg__same_n(const char *a, const char *b,
+                                                           size_t n) {
+  uint64_t x, y;
+  uint32_t u, v;
+  size_t i;
+  if (n >= 8) { /* 8 at a time, the last 8 overlapping */
+    for (i = 0; i + 8 < n; i += 8) {
+      memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+      if (x != y)
+        return 0;
+    }
+    memcpy(&x, a + n - 8, 8), memcpy(&y, b + n - 8, 8);
+    return x == y;
+  }
+  if (n >= 4) {
+    memcpy(&u, a, 4), memcpy(&v, b, 4);
+    if (u != v)
+      return 0;
+    memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
+    return u == v;
+  }
+  for (i = 0; i < n; i++)
+    if (a[i] != b[i])
+      return 0;
+  return 1;
+}
+
 /* Whether an event's data could say anything: every rule reads a member or a "type"
  * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
  * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
@@ -1124,8 +1349,9 @@ static void cg__release(struct cg_usage_parser *p) {
 /* Whether a word of cg__may_matter starts at s[q] (the first 'r' of "error"): 1 when it
  * may matter, 0 when there is none or it is one of the two kinds of place that say
  * nothing new (then `*skip` is set past that place). */
-static inline int cg__word_at(const char *s, size_t n, size_t q, const char *model,
-                              size_t mlen, const char **skip) {
+static inline __attribute__((always_inline)) int cg__word_at(const char *s, size_t n, size_t q,
+                                                            const char *model, size_t mlen,
+                                                            const char **skip) {
   const char *p = s + q;
   size_t after = n - q; /* bytes from p on */
   switch (*p) {
@@ -1141,7 +1367,7 @@ static inline int cg__word_at(const char *s, size_t n, size_t q, const char *mod
     if (after < 5 || memcmp(p, "model", 5) != 0)
       return 0;
     if (mlen && after >= 9 + mlen && memcmp(p + 5, "\":\"", 3) == 0 &&
-        memcmp(p + 8, model, mlen) == 0 && p[8 + mlen] == '"') {
+        cg__same_n(p + 8, model, mlen) && p[8 + mlen] == '"') {
       *skip = p + 9 + mlen; /* the model known already */
       return 0;
     }
@@ -1153,7 +1379,79 @@ static inline int cg__word_at(const char *s, size_t n, size_t q, const char *mod
   }
 }
 
+#ifdef CG__AVX2
+/* Whether the CPU runs AVX2 (asked once; a race only asks twice). */
+static int cg__avx2(void) {
+  static int known; /* 0: not asked, 1: no, 2: yes */
+  int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (!v) {
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx2") ? 2 : 1;
+    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+  }
+  return v == 2;
+}
+
+/* cg__may_matter's answer 32 places at a time, for an event without a backslash and of
+ * at least 33 bytes; -1 for any other (the backslashes are looked for in the same pass:
+ * the model shortcut holds only without one).  No call in it (cg__word_at inlined), so
+ * its constants stay in registers. */
+__attribute__((target("avx2"))) static int cg__may_matter_avx2(const char *s, size_t n,
+                                                               const char *model,
+                                                               size_t mlen) {
+  const char *skip = s;
+  size_t i, b;
+  const __m256i bs = _mm256_set1_epi8('\\');
+  __m256i x, y, pv, bv;
+  uint64_t mask;
+#define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(a)), \
+                                          _mm256_cmpeq_epi8(y, _mm256_set1_epi8(b)))
+#define CG__PAIRS32                                                                         \
+  _mm256_or_si256(_mm256_or_si256(CG__PAIR32('u', 's'), CG__PAIR32('m', 'o')),             \
+                  _mm256_or_si256(CG__PAIR32('f', 'a'), CG__PAIR32('r', 'r')))
+  if (n < 33)
+    return -1;
+  for (i = 0; i + 33 <= n; i += 32) {
+    x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
+    y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
+    pv = CG__PAIRS32;
+    bv = _mm256_cmpeq_epi8(x, bs);
+    if (!_mm256_movemask_epi8(_mm256_or_si256(pv, bv)))
+      continue;
+    if (_mm256_movemask_epi8(bv))
+      return -1;
+    for (mask = (uint32_t) _mm256_movemask_epi8(pv); mask; mask &= mask - 1) {
+      size_t q = i + (size_t) __builtin_ctzll(mask);
+      if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+        return 1;
+    }
+  }
+  /* the last places and bytes: one more round, over some seen already */
+  b = n - 33;
+  x = _mm256_loadu_si256((const __m256i *) (const void *) (s + b));
+  y = _mm256_loadu_si256((const __m256i *) (const void *) (s + b + 1));
+  if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(x, bs), _mm256_cmpeq_epi8(y, bs))))
+    return -1;
+  mask = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
+  for (mask &= ~UINT64_C(0) << (i - b); mask; mask &= mask - 1) { /* before i: asked */
+    size_t q = b + (size_t) __builtin_ctzll(mask);
+    if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+      return 1;
+  }
+  return 0; /* the last byte starts no word */
+#undef CG__PAIRS32
+#undef CG__PAIR32
+}
+#endif
+
 static int cg__may_matter(const char *s, size_t n, const char *model, size_t mlen) {
+#ifdef CG__AVX2
+  if (cg__avx2()) {
+    int r = cg__may_matter_avx2(s, n, model, mlen);
+    if (r >= 0)
+      return r;
+  }
+#endif
   /* Each word is found at its first letters ([us]age, [mo]del, [fa]iled, e[rr]or; memchr
    * for the 'e' in all four stopped at most names), 16 places at a time; the tail, and a
    * machine without SSE2, by the first letter alone. */

@@ -763,3 +763,183 @@ Test(usage, sse_event_bounds_in_one_buffer) {
   cr_expect_eq(u.input, -1);
   free(b);
 }
+
+/* The SSE pre-check (usage.c cg__may_matter, 16 or 32 places a round and one last round
+ * over the tail): each word, the places that say nothing new and a backslash at every
+ * offset of an event, the stream cut at every byte. */
+Test(usage, sse_pre_check_at_every_offset) {
+  static const struct {
+    const char *tail; /* after the padding, in the second event */
+    int64_t input, output;
+    const char *model;
+    int error_event;
+  } tails[] = {
+    {"\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}", 1, 2, "m", 0},
+    {"\\n\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}", 1, 2, "m", 0},
+    {"\",\"model\":\"m2\"}", -1, -1, "m2", 0},
+    {"\\\\\",\"model\":\"m2\"}", -1, -1, "m2", 0},
+    {"\",\"type\":\"error\"}", -1, -1, "m", 1},
+    {"\",\"type\":\"response.failed\"}", -1, -1, "m", 1},
+    {"\",\"model\":\"m\",\"usage\":null}", -1, -1, "m", 0},
+    {"\\\"\",\"model\":\"m\",\"usage\":null}", -1, -1, "m", 0},
+    {"\\u0041\",\"model\":\"m\"}", -1, -1, "m", 0},
+    {"\",\"usage\":{\"total_tokens\":5},\"x\":\"\\/\"}", -1, -1, "m", 0},
+  };
+  size_t t, pad, cut;
+  for (t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
+    for (pad = 0; pad <= 100; pad++) {
+      char body[512], how[64];
+      struct cg_usage u;
+      int n = snprintf(body, sizeof(body),
+                       "data: {\"model\":\"m\",\"usage\":null}\n\ndata: {\"p\":\"%.*s%s\n\n",
+                       (int) pad, ZEROS100, tails[t].tail);
+      cr_assert_lt((size_t) n, sizeof(body));
+      for (cut = 0; cut <= (size_t) n; cut++) {
+        struct cg_usage_parser *p = cg_usage_new();
+        cg_usage_feed(p, body, cut);
+        cg_usage_feed(p, body + cut, (size_t) n - cut);
+        cg_usage_finish(p, &u);
+        cg_usage_free(p);
+        snprintf(how, sizeof(how), "tail %zu, pad %zu, cut at %zu", t, pad, cut);
+        cr_expect_eq(u.input, tails[t].input, "%s: input %lld", how, (long long) u.input);
+        cr_expect_eq(u.output, tails[t].output, "%s: output %lld", how, (long long) u.output);
+        cr_expect_eq(u.total, t == 9 ? 5 : tails[t].input < 0 ? -1 : 3, "%s: total", how);
+        cr_expect_str_eq(u.model, tails[t].model, "%s: model", how);
+        cr_expect_eq(u.error_event, tails[t].error_event, "%s: error_event", how);
+        if (u.input != tails[t].input || strcmp(u.model, tails[t].model) != 0)
+          return; /* one report is enough */
+      }
+    }
+  }
+}
+
+/* A value no rule reads (usage.c cg__skip_tree: skipped at once when whole in a buffer)
+ * says the same as when the scanner reads it byte by byte: one byte at a time (never
+ * whole) is the reference, whole and cut at every byte must agree; `ok` says whether the
+ * document parses (then its usage counts). */
+Test(usage, skipped_values_at_every_split) {
+  static const struct {
+    const char *v;
+    int ok; /* 1 parses, 0 fails, -1 as the reference says */
+  } values[] = {
+    {"[]", 1}, {"{}", 1}, {"[ ]", 1}, {"{ }", 1},
+    {"[1,-2,3.5,-0.25e+10,1E5,1.,-.5,0e0,01,-0,1e-7]", 1},
+    {"[true,false,null,\"\",[],{}]", 1},
+    {"{\"a\":{\"b\":[{\"c\":\"]}\\\"[{\"}]},\"d\":\"\\\\\"}", 1},
+    {"[\"\\u00e9\\ud83d\\ude00\\n\\t\\\\\\/\\b\\f\\r\\\"\"]", 1},
+    {"[ 1 ,\n[ 2 ,\t{ \"k\" : \"v\" } ] ]", 1},
+    {"[{\"usage\":{\"prompt_tokens\":99},\"model\":\"x\",\"error\":{}}]", 1},
+    {"[\"\\u0022\",\"\\u005C\",\"\\uD83D\\uDE00\",\"\\u0000\"]", 1},
+    {"[1,]", 0}, {"{\"a\":1,}", 0}, {"[1 2]", 0}, {"{\"a\" 1}", 0}, {"{1:2}", 0},
+    {"[\"\\x\"]", 0}, {"[\"\\ude00\"]", 0}, {"[\"\\ud83d\"]", 0}, {"[\"\\ud83d\\u0041\"]", 0},
+    {"[1.2.3]", 0}, {"[1e]", 0}, {"[1e+]", 0}, {"[-]", 0}, {"[-.]", 0}, {"[.5]", 0},
+    {"[+1]", 0}, {"[1-2]", 0}, {"[tru]", 0}, {"[nul]", 0}, {"[nullx]", 0}, {"[1}", 0},
+    {"{\"a\":1]", 0}, {"[\"a]", 0}, {"[[[]]", 0}, {"[,]", 0}, {"{,}", 0}, {"[\x01]", 1},
+    {"[\"\\u12\"]", -1}, {"[\"\\u12\\\"]\"]", -1}, {"[\"\\uzzzz\"]", -1},
+    {"[\"\\ud83d\\uzzzz\"]", -1}, {"[\"\\", -1}, {"[\"\\u\"]", -1},
+  };
+  size_t i, cut;
+  for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+    char body[512], how[96];
+    struct cg_usage ref, u;
+    int n = snprintf(body, sizeof(body), "{\"model\":\"m\",\"choices\":%s,\"x\":[%s]," U12 "}",
+                     values[i].v, values[i].v);
+    cr_assert_lt((size_t) n, sizeof(body));
+    run(body, (size_t) n, 1, &ref);
+    if (values[i].ok >= 0)
+      cr_expect_eq(ref.input, values[i].ok ? 1 : -1, "%s: input %lld", values[i].v,
+                   (long long) ref.input);
+    for (cut = 0; cut <= (size_t) n; cut++) {
+      struct cg_usage_parser *p = cg_usage_new();
+      cg_usage_feed(p, body, cut);
+      cg_usage_feed(p, body + cut, (size_t) n - cut);
+      cg_usage_finish(p, &u);
+      cg_usage_free(p);
+      snprintf(how, sizeof(how), "%s, cut at %zu", values[i].v, cut);
+      cr_expect_eq(u.input, ref.input, "%s: input %lld", how, (long long) u.input);
+      cr_expect_eq(u.output, ref.output, "%s: output", how);
+      cr_expect_str_eq(u.model, ref.model, "%s: model", how);
+      cr_expect_eq(u.error_event, ref.error_event, "%s: error_event", how);
+      if (u.input != ref.input)
+        break; /* one report per value is enough */
+    }
+  }
+}
+
+/* Arrays, objects or both nested k deep under a name no rule reads: cg__skip_tree reads
+ * 64 levels, the scanner 1000 (cJSON's limit: the object and 999 more parse, 1000 do
+ * not); cut at every byte (every 7th when deep), so the skip starts at every depth. */
+Test(usage, skipped_nesting_at_every_split) {
+  static const size_t depths[] = {1, 62, 63, 64, 65, 130, 935, 936, 937, 998, 999, 1000, 1001};
+  size_t i, k, cut, kind;
+  for (i = 0; i < 3 * sizeof(depths) / sizeof(depths[0]); i++) {
+    size_t d = depths[i / 3], n = 0;
+    char *body = malloc(6 * d + 128);
+    struct cg_usage u;
+    kind = i % 3; /* 0 arrays, 1 objects, 2 both in turn */
+    n += (size_t) sprintf(body, "{\"x\":");
+    for (k = 0; k < d; k++) {
+      if (kind == 0 || (kind == 2 && k % 2)) {
+        body[n++] = '[';
+      } else {
+        memcpy(body + n, "{\"a\":", 5);
+        n += 5;
+      }
+    }
+    memcpy(body + n, "[]", 2);
+    n += 2;
+    for (k = d; k-- > 0;)
+      body[n++] = kind == 0 || (kind == 2 && k % 2) ? ']' : '}';
+    n += (size_t) sprintf(body + n, "," U12 "}");
+    for (cut = 0; cut <= n; cut += d > 100 ? 7 : 1) {
+      struct cg_usage_parser *p = cg_usage_new();
+      cg_usage_feed(p, body, cut);
+      cg_usage_feed(p, body + cut, n - cut);
+      cg_usage_finish(p, &u);
+      cg_usage_free(p);
+      cr_expect_eq(u.input, d <= 998 ? 1 : -1, "%zu deep (%zu), cut at %zu: input %lld", d,
+                   kind, cut, (long long) u.input);
+      if (u.input != (d <= 998 ? 1 : -1))
+        break;
+    }
+    run(body, n, (size_t) -1, &u);
+    cr_expect_eq(u.input, d <= 998 ? 1 : -1, "%zu deep (%zu), whole", d, kind);
+    free(body);
+  }
+}
+
+/* The pre-check's "model known already" (usage.c cg__same_n): a later chunk's model that
+ * differs from the known one in any one byte, or is one byte longer or shorter, is read;
+ * models of 1 to 30 bytes. */
+Test(usage, sse_known_model_differs_at_every_byte) {
+  static const char base[] = "gpt-4o-mini-2024-07-18-abcdefgh";
+  size_t len, k;
+  for (len = 1; len <= 30; len++) {
+    for (k = 0; k <= len + 1; k++) {
+      char m1[40], m2[40], body[512];
+      struct cg_usage u;
+      int n;
+      memcpy(m1, base, len);
+      m1[len] = '\0';
+      memcpy(m2, m1, len + 1);
+      if (k < len)
+        m2[k] = m2[k] == 'Z' ? 'Y' : 'Z';
+      else if (k == len)
+        m2[len - 1] = '\0'; /* one byte shorter (empty when len is 1: not a model) */
+      else
+        m2[len] = 'Z', m2[len + 1] = '\0'; /* one byte longer */
+      n = snprintf(body, sizeof(body),
+                   "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                   "\"model\":\"%s\",\"usage\":null}\n\n"
+                   "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                   "\"model\":\"%s\",\"choices\":[],\"usage\":null}\n\n",
+                   m1, m2);
+      cr_assert_lt((size_t) n, sizeof(body));
+      run(body, (size_t) n, (size_t) -1, &u);
+      cr_expect_str_eq(u.model, m2[0] ? m2 : m1, "model of %zu bytes, changed at %zu", len, k);
+      run(body, (size_t) n, 7, &u);
+      cr_expect_str_eq(u.model, m2[0] ? m2 : m1, "model of %zu bytes, changed at %zu, 7 at a time",
+                       len, k);
+    }
+  }
+}
