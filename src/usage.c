@@ -1247,18 +1247,37 @@ struct cg_usage_parser {
   struct cg__js js;
 };
 
-struct cg_usage_parser *cg_usage_new(void) {
-  struct cg_usage_parser *p = malloc(sizeof(*p));
-  if (!p)
-    return NULL;
+/* The fresh state, over memory whose buf/cap (an SSE buffer) is `buf`/`cap`. */
+static void cg__usage_start(struct cg_usage_parser *p, char *buf, size_t cap) {
   /* Not the scanner's 1 KiB of facts: it sets what it reads before reading it. */
   memset(p, 0, offsetof(struct cg_usage_parser, js));
+  p->buf = buf;
+  p->cap = cap;
   p->js.nheap = NULL;
   p->js.ncap = 0;
   p->acc.prompt = p->acc.cread = p->acc.cwrite = p->acc.completion = p->acc.reasoning =
     p->acc.thoughts = p->acc.tooluse = p->acc.total = -1;
   p->line_empty = 1;
+}
+
+struct cg_usage_parser *cg_usage_new(void) {
+  struct cg_usage_parser *p = malloc(sizeof(*p));
+  if (!p)
+    return NULL;
+  cg__usage_start(p, NULL, 0);
   return p;
+}
+
+void cg_usage_reset(struct cg_usage_parser *p) {
+  char *buf = p->buf;
+  size_t cap = p->cap;
+  if (cap > (size_t) 64 * 1024) { /* a large event's buffer is not kept */
+    free(buf);
+    buf = NULL;
+    cap = 0;
+  }
+  cg__js_num_release(&p->js);
+  cg__usage_start(p, buf, cap);
 }
 
 void cg_usage_free(struct cg_usage_parser *p) {

@@ -86,4 +86,9 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out);
 /* Frees `p` (NULL: nothing). */
 void cg_usage_free(struct cg_usage_parser *p);
 
+/* `p` as cg_usage_new() makes one, for the next answer, keeping its memory (the struct,
+ * and an SSE event buffer of up to 64 KiB): a thread's next call reuses its last
+ * parser instead of a malloc, its zeroing and a free (issue 16). */
+void cg_usage_reset(struct cg_usage_parser *p);
+
 #endif

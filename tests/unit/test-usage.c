@@ -943,3 +943,40 @@ Test(usage, sse_known_model_differs_at_every_byte) {
     }
   }
 }
+
+/* cg_usage_reset: one parser reused for every case, after another answer cut anywhere
+ * (an attempt that ended mid-body) or after a large event, reads each as a fresh one. */
+Test(usage, reset_parser_reads_as_new) {
+  struct cg_usage_parser *p = cg_usage_new();
+  size_t i, ncases = sizeof(cases) / sizeof(cases[0]), big_len;
+  char *big = sse_with_event(CG_USAGE_EVENT_MAX, 1, &big_len);
+  cr_assert_not_null(p);
+  for (i = 0; i < 3 * ncases; i++) {
+    const struct usage_case *c = &cases[i % ncases], *o = &cases[(i * 7 + 3) % ncases];
+    struct cg_usage u;
+    size_t cut = strlen(o->body) * (i % 5) / 4;
+    if (i % 11 == 5)
+      cg_usage_feed(p, big, big_len); /* a large event's buffer: freed by the reset */
+    else
+      cg_usage_feed(p, o->body, cut);
+    if (i % 3 == 0) {
+      struct cg_usage ignored;
+      cg_usage_finish(p, &ignored);
+    }
+    cg_usage_reset(p);
+    cg_usage_feed(p, c->body, strlen(c->body));
+    cg_usage_finish(p, &u);
+    cr_expect_eq(u.input, c->input, "%s after a reset: input", c->name);
+    cr_expect_eq(u.cached_input, c->cached_input, "%s after a reset: cached", c->name);
+    cr_expect_eq(u.cache_write, c->cache_write, "%s after a reset: cache_write", c->name);
+    cr_expect_eq(u.output, c->output, "%s after a reset: output", c->name);
+    cr_expect_eq(u.reasoning, c->reasoning, "%s after a reset: reasoning", c->name);
+    cr_expect_eq(u.total, c->total, "%s after a reset: total", c->name);
+    cr_expect_eq(u.error_event, c->error_event, "%s after a reset: error_event", c->name);
+    cr_expect_str_eq(u.model, c->model, "%s after a reset: model", c->name);
+    cr_expect_eq(u.skipped, 0, "%s after a reset: skipped", c->name);
+    cg_usage_reset(p);
+  }
+  cg_usage_free(p);
+  free(big);
+}
