@@ -4,7 +4,8 @@
  * into chunks, as a network would deliver it.  Invariants: counts are -1 (unknown) or
  * >= 0; the model is a NUL-terminated string; and the result does not depend on the
  * chunking (the same body fed whole, in uneven chunks and one byte at a time gives the
- * same usage).  fuzz-usage-diff.c compares the results with the parser it replaced. */
+ * same usage) nor on a parser's earlier use (cg_usage_reset).  fuzz-usage-diff.c
+ * compares the results with the parser it replaced. */
 #include "fuzz.h"
 #include "usage.h"
 
@@ -70,5 +71,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 step, (long long) whole.input, (long long) cut.input, (long long) whole.output,
                 (long long) cut.output, (long long) whole.total, (long long) cut.total,
                 whole.model, cut.model, whole.error_event, cut.error_event);
+  { /* A parser reset after this input (cut short at a point the input picks) reads it
+     * again as a fresh one does (cg_usage_reset: a thread's next attempt). */
+    struct cg_usage_parser *p = cg_usage_new();
+    struct cg_usage again;
+    size_t part = (size - 1) * (data[0] >> 6) / 3;
+    if (!p)
+      abort();
+    cg_usage_feed(p, (const char *) data + 1, part);
+    if (data[0] & 0x40)
+      cg_usage_finish(p, &again);
+    cg_usage_reset(p);
+    cg_usage_feed(p, (const char *) data + 1, size - 1);
+    cg_usage_finish(p, &again);
+    cg_usage_free(p);
+    CG_FUZZ_CHECK(same(&whole, &again), "a reset parser read the input differently");
+  }
   return 0;
 }

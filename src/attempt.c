@@ -395,11 +395,14 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
  * count as activity too: a slow upload is neither idle nor waiting for an answer.
  * t_sent_ms, t_last_rx_ms and `now` are the coarse clock (clock.h): libcurl runs the
  * progress callback for every pass of its loop, and a split timeout (seconds) does not
- * need the fine one.  The due times cg_attempt_timers_next gives add the coarse tick,
- * and cg_attempt_timers_check, run at them, passes the fine clock less that tick. */
+ * need the fine one.  A timeout fires a tick after it is due on those stamps, so never
+ * early; cg_attempt_timers_next's due times include the tick, and
+ * cg_attempt_timers_check, run at them, passes the fine clock. */
 static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
                       int64_t now) {
-  int64_t last;
+  /* The stamps lag the moments they stand for by up to a tick: waiting a tick longer
+   * keeps a timeout from firing early. */
+  int64_t last, slack = cg_coarse_tick_ms();
 
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
@@ -412,7 +415,7 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
   }
   if (a->t_last_rx_ms) {
     last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
-    if (a->read_timeout_ms > 0 && now - last >= a->read_timeout_ms) {
+    if (a->read_timeout_ms > 0 && now - last >= a->read_timeout_ms + slack) {
       a->guard_stop = CG_STOP_IDLE;
       return 1;
     }
@@ -422,7 +425,7 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
   if (ultotal > 0 && ulnow < ultotal)
     return 0;
   if (a->t_sent_ms && a->first_byte_timeout_ms > 0 &&
-      now - a->t_sent_ms >= a->first_byte_timeout_ms) {
+      now - a->t_sent_ms >= a->first_byte_timeout_ms + slack) {
     a->guard_stop = CG_STOP_FIRST_BYTE;
     return 1;
   }
@@ -430,9 +433,9 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
 }
 
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
-  /* The stamps are coarse (up to a tick behind the fine clock): by the fine time
-   * stamp + timeout + tick the coarse clock has reached stamp + timeout, and the check
-   * then fires instead of finding it a little early again and again. */
+  /* The stamps are coarse (clock.h) and cg__timers waits a tick more than the timeout:
+   * due at stamp + timeout + tick, when cg_attempt_timers_check (on the fine clock) fires
+   * instead of finding it a little early again and again. */
   if (a->t_last_rx_ms) {
     int64_t last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
     return a->read_timeout_ms > 0 ? last + a->read_timeout_ms + cg_coarse_tick_ms() : -1;
@@ -452,9 +455,10 @@ int cg_attempt_timers_check(struct cg_attempt *a) {
     return 1;
   get(a->h->curl, CURLINFO_SIZE_UPLOAD_T, &ulnow);
   get(a->h->curl, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &ultotal);
-  /* Due (multi driver): the fine clock less a tick is the coarse clock at the latest,
-   * when the kernel's tick is late under load, so a due timer fires now. */
-  return cg__timers(a, ultotal > 0 ? ultotal : 0, ulnow, cg_mono_ms() - cg_coarse_tick_ms());
+  /* Due (multi driver): the fine clock, at or past the due time cg_attempt_timers_next
+   * gave (stamp + timeout + tick), so a due timer fires now even when the kernel's tick
+   * runs late under load. */
+  return cg__timers(a, ultotal > 0 ? ultotal : 0, ulnow, cg_mono_ms());
 }
 
 static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
