@@ -885,7 +885,7 @@ value:
   } else {
     return NULL;
   }
-  /* after a value */
+after: /* after a value, or a container that closed (it was a value of the one around) */
   if ((s = cg__blanks1(s, end)) == end)
     return NULL;
   c = *s++;
@@ -903,19 +903,7 @@ closed:
     return s;
   lvl--;
   arr >>= 1;
-  if ((s = cg__blanks1(s, end)) == end)
-    return NULL;
-  c = *s++;
-  if (c == ',') {
-    if ((s = cg__blanks1(s, end)) == end)
-      return NULL;
-    if (arr & 1)
-      goto value;
-    goto key;
-  }
-  if (c != (arr & 1 ? ']' : '}'))
-    return NULL;
-  goto closed;
+  goto after;
 }
 
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to

@@ -215,6 +215,16 @@ static void run(const char *body, size_t len, size_t piece, struct cg_usage *u) 
   cg_usage_free(p);
 }
 
+/* `body` in two buffers, cut at `cut`. */
+static void run_cut(const char *body, size_t len, size_t cut, struct cg_usage *u) {
+  struct cg_usage_parser *p = cg_usage_new();
+  cr_assert_not_null(p);
+  cg_usage_feed(p, body, cut);
+  cg_usage_feed(p, body + cut, len - cut);
+  cg_usage_finish(p, u);
+  cg_usage_free(p);
+}
+
 Test(usage, table_whole_and_in_pieces) {
   static const size_t pieces[] = {(size_t) -1, 1, 2, 7, 64};
   size_t i, k;
@@ -795,11 +805,7 @@ Test(usage, sse_pre_check_at_every_offset) {
                        (int) pad, ZEROS100, tails[t].tail);
       cr_assert_lt((size_t) n, sizeof(body));
       for (cut = 0; cut <= (size_t) n; cut++) {
-        struct cg_usage_parser *p = cg_usage_new();
-        cg_usage_feed(p, body, cut);
-        cg_usage_feed(p, body + cut, (size_t) n - cut);
-        cg_usage_finish(p, &u);
-        cg_usage_free(p);
+        run_cut(body, (size_t) n, cut, &u);
         snprintf(how, sizeof(how), "tail %zu, pad %zu, cut at %zu", t, pad, cut);
         cr_expect_eq(u.input, tails[t].input, "%s: input %lld", how, (long long) u.input);
         cr_expect_eq(u.output, tails[t].output, "%s: output %lld", how, (long long) u.output);
@@ -850,11 +856,7 @@ Test(usage, skipped_values_at_every_split) {
       cr_expect_eq(ref.input, values[i].ok ? 1 : -1, "%s: input %lld", values[i].v,
                    (long long) ref.input);
     for (cut = 0; cut <= (size_t) n; cut++) {
-      struct cg_usage_parser *p = cg_usage_new();
-      cg_usage_feed(p, body, cut);
-      cg_usage_feed(p, body + cut, (size_t) n - cut);
-      cg_usage_finish(p, &u);
-      cg_usage_free(p);
+      run_cut(body, (size_t) n, cut, &u);
       snprintf(how, sizeof(how), "%s, cut at %zu", values[i].v, cut);
       cr_expect_eq(u.input, ref.input, "%s: input %lld", how, (long long) u.input);
       cr_expect_eq(u.output, ref.output, "%s: output", how);
