@@ -71,23 +71,13 @@ static void cg__sh_down(struct cg_admission *ad) {
   ad->sh.ops = &cg_shared_mmap;
 }
 
-/* `now` (cg_state_now() read just before; 0: none) for the op about to run, when it runs
- * on the state file (shared.h now_ns): a Redis op, whose own fallback to the file may
- * come 50 ms later, never gets it. */
-static void cg__sh_instant(struct cg_shared_pool *sp, int64_t now) {
-  sp->now_ns = sp->ops == &cg_shared_mmap ? now : 0;
-}
-
 static int cg__sh_reserve(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
                           int64_t *wait_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r;
-  cg__sh_instant(sp, now);
-  r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns);
-  sp->now_ns = 0;
+  int r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns, now);
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
-    r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns);
+    r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns, 0);
   }
   return r;
 }
@@ -132,13 +122,10 @@ static void cg__sh_release(struct cg_admission *ad, int slot) {
 static enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad, int64_t probe_ns,
                                             int64_t *next_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r;
-  cg__sh_instant(sp, now);
-  r = sp->ops->breaker_admit(sp, probe_ns, next_ns);
-  sp->now_ns = 0;
+  int r = sp->ops->breaker_admit(sp, probe_ns, next_ns, now);
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
-    r = cg_shared_mmap.breaker_admit(sp, probe_ns, next_ns);
+    r = cg_shared_mmap.breaker_admit(sp, probe_ns, next_ns, 0);
   }
   return (enum cg_breaker_verdict) r;
 }
@@ -175,22 +162,17 @@ static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
 /* The learned rate's place (limiter.h): the file's, or the fleet's word on Redis. */
 static int64_t cg__sh_learn_take(struct cg_admission *ad, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int64_t w;
-  cg__sh_instant(sp, now);
-  w = sp->ops->learn_take(sp);
-  sp->now_ns = 0;
+  int64_t w = sp->ops->learn_take(sp, now);
   if (w == CG_SHARED_DOWN) {
     cg__sh_down(ad);
-    w = cg_shared_mmap.learn_take(sp);
+    w = cg_shared_mmap.learn_take(sp, 0);
   }
   return w;
 }
 
 static void cg__sh_bfirst(struct cg_admission *ad, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  cg__sh_instant(sp, now);
-  sp->ops->budget_first(sp);
-  sp->now_ns = 0;
+  sp->ops->budget_first(sp, now);
 }
 
 static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,

@@ -121,35 +121,44 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
 }
 
 /* Look at one header line of the current response. */
+/* The header lines the guard reads: name (lower case), and the cg_hints field its value
+ * goes to. */
+#define CG__HINTS(X)                                                                       \
+  X("retry-after", retry_after)                                                            \
+  X("retry-after-ms", retry_after_ms)                                                      \
+  X("x-should-retry", should_retry)                                                        \
+  X("date", date)                                                                          \
+  X("content-type", content_type)                                                          \
+  X("content-length", content_length)                                                      \
+  X("x-ratelimit-limit-requests", rl_limit_req)                                            \
+  X("x-ratelimit-remaining-requests", rl_remaining_req)                                    \
+  X("x-ratelimit-reset-requests", rl_reset_req)                                            \
+  X("x-ratelimit-limit-tokens", rl_limit_tok)                                              \
+  X("x-ratelimit-remaining-tokens", rl_remaining_tok)                                      \
+  X("x-ratelimit-reset-tokens", rl_reset_tok)                                              \
+  X("anthropic-ratelimit-requests-limit", a_limit_req)                                     \
+  X("anthropic-ratelimit-requests-remaining", a_remaining_req)                             \
+  X("anthropic-ratelimit-requests-reset", a_reset_req)                                     \
+  X("anthropic-ratelimit-tokens-limit", a_limit_tok)                                       \
+  X("anthropic-ratelimit-tokens-remaining", a_remaining_tok)                               \
+  X("anthropic-ratelimit-tokens-reset", a_reset_tok)                                       \
+  X("ratelimit", ietf)
+
 static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
 #define CG_HINT(name, field)                                                              \
-  { name, sizeof(name) - 1, offsetof(struct cg_hints, field),                             \
-    sizeof(((struct cg_hints *) 0)->field) }
+  {name, sizeof(name) - 1, offsetof(struct cg_hints, field),                              \
+   sizeof(((struct cg_hints *) 0)->field)},
   static const struct {
     const char *name;
     size_t len, off, cap; /* len: strlen(name), not counted per header line */
-  } wanted[] = {
-    CG_HINT("retry-after", retry_after),
-    CG_HINT("retry-after-ms", retry_after_ms),
-    CG_HINT("x-should-retry", should_retry),
-    CG_HINT("date", date),
-    CG_HINT("content-type", content_type),
-    CG_HINT("content-length", content_length),
-    CG_HINT("x-ratelimit-limit-requests", rl_limit_req),
-    CG_HINT("x-ratelimit-remaining-requests", rl_remaining_req),
-    CG_HINT("x-ratelimit-reset-requests", rl_reset_req),
-    CG_HINT("x-ratelimit-limit-tokens", rl_limit_tok),
-    CG_HINT("x-ratelimit-remaining-tokens", rl_remaining_tok),
-    CG_HINT("x-ratelimit-reset-tokens", rl_reset_tok),
-    CG_HINT("anthropic-ratelimit-requests-limit", a_limit_req),
-    CG_HINT("anthropic-ratelimit-requests-remaining", a_remaining_req),
-    CG_HINT("anthropic-ratelimit-requests-reset", a_reset_req),
-    CG_HINT("anthropic-ratelimit-tokens-limit", a_limit_tok),
-    CG_HINT("anthropic-ratelimit-tokens-remaining", a_remaining_tok),
-    CG_HINT("anthropic-ratelimit-tokens-reset", a_reset_tok),
-    CG_HINT("ratelimit", ietf),
-  };
+  } wanted[] = {CG__HINTS(CG_HINT)};
 #undef CG_HINT
+  /* A bit per length of a wanted name (lengths of 63 and more: none, bit 63 for all of
+   * them): most of an answer's lines (server, connection, etag) have none of them. */
+#define CG_HINT_LEN(name, field)                                                          \
+  | (UINT64_C(1) << (sizeof(name) - 1 < 63 ? sizeof(name) - 1 : 63))
+  static const uint64_t lens = 0 CG__HINTS(CG_HINT_LEN);
+#undef CG_HINT_LEN
   const char *colon = memchr(p, ':', n);
   size_t nl, i;
   const char *v;
@@ -165,20 +174,8 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     a->hints.has_location = 1;
     return;
   }
-  /* Most of an answer's lines have a name no wanted one has the length of (server,
-   * connection, etag, ...): a bit per length, built once, turns them away. */
-  {
-    static uint64_t lens; /* bit 63: built; written once, the same by every thread */
-    uint64_t m = __atomic_load_n(&lens, __ATOMIC_RELAXED);
-    if (!m) {
-      for (i = 0, m = UINT64_C(1) << 63; i < sizeof(wanted) / sizeof(wanted[0]); i++)
-        if (wanted[i].len < 63)
-          m |= UINT64_C(1) << wanted[i].len;
-      __atomic_store_n(&lens, m, __ATOMIC_RELAXED);
-    }
-    if (nl < 63 && !(m >> nl & 1))
-      return; /* a longer name (none yet) is looked for below */
-  }
+  if (!(lens >> (nl < 63 ? nl : 63) & 1))
+    return; /* no wanted name has this length */
   /* The first letter in lower case (| 0x20 makes a letter of nothing else): compared
    * before strncasecmp, which most lines of the same length then skip. */
   first = (char) (p[0] | 0x20);

@@ -21,6 +21,7 @@
 #include "repeat.h"
 #include "rng.h"
 #include "state.h"
+#include "tls.h"
 #include "url.h"
 
 #include <stddef.h>
@@ -1166,7 +1167,7 @@ static CURLcode cg__run(struct cg_call *call) {
  * key frees a thread's spare when the thread exits. */
 static pthread_key_t cg__spare_key;
 static int cg__spare_key_ok;
-static __thread struct cg_call *cg__spare __attribute__((tls_model("initial-exec")));
+static CG_TLS struct cg_call *cg__spare;
 
 /* Frees a call's memory: what it keeps for the next call, then itself. */
 static void cg__call_mem_free(void *p) {

@@ -54,7 +54,7 @@ static size_t cg__count;                /* shadows alive (atomic, relaxed) */
 static size_t cg__used;                 /* slots not empty: live + tombstones (mutex) */
 static size_t cg__ntables;              /* tables made so far (mutex) */
 
-__thread struct cg_handle_memo cg_handle_memo __attribute__((tls_model("initial-exec")));
+CG_TLS struct cg_handle_memo cg_handle_memo;
 uint64_t cg_handle_gen = 1;
 
 /* A change of the map: every memo taken before it is void (mutex held). */

@@ -18,6 +18,7 @@
 
 #include "lib.h"
 #include "optval.h"
+#include "tls.h"
 
 #include <curl/curl.h>
 #include <stdint.h>
@@ -104,16 +105,14 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib);
  * true while the map's generation is still `gen`.  Every add and remove bumps the
  * generation, so a handle freed and another made at its address never get the old
  * shadow; a thread that is handed a handle by another was ordered after that thread's
- * adds and removes by the hand-over itself, and sees their generation.  initial-exec: the
- * library is preloaded, or dlopen'ed into the static TLS surplus (it already uses
- * initial-exec TLS, state.c), so reading it is one %fs access, no __tls_get_addr. */
+ * adds and removes by the hand-over itself, and sees their generation.  CG_TLS (tls.h):
+ * one %fs access. */
 struct cg_handle_memo {
   CURL *curl;
   struct cg_handle *h;
   uint64_t gen;
 };
-extern __thread struct cg_handle_memo cg_handle_memo
-    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern CG_TLS struct cg_handle_memo cg_handle_memo __attribute__((visibility("hidden")));
 /* The map's generation: starts at 1 (a memo's 0 never matches), bumped (release) under
  * the map's mutex by every add and remove, before the shadow goes away. */
 extern uint64_t cg_handle_gen __attribute__((visibility("hidden")));

@@ -2,6 +2,7 @@
  * price-litellm.c), look up, cost (see price.h). */
 #include "price.h"
 #include "price-int.h"
+#include "tls.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -206,13 +207,13 @@ static const struct cg__price_entry *cg__glob_lookup(const struct cg_prices *t,
  * answer for (serial, model) stays right for the table's life; a model longer than the
  * key is looked up every time. */
 #define CG_PRICE_MEMO_MAX 128
-static __thread struct {
+static CG_TLS struct {
   unsigned long serial; /* 0: empty */
   int found;
   struct cg_price price;
   size_t len;
   char model[CG_PRICE_MEMO_MAX];
-} cg__price_memo __attribute__((tls_model("initial-exec")));
+} cg__price_memo;
 
 static int cg__lookup(const struct cg_prices *t, const char *model, struct cg_price *out) {
   const struct cg__price_entry *e;

@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,11 +222,11 @@ static char *cg__put_ts(char *w, int64_t ms) {
  * printf and a strtod are most of a record's time (4.5k of 10k instructions, issue 16).
  * The text does not depend on the locale (the round trip is read in the one it was
  * written in, and the decimal mark is made '.'), so the double's bits are the key. */
-static __thread struct {
+static CG_TLS struct {
   uint64_t bits;
   size_t n; /* 0: empty */
   char num[40];
-} cg__cost_memo __attribute__((tls_model("initial-exec")));
+} cg__cost_memo;
 
 static char *cg__put_double(char *w, double v) {
   char num[40], *p;

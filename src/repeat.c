@@ -1,5 +1,6 @@
 /* repeat.c - remembering recent calls to notice host retries (see repeat.h). */
 #include "repeat.h"
+#include "tls.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -36,7 +37,7 @@ static struct cg__seen cg__seen[CG_REPEAT_SLOTS];
  * reused once a thread is joined). */
 static uint64_t cg__thread_id(void) {
   static uint64_t next;
-  static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
+  static CG_TLS uint64_t mine;
   if (!mine)
     mine = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
   return mine;

@@ -2,6 +2,7 @@
 #include "rng.h"
 
 #include "proc.h"
+#include "tls.h"
 
 #include <stdio.h>
 #include <sys/random.h>
@@ -13,7 +14,7 @@ struct cg__rng {
   pid_t pid;
 };
 
-static __thread struct cg__rng cg__tls_rng __attribute__((tls_model("initial-exec")));
+static CG_TLS struct cg__rng cg__tls_rng;
 
 static uint64_t cg__rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));

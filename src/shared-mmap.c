@@ -6,14 +6,14 @@
 #include "budget.h"
 #include "limiter.h"
 
-/* The caller's instant for this op (shared.h now_ns), else the clock. */
-static int64_t cg__m_now(const struct cg_shared_pool *sp) {
-  return sp->now_ns > 0 ? sp->now_ns : cg_state_now();
+/* The caller's instant (shared.h), else the clock. */
+static int64_t cg__m_now(int64_t now) {
+  return now > 0 ? now : cg_state_now();
 }
 
 static int cg__m_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
-                         int64_t *wait_ns) {
-  return cg_limiter_reserve(sp->state, sp->p, &sp->cfg->lim, tokens, cg__m_now(sp),
+                         int64_t *wait_ns, int64_t now) {
+  return cg_limiter_reserve(sp->state, sp->p, &sp->cfg->lim, tokens, cg__m_now(now),
                             max_wait_ns, wait_ns);
 }
 
@@ -36,8 +36,9 @@ static void cg__m_release(struct cg_shared_pool *sp, int handle) {
     cg_limiter_inflight_release(sp->state, sp->p, handle);
 }
 
-static int cg__m_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns) {
-  int64_t now = cg__m_now(sp);
+static int cg__m_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
+                       int64_t now) {
+  now = cg__m_now(now);
   int r = (int) cg_breaker_admit(sp->state, sp->p, &sp->cfg->breaker, now, now + probe_ns,
                                  next_ns);
   /* The interface's next_ns is relative. */
@@ -73,8 +74,8 @@ static void cg__m_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
   cg_breaker_park(sp->state, sp->p, seq, ns);
 }
 
-static void cg__m_bfirst(struct cg_shared_pool *sp) {
-  cg_budget_first(sp->state, sp->p, &sp->cfg->budget, cg__m_now(sp));
+static void cg__m_bfirst(struct cg_shared_pool *sp, int64_t now) {
+  cg_budget_first(sp->state, sp->p, &sp->cfg->budget, cg__m_now(now));
 }
 
 static int cg__m_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
@@ -96,8 +97,8 @@ static void cg__m_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
   cg_budget_refund(sp->state, sp->p, &sp->cfg->budget, granted_ns, cg_state_now());
 }
 
-static int64_t cg__m_learn_take(struct cg_shared_pool *sp) {
-  return cg_limiter_learn_take(sp->state, sp->p, &sp->cfg->lim, cg__m_now(sp));
+static int64_t cg__m_learn_take(struct cg_shared_pool *sp, int64_t now) {
+  return cg_limiter_learn_take(sp->state, sp->p, &sp->cfg->lim, cg__m_now(now));
 }
 
 static void cg__m_learn_cut(struct cg_shared_pool *sp) {

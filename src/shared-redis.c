@@ -560,7 +560,7 @@ static int64_t cg__learn_busy(struct cg_shared_pool *sp) {
   return sp->learn_poll_ms * 1000000;
 }
 
-static int64_t cg__r_learn_take(struct cg_shared_pool *sp) {
+static int64_t cg__r_learn_take(struct cg_shared_pool *sp, int64_t now) {
   char k1[160], k2[160], a[5][64];
   const char *keys[2] = {CG_KEY(k1, sp, "learn_tat"), CG_KEY(k2, sp, "inflight")};
   const char *args[5] = {a[0], a[1], a[2], a[3], a[4]};
@@ -568,6 +568,7 @@ static int64_t cg__r_learn_take(struct cg_shared_pool *sp) {
   double tl, taul;
   redisReply *r;
   int64_t v = 0;
+  (void) now; /* the server's TIME (shared.h) */
   if (sp->learn_pre_set) { /* the admission's own script asked already */
     sp->learn_pre_set = 0;
     if (sp->learn_pre_ns == CG_LEARN_BUSY)
@@ -614,7 +615,7 @@ static void cg__r_learn_cut(struct cg_shared_pool *sp) {
 }
 
 static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
-                         int64_t *wait_ns) {
+                         int64_t *wait_ns, int64_t caller_now) {
   const struct cg_limits *lim = &sp->cfg->lim;
   struct cg_state_pool *pool = &sp->state->pools[sp->p];
   double treq = 0, taureq = 0, ttok = 0, tautok = 0;
@@ -628,6 +629,8 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   int64_t now = cg_state_now();
   redisReply *r;
   int i, ret;
+  (void) caller_now; /* the local pace word reads the clock after the lock-free checks;
+                       * Redis goes by its server's TIME (shared.h) */
 
   if (lim->rpm > 0)
     cg__gcra_us(lim->rpm, lim->burst_requests, lim->margin, &treq, &taureq);
@@ -942,13 +945,15 @@ static void cg__r_release(struct cg_shared_pool *sp, int handle) {
 
 /* ---- breaker ---- */
 
-static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns) {
+static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
+                       int64_t now) {
   char k1[160], k2[160], ams[24];
   const char *keys[2] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe")};
   const char *args[2] = {sp->probe_id, ams};
   int64_t ms = probe_ns / 1000000;
   redisReply *r;
   int v;
+  (void) now; /* the server's TIME (shared.h) */
 
   if (ms < 1)
     ms = 1;
@@ -1102,16 +1107,17 @@ static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const c
   return cg__send(argc, argv);
 }
 
-static void cg__r_bfirst(struct cg_shared_pool *sp) {
+static void cg__r_bfirst(struct cg_shared_pool *sp, int64_t now) {
   char k[160], w[32];
   const char *keys[1] = {CG_KEY(k, sp, "bud")};
   const char *args[1] = {w};
+  (void) now; /* the server's TIME (shared.h) */
   if (!sp->cfg->budget.enabled)
     return;
   snprintf(w, sizeof(w), "%.0f", sp->cfg->budget.window_s * 1e6);
   /* Counted, not waited for: the admission's one round trip stays one. */
   if (cg__send_eval(CG_S_BUD_FIRST, 1, keys, 1, args) != 0)
-    cg_shared_mmap.budget_first(sp);
+    cg_shared_mmap.budget_first(sp, 0);
 }
 
 static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {

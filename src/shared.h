@@ -53,13 +53,12 @@ struct cg_shared_pool {
   int64_t learn_poll_ms;           /* Redis: the learned place was free but no slot: the
                                     * next ask after this (5 ms doubling to
                                     * CG_SHARED_POLL_MS; 0 after a reserve) */
-  int64_t now_ns;                  /* mmap: cg_state_now() its caller read just before
-                                    * the next op, so that the op need not read the clock
-                                    * again (70-100 ns in a VM); 0 = read it.  Set by
-                                    * admit.c for one op on the mmap back end only, and
-                                    * cleared right after it. */
 };
 
+/* `now` in reserve, breaker_admit, budget_first and learn_take: cg_state_now() the caller
+ * read just before (0: none), so that the state file's op need not read the clock again
+ * (70-100 ns in a VM); Redis goes by its server's TIME and ignores it, and its fallback
+ * to the file, which may come 50 ms later, passes 0. */
 struct cg_shared_ops {
   const char *name; /* "mmap", "redis" */
 
@@ -68,7 +67,7 @@ struct cg_shared_ops {
    * 1 when that wait would exceed `max_wait_ns` (nothing reserved; `*wait_ns` says how
    * long it would have been); CG_SHARED_DOWN. */
   int (*reserve)(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
-                 int64_t *wait_ns);
+                 int64_t *wait_ns, int64_t now);
   /* How long the pool is still held by a 429 (ns, <= 0: not held); CG_SHARED_DOWN is
    * returned as 0 by the Redis back end (no hold known). */
   int64_t (*hold_left)(struct cg_shared_pool *sp);
@@ -86,7 +85,8 @@ struct cg_shared_ops {
   /* The breaker (breaker.h, same verdicts): may a call go now?  A caller that becomes the
    * probe holds it for `probe_ns` at most; on a reject `*next_ns` says how long until a
    * probe may go.  CG_SHARED_DOWN (as an int) from Redis. */
-  int (*breaker_admit)(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns);
+  int (*breaker_admit)(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
+                       int64_t now);
   /* Count a result (`failed` 1, 0, or -1 not counted; `probe`: the call held the probe;
    * `floor_ns`: a failed probe's Retry-After; `start_ns`: when the attempt was sent, in
    * state-file time).  0, or CG_SHARED_DOWN. */
@@ -108,7 +108,7 @@ struct cg_shared_ops {
    * none; CG_SHARED_DOWN as an int from Redis); how long a refusal `why` should wait
    * before asking again; give a slot back; a granted retry (at `granted_ns`, state
    * clock) succeeded: out of the window. */
-  void (*budget_first)(struct cg_shared_pool *sp);
+  void (*budget_first)(struct cg_shared_pool *sp, int64_t now);
   int (*budget_retry)(struct cg_shared_pool *sp, int64_t left_ns, int *slot);
   int64_t (*budget_wait_ns)(struct cg_shared_pool *sp, int why);
   void (*budget_done)(struct cg_shared_pool *sp, int slot);
@@ -117,7 +117,7 @@ struct cg_shared_ops {
   /* The learned rate (limiter.h): take its place now (0), or the ns until it might be
    * (nothing taken; CG_SHARED_DOWN from Redis).  The rate is each machine's own (CUBIC
    * from its answers); Redis makes its place one word for the fleet. */
-  int64_t (*learn_take)(struct cg_shared_pool *sp);
+  int64_t (*learn_take)(struct cg_shared_pool *sp, int64_t now);
   /* This machine just cut the learned rate (a throttle): tell the others, who cut theirs
    * at their next admission (once per round).  The file: nothing to do. */
   void (*learn_cut)(struct cg_shared_pool *sp);

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "multi.h"
 #include "optval.h"
+#include "tls.h"
 
 #include <stdarg.h>
 
@@ -34,9 +35,8 @@
 #define CG_CALLER() __builtin_extract_return_addr(__builtin_return_address(0))
 
 /* Nesting depth of guarded performs in this thread: a perform started from inside a
- * host callback of a guarded perform passes straight through.  initial-exec, as the
- * memo of handle.h: no __tls_get_addr per perform. */
-static __thread int cg__depth __attribute__((tls_model("initial-exec")));
+ * host callback of a guarded perform passes straight through. */
+static CG_TLS int cg__depth;
 
 /* cg__enabled's answer: -1 until the first call, then 0 or 1 for the life of the
  * process (both of its parts are fixed once known).  Threads racing on the first call

@@ -2,6 +2,7 @@
 #include "state.h"
 
 #include "log.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,9 +99,9 @@ int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask) {
 
 /* ---- SIGBUS (state.h) ---- */
 
-/* The innermost guarded region of this thread.  initial-exec: the handler reads it
+/* The innermost guarded region of this thread.  CG_TLS (tls.h): the handler reads it
  * without the dynamic TLS machinery (which may allocate). */
-static __thread struct cg_state_guard *cg__guard_top __attribute__((tls_model("initial-exec")));
+static CG_TLS struct cg_state_guard *cg__guard_top;
 static struct sigaction cg__old_bus; /* the action before ours, to chain to */
 static pthread_once_t cg__bus_once = PTHREAD_ONCE_INIT;
 

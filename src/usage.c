@@ -121,11 +121,19 @@ _Static_assert(CG__NSLOTS <= 64, "one bit per slot in cg__facts.seen");
 _Static_assert(CG__CX_COUNT <= 31, "one bit per context in cg__facts.objs");
 _Static_assert(CG__N_COUNT <= 64, "one bit per number in cg__facts.nset");
 
-/* Whether the `len` bytes at `a` and `b` are the same, for 4 <= len < 32 (every slot's
- * name): a few overlapping 4- or 8-byte loads, no call. */
-static inline int cg__same(const char *a, const char *b, size_t len) {
+/* Whether the `len` bytes at `a` and `b` are the same: from 4 bytes on, a few overlapping
+ * 4- or 8-byte loads; no call (slot names, 4 to 31 bytes, and cg__word_at's model, which
+ * runs inside cg__may_matter's SIMD loop, whose constants a call would push out). */
+static inline __attribute__((always_inline)) int cg__same(const char *a, const char *b,
+                                                         size_t len) {
   uint64_t x, y;
   size_t i;
+  if (len < 4) {
+    for (i = 0; i < len; i++)
+      if (a[i] != b[i])
+        return 0;
+    return 1;
+  }
   if (len < 8) {
     uint32_t u, v, w, z;
     memcpy(&u, a, 4), memcpy(&v, b, 4), memcpy(&w, a + len - 4, 4), memcpy(&z, b + len - 4, 4);
@@ -687,6 +695,11 @@ static inline unsigned char cg__num_next(unsigned char st, unsigned char c) {
   }
 }
 
+/* Whether a number in state `st` is whole: strtod reads all of it. */
+static inline int cg__num_done(unsigned char st) {
+  return st == CG__NUM_INT || st == CG__NUM_DOT || st == CG__NUM_FRAC || st == CG__NUM_EXP;
+}
+
 /* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
 static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
   j->nstate = cg__num_next(j->nstate, c);
@@ -802,32 +815,15 @@ cg__skip_string(const unsigned char *s, const unsigned char *end) {
 }
 
 /* The byte after the number that starts at `s`, when it ends before `end` and strtod
- * reads all of it (cg__num_next's grammar: -? digits* (. digits*)? ([eE] [+-]? digits+)?
- * with a digit before the exponent); else NULL. */
+ * reads all of it (the scanner's grammar, cg__num_next and cg__num_done); else NULL. */
 static const unsigned char *cg__skip_number(const unsigned char *s, const unsigned char *end) {
-  const unsigned char *d;
-  int digits;
+  unsigned char st = CG__NUM_SIGN;
   if (*s == '-')
     s++;
-  for (d = s; s < end && *s >= '0' && *s <= '9'; s++)
-    ;
-  digits = s > d;
-  if (s < end && *s == '.') {
-    for (d = ++s; s < end && *s >= '0' && *s <= '9'; s++)
-      ;
-    digits |= s > d;
-  }
-  if (!digits)
-    return NULL;
-  if (s < end && (*s == 'e' || *s == 'E')) {
-    if (++s < end && (*s == '+' || *s == '-'))
-      s++;
-    for (d = s; s < end && *s >= '0' && *s <= '9'; s++)
-      ;
-    if (s == d)
+  for (; s < end && cg__is_num_byte(*s); s++)
+    if ((st = cg__num_next(st, *s)) == 255)
       return NULL;
-  }
-  return s < end && !cg__is_num_byte(*s) ? s : NULL;
+  return s < end && cg__num_done(st) ? s : NULL;
 }
 
 #define CG__SKIP_DEPTH 64 /* containers cg__skip_tree reads inside each other */
@@ -1154,8 +1150,7 @@ number: /* the rest of a number */
       cg__js_num_keep(j, (char) c);
     s++;
   }
-  if (j->nstate != CG__NUM_INT && j->nstate != CG__NUM_DOT && j->nstate != CG__NUM_FRAC &&
-      j->nstate != CG__NUM_EXP) {
+  if (!cg__num_done(j->nstate)) {
     j->state = CG__J_FAIL;
     return;
   }
@@ -1307,35 +1302,6 @@ static void cg__release(struct cg_usage_parser *p) {
 
 /* ---- server-sent events ---- */
 
-/* Whether the `n` bytes at `a` and `b` are the same: memcmp without a call (cg__word_at
- * runs inside cg__may_matter's SIMD loop, whose constants a call would push out). */
-static inline __attribute__((always_inline)) int cg__same_n(const char *a, const char *b,
-                                                           size_t n) {
-  uint64_t x, y;
-  uint32_t u, v;
-  size_t i;
-  if (n >= 8) { /* 8 at a time, the last 8 overlapping */
-    for (i = 0; i + 8 < n; i += 8) {
-      memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
-      if (x != y)
-        return 0;
-    }
-    memcpy(&x, a + n - 8, 8), memcpy(&y, b + n - 8, 8);
-    return x == y;
-  }
-  if (n >= 4) {
-    memcpy(&u, a, 4), memcpy(&v, b, 4);
-    if (u != v)
-      return 0;
-    memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
-    return u == v;
-  }
-  for (i = 0; i < n; i++)
-    if (a[i] != b[i])
-      return 0;
-  return 1;
-}
-
 /* Whether an event's data could say anything: every rule reads a member or a "type"
  * whose bytes hold "usage" (usageMetadata too), "model" (modelVersion too), "error" or
  * "failed" (response.failed); a name or value spelt with \u escapes could hide them, so
@@ -1374,7 +1340,7 @@ static inline __attribute__((always_inline)) int cg__word_at(const char *s, size
     if (after < 5 || memcmp(p, "model", 5) != 0)
       return 0;
     if (mlen && after >= 9 + mlen && memcmp(p + 5, "\":\"", 3) == 0 &&
-        cg__same_n(p + 8, model, mlen) && p[8 + mlen] == '"') {
+        cg__same(p + 8, model, mlen) && p[8 + mlen] == '"') {
       *skip = p + 9 + mlen; /* the model known already */
       return 0;
     }
