@@ -12,12 +12,27 @@
 
 enum cg_kind { CG_KIND_WRITE = 0, CG_KIND_HEADER = 1 };
 
+/* A held event: its header, then its bytes, in a block (cg_held_block). */
 struct cg_event {
-  struct cg_event *next;
-  enum cg_kind kind;
   size_t len;
+  enum cg_kind kind;
   char data[];
 };
+
+/* Held events lie back to back in blocks of CG__BLOCK bytes (a larger one for a larger
+ * event), in arrival order: a malloc and a free per header line cost ~250 instructions
+ * (issue 16).  A block never moves, and the bytes of an event are not written over
+ * until it was dropped, which is after the host's callback returned: what the host is
+ * handed stays valid for the whole callback, whatever libcurl delivers meanwhile. */
+struct cg_held_block {
+  struct cg_held_block *next;
+  size_t cap;  /* bytes in data */
+  size_t used; /* bytes of data filled */
+  size_t at;   /* offset of the first event not handed over yet */
+  _Alignas(sizeof(size_t)) char data[];
+};
+#define CG__BLOCK 4096 /* a block's allocation, header included */
+#define CG__BLOCK_CAP (CG__BLOCK - sizeof(struct cg_held_block))
 
 /* ---- calling the host, as libcurl would ---- */
 
@@ -62,42 +77,107 @@ static size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p, size_t n) 
 
 /* ---- the held list ---- */
 
+/* Bytes an event of `n` bytes takes in a block: header and bytes, rounded up so that
+ * the next header is aligned. */
+static size_t cg__event_size(size_t n) {
+  size_t need = sizeof(struct cg_event) + n;
+  return (need + sizeof(size_t) - 1) & ~(sizeof(size_t) - 1);
+}
+
+/* A block of at least `need` bytes: the attempt's spare when it fits, else a new one. */
+static struct cg_held_block *cg__block_get(struct cg_attempt *a, size_t need) {
+  struct cg_held_block *b = a->spare;
+  size_t cap = need > CG__BLOCK_CAP ? need : CG__BLOCK_CAP;
+
+  if (b && b->cap >= need) {
+    a->spare = NULL;
+  } else {
+    if (need > SIZE_MAX - sizeof(*b))
+      return NULL;
+    b = malloc(sizeof(*b) + cap);
+    if (!b)
+      return NULL;
+    b->cap = cap;
+  }
+  b->next = NULL;
+  b->used = b->at = 0;
+  return b;
+}
+
+/* A block all of whose events were dropped: kept as the spare when it is of the usual
+ * size and there is none, else freed. */
+static void cg__block_put(struct cg_attempt *a, struct cg_held_block *b) {
+  if (!a->spare && b->cap == CG__BLOCK_CAP) {
+    a->spare = b;
+    return;
+  }
+  free(b);
+}
+
+/* Hold `n` bytes of kind `k`.  0, or -1 when out of memory (nothing held). */
 static int cg__hold(struct cg_attempt *a, enum cg_kind k, const char *p, size_t n) {
-  struct cg_event *e = malloc(sizeof(*e) + n);
-  if (!e)
+  size_t need = cg__event_size(n);
+  struct cg_held_block *b = a->tail;
+  struct cg_event *e;
+
+  if (need < n)
     return -1;
-  e->next = NULL;
+  if (!b || b->cap - b->used < need) {
+    struct cg_held_block *nb = cg__block_get(a, need);
+    if (!nb)
+      return -1;
+    if (b)
+      b->next = nb;
+    else
+      a->head = nb;
+    a->tail = b = nb;
+  }
+  e = (struct cg_event *) (void *) (b->data + b->used);
   e->kind = k;
   e->len = n;
   memcpy(e->data, p, n);
-  if (a->tail)
-    a->tail->next = e;
-  else
-    a->head = e;
-  a->tail = e;
+  b->used += need;
   a->held_bytes += n;
   return 0;
 }
 
+/* The first event not handed over yet, or NULL. */
+static struct cg_event *cg__first(const struct cg_attempt *a) {
+  const struct cg_held_block *b = a->head;
+  if (!b || b->at == b->used)
+    return NULL;
+  return (struct cg_event *) (void *) (b->data + b->at);
+}
+
+/* Drop the first event (there is one).  A block left empty goes (the last one stays,
+ * emptied, for what comes next). */
 static void cg__drop_head(struct cg_attempt *a) {
-  struct cg_event *e = a->head;
-  a->head = e->next;
-  if (!a->head)
-    a->tail = NULL;
+  struct cg_held_block *b = a->head;
+  struct cg_event *e = (struct cg_event *) (void *) (b->data + b->at);
+
   a->held_bytes -= e->len;
-  free(e);
+  b->at += cg__event_size(e->len);
+  if (b->at < b->used)
+    return;
+  if (b->next) {
+    a->head = b->next;
+    cg__block_put(a, b);
+  } else {
+    b->at = b->used = 0;
+  }
 }
 
 /* Hand held events to the host.  0: all delivered (mode becomes STREAM); 1: the host
  * paused (events stay held, mode FLUSHING); -1: the host refused data. */
 static int cg__flush(struct cg_attempt *a) {
   a->mode = CG_MODE_FLUSHING;
-  while (a->head) {
-    struct cg_event *e = a->head;
-    size_t r = cg__host(a, e->kind, e->data, e->len);
+  struct cg_event *e;
+  while ((e = cg__first(a))) {
+    size_t len = e->len;
+    size_t r = cg__host(a, e->kind, e->data, len);
     if (r == CURL_WRITEFUNC_PAUSE)
       return 1;
-    if (r != e->len) {
+    if (r != len) {
       /* Refused: the transfer ends here, and nothing of it is offered again. */
       cg_attempt_discard(a);
       a->mode = CG_MODE_STREAM;
@@ -399,33 +479,51 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
                       int64_t now) {
   /* The stamps lag the moments they stand for by up to a tick: waiting a tick longer
    * keeps a timeout from firing early. */
-  int64_t last, slack = cg_coarse_tick_ms();
+  int64_t last, slack, quiet;
 
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
     a->t_sent_ms = now;
-  } else if (!a->t_sent_ms) {
+  } else if (!a->t_sent_ms && !a->watch_resend) {
+    /* Without the prereq callback (libcurl < 7.80), which stamps t_sent_ms itself. */
     curl_off_t pre = 0;
     if (a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK &&
         pre > 0)
       a->t_sent_ms = now; /* libcurl started sending */
   }
+  /* Most calls come long before anything can be due (issue 16: 12 a request): see the
+   * end. */
+  if (now < a->timers_quiet_ms)
+    return 0;
+  slack = cg_coarse_tick_ms();
   if (a->t_last_rx_ms) {
     last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
     if (a->read_timeout_ms > 0 && now - last >= a->read_timeout_ms + slack) {
       a->guard_stop = CG_STOP_IDLE;
       return 1;
     }
+    a->timers_quiet_ms = a->read_timeout_ms > 0 ? last + a->read_timeout_ms + slack : INT64_MAX;
     return 0;
   }
   /* Waiting for the first byte: the clock runs once the request is fully sent. */
-  if (ultotal > 0 && ulnow < ultotal)
-    return 0;
-  if (a->t_sent_ms && a->first_byte_timeout_ms > 0 &&
+  if ((ultotal <= 0 || ulnow >= ultotal) && a->t_sent_ms && a->first_byte_timeout_ms > 0 &&
       now - a->t_sent_ms >= a->first_byte_timeout_ms + slack) {
     a->guard_stop = CG_STOP_FIRST_BYTE;
     return 1;
   }
+  /* Nothing can fire before the earliest due time these stamps can still give: stamps
+   * only move on, so a first-byte timeout is due at t_sent_ms + timeout + slack at the
+   * soonest, and, while nothing was sent yet or once bytes come, at the stamp then
+   * taken + timeout + slack.  That stamp is no earlier than now - slack (`now` may be
+   * the fine clock, cg_attempt_timers_check, and the stamps the coarse one).  While
+   * t_sent_ms is unknown and only the getinfo above would find it, every call looks. */
+  quiet = INT64_MAX;
+  if (a->first_byte_timeout_ms > 0)
+    quiet = a->t_sent_ms ? a->t_sent_ms + a->first_byte_timeout_ms + slack
+                         : now + a->first_byte_timeout_ms;
+  if (a->read_timeout_ms > 0 && now + a->read_timeout_ms < quiet)
+    quiet = now + a->read_timeout_ms;
+  a->timers_quiet_ms = a->t_sent_ms || a->watch_resend ? quiet : 0;
   return 0;
 }
 
@@ -498,6 +596,8 @@ static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int loca
   a->requests_sent++;
   a->rx_at_prereq = rx;
   a->t_prereq_ms = now;
+  if (!a->t_sent_ms)
+    a->t_sent_ms = now; /* libcurl starts sending (cg__timers) */
   if (h->prereq_fn) {
     int r = h->prereq_fn(h->prereq_data, ip, local_ip, port, local_port);
     if (r != CURL_PREREQFUNC_OK)
@@ -744,9 +844,11 @@ CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms) {
 static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
   int64_t nap = 1;
 
-  while (a->head) {
-    struct cg_event *e = a->head;
-    size_t r = cg__host(a, e->kind, e->data, e->len);
+  struct cg_event *e;
+
+  while ((e = cg__first(a))) {
+    size_t len = e->len;
+    size_t r = cg__host(a, e->kind, e->data, len);
 
     if (r == CURL_WRITEFUNC_PAUSE) {
       /* The transfer is over, so libcurl cannot hold these bytes for us: keep offering
@@ -759,7 +861,7 @@ static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
       nap = nap < 100 ? nap * 2 : 100;
       continue;
     }
-    if (r != e->len) {
+    if (r != len) {
       cg_attempt_discard(a);
       return CURLE_WRITE_ERROR;
     }
@@ -771,11 +873,13 @@ static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
 }
 
 CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int *paused) {
+  struct cg_event *e;
+
   *paused = 0;
   a->h->replaying = 1;
-  while (a->head) {
-    struct cg_event *e = a->head;
-    size_t r = cg__host(a, e->kind, e->data, e->len);
+  while ((e = cg__first(a))) {
+    size_t len = e->len;
+    size_t r = cg__host(a, e->kind, e->data, len);
 
     if (r == CURL_WRITEFUNC_PAUSE) {
       /* As cg__deliver, without the nap: the caller comes back later. */
@@ -787,7 +891,7 @@ CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int 
       *paused = 1; /* still replaying: curl_easy_pause answers as for a running transfer */
       return CURLE_OK;
     }
-    if (r != e->len) {
+    if (r != len) {
       cg_attempt_discard(a);
       a->h->replaying = 0;
       return CURLE_WRITE_ERROR;
@@ -800,12 +904,44 @@ CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int 
 }
 
 void cg_attempt_discard(struct cg_attempt *a) {
-  while (a->head)
+  while (cg__first(a))
     cg__drop_head(a);
 }
 
-void cg_attempt_free(struct cg_attempt *a) {
+void *cg_attempt_keep(struct cg_attempt *a) {
+  struct cg_held_block *b = a->spare;
+
   cg_attempt_discard(a);
+  if (!b && a->head && a->head == a->tail && a->head->cap == CG__BLOCK_CAP) {
+    b = a->head;
+    a->head = a->tail = NULL;
+  }
+  a->spare = NULL;
+  return b;
+}
+
+void cg_attempt_reuse(struct cg_attempt *a, void *kept) {
+  if (a->spare)
+    free(kept);
+  else
+    a->spare = kept;
+}
+
+void cg_attempt_kept_free(void *kept) {
+  free(kept);
+}
+
+void cg_attempt_free(struct cg_attempt *a) {
+  struct cg_held_block *b, *next;
+
+  cg_attempt_discard(a);
+  for (b = a->head; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  a->head = a->tail = NULL;
+  free(a->spare);
+  a->spare = NULL;
   cg_usage_free(a->usage);
   a->usage = NULL;
 }

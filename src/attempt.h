@@ -79,7 +79,8 @@ struct cg_attempt {
   int hold_body;           /* hold a 2xx body until complete (see above) */
 
   enum cg_mode mode;
-  struct cg_event *head, *tail;
+  struct cg_held_block *head, *tail; /* held events (attempt.c), oldest first */
+  struct cg_held_block *spare;       /* an emptied block kept for reuse, or NULL */
   size_t held_bytes;
   size_t dup_skip[2];      /* bytes libcurl will deliver again after a pause, per kind */
 
@@ -110,6 +111,7 @@ struct cg_attempt {
                                * (this and t_last_rx_ms: cg_coarse_ms, clock.h) */
   int64_t t_last_rx_ms;       /* last response byte; 0 = none yet */
   curl_off_t last_ulnow;
+  int64_t timers_quiet_ms;    /* no split timeout can fire before this (cg__timers) */
 
   /* libcurl's silent re-send on a dead reused connection, seen through
    * CURLOPT_PREREQFUNCTION (called right before each request is sent, libcurl >= 7.80):
@@ -176,7 +178,18 @@ int cg_attempt_timers_check(struct cg_attempt *a);
 /* Drop the held response. */
 void cg_attempt_discard(struct cg_attempt *a);
 
-/* Free what the attempt holds (held events). */
+/* Free what the attempt holds (held events, its spare block). */
 void cg_attempt_free(struct cg_attempt *a);
+
+/* The ended attempt's reusable memory (an emptied block for held events), detached from
+ * it, or NULL; what it still held is dropped.  For cg_attempt_reuse by a later attempt
+ * (one malloc and free fewer per attempt, issue 16), or cg_attempt_kept_free. */
+void *cg_attempt_keep(struct cg_attempt *a);
+
+/* Give `kept` (from cg_attempt_keep, or NULL) to the attempt, after cg_attempt_init. */
+void cg_attempt_reuse(struct cg_attempt *a, void *kept);
+
+/* Free what cg_attempt_keep gave (NULL: nothing). */
+void cg_attempt_kept_free(void *kept);
 
 #endif

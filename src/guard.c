@@ -126,6 +126,7 @@ struct cg_call {
    * (cg_usage_reset instead of a malloc, its zeroing and a free: ~1k instructions a call,
    * issue 16); NULL none.  Freed with the call's memory (cg__call_mem_free). */
   struct cg_usage_parser *usage_keep;
+  void *held_keep; /* likewise an ended attempt's block for held events (cg_attempt_keep) */
 };
 #define CG_CALL_ZEROED offsetof(struct cg_call, request_id)
 
@@ -531,6 +532,8 @@ static void cg__attempt_done(struct cg_call *call, struct cg_attempt *a) {
     call->usage_keep = a->usage;
     a->usage = NULL;
   }
+  if (!call->held_keep)
+    call->held_keep = cg_attempt_keep(a);
   cg_attempt_free(a);
 }
 
@@ -571,6 +574,8 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   /* The same clock (CLOCK_MONOTONIC): one read for both. */
   call->t_attempt_ms = call->admission.attempt_start_ns / 1000000;
   cg_attempt_init(a, h, cg__preview, call, call->stream_digest);
+  cg_attempt_reuse(a, call->held_keep);
+  call->held_keep = NULL;
   /* GET and HEAD read what exists (polling a stored Responses object repeats its usage):
    * they are not billed for tokens, so their usage is not read.  NULL when out of memory:
    * usage stays unknown. */
@@ -1172,8 +1177,10 @@ static CG_TLS struct cg_call *cg__spare;
 /* Frees a call's memory: what it keeps for the next call, then itself. */
 static void cg__call_mem_free(void *p) {
   struct cg_call *call = p;
-  if (call)
+  if (call) {
     cg_usage_free(call->usage_keep);
+    cg_attempt_kept_free(call->held_keep);
+  }
   free(call);
 }
 
@@ -1195,8 +1202,10 @@ static struct cg_call *cg__call_alloc(void) {
 
   if (!call) {
     call = malloc(sizeof(*call));
-    if (call)
-      call->usage_keep = NULL; /* the rest is zeroed or written by cg__call_init */
+    if (call) { /* the rest is zeroed or written by cg__call_init */
+      call->usage_keep = NULL;
+      call->held_keep = NULL;
+    }
     return call;
   }
   cg__spare = NULL;
