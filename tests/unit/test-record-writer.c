@@ -396,6 +396,37 @@ Test(record_writer, control_bytes_fill_the_bound) {
   free(got);
 }
 
+/* The writer copies plain bytes 16 at a time: each special byte at every place of runs
+ * of 0 to 49 bytes, last byte of a string included, against the old builder. */
+Test(record_writer, special_byte_at_every_place) {
+  static const char specials[] = {'"', '\\', '\n', '\x01', '\x1f', '\x7f', (char) 0xc3,
+                                  (char) 0xe2, (char) 0xff, ' '};
+  char s[64];
+  size_t n, at, k;
+  for (n = 0; n < 50; n++)
+    for (at = 0; at <= n; at++) /* at == n: no special byte */
+      for (k = 0; k < sizeof(specials); k++) {
+        struct cg_record r;
+        size_t wlen, glen, i;
+        char *want, *got;
+        for (i = 0; i < n; i++)
+          s[i] = (char) ('a' + i % 26);
+        if (at < n)
+          s[at] = specials[k];
+        s[n] = '\0';
+        cg_record_init(&r);
+        r.path = s;
+        r.model = s + (n > 0); /* another alignment of the same bytes */
+        want = old_record_json(&r, &wlen);
+        got = cg_record_json(&r, &glen);
+        cr_assert_eq(glen, wlen, "n %zu at %zu byte %02x", n, at, (unsigned char) specials[k]);
+        cr_assert(memcmp(want, got, glen) == 0, "n %zu at %zu byte %02x: %s", n, at,
+                  (unsigned char) specials[k], got);
+        free(want);
+        free(got);
+      }
+}
+
 /* A comma as the decimal point must never reach the line. */
 Test(record_writer, random_records_in_a_comma_locale) {
   if (!setlocale(LC_NUMERIC, "de_DE.UTF-8") && !setlocale(LC_NUMERIC, "fr_FR.UTF-8"))
