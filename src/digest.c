@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "digest.h"
+#include "hex.h"
 
 #include <stdio.h>
 
@@ -12,12 +13,8 @@ struct cg_digest {
 
 /* "%016llx%016llx" of the high and low halves, without a printf per request. */
 static void cg__hex(XXH128_hash_t h, char out[CG_DIGEST_HEX]) {
-  static const char digits[] = "0123456789abcdef";
-  int i;
-  for (i = 0; i < 16; i++) {
-    out[i] = digits[(h.high64 >> (60 - 4 * i)) & 15];
-    out[16 + i] = digits[(h.low64 >> (60 - 4 * i)) & 15];
-  }
+  cg_hex64(h.high64, out);
+  cg_hex64(h.low64, out + 16);
   out[32] = '\0';
 }
 

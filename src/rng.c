@@ -1,6 +1,7 @@
 /* rng.c - per-thread xoshiro256** seeded from getrandom(2) (see rng.h). */
 #include "rng.h"
 
+#include "hex.h"
 #include "proc.h"
 #include "tls.h"
 
@@ -75,29 +76,22 @@ int64_t cg_rand_range(int64_t lo, int64_t hi) {
   return lo + (int64_t) (cg_rand64() % span);
 }
 
-/* `n` lower-case hex digits of `v` (its low 4n bits) at `out`: what "%0<n>llx" writes,
- * without a printf per request. */
-static void cg__hex(char *out, uint64_t v, int n) {
-  static const char digits[] = "0123456789abcdef";
-  while (n-- > 0) {
-    out[n] = digits[v & 15];
-    v >>= 4;
-  }
-}
-
 void cg_uuid4(char out[37]) {
   uint64_t a = cg_rand64(), b = cg_rand64();
+  char hex[32];
   a = (a & 0xFFFFFFFFFFFF0FFFull) | 0x0000000000004000ull; /* version 4 */
   b = (b & 0x3FFFFFFFFFFFFFFFull) | 0x8000000000000000ull; /* RFC 4122 variant */
-  /* %08x-%04x-%04x-%04x-%012llx */
-  cg__hex(out, a >> 32, 8);
+  /* %08x-%04x-%04x-%04x-%012llx of a's and b's digits, without a printf per request */
+  cg_hex64(a, hex);
+  cg_hex64(b, hex + 16);
+  memcpy(out, hex, 8);
   out[8] = '-';
-  cg__hex(out + 9, a >> 16, 4);
+  memcpy(out + 9, hex + 8, 4);
   out[13] = '-';
-  cg__hex(out + 14, a, 4);
+  memcpy(out + 14, hex + 12, 4);
   out[18] = '-';
-  cg__hex(out + 19, b >> 48, 4);
+  memcpy(out + 19, hex + 16, 4);
   out[23] = '-';
-  cg__hex(out + 24, b, 12);
+  memcpy(out + 24, hex + 20, 12);
   out[36] = '\0';
 }

@@ -1,0 +1,46 @@
+/* test-hex.c - hex digits of ids and digests (hex.h, digest.h, rng.h) against printf. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "digest.h"
+#include "hex.h"
+#include "rng.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+static void same_as_printf(uint64_t v) {
+  char want[17], got[17];
+  snprintf(want, sizeof(want), "%016llx", (unsigned long long) v);
+  memset(got, 'X', sizeof(got));
+  cg_hex64(v, got);
+  cr_assert_eq(got[16], 'X', "wrote past its 16 digits for %016llx", (unsigned long long) v);
+  got[16] = '\0';
+  cr_assert_str_eq(got, want);
+}
+
+Test(hex, every_nibble_at_every_place) {
+  int place, nib;
+  same_as_printf(0);
+  same_as_printf(UINT64_MAX);
+  for (place = 0; place < 16; place++)
+    for (nib = 1; nib < 16; nib++)
+      same_as_printf((uint64_t) nib << (4 * place));
+}
+
+Test(hex, random_values) {
+  int i;
+  for (i = 0; i < 100000; i++)
+    same_as_printf(cg_rand64());
+}
+
+Test(hex, digest_is_both_halves) {
+  static const char body[] = "{\"model\":\"gpt-4o-mini\",\"messages\":[]}";
+  XXH128_hash_t h = XXH3_128bits(body, sizeof(body) - 1);
+  char want[CG_DIGEST_HEX], got[CG_DIGEST_HEX];
+  snprintf(want, sizeof(want), "%016llx%016llx", (unsigned long long) h.high64,
+           (unsigned long long) h.low64);
+  cg_digest_hex(body, sizeof(body) - 1, got);
+  cr_assert_str_eq(got, want);
+}
