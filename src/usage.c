@@ -1436,19 +1436,33 @@ static int cg__avx2(void) {
  * only without one; the bytes read are those from `from` up to `to` and a few either
  * side, which the caller knows hold none).  No call in it (cg__word_at inlined), so its
  * constants stay in registers. */
+#define CG__X4(c) c, c, c, c
+#define CG__X32(c) CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), \
+                   CG__X4(c)
+/* cg__scan_avx2's bytes, 32 of each: read from memory, where a _mm256_set1_epi8 costs
+ * three instructions each call (a scan now often reads one round). */
+static const unsigned char cg__scan_k[8][32] __attribute__((aligned(32))) = {
+  {CG__X32('u')}, {CG__X32('s')}, {CG__X32('m')}, {CG__X32('o')}, {CG__X32('f')},
+  {CG__X32('a')}, {CG__X32('r')}, {CG__X32('\\')}};
+#undef CG__X32
+#undef CG__X4
+
 __attribute__((target("avx2"))) static int cg__scan_avx2(const char *s, size_t n, size_t from,
                                                          size_t to, const char *model,
                                                          size_t mlen, const char **skip,
                                                          struct cg__mm_regs *rg) {
   size_t i, b;
-  const __m256i bs = _mm256_set1_epi8('\\');
-  __m256i x, y, pv, bv;
+  const unsigned char(*k)[32] = cg__scan_k;
+  __m256i x, y, pv, bv, bs;
   uint64_t mask;
-#define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(a)), \
-                                          _mm256_cmpeq_epi8(y, _mm256_set1_epi8(b)))
+  __asm__("" : "+r"(k)); /* what k points at is unknown here: loaded, not broadcast */
+  bs = _mm256_load_si256((const __m256i *) (const void *) k[7]);
+#define CG__K32(i) _mm256_load_si256((const __m256i *) (const void *) k[i])
+#define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, CG__K32(a)), \
+                                          _mm256_cmpeq_epi8(y, CG__K32(b)))
 #define CG__PAIRS32                                                                         \
-  _mm256_or_si256(_mm256_or_si256(CG__PAIR32('u', 's'), CG__PAIR32('m', 'o')),             \
-                  _mm256_or_si256(CG__PAIR32('f', 'a'), CG__PAIR32('r', 'r')))
+  _mm256_or_si256(_mm256_or_si256(CG__PAIR32(0, 1), CG__PAIR32(2, 3)),                     \
+                  _mm256_or_si256(CG__PAIR32(4, 5), CG__PAIR32(6, 6)))
   for (i = from; i < to && i + 33 <= n; i += 32) {
     x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
     y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
@@ -1482,6 +1496,7 @@ __attribute__((target("avx2"))) static int cg__scan_avx2(const char *s, size_t n
   return 0; /* the last byte starts no word */
 #undef CG__PAIRS32
 #undef CG__PAIR32
+#undef CG__K32
 }
 
 /* cg__shared 64 and 32 bytes at a time. */
