@@ -1736,13 +1736,61 @@ static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t
  * one kept. */
 #define CG__MM_READ 6    /* see above: what a place that says nothing reads from q on */
 #define CG__MM_RESCAN 64 /* a kept event that leaves more to scan is replaced */
-static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
+
+/* cg__may_matter's scan from `from` up to `to` and, when the kept event (`c`, `m` bytes)
+ * answers for the rest, no further (else on to the end); places passed over noted in
+ * `note` (NULL: not noted); -1 on a backslash. */
+static inline __attribute__((always_inline)) int
+cg__mm_scan(const struct cg__mm *c, size_t m, const char *s, size_t n, size_t from, size_t to,
+            const char *model, size_t mlen, struct cg__mm_regs *note) {
+  const char *skip = s;
+  size_t e, k;
+  int r = cg__scan_plain(s, n, from, to, model, mlen, &skip, note);
+  if (r != 0 || to >= n)
+    return r;
+  e = to + m - n; /* `to` in the kept event */
+  for (k = 0; k < c->rg.n && c->rg.b[k] <= e; k++)
+    ;
+  if ((size_t) (skip - s) > to || (k < c->rg.n && c->rg.a[k] < e))
+    return cg__scan_plain(s, n, to, n, model, mlen, &skip, note);
+  for (; note && k < c->rg.n; k++) /* the shared end's places passed over */
+    cg__mm_note(note, c->rg.a[k] + n - m, c->rg.b[k] + n - m);
+  return 0;
+}
+
+/* cg__may_matter when the event may replace the kept one: its places passed over are
+ * noted (the kept one's first `keep`, before `from`, and on), and it is kept when it said
+ * nothing, had no backslash and fits.  Out of line: most events of a stream do not. */
+static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser *p,
+                                                        const char *s, size_t n, size_t pre,
+                                                        size_t from, size_t to, size_t keep) {
   struct cg__mm *c = &p->mm;
-  const char *model = p->acc.model, *skip = s;
-  size_t mlen = p->mlen, m = p->mm_len, pre = 0, suf = 0, from = 0, to = n, keep = 0, k;
   struct cg__mm_regs rg, *note = n <= CG__MM_KEEP ? &rg : NULL;
   int r;
-  if (m && c->mlen == mlen) {
+  if (note) {
+    if (keep)
+      rg = c->rg;
+    rg.n = (unsigned) keep;
+  }
+  r = cg__mm_scan(c, p->mm_len, s, n, from, to, p->acc.model, p->mlen, note);
+  if (r < 0)
+    return cg__may_matter_all(s, n, p->acc.model, p->mlen);
+  if (r == 0 && note && rg.n <= CG__MM_REGS) { /* said nothing, no backslash: kept */
+    if (n > pre)
+      memcpy(c->buf + pre, s + pre, n - pre);
+    p->mm_len = n;
+    c->mlen = p->mlen;
+    c->rg = rg;
+  }
+  return r;
+}
+
+static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
+  const struct cg__mm *c = &p->mm;
+  size_t m = p->mm_len, pre = 0, from = 0, to = n, keep = 0;
+  if (m && c->mlen == p->mlen) {
+    size_t suf;
+    int r;
     pre = cg__shared(s, n, c->buf, m, n < m ? n : m, &suf);
     from = pre >= CG__MM_READ ? pre - CG__MM_READ + 1 : 0;
     for (; keep < c->rg.n && c->rg.a[keep] < from; keep++)
@@ -1752,35 +1800,12 @@ static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
       }
     if (suf)
       to = n - suf + 1;
-    if (to - from <= CG__MM_RESCAN)
-      note = NULL; /* the kept event stays */
-    else if (note)
-      rg = c->rg; /* its first `keep` places: those before `from` */
-  }
-  if (note)
-    rg.n = (unsigned) keep;
-  r = cg__scan_plain(s, n, from, to, model, mlen, &skip, note);
-  if (r == 0 && to < n) {
-    size_t e = to + m - n; /* `to` in the kept event */
-    for (k = 0; k < c->rg.n && c->rg.b[k] <= e; k++)
-      ;
-    if ((size_t) (skip - s) <= to && (k == c->rg.n || c->rg.a[k] >= e)) {
-      for (; note && k < c->rg.n; k++) /* the shared end's places passed over */
-        cg__mm_note(note, c->rg.a[k] + n - m, c->rg.b[k] + n - m);
-    } else {
-      r = cg__scan_plain(s, n, to, n, model, mlen, &skip, note);
+    if (to - from <= CG__MM_RESCAN) { /* the kept event stays */
+      r = cg__mm_scan(c, m, s, n, from, to, p->acc.model, p->mlen, NULL);
+      return r >= 0 ? r : cg__may_matter_all(s, n, p->acc.model, p->mlen);
     }
   }
-  if (r < 0)
-    return cg__may_matter_all(s, n, model, mlen);
-  if (r == 0 && note && rg.n <= CG__MM_REGS) { /* said nothing, no backslash: kept */
-    if (n > pre)
-      memcpy(c->buf + pre, s + pre, n - pre);
-    p->mm_len = n;
-    c->mlen = mlen;
-    c->rg = rg;
-  }
-  return r;
+  return cg__may_matter_keep(p, s, n, pre, from, to, keep);
 }
 
 /* One whole document (an SSE event's data), as cJSON_ParseWithLength read it: a UTF-8
