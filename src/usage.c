@@ -1240,7 +1240,8 @@ struct cg_usage_parser {
   int line_empty;  /* nothing but an optional '\r' on this line so far */
   int line_cr;     /* the last byte of the line was '\r' */
   int has_data;    /* the pending event has had a data line */
-  size_t mlen;     /* SSE: strlen(acc.model), kept by cg__document (where it changes) */
+  size_t mlen;     /* SSE: strlen(acc.model), 0 when it holds a '"' (no model shortcut,
+                    * cg__may_matter); kept by cg__document, where the model changes */
   size_t mm_len;   /* bytes of the event in mm.buf (0: none; zeroed by a reset) */
   struct cg__js js;
   struct cg__mm mm; /* only its first mm_len bytes of buf, with mlen and rg, mean anything */
@@ -1329,9 +1330,11 @@ static void cg__release(struct cg_usage_parser *p) {
  *   that decodes to "usage" is spelt with these bytes: any escape but \u is not valid
  *   there, and \u is caught above);
  * - `model":"M"` with M, byte for byte, the model the stream already named (`model`,
- *   `acc`'s; not empty), in an event without a backslash (so every '"' starts or ends a
- *   string): a member named ...model whose value is the same string, so a model rule
- *   that reads it sets what is set already.
+ *   `acc`'s; not empty, and without a '"' of its own: one named with an escaped quote
+ *   could match bytes that hold more than the value, `a","usage":{...},"x":"b`), in an
+ *   event without a backslash (so every '"' starts or ends a string): a member named
+ *   ...model whose value is the same string, so a model rule that reads it sets what is
+ *   set already.
  * With only these, the event's object, should it parse, sets nothing (cg__object: no
  * usage object, no error, no "type" holding one of the words, no other model) and leaves
  * the counts as they are; when it does not parse it sets nothing anyway. */
@@ -1819,7 +1822,7 @@ static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
   cg__js_feed(&p->js, &p->tent, (const unsigned char *) s, n);
   if (cg__js_end(&p->js)) {
     p->acc = p->tent;
-    p->mlen = strlen(p->acc.model);
+    p->mlen = strchr(p->acc.model, '"') ? 0 : strlen(p->acc.model);
   }
 }
 

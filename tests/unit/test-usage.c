@@ -478,6 +478,10 @@ static const struct usage_case scan_cases[] = {
    "data: \xEF\xBB\xBF{\"model\":\"m\"}\n\n", -1, -1, -1, -1, -1, -1, "m", 0},
   {"sse: response.failed without an error object",
    "data: {\"type\":\"response.failed\"}\n\n", -1, -1, -1, -1, -1, -1, "", 1},
+  {"sse: a model named with an escaped quote is not taken for the bytes that spell it",
+   "data: {\"model\":\"a\\\",\\\"usage\\\":{\\\"prompt_tokens\\\":5},\\\"x\\\":\\\"b\"}\n\n"
+   "data: {\"model\":\"a\",\"usage\":{\"prompt_tokens\":5},\"x\":\"b\"}\n\n",
+   5, -1, -1, -1, -1, -1, "a", 0},
   {"sse: a broken event says nothing, the next one counts",
    "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
    "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
