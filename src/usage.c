@@ -1434,11 +1434,6 @@ static int cg__avx2(void) {
   return v == 2;
 }
 
-/* cg__scan (below) 32 places at a time, for an event of at least 33 bytes; -1 when a
- * byte it reads is a backslash (looked for in the same pass: the model shortcut holds
- * only without one; the bytes read are those from `from` up to `to` and a few either
- * side, which the caller knows hold none).  No call in it (cg__word_at inlined), so its
- * constants stay in registers. */
 #define CG__X4(c) c, c, c, c
 #define CG__X32(c) CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), \
                    CG__X4(c)
@@ -1450,6 +1445,11 @@ static const unsigned char cg__scan_k[8][32] __attribute__((aligned(32))) = {
 #undef CG__X32
 #undef CG__X4
 
+/* cg__scan (below) 32 places at a time, for an event of at least 33 bytes; -1 when a
+ * byte it reads is a backslash (looked for in the same pass: the model shortcut holds
+ * only without one; the bytes read are those from `from` up to `to` and a few either
+ * side, which the caller knows hold none).  No call in it (cg__word_at inlined), so what
+ * it keeps stays in registers. */
 __attribute__((target("avx2"))) static int cg__scan_avx2(const char *s, size_t n, size_t from,
                                                          size_t to, const char *model,
                                                          size_t mlen, const char **skip,
