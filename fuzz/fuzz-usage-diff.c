@@ -1,7 +1,8 @@
 /* fuzz-usage-diff.c - the usage scanner (src/usage.c) against the cJSON-tree parser it
  * replaced in issue 16, kept below as the oracle (renamed old_usage_*).  The first byte
  * picks how the rest is cut into chunks for the new parser (the old one gets the body
- * whole); every field of the result must be the same. */
+ * whole); every field of the result must be the same.  A second byte 0x01 makes the rest
+ * a stream of events that share their first and last bytes (shared_events). */
 #include "fuzz.h"
 #include "usage.h"
 
@@ -423,11 +424,57 @@ static void run_new(const uint8_t *data, size_t size, size_t step, struct cg_usa
   cg_usage_free(p);
 }
 
+/* Events that share their first and last bytes, as one stream's do (usage.c's prefix
+ * cache in the SSE pre-check): `r` is a head, parts and a tail, the parts after 0x01
+ * bytes, the tail after the head's first 0x02; each part makes an event "data: " head
+ * part tail, at most 64 of them.  The stream is malloc'd into *out; its length. */
+static size_t shared_events(const uint8_t *r, size_t n, uint8_t **out) {
+  const uint8_t *sep = memchr(r, 0x01, n), *e = r + n, *head = r, *tail, *part;
+  size_t hl = sep ? (size_t) (sep - r) : n, tl = 0, len = 0, k = 0;
+  uint8_t *b;
+  if ((tail = memchr(r, 0x02, hl))) {
+    tl = hl - (size_t) (tail - r) - 1;
+    hl = (size_t) (tail - r);
+    tail++;
+  }
+  b = malloc(65 * (hl + tl + 8) + n);
+  if (!b)
+    abort();
+  for (part = sep ? sep + 1 : e; k < 64; k++) { /* no 0x01: one event, head and tail */
+    const uint8_t *next = memchr(part, 0x01, (size_t) (e - part));
+    size_t pl = (size_t) ((next ? next : e) - part);
+    memcpy(b + len, "data: ", 6), len += 6;
+    memcpy(b + len, head, hl), len += hl;
+    memcpy(b + len, part, pl), len += pl;
+    if (tl)
+      memcpy(b + len, tail, tl), len += tl;
+    memcpy(b + len, "\n\n", 2), len += 2;
+    if (!next)
+      break;
+    part = next + 1;
+  }
+  *out = b;
+  return len;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct cg_usage want, got;
   struct old_usage_parser *o;
+  uint8_t *gen = NULL;
   if (size < 1)
     return 0;
+  if (size >= 2 && data[1] == 0x01) { /* the rest makes events that share bytes */
+    size_t n = shared_events(data + 2, size - 2, &gen);
+    uint8_t *d = malloc(n + 1);
+    if (!d)
+      abort();
+    d[0] = data[0];
+    memcpy(d + 1, gen, n);
+    free(gen);
+    gen = d;
+    data = d;
+    size = n + 1;
+  }
   o = old_usage_new();
   if (!o)
     abort();
@@ -449,5 +496,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 (long long) want.reasoning, (long long) got.reasoning, (long long) want.total,
                 (long long) got.total, want.error_event, got.error_event, want.skipped,
                 got.skipped, want.model, got.model);
+  free(gen);
   return 0;
 }

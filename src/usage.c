@@ -1206,6 +1206,19 @@ static int cg__js_end(const struct cg__js *j) {
 
 enum { CG__MODE_START, CG__MODE_JSON, CG__MODE_SSE };
 
+/* The SSE pre-check's prefix cache (cg__may_matter): an earlier event that said nothing. */
+#define CG__MM_KEEP 512 /* kept when at most this long (an OpenAI chunk: ~290) */
+#define CG__MM_REGS 8   /* and its scan passed over at most this many places (OpenAI: 2) */
+struct cg__mm_regs {
+  unsigned n; /* places in a, b: [a[k], b[k]) from the event's start, in order */
+  uint16_t a[CG__MM_REGS], b[CG__MM_REGS];
+};
+struct cg__mm {
+  size_t mlen; /* the model's length it was scanned with */
+  struct cg__mm_regs rg;
+  char buf[CG__MM_KEEP];
+};
+
 struct cg_usage_parser {
   int mode;
   struct cg__acc acc;  /* what the documents read so far say */
@@ -1227,7 +1240,11 @@ struct cg_usage_parser {
   int line_empty;  /* nothing but an optional '\r' on this line so far */
   int line_cr;     /* the last byte of the line was '\r' */
   int has_data;    /* the pending event has had a data line */
+  size_t mlen;     /* SSE: strlen(acc.model), 0 when it holds a '"' (no model shortcut,
+                    * cg__may_matter); kept by cg__document, where the model changes */
+  size_t mm_len;   /* bytes of the event in mm.buf (0: none; zeroed by a reset) */
   struct cg__js js;
+  struct cg__mm mm; /* only its first mm_len bytes of buf, with mlen and rg, mean anything */
 };
 
 /* The fresh state, over memory whose buf/cap (an SSE buffer) is `buf`/`cap`. */
@@ -1313,9 +1330,11 @@ static void cg__release(struct cg_usage_parser *p) {
  *   that decodes to "usage" is spelt with these bytes: any escape but \u is not valid
  *   there, and \u is caught above);
  * - `model":"M"` with M, byte for byte, the model the stream already named (`model`,
- *   `acc`'s; not empty), in an event without a backslash (so every '"' starts or ends a
- *   string): a member named ...model whose value is the same string, so a model rule
- *   that reads it sets what is set already.
+ *   `acc`'s; not empty, and without a '"' of its own: one named with an escaped quote
+ *   could match bytes that hold more than the value, `a","usage":{...},"x":"b`), in an
+ *   event without a backslash (so every '"' starts or ends a string): a member named
+ *   ...model whose value is the same string, so a model rule that reads it sets what is
+ *   set already.
  * With only these, the event's object, should it parse, sets nothing (cg__object: no
  * usage object, no error, no "type" holding one of the words, no other model) and leaves
  * the counts as they are; when it does not parse it sets nothing anyway. */
@@ -1352,6 +1371,56 @@ static inline __attribute__((always_inline)) int cg__word_at(const char *s, size
   }
 }
 
+/* A place cg__word_at passed over (`usage":null` or the known model), [a, b), noted in
+ * `rg` for the prefix cache; past CG__MM_REGS, n only counts on (the event is not kept). */
+static inline __attribute__((always_inline)) void cg__mm_note(struct cg__mm_regs *rg, size_t a,
+                                                             size_t b) {
+  if (rg->n < CG__MM_REGS) {
+    rg->a[rg->n] = (uint16_t) a;
+    rg->b[rg->n] = (uint16_t) b;
+  }
+  if (rg->n <= CG__MM_REGS)
+    rg->n++;
+}
+
+/* cg__word_at at a place the scan found (a word's first letters at s[q]), unless the
+ * place is inside one passed over already (before `*skip`); a place it passes over is
+ * noted in `rg` (NULL: not noted). */
+static inline __attribute__((always_inline)) int cg__ask(const char *s, size_t n, size_t q,
+                                                        const char *model, size_t mlen,
+                                                        const char **skip,
+                                                        struct cg__mm_regs *rg) {
+  if (s + q < *skip)
+    return 0;
+  if (cg__word_at(s, n, q, model, mlen, skip))
+    return 1;
+  if (rg && *skip > s + q) /* it was at most s + q before: this place was passed over */
+    cg__mm_note(rg, q, (size_t) (*skip - s));
+  return 0;
+}
+
+/* ~(the places where the 16 or 32 bytes at a and b are the same), one bit each */
+#define CG__NE16(a, b)                                                                      \
+  (~(unsigned) _mm_movemask_epi8(_mm_cmpeq_epi8(                                            \
+       _mm_loadu_si128((const __m128i *) (const void *) (a)),                               \
+       _mm_loadu_si128((const __m128i *) (const void *) (b)))) & 0xffff)
+#define CG__NE32(a, b)                                                                      \
+  (~(uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(                                      \
+       _mm256_loadu_si256((const __m256i *) (const void *) (a)),                            \
+       _mm256_loadu_si256((const __m256i *) (const void *) (b)))))
+
+/* The bytes two events share, byte by byte (short ones): see cg__shared. */
+static size_t cg__shared_bytes(const char *s, size_t n, const char *e, size_t m, size_t lim,
+                               size_t *suf) {
+  size_t pre = 0, k = 0;
+  while (pre < lim && s[pre] == e[pre])
+    pre++;
+  while (k < lim - pre && s[n - 1 - k] == e[m - 1 - k])
+    k++;
+  *suf = k;
+  return pre;
+}
+
 #ifdef CG__AVX2
 /* Whether the CPU runs AVX2 (asked once; a race only asks twice). */
 static int cg__avx2(void) {
@@ -1365,26 +1434,39 @@ static int cg__avx2(void) {
   return v == 2;
 }
 
-/* cg__may_matter's answer 32 places at a time, for an event without a backslash and of
- * at least 33 bytes; -1 for any other (the backslashes are looked for in the same pass:
- * the model shortcut holds only without one).  No call in it (cg__word_at inlined), so
- * its constants stay in registers. */
-__attribute__((target("avx2"))) static int cg__may_matter_avx2(const char *s, size_t n,
-                                                               const char *model,
-                                                               size_t mlen) {
-  const char *skip = s;
+#define CG__X4(c) c, c, c, c
+#define CG__X32(c) CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), CG__X4(c), \
+                   CG__X4(c)
+/* cg__scan_avx2's bytes, 32 of each: read from memory, where a _mm256_set1_epi8 costs
+ * three instructions each call (a scan now often reads one round). */
+static const unsigned char cg__scan_k[8][32] __attribute__((aligned(32))) = {
+  {CG__X32('u')}, {CG__X32('s')}, {CG__X32('m')}, {CG__X32('o')}, {CG__X32('f')},
+  {CG__X32('a')}, {CG__X32('r')}, {CG__X32('\\')}};
+#undef CG__X32
+#undef CG__X4
+
+/* cg__scan (below) 32 places at a time, for an event of at least 33 bytes; -1 when a
+ * byte it reads is a backslash (looked for in the same pass: the model shortcut holds
+ * only without one; the bytes read are those from `from` up to `to` and a few either
+ * side, which the caller knows hold none).  No call in it (cg__word_at inlined), so what
+ * it keeps stays in registers. */
+__attribute__((target("avx2"))) static int cg__scan_avx2(const char *s, size_t n, size_t from,
+                                                         size_t to, const char *model,
+                                                         size_t mlen, const char **skip,
+                                                         struct cg__mm_regs *rg) {
   size_t i, b;
-  const __m256i bs = _mm256_set1_epi8('\\');
-  __m256i x, y, pv, bv;
+  const unsigned char(*k)[32] = cg__scan_k;
+  __m256i x, y, pv, bv, bs;
   uint64_t mask;
-#define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(a)), \
-                                          _mm256_cmpeq_epi8(y, _mm256_set1_epi8(b)))
+  __asm__("" : "+r"(k)); /* what k points at is unknown here: loaded, not broadcast */
+  bs = _mm256_load_si256((const __m256i *) (const void *) k[7]);
+#define CG__K32(i) _mm256_load_si256((const __m256i *) (const void *) k[i])
+#define CG__PAIR32(a, b) _mm256_and_si256(_mm256_cmpeq_epi8(x, CG__K32(a)), \
+                                          _mm256_cmpeq_epi8(y, CG__K32(b)))
 #define CG__PAIRS32                                                                         \
-  _mm256_or_si256(_mm256_or_si256(CG__PAIR32('u', 's'), CG__PAIR32('m', 'o')),             \
-                  _mm256_or_si256(CG__PAIR32('f', 'a'), CG__PAIR32('r', 'r')))
-  if (n < 33)
-    return -1;
-  for (i = 0; i + 33 <= n; i += 32) {
+  _mm256_or_si256(_mm256_or_si256(CG__PAIR32(0, 1), CG__PAIR32(2, 3)),                     \
+                  _mm256_or_si256(CG__PAIR32(4, 5), CG__PAIR32(6, 6)))
+  for (i = from; i < to && i + 33 <= n; i += 32) {
     x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
     y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
     pv = CG__PAIRS32;
@@ -1393,94 +1475,340 @@ __attribute__((target("avx2"))) static int cg__may_matter_avx2(const char *s, si
       continue;
     if (_mm256_movemask_epi8(bv))
       return -1;
-    for (mask = (uint32_t) _mm256_movemask_epi8(pv); mask; mask &= mask - 1) {
-      size_t q = i + (size_t) __builtin_ctzll(mask);
-      if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+    mask = (uint32_t) _mm256_movemask_epi8(pv);
+    if (to - i < 32)
+      mask &= (UINT64_C(1) << (to - i)) - 1; /* places from `to` on are not asked */
+    for (; mask; mask &= mask - 1)
+      if (cg__ask(s, n, i + (size_t) __builtin_ctzll(mask), model, mlen, skip, rg))
         return 1;
-    }
   }
-  /* the last places and bytes: one more round, over some seen already */
-  b = n - 33;
-  x = _mm256_loadu_si256((const __m256i *) (const void *) (s + b));
-  y = _mm256_loadu_si256((const __m256i *) (const void *) (s + b + 1));
-  if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(x, bs), _mm256_cmpeq_epi8(y, bs))))
-    return -1;
-  mask = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
-  for (mask &= ~UINT64_C(0) << (i - b); mask; mask &= mask - 1) { /* before i: asked */
-    size_t q = b + (size_t) __builtin_ctzll(mask);
-    if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
-      return 1;
+  if (i < to) { /* the last places and bytes: one more round, over some seen already */
+    b = n - 33;
+    x = _mm256_loadu_si256((const __m256i *) (const void *) (s + b));
+    y = _mm256_loadu_si256((const __m256i *) (const void *) (s + b + 1));
+    if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(x, bs), _mm256_cmpeq_epi8(y, bs))))
+      return -1;
+    mask = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
+    mask &= ~UINT64_C(0) << (i - b); /* before i: asked (i - b <= 33) */
+    if (to - b < 32)
+      mask &= (UINT64_C(1) << (to - b)) - 1;
+    for (; mask; mask &= mask - 1)
+      if (cg__ask(s, n, b + (size_t) __builtin_ctzll(mask), model, mlen, skip, rg))
+        return 1;
   }
   return 0; /* the last byte starts no word */
 #undef CG__PAIRS32
 #undef CG__PAIR32
+#undef CG__K32
+}
+
+/* cg__shared 64 and 32 bytes at a time. */
+__attribute__((target("avx2"))) static size_t cg__shared_avx2(const char *s, size_t n,
+                                                              const char *e, size_t m,
+                                                              size_t lim, size_t *suf) {
+  size_t pre = 0, k = 0, r;
+  uint32_t d;
+  if (lim < 32)
+    return cg__shared_bytes(s, n, e, m, lim, suf);
+  for (; pre + 64 <= lim; pre += 64) /* the shared head is long: 64 a round */
+    if ((uint32_t) _mm256_movemask_epi8(_mm256_and_si256(
+            _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *) (const void *) (s + pre)),
+                              _mm256_loadu_si256((const __m256i *) (const void *) (e + pre))),
+            _mm256_cmpeq_epi8(
+                _mm256_loadu_si256((const __m256i *) (const void *) (s + pre + 32)),
+                _mm256_loadu_si256((const __m256i *) (const void *) (e + pre + 32))))) !=
+        UINT32_C(0xffffffff))
+      break;
+  for (;; pre += 32) {
+    if (pre == lim)
+      break;
+    if (pre + 32 > lim) { /* the last bytes, over some seen the same */
+      d = CG__NE32(s + lim - 32, e + lim - 32) & (~UINT32_C(0) << (pre - (lim - 32)));
+      pre = d ? lim - 32 + (size_t) __builtin_ctz(d) : lim;
+      break;
+    }
+    if ((d = CG__NE32(s + pre, e + pre))) {
+      pre += (size_t) __builtin_ctz(d);
+      break;
+    }
+  }
+  r = lim - pre; /* the tail, from the ends, not into the head */
+  if (r < 32) {
+    while (k < r && s[n - 1 - k] == e[m - 1 - k])
+      k++;
+  } else {
+    for (;; k += 32) {
+      if (k == r)
+        break;
+      if (k + 32 > r) {
+        d = CG__NE32(s + n - r, e + m - r) & (~UINT32_C(0) >> (k - (r - 32)));
+        k = d ? r - 32 + (size_t) __builtin_clz(d) : r;
+        break;
+      }
+      if ((d = CG__NE32(s + n - k - 32, e + m - k - 32))) {
+        k += (size_t) __builtin_clz(d); /* the highest bit: the last byte that differs */
+        break;
+      }
+    }
+  }
+  *suf = k;
+  return pre;
 }
 #endif
 
-static int cg__may_matter(const char *s, size_t n, const char *model, size_t mlen) {
+/* How many bytes event `s` (`n`) and the kept one `e` (`m`) share at their start, and
+ * (*suf) at their end, within the first `lim` bytes (min(n, m)) and without the end
+ * reaching into the start in either. */
+static size_t cg__shared(const char *s, size_t n, const char *e, size_t m, size_t lim,
+                         size_t *suf) {
 #ifdef CG__AVX2
-  if (cg__avx2()) {
-    int r = cg__may_matter_avx2(s, n, model, mlen);
-    if (r >= 0)
-      return r;
+  if (cg__avx2())
+    return cg__shared_avx2(s, n, e, m, lim, suf);
+#endif
+#ifdef __SSE2__
+  if (lim >= 16) {
+    size_t pre = 0, k = 0, r;
+    unsigned d;
+    for (;; pre += 16) {
+      if (pre + 16 > lim) {
+        d = CG__NE16(s + lim - 16, e + lim - 16) & (0xffffu << (pre - (lim - 16)));
+        pre = d ? lim - 16 + (size_t) __builtin_ctz(d) : lim;
+        break;
+      }
+      if ((d = CG__NE16(s + pre, e + pre))) {
+        pre += (size_t) __builtin_ctz(d);
+        break;
+      }
+    }
+    r = lim - pre;
+    if (r < 16) {
+      while (k < r && s[n - 1 - k] == e[m - 1 - k])
+        k++;
+    } else {
+      for (;; k += 16) {
+        if (k + 16 > r) {
+          d = CG__NE16(s + n - r, e + m - r) & (0xffffu >> (k - (r - 16)));
+          k = d ? r - 16 + (size_t) __builtin_clz(d) - 16 : r;
+          break;
+        }
+        if ((d = CG__NE16(s + n - k - 16, e + m - k - 16))) {
+          k += (size_t) __builtin_clz(d) - 16; /* 16 bits: the highest, the last differing */
+          break;
+        }
+      }
+    }
+    *suf = k;
+    return pre;
   }
 #endif
-  /* Each word is found at its first letters ([us]age, [mo]del, [fa]iled, e[rr]or; memchr
-   * for the 'e' in all four stopped at most names), 16 places at a time; the tail, and a
-   * machine without SSE2, by the first letter alone. */
-  const char *p, *e = s + n, *skip = s;
-  size_t i = 0;
-  if (memchr(s, '\\', n)) { /* rare in what a model writes: then look closer */
-    for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
-      if (p[1] == 'u')
-        return 1;
-    mlen = 0; /* an escaped quote could start or end a string anywhere: no shortcut */
-  }
+  return cg__shared_bytes(s, n, e, m, lim, suf);
+}
+
+/* cg__may_matter's scan of the places from `from` up to `to` (those before are known to
+ * say nothing, and `*skip`, which it moves on, is the whole scan's there), with the model
+ * shortcut `model`/`mlen` (mlen 0: none); the backslashes are the caller's business.
+ * Each word is found at its first letters ([us]age, [mo]del, [fa]iled, e[rr]or; memchr
+ * for the 'e' in all four stopped at most names), 16 places at a time; the tail, and a
+ * machine without SSE2, by the first letter alone (a place that is no word's start
+ * answers 0 and passes over nothing, so the answer and the places passed over are the
+ * same either way). */
+static int cg__scan(const char *s, size_t n, size_t from, size_t to, const char *model,
+                    size_t mlen, const char **skip, struct cg__mm_regs *rg) {
+  size_t i = from;
 #ifdef __SSE2__
   {
     /* Each word's first two letters ("rr" for error: its first 'r'), 16 places at a time:
      * few JSON names hold one of the pairs, so cg__word_at is rarely asked in vain. */
 #define CG__PAIR(a, b) _mm_and_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(a)), \
                                      _mm_cmpeq_epi8(y, _mm_set1_epi8(b)))
-    for (; i + 17 <= n; i += 16) {
+    for (; i < to && i + 17 <= n; i += 16) {
       __m128i x = _mm_loadu_si128((const __m128i *) (const void *) (s + i));
       __m128i y = _mm_loadu_si128((const __m128i *) (const void *) (s + i + 1));
       unsigned mask = (unsigned) _mm_movemask_epi8(
           _mm_or_si128(_mm_or_si128(CG__PAIR('u', 's'), CG__PAIR('m', 'o')),
                        _mm_or_si128(CG__PAIR('f', 'a'), CG__PAIR('r', 'r'))));
-      while (mask) {
-        size_t q = i + (size_t) __builtin_ctz(mask);
-        mask &= mask - 1;
-        if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+      if (to - i < 16)
+        mask &= (1u << (to - i)) - 1; /* places from `to` on are not asked */
+      for (; mask; mask &= mask - 1)
+        if (cg__ask(s, n, i + (size_t) __builtin_ctz(mask), model, mlen, skip, rg))
           return 1;
-      }
     }
-    if (n >= 17 && i < n - 1) { /* the last places: one more round, over bytes seen */
+    if (n >= 17 && i < to && i < n - 1) { /* the last places: one more round, over bytes seen */
       size_t b = n - 17;
       __m128i x = _mm_loadu_si128((const __m128i *) (const void *) (s + b));
       __m128i y = _mm_loadu_si128((const __m128i *) (const void *) (s + b + 1));
       unsigned mask = (unsigned) _mm_movemask_epi8(
           _mm_or_si128(_mm_or_si128(CG__PAIR('u', 's'), CG__PAIR('m', 'o')),
                        _mm_or_si128(CG__PAIR('f', 'a'), CG__PAIR('r', 'r'))));
-      mask &= ~0u << (i - b); /* places before i were asked already */
-      while (mask) {
-        size_t q = b + (size_t) __builtin_ctz(mask);
-        mask &= mask - 1;
-        if (s + q >= skip && cg__word_at(s, n, q, model, mlen, &skip))
+      mask &= ~0u << (i - b); /* places before i were asked already (i - b < 16) */
+      if (to - b < 16)
+        mask &= (1u << (to - b)) - 1;
+      for (; mask; mask &= mask - 1)
+        if (cg__ask(s, n, b + (size_t) __builtin_ctz(mask), model, mlen, skip, rg))
           return 1;
-      }
       return 0; /* the last byte starts no word */
     }
 #undef CG__PAIR
   }
 #endif
-  for (; i < n; i++) {
+  for (; i < to && i < n; i++) {
     char c = s[i];
-    if ((c == 'u' || c == 'm' || c == 'f' || c == 'r') && s + i >= skip &&
-        cg__word_at(s, n, i, model, mlen, &skip))
+    if ((c == 'u' || c == 'm' || c == 'f' || c == 'r') &&
+        cg__ask(s, n, i, model, mlen, skip, rg))
       return 1;
   }
   return 0;
+}
+
+/* cg__scan for an event without a backslash from `from` on (the AVX2 round, when it can
+ * take the event, also reads a few bytes before `from` and after `to`, which the caller
+ * knows hold none); -1 when there is one: the caller then asks cg__may_matter_all. */
+static inline __attribute__((always_inline)) int
+cg__scan_plain(const char *s, size_t n, size_t from, size_t to, const char *model, size_t mlen,
+               const char **skip, struct cg__mm_regs *rg) {
+#ifdef CG__AVX2
+  if (n >= 33 && cg__avx2())
+    return cg__scan_avx2(s, n, from, to, model, mlen, skip, rg);
+#endif
+  if (memchr(s + from, '\\', n - from))
+    return -1;
+  return cg__scan(s, n, from, to, model, mlen, skip, rg);
+}
+
+/* cg__may_matter's answer over the whole event, backslashes and all. */
+static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t mlen) {
+  const char *p, *e = s + n, *skip = s;
+  if (memchr(s, '\\', n)) { /* rare in what a model writes: then look closer */
+    for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
+      if (p[1] == 'u')
+        return 1;
+    mlen = 0; /* an escaped quote could start or end a string anywhere: no shortcut */
+  }
+  return cg__scan(s, n, 0, n, model, mlen, &skip, NULL);
+}
+
+/* cg__may_matter for event `s` (`n` bytes) of `p`'s stream, with the prefix cache
+ * (issue 16): the events of one stream share a long first part (an OpenAI chunk's id,
+ * object, created, model, service_tier, system_fingerprint, up to its delta's
+ * "content":") and most of their last (its finish_reason and "usage":null), which need
+ * not be scanned again.
+ *
+ * The answer is a pure function of the bytes and of the model, found by one scan over
+ * the places in order, each one asked (cg__word_at) unless a place asked before passed
+ * over it (`skip`).  The cache (p->mm, p->mm_len) keeps a whole earlier event (m =
+ * mm_len bytes, at most CG__MM_KEEP) that said nothing and had no backslash, the mlen
+ * it was scanned with, and all the places its scan passed over ([a, b), at most
+ * CG__MM_REGS).  What cg__word_at reads at place q when it answers 0 without passing
+ * over anything lies in [q - 1, q + CG__MM_READ): "failed" [q, q + 6), "error"
+ * [q - 1, q + 4) (only when q >= 1), "usage" and "model" that are no such word
+ * [q, q + 5), the first letters [q, q + 2) ("usage" or "model" followed by anything but
+ * what it passes over answers 1, which the kept event did not); when it passes over
+ * [q, b) it reads exactly [q, b) (`usage":null`, `model":"M"`); never a byte past the
+ * event's end; and its tests of how many bytes follow q hold alike in two events
+ * wherever the bytes read lie in what both share at the same distance from the start (or
+ * from the end).  For the next event, let P be the length of the prefix it shares with
+ * the kept one, and `from` P - CG__MM_READ + 1 (0 when P is shorter), or the start a of
+ * a kept place passed over with a < that < b:
+ * - by induction over the places before `from`, in order: with `skip` the same in both
+ *   scans, each place is a candidate in both or neither (its first letters lie before
+ *   P), passed over in both or neither, and when asked answers 0 reading the same bytes:
+ *   without passing over, those lie before P; passing over [q, b), b <= `from` (the kept
+ *   places are ordered and apart, and none holds `from` strictly inside it), so it
+ *   passes over the same place in both.  At `from`, `skip` is at most `from` in both
+ *   (the whole scan asked a, when from is a);
+ * - so the scan from `from` on, started with nothing passed over, goes as the whole scan
+ *   does, and answers for the whole event;
+ * - when the two also end with the same S bytes (counted so that they do not reach into
+ *   P in either), a place q >= to = n - S + 1 reads only bytes of that shared end, alike
+ *   at the kept event's place q + m - n.  If the scan up to `to` left `skip` at most
+ *   `to` and no kept place passed over holds e = to + m - n strictly inside it, both
+ *   whole scans go alike from there (by the same induction): the kept one said nothing,
+ *   so this one says nothing from `to` on either, and its places passed over from there
+ *   are the kept one's from e on, moved by n - m.  Else the scan goes on from `to` to
+ *   the end, as the whole scan would;
+ * - the bytes not scanned lie in [0, P) and in the shared end, and hold no backslash, so
+ *   the event has one exactly when the part scanned has one; when it has, the whole scan
+ *   reads the event without the model shortcut, and cg__may_matter_all does that, from
+ *   the start.
+ * An event that says nothing and has no backslash replaces the kept one when it had
+ * more than CG__MM_RESCAN bytes to scan (the stream changed its shape; else the kept one
+ * serves as well) and fits: its places passed over are the kept event's before `from`,
+ * those the scan noted, and the kept event's moved from the shared end; only its bytes
+ * after P are copied.  An event that is read (cg__document) may change the model: the
+ * cache is dropped there, in cg_usage_reset, and whenever the model's length is not the
+ * one kept. */
+#define CG__MM_READ 6    /* see above: what a place that says nothing reads from q on */
+#define CG__MM_RESCAN 64 /* a kept event that leaves more to scan is replaced */
+
+/* cg__may_matter's scan from `from` up to `to` and, when the kept event (`c`, `m` bytes)
+ * answers for the rest, no further (else on to the end); places passed over noted in
+ * `note` (NULL: not noted); -1 on a backslash. */
+static inline __attribute__((always_inline)) int
+cg__mm_scan(const struct cg__mm *c, size_t m, const char *s, size_t n, size_t from, size_t to,
+            const char *model, size_t mlen, struct cg__mm_regs *note) {
+  const char *skip = s;
+  size_t e, k;
+  int r = cg__scan_plain(s, n, from, to, model, mlen, &skip, note);
+  if (r != 0 || to >= n)
+    return r;
+  e = to + m - n; /* `to` in the kept event */
+  for (k = 0; k < c->rg.n && c->rg.b[k] <= e; k++)
+    ;
+  if ((size_t) (skip - s) > to || (k < c->rg.n && c->rg.a[k] < e))
+    return cg__scan_plain(s, n, to, n, model, mlen, &skip, note);
+  for (; note && k < c->rg.n; k++) /* the shared end's places passed over */
+    cg__mm_note(note, c->rg.a[k] + n - m, c->rg.b[k] + n - m);
+  return 0;
+}
+
+/* cg__may_matter when the event may replace the kept one: its places passed over are
+ * noted (the kept one's first `keep`, before `from`, and on), and it is kept when it said
+ * nothing, had no backslash and fits.  Out of line: most events of a stream do not. */
+static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser *p,
+                                                        const char *s, size_t n, size_t pre,
+                                                        size_t from, size_t to, size_t keep) {
+  struct cg__mm *c = &p->mm;
+  struct cg__mm_regs rg, *note = n <= CG__MM_KEEP ? &rg : NULL;
+  int r;
+  if (note) {
+    if (keep)
+      rg = c->rg;
+    rg.n = (unsigned) keep;
+  }
+  r = cg__mm_scan(c, p->mm_len, s, n, from, to, p->acc.model, p->mlen, note);
+  if (r < 0)
+    return cg__may_matter_all(s, n, p->acc.model, p->mlen);
+  if (r == 0 && note && rg.n <= CG__MM_REGS) { /* said nothing, no backslash: kept */
+    if (n > pre)
+      memcpy(c->buf + pre, s + pre, n - pre);
+    p->mm_len = n;
+    c->mlen = p->mlen;
+    c->rg = rg;
+  }
+  return r;
+}
+
+static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
+  const struct cg__mm *c = &p->mm;
+  size_t m = p->mm_len, pre = 0, from = 0, to = n, keep = 0;
+  if (m && c->mlen == p->mlen) {
+    size_t suf;
+    int r;
+    pre = cg__shared(s, n, c->buf, m, n < m ? n : m, &suf);
+    from = pre >= CG__MM_READ ? pre - CG__MM_READ + 1 : 0;
+    for (; keep < c->rg.n && c->rg.a[keep] < from; keep++)
+      if (from < c->rg.b[keep]) { /* inside a place passed over: start where it starts */
+        from = c->rg.a[keep];
+        break;
+      }
+    if (suf)
+      to = n - suf + 1;
+    if (to - from <= CG__MM_RESCAN) { /* the kept event stays */
+      r = cg__mm_scan(c, m, s, n, from, to, p->acc.model, p->mlen, NULL);
+      return r >= 0 ? r : cg__may_matter_all(s, n, p->acc.model, p->mlen);
+    }
+  }
+  return cg__may_matter_keep(p, s, n, pre, from, to, keep);
 }
 
 /* One whole document (an SSE event's data), as cJSON_ParseWithLength read it: a UTF-8
@@ -1488,11 +1816,14 @@ static int cg__may_matter(const char *s, size_t n, const char *model, size_t mle
 static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
   if (n >= 5 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
     s += 3, n -= 3;
+  p->mm_len = 0; /* the model may change: the pre-check's cache is not for it */
   p->tent = p->acc;
   cg__js_begin(&p->js);
   cg__js_feed(&p->js, &p->tent, (const unsigned char *) s, n);
-  if (cg__js_end(&p->js))
+  if (cg__js_end(&p->js)) {
     p->acc = p->tent;
+    p->mlen = strchr(p->acc.model, '"') ? 0 : strlen(p->acc.model);
+  }
 }
 
 /* An event's data, `n` bytes at `s` (within its bound): read when it may matter. */
@@ -1501,8 +1832,7 @@ static void cg__sse_event(struct cg_usage_parser *p, const char *s, size_t n) {
     s++, n--;
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
     n--;
-  if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) &&
-      cg__may_matter(s, n, p->acc.model, strlen(p->acc.model)))
+  if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) && cg__may_matter(p, s, n))
     cg__document(p, s, n);
 }
 

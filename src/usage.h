@@ -75,7 +75,7 @@ struct cg_usage {            /* -1 = unknown (null in records), never 0 for unkn
 
 struct cg_usage_parser;      /* incremental; bounded memory */
 
-/* A new parser (about 2 KiB), or NULL when out of memory. */
+/* A new parser (about 2.5 KiB), or NULL when out of memory. */
 struct cg_usage_parser *cg_usage_new(void);
 /* Response body bytes as they arrive (any split, down to one byte at a time; `buf` need
  * not be NUL-terminated).  NULL `p` or `buf`: nothing. */

@@ -478,6 +478,10 @@ static const struct usage_case scan_cases[] = {
    "data: \xEF\xBB\xBF{\"model\":\"m\"}\n\n", -1, -1, -1, -1, -1, -1, "m", 0},
   {"sse: response.failed without an error object",
    "data: {\"type\":\"response.failed\"}\n\n", -1, -1, -1, -1, -1, -1, "", 1},
+  {"sse: a model named with an escaped quote is not taken for the bytes that spell it",
+   "data: {\"model\":\"a\\\",\\\"usage\\\":{\\\"prompt_tokens\\\":5},\\\"x\\\":\\\"b\"}\n\n"
+   "data: {\"model\":\"a\",\"usage\":{\"prompt_tokens\":5},\"x\":\"b\"}\n\n",
+   5, -1, -1, -1, -1, -1, "a", 0},
   {"sse: a broken event says nothing, the next one counts",
    "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
    "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
@@ -981,4 +985,138 @@ Test(usage, reset_parser_reads_as_new) {
   }
   cg_usage_free(p);
   free(big);
+}
+
+/* The SSE pre-check's prefix cache (usage.c cg__may_matter): an event that shares its
+ * first bytes with the last one that said nothing is scanned only from near where the
+ * two part.  Each pair is such a quiet event and a later one that parts from it at a
+ * word: across the parting, at the closing quote of a known model, just after the shared
+ * head, at the first byte (the later one in brackets), or with a backslash after it (a
+ * \u-spelt name, an escape).  The head is padded so that the parting falls at every
+ * place of a 32-byte round; the later event must say what it says, after the quiet one
+ * once or twice, whole and in pieces; and a model that changes and changes back is
+ * read both times (a read event drops the cache). */
+Test(usage, sse_prefix_cache_boundaries) {
+  static const struct {
+    const char *quiet, *later; /* after the head; %s: the model */
+    int64_t input;
+    int model_changes; /* the later one names the model with "2" appended */
+    const char *other;  /* or this model */
+    int error_event;
+  } pairs[] = {
+    {"\"}}],\"usage\":null}", "\"}}]," U12 "}", 1, 0, NULL, 0},
+    {"x\"}}],\"usage\":null}", "\"}}]," U12 "}", 1, 0, NULL, 0},
+    {"\"}}],\"usx\":1,\"usage\":null}", "\"}}]," U12 "}", 1, 0, NULL, 0},
+    {"\"}}],\"model\":\"%s\",\"usage\":null}", "\"}}],\"model\":\"%s2\",\"usage\":null}", -1,
+     1, NULL, 0},
+    {"\"}}],\"model\":\"%s\",\"usage\":null}", "\"}}],\"model\":\"%s\"," U12 "}", 1, 0, NULL, 0},
+    {"\"}}],\"mox\":1}", "\"}}],\"model\":\"other\"}", -1, 0, "other", 0},
+    {"\"}}],\"type\":\"err\"}", "\"}}],\"type\":\"error\"}", -1, 0, NULL, 1},
+    {"\"}}],\"type\":\"response.fa\"}", "\"}}],\"type\":\"response.failed\"}", -1, 0, NULL, 1},
+    {"\"}}],\"type\":\"response.failex\"}", "\"}}],\"type\":\"response.failed\"}", -1, 0, NULL,
+     1},
+    {"\"}}],\"type\":\"errox\"}", "\"}}],\"type\":\"error\"}", -1, 0, NULL, 1},
+    /* they part in one byte, and share the rest: the word reaches into the shared end */
+    {"\"}}],\"type\":\"xrror\"}", "\"}}],\"type\":\"error\"}", -1, 0, NULL, 1},
+    {"\"}}],\"type\":\"xrror\",\"pad\":\"" ZEROS10 "\"}",
+     "\"}}],\"type\":\"error\",\"pad\":\"" ZEROS10 "\"}", -1, 0, NULL, 1},
+    {"\"}}],\"type\":\"response.faixed\"}", "\"}}],\"type\":\"response.failed\"}", -1, 0,
+     NULL, 1},
+    {"\"}}],\"usage\":null,\"x\":\"" ZEROS10 "\"}",
+     "\"}}],\"usage\":{\"prompt_tokens\":1},\"x\":\"" ZEROS10 "\"}", 1, 0, NULL, 0},
+    {"\"}}],\"x\":\"" ZEROS10 "\",\"pad\":\"" ZEROS10 "\"}",
+     "\"}}],\"type\":\"error\",\"pad\":\"" ZEROS10 "\"}", -1, 0, NULL, 1},
+    {"\"}}],\"model\":\"%s\",\"x\":1}", "\"}}],\"model\":\"%s2\",\"x\":1}", -1, 1, NULL,
+     0},
+    {"\"}}],\"usage\":null,\"pad\":\"" ZEROS10 ZEROS10 ZEROS10 ZEROS10 "\"}",
+     "\"}}],\"\\u0075sage\":{\"prompt_tokens\":1},\"pad\":\"" ZEROS10 ZEROS10 ZEROS10 ZEROS10 "\"}",
+     1, 0, NULL, 0},
+    {"\"}}],\"usage\":null}", "\"}}],\"\\u0075sage\":{\"prompt_tokens\":1}}", 1, 0, NULL, 0},
+    {"\"}}],\"usage\":null}", "\\n\"}}]," U12 "}", 1, 0, NULL, 0},
+    {"\"}}],\"model\":\"%s\"}", "\"}}],\"model\":\"%s\\u0032\"}", -1, 1, NULL, 0},
+  };
+  static const char *const models[] = {"gpt-4o-mini", "m"};
+  static const char head[] = "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                             "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%.*s";
+  size_t t, m, pad, k, w;
+  for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+    for (t = 0; t < sizeof(pairs) / sizeof(pairs[0]); t++) {
+      char want_model[64];
+      if (pairs[t].other)
+        snprintf(want_model, sizeof(want_model), "%s", pairs[t].other);
+      else
+        snprintf(want_model, sizeof(want_model), "%s%s", models[m],
+                 pairs[t].model_changes ? "2" : "");
+      for (pad = 0; pad <= 80; pad++) {
+        char quiet[512], later[512], body[2048], how[96];
+        int nq, nl, n;
+        struct cg_usage u;
+        nq = snprintf(quiet, sizeof(quiet), head, (int) pad, ZEROS100);
+        nq += snprintf(quiet + nq, sizeof(quiet) - (size_t) nq, pairs[t].quiet, models[m]);
+        nl = snprintf(later, sizeof(later), head, (int) pad, ZEROS100);
+        nl += snprintf(later + nl, sizeof(later) - (size_t) nl, pairs[t].later, models[m]);
+        cr_assert_lt((size_t) nq, sizeof(quiet));
+        cr_assert_lt((size_t) nl, sizeof(later));
+        for (k = 0; k < 3; k++) { /* the quiet one once or twice; the later one in [] */
+          n = snprintf(body, sizeof(body), "data: {\"model\":\"%s\"}\n\ndata: %s\n\n%s%s%s"
+                       "data: %s%s%s\n\n", models[m], quiet, k == 1 ? "data: " : "",
+                       k == 1 ? quiet : "", k == 1 ? "\n\n" : "", k == 2 ? "[" : "", later,
+                       k == 2 ? "]" : "");
+          cr_assert_lt((size_t) n, sizeof(body));
+          for (w = 0; w < 3; w++) {
+            static const size_t pieces[] = {(size_t) -1, 7, 64};
+            run(body, (size_t) n, pieces[w], &u);
+            snprintf(how, sizeof(how), "pair %zu, model %zu, pad %zu, way %zu, pieces %zu", t, m,
+                     pad, k, w);
+            cr_expect_eq(u.input, pairs[t].input, "%s: input %lld", how, (long long) u.input);
+            cr_expect_str_eq(u.model, want_model, "%s: model", how);
+            cr_expect_eq(u.error_event, pairs[t].error_event, "%s: error_event", how);
+            if (u.input != pairs[t].input || strcmp(u.model, want_model) != 0 ||
+                u.error_event != pairs[t].error_event)
+              return; /* one report is enough */
+          }
+        }
+        if (pairs[t].model_changes) { /* and back: the quiet one names the first model */
+          n = snprintf(body, sizeof(body), "data: {\"model\":\"%s\"}\n\ndata: %s\n\ndata: %s\n\n"
+                       "data: %s\n\n", models[m], quiet, later, quiet);
+          cr_assert_lt((size_t) n, sizeof(body));
+          run(body, (size_t) n, (size_t) -1, &u);
+          cr_expect_str_eq(u.model, models[m], "pair %zu, model %zu, pad %zu: changed back", t,
+                           m, pad);
+        }
+        if (t == 0) { /* a \u-spelt name `mid` bytes after the parting: every place */
+          size_t mid;
+          for (mid = 0; mid <= 40; mid++) {
+            nq = snprintf(quiet, sizeof(quiet), head, (int) pad, ZEROS100);
+            snprintf(quiet + nq, sizeof(quiet) - (size_t) nq, "\"}}],\"usage\":null}");
+            nl = snprintf(later, sizeof(later), head, (int) pad, ZEROS100);
+            snprintf(later + nl, sizeof(later) - (size_t) nl,
+                     "\"}}],\"x\":\"%.*s\",\"\\u0075sage\":{\"total_tokens\":5}}", (int) mid,
+                     ZEROS100);
+            n = snprintf(body, sizeof(body), "data: {\"model\":\"%s\"}\n\ndata: %s\n\ndata: %s\n\n",
+                         models[m], quiet, later);
+            cr_assert_lt((size_t) n, sizeof(body));
+            run(body, (size_t) n, (size_t) -1, &u);
+            cr_expect_eq(u.total, 5, "model %zu, pad %zu, \\u %zu after: total %lld", m, pad, mid,
+                         (long long) u.total);
+          }
+        }
+        if (t == 0) { /* a model of the same length, and back: the cache is not for it */
+          char *c;
+          nq = snprintf(quiet, sizeof(quiet), head, (int) pad, ZEROS100);
+          snprintf(quiet + nq, sizeof(quiet) - (size_t) nq, "\"}}],\"model\":\"%s\",\"x\":\"%s\"}",
+                   models[m], ZEROS10);
+          memcpy(later, quiet, sizeof(quiet));
+          c = strstr(later, models[m]) + strlen(models[m]) - 1;
+          *c = *c == 'Z' ? 'Y' : 'Z';
+          n = snprintf(body, sizeof(body), "data: {\"model\":\"%s\"}\n\ndata: %s\n\ndata: %s\n\n"
+                       "data: %s\n\n", models[m], quiet, later, quiet);
+          cr_assert_lt((size_t) n, sizeof(body));
+          run(body, (size_t) n, (size_t) -1, &u);
+          cr_expect_str_eq(u.model, models[m], "model %zu, pad %zu: same length, changed back", m,
+                           pad);
+        }
+      }
+    }
+  }
 }
