@@ -484,12 +484,15 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
     a->t_sent_ms = now;
-  } else if (!a->t_sent_ms && !a->watch_resend) {
-    /* Without the prereq callback (libcurl < 7.80), which stamps t_sent_ms itself. */
+  } else if (!a->t_sent_ms) {
+    /* libcurl started sending: the prereq callback ran (libcurl >= 7.80: no getinfo per
+     * call), or, without it, the pre-transfer time is set. */
     curl_off_t pre = 0;
-    if (a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK &&
-        pre > 0)
-      a->t_sent_ms = now; /* libcurl started sending */
+    if (a->watch_resend ? a->requests_sent > 0
+                        : a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T,
+                                                  &pre) == CURLE_OK &&
+                              pre > 0)
+      a->t_sent_ms = now;
   }
   /* Most calls come long before anything can be due (issue 16: 12 a request): see the
    * end. */
@@ -596,8 +599,6 @@ static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int loca
   a->requests_sent++;
   a->rx_at_prereq = rx;
   a->t_prereq_ms = now;
-  if (!a->t_sent_ms)
-    a->t_sent_ms = now; /* libcurl starts sending (cg__timers) */
   if (h->prereq_fn) {
     int r = h->prereq_fn(h->prereq_data, ip, local_ip, port, local_port);
     if (r != CURL_PREREQFUNC_OK)
