@@ -170,8 +170,9 @@ static void cg__drop_head(struct cg_attempt *a) {
 /* Hand held events to the host.  0: all delivered (mode becomes STREAM); 1: the host
  * paused (events stay held, mode FLUSHING); -1: the host refused data. */
 static int cg__flush(struct cg_attempt *a) {
-  a->mode = CG_MODE_FLUSHING;
   struct cg_event *e;
+
+  a->mode = CG_MODE_FLUSHING;
   while ((e = cg__first(a))) {
     size_t len = e->len;
     size_t r = cg__host(a, e->kind, e->data, len);
@@ -844,7 +845,6 @@ CURLcode cg_attempt_deliver(struct cg_attempt *a, int64_t deadline_ms) {
 
 static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms) {
   int64_t nap = 1;
-
   struct cg_event *e;
 
   while ((e = cg__first(a))) {
