@@ -427,19 +427,21 @@ static void run_new(const uint8_t *data, size_t size, size_t step, struct cg_usa
 /* Events that share their first and last bytes, as one stream's do (usage.c's prefix
  * cache in the SSE pre-check): `r` is a head, parts and a tail, the parts after 0x01
  * bytes, the tail after the head's first 0x02; each part makes an event "data: " head
- * part tail, at most 64 of them.  The stream is malloc'd into *out; its length. */
-static size_t shared_events(const uint8_t *r, size_t n, uint8_t **out) {
+ * part tail, at most 64 of them.  The stream, after the byte `first`, is malloc'd into
+ * *out; its length, `first` included. */
+static size_t shared_events(uint8_t first, const uint8_t *r, size_t n, uint8_t **out) {
   const uint8_t *sep = memchr(r, 0x01, n), *e = r + n, *head = r, *tail, *part;
-  size_t hl = sep ? (size_t) (sep - r) : n, tl = 0, len = 0, k = 0;
+  size_t hl = sep ? (size_t) (sep - r) : n, tl = 0, len = 1, k = 0;
   uint8_t *b;
   if ((tail = memchr(r, 0x02, hl))) {
     tl = hl - (size_t) (tail - r) - 1;
     hl = (size_t) (tail - r);
     tail++;
   }
-  b = malloc(65 * (hl + tl + 8) + n);
+  b = malloc(65 * (hl + tl + 8) + n + 1);
   if (!b)
     abort();
+  b[0] = first;
   for (part = sep ? sep + 1 : e; k < 64; k++) { /* no 0x01: one event, head and tail */
     const uint8_t *next = memchr(part, 0x01, (size_t) (e - part));
     size_t pl = (size_t) ((next ? next : e) - part);
@@ -464,16 +466,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
   if (size >= 2 && data[1] == 0x01) { /* the rest makes events that share bytes */
-    size_t n = shared_events(data + 2, size - 2, &gen);
-    uint8_t *d = malloc(n + 1);
-    if (!d)
-      abort();
-    d[0] = data[0];
-    memcpy(d + 1, gen, n);
-    free(gen);
-    gen = d;
-    data = d;
-    size = n + 1;
+    size = shared_events(data[0], data + 2, size - 2, &gen);
+    data = gen;
   }
   o = old_usage_new();
   if (!o)

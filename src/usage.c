@@ -1214,7 +1214,6 @@ struct cg__mm_regs {
   uint16_t a[CG__MM_REGS], b[CG__MM_REGS];
 };
 struct cg__mm {
-  size_t mlen; /* the model's length it was scanned with */
   struct cg__mm_regs rg;
   char buf[CG__MM_KEEP];
 };
@@ -1696,9 +1695,9 @@ static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t
  * The answer is a pure function of the bytes and of the model, found by one scan over
  * the places in order, each one asked (cg__word_at) unless a place asked before passed
  * over it (`skip`).  The cache (p->mm, p->mm_len) keeps a whole earlier event (m =
- * mm_len bytes, at most CG__MM_KEEP) that said nothing and had no backslash, the mlen
- * it was scanned with, and all the places its scan passed over ([a, b), at most
- * CG__MM_REGS).  What cg__word_at reads at place q when it answers 0 without passing
+ * mm_len bytes, at most CG__MM_KEEP) that said nothing and had no backslash, scanned
+ * with the model acc.model still holds, and all the places its scan passed over ([a, b), at
+ * most CG__MM_REGS).  What cg__word_at reads at place q when it answers 0 without passing
  * over anything lies in [q - 1, q + CG__MM_READ): "failed" [q, q + 6), "error"
  * [q - 1, q + 4) (only when q >= 1), "usage" and "model" that are no such word
  * [q, q + 5), the first letters [q, q + 2) ("usage" or "model" followed by anything but
@@ -1735,8 +1734,7 @@ static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t
  * serves as well) and fits: its places passed over are the kept event's before `from`,
  * those the scan noted, and the kept event's moved from the shared end; only its bytes
  * after P are copied.  An event that is read (cg__document) may change the model: the
- * cache is dropped there, in cg_usage_reset, and whenever the model's length is not the
- * one kept. */
+ * cache is dropped there (the only place p->mlen changes) and in cg_usage_reset. */
 #define CG__MM_READ 6    /* see above: what a place that says nothing reads from q on */
 #define CG__MM_RESCAN 64 /* a kept event that leaves more to scan is replaced */
 
@@ -1782,7 +1780,6 @@ static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser 
     if (n > pre)
       memcpy(c->buf + pre, s + pre, n - pre);
     p->mm_len = n;
-    c->mlen = p->mlen;
     c->rg = rg;
   }
   return r;
@@ -1791,7 +1788,7 @@ static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser 
 static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
   const struct cg__mm *c = &p->mm;
   size_t m = p->mm_len, pre = 0, from = 0, to = n, keep = 0;
-  if (m && c->mlen == p->mlen) {
+  if (m) {
     size_t suf;
     int r;
     pre = cg__shared(s, n, c->buf, m, n < m ? n : m, &suf);

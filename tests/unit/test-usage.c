@@ -914,7 +914,7 @@ Test(usage, skipped_nesting_at_every_split) {
   }
 }
 
-/* The pre-check's "model known already" (usage.c cg__same_n): a later chunk's model that
+/* The pre-check's "model known already" (usage.c cg__word_at, cg__same): a later chunk's model that
  * differs from the known one in any one byte, or is one byte longer or shorter, is read;
  * models of 1 to 30 bytes. */
 Test(usage, sse_known_model_differs_at_every_byte) {
