@@ -252,7 +252,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
   while (v < p + n && (*v == ' ' || *v == '\t'))
     v++;
   if (nl == 8 && strncasecmp(p, "location", 8) == 0) {
-    a->hints.has_location = 1;
+    a->hints.has_location = a->hints_set = a->saw_location = 1;
     return;
   }
   if (!(lens >> (nl < 63 ? nl : 63) & 1))
@@ -265,6 +265,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
         strncasecmp(p, wanted[i].name, nl) == 0) {
       cg__hint_copy((char *) &a->hints + wanted[i].off, wanted[i].cap, v,
                     (size_t) (p + n - v));
+      a->hints_set = 1;
       return;
     }
   }
@@ -454,7 +455,9 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
     /* A fresh line (not the repeat of a paused one): look at it. */
     if ((s = cg__status_line(p, n)) != 0) {
       a->status = s;
-      memset(&a->hints, 0, sizeof(a->hints));
+      if (a->hints_set) /* zero since cg_attempt_init's memset, or cleared here */
+        memset(&a->hints, 0, sizeof(a->hints));
+      a->hints_set = 0;
       status_line = 1;
       a->in_body = 0;
     } else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n')) {

@@ -85,6 +85,8 @@ struct cg_attempt {
   size_t dup_skip[2];      /* bytes libcurl will deliver again after a pause, per kind */
 
   long status;             /* of the last status line seen */
+  int saw_location;        /* a Location header line came: libcurl may have followed it */
+  int hints_set;           /* a header line wrote to `hints` since they were cleared */
   int in_body;             /* the last response's headers ended: body bytes follow */
   int usage_ct;            /* hints.content_type is one usage is read from: 1, 0, or -1
                             * not looked at since the last header line (cg__write_cb) */

@@ -220,7 +220,7 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   memset(in, 0, sizeof(*in));
   in->verdict = *v;
   in->idempotent = call->idempotent;
-  {
+  if (a->saw_location) { /* none followed without a Location line (cg__getinfo) */
     long redirects = 0; /* allowed inside callbacks too (the preview) */
     if (call->lib->easy_getinfo(call->h->curl, CURLINFO_REDIRECT_COUNT, &redirects) ==
         CURLE_OK)
@@ -271,7 +271,12 @@ static int cg__preview(struct cg_attempt *a, void *arg) {
 /* ---- after an attempt ---- */
 
 
-static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
+/* What libcurl says of attempt `a`.  CURLINFO_REDIRECT_COUNT only when a Location header
+ * line came (issue 16: a getinfo fewer): libcurl counts the redirects it followed, from
+ * 0 in every perform (lib/transfer.c Curl_pretransfer), and follows only a Location it
+ * read (lib/http.c Curl_http_readwrite_headers, checkprefix("Location:")), a line the
+ * guard's header callback sees too, a followed hop's as much as the last answer's. */
+static void cg__getinfo(struct cg_call *call, const struct cg_attempt *a, struct cg_info *i) {
   CURLcode (*get)(CURL *, CURLINFO, ...) = call->lib->easy_getinfo;
   CURL *c = call->h->curl;
 
@@ -279,7 +284,8 @@ static void cg__getinfo(struct cg_call *call, struct cg_info *i) {
   get(c, CURLINFO_RESPONSE_CODE, &i->status);
   get(c, CURLINFO_REQUEST_SIZE, &i->request_size);
   get(c, CURLINFO_HEADER_SIZE, &i->header_size);
-  get(c, CURLINFO_REDIRECT_COUNT, &i->redirects);
+  if (a->saw_location)
+    get(c, CURLINFO_REDIRECT_COUNT, &i->redirects);
   get(c, CURLINFO_CONNECT_TIME_T, &i->connect_us);
   get(c, CURLINFO_PRETRANSFER_TIME_T, &i->pretransfer_us);
   get(c, CURLINFO_STARTTRANSFER_TIME_T, &i->starttransfer_us);
@@ -993,7 +999,7 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
       goto deliver;
   } else {
     int deferred;
-    cg__getinfo(call, &info);
+    cg__getinfo(call, a, &info);
     if (a->usage)
       cg_usage_finish(a->usage, &call->usage);
     cg__judge(call, a, rc, &info, &v, &out);
@@ -1326,7 +1332,7 @@ void cg_engine_cancel(struct cg_call *call, struct cg_attempt *a, const char *re
       call->pend.active = call->pend.final = 0;
       call->h->replaying = 0;
     } else {
-      cg__getinfo(call, &info);
+      cg__getinfo(call, a, &info);
       if (a->usage)
         cg_usage_finish(a->usage, &call->usage);
       v.status = info.status;
