@@ -27,6 +27,16 @@ static int cg__wait(cg_wait_fn wait, void *arg, int64_t ms) {
   return r;
 }
 
+/* cg__wait inside cg__enter: a wait the host aborted counts in queue_ms as long as it
+ * lasted (a finished one counts what it was planned to take, as before). */
+static int cg__enter_wait(struct cg_admission *ad, cg_wait_fn wait, void *arg, int64_t ms) {
+  int64_t t0 = cg_mono_ms();
+  int r = cg__wait(wait, arg, ms);
+  if (r != 0)
+    ad->queue_ms += cg_mono_ms() - t0;
+  return r;
+}
+
 /* cg_state_check takes the file's lock, and has its own region. */
 static int cg__unguarded_check(struct cg_state *st) {
   struct cg_state_guard *g = cg_state_guard_suspend();
@@ -541,7 +551,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   if (wait_ns > 0) {
     int rounds;
     cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
-    if (cg__wait(wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
+    if (cg__enter_wait(ad, wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
       return -3; /* the host aborted while waiting */
     ad->queue_ms += wait_ns / 1000000;
     /* A 429 seen by another process while we slept holds us too.  Holds only move
@@ -555,7 +565,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
         *wait_ms = hold / 1000000;
         return -1;
       }
-      if (cg__wait(wait, wait_arg, (hold + 999999) / 1000000) != 0)
+      if (cg__enter_wait(ad, wait, wait_arg, (hold + 999999) / 1000000) != 0)
         return -3;
       ad->queue_ms += hold / 1000000;
     }
@@ -598,7 +608,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
         ms = CG_LEARN_POLL_MS;
       {
         int64_t t0 = cg_mono_ms();
-        if (cg__wait(wait, wait_arg, ms) != 0)
+        if (cg__enter_wait(ad, wait, wait_arg, ms) != 0)
           return -3;
         ad->queue_ms += cg_mono_ms() - t0;
       }

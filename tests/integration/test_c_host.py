@@ -222,6 +222,26 @@ class CHostTest(harness.GuardTestCase):
                 time.sleep(0.15)
                 self.assertLessEqual(len(self.mock.entries(url=gurl)), 1)
 
+    def test_progress_abort_in_limiter_wait_keeps_queue_ms(self):
+        # RPM 6 (burst 1): a first call takes the burst, so the host's call waits about
+        # 10 s in the limiter, calling its progress callback once a second; it aborts on
+        # the 2nd. The record says how long it queued, not 0.
+        env = self.genv(CURLGUARD_RPM="6")
+        first = self.host([], self.mock.url("/v1/queue-first", plan=[OK]), env)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        url = self.mock.url("/v1/queue-abort", plan=[OK])
+        t0 = time.monotonic()
+        g = self.host(["--progress", "xferinfo", "--abort-progress-after", "2"], url, env)
+        took = time.monotonic() - t0
+        self.assertEqual(summaries(g.stderr), [(1, 42, 0)], g.stderr)
+        self.assertLess(took, 8, "aborted in the wait, not after it")
+        recs = [r for r in self.records() if r["path"] == "/v1/queue-abort"]
+        self.assertEqual(len(recs), 1, recs)
+        self.assertEqual((recs[0]["outcome"], recs[0]["curl_code"]), ("aborted_by_host", 42))
+        self.assertGreaterEqual(recs[0]["queue_ms"], 1500, recs[0])
+        self.assertLessEqual(recs[0]["queue_ms"], took * 1000 + 100, recs[0])
+        self.assertEqual(self.mock.entries(url=url), [])
+
     def test_write_abort_is_final(self):
         g, p, gurl, *_ = self.both(["--abort-write-after", "10"])
         self.assertSame(g, p)
