@@ -273,6 +273,27 @@ class CallbackTest(harness.GuardTestCase):
         self.assertEqual([(r["attempt"], r["decision"], r["reason"]) for r in self.records()],
                          [(1, "give_up", "not_idempotent")])
 
+    def test_post_redirected_to_a_closed_port_is_not_sent_again(self):
+        """A POST answered 302 towards a port nobody listens on: the connect error comes
+        after the first server processed the POST (CURLINFO_REDIRECT_COUNT 1), so the call
+        is not retried as a request that never left (the guard asks for the count only
+        when a Location line came: issue 16)."""
+        dead = f"http://127.0.0.1:{harness.closed_port()}/v1/gone"
+        argv = [harness.CGHOST, "--method", "POST", "--post-fields", '{"model": "m"}',
+                "--follow"]
+        urls = [self.base + "/redir-to?u=" + urllib.parse.quote(f"{dead}?n={i}", safe="")
+                for i in range(2)]
+        g = harness.run(argv + [urls[0]], self.genv(), timeout=30)
+        p = harness.run(argv + [urls[1]], harness.plain_env(), timeout=30)
+        rcs = [re.findall(rb"cghost: perform=\d+ rc=(\d+)", r.stderr) for r in (g, p)]
+        self.assertEqual((g.returncode, rcs[0]), (p.returncode, rcs[1]), g.stderr[-600:])
+        self.assertEqual(rcs[0], [b"7"], g.stderr[-600:])  # CURLE_COULDNT_CONNECT
+        self.assertEqual(self.http.posts.get(urls[0][len(self.base):]), 1,
+                         "the POST was sent again")
+        recs = self.records()
+        self.assertEqual([(r["attempt"], r["final"], r["decision"], r["reason"], r["status"])
+                          for r in recs], [(1, True, "give_up", "not_idempotent", 302)], recs)
+
     def test_get_redirected_then_429_is_retried(self):
         """The same chain for a GET (idempotent) is retried from the start, as before."""
         gtarget, gurl = self.redirect_to(["429:ra=0", OK_BODY])
