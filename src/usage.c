@@ -148,59 +148,67 @@ static inline __attribute__((always_inline)) int cg__same(const char *a, const c
   return x == y;
 }
 
-/* The slot of member `key` (`len` bytes) in context `cx`, or -1.  The one candidate is
- * picked by the name's length and first byte, then checked against cg__slots (context,
- * length, bytes): a wrong pick finds nothing, which every table test would show.  Each
- * context's slots are consecutive in cg__slots, at the places written here.  Inlined in
- * both callers (a call each cost about 15 of the 40 instructions a name took). */
+/* The place of a slot name in its context's row of cg__slot_tab: a hash of its length
+ * and first byte that differs for every name of one context (checked by the compiler:
+ * -Woverride-init, in -Wextra, fails the build when two initializers of the table meet). */
+#define CG__SLOT_H(len, c) (((unsigned) (len) * 6 + ((unsigned char) (c) >> 1)) & 31)
+#define CG__T(cx, i, len, c) [cx][CG__SLOT_H(len, c)] = (i) + 1
+#define CG__USAGE_TAB(u)                                                                    \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 0, 13, 'p'),  /* prompt_tokens */               \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 1, 12, 'i'),  /* input_tokens */                \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 2, 17, 'c'),  /* completion_tokens */           \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 3, 13, 'o'),  /* output_tokens */               \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 4, 12, 't'),  /* total_tokens */                \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 5, 23, 'c'),  /* cache_read_input_tokens */     \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 6, 27, 'c'),  /* cache_creation_input_tokens */ \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 7, 21, 'p'),  /* prompt_tokens_details */       \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 8, 20, 'i'),  /* input_tokens_details */        \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 9, 25, 'c'),  /* completion_tokens_details */   \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 10, 21, 'o'), /* output_tokens_details */       \
+  CG__T(CG__CX_DET + (u) * 4 + 0, 18 + (u) * 15 + 11, 13, 'c'), /* cached_tokens */         \
+  CG__T(CG__CX_DET + (u) * 4 + 1, 18 + (u) * 15 + 12, 13, 'c'),                             \
+  CG__T(CG__CX_DET + (u) * 4 + 2, 18 + (u) * 15 + 13, 16, 'r'), /* reasoning_tokens */      \
+  CG__T(CG__CX_DET + (u) * 4 + 3, 18 + (u) * 15 + 14, 16, 'r')
+
+/* The one candidate slot (index + 1, 0: none) of a name in each context, by CG__SLOT_H;
+ * the places written are those of cg__slots. */
+static const unsigned char cg__slot_tab[CG__CX_COUNT][32] = {
+  CG__T(CG__CX_TOP, 0, 4, 't'),   /* type */
+  CG__T(CG__CX_TOP, 1, 13, 'u'),  /* usageMetadata */
+  CG__T(CG__CX_TOP, 2, 12, 'm'),  /* modelVersion */
+  CG__T(CG__CX_TOP, 3, 5, 'e'),   /* error */
+  CG__T(CG__CX_TOP, 4, 7, 'm'),   /* message */
+  CG__T(CG__CX_TOP, 5, 8, 'r'),   /* response */
+  CG__T(CG__CX_TOP, 6, 5, 'm'),   /* model */
+  CG__T(CG__CX_TOP, 7, 5, 'u'),   /* usage */
+  CG__T(CG__CX_MSG, 8, 5, 'm'),
+  CG__T(CG__CX_MSG, 9, 5, 'u'),
+  CG__T(CG__CX_RESP, 10, 5, 'm'),
+  CG__T(CG__CX_RESP, 11, 5, 'u'),
+  CG__T(CG__CX_UM, 12, 23, 't'),  /* toolUsePromptTokenCount */
+  CG__T(CG__CX_UM, 13, 16, 'p'),  /* promptTokenCount */
+  CG__T(CG__CX_UM, 14, 20, 'c'),  /* candidatesTokenCount */
+  CG__T(CG__CX_UM, 15, 18, 't'),  /* thoughtsTokenCount */
+  CG__T(CG__CX_UM, 16, 23, 'c'),  /* cachedContentTokenCount */
+  CG__T(CG__CX_UM, 17, 15, 't'),  /* totalTokenCount */
+  CG__USAGE_TAB(0),
+  CG__USAGE_TAB(1),
+  CG__USAGE_TAB(2),
+};
+#undef CG__USAGE_TAB
+#undef CG__T
+
+/* The slot of member `key` (`len` bytes, len < 32) in context `cx`, or -1: the one candidate cg__slot_tab names, checked against
+ * cg__slots (length, bytes; its context is the row's), so a wrong entry finds nothing,
+ * which every table test would show.  Inlined in both callers (a call each cost about 15
+ * of the 40 instructions a name took; the switches on context and length this replaced,
+ * about 20 more). */
 static inline __attribute__((always_inline)) int cg__slot_of(unsigned cx, const char *key,
                                                             size_t len) {
-  char c = len ? key[0] : '\0';
-  size_t i;
-  if (cx == CG__CX_TOP) {
-    switch (len) { /* most names there are none of ours: told by their length */
-    case 4: i = 0; break;                                 /* type */
-    case 5: i = c == 'e' ? 3 : c == 'm' ? 6 : 7; break;   /* error, model, usage */
-    case 7: i = 4; break;                                 /* message */
-    case 8: i = 5; break;                                 /* response */
-    case 12: i = 2; break;                                /* modelVersion */
-    case 13: i = 1; break;                                /* usageMetadata */
-    default: return -1;
-    }
-  } else if (cx == CG__CX_MSG || cx == CG__CX_RESP) {
-    if (len != 5)
-      return -1;
-    i = (cx == CG__CX_MSG ? 8 : 10) + (c == 'u');         /* model, usage */
-  } else if (cx == CG__CX_UM) {
-    switch (len) {
-    case 23: i = c == 't' ? 12 : 16; break; /* toolUsePromptTokenCount, cachedContentTokenCount */
-    case 16: i = 13; break;                 /* promptTokenCount */
-    case 20: i = 14; break;                 /* candidatesTokenCount */
-    case 18: i = 15; break;                 /* thoughtsTokenCount */
-    case 15: i = 17; break;                 /* totalTokenCount */
-    default: return -1;
-    }
-  } else if (cx >= CG__CX_USAGE && cx < CG__CX_DET) {
-    switch (len) {
-    case 13: i = c == 'p' ? 0 : 3; break;   /* prompt_tokens, output_tokens */
-    case 12: i = c == 'i' ? 1 : 4; break;   /* input_tokens, total_tokens */
-    case 17: i = 2; break;                  /* completion_tokens */
-    case 23: i = 5; break;                  /* cache_read_input_tokens */
-    case 27: i = 6; break;                  /* cache_creation_input_tokens */
-    case 21: i = c == 'p' ? 7 : 10; break;  /* prompt_ / output_tokens_details */
-    case 20: i = 8; break;                  /* input_tokens_details */
-    case 25: i = 9; break;                  /* completion_tokens_details */
-    default: return -1;
-    }
-    i += 18 + (cx - CG__CX_USAGE) * 15;
-  } else if (cx >= CG__CX_DET && cx < CG__CX_COUNT) {
-    i = 18 + (cx - CG__CX_DET) / 4 * 15 + 11 + (cx - CG__CX_DET) % 4;
-  } else {
+  unsigned i = cg__slot_tab[cx][CG__SLOT_H(len, len ? key[0] : '\0')];
+  if (!i--)
     return -1;
-  }
-  return cg__slots[i].cx == cx && cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len)
-             ? (int) i
-             : -1;
+  return cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len) ? (int) i : -1;
 }
 
 /* ---- the counts, as the provider names them ---- */
