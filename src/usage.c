@@ -715,7 +715,11 @@ static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
 }
 
 static int cg__is_num_byte(unsigned char c) {
-  return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.';
+  /* one bit per byte from '+' to 'e': + - . 0-9 E e */
+  const uint64_t set = UINT64_C(1) << 0 | UINT64_C(1) << ('-' - '+') | UINT64_C(1) << ('.' - '+') |
+                       UINT64_C(0x3ff) << ('0' - '+') | UINT64_C(1) << ('E' - '+') |
+                       UINT64_C(1) << ('e' - '+');
+  return (unsigned) (c - '+') <= 'e' - '+' && (set >> (c - '+') & 1);
 }
 
 /* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too.  One pass,
@@ -954,6 +958,7 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
 
 value:
   CG__JS_BLANKS(CG__J_VALUE);
+value_tok: /* s: the value's first byte */
   c = *s++;
   if (c == '"') {
     int slot = j->slot;
@@ -976,25 +981,30 @@ value:
   }
   if (c == '-' || (c >= '0' && c <= '9')) {
     int slot = j->slot;
+    int num = slot >= 0 && cg__slots[slot].kind == CG__K_NUM ? cg__slots[slot].arg : -1;
     j->slot = -1;
-    j->num = slot >= 0 && cg__slots[slot].kind == CG__K_NUM ? cg__slots[slot].arg : -1;
+    if (c != '-') { /* digits only, ended in this buffer: read (or skipped) where they lie */
+      for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
+        ;
+      if (q < end && !cg__is_num_byte(*q)) {
+        if (num >= 0) {
+          j->f.num[num] = cg__count_digits(s - 1, q);
+          j->f.nset |= UINT64_C(1) << num;
+        }
+        s = q;
+        goto value_done;
+      }
+    }
+    j->num = num;
     j->nlen = 0;
     j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
-    if (j->num >= 0) {
-      if (c != '-') { /* digits only, ended in this buffer: read where they lie */
-        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
-          ;
-        if (q < end && !cg__is_num_byte(*q)) {
-          j->f.num[j->num] = cg__count_digits(s - 1, q);
-          j->f.nset |= UINT64_C(1) << j->num;
-          s = q;
-          goto value_done;
-        }
-      }
+    if (num >= 0) {
       cg__js_num_keep(j, (char) c);
       if (c != '-') /* more to come: kept, as the number loop keeps them */
         for (; s < q; s++)
           cg__js_num_keep(j, (char) *s);
+    } else if (c != '-') {
+      s = q; /* digits nobody keeps: the number loop would pass them too */
     }
     goto number;
   }
@@ -1043,6 +1053,7 @@ key_quote:
     j->state = CG__J_FAIL;
     return;
   }
+key_name: /* s: after the name's opening quote */
   {
     unsigned cx = j->cur_cx;
     if (cx == CG__CX_NONE) { /* a name no slot has: not even kept */
@@ -1082,6 +1093,15 @@ key_quote:
   }
 
 colon:
+  /* ':' and a value's first byte, or ": " and it (compact, json.dumps, pretty-printed):
+   * what CG__JS_BLANKS and the colon's test read, in one test */
+  if (end - s >= 3 && s[0] == ':') {
+    q = s + 1 + (s[1] == ' ');
+    if (*q > ' ') {
+      s = q;
+      goto value_tok;
+    }
+  }
   CG__JS_BLANKS(CG__J_COLON);
   if (*s++ != ':') {
     j->state = CG__J_FAIL;
@@ -1189,6 +1209,20 @@ value_done:
     return;
   }
 after:
+  /* ',' and the next name's quote, ", " and it, ",\n" and blanks and it (compact,
+   * json.dumps, pretty-printed): what CG__JS_BLANKS, the comma's and the quote's tests
+   * read, in fewer tests */
+  if (end - s >= 3 && s[0] == ',' && !j->cur_arr) {
+    q = s + 1;
+    if (*q == ' ')
+      q++;
+    else if (*q == '\n')
+      q = cg__blanks(q + 1, end);
+    if (q < end && *q == '"') {
+      s = q + 1;
+      goto key_name;
+    }
+  }
   CG__JS_BLANKS(CG__J_AFTER);
   c = *s++;
   if (c == ',') {
