@@ -1262,8 +1262,7 @@ struct cg__mm {
 
 struct cg_usage_parser {
   int mode;
-  struct cg__acc acc;  /* what the documents read so far say */
-  struct cg__acc tent; /* the same while a document is read: becomes acc if it parses */
+  struct cg__acc acc;  /* what the documents read so far say (JSON: the body, as read) */
   int bom;             /* bytes of a leading UTF-8 byte order mark consumed (3: done) */
   int skipped;
   int drop;   /* JSON: body too large / SSE: this event too large */
@@ -1285,8 +1284,16 @@ struct cg_usage_parser {
                     * cg__may_matter); kept by cg__document, where the model changes */
   size_t mm_len;   /* bytes of the event in mm.buf (0: none; zeroed by a reset) */
   struct cg__js js;
+  struct cg__acc tent; /* SSE: acc while an event is read, becomes acc if it parses (set
+                        * by cg__document before it is read, so not zeroed) */
   struct cg__mm mm; /* only its first mm_len bytes of buf, with mlen and rg, mean anything */
 };
+
+/* Zeroed counts made to say nothing yet. */
+static void cg__acc_unknown(struct cg__acc *a) {
+  a->prompt = a->cread = a->cwrite = a->completion = a->reasoning = a->thoughts = a->tooluse =
+    a->total = -1;
+}
 
 /* The fresh state, over memory whose buf/cap (an SSE buffer) is `buf`/`cap`. */
 static void cg__usage_start(struct cg_usage_parser *p, char *buf, size_t cap) {
@@ -1296,8 +1303,7 @@ static void cg__usage_start(struct cg_usage_parser *p, char *buf, size_t cap) {
   p->cap = cap;
   p->js.nheap = NULL;
   p->js.ncap = 0;
-  p->acc.prompt = p->acc.cread = p->acc.cwrite = p->acc.completion = p->acc.reasoning =
-    p->acc.thoughts = p->acc.tooluse = p->acc.total = -1;
+  cg__acc_unknown(&p->acc);
   p->line_empty = 1;
 }
 
@@ -2027,10 +2033,8 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
     if (!len)
       return;
     p->mode = (*buf == '{' || *buf == '[') ? CG__MODE_JSON : CG__MODE_SSE;
-    if (p->mode == CG__MODE_JSON) {
-      p->tent = p->acc;
+    if (p->mode == CG__MODE_JSON)
       cg__js_begin(&p->js);
-    }
   }
   if (p->mode == CG__MODE_JSON) {
     if (p->drop || !len)
@@ -2041,7 +2045,9 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
       return;
     }
     p->len += len;
-    cg__js_feed(&p->js, &p->tent, (const unsigned char *) buf, len);
+    /* straight into acc (fresh: the body is the only document), which cg_usage_finish
+     * makes fresh again unless it parsed: no copy of it, in or out */
+    cg__js_feed(&p->js, &p->acc, (const unsigned char *) buf, len);
     return;
   }
   cg__sse_feed(p, buf, len);
@@ -2058,8 +2064,10 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
   if (!p)
     return;
   if (p->mode == CG__MODE_JSON) {
-    if (!p->drop && cg__js_end(&p->js))
-      p->acc = p->tent;
+    if (p->drop || !cg__js_end(&p->js)) { /* what it read does not count */
+      memset(&p->acc, 0, sizeof(p->acc));
+      cg__acc_unknown(&p->acc);
+    }
   } else if (p->mode == CG__MODE_SSE) {
     if (!p->line_empty || p->line_cr)
       cg__sse_eol(p); /* the last line had no newline */
