@@ -722,39 +722,64 @@ static int cg__is_num_byte(unsigned char c) {
   return (unsigned) (c - '+') <= 'e' - '+' && (set >> (c - '+') & 1);
 }
 
-/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too.  One pass,
- * 16 bytes at a time with SSE2 (most strings are short names, where a memchr call costs
- * more than the bytes), a byte at a time without. */
-static inline const unsigned char *cg__string_stop(const unsigned char *s,
-                                                   const unsigned char *end, int nul) {
 #ifdef __SSE2__
-  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+/* The stops among 16 bytes `x`: '"', '\\' and, with `nul`, NUL (the constants quote, bs
+ * and zero are the caller's). */
 #define CG__STOP16(x)                                                                       \
   (nul ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)),        \
                       _mm_cmpeq_epi8(x, zero))                                              \
        : _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)))
+
+/* cg__string_stop past a string's first 32 bytes (a model's text): 64 bytes a round.  Out
+ * of line, so that what is inlined in the scanner for names and short values stays small
+ * (inlined whole, it cost the scanner more than it saved). */
+static __attribute__((noinline)) const unsigned char *
+cg__string_stop_long(const unsigned char *s, const unsigned char *end, int nul) {
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+  __m128i x;
+  unsigned mask;
+  while (end - s >= 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *) (const void *) s);
+    __m128i b = _mm_loadu_si128((const __m128i *) (const void *) (s + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *) (const void *) (s + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *) (const void *) (s + 48));
+    if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(CG__STOP16(a), CG__STOP16(b)),
+                                       _mm_or_si128(CG__STOP16(c), CG__STOP16(d)))))
+      break; /* in these 64: found 16 at a time */
+    s += 64;
+  }
+  while (end - s >= 16) {
+    x = _mm_loadu_si128((const __m128i *) (const void *) s);
+    mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
+    if (mask)
+      return s + __builtin_ctz(mask);
+    s += 16;
+  }
+  while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
+    s++;
+  return s;
+}
+#endif
+
+/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too.  One pass,
+ * 16 bytes at a time with SSE2 (most strings are short names, where a memchr call costs
+ * more than the bytes), a byte at a time without.  The first 32 bytes inline (names are
+ * up to 31 bytes: "completion_tokens_details"), the rest in cg__string_stop_long. */
+static inline __attribute__((always_inline)) const unsigned char *
+cg__string_stop(const unsigned char *s, const unsigned char *end, int nul) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
   if (end - s >= 16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
     if (mask) /* most strings: names, short values */
       return s + __builtin_ctz(mask);
     s += 16;
-    while (end - s >= 64) { /* a long string (a model's text): 64 bytes a round */
-      __m128i a = _mm_loadu_si128((const __m128i *) (const void *) s);
-      __m128i b = _mm_loadu_si128((const __m128i *) (const void *) (s + 16));
-      __m128i c = _mm_loadu_si128((const __m128i *) (const void *) (s + 32));
-      __m128i d = _mm_loadu_si128((const __m128i *) (const void *) (s + 48));
-      if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(CG__STOP16(a), CG__STOP16(b)),
-                                         _mm_or_si128(CG__STOP16(c), CG__STOP16(d)))))
-        break; /* in these 64: found 16 at a time */
-      s += 64;
-    }
-    while (end - s >= 16) {
+    if (end - s >= 16) {
       x = _mm_loadu_si128((const __m128i *) (const void *) s);
-      mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
-      if (mask)
+      if ((mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x))))
         return s + __builtin_ctz(mask);
-      s += 16;
+      return cg__string_stop_long(s + 16, end, nul);
     }
   }
 #undef CG__STOP16
@@ -765,8 +790,8 @@ static inline const unsigned char *cg__string_stop(const unsigned char *s,
 }
 
 /* The first '"' or '\\' in [s, end), or end. */
-static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
-                                                   const unsigned char *end) {
+static inline __attribute__((always_inline)) const unsigned char *
+cg__quote_or_backslash(const unsigned char *s, const unsigned char *end) {
   return cg__string_stop(s, end, 0);
 }
 
