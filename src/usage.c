@@ -151,7 +151,7 @@ static inline __attribute__((always_inline)) int cg__same(const char *a, const c
 /* The place of a slot name in its context's row of cg__slot_tab: a hash of its length
  * and first byte that differs for every name of one context (checked by the compiler:
  * -Woverride-init, in -Wextra, fails the build when two initializers of the table meet). */
-#define CG__SLOT_H(len, c) (((unsigned) (len) * 6 + ((unsigned char) (c) >> 1)) & 31)
+#define CG__SLOT_H(len, c) (((unsigned) (len) + (unsigned char) (c) * 3u) & 63)
 #define CG__T(cx, i, len, c) [cx][CG__SLOT_H(len, c)] = (i) + 1
 #define CG__USAGE_TAB(u)                                                                    \
   CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 0, 13, 'p'),  /* prompt_tokens */               \
@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) int cg__same(const char *a, const c
 
 /* The one candidate slot (index + 1, 0: none) of a name in each context, by CG__SLOT_H;
  * the places written are those of cg__slots. */
-static const unsigned char cg__slot_tab[CG__CX_COUNT][32] = {
+static const unsigned char cg__slot_tab[CG__CX_COUNT][64] = {
   CG__T(CG__CX_TOP, 0, 4, 't'),   /* type */
   CG__T(CG__CX_TOP, 1, 13, 'u'),  /* usageMetadata */
   CG__T(CG__CX_TOP, 2, 12, 'm'),  /* modelVersion */
@@ -198,14 +198,15 @@ static const unsigned char cg__slot_tab[CG__CX_COUNT][32] = {
 #undef CG__USAGE_TAB
 #undef CG__T
 
-/* The slot of member `key` (`len` bytes, len < 32) in context `cx`, or -1: the one candidate cg__slot_tab names, checked against
+/* The slot of member `key` (`len` bytes, len < 32, first byte `c`: any when len is 0) in
+ * context `cx`, or -1: the one candidate cg__slot_tab names, checked against
  * cg__slots (length, bytes; its context is the row's), so a wrong entry finds nothing,
  * which every table test would show.  Inlined in both callers (a call each cost about 15
  * of the 40 instructions a name took; the switches on context and length this replaced,
  * about 20 more). */
 static inline __attribute__((always_inline)) int cg__slot_of(unsigned cx, const char *key,
-                                                            size_t len) {
-  unsigned i = cg__slot_tab[cx][CG__SLOT_H(len, len ? key[0] : '\0')];
+                                                            size_t len, unsigned char c) {
+  unsigned i = cg__slot_tab[cx][CG__SLOT_H(len, c)];
   if (!i--)
     return -1;
   return cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len) ? (int) i : -1;
@@ -1098,7 +1099,7 @@ key_name: /* s: after the name's opening quote */
     q = cg__string_stop(s, end, 1);
     if (q < end && *q == '"') { /* the whole name is here, plain: compared in place */
       size_t len = (size_t) (q - s);
-      int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len) : -1;
+      int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len, *s) : -1;
       if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
         j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
         j->slot = slot;
@@ -1159,9 +1160,8 @@ string: /* the rest of a string (a name or a value) */
       if (!j->is_key)
         goto value_done;
       {
-        int slot = j->klen < sizeof(j->key)
-                 ? cg__slot_of(j->cur_cx, j->key, j->klen)
-                 : -1;
+        unsigned char c0 = j->klen ? (unsigned char) j->key[0] : 0;
+        int slot = j->klen < sizeof(j->key) ? cg__slot_of(j->cur_cx, j->key, j->klen, c0) : -1;
         if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
           j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
           j->slot = slot;
