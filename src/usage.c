@@ -950,6 +950,7 @@ closed:
 static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
                         size_t n) {
   const unsigned char *end = s + n, *q;
+  const unsigned char *end3 = end - (n < 2 ? n : 2); /* s < end3: 3 bytes from s on */
   unsigned char c;
   int noskip = 0; /* cg__skip_tree gave up once in this buffer */
 
@@ -1121,7 +1122,7 @@ key_name: /* s: after the name's opening quote */
 colon:
   /* ':' and a value's first byte, or ": " and it (compact, json.dumps, pretty-printed):
    * what CG__JS_BLANKS and the colon's test read, in one test */
-  if (end - s >= 3 && s[0] == ':') {
+  if (s < end3 && s[0] == ':') {
     q = s + 1 + (s[1] == ' ');
     if (*q > ' ') {
       s = q;
@@ -1237,7 +1238,7 @@ after:
   /* ',' and the next name's quote, ", " and it, ",\n" and blanks and it (compact,
    * json.dumps, pretty-printed): what CG__JS_BLANKS, the comma's and the quote's tests
    * read, in fewer tests */
-  if (end - s >= 3 && s[0] == ',' && !j->cur_arr) {
+  if (s < end3 && s[0] == ',' && !j->cur_arr) {
     q = s + 1;
     if (*q == ' ')
       q++;
