@@ -927,6 +927,16 @@ first: /* after '[' or '{' */
 key:
   if (*s != '"' || !(s = cg__skip_string(s + 1, end)))
     return NULL;
+  if (end - s >= 3 && s[0] == ':') { /* ':' or ": " and the value: what the lines below read */
+    if (s[1] > ' ') {
+      s++;
+      goto value;
+    }
+    if (s[1] == ' ' && s[2] > ' ') {
+      s += 2;
+      goto value;
+    }
+  }
   if ((s = cg__blanks1(s, end)) == end || *s != ':')
     return NULL;
   s++;
