@@ -1287,12 +1287,15 @@ after:
    * json.dumps, pretty-printed): what CG__JS_BLANKS, the comma's and the quote's tests
    * read, in fewer tests */
   if (s < end3 && s[0] == ',' && !j->cur_arr) {
-    q = s + 1;
-    if (*q == ' ')
-      q++;
-    else if (*q == '\n')
-      q = cg__blanks(q + 1, end);
-    if (q < end && *q == '"') {
+    if (s[1] == '"') {
+      s += 2;
+      goto key_name;
+    }
+    if (s[1] == ' ' && s[2] == '"') {
+      s += 3;
+      goto key_name;
+    }
+    if (s[1] == '\n' && (q = cg__blanks(s + 2, end)) < end && *q == '"') {
       s = q + 1;
       goto key_name;
     }
