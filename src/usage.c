@@ -1059,11 +1059,17 @@ value_tok: /* s: the value's first byte */
     int num = slot >= 0 && cg__slots[slot].kind == CG__K_NUM ? cg__slots[slot].arg : -1;
     j->slot = -1;
     if (c != '-') { /* digits only, ended in this buffer: read (or skipped) where they lie */
-      for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
-        ;
+      uint64_t v = (uint64_t) (c - '0');
+      if (num >= 0) /* read as they are found: up to 16 digits, v is cg__count_digits' */
+        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
+          v = v * 10 + (uint64_t) (*q - '0');
+      else
+        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
+          ;
       if (q < end && !cg__is_num_byte(*q)) {
         if (num >= 0) {
-          j->f.num[num] = cg__count_digits(s - 1, q);
+          j->f.num[num] = q - s >= 16 ? cg__count_digits(s - 1, q)
+                        : v < (UINT64_C(1) << 53) ? (int64_t) v : -1;
           j->f.nset |= UINT64_C(1) << num;
         }
         s = q;
