@@ -549,6 +549,12 @@ static const struct usage_case scan_cases[] = {
    "{\"choices\": [{\"a\":1, \"b\": 2, \"c\":  3, \"d\":\n4, \"e\" : 5, \"f\":\"s\","
    " \"g\": {\"h\": [true, null]}}], " U12 "}",
    1, -1, -1, 2, -1, 3, "", 0},
+  {"counts of 16, 17 and 20 digits (2^64 + 5), with leading zeros, read where they lie",
+   "{\"usage\": {\"prompt_tokens\": 0000000000000042, \"completion_tokens\": "
+   "09007199254740991, \"total_tokens\": 10000000000000000, \"input_tokens_details\": "
+   "{\"cached_tokens\": 9007199254740992}, \"prompt_tokens_details\": {\"cached_tokens\": "
+   "1000000000000000}, \"input_tokens\": 18446744073709551621}}",
+   42, 1000000000000000LL, -1, 9007199254740991LL, -1, 9007199254741033LL, "", 0},
 };
 
 static void check_case(const struct usage_case *c, const struct cg_usage *u, const char *how) {
