@@ -800,21 +800,27 @@ cg__string_stop_long(const unsigned char *s, const unsigned char *end, int nul) 
 }
 #endif
 
-/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too.  One pass,
- * 16 bytes at a time with SSE2 (most strings are short names, where a memchr call costs
- * more than the bytes), a byte at a time without.  The first 32 bytes inline (names are
- * up to 31 bytes: "completion_tokens_details"), the rest in cg__string_stop_long. */
+/* `end` - 15, or `start` when [start, end) is shorter: s < that when 16 bytes are left
+ * from s on, one compare with the pointer kept in a register (cg__string_stop's callers). */
+#define CG__LIM16(start, end) ((end) - ((end) - (start) < 15 ? (end) - (start) : 15))
+
+/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too (`lim16`:
+ * CG__LIM16 of the buffer).  One pass, 16 bytes at a time with SSE2 (most strings are
+ * short names, where a memchr call costs more than the bytes), a byte at a time without.
+ * The first 32 bytes inline (names are up to 31 bytes: "completion_tokens_details"), the
+ * rest in cg__string_stop_long. */
 static inline __attribute__((always_inline)) const unsigned char *
-cg__string_stop(const unsigned char *s, const unsigned char *end, int nul) {
+cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned char *lim16,
+                int nul) {
 #ifdef __SSE2__
   const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
-  if (end - s >= 16) {
+  if (s < lim16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
     if (mask) /* most strings: names, short values */
       return s + __builtin_ctz(mask);
     s += 16;
-    if (end - s >= 16) {
+    if (s < lim16) {
       x = _mm_loadu_si128((const __m128i *) (const void *) s);
       if ((mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x))))
         return s + __builtin_ctz(mask);
@@ -822,6 +828,8 @@ cg__string_stop(const unsigned char *s, const unsigned char *end, int nul) {
     }
   }
 #undef CG__STOP16
+#else
+  (void) lim16;
 #endif
   while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
     s++;
@@ -830,8 +838,9 @@ cg__string_stop(const unsigned char *s, const unsigned char *end, int nul) {
 
 /* The first '"' or '\\' in [s, end), or end. */
 static inline __attribute__((always_inline)) const unsigned char *
-cg__quote_or_backslash(const unsigned char *s, const unsigned char *end) {
-  return cg__string_stop(s, end, 0);
+cg__quote_or_backslash(const unsigned char *s, const unsigned char *end,
+                       const unsigned char *lim16) {
+  return cg__string_stop(s, end, lim16, 0);
 }
 
 /* Blanks at `s` (cJSON: any byte up to 0x20), none or one at the cost of a compare. */
@@ -858,10 +867,10 @@ static int cg__hex4(const unsigned char *s, unsigned *code) {
  * hex digits (a high surrogate with its low one): where cJSON's end and its decoder agree.
  * NULL for any other (the scanner then decides).  Inlined: most strings are short names. */
 static inline __attribute__((always_inline)) const unsigned char *
-cg__skip_string(const unsigned char *s, const unsigned char *end) {
+cg__skip_string(const unsigned char *s, const unsigned char *end, const unsigned char *lim16) {
   unsigned code, low;
   for (;;) {
-    s = cg__quote_or_backslash(s, end);
+    s = cg__quote_or_backslash(s, end, lim16);
     if (s == end)
       return NULL;
     if (*s == '"')
@@ -915,6 +924,7 @@ static const unsigned char *cg__skip_tree(const unsigned char *s, const unsigned
   uint64_t arr = open == '['; /* bit d: the container d levels out is an array */
   unsigned lvl = 0;
   unsigned char c;
+  const unsigned char *lim16 = CG__LIM16(s, end);
 first: /* after '[' or '{' */
   if ((s = cg__blanks1(s, end)) == end)
     return NULL;
@@ -925,7 +935,7 @@ first: /* after '[' or '{' */
   if (arr & 1)
     goto value;
 key:
-  if (*s != '"' || !(s = cg__skip_string(s + 1, end)))
+  if (*s != '"' || !(s = cg__skip_string(s + 1, end, lim16)))
     return NULL;
   if (end - s >= 3 && s[0] == ':') { /* ':' or ": " and the value: what the lines below read */
     if (s[1] > ' ') {
@@ -945,7 +955,7 @@ key:
 value:
   c = *s;
   if (c == '"') {
-    if (!(s = cg__skip_string(s + 1, end)))
+    if (!(s = cg__skip_string(s + 1, end, lim16)))
       return NULL;
   } else if (c == '-' || (c >= '0' && c <= '9')) {
     if (!(s = cg__skip_number(s, end)))
@@ -999,6 +1009,7 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
                         size_t n) {
   const unsigned char *end = s + n, *q;
   const unsigned char *end3 = end - (n < 2 ? n : 2); /* s < end3: 3 bytes from s on */
+  const unsigned char *lim16 = CG__LIM16(s, end);
   unsigned char c;
   int noskip = 0; /* cg__skip_tree gave up once in this buffer */
 
@@ -1039,7 +1050,7 @@ value_tok: /* s: the value's first byte */
     int slot = j->slot;
     j->slot = -1;
     if (slot < 0 || cg__slots[slot].kind != CG__K_STR) { /* nobody reads it: skipped */
-      q = cg__quote_or_backslash(s, end);
+      q = cg__quote_or_backslash(s, end, lim16);
       if (q < end && *q == '"') {
         s = q + 1;
         goto value_done;
@@ -1139,7 +1150,7 @@ key_name: /* s: after the name's opening quote */
     unsigned cx = j->cur_cx;
     if (cx == CG__CX_NONE) { /* a name no slot has: not even kept */
       j->slot = -1;
-      q = cg__quote_or_backslash(s, end);
+      q = cg__quote_or_backslash(s, end, lim16);
       if (q < end && *q == '"') {
         s = q + 1;
         goto colon;
@@ -1151,7 +1162,7 @@ key_name: /* s: after the name's opening quote */
       j->knul = 1;
       goto string;
     }
-    q = cg__string_stop(s, end, 1);
+    q = cg__string_stop(s, end, lim16, 1);
     if (q < end && *q == '"') { /* the whole name is here, plain: compared in place */
       size_t len = (size_t) (q - s);
       int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len, *s) : -1;
@@ -1194,7 +1205,7 @@ string: /* the rest of a string (a name or a value) */
   for (;;) {
     if (j->dstate == 0 && !j->sesc) {
       /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-      q = cg__quote_or_backslash(s, end);
+      q = cg__quote_or_backslash(s, end, lim16);
       if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
         cg__js_keep(j, s, (size_t) (q - s));
       s = q;
