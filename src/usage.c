@@ -715,12 +715,14 @@ static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
   return j->nstate != 255;
 }
 
+/* The bytes of a number's run, [0-9+-eE.]: one load (after a count, where it is the test
+ * whether the number ended). */
+static const unsigned char cg__num_bytes[256] = {
+  ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+  ['8'] = 1, ['9'] = 1, ['+'] = 1, ['-'] = 1, ['e'] = 1, ['E'] = 1, ['.'] = 1};
+
 static int cg__is_num_byte(unsigned char c) {
-  /* one bit per byte from '+' to 'e': + - . 0-9 E e */
-  const uint64_t set = UINT64_C(1) << 0 | UINT64_C(1) << ('-' - '+') | UINT64_C(1) << ('.' - '+') |
-                       UINT64_C(0x3ff) << ('0' - '+') | UINT64_C(1) << ('E' - '+') |
-                       UINT64_C(1) << ('e' - '+');
-  return (unsigned) (c - '+') <= 'e' - '+' && (set >> (c - '+') & 1);
+  return cg__num_bytes[c];
 }
 
 #ifdef __SSE2__
