@@ -1061,6 +1061,15 @@ value_tok: /* s: the value's first byte */
       j->rec = -1;
     } else {
       j->rec = cg__slots[slot].arg;
+      q = cg__string_stop(s, end, lim16, 1);
+      if (q < end && *q == '"') { /* whole here and plain: kept as cg__js_keep would */
+        unsigned char *len = &j->f.slen[j->rec];
+        size_t k = (size_t) (q - s) < 127u - *len ? (size_t) (q - s) : 127u - *len;
+        memcpy(j->f.str[j->rec] + *len, s, k);
+        *len = (unsigned char) (*len + k);
+        s = q + 1;
+        goto value_done;
+      }
     }
     j->is_key = 0;
     j->sesc = j->dstate = 0;
