@@ -555,6 +555,19 @@ static const struct usage_case scan_cases[] = {
    "{\"cached_tokens\": 9007199254740992}, \"prompt_tokens_details\": {\"cached_tokens\": "
    "1000000000000000}, \"input_tokens\": 18446744073709551621}}",
    42, 1000000000000000LL, -1, 9007199254740991LL, -1, 9007199254741033LL, "", 0},
+  {"strings kept where they lie: \"\", a model of 127 bytes; an escaped \"type\"",
+   "{\"type\": \"mess\\u0061ge\", \"message\": {\"model\": \"\"}, \"model\": \"xxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\", \"modelVersion\": \"v\", " U12 "}",
+   1, -1, -1, 2, -1, 3,
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0},
+  {"a model of 128 bytes kept where it lies is cut to 127",
+   "{\"model\": \"yxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxz\"}",
+   -1, -1, -1, -1, -1, -1,
+   "yxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0},
 };
 
 static void check_case(const struct usage_case *c, const struct cg_usage *u, const char *how) {
@@ -684,23 +697,38 @@ static void expect_at_every_split(const char *body, size_t len, const char *mode
  * from a string's start (0 to 140: both sides of every 16- and 64-byte boundary the
  * scanner reads at once), in a value nobody reads, in the model (kept) and in a name,
  * each body cut at every byte. */
-/* A raw NUL ends a name compared in place (cJSON compares names as C strings), wherever it
- * falls in the 16- and 32-byte reads of cg__string_stop: a slot's name, a NUL and 0 to 40
- * more bytes, in the top-level object and in a usage object, cut at every byte. */
-Test(usage, raw_nul_ends_a_name_at_every_length) {
+/* A raw NUL ends a name compared in place and a string kept where it lies (cJSON reads
+ * both as C strings), wherever it falls in the 16- and 32-byte reads of cg__string_stop:
+ * a slot's name or a model, a NUL and 0 to 40 more bytes, in the top-level object and in
+ * a usage object, cut at every byte. */
+Test(usage, raw_nul_ends_a_name_or_a_model_at_every_length) {
   static const char x40[] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
-  size_t junk;
+  size_t junk, cut;
   for (junk = 0; junk <= 40; junk++) {
-    char body[256], what[48];
+    char body[256], what[48], *h;
     int n = snprintf(body, sizeof(body),
                      "{\"model#%.*s\": \"m\", \"usage\": {\"prompt_tokens#%.*s\": 4, "
-                     "\"completion_tokens\":5}}",
+                     "\"completion_tokens\":5}, \"model\": \"n\"}",
                      (int) junk, x40, (int) junk, x40);
     cr_assert_lt((size_t) n, sizeof(body));
-    *strchr(body, '#') = '\0';
-    *strchr(body + 8, '#') = '\0';
-    snprintf(what, sizeof(what), "NUL then %zu bytes", junk);
+    while ((h = memchr(body, '#', (size_t) n)))
+      *h = '\0';
+    snprintf(what, sizeof(what), "NUL then %zu bytes in names", junk);
     expect_at_every_split(body, (size_t) n, "m", 4, 5, what);
+    n = snprintf(body, sizeof(body), "{\"model\": \"m#%.*s\", " U12 "}", (int) junk, x40);
+    *strchr(body, '#') = '\0';
+    snprintf(what, sizeof(what), "NUL then %zu bytes in the model", junk);
+    expect_at_every_split(body, (size_t) n, "m", 1, 2, what);
+    /* the "type" compared with its length: "error" only when the NUL ends it there */
+    n = snprintf(body, sizeof(body), "{\"type\": \"error#%.*s\"}", (int) junk, x40);
+    *strchr(body, '#') = '\0';
+    for (cut = 0; cut <= (size_t) n; cut++) {
+      struct cg_usage u;
+      run_cut(body, (size_t) n, cut, &u);
+      cr_expect_eq(u.error_event, 1, "an error type, NUL then %zu bytes, cut at %zu", junk, cut);
+      if (u.error_event != 1)
+        break;
+    }
   }
 }
 
