@@ -139,10 +139,18 @@ static inline __attribute__((always_inline)) int cg__same(const char *a, const c
     memcpy(&u, a, 4), memcpy(&v, b, 4), memcpy(&w, a + len - 4, 4), memcpy(&z, b + len - 4, 4);
     return u == v && w == z;
   }
-  for (i = 0; i + 8 < len; i += 8) {
-    memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+  memcpy(&x, a, 8), memcpy(&y, b, 8);
+  if (x != y)
+    return 0;
+  if (len > 16) { /* no loop up to 24 bytes (a slot's name: 27 at most) */
+    memcpy(&x, a + 8, 8), memcpy(&y, b + 8, 8);
     if (x != y)
       return 0;
+    for (i = 16; i + 8 < len; i += 8) {
+      memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+      if (x != y)
+        return 0;
+    }
   }
   memcpy(&x, a + len - 8, 8), memcpy(&y, b + len - 8, 8);
   return x == y;
