@@ -1119,10 +1119,11 @@ value_tok: /* s: the value's first byte */
     }
     goto number;
   }
-  if ((c == '{' || c == '[') && !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
-      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH &&
+  if ((c == '{' || c == '[') &&
       (j->slot < 0 || (cg__slots[j->slot].kind != CG__K_OBJ &&
-                       cg__slots[j->slot].kind != CG__K_ERROR))) {
+                       cg__slots[j->slot].kind != CG__K_ERROR)) &&
+      !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
+      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH) {
     /* a value in which no rule reads anything (not a top-level object, nor one of a
      * top-level array's, nor one a slot opens): skipped at once when it is whole here */
     if ((q = cg__skip_tree(s, end, c))) {
