@@ -2172,7 +2172,8 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
   int64_t in, outp;
   if (!out)
     return;
-  memset(out, 0, sizeof(*out));
+  if (!p)
+    memset(out, 0, sizeof(*out)); /* else each way below sets what is not a number */
   out->input = out->cached_input = out->cache_write = out->output = out->reasoning =
     out->total = -1;
   if (!p)
