@@ -732,6 +732,37 @@ Test(usage, raw_nul_ends_a_name_or_a_model_at_every_length) {
   }
 }
 
+/* cg_usage_finish sets every byte of its result however the body ended (it no longer
+ * clears it first): the same bytes into a result filled with 0x5a as into a zeroed one. */
+Test(usage, finish_sets_every_byte) {
+  static const char *bodies[] = {
+    "{\"model\":\"m\"," U12 "}", "{\"model\":\"m\",", "data: {\"model\":\"m\"}\n\n",
+    "data: {\"model\":\"m\"," U12 "}\n\n", "", "[DONE]"};
+  size_t i;
+  for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+    struct cg_usage a, b;
+    struct cg_usage_parser *p = cg_usage_new(), *q = cg_usage_new();
+    cr_assert(p && q);
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0x5a, sizeof(b));
+    cg_usage_feed(p, bodies[i], strlen(bodies[i]));
+    cg_usage_feed(q, bodies[i], strlen(bodies[i]));
+    cg_usage_finish(p, &a);
+    cg_usage_finish(q, &b);
+    cg_usage_free(p);
+    cg_usage_free(q);
+    cr_expect(memcmp(&a, &b, sizeof(a)) == 0, "body %zu: bytes left as they were", i);
+  }
+  {
+    struct cg_usage a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0x5a, sizeof(b));
+    cg_usage_finish(NULL, &a);
+    cg_usage_finish(NULL, &b);
+    cr_expect(memcmp(&a, &b, sizeof(a)) == 0, "no parser: bytes left as they were");
+  }
+}
+
 Test(usage, string_bits_at_every_offset) {
   size_t b, pad;
   for (b = 0; b < sizeof(string_bits) / sizeof(string_bits[0]); b++) {
