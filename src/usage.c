@@ -1208,9 +1208,12 @@ colon:
   /* ':' and a value's first byte, or ": " and it (compact, json.dumps, pretty-printed):
    * what CG__JS_BLANKS and the colon's test read, in one test */
   if (s < end3 && s[0] == ':') {
-    q = s + 1 + (s[1] == ' ');
-    if (*q > ' ') {
-      s = q;
+    if (s[1] == ' ' && s[2] > ' ') {
+      s += 2;
+      goto value_tok;
+    }
+    if (s[1] > ' ') {
+      s++;
       goto value_tok;
     }
   }
