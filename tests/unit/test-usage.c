@@ -485,7 +485,8 @@ static const struct usage_case scan_cases[] = {
   {"sse: a broken event says nothing, the next one counts",
    "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
    "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
-   1, -1, -1, 2, -1, 3, "", 0},  /* ---- the fast paths of issue 16's second round: each shape they take, and the ones
+   1, -1, -1, 2, -1, 3, "", 0},
+  /* ---- the fast paths of issue 16's second round: each shape they take, and the ones
    * next to it that they leave to the general code ---- */
   {"separators: none, one space, two, a tab, a newline and indent, a blank before ','",
    "{\"model\":\"m\", \"x\":1,  \"y\":2,\t\"usage\":  {\"prompt_tokens\":\t1,\n  "
