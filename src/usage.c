@@ -139,68 +139,85 @@ static inline __attribute__((always_inline)) int cg__same(const char *a, const c
     memcpy(&u, a, 4), memcpy(&v, b, 4), memcpy(&w, a + len - 4, 4), memcpy(&z, b + len - 4, 4);
     return u == v && w == z;
   }
-  for (i = 0; i + 8 < len; i += 8) {
-    memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+  memcpy(&x, a, 8), memcpy(&y, b, 8);
+  if (x != y)
+    return 0;
+  if (len > 16) { /* no loop up to 24 bytes (a slot's name: 27 at most) */
+    memcpy(&x, a + 8, 8), memcpy(&y, b + 8, 8);
     if (x != y)
       return 0;
+    for (i = 16; i + 8 < len; i += 8) {
+      memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+      if (x != y)
+        return 0;
+    }
   }
   memcpy(&x, a + len - 8, 8), memcpy(&y, b + len - 8, 8);
   return x == y;
 }
 
-/* The slot of member `key` (`len` bytes) in context `cx`, or -1.  The one candidate is
- * picked by the name's length and first byte, then checked against cg__slots (context,
- * length, bytes): a wrong pick finds nothing, which every table test would show.  Each
- * context's slots are consecutive in cg__slots, at the places written here.  Inlined in
- * both callers (a call each cost about 15 of the 40 instructions a name took). */
+/* The place of a slot name in its context's row of cg__slot_tab: a hash of its length
+ * and first byte that differs for every name of one context (checked by the compiler:
+ * -Woverride-init, in -Wextra, fails the build when two initializers of the table meet). */
+#define CG__SLOT_H(len, c) (((unsigned) (len) + (unsigned char) (c) * 3u) & 63)
+#define CG__T(cx, i, len, c) [cx][CG__SLOT_H(len, c)] = (i) + 1
+#define CG__USAGE_TAB(u)                                                                    \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 0, 13, 'p'),  /* prompt_tokens */               \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 1, 12, 'i'),  /* input_tokens */                \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 2, 17, 'c'),  /* completion_tokens */           \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 3, 13, 'o'),  /* output_tokens */               \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 4, 12, 't'),  /* total_tokens */                \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 5, 23, 'c'),  /* cache_read_input_tokens */     \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 6, 27, 'c'),  /* cache_creation_input_tokens */ \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 7, 21, 'p'),  /* prompt_tokens_details */       \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 8, 20, 'i'),  /* input_tokens_details */        \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 9, 25, 'c'),  /* completion_tokens_details */   \
+  CG__T(CG__CX_USAGE + (u), 18 + (u) * 15 + 10, 21, 'o'), /* output_tokens_details */       \
+  CG__T(CG__CX_DET + (u) * 4 + 0, 18 + (u) * 15 + 11, 13, 'c'), /* cached_tokens */         \
+  CG__T(CG__CX_DET + (u) * 4 + 1, 18 + (u) * 15 + 12, 13, 'c'),                             \
+  CG__T(CG__CX_DET + (u) * 4 + 2, 18 + (u) * 15 + 13, 16, 'r'), /* reasoning_tokens */      \
+  CG__T(CG__CX_DET + (u) * 4 + 3, 18 + (u) * 15 + 14, 16, 'r')
+
+/* The one candidate slot (index + 1, 0: none) of a name in each context, by CG__SLOT_H;
+ * the places written are those of cg__slots. */
+static const unsigned char cg__slot_tab[CG__CX_COUNT][64] = {
+  CG__T(CG__CX_TOP, 0, 4, 't'),   /* type */
+  CG__T(CG__CX_TOP, 1, 13, 'u'),  /* usageMetadata */
+  CG__T(CG__CX_TOP, 2, 12, 'm'),  /* modelVersion */
+  CG__T(CG__CX_TOP, 3, 5, 'e'),   /* error */
+  CG__T(CG__CX_TOP, 4, 7, 'm'),   /* message */
+  CG__T(CG__CX_TOP, 5, 8, 'r'),   /* response */
+  CG__T(CG__CX_TOP, 6, 5, 'm'),   /* model */
+  CG__T(CG__CX_TOP, 7, 5, 'u'),   /* usage */
+  CG__T(CG__CX_MSG, 8, 5, 'm'),
+  CG__T(CG__CX_MSG, 9, 5, 'u'),
+  CG__T(CG__CX_RESP, 10, 5, 'm'),
+  CG__T(CG__CX_RESP, 11, 5, 'u'),
+  CG__T(CG__CX_UM, 12, 23, 't'),  /* toolUsePromptTokenCount */
+  CG__T(CG__CX_UM, 13, 16, 'p'),  /* promptTokenCount */
+  CG__T(CG__CX_UM, 14, 20, 'c'),  /* candidatesTokenCount */
+  CG__T(CG__CX_UM, 15, 18, 't'),  /* thoughtsTokenCount */
+  CG__T(CG__CX_UM, 16, 23, 'c'),  /* cachedContentTokenCount */
+  CG__T(CG__CX_UM, 17, 15, 't'),  /* totalTokenCount */
+  CG__USAGE_TAB(0),
+  CG__USAGE_TAB(1),
+  CG__USAGE_TAB(2),
+};
+#undef CG__USAGE_TAB
+#undef CG__T
+
+/* The slot of member `key` (`len` bytes, len < 32, first byte `c`: any when len is 0) in
+ * context `cx`, or -1: the one candidate cg__slot_tab names, checked against
+ * cg__slots (length, bytes; its context is the row's), so a wrong entry finds nothing,
+ * which every table test would show.  Inlined in both callers (a call each cost about 15
+ * of the 40 instructions a name took; the switches on context and length this replaced,
+ * about 20 more). */
 static inline __attribute__((always_inline)) int cg__slot_of(unsigned cx, const char *key,
-                                                            size_t len) {
-  char c = len ? key[0] : '\0';
-  size_t i;
-  if (cx == CG__CX_TOP) {
-    switch (len) { /* most names there are none of ours: told by their length */
-    case 4: i = 0; break;                                 /* type */
-    case 5: i = c == 'e' ? 3 : c == 'm' ? 6 : 7; break;   /* error, model, usage */
-    case 7: i = 4; break;                                 /* message */
-    case 8: i = 5; break;                                 /* response */
-    case 12: i = 2; break;                                /* modelVersion */
-    case 13: i = 1; break;                                /* usageMetadata */
-    default: return -1;
-    }
-  } else if (cx == CG__CX_MSG || cx == CG__CX_RESP) {
-    if (len != 5)
-      return -1;
-    i = (cx == CG__CX_MSG ? 8 : 10) + (c == 'u');         /* model, usage */
-  } else if (cx == CG__CX_UM) {
-    switch (len) {
-    case 23: i = c == 't' ? 12 : 16; break; /* toolUsePromptTokenCount, cachedContentTokenCount */
-    case 16: i = 13; break;                 /* promptTokenCount */
-    case 20: i = 14; break;                 /* candidatesTokenCount */
-    case 18: i = 15; break;                 /* thoughtsTokenCount */
-    case 15: i = 17; break;                 /* totalTokenCount */
-    default: return -1;
-    }
-  } else if (cx >= CG__CX_USAGE && cx < CG__CX_DET) {
-    switch (len) {
-    case 13: i = c == 'p' ? 0 : 3; break;   /* prompt_tokens, output_tokens */
-    case 12: i = c == 'i' ? 1 : 4; break;   /* input_tokens, total_tokens */
-    case 17: i = 2; break;                  /* completion_tokens */
-    case 23: i = 5; break;                  /* cache_read_input_tokens */
-    case 27: i = 6; break;                  /* cache_creation_input_tokens */
-    case 21: i = c == 'p' ? 7 : 10; break;  /* prompt_ / output_tokens_details */
-    case 20: i = 8; break;                  /* input_tokens_details */
-    case 25: i = 9; break;                  /* completion_tokens_details */
-    default: return -1;
-    }
-    i += 18 + (cx - CG__CX_USAGE) * 15;
-  } else if (cx >= CG__CX_DET && cx < CG__CX_COUNT) {
-    i = 18 + (cx - CG__CX_DET) / 4 * 15 + 11 + (cx - CG__CX_DET) % 4;
-  } else {
+                                                            size_t len, unsigned char c) {
+  unsigned i = cg__slot_tab[cx][CG__SLOT_H(len, c)];
+  if (!i--)
     return -1;
-  }
-  return cg__slots[i].cx == cx && cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len)
-             ? (int) i
-             : -1;
+  return cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len) ? (int) i : -1;
 }
 
 /* ---- the counts, as the provider names them ---- */
@@ -706,46 +723,123 @@ static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
   return j->nstate != 255;
 }
 
+/* The bytes of a number's run, [0-9+-eE.]: one load (after a count, where it is the test
+ * whether the number ended). */
+static const unsigned char cg__num_bytes[256] = {
+  ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+  ['8'] = 1, ['9'] = 1, ['+'] = 1, ['-'] = 1, ['e'] = 1, ['E'] = 1, ['.'] = 1};
+
 static int cg__is_num_byte(unsigned char c) {
-  return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' || c == 'E' || c == '.';
+  return cg__num_bytes[c];
 }
 
-/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too.  One pass,
- * 16 bytes at a time with SSE2 (most strings are short names, where a memchr call costs
- * more than the bytes), a byte at a time without. */
-static inline const unsigned char *cg__string_stop(const unsigned char *s,
-                                                   const unsigned char *end, int nul) {
 #ifdef __SSE2__
-  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+/* The stops among 16 bytes `x`: '"', '\\' and, with `nul`, NUL (the constants quote, bs
+ * and zero are the caller's). */
 #define CG__STOP16(x)                                                                       \
   (nul ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)),        \
                       _mm_cmpeq_epi8(x, zero))                                              \
        : _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)))
-  if (end - s >= 16) {
+
+#ifdef CG__AVX2
+static int cg__avx2(void);
+
+/* cg__string_stop_long's rounds with AVX2, 64 bytes in two halves (half the instructions
+ * of SSE2's four quarters): the first stop in [s, end), or where fewer than 32 bytes are
+ * left (none before). */
+__attribute__((target("avx2"))) static const unsigned char *
+cg__string_stop_avx2(const unsigned char *s, const unsigned char *end, int nul) {
+  const __m256i quote = _mm256_set1_epi8('"'), bs = _mm256_set1_epi8('\\');
+  const __m256i zero = _mm256_setzero_si256();
+  uint32_t mask;
+#define CG__STOP32(x)                                                                       \
+  (nul ? _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bs)), \
+                         _mm256_cmpeq_epi8(x, zero))                                        \
+       : _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bs)))
+  while (end - s >= 64) {
+    __m256i a = _mm256_loadu_si256((const __m256i *) (const void *) s);
+    __m256i b = _mm256_loadu_si256((const __m256i *) (const void *) (s + 32));
+    if (_mm256_movemask_epi8(_mm256_or_si256(CG__STOP32(a), CG__STOP32(b))))
+      break; /* in these 64: found 32 at a time */
+    s += 64;
+  }
+  while (end - s >= 32) {
+    __m256i x = _mm256_loadu_si256((const __m256i *) (const void *) s);
+    mask = (uint32_t) _mm256_movemask_epi8(CG__STOP32(x));
+    if (mask)
+      return s + __builtin_ctz(mask);
+    s += 32;
+  }
+#undef CG__STOP32
+  return s;
+}
+#endif
+
+/* cg__string_stop past a string's first 32 bytes (a model's text): 64 bytes a round (AVX2
+ * where the CPU has it).  Out of line, so that what is inlined in the scanner for names and
+ * short values stays small (inlined whole, it cost the scanner more than it saved). */
+static __attribute__((noinline)) const unsigned char *
+cg__string_stop_long(const unsigned char *s, const unsigned char *end, int nul) {
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+  __m128i x;
+  unsigned mask;
+#ifdef CG__AVX2
+  if (end - s >= 32 && cg__avx2())
+    s = cg__string_stop_avx2(s, end, nul); /* a stop, or fewer than 32 bytes left */
+#endif
+  while (end - s >= 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *) (const void *) s);
+    __m128i b = _mm_loadu_si128((const __m128i *) (const void *) (s + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *) (const void *) (s + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *) (const void *) (s + 48));
+    if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(CG__STOP16(a), CG__STOP16(b)),
+                                       _mm_or_si128(CG__STOP16(c), CG__STOP16(d)))))
+      break; /* in these 64: found 16 at a time */
+    s += 64;
+  }
+  while (end - s >= 16) {
+    x = _mm_loadu_si128((const __m128i *) (const void *) s);
+    mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
+    if (mask)
+      return s + __builtin_ctz(mask);
+    s += 16;
+  }
+  while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
+    s++;
+  return s;
+}
+#endif
+
+/* `end` - 15, or `start` when [start, end) is shorter: s < that when 16 bytes are left
+ * from s on, one compare with the pointer kept in a register (cg__string_stop's callers). */
+#define CG__LIM16(start, end) ((end) - ((end) - (start) < 15 ? (end) - (start) : 15))
+
+/* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too (`lim16`:
+ * CG__LIM16 of the buffer).  One pass, 16 bytes at a time with SSE2 (most strings are
+ * short names, where a memchr call costs more than the bytes), a byte at a time without.
+ * The first 32 bytes inline (names are up to 31 bytes: "completion_tokens_details"), the
+ * rest in cg__string_stop_long. */
+static inline __attribute__((always_inline)) const unsigned char *
+cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned char *lim16,
+                int nul) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+  if (s < lim16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
     if (mask) /* most strings: names, short values */
       return s + __builtin_ctz(mask);
     s += 16;
-    while (end - s >= 64) { /* a long string (a model's text): 64 bytes a round */
-      __m128i a = _mm_loadu_si128((const __m128i *) (const void *) s);
-      __m128i b = _mm_loadu_si128((const __m128i *) (const void *) (s + 16));
-      __m128i c = _mm_loadu_si128((const __m128i *) (const void *) (s + 32));
-      __m128i d = _mm_loadu_si128((const __m128i *) (const void *) (s + 48));
-      if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(CG__STOP16(a), CG__STOP16(b)),
-                                         _mm_or_si128(CG__STOP16(c), CG__STOP16(d)))))
-        break; /* in these 64: found 16 at a time */
-      s += 64;
-    }
-    while (end - s >= 16) {
+    if (s < lim16) {
       x = _mm_loadu_si128((const __m128i *) (const void *) s);
-      mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
-      if (mask)
+      if ((mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x))))
         return s + __builtin_ctz(mask);
-      s += 16;
+      return cg__string_stop_long(s + 16, end, nul);
     }
   }
 #undef CG__STOP16
+#else
+  (void) lim16;
 #endif
   while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
     s++;
@@ -753,9 +847,10 @@ static inline const unsigned char *cg__string_stop(const unsigned char *s,
 }
 
 /* The first '"' or '\\' in [s, end), or end. */
-static const unsigned char *cg__quote_or_backslash(const unsigned char *s,
-                                                   const unsigned char *end) {
-  return cg__string_stop(s, end, 0);
+static inline __attribute__((always_inline)) const unsigned char *
+cg__quote_or_backslash(const unsigned char *s, const unsigned char *end,
+                       const unsigned char *lim16) {
+  return cg__string_stop(s, end, lim16, 0);
 }
 
 /* Blanks at `s` (cJSON: any byte up to 0x20), none or one at the cost of a compare. */
@@ -782,10 +877,10 @@ static int cg__hex4(const unsigned char *s, unsigned *code) {
  * hex digits (a high surrogate with its low one): where cJSON's end and its decoder agree.
  * NULL for any other (the scanner then decides).  Inlined: most strings are short names. */
 static inline __attribute__((always_inline)) const unsigned char *
-cg__skip_string(const unsigned char *s, const unsigned char *end) {
+cg__skip_string(const unsigned char *s, const unsigned char *end, const unsigned char *lim16) {
   unsigned code, low;
   for (;;) {
-    s = cg__quote_or_backslash(s, end);
+    s = cg__quote_or_backslash(s, end, lim16);
     if (s == end)
       return NULL;
     if (*s == '"')
@@ -839,6 +934,7 @@ static const unsigned char *cg__skip_tree(const unsigned char *s, const unsigned
   uint64_t arr = open == '['; /* bit d: the container d levels out is an array */
   unsigned lvl = 0;
   unsigned char c;
+  const unsigned char *lim16 = CG__LIM16(s, end);
 first: /* after '[' or '{' */
   if ((s = cg__blanks1(s, end)) == end)
     return NULL;
@@ -849,8 +945,18 @@ first: /* after '[' or '{' */
   if (arr & 1)
     goto value;
 key:
-  if (*s != '"' || !(s = cg__skip_string(s + 1, end)))
+  if (*s != '"' || !(s = cg__skip_string(s + 1, end, lim16)))
     return NULL;
+  if (end - s >= 3 && s[0] == ':') { /* ':' or ": " and the value: what the lines below read */
+    if (s[1] > ' ') {
+      s++;
+      goto value;
+    }
+    if (s[1] == ' ' && s[2] > ' ') {
+      s += 2;
+      goto value;
+    }
+  }
   if ((s = cg__blanks1(s, end)) == end || *s != ':')
     return NULL;
   s++;
@@ -859,7 +965,7 @@ key:
 value:
   c = *s;
   if (c == '"') {
-    if (!(s = cg__skip_string(s + 1, end)))
+    if (!(s = cg__skip_string(s + 1, end, lim16)))
       return NULL;
   } else if (c == '-' || (c >= '0' && c <= '9')) {
     if (!(s = cg__skip_number(s, end)))
@@ -912,6 +1018,8 @@ closed:
 static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
                         size_t n) {
   const unsigned char *end = s + n, *q;
+  const unsigned char *end3 = end - (n < 2 ? n : 2); /* s < end3: 3 bytes from s on */
+  const unsigned char *lim16 = CG__LIM16(s, end);
   unsigned char c;
   int noskip = 0; /* cg__skip_tree gave up once in this buffer */
 
@@ -946,12 +1054,13 @@ static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned c
 
 value:
   CG__JS_BLANKS(CG__J_VALUE);
+value_tok: /* s: the value's first byte */
   c = *s++;
   if (c == '"') {
     int slot = j->slot;
     j->slot = -1;
     if (slot < 0 || cg__slots[slot].kind != CG__K_STR) { /* nobody reads it: skipped */
-      q = cg__quote_or_backslash(s, end);
+      q = cg__quote_or_backslash(s, end, lim16);
       if (q < end && *q == '"') {
         s = q + 1;
         goto value_done;
@@ -960,6 +1069,15 @@ value:
       j->rec = -1;
     } else {
       j->rec = cg__slots[slot].arg;
+      q = cg__string_stop(s, end, lim16, 1);
+      if (q < end && *q == '"') { /* whole here and plain: kept as cg__js_keep would */
+        unsigned char *len = &j->f.slen[j->rec];
+        size_t k = (size_t) (q - s) < 127u - *len ? (size_t) (q - s) : 127u - *len;
+        memcpy(j->f.str[j->rec] + *len, s, k);
+        *len = (unsigned char) (*len + k);
+        s = q + 1;
+        goto value_done;
+      }
     }
     j->is_key = 0;
     j->sesc = j->dstate = 0;
@@ -968,32 +1086,44 @@ value:
   }
   if (c == '-' || (c >= '0' && c <= '9')) {
     int slot = j->slot;
+    int num = slot >= 0 && cg__slots[slot].kind == CG__K_NUM ? cg__slots[slot].arg : -1;
     j->slot = -1;
-    j->num = slot >= 0 && cg__slots[slot].kind == CG__K_NUM ? cg__slots[slot].arg : -1;
-    j->nlen = 0;
-    j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
-    if (j->num >= 0) {
-      if (c != '-') { /* digits only, ended in this buffer: read where they lie */
+    if (c != '-') { /* digits only, ended in this buffer: read (or skipped) where they lie */
+      uint64_t v = (uint64_t) (c - '0');
+      if (num >= 0) /* read as they are found: up to 16 digits, v is cg__count_digits' */
+        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
+          v = v * 10 + (uint64_t) (*q - '0');
+      else
         for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
           ;
-        if (q < end && !cg__is_num_byte(*q)) {
-          j->f.num[j->num] = cg__count_digits(s - 1, q);
-          j->f.nset |= UINT64_C(1) << j->num;
-          s = q;
-          goto value_done;
+      if (q < end && !cg__is_num_byte(*q)) {
+        if (num >= 0) {
+          j->f.num[num] = q - s >= 16 ? cg__count_digits(s - 1, q)
+                        : v < (UINT64_C(1) << 53) ? (int64_t) v : -1;
+          j->f.nset |= UINT64_C(1) << num;
         }
+        s = q;
+        goto value_done;
       }
+    }
+    j->num = num;
+    j->nlen = 0;
+    j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
+    if (num >= 0) {
       cg__js_num_keep(j, (char) c);
       if (c != '-') /* more to come: kept, as the number loop keeps them */
         for (; s < q; s++)
           cg__js_num_keep(j, (char) *s);
+    } else if (c != '-') {
+      s = q; /* digits nobody keeps: the number loop would pass them too */
     }
     goto number;
   }
-  if ((c == '{' || c == '[') && !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
-      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH &&
+  if ((c == '{' || c == '[') &&
       (j->slot < 0 || (cg__slots[j->slot].kind != CG__K_OBJ &&
-                       cg__slots[j->slot].kind != CG__K_ERROR))) {
+                       cg__slots[j->slot].kind != CG__K_ERROR)) &&
+      !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
+      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH) {
     /* a value in which no rule reads anything (not a top-level object, nor one of a
      * top-level array's, nor one a slot opens): skipped at once when it is whole here */
     if ((q = cg__skip_tree(s, end, c))) {
@@ -1035,11 +1165,12 @@ key_quote:
     j->state = CG__J_FAIL;
     return;
   }
+key_name: /* s: after the name's opening quote */
   {
     unsigned cx = j->cur_cx;
     if (cx == CG__CX_NONE) { /* a name no slot has: not even kept */
       j->slot = -1;
-      q = cg__quote_or_backslash(s, end);
+      q = cg__quote_or_backslash(s, end, lim16);
       if (q < end && *q == '"') {
         s = q + 1;
         goto colon;
@@ -1051,10 +1182,10 @@ key_quote:
       j->knul = 1;
       goto string;
     }
-    q = cg__string_stop(s, end, 1);
+    q = cg__string_stop(s, end, lim16, 1);
     if (q < end && *q == '"') { /* the whole name is here, plain: compared in place */
       size_t len = (size_t) (q - s);
-      int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len) : -1;
+      int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len, *s) : -1;
       if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
         j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
         j->slot = slot;
@@ -1074,6 +1205,18 @@ key_quote:
   }
 
 colon:
+  /* ':' and a value's first byte, or ": " and it (compact, json.dumps, pretty-printed):
+   * what CG__JS_BLANKS and the colon's test read, in one test */
+  if (s < end3 && s[0] == ':') {
+    if (s[1] == ' ' && s[2] > ' ') {
+      s += 2;
+      goto value_tok;
+    }
+    if (s[1] > ' ') {
+      s++;
+      goto value_tok;
+    }
+  }
   CG__JS_BLANKS(CG__J_COLON);
   if (*s++ != ':') {
     j->state = CG__J_FAIL;
@@ -1085,7 +1228,7 @@ string: /* the rest of a string (a name or a value) */
   for (;;) {
     if (j->dstate == 0 && !j->sesc) {
       /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-      q = cg__quote_or_backslash(s, end);
+      q = cg__quote_or_backslash(s, end, lim16);
       if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
         cg__js_keep(j, s, (size_t) (q - s));
       s = q;
@@ -1106,9 +1249,8 @@ string: /* the rest of a string (a name or a value) */
       if (!j->is_key)
         goto value_done;
       {
-        int slot = j->klen < sizeof(j->key)
-                 ? cg__slot_of(j->cur_cx, j->key, j->klen)
-                 : -1;
+        unsigned char c0 = j->klen ? (unsigned char) j->key[0] : 0;
+        int slot = j->klen < sizeof(j->key) ? cg__slot_of(j->cur_cx, j->key, j->klen, c0) : -1;
         if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
           j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
           j->slot = slot;
@@ -1181,6 +1323,23 @@ value_done:
     return;
   }
 after:
+  /* ',' and the next name's quote, ", " and it, ",\n" and blanks and it (compact,
+   * json.dumps, pretty-printed): what CG__JS_BLANKS, the comma's and the quote's tests
+   * read, in fewer tests */
+  if (s < end3 && s[0] == ',' && !j->cur_arr) {
+    if (s[1] == '"') {
+      s += 2;
+      goto key_name;
+    }
+    if (s[1] == ' ' && s[2] == '"') {
+      s += 3;
+      goto key_name;
+    }
+    if (s[1] == '\n' && (q = cg__blanks(s + 2, end)) < end && *q == '"') {
+      s = q + 1;
+      goto key_name;
+    }
+  }
   CG__JS_BLANKS(CG__J_AFTER);
   c = *s++;
   if (c == ',') {
@@ -1220,8 +1379,7 @@ struct cg__mm {
 
 struct cg_usage_parser {
   int mode;
-  struct cg__acc acc;  /* what the documents read so far say */
-  struct cg__acc tent; /* the same while a document is read: becomes acc if it parses */
+  struct cg__acc acc;  /* what the documents read so far say (JSON: the body, as read) */
   int bom;             /* bytes of a leading UTF-8 byte order mark consumed (3: done) */
   int skipped;
   int drop;   /* JSON: body too large / SSE: this event too large */
@@ -1243,8 +1401,16 @@ struct cg_usage_parser {
                     * cg__may_matter); kept by cg__document, where the model changes */
   size_t mm_len;   /* bytes of the event in mm.buf (0: none; zeroed by a reset) */
   struct cg__js js;
+  struct cg__acc tent; /* SSE: acc while an event is read, becomes acc if it parses (set
+                        * by cg__document before it is read, so not zeroed) */
   struct cg__mm mm; /* only its first mm_len bytes of buf, with mlen and rg, mean anything */
 };
+
+/* Zeroed counts made to say nothing yet. */
+static void cg__acc_unknown(struct cg__acc *a) {
+  a->prompt = a->cread = a->cwrite = a->completion = a->reasoning = a->thoughts = a->tooluse =
+    a->total = -1;
+}
 
 /* The fresh state, over memory whose buf/cap (an SSE buffer) is `buf`/`cap`. */
 static void cg__usage_start(struct cg_usage_parser *p, char *buf, size_t cap) {
@@ -1254,8 +1420,7 @@ static void cg__usage_start(struct cg_usage_parser *p, char *buf, size_t cap) {
   p->cap = cap;
   p->js.nheap = NULL;
   p->js.ncap = 0;
-  p->acc.prompt = p->acc.cread = p->acc.cwrite = p->acc.completion = p->acc.reasoning =
-    p->acc.thoughts = p->acc.tooluse = p->acc.total = -1;
+  cg__acc_unknown(&p->acc);
   p->line_empty = 1;
 }
 
@@ -1985,10 +2150,8 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
     if (!len)
       return;
     p->mode = (*buf == '{' || *buf == '[') ? CG__MODE_JSON : CG__MODE_SSE;
-    if (p->mode == CG__MODE_JSON) {
-      p->tent = p->acc;
+    if (p->mode == CG__MODE_JSON)
       cg__js_begin(&p->js);
-    }
   }
   if (p->mode == CG__MODE_JSON) {
     if (p->drop || !len)
@@ -1999,7 +2162,9 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
       return;
     }
     p->len += len;
-    cg__js_feed(&p->js, &p->tent, (const unsigned char *) buf, len);
+    /* straight into acc (fresh: the body is the only document), which cg_usage_finish
+     * makes fresh again unless it parsed: no copy of it, in or out */
+    cg__js_feed(&p->js, &p->acc, (const unsigned char *) buf, len);
     return;
   }
   cg__sse_feed(p, buf, len);
@@ -2010,14 +2175,17 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
   int64_t in, outp;
   if (!out)
     return;
-  memset(out, 0, sizeof(*out));
+  if (!p)
+    memset(out, 0, sizeof(*out)); /* else each way below sets what is not a number */
   out->input = out->cached_input = out->cache_write = out->output = out->reasoning =
     out->total = -1;
   if (!p)
     return;
   if (p->mode == CG__MODE_JSON) {
-    if (!p->drop && cg__js_end(&p->js))
-      p->acc = p->tent;
+    if (p->drop || !cg__js_end(&p->js)) { /* what it read does not count */
+      memset(&p->acc, 0, sizeof(p->acc));
+      cg__acc_unknown(&p->acc);
+    }
   } else if (p->mode == CG__MODE_SSE) {
     if (!p->line_empty || p->line_cr)
       cg__sse_eol(p); /* the last line had no newline */

@@ -486,6 +486,89 @@ static const struct usage_case scan_cases[] = {
    "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
    "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
    1, -1, -1, 2, -1, 3, "", 0},
+  /* ---- the fast paths of issue 16's second round: each shape they take, and the ones
+   * next to it that they leave to the general code ---- */
+  {"separators: none, one space, two, a tab, a newline and indent, a blank before ','",
+   "{\"model\":\"m\", \"x\":1,  \"y\":2,\t\"usage\":  {\"prompt_tokens\":\t1,\n  "
+   "\"completion_tokens\": \n2 , \"total_tokens\" :3},\n\n\"z\" :3}",
+   1, -1, -1, 2, -1, 3, "m", 0},
+  {"separators in a top-level array and in its objects",
+   "[{\"usage\": {\"prompt_tokens\": 1}}, \"s\", {\"model\": \"m\"},\n  {\"usage\":"
+   "{\"completion_tokens\":2}},\"t\",{\"model\":\"n\"} ,\t{}]",
+   1, -1, -1, 2, -1, 3, "n", 0},
+  {"\", \" then a name with an escape, and \":\" then a value with one",
+   "{\"usage\": {\"prompt_tokens\": 1, \"\\u0063ompletion_tokens\": 2,\"total_tokens\":3},"
+   " \"mod\\u0065l\": \"a\\\"b\"}",
+   1, -1, -1, 2, -1, 3, "a\"b", 0},
+  {"duplicate names after \", \": the first counts",
+   "{\"usage\": {\"prompt_tokens\": 1, \"prompt_tokens\": 5, \"completion_tokens\": 2}, "
+   "\"model\": \"m\", \"model\": \"n\", \"usage\": {\"prompt_tokens\": 9}}",
+   1, -1, -1, 2, -1, 3, "m", 0},
+  {"names a byte off a slot's, or at its place in the table, or another context's",
+   "{\"usagf\": {\"prompt_tokens\": 7}, \"modem\": \"x\", \"prompt_tokens\": 5, \"usage\": "
+   "{\"prompt_tokenz\": 1, \"/xxxxxxxxxxxxxxx\": 3, \"model\": \"y\", \"completion_tokens\": 2,"
+   " \"prompt_tokens_details\": {\"cached_tokenz\": 4, \"reasoning_tokens\": 4}}}",
+   -1, -1, -1, 2, -1, -1, "", 0},
+  {"every name of every context, read where it lies",
+   "{\"type\": \"message_start\", \"message\": {\"model\": \"c\", \"usage\": {\"input_tokens\":"
+   " 5, \"cache_read_input_tokens\": 1, \"cache_creation_input_tokens\": 2, \"output_tokens\":"
+   " 9, \"input_tokens_details\": {\"cached_tokens\": 1}}}}",
+   8, 1, 2, -1, -1, -1, "c", 0},
+  {"every name of a Responses event, and an error object",
+   "{\"type\": \"response.completed\", \"response\": {\"model\": \"o\", \"usage\": "
+   "{\"input_tokens\": 5, \"output_tokens\": 3, \"output_tokens_details\": "
+   "{\"reasoning_tokens\": 1}, \"total_tokens\": 8}}, \"error\": {\"code\": 1}}",
+   5, -1, -1, 3, 1, 8, "o", 1},
+  {"every name of usageMetadata and the top level",
+   "{\"usageMetadata\": {\"toolUsePromptTokenCount\": 1, \"promptTokenCount\": 10, "
+   "\"candidatesTokenCount\": 3, \"thoughtsTokenCount\": 2, \"cachedContentTokenCount\": 4, "
+   "\"totalTokenCount\": 16}, \"modelVersion\": \"g\", \"error\": null, \"type\": \"x\"}",
+   11, 4, -1, 5, 2, 16, "g", 0},
+  {"names of 16 to 40 bytes, across the 16- and 32-byte reads",
+   "{\"usage\": {\"completion_tokens_details\": {\"reasoning_tokens\": 3}, "
+   "\"cache_creation_input_tokens\": 4, \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1, "
+   "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1, \"input_tokens\": 6, \"output_tokens\": 2}}",
+   10, -1, 4, 2, 3, 12, "", 0},
+  {"a \\u0000 ends a long name at 13, 25 and 31 bytes",
+   "{\"usage\": {\"prompt_tokens\\u0000xxxxxxxxxxxxxxxxxxxxxxx\": 4, "
+   "\"completion_tokens_details\\u0000yyyyy\": {\"reasoning_tokens\": 3}, "
+   "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\\u0000\": 1, \"completion_tokens\": 5}}",
+   4, -1, -1, 5, 3, 9, "", 0},
+  {"numbers nobody reads, ended by each byte that may follow one",
+   "{\"created\": 1764547200, \"n\":12,\"o\": 0123 , \"e\": 12e3, \"f\": 1.5, \"g\": -3, "
+   "\"h\": [1,2 ,3], \"i\": {\"j\": 4}, " U12 ", \"k\": 7}",
+   1, -1, -1, 2, -1, 3, "", 0},
+  {"a number nobody reads followed by a byte no value ends with fails the document",
+   "{\"n\": 12x, " U12 "}", -1, -1, -1, -1, -1, -1, "", 0},
+  {"a number strtod stops inside fails the document", "{\"n\": 12.e, " U12 "}",
+   -1, -1, -1, -1, -1, -1, "", 0},
+  {"a top-level array that fails after an element with usage: nothing counts",
+   "[{" U12 ", \"model\": \"m\"}, {\"x\": ]", -1, -1, -1, -1, -1, -1, "", 0},
+  {"an object that fails after its usage: nothing counts",
+   "{" U12 ", \"model\": \"m\", \"x\": }", -1, -1, -1, -1, -1, -1, "", 0},
+  {"separators of a skipped value: none, one space, two, a newline",
+   "{\"choices\": [{\"a\":1, \"b\": 2, \"c\":  3, \"d\":\n4, \"e\" : 5, \"f\":\"s\","
+   " \"g\": {\"h\": [true, null]}}], " U12 "}",
+   1, -1, -1, 2, -1, 3, "", 0},
+  {"counts of 16, 17 and 20 digits (2^64 + 5), with leading zeros, read where they lie",
+   "{\"usage\": {\"prompt_tokens\": 0000000000000042, \"completion_tokens\": "
+   "09007199254740991, \"total_tokens\": 10000000000000000, \"input_tokens_details\": "
+   "{\"cached_tokens\": 9007199254740992}, \"prompt_tokens_details\": {\"cached_tokens\": "
+   "1000000000000000}, \"input_tokens\": 18446744073709551621}}",
+   42, 1000000000000000LL, -1, 9007199254740991LL, -1, 9007199254741033LL, "", 0},
+  {"strings kept where they lie: \"\", a model of 127 bytes; an escaped \"type\"",
+   "{\"type\": \"mess\\u0061ge\", \"message\": {\"model\": \"\"}, \"model\": \"xxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\", \"modelVersion\": \"v\", " U12 "}",
+   1, -1, -1, 2, -1, 3,
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0},
+  {"a model of 128 bytes kept where it lies is cut to 127",
+   "{\"model\": \"yxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxz\"}",
+   -1, -1, -1, -1, -1, -1,
+   "yxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0},
 };
 
 static void check_case(const struct usage_case *c, const struct cg_usage *u, const char *how) {
@@ -615,6 +698,72 @@ static void expect_at_every_split(const char *body, size_t len, const char *mode
  * from a string's start (0 to 140: both sides of every 16- and 64-byte boundary the
  * scanner reads at once), in a value nobody reads, in the model (kept) and in a name,
  * each body cut at every byte. */
+/* A raw NUL ends a name compared in place and a string kept where it lies (cJSON reads
+ * both as C strings), wherever it falls in the 16- and 32-byte reads of cg__string_stop:
+ * a slot's name or a model, a NUL and 0 to 40 more bytes, in the top-level object and in
+ * a usage object, cut at every byte. */
+Test(usage, raw_nul_ends_a_name_or_a_model_at_every_length) {
+  static const char x40[] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+  size_t junk, cut;
+  for (junk = 0; junk <= 40; junk++) {
+    char body[256], what[48], *h;
+    int n = snprintf(body, sizeof(body),
+                     "{\"model#%.*s\": \"m\", \"usage\": {\"prompt_tokens#%.*s\": 4, "
+                     "\"completion_tokens\":5}, \"model\": \"n\"}",
+                     (int) junk, x40, (int) junk, x40);
+    cr_assert_lt((size_t) n, sizeof(body));
+    while ((h = memchr(body, '#', (size_t) n)))
+      *h = '\0';
+    snprintf(what, sizeof(what), "NUL then %zu bytes in names", junk);
+    expect_at_every_split(body, (size_t) n, "m", 4, 5, what);
+    n = snprintf(body, sizeof(body), "{\"model\": \"m#%.*s\", " U12 "}", (int) junk, x40);
+    *strchr(body, '#') = '\0';
+    snprintf(what, sizeof(what), "NUL then %zu bytes in the model", junk);
+    expect_at_every_split(body, (size_t) n, "m", 1, 2, what);
+    /* the "type" compared with its length: "error" only when the NUL ends it there */
+    n = snprintf(body, sizeof(body), "{\"type\": \"error#%.*s\"}", (int) junk, x40);
+    *strchr(body, '#') = '\0';
+    for (cut = 0; cut <= (size_t) n; cut++) {
+      struct cg_usage u;
+      run_cut(body, (size_t) n, cut, &u);
+      cr_expect_eq(u.error_event, 1, "an error type, NUL then %zu bytes, cut at %zu", junk, cut);
+      if (u.error_event != 1)
+        break;
+    }
+  }
+}
+
+/* cg_usage_finish sets every byte of its result however the body ended (it no longer
+ * clears it first): the same bytes into a result filled with 0x5a as into a zeroed one. */
+Test(usage, finish_sets_every_byte) {
+  static const char *bodies[] = {
+    "{\"model\":\"m\"," U12 "}", "{\"model\":\"m\",", "data: {\"model\":\"m\"}\n\n",
+    "data: {\"model\":\"m\"," U12 "}\n\n", "", "[DONE]"};
+  size_t i;
+  for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+    struct cg_usage a, b;
+    struct cg_usage_parser *p = cg_usage_new(), *q = cg_usage_new();
+    cr_assert(p && q);
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0x5a, sizeof(b));
+    cg_usage_feed(p, bodies[i], strlen(bodies[i]));
+    cg_usage_feed(q, bodies[i], strlen(bodies[i]));
+    cg_usage_finish(p, &a);
+    cg_usage_finish(q, &b);
+    cg_usage_free(p);
+    cg_usage_free(q);
+    cr_expect(memcmp(&a, &b, sizeof(a)) == 0, "body %zu: bytes left as they were", i);
+  }
+  {
+    struct cg_usage a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0x5a, sizeof(b));
+    cg_usage_finish(NULL, &a);
+    cg_usage_finish(NULL, &b);
+    cr_expect(memcmp(&a, &b, sizeof(a)) == 0, "no parser: bytes left as they were");
+  }
+}
+
 Test(usage, string_bits_at_every_offset) {
   size_t b, pad;
   for (b = 0; b < sizeof(string_bits) / sizeof(string_bits[0]); b++) {
