@@ -155,7 +155,7 @@ static void cg__defaults(struct cg_handle *h) {
 }
 
 static void cg__free_owned(struct cg_handle *h) {
-  free(h->url);
+  free(h->url_buf);
   free(h->custom_request);
   free(h->default_protocol);
   free(h->copypostfields);
@@ -290,14 +290,43 @@ void cg_handle_reset(struct cg_handle *h) {
   CURL *curl = h->curl;
   const struct cg_lib *lib = h->lib;
   int in_perform = h->in_perform;
+  char *url_buf = h->url_buf; /* kept for the next URL; h->url is none now */
+  size_t url_cap = h->url_cap;
 
+  h->url_buf = NULL;
   cg__free_owned(h);
   memset(h, 0, sizeof(*h));
   h->curl = curl;
   h->lib = lib;
   h->in_perform = in_perform;
   h->set_in_perform = in_perform; /* libcurl's options are all its defaults now */
+  h->url_buf = url_buf;
+  h->url_cap = url_cap;
   cg__defaults(h);
+}
+
+/* h->url = a copy of `p` (NULL: none) in h->url_buf, grown when it is too small; NULL
+ * when it cannot grow (as a failed strdup left it). */
+static void cg__set_url(struct cg_handle *h, const char *p) {
+  size_t n;
+  if (!p) {
+    h->url = NULL;
+    return;
+  }
+  n = strlen(p);
+  if (n >= h->url_cap) {
+    size_t cap = n + 1 < 128 ? 128 : n + 1;
+    char *b = malloc(cap);
+    if (!b) {
+      h->url = NULL;
+      return;
+    }
+    free(h->url_buf);
+    h->url_buf = b;
+    h->url_cap = cap;
+  }
+  memcpy(h->url_buf, p, n + 1);
+  h->url = h->url_buf;
 }
 
 static char *cg__dup_mem(const char *p, size_t n) {
@@ -322,7 +351,9 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup) {
     h->in_perform = 0;
     h->set_in_perform = 0;
   }
-  h->url = src->url ? strdup(src->url) : NULL;
+  h->url = h->url_buf = NULL; /* its own */
+  h->url_cap = 0;
+  cg__set_url(h, src->url);
   h->custom_request = src->custom_request ? strdup(src->custom_request) : NULL;
   h->default_protocol = src->default_protocol ? strdup(src->default_protocol) : NULL;
   h->copypostfields =
@@ -460,7 +491,7 @@ static void cg__record_postfieldsize(struct cg_handle *h, curl_off_t size) {
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) {
   switch (opt) {
   case CURLOPT_URL:
-    cg__set_str(&h->url, v->u.p);
+    cg__set_url(h, v->u.p);
     break;
   case CURLOPT_CUSTOMREQUEST:
     cg__set_str(&h->custom_request, v->u.p);

@@ -35,7 +35,11 @@ struct cg_handle {
   const struct cg_lib *lib; /* the libcurl that created the handle, for its whole life */
 
   /* The request. */
-  char *url;                 /* copy */
+  char *url;                 /* copy (in url_buf), NULL = none */
+  char *url_buf;             /* owned, url_cap bytes: kept by curl_easy_reset, so a host
+                              * that sets its URL before every call reuses it instead of a
+                              * malloc and a free each call (issue 16) */
+  size_t url_cap;
   char *custom_request;      /* copy, NULL = none */
   char *default_protocol;    /* CURLOPT_DEFAULT_PROTOCOL copy: the scheme of a URL
                               * without one (libcurl's guess otherwise); NULL = none */

@@ -274,6 +274,37 @@ Test(handle, url_is_copied) {
   cg_handle_remove(FAKE(1));
 }
 
+/* A host that resets its handle and sets its URL before every call: the copy's buffer is
+ * kept and reused (no malloc and free a call), and grows for a longer URL. */
+Test(handle, url_buffer_is_reused_across_reset) {
+  struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib);
+  char long_url[300];
+  const char *kept;
+
+  set(h, CURLOPT_URL, "http://127.0.0.1:18001/v1/chat/completions?i=1");
+  kept = h->url;
+  cg_handle_reset(h);
+  cr_assert_null(h->url, "no URL after a reset");
+  set(h, CURLOPT_URL, "http://127.0.0.1:18001/v1/chat/completions?i=22");
+  cr_assert_eq(h->url, kept, "the buffer was reused");
+  cr_assert_str_eq(h->url, "http://127.0.0.1:18001/v1/chat/completions?i=22");
+  set(h, CURLOPT_URL, (char *) NULL);
+  cr_assert_null(h->url);
+  set(h, CURLOPT_URL, "http://a/");
+  cr_assert_eq(h->url, kept);
+  cr_assert_str_eq(h->url, "http://a/");
+
+  memset(long_url, 'p', sizeof(long_url) - 1);
+  memcpy(long_url, "http://b/", 9);
+  long_url[sizeof(long_url) - 1] = '\0';
+  set(h, CURLOPT_URL, long_url);
+  cr_assert_str_eq(h->url, long_url, "grown for a longer URL");
+  cg_handle_reset(h);
+  set(h, CURLOPT_URL, "http://c/");
+  cr_assert_str_eq(h->url, "http://c/");
+  cg_handle_remove(FAKE(1));
+}
+
 /* ---- the method ---- */
 
 struct step {
