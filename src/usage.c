@@ -2094,6 +2094,18 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
       s += 5, n -= 5;
       continue;
     }
+    if (p->line_empty && !p->line_cr && c != '\r' && c != 'd') {
+      /* A line that cannot be a data line (its field name, up to a colon or the line's
+       * end, does not start with 'd'; or a comment), whole in this buffer: it changes
+       * nothing (cg__sse_eol after it leaves the state of a line's start, the state now),
+       * so it is passed over, not read byte by byte (Anthropic's "event: ..." lines). */
+      const char *nl = memchr(s, '\n', n);
+      if (nl) {
+        n -= (size_t) (nl + 1 - s);
+        s = nl + 1;
+        continue;
+      }
+    }
     if (p->line_empty && !(c == '\r' && !p->line_cr))
       p->line_empty = 0;
     if (!p->in_value) {

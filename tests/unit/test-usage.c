@@ -486,6 +486,25 @@ static const struct usage_case scan_cases[] = {
    "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
    "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
    1, -1, -1, 2, -1, 3, "", 0},
+  /* ---- the SSE framing's fast paths (issue 16, third round): lines passed over whole,
+   * data lines read where they lie, and the lines next to them that are read byte by
+   * byte ---- */
+  {"sse: lines that are no data lines are passed over, and only those",
+   ": comment\n"
+   "event: message_start\r\n"
+   "xdata: {\"usage\":{\"prompt_tokens\":9}}\n"
+   "data: {\"usage\":{\"prompt_tokens\":1,\n"
+   "id: 7\n"
+   "data: \"completion_tokens\":2}}\n"
+   "retry\n"
+   "\r\n"
+   "event: e\n\n"
+   "data: {\"model\":\"m\"}\nevent: x\n\n"
+   "dat: {\"model\":\"n\"}\n\n"
+   "e\rdata: {\"model\":\"o\"}\n\n",
+   1, -1, -1, 2, -1, 3, "m", 0},
+  {"sse: a field line named data, without a colon, is a data line",
+   "event: x\ndata\r\ndata: {\"model\":\"m\"}\n\n", -1, -1, -1, -1, -1, -1, "m", 0},
   /* ---- the fast paths of issue 16's second round: each shape they take, and the ones
    * next to it that they leave to the general code ---- */
   {"separators: none, one space, two, a tab, a newline and indent, a blank before ','",
