@@ -1794,8 +1794,9 @@ static size_t cg__shared(const char *s, size_t n, const char *e, size_t m, size_
  * machine without SSE2, by the first letter alone (a place that is no word's start
  * answers 0 and passes over nothing, so the answer and the places passed over are the
  * same either way). */
-static int cg__scan(const char *s, size_t n, size_t from, size_t to, const char *model,
-                    size_t mlen, const char **skip, struct cg__mm_regs *rg) {
+static __attribute__((noinline)) int cg__scan(const char *s, size_t n, size_t from,
+                                              size_t to, const char *model, size_t mlen,
+                                              const char **skip, struct cg__mm_regs *rg) {
   size_t i = from;
 #ifdef __SSE2__
   {
@@ -1858,7 +1859,8 @@ cg__scan_plain(const char *s, size_t n, size_t from, size_t to, const char *mode
 }
 
 /* cg__may_matter's answer over the whole event, backslashes and all. */
-static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t mlen) {
+static __attribute__((noinline)) int cg__may_matter_all(const char *s, size_t n,
+                                                        const char *model, size_t mlen) {
   const char *p, *e = s + n, *skip = s;
   if (memchr(s, '\\', n)) { /* rare in what a model writes: then look closer */
     for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
@@ -2016,7 +2018,8 @@ static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n, in
 
 /* One whole document (an SSE event's data), as cJSON_ParseWithLength read it: a UTF-8
  * byte order mark skipped when at least 5 bytes long, then any value. */
-static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
+static __attribute__((noinline)) void cg__document(struct cg_usage_parser *p, const char *s,
+                                                   size_t n) {
   if (n >= 5 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
     s += 3, n -= 3;
   p->mm_len = 0; /* the model may change: the pre-check's cache is not for it */
@@ -2027,11 +2030,6 @@ static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
     p->acc = p->tent;
     p->mlen = strchr(p->acc.model, '"') ? 0 : strlen(p->acc.model);
   }
-}
-
-/* Whether cg__sse_event's trim takes byte c. */
-static inline int cg__is_blank(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
 /* An event's data, `n` bytes at `s` (within its bound): read when it may matter; `lf`
@@ -2094,8 +2092,11 @@ static void cg__sse_field_done(struct cg_usage_parser *p) {
  * "[DONE]" (too short).  Returns where the bytes after the blank line start; the end of
  * the buffer when the line goes on past it (taken as the general path takes it: a data
  * line's value so far, no '\n' in it); or NULL, having done nothing, for an event under
- * 33 bytes, blanks at its ends, a line not followed by a blank line, one over the bound. */
-__attribute__((target("avx2"))) static const char *
+ * 33 bytes, blanks at its ends, a line not followed by a blank line, one over the bound.
+ * Flattened: cg__scan_avx2 and the rest inlined (a call and the registers it saves cost
+ * some 25 instructions an event); what is rare stays out of line, noinline (cg__document,
+ * cg__may_matter_keep, cg__may_matter_all, cg__scan). */
+__attribute__((target("avx2"), flatten)) static const char *
 cg__sse_line_avx2(struct cg_usage_parser *p, const char *v, const char *e) {
   const char *k = p->mm.buf, *nl = NULL;
   size_t m = p->mm_len, l, pre, i, vn, lim;
@@ -2133,7 +2134,8 @@ cg__sse_line_avx2(struct cg_usage_parser *p, const char *v, const char *e) {
   if (!((nl + 1 < e && nl[1] == '\n') || (nl + 2 < e && nl[1] == '\r' && nl[2] == '\n')))
     return NULL;
   vn = (size_t) (nl - v) - (nl[-1] == '\r'); /* nl[-1]: "data:" at least lies before v */
-  if (vn < 33 || vn > CG_USAGE_EVENT_MAX || cg__is_blank(v[0]) || cg__is_blank(v[vn - 1]))
+  if (vn < 33 || vn > CG_USAGE_EVENT_MAX || (unsigned char) v[0] <= ' ' ||
+      (unsigned char) v[vn - 1] <= ' ') /* blanks, and other bytes below '!', declined */
     return NULL;
   if (pre > vn)
     pre = vn;
