@@ -2094,7 +2094,7 @@ static void cg__sse_field_done(struct cg_usage_parser *p) {
  * line's value so far, no '\n' in it); or NULL, having done nothing, for an event under
  * 33 bytes, blanks at its ends, a line not followed by a blank line, one over the bound.
  * Flattened: cg__scan_avx2 and the rest inlined (a call and the registers it saves cost
- * some 25 instructions an event); what is rare stays out of line, noinline (cg__document,
+ * some 20 instructions an event); what is rare stays out of line, noinline (cg__document,
  * cg__may_matter_keep, cg__may_matter_all, cg__scan). */
 __attribute__((target("avx2"), flatten)) static const char *
 cg__sse_line_avx2(struct cg_usage_parser *p, const char *v, const char *e) {
