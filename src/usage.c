@@ -1397,9 +1397,11 @@ struct cg_usage_parser {
   int line_empty;  /* nothing but an optional '\r' on this line so far */
   int line_cr;     /* the last byte of the line was '\r' */
   int has_data;    /* the pending event has had a data line */
+  int data_lf;     /* and more than one: its data holds a '\n' (no line's value does) */
   size_t mlen;     /* SSE: strlen(acc.model), 0 when it holds a '"' (no model shortcut,
                     * cg__may_matter); kept by cg__document, where the model changes */
   size_t mm_len;   /* bytes of the event in mm.buf (0: none; zeroed by a reset) */
+  int mm_lf;       /* it may hold a '\n' (set with mm_len; cg__may_matter) */
   struct cg__js js;
   struct cg__acc tent; /* SSE: acc while an event is read, becomes acc if it parses (set
                         * by cg__document before it is read, so not zeroed) */
@@ -1666,14 +1668,11 @@ __attribute__((target("avx2"))) static int cg__scan_avx2(const char *s, size_t n
 #undef CG__K32
 }
 
-/* cg__shared 64 and 32 bytes at a time. */
-__attribute__((target("avx2"))) static size_t cg__shared_avx2(const char *s, size_t n,
-                                                              const char *e, size_t m,
-                                                              size_t lim, size_t *suf) {
-  size_t pre = 0, k = 0, r;
+/* cg__shared_avx2's head: the bytes s and e share at their start, within `lim` >= 32. */
+static inline __attribute__((always_inline, target("avx2"))) size_t
+cg__head_avx2(const char *s, const char *e, size_t lim) {
+  size_t pre = 0;
   uint32_t d;
-  if (lim < 32)
-    return cg__shared_bytes(s, n, e, m, lim, suf);
   for (; pre + 64 <= lim; pre += 64) /* the shared head is long: 64 a round */
     if ((uint32_t) _mm256_movemask_epi8(_mm256_and_si256(
             _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *) (const void *) (s + pre)),
@@ -1696,7 +1695,15 @@ __attribute__((target("avx2"))) static size_t cg__shared_avx2(const char *s, siz
       break;
     }
   }
-  r = lim - pre; /* the tail, from the ends, not into the head */
+  return pre;
+}
+
+/* cg__shared_avx2's tail: the bytes s (`n`) and e (`m`) share at their end, within their
+ * last `r` bytes (those after the head). */
+static inline __attribute__((always_inline, target("avx2"))) size_t
+cg__tail_avx2(const char *s, size_t n, const char *e, size_t m, size_t r) {
+  size_t k = 0;
+  uint32_t d;
   if (r < 32) {
     while (k < r && s[n - 1 - k] == e[m - 1 - k])
       k++;
@@ -1715,7 +1722,18 @@ __attribute__((target("avx2"))) static size_t cg__shared_avx2(const char *s, siz
       }
     }
   }
-  *suf = k;
+  return k;
+}
+
+/* cg__shared 64 and 32 bytes at a time. */
+__attribute__((target("avx2"))) static size_t cg__shared_avx2(const char *s, size_t n,
+                                                              const char *e, size_t m,
+                                                              size_t lim, size_t *suf) {
+  size_t pre;
+  if (lim < 32)
+    return cg__shared_bytes(s, n, e, m, lim, suf);
+  pre = cg__head_avx2(s, e, lim);
+  *suf = cg__tail_avx2(s, n, e, m, lim - pre); /* from the ends, not into the head */
   return pre;
 }
 #endif
@@ -1776,8 +1794,9 @@ static size_t cg__shared(const char *s, size_t n, const char *e, size_t m, size_
  * machine without SSE2, by the first letter alone (a place that is no word's start
  * answers 0 and passes over nothing, so the answer and the places passed over are the
  * same either way). */
-static int cg__scan(const char *s, size_t n, size_t from, size_t to, const char *model,
-                    size_t mlen, const char **skip, struct cg__mm_regs *rg) {
+static __attribute__((noinline)) int cg__scan(const char *s, size_t n, size_t from,
+                                              size_t to, const char *model, size_t mlen,
+                                              const char **skip, struct cg__mm_regs *rg) {
   size_t i = from;
 #ifdef __SSE2__
   {
@@ -1840,7 +1859,8 @@ cg__scan_plain(const char *s, size_t n, size_t from, size_t to, const char *mode
 }
 
 /* cg__may_matter's answer over the whole event, backslashes and all. */
-static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t mlen) {
+static __attribute__((noinline)) int cg__may_matter_all(const char *s, size_t n,
+                                                        const char *model, size_t mlen) {
   const char *p, *e = s + n, *skip = s;
   if (memchr(s, '\\', n)) { /* rare in what a model writes: then look closer */
     for (p = s; (p = memchr(p, '\\', (size_t) (e - p))) && p + 1 < e; p += 2)
@@ -1899,7 +1919,14 @@ static int cg__may_matter_all(const char *s, size_t n, const char *model, size_t
  * serves as well) and fits: its places passed over are the kept event's before `from`,
  * those the scan noted, and the kept event's moved from the shared end; only its bytes
  * after P are copied.  An event that is read (cg__document) may change the model: the
- * cache is dropped there (the only place p->mlen changes) and in cg_usage_reset. */
+ * cache is dropped there (the only place p->mlen changes) and in cg_usage_reset.
+ *
+ * cg__sse_line_avx2 finds P before it knows where the event ends, over the bytes its
+ * buffer holds from the event's start (min(that, m) of them, at least min(n, m)): P
+ * within min(n, m) is the smaller of that and n.  It takes P for bytes without a '\n',
+ * so for the place to look for the line's end from, only when the kept event holds none
+ * (p->mm_lf 0): it came from one data line (no line's value holds a '\n'), not from
+ * an event buffer that joined several (p->data_lf).  The answer itself is as above. */
 #define CG__MM_READ 6    /* see above: what a place that says nothing reads from q on */
 #define CG__MM_RESCAN 64 /* a kept event that leaves more to scan is replaced */
 
@@ -1926,10 +1953,12 @@ cg__mm_scan(const struct cg__mm *c, size_t m, const char *s, size_t n, size_t fr
 
 /* cg__may_matter when the event may replace the kept one: its places passed over are
  * noted (the kept one's first `keep`, before `from`, and on), and it is kept when it said
- * nothing, had no backslash and fits.  Out of line: most events of a stream do not. */
+ * nothing, had no backslash and fits (with `lf`, cg__may_matter's).  Out of line: most
+ * events of a stream do not. */
 static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser *p,
                                                         const char *s, size_t n, size_t pre,
-                                                        size_t from, size_t to, size_t keep) {
+                                                        size_t from, size_t to, size_t keep,
+                                                        int lf) {
   struct cg__mm *c = &p->mm;
   struct cg__mm_regs rg, *note = n <= CG__MM_KEEP ? &rg : NULL;
   int r;
@@ -1945,18 +1974,21 @@ static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser 
     if (n > pre)
       memcpy(c->buf + pre, s + pre, n - pre);
     p->mm_len = n;
+    p->mm_lf = lf;
     c->rg = rg;
   }
   return r;
 }
 
-static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
+/* cg__may_matter with a kept event, given the bytes `s` shares with it at its start
+ * (`pre`) and its end (`suf`, cg__shared's). */
+static inline __attribute__((always_inline)) int
+cg__may_matter_kept(struct cg_usage_parser *p, const char *s, size_t n, size_t pre, size_t suf,
+                    int lf) {
   const struct cg__mm *c = &p->mm;
-  size_t m = p->mm_len, pre = 0, from = 0, to = n, keep = 0;
-  if (m) {
-    size_t suf;
+  size_t m = p->mm_len, from, to = n, keep = 0;
+  {
     int r;
-    pre = cg__shared(s, n, c->buf, m, n < m ? n : m, &suf);
     from = pre >= CG__MM_READ ? pre - CG__MM_READ + 1 : 0;
     for (; keep < c->rg.n && c->rg.a[keep] < from; keep++)
       if (from < c->rg.b[keep]) { /* inside a place passed over: start where it starts */
@@ -1970,12 +2002,24 @@ static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n) {
       return r >= 0 ? r : cg__may_matter_all(s, n, p->acc.model, p->mlen);
     }
   }
-  return cg__may_matter_keep(p, s, n, pre, from, to, keep);
+  return cg__may_matter_keep(p, s, n, pre, from, to, keep, lf);
+}
+
+/* `lf`: whether the event may hold a '\n' (one read from the event buffer may), kept with
+ * it: cg__sse_line_avx2 takes the head an event shares with the kept one for bytes
+ * without one. */
+static int cg__may_matter(struct cg_usage_parser *p, const char *s, size_t n, int lf) {
+  size_t m = p->mm_len, pre, suf;
+  if (!m)
+    return cg__may_matter_keep(p, s, n, 0, 0, n, 0, lf);
+  pre = cg__shared(s, n, p->mm.buf, m, n < m ? n : m, &suf);
+  return cg__may_matter_kept(p, s, n, pre, suf, lf);
 }
 
 /* One whole document (an SSE event's data), as cJSON_ParseWithLength read it: a UTF-8
  * byte order mark skipped when at least 5 bytes long, then any value. */
-static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
+static __attribute__((noinline)) void cg__document(struct cg_usage_parser *p, const char *s,
+                                                   size_t n) {
   if (n >= 5 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
     s += 3, n -= 3;
   p->mm_len = 0; /* the model may change: the pre-check's cache is not for it */
@@ -1988,13 +2032,14 @@ static void cg__document(struct cg_usage_parser *p, const char *s, size_t n) {
   }
 }
 
-/* An event's data, `n` bytes at `s` (within its bound): read when it may matter. */
-static void cg__sse_event(struct cg_usage_parser *p, const char *s, size_t n) {
+/* An event's data, `n` bytes at `s` (within its bound): read when it may matter; `lf`
+ * as cg__may_matter's. */
+static void cg__sse_event(struct cg_usage_parser *p, const char *s, size_t n, int lf) {
   while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
     s++, n--;
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
     n--;
-  if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) && cg__may_matter(p, s, n))
+  if (n && !(n == 6 && memcmp(s, "[DONE]", 6) == 0) && cg__may_matter(p, s, n, lf))
     cg__document(p, s, n);
 }
 
@@ -2003,11 +2048,11 @@ static void cg__sse_dispatch(struct cg_usage_parser *p) {
     p->skipped = 1;
     p->acc.stale = 1; /* it may have carried usage: only a later report can be trusted */
   } else if (p->has_data) {
-    cg__sse_event(p, p->buf, p->len);
+    cg__sse_event(p, p->buf, p->len, p->data_lf);
   }
   p->len = 0;
   p->drop = 0;
-  p->has_data = 0;
+  p->has_data = p->data_lf = 0;
   if (p->cap > 65536) /* do not keep a large event's memory for the rest of the stream */
     cg__release(p);
 }
@@ -2029,11 +2074,77 @@ static void cg__sse_field_done(struct cg_usage_parser *p) {
     fl--;
   p->is_data = !p->field_long && fl == 4 && memcmp(p->field, "data", 4) == 0;
   if (p->is_data) {
-    if (p->has_data)
+    if (p->has_data) {
       cg__sse_data(p, "\n", 1);
+      p->data_lf = 1;
+    }
     p->has_data = 1;
   }
 }
+
+#ifdef CG__AVX2
+/* cg__sse_feed's whole event of one data line and its blank line (the line's value from
+ * `v`, the buffer's end `e`) when the kept event holds no '\n' (issue 16): the head it
+ * shares with the kept one then holds none either, so the line's end is looked for after
+ * it, and the head, found over all the buffer holds from `v` (min(that, m) bytes: the
+ * head within min(n, m) is the smaller of it and n), is not compared again.  The rest
+ * goes as cg__sse_event would: no trim (blanks at either end take the general path), not
+ * "[DONE]" (too short).  Returns where the bytes after the blank line start; the end of
+ * the buffer when the line goes on past it (taken as the general path takes it: a data
+ * line's value so far, no '\n' in it); or NULL, having done nothing, for an event under
+ * 33 bytes, blanks at its ends, a line not followed by a blank line, one over the bound.
+ * Flattened: cg__scan_avx2 and the rest inlined (a call and the registers it saves cost
+ * some 20 instructions an event); what is rare stays out of line, noinline (cg__document,
+ * cg__may_matter_keep, cg__may_matter_all, cg__scan). */
+__attribute__((target("avx2"), flatten)) static const char *
+cg__sse_line_avx2(struct cg_usage_parser *p, const char *v, const char *e) {
+  const char *k = p->mm.buf, *nl = NULL;
+  size_t m = p->mm_len, l, pre, i, vn, lim;
+  const __m256i lf = _mm256_set1_epi8('\n');
+  uint32_t d;
+  if (v < e && *v == ' ')
+    v++;
+  l = (size_t) (e - v);
+  if (l < 35 || m < 32)
+    return NULL;
+  pre = cg__head_avx2(v, k, l < m ? l : m);
+  for (i = pre; i + 32 <= l; i += 32)
+    if ((d = (uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+             _mm256_loadu_si256((const __m256i *) (const void *) (v + i)), lf)))) {
+      nl = v + i + __builtin_ctz(d);
+      break;
+    }
+  if (!nl && i < l) { /* the last bytes, over some seen already (i - (l - 32) < 32) */
+    d = (uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+            _mm256_loadu_si256((const __m256i *) (const void *) (e - 32)), lf)) &
+        (~UINT32_C(0) << (i - (l - 32)));
+    if (d)
+      nl = e - 32 + __builtin_ctz(d);
+  }
+  if (!nl) { /* as cg__sse_feed's "data:", an optional space and the value */
+    memcpy(p->field, "data", 4);
+    p->field_len = 4;
+    p->line_empty = 0;
+    cg__sse_field_done(p);
+    p->in_value = 1;
+    cg__sse_data(p, v, l);
+    p->line_cr = e[-1] == '\r';
+    return e;
+  }
+  if (!((nl + 1 < e && nl[1] == '\n') || (nl + 2 < e && nl[1] == '\r' && nl[2] == '\n')))
+    return NULL;
+  vn = (size_t) (nl - v) - (nl[-1] == '\r'); /* nl[-1]: "data:" at least lies before v */
+  if (vn < 33 || vn > CG_USAGE_EVENT_MAX || (unsigned char) v[0] <= ' ' ||
+      (unsigned char) v[vn - 1] <= ' ') /* blanks, and other bytes below '!', declined */
+    return NULL;
+  if (pre > vn)
+    pre = vn;
+  lim = vn < m ? vn : m;
+  if (cg__may_matter_kept(p, v, vn, pre, cg__tail_avx2(v, vn, k, m, lim - pre), 0))
+    cg__document(p, v, vn);
+  return nl + (nl[1] == '\n' ? 2 : 3);
+}
+#endif
 
 static void cg__sse_eol(struct cg_usage_parser *p) {
   if (p->line_empty) {
@@ -2064,7 +2175,16 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
       continue;
     }
     if (c == 'd' && p->line_empty && !p->line_cr && n >= 5 && memcmp(s, "data:", 5) == 0) {
-      const char *v = s + 5, *e = s + n, *nl = memchr(v, '\n', n - 5);
+      const char *v = s + 5, *e = s + n, *nl;
+#ifdef CG__AVX2
+      if (p->mm_len && !p->mm_lf && !p->has_data && !p->drop && !p->len && cg__avx2() &&
+          (nl = cg__sse_line_avx2(p, v, e))) {
+        n -= (size_t) (nl - s);
+        s = nl;
+        continue;
+      }
+#endif
+      nl = memchr(v, '\n', n - 5);
       if (nl && !p->has_data && !p->drop && !p->len &&
           ((nl + 1 < e && nl[1] == '\n') || (nl + 2 < e && nl[1] == '\r' && nl[2] == '\n'))) {
         /* A whole event of one data line and its blank line, as most are: read where it
@@ -2076,7 +2196,7 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
         if (vn && v[vn - 1] == '\r')
           vn--;
         if (vn <= CG_USAGE_EVENT_MAX) {
-          cg__sse_event(p, v, vn);
+          cg__sse_event(p, v, vn, 0);
           nl += nl[1] == '\n' ? 2 : 3;
           n -= (size_t) (nl - s);
           s = nl;
@@ -2093,6 +2213,18 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
       p->line_cr = 0;
       s += 5, n -= 5;
       continue;
+    }
+    if (p->line_empty && !p->line_cr && c != '\r' && c != 'd') {
+      /* A line that cannot be a data line (its field name, up to a colon or the line's
+       * end, does not start with 'd'; or a comment), whole in this buffer: it changes
+       * nothing (cg__sse_eol after it leaves the state of a line's start, the state now),
+       * so it is passed over, not read byte by byte (Anthropic's "event: ..." lines). */
+      const char *nl = memchr(s, '\n', n);
+      if (nl) {
+        n -= (size_t) (nl + 1 - s);
+        s = nl + 1;
+        continue;
+      }
     }
     if (p->line_empty && !(c == '\r' && !p->line_cr))
       p->line_empty = 0;

@@ -225,6 +225,68 @@ static void run_cut(const char *body, size_t len, size_t cut, struct cg_usage *u
   cg_usage_free(p);
 }
 
+/* The SSE data line fast path (usage.c cg__sse_line_avx2): events after a kept one
+ * (KEPT, said nothing: the second of the first two), whole in a buffer or cut anywhere,
+ * and the shapes next to it that it leaves to the general path. */
+#define KEPT "{\"model\":\"m\",\"x\":null,\"choices\":[{\"delta\":{\"content\":\"abc\"}}]}"
+#define KEPT2 "data: " KEPT "\n\ndata: " KEPT "\n\n"
+static const struct {
+  const char *body;
+  int64_t input, output;
+  const char *model;
+} sse_line_cases[] = {
+  {KEPT2 "data: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
+   1, 2, "m"},
+  /* the line ends where the head it shares with the kept one does */
+  {KEPT2 "data: {\"model\":\"m\",\"x\":null,\"choices\":[{\n"
+   "data: \"delta\":{}}],\"usage\":{\"prompt_tokens\":4}}\n\n", 4, -1, "m"},
+  {KEPT2 "data: " KEPT "\ndata: ,\"usage\":{\"prompt_tokens\":4}}\n\n", -1, -1, "m"},
+  {KEPT2 "data:" KEPT "\r\n\r\ndata: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":5}}\r\n\r\n",
+   5, -1, "m"},
+  {KEPT2 "data: {\"model\":\"m\",\"x\":null,\"choices\":[{\"delta\":{}}]}\r\n"
+   "data: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":5}}\r\n\r\n", -1, -1, "m"},
+  {KEPT2 "data: {\"model\":\"m\",\"x\":null,\"choices\":[],\"usage\":{\"prompt_tokens\":5}}\r",
+   5, -1, "m"},
+  {KEPT2 "data: {\"model\":\"m\",\"x\":null,\"choices\":[],\"usage\":{\"prompt_tokens\":5}}\r"
+   "data: {\"usage\":{\"prompt_tokens\":6}}\n\n", 5, -1, "m"},
+  /* a '\r' at the end of a buffer, and the line's end in the next: the '\r' is not data */
+  {KEPT2 "data: {\"x\":null,\"usage\":{\"prompt_tokens\":5},\"model\":\"a\r\ndata: b\"}\n\n",
+   5, -1, "a\nb"},
+  /* blanks at the ends, the end of the stream without a blank line, a short event */
+  {KEPT2 "data:  {\"model\":\"m\",\"x\":null,\"usage\":{\"prompt_tokens\":6}}\t\n\n", 6, -1, "m"},
+  {KEPT2 "data: {\"model\":\"m\",\"x\":null,\"usage\":{\"prompt_tokens\":7}}\n", 7, -1, "m"},
+  {KEPT2 "data: {\"usage\":{\"prompt_tokens\":8}}\n\n", 8, -1, "m"},
+  {KEPT2 "data: [DONE]\n\ndata: " KEPT "\n\n", -1, -1, "m"},
+  /* a kept event of two data lines holds a '\n': the head shared with it is no proof */
+  {"data: {\"model\":\"m\"}\n\ndata: {\"model\":\"m\",\"x\":null,\ndata: \"y\":[1,2,3,4]}\n\n"
+   "data: {\"model\":\"m\",\"x\":null,\ndata: \"usage\":{\"prompt_tokens\":9}}\n\n", 9, -1, "m"},
+};
+
+Test(usage, sse_line_fast_path_whole_cut_and_in_pieces) {
+  static const size_t pieces[] = {1, 2, 7, 64};
+  size_t i, cut;
+  for (i = 0; i < sizeof(sse_line_cases) / sizeof(sse_line_cases[0]); i++) {
+    const char *b = sse_line_cases[i].body;
+    size_t len = strlen(b);
+    for (cut = 0; cut <= len + sizeof(pieces) / sizeof(pieces[0]); cut++) {
+      struct cg_usage u;
+      if (cut <= len)
+        run_cut(b, len, cut, &u);
+      else
+        run(b, len, pieces[cut - len - 1], &u);
+      cr_expect(u.input == sse_line_cases[i].input && u.output == sse_line_cases[i].output &&
+                    strcmp(u.model, sse_line_cases[i].model) == 0,
+                "case %zu, %s %zu: input %lld output %lld model '%s'", i,
+                cut <= len ? "cut at" : "pieces of", cut <= len ? cut : pieces[cut - len - 1],
+                (long long) u.input, (long long) u.output, u.model);
+      if (u.input != sse_line_cases[i].input)
+        break; /* one report a case is enough */
+    }
+  }
+}
+#undef KEPT2
+#undef KEPT
+
 Test(usage, table_whole_and_in_pieces) {
   static const size_t pieces[] = {(size_t) -1, 1, 2, 7, 64};
   size_t i, k;
@@ -486,6 +548,25 @@ static const struct usage_case scan_cases[] = {
    "data: {\"usage\":{\"prompt_tokens\":5}\n\n"
    "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
    1, -1, -1, 2, -1, 3, "", 0},
+  /* ---- the SSE framing's fast paths (issue 16, third round): lines passed over whole,
+   * data lines read where they lie, and the lines next to them that are read byte by
+   * byte ---- */
+  {"sse: lines that are no data lines are passed over, and only those",
+   ": comment\n"
+   "event: message_start\r\n"
+   "xdata: {\"usage\":{\"prompt_tokens\":9}}\n"
+   "data: {\"usage\":{\"prompt_tokens\":1,\n"
+   "id: 7\n"
+   "data: \"completion_tokens\":2}}\n"
+   "retry\n"
+   "\r\n"
+   "event: e\n\n"
+   "data: {\"model\":\"m\"}\nevent: x\n\n"
+   "dat: {\"model\":\"n\"}\n\n"
+   "e\rdata: {\"model\":\"o\"}\n\n",
+   1, -1, -1, 2, -1, 3, "m", 0},
+  {"sse: a field line named data, without a colon, is a data line",
+   "event: x\ndata\r\ndata: {\"model\":\"m\"}\n\n", -1, -1, -1, -1, -1, -1, "m", 0},
   /* ---- the fast paths of issue 16's second round: each shape they take, and the ones
    * next to it that they leave to the general code ---- */
   {"separators: none, one space, two, a tab, a newline and indent, a blank before ','",
