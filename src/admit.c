@@ -27,8 +27,8 @@ static int cg__wait(cg_wait_fn wait, void *arg, int64_t ms) {
   return r;
 }
 
-/* cg__wait inside cg__enter: a wait the host aborted counts in queue_ms as long as it
- * lasted (a finished one counts what it was planned to take, as before). */
+/* cg__wait inside cg__enter for a planned wait: one the host aborted counts in queue_ms
+ * as long as it lasted (a finished one counts what it was planned to take, as before). */
 static int cg__enter_wait(struct cg_admission *ad, cg_wait_fn wait, void *arg, int64_t ms) {
   int64_t t0 = cg_mono_ms();
   int r = cg__wait(wait, arg, ms);
@@ -608,9 +608,10 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
         ms = CG_LEARN_POLL_MS;
       {
         int64_t t0 = cg_mono_ms();
-        if (cg__enter_wait(ad, wait, wait_arg, ms) != 0)
+        int aborted = cg__wait(wait, wait_arg, ms) != 0;
+        ad->queue_ms += cg_mono_ms() - t0; /* as long as it lasted, aborted or not */
+        if (aborted)
           return -3;
-        ad->queue_ms += cg_mono_ms() - t0;
       }
     }
   }
