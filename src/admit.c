@@ -535,6 +535,8 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   *wait_ms = 0;
   if (cg__pool(ad) < 0)
     return -2;
+  /* A Redis step takes a round trip: as good as a wait for cg_admission_recheck. */
+  ad->waited = ad->sh.ops != &cg_shared_mmap;
   left_ms = deadline_ms - now / 1000000 - CG_MIN_ATTEMPT_MS; /* now: CLOCK_MONOTONIC too */
   /* A pool held by a server's hint waits no longer than such a hint may ask of the
    * process that got it (max_retry_after): longer means give up now. */
@@ -550,6 +552,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   }
   if (wait_ns > 0) {
     int rounds;
+    ad->waited = 1;
     cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
     if (cg__enter_wait(ad, wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
       return -3; /* the host aborted while waiting */
@@ -608,7 +611,9 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
         ms = CG_LEARN_POLL_MS;
       {
         int64_t t0 = cg_mono_ms();
-        int aborted = cg__wait(wait, wait_arg, ms) != 0;
+        int aborted;
+        ad->waited = 1;
+        aborted = cg__wait(wait, wait_arg, ms) != 0;
         ad->queue_ms += cg_mono_ms() - t0; /* as long as it lasted, aborted or not */
         if (aborted)
           return -3;
@@ -620,6 +625,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
                           (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000,
                           &waited_ns);
     ad->queue_ms += waited_ns / 1000000;
+    ad->waited |= waited_ns > 0;
     if (waited_ns > 1000000 && wait_ns <= 0)
       cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
     if (slot == -1) {

@@ -48,6 +48,9 @@ struct cg_admission {
   int64_t tokens;                  /* estimated tokens charged per attempt (body.h) */
   int64_t max_retry_after_ms;      /* a hold longer than this fails fast */
   int64_t queue_ms;                /* waited before the current attempt */
+  int waited;                      /* cg_admission_enter waited (the limiter, an in-flight
+                                    * slot) or asked Redis: the breaker may have changed
+                                    * meanwhile (cg_admission_recheck) */
   int probe;                       /* this call holds the breaker's half-open probe */
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */
@@ -143,7 +146,8 @@ void cg_admission_finish(struct cg_admission *ad);
 /* Wait until the attempt may go (`deadline_ms`: the call's, monotonic).  Returns the
  * in-flight slot (>= 0) or -2 (none needed or none to be had: go); -1 when the wait would
  * not fit the deadline (`*wait_ms` says how long it would have been); -3 when the host
- * aborted while waiting.  The time waited is in `queue_ms`. */
+ * aborted while waiting.  The time waited is in `queue_ms`; `waited` says whether it
+ * waited at all (or asked Redis). */
 int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                        void *wait_arg, int64_t *wait_ms);
 

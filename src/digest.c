@@ -22,6 +22,19 @@ void cg_digest_hex(const void *p, size_t n, char out[CG_DIGEST_HEX]) {
   cg__hex(XXH3_128bits(p, n), out);
 }
 
+void cg_digest128(const void *p, size_t n, uint64_t out[2]) {
+  XXH128_hash_t h = XXH3_128bits(p, n);
+  out[0] = h.high64;
+  out[1] = h.low64;
+}
+
+void cg_digest128_hex(const uint64_t h[2], char out[CG_DIGEST_HEX]) {
+  XXH128_hash_t x;
+  x.high64 = h[0];
+  x.low64 = h[1];
+  cg__hex(x, out);
+}
+
 struct cg_digest *cg_digest_new(void) {
   struct cg_digest *d = malloc(sizeof(*d));
   if (!d)

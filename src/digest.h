@@ -8,11 +8,17 @@
 #define CG_DIGEST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define CG_DIGEST_HEX 33 /* 32 hex digits + NUL */
 
 /* Hex digest of `n` bytes at `p` into `out`. */
 void cg_digest_hex(const void *p, size_t n, char out[CG_DIGEST_HEX]);
+
+/* The same digest as two numbers (`out[0]` the high half, `out[1]` the low), and that
+ * form in hex: cg_digest128_hex(h) after cg_digest128(p, n, h) is cg_digest_hex(p, n). */
+void cg_digest128(const void *p, size_t n, uint64_t out[2]);
+void cg_digest128_hex(const uint64_t h[2], char out[CG_DIGEST_HEX]);
 
 /* Streaming form, for bodies handed out piecewise by a read callback. */
 struct cg_digest;

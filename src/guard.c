@@ -58,7 +58,8 @@ struct cg_call {
   int64_t deadline_ms;        /* monotonic */
   enum cg_body body;
   long file_start;            /* CG_BODY_READ_FILE: position to rewind to */
-  int has_digest;             /* body_digest holds the body's digest */
+  int has_digest;             /* body_hash holds the body's digest */
+  uint64_t body_hash[2];      /* XXH3-128 of the body (high, low halves): cg_digest128 */
   struct cg_digest *stream_digest; /* CG_BODY_READ_CB */
   char *model;
   int attempt;                /* 1-based number of the attempt under way */
@@ -102,8 +103,9 @@ struct cg_call {
 
   /* Not zeroed when the call begins (9 KiB of the 10 a memset cost on every request,
    * issue 16): each is written before it is read, or its first byte set (cg__call_init). */
-  char request_id[128];       /* always written */
-  char body_digest[CG_DIGEST_HEX]; /* read only while has_digest */
+  char request_id[128];       /* written by cg__call_init, or by cg__request_id (rid_later) */
+  int rid_later;              /* request_id is still to be made (cg__request_id) */
+  char body_digest[CG_DIGEST_HEX]; /* body_hash in hex, written by cg__fill_record */
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
   char task_id_buf[128];      /* read only through task_id */
   char fallback_url[4096];    /* the URL sent instead of the host's, "" = not diverted */
@@ -140,7 +142,8 @@ static void cg__prepare_body(struct cg_call *call) {
   if (body) {
     call->body = CG_BODY_FIELDS;
     if (len <= CG_DIGEST_MAX) {
-      cg_digest_hex(body, len, call->body_digest);
+      /* In hex only for a record that is written (cg__fill_record). */
+      cg_digest128(body, len, call->body_hash);
       call->has_digest = 1;
     }
     cg_body_facts(body, len, &call->model, &call->admission.tokens);
@@ -281,14 +284,17 @@ static void cg__getinfo(struct cg_call *call, const struct cg_attempt *a, struct
   CURL *c = call->h->curl;
 
   memset(i, 0, sizeof(*i));
+  /* What the verdict reads (cg__judge). */
   get(c, CURLINFO_RESPONSE_CODE, &i->status);
   get(c, CURLINFO_REQUEST_SIZE, &i->request_size);
-  get(c, CURLINFO_HEADER_SIZE, &i->header_size);
   if (a->saw_location)
     get(c, CURLINFO_REDIRECT_COUNT, &i->redirects);
-  get(c, CURLINFO_CONNECT_TIME_T, &i->connect_us);
   get(c, CURLINFO_PRETRANSFER_TIME_T, &i->pretransfer_us);
   get(c, CURLINFO_STARTTRANSFER_TIME_T, &i->starttransfer_us);
+  if (!call->cfg->log_path)
+    return; /* the rest is only written in a record (issue 16: 5 getinfos a call) */
+  get(c, CURLINFO_HEADER_SIZE, &i->header_size);
+  get(c, CURLINFO_CONNECT_TIME_T, &i->connect_us);
   get(c, CURLINFO_TOTAL_TIME_T, &i->total_us);
   get(c, CURLINFO_SIZE_UPLOAD_T, &i->up);
   get(c, CURLINFO_SIZE_DOWNLOAD_T, &i->down);
@@ -359,6 +365,17 @@ static void cg__fill_usage(struct cg_call *call, const struct cg_attempt *a,
     cg_admission_tokens_correct(&call->admission, u->total - call->admission.tokens);
 }
 
+/* The call's request id (a UUID v4 unless the host named the call, cg__call_init),
+ * made on first use: only a written record, the request-id header and a failed call's
+ * repeat chain show it (issue 16: ~150 instructions a call otherwise). */
+static const char *cg__request_id(struct cg_call *call) {
+  if (call->rid_later) {
+    cg_uuid4(call->request_id);
+    call->rid_later = 0;
+  }
+  return call->request_id;
+}
+
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
                             const struct cg_info *i, const struct cg_verdict *v,
                             int curl_code, struct cg_record *r, char *outcome_buf,
@@ -366,7 +383,9 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   cg_record_init(r);
   r->ts_ms = cg_wall_ms();
   r->pid = (long) cg_pid();
-  r->request_id = call->request_id;
+  /* The request id and the body's digest in hex are read only from a written record
+   * (the pool's tally reads neither, tally.h): made only when the log is on. */
+  r->request_id = call->cfg->log_path ? cg__request_id(call) : call->request_id;
   r->task_id = call->task_id;
   r->attempt = call->attempt;
   r->method = call->method; /* the call's, not a redirect's (CURLINFO_EFFECTIVE_METHOD) */
@@ -390,7 +409,10 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;
   r->fallback_from = call->fallback_from;
-  if (call->has_digest) {
+  if (!call->cfg->log_path) {
+    /* not written anywhere (see request_id above) */
+  } else if (call->has_digest) {
+    cg_digest128_hex(call->body_hash, call->body_digest);
     r->body_digest = call->body_digest;
   } else if (call->stream_digest && a->read_bytes > 0) {
     cg_digest_final(call->stream_digest, digest_buf);
@@ -511,10 +533,14 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
       cg_handle_header(h, cfg->request_id_header, key, sizeof(key))) {
     /* The host names the call itself: that is the request id. */
     snprintf(call->request_id, sizeof(call->request_id), "%s", key);
-  } else {
+    call->rid_later = 0;
+  } else if (cfg->request_id_header) {
     cg_uuid4(call->request_id);
-    if (cfg->request_id_header)
-      call->headers = cg__headers_with(call, cfg->request_id_header, call->request_id);
+    call->rid_later = 0;
+    call->headers = cg__headers_with(call, cfg->request_id_header, call->request_id);
+  } else {
+    call->request_id[0] = '\0';
+    call->rid_later = 1; /* cg__request_id */
   }
   call->task_id = cfg->task_id;
   if (cfg->task_id_header &&
@@ -525,8 +551,8 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   if (call->headers && strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
     call->idempotent = 1;
   cg__prepare_body(call);
-  call->repeat_key =
-      cg_repeat_key(call->method, h->url, call->has_digest ? call->body_digest : NULL);
+  call->repeat_key = cg_repeat_key_call(call->method, h->url,
+                                        call->has_digest ? call->body_hash : NULL);
   if (cfg->repeat_window_ms > 0)
     call->repeats = cg_repeat_note(call->repeat_key, now_ms, cfg->repeat_window_ms,
                                    call->repeat_of, sizeof(call->repeat_of));
@@ -900,7 +926,11 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
       *rc = CURLE_OPERATION_TIMEDOUT;
       return 1;
     }
-    gate = cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms);
+    /* Asked again only after a wait: with none, the breaker's answer above is as new
+     * as a second one would be (issue 16: ~300 instructions a call). */
+    gate = call->admission.waited
+               ? cg_admission_recheck(&call->admission, call->deadline_ms, &wait_ms)
+               : CG_GATE_GO;
     if (gate == CG_GATE_GO) {
       *slot = s;
       return 0;
@@ -1369,13 +1399,16 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
   const struct cg_config *cfg = call->cfg;
 
   cg_admission_finish(&call->admission);
-  if (cfg->repeat_window_ms > 0)
-    cg_repeat_done(call->repeat_key,
-                   !call->reached                      ? CG_REPEAT_LOCAL
-                   : rc == CURLE_OK && call->final_ok ? CG_REPEAT_OK
-                                                      : CG_REPEAT_FAILED,
-                   cg_mono_ms(), call->repeats,
-                   call->repeat_of[0] ? call->repeat_of : call->request_id);
+  if (cfg->repeat_window_ms > 0) {
+    enum cg_repeat_end end = !call->reached                      ? CG_REPEAT_LOCAL
+                             : rc == CURLE_OK && call->final_ok ? CG_REPEAT_OK
+                                                                : CG_REPEAT_FAILED;
+    /* A chain's id is read only from a failed slot (repeat.h). */
+    cg_repeat_done(call->repeat_key, end, cg_mono_ms(), call->repeats,
+                   call->repeat_of[0]          ? call->repeat_of
+                   : end == CG_REPEAT_FAILED ? cg__request_id(call)
+                                             : call->request_id);
+  }
   cg__call_free(call);
   cg__call_release(call);
 }

@@ -503,6 +503,8 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
   ssize_t w;
   int fd;
 
+  if (!c->log_path)
+    return -1; /* the log is off: nothing to open (cg__log_open), no lock to take */
   pthread_mutex_lock(&cg__log_mutex);
   if (cg__log_fd >= 0 && !cg__log_still_ours(cg__log_fd))
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */

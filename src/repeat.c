@@ -73,6 +73,21 @@ uint64_t cg_repeat_key(const char *method, const char *url, const char *body_dig
   return XXH3_64bits_digest(&st);
 }
 
+uint64_t cg_repeat_key_call(const char *method, const char *url, const uint64_t body_hash[2]) {
+  /* The body's hash seeds the method's, which seeds the URL's: each part changes the key
+   * as a whole (a seed changes every XXH3 output bit), the NULs need not be hashed. */
+  uint64_t seed = body_hash ? body_hash[0] ^ (body_hash[1] * UINT64_C(0x9E3779B97F4A7C15)) : 0;
+  size_t nm = strlen(method);
+  if (nm < 8) { /* GET, POST, DELETE...: its bytes and length folded in, no hash */
+    uint64_t m = 0;
+    memcpy(&m, method, nm); /* nm < 8: the top byte is free for the length */
+    seed ^= (m | (uint64_t) nm << 56) * UINT64_C(0xC2B2AE3D27D4EB4F);
+  } else {
+    seed = XXH3_64bits_withSeed(method, nm, seed);
+  }
+  return XXH3_64bits_withSeed(url, strlen(url), seed);
+}
+
 int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, size_t len) {
   int repeats = 0;
   uint64_t me = cg__thread_id();

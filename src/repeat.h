@@ -47,7 +47,15 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, 
 void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
                     const char *chain_id);
 
-/* The key of a call. */
+/* A key from `method`, `url` (NUL-terminated) and, when not NULL, `body_digest` (hex,
+ * NUL-terminated): XXH3-64 of their bytes with the NULs between.  Stable across versions:
+ * limiter.c keys the state file's pools with it ("pool", name, NULL). */
 uint64_t cg_repeat_key(const char *method, const char *url, const char *body_digest);
+
+/* The key of a call: `method`, `url` (NUL-terminated) and, when not NULL, its body's
+ * XXH3-128 (`body_hash`: high, low halves, cg_digest128).  Kept only in this process's
+ * memory (never in the state file), so free to differ from cg_repeat_key: two short
+ * seeded XXH3-64 hashes, no hex and no copy (issue 16). */
+uint64_t cg_repeat_key_call(const char *method, const char *url, const uint64_t body_hash[2]);
 
 #endif

@@ -301,6 +301,28 @@ class FlakyProviderTest(HoldTestCase):
         """The same through curl --parallel (the multi API's non-blocking driver)."""
         self.budget_waiter_sees_the_breaker(("--parallel",))
 
+    def test_a_call_waiting_in_the_limiter_sees_the_breaker_open(self):
+        """A call the request limit makes wait asks the breaker again after the wait
+        (guard.c cg__admit, admit.h `waited`): when the breaker opened meanwhile (open =
+        fail), the call is not sent and ends circuit_open.  (Without a wait the breaker is
+        not asked twice, issue 16.)"""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="30", CURLGUARD_BREAKER_OPEN="fail")
+        limited = dict(env, CURLGUARD_RPM="12")          # one request per 5 s
+        ok_url = self.mock.url("/v1/chat/completions", plan="200")
+        self.assertEqual(self.curl(ok_url, limited).stdout, b"200")   # takes the turn
+        waiter_url = self.mock.url("/v1/chat/completions", plan="200")
+        waiter = self.popen(waiter_url, limited)
+        time.sleep(0.5)                                  # it waits in the limiter now
+        opened = self.open_it(env)                       # no request limit: at once
+        out, err = waiter.communicate(timeout=30)
+        self.assertLess(time.monotonic() - opened, 10.0)
+        self.assertEqual(self.mock.entries(url=waiter_url), [], "sent with the breaker open")
+        self.assertNotEqual(out, b"200", err)
+        last = [r for r in self.records() if r["pid"] == waiter.pid]
+        self.assertEqual([(r["attempt"], r["reason"], r["final"]) for r in last],
+                         [(1, "circuit_open", True)], last)
+        self.assertGreaterEqual(last[0]["queue_ms"], 3000, last)
+
     def budget_waiter_sees_the_breaker(self, extra):
         env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="30", CURLGUARD_BREAKER_OPEN="fail",
                         CURLGUARD_RETRY_BUDGET_RATIO="0", CURLGUARD_RETRY_BUDGET_MIN_PER_S="0.1")

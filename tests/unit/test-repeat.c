@@ -1,0 +1,39 @@
+/* test-repeat.c - host-retry detection keys and slots (src/repeat.c). */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "repeat.h"
+
+/* A call's key changes with each of its parts, and only with them. */
+Test(repeat, call_key_follows_method_url_and_body) {
+  const uint64_t b1[2] = {1, 2}, b2[2] = {1, 3}, b3[2] = {2, 2};
+  uint64_t k = cg_repeat_key_call("POST", "http://127.0.0.1/v1/chat", b1);
+
+  cr_assert_eq(k, cg_repeat_key_call("POST", "http://127.0.0.1/v1/chat", b1));
+  cr_assert_neq(k, cg_repeat_key_call("PUT", "http://127.0.0.1/v1/chat", b1));
+  cr_assert_neq(k, cg_repeat_key_call("POST", "http://127.0.0.1/v1/chat?i=1", b1));
+  cr_assert_neq(k, cg_repeat_key_call("POST", "http://127.0.0.1/v1/chat", b2));
+  cr_assert_neq(k, cg_repeat_key_call("POST", "http://127.0.0.1/v1/chat", b3));
+  cr_assert_neq(k, cg_repeat_key_call("POST", "http://127.0.0.1/v1/chat", NULL));
+  /* the method's length is part of it: "GET" and "GET\0..." cannot meet */
+  cr_assert_neq(cg_repeat_key_call("GE", "u", NULL), cg_repeat_key_call("GET", "u", NULL));
+  /* a method of 8 bytes or more is hashed, not folded */
+  cr_assert_eq(cg_repeat_key_call("PROPFIND", "u", b1), cg_repeat_key_call("PROPFIND", "u", b1));
+  cr_assert_neq(cg_repeat_key_call("PROPFIND", "u", b1), cg_repeat_key_call("PROPFINE", "u", b1));
+}
+
+/* A failed call with a key makes the next identical call a repeat of it; success ends
+ * the chain. */
+Test(repeat, failed_call_starts_a_chain_success_ends_it) {
+  const uint64_t b[2] = {42, 43};
+  uint64_t k = cg_repeat_key_call("POST", "http://127.0.0.1/x", b);
+  char prev[64];
+
+  cr_assert_eq(cg_repeat_note(k, 1000, 60000, prev, sizeof(prev)), 0);
+  cg_repeat_done(k, CG_REPEAT_FAILED, 1000, 0, "req-1");
+  cr_assert_eq(cg_repeat_note(k, 2000, 60000, prev, sizeof(prev)), 1);
+  cr_assert_str_eq(prev, "req-1");
+  cg_repeat_done(k, CG_REPEAT_OK, 2000, 1, "req-1");
+  cr_assert_eq(cg_repeat_note(k, 3000, 60000, prev, sizeof(prev)), 0);
+}
