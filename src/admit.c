@@ -690,6 +690,12 @@ static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long s
     cg_limiter_count(st, ad->pool_index, CG_CNT_429);
     cg__sh_hold(ad, cg__capped_ns(hint >= 0 ? hint : sleep_ms, max));
   }
+  /* Only a "remaining" count (or the IETF field, which holds one) can pace or hold the
+   * pool below: an answer without one (most answers of most servers) skips the parse
+   * and the wall clock read (issue 16). */
+  if (!hh->rl_remaining_req[0] && !hh->a_remaining_req[0] && !hh->ietf[0] &&
+      !hh->rl_remaining_tok[0] && !hh->a_remaining_tok[0])
+    return;
   cg_rl_parse(&rh, cg_wall_ms(), &sig);
   if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
     cg_limiter_pace(st, ad->pool_index, sig.requests_limit, sig.requests_remaining,

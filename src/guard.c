@@ -223,6 +223,12 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   memset(in, 0, sizeof(*in));
   in->verdict = *v;
   in->idempotent = call->idempotent;
+  in->attempt = call->attempt;
+  in->max_attempts = (int) cfg->max_attempts;
+  in->max_retry_after_ms = cfg->max_retry_after_ms;
+  in->hint_ms = -1;
+  if (v->outcome == CG_OUT_OK)
+    return; /* done, whatever the rest says (cg_policy_decide): no clock, no random draw */
   if (a->saw_location) { /* none followed without a Location line (cg__getinfo) */
     long redirects = 0; /* allowed inside callbacks too (the preview) */
     if (call->lib->easy_getinfo(call->h->curl, CURLINFO_REDIRECT_COUNT, &redirects) ==
@@ -231,8 +237,6 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   }
   in->should_retry = v->outcome == CG_OUT_HTTP ? cg__should_retry_header(&a->hints) : -1;
   in->body_replayable = cg__body_replayable(call, a, v);
-  in->attempt = call->attempt;
-  in->max_attempts = (int) cfg->max_attempts;
   in->backoff_ms = preview ? 0
                            : cg_backoff_ms(cfg->jitter, cfg->backoff_base_ms,
                                            cfg->backoff_cap_ms, call->attempt,
@@ -247,7 +251,6 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
     int64_t spread = in->hint_ms / 10 < 1000 ? in->hint_ms / 10 : 1000;
     in->hint_jitter_ms = cg_rand_range(1, spread > 1 ? spread : 1);
   }
-  in->max_retry_after_ms = cfg->max_retry_after_ms;
   in->time_left_ms = call->deadline_ms - cg_mono_ms();
   /* Attempts are planned from the deadline: the next one is only started if the wait
    * plus as long as this one took (at least CG_MIN_ATTEMPT_MS) still fits. */

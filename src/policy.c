@@ -121,13 +121,14 @@ static void cg__set(struct cg_policy_out *out, enum cg_decision d, const char *r
 
 void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) {
   const struct cg_verdict *v = &in->verdict;
-  enum cg_retry_class cls = cg_policy_class_rules(in->rules, in->nrules, v->outcome, v->status);
+  enum cg_retry_class cls;
   int64_t sleep;
 
   if (v->outcome == CG_OUT_OK)
     return cg__set(out, CG_DONE, "ok");
   if (v->outcome == CG_OUT_ABORTED_BY_HOST)
     return cg__set(out, CG_DONE, "aborted_by_host");
+  cls = cg_policy_class_rules(in->rules, in->nrules, v->outcome, v->status);
 
   /* The server's word beats the status table, for HTTP answers. */
   if (v->outcome == CG_OUT_HTTP && in->should_retry == 0)

@@ -125,6 +125,24 @@ Test(rl_parse, nothing_is_unknown) {
   assert_all_unknown(&s);
 }
 
+/* What admit.c's cg__learn skips the parse for: without a "remaining" count (and the
+ * IETF field) nothing is remaining, so nothing paces or holds the pool, whatever limits
+ * and resets say. */
+Test(rl_parse, no_remaining_count_no_remaining) {
+  struct cg_rl_headers h;
+  struct cg_rl_signal s;
+  memset(&h, 0, sizeof(h));
+  h.limit_requests = h.a_limit_requests = "100";
+  h.limit_tokens = h.a_limit_tokens = "10000";
+  h.reset_requests = h.reset_tokens = "1s";
+  h.a_reset_requests = h.a_reset_tokens = "2026-11-30T06:17:30Z";
+  h.remaining_requests = h.remaining_tokens = h.a_remaining_requests = "";
+  h.a_remaining_tokens = h.ietf = "";
+  parse(&h, T0, &s);
+  cr_assert_lt(s.requests_remaining, 0);
+  cr_assert_lt(s.tokens_remaining, 0);
+}
+
 Test(rl_parse, openai) {
   struct cg_rl_headers h;
   struct cg_rl_signal s;
