@@ -121,7 +121,48 @@ cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind
 
 /* The host's most frequent call: with the guard off, straight to the caller's libcurl;
  * on, a known handle's shadow is found through this thread's memo (handle.h) and only
- * the options it keeps are recorded. */
+ * the options it keeps are recorded.
+ *
+ * On x86-64 (System V ABI, section 3.5.7) and on Linux AArch64 (AAPCS64, section 6.4.2
+ * and its variadic rules as Linux follows them) a variadic argument of integer or
+ * pointer class travels in the same register as a fixed one in its place: the third
+ * general-purpose argument register (rdx, x2), whatever its C type (long, a pointer, a
+ * function pointer, curl_off_t, a struct curl_blob pointer: every curl_easy_setopt
+ * argument is 64 bits wide there).  So the entry point reads it as a fixed uintptr_t,
+ * without the variadic prologue that saves every argument register and the va_list
+ * walk (issue 16: ~25 instructions of the ~70 the shim adds to each setopt; curl's tool
+ * sets ~86 options a transfer).  libcurl reads the value it is given with va_arg from the
+ * same register, so what it gets is bit for bit what the host passed.  Elsewhere the
+ * portable variadic form reads it (optval.h). */
+#if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
+    __asm__("curl_easy_setopt");
+CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
+  /* CURLoption, not long: the caller passes an int, and only the register's low 32 bits
+   * are defined (System V ABI 3.2.3) */
+  long option = (long) opt;
+  struct cg_optval v;
+
+  if (option < CURLOPTTYPE_OBJECTPOINT) {
+    v.kind = CG_OPT_LONG, v.u.l = (long) arg;
+    return cg__setopt(curl, option, &v, CG_OPT_LONG);
+  }
+  if (option < CURLOPTTYPE_FUNCTIONPOINT) {
+    v.kind = CG_OPT_PTR, v.u.p = (void *) arg;
+    return cg__setopt(curl, option, &v, CG_OPT_PTR);
+  }
+  if (option < CURLOPTTYPE_OFF_T) {
+    v.kind = CG_OPT_FUNC, v.u.f = (void (*)(void)) arg;
+    return cg__setopt(curl, option, &v, CG_OPT_FUNC);
+  }
+  if (option < CURLOPTTYPE_BLOB) {
+    v.kind = CG_OPT_OFFT, v.u.o = (curl_off_t) arg;
+    return cg__setopt(curl, option, &v, CG_OPT_OFFT);
+  }
+  v.kind = CG_OPT_BLOB, v.u.p = (void *) arg;
+  return cg__setopt(curl, option, &v, CG_OPT_BLOB);
+}
+#else
 CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   struct cg_optval v;
   va_list ap;
@@ -143,6 +184,7 @@ CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   }
   return CURLE_BAD_FUNCTION_ARGUMENT; /* not reached: cg_optval_read sets a kind */
 }
+#endif
 
 CG_EXPORT CURLcode curl_easy_perform(CURL *curl) {
   struct cg_handle *h;
