@@ -1407,10 +1407,11 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
                              : rc == CURLE_OK && call->final_ok ? CG_REPEAT_OK
                                                                 : CG_REPEAT_FAILED;
     /* A chain's id is read only from a failed slot (repeat.h). */
-    cg_repeat_done(call->repeat_key, end, cg_mono_ms(), call->repeats,
-                   call->repeat_of[0]          ? call->repeat_of
-                   : end == CG_REPEAT_FAILED ? cg__request_id(call)
-                                             : call->request_id);
+    if (cg_repeat_needs_done(end))
+      cg_repeat_done(call->repeat_key, end, cg_mono_ms(), call->repeats,
+                     call->repeat_of[0]          ? call->repeat_of
+                     : end == CG_REPEAT_FAILED ? cg__request_id(call)
+                                               : call->request_id);
   }
   cg__call_free(call);
   cg__call_release(call);

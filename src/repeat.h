@@ -47,6 +47,10 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, 
 void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
                     const char *chain_id);
 
+/* 0 when cg_repeat_done(.., `end`, ..) would change nothing (a local end; a success while
+ * no slot holds a failure): the caller may skip it, and reading the clock for it. */
+int cg_repeat_needs_done(enum cg_repeat_end end);
+
 /* A key from `method`, `url` (NUL-terminated) and, when not NULL, `body_digest` (hex,
  * NUL-terminated): XXH3-64 of their bytes with the NULs between.  Stable across versions:
  * limiter.c keys the state file's pools with it ("pool", name, NULL). */

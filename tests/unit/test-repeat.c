@@ -37,3 +37,18 @@ Test(repeat, failed_call_starts_a_chain_success_ends_it) {
   cg_repeat_done(k, CG_REPEAT_OK, 2000, 1, "req-1");
   cr_assert_eq(cg_repeat_note(k, 3000, 60000, prev, sizeof(prev)), 0);
 }
+
+/* What the guard may skip (and its clock read with it): a local end always, a success
+ * while no failed slot exists; never a failure, nor a success that may end a chain. */
+Test(repeat, needs_done_only_when_it_changes_something) {
+  const uint64_t b[2] = {7, 8};
+  uint64_t k = cg_repeat_key_call("POST", "http://127.0.0.1/y", b);
+
+  cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_LOCAL), 0);
+  cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_OK), 0);
+  cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_FAILED), 1);
+  cg_repeat_done(k, CG_REPEAT_FAILED, 1000, 0, "req-9");
+  cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_OK), 1); /* it may end that chain */
+  cg_repeat_done(k, CG_REPEAT_OK, 1500, 1, "req-9");
+  cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_OK), 0);
+}
