@@ -15,11 +15,13 @@ and load, a fresh mock provider per contender; ground truth from its ledger (GET
   1. overhead  sequential keep-alive POSTs to a fast local server (nginx with fixed answers:
                1 KB JSON with usage, or a 50-event SSE stream; the mock if nginx is missing)
                from `curl -K` (many URLs) and from batch-host --threads 1 --no-lines: no
-               preload; bench/forward.c (a forwarding interposer, built here); libcurlguard
+               preload; bench/forward.c (a forwarding interposer, built here), and with a
+               fixed loop of the guard's instruction count (calibration); libcurlguard
                with CURLGUARD off; guard on, log off / log on / every feature / SSE; and the
                peers, nginx proxy_next_upstream and haproxy retries 3 in front of the server.
                Client CPU per request (client + proxy CPU for the peers; bench/runstat.c),
-               medians of interleaved rounds, vs issue 16's targets; instructions
+               medians of interleaved rounds, vs issue 16's targets, each client as the
+               scheduler places it and with every process pinned to one CPU; instructions
                (callgrind) and syscalls (strace -f -c) per request as the slope between two
                counts; max RSS, and the C host's at 100,000 requests (full run). A missing
                nginx, haproxy, valgrind, strace or cc: "not measured: X missing" (--without
@@ -524,11 +526,16 @@ def report_accuracy(r):
 # Tools scenario 1 uses when they are there; a missing one gives "not measured: X missing".
 OVH_TOOLS = {"nginx": "/usr/sbin/nginx", "haproxy": "/usr/sbin/haproxy",
              "valgrind": "/usr/bin/valgrind", "strace": "/usr/bin/strace", "cc": "cc"}
+# The calibration row's loop (bench/forward.c FORWARD_LOOP): rounds before and after each
+# transfer, 3 instructions a round: about as many instructions as the guard's, log off.
+OVH_LOOP = 3500
 # (key, label, guard environment kind, answer, proxy). The increase of each row is over its
 # baseline: "none-sse" for the SSE row (the same answer without the guard), "none" otherwise.
 OVH_ROWS = [
     ("none", "no preload", None, "json", None),
     ("forward", "forwarding interposer (`bench/forward.c`)", "forward", "json", None),
+    ("loop", f"forwarding interposer + {6 * OVH_LOOP / 1000:g}k instructions (calibration)",
+     "loop", "json", None),
     ("off", "libcurlguard preloaded, `CURLGUARD` off", "off", "json", None),
     ("logoff", "guard on, log off", "logoff", "json", None),
     ("logon", "guard on, log on", "logon", "json", None),
@@ -544,7 +551,16 @@ OVH_BASE = {"sse": "none-sse"}
 OVH_TARGETS = {"off": "noise", "logoff": 5.0, "logon": 10.0, "all": 15.0, "sse": 15.0}
 OVH_GUARD_ROW = "logon"     # "the guard's" added CPU in the proxies' ratio
 OVH_SSE_EVENTS = 50
-OVH_HOSTS = ["curl", "C host"]
+# Each client twice: as the scheduler places it (2 CPUs: client and server on either), and with
+# the client, the server and the proxy pinned to one CPU ("one CPU"): no wakeup of an idle CPU
+# between a request and its answer, so what is left is the work each process does.
+OVH_ONE_CPU = ", one CPU"
+OVH_HOSTS = ["curl", "C host", "curl" + OVH_ONE_CPU, "C host" + OVH_ONE_CPU]
+
+
+def ovh_host(h):
+    """"C host, one CPU" -> ("C host", True): the client, and whether the row is pinned."""
+    return (h[:-len(OVH_ONE_CPU)], True) if h.endswith(OVH_ONE_CPU) else (h, False)
 
 
 def ovh_tool(cfg, name):
@@ -634,7 +650,8 @@ class OvhServer:
     (nginx, haproxy), single-process, in the foreground, in its own session; optionally under
     a wrapper (valgrind, strace). stop() -> user+sys CPU seconds of the process (wait4)."""
 
-    def __init__(self, d, kind, exe, port, upstream=None, answers=None, wrap=None, env=None):
+    def __init__(self, d, kind, exe, port, upstream=None, answers=None, wrap=None, env=None,
+                 cpu=None):
         self.dir = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=d))
         self.kind, self.port = kind, port
         if kind == "haproxy":
@@ -693,7 +710,9 @@ class OvhServer:
             argv = [wrap[1], "-f", "-c", "-o", str(wrap[2])] + argv
         self.err = open(self.dir / "stderr", "wb")
         self.proc = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=self.err, env=env or plain_env())
+                                stderr=self.err, env=env or plain_env(),
+                                preexec_fn=None if cpu is None else
+                                lambda: os.sched_setaffinity(0, {cpu}))
         deadline = time.monotonic() + (60 if wrap else 10)
         ports = port if isinstance(port, tuple) else (port,)
         while not all(port_open(p) for p in ports):
@@ -823,13 +842,17 @@ class Overhead:
                 raise RuntimeError(f"{f.name} is missing from the build directory (make bench)")
         self.tools = {t: ovh_tool(cfg, t) for t in OVH_TOOLS}
         self.state = f"/dev/shm/curlguard-bench-{os.getpid()}-overhead.state"
+        # The CPU of the "one CPU" rows: the highest this process may use (CPU 0 usually
+        # takes more of the machine's interrupts).
+        self.cpus = os.sched_getaffinity(0)
+        self.cpu = max(self.cpus)
         self.skip = {}          # row key -> why it is not measured
         # Built here: the forwarding interposer (a row) and runstat (the client's own CPU and
         # max RSS; without it CPU comes from this process's wait4 and RSS is not measured).
         self.forward = self.cc("forward.so", "forward.c", "-shared", "-fPIC", "-ldl")
         self.runstat = self.cc("runstat", "runstat.c")
         if not isinstance(self.forward, Path):
-            self.skip["forward"] = self.forward
+            self.skip["forward"] = self.skip["loop"] = self.forward
         self.rss_missing = None if isinstance(self.runstat, Path) else self.runstat
         for proxy in ("nginx", "haproxy"):
             if not self.tools[proxy]:
@@ -888,6 +911,7 @@ class Overhead:
     def env(self, kind, logf, state=None):
         lib, state = str(self.lib), state or self.state
         return {None: {}, "forward": {"LD_PRELOAD": str(self.forward)},
+                "loop": {"LD_PRELOAD": str(self.forward), "FORWARD_LOOP": OVH_LOOP},
                 "off": {"LD_PRELOAD": lib},
                 "logoff": {"LD_PRELOAD": lib, "CURLGUARD": 1, "CURLGUARD_LOG": "off",
                            "CURLGUARD_STATE": state},
@@ -896,6 +920,7 @@ class Overhead:
                 "all": guard_all_env(lib, state, logf)}[kind]
 
     def argv(self, host, base, answer, n):
+        host = ovh_host(host)[0]
         url = f"{base}/v1/chat/completions"
         body = self.sse_body if answer == "sse" else self.json_body
         if host == "curl":
@@ -922,6 +947,8 @@ class Overhead:
         cost of 2-4k instructions a request over 200 requests), and the two runs at a time
         never share a pool."""
         key, label, kind, answer, proxy = row
+        client, pinned = ovh_host(host)
+        cpu = self.cpu if pinned else None
         with self.lock:
             self.serial += 1
             rd = self.d / f"run-{self.serial}"
@@ -942,8 +969,10 @@ class Overhead:
                 pwrap = (wrap, tool, rd / f"proxy.{wrap}") if wrap else None
                 px = ovh_start(lambda: OvhServer(
                     rd, proxy, self.tools[proxy], free_port(),
-                    upstream=int(self.bases["json"].rsplit(":", 1)[1]), wrap=pwrap))
+                    upstream=int(self.bases["json"].rsplit(":", 1)[1]), wrap=pwrap, cpu=cpu))
                 base = f"http://127.0.0.1:{px.port}"
+            if pinned and self.server:
+                os.sched_setaffinity(self.server.proc.pid, {cpu})
             argv = self.argv(host, base, answer, n)
             env = plain_env(**extra)
             if wrap == "callgrind":
@@ -958,7 +987,9 @@ class Overhead:
                 argv = [str(self.runstat), str(rd / "rusage")] + argv
             with open(rd / "stdout", "wb") as so, open(rd / "stderr", "wb") as se:
                 t0 = time.monotonic()
-                p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=so, stderr=se, env=env)
+                p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=so, stderr=se, env=env,
+                                preexec_fn=None if cpu is None else
+                                lambda: os.sched_setaffinity(0, {cpu}))
                 rc, ru = wait_full(p, 600)
                 wall = time.monotonic() - t0
             if px:
@@ -967,8 +998,13 @@ class Overhead:
         finally:
             if px:
                 px.stop()
+            if pinned and self.server:
+                try:
+                    os.sched_setaffinity(self.server.proc.pid, self.cpus)
+                except OSError:
+                    pass
         errtext = (rd / "stderr").read_text(errors="replace")
-        if host == "curl":
+        if client == "curl":
             ok = (rd / "stdout").read_text().split().count("200")
         else:
             ok = sum(int(x.split("ok=")[1].split()[0]) for x in errtext.splitlines()
@@ -1014,8 +1050,8 @@ def scenario_overhead(cfg, build, tmp):
     n, rounds = cfg["ovh_n"], cfg["ovh_runs"]
     o = Overhead(cfg, build, tmp)
     rows = [r for r in OVH_ROWS if r[0] not in o.skip]
-    res = {"n": n, "rounds": rounds, "hosts": OVH_HOSTS, "rows": OVH_ROWS, "skip": dict(o.skip),
-           "runs": {}, "idle": {}, "counts": {}, "rss_big": {}, "phases": {}, "failed": {},
+    res = {"n": n, "rounds": rounds, "hosts": OVH_HOSTS, "cpu": o.cpu, "rows": OVH_ROWS,
+           "skip": dict(o.skip), "runs": {}, "idle": {}, "counts": {}, "rss_big": {}, "phases": {}, "failed": {},
            "tools": {k: v for k, v in o.tools.items()}, "cfg": {k: v for k, v in cfg.items()
                                                              if k.startswith("ovh_") or
                                                              k == "quick"}}
@@ -1046,7 +1082,7 @@ def scenario_overhead(cfg, build, tmp):
                 continue
             res["idle"][proxy] = statistics.median(idle)
         # Untimed warm-up (page cache, the first connection, the state file).
-        for h in OVH_HOSTS:
+        for h in OVH_HOSTS[:2]:
             for r in rows:
                 if r[0] in ("none", "logon"):
                     o.run(h, r, min(n, 1000))
@@ -1175,6 +1211,7 @@ def ovh_target(r, st, h, k):
 
 
 def ovh_count_cell(r, wrap, h, k):
+    h = ovh_host(h)[0]          # counted once a client: the same work on one CPU or two
     c = r["counts"].get(wrap)
     if isinstance(c, str):
         return c
@@ -1226,7 +1263,11 @@ def report_overhead(r):
         "",
         "Rows: *forwarding interposer* = `bench/forward.c`, a preloaded .so whose "
         "`curl_easy_perform` and `curl_easy_setopt` only call libcurl's "
-        "(`dlsym(RTLD_NEXT)`): the floor of the technique; *`CURLGUARD` off* = "
+        "(`dlsym(RTLD_NEXT)`): the floor of the technique; *calibration* = the same with an "
+        f"empty loop of {OVH_LOOP} rounds before and after each transfer (`FORWARD_LOOP`): "
+        "about as many instructions as the guard runs with the log off, with no memory "
+        "traffic, so its row shows what that many instructions cost on the machine; "
+        "*`CURLGUARD` off* = "
         "`LD_PRELOAD=libcurlguard.so` alone; *guard on* = `CURLGUARD=1` and a state file, "
         "library defaults otherwise (breaker, retry budget, adaptive limit on); *log off* = "
         "`CURLGUARD_LOG=off`; *every feature* = also `CURLGUARD_RPM` 1e8, `CURLGUARD_TPM` "
@@ -1244,6 +1285,16 @@ def report_overhead(r):
         "`CURLGUARD` off: at most the *noise*, the spread (max - min) of the no-preload row's "
         "CPU per request over the rounds. Instructions do not depend on the load; CPU does "
         "(other work on the machine shows in the min-max and in the noise).",
+        "",
+        "Each client is measured twice in the same rounds: as the scheduler places the "
+        "processes on the machine's CPUs, and *one CPU*: the client, the fast server and the "
+        f"proxy pinned to one CPU (`sched_setaffinity`, CPU {r.get('cpu', '-')}). With two CPUs "
+        "every request wakes the other CPU out of idle and back (on a virtual machine each "
+        "such wakeup is also an exit to the hypervisor). What that costs varies with timing "
+        "from run to run, and the calibration row shows that it makes the instructions run "
+        "between the wakeups dearer, whoever runs them. On one CPU the processes take turns "
+        "without idling, so the figure is nearer the work itself. Instructions "
+        "and syscalls are counted once per client, without pinning, and shown in both tables.",
         ""]
     for h in r["hosts"]:
         base = st.get((h, "none"))
@@ -2472,8 +2523,17 @@ def machine():
         load = open("/proc/loadavg").read().split()[0]
     except OSError:
         load = "?"
+    # How an idle CPU waits (what a wakeup costs, scenario 1): the cpuidle driver and, for
+    # the guest driver haltpoll, how long it polls before it halts.
+    idle = []
+    for f in ("/sys/devices/system/cpu/cpuidle/current_driver",
+              "/sys/module/haltpoll/parameters/guest_halt_poll_ns"):
+        try:
+            idle.append(f"{Path(f).name} {open(f).read().strip()}")
+        except OSError:
+            pass
     return {"nproc": os.cpu_count(), "cpu": model, "kernel": platform.release(), "load": load,
-            "python": platform.python_version(), "curl": curl}
+            "python": platform.python_version(), "curl": curl, "idle": ", ".join(idle)}
 
 
 def main():
@@ -2561,7 +2621,8 @@ def main():
                 if only else ""),
              f"- command: `{command}` (tree `{git_rev()}`)",
              f"- date: {started.strftime('%Y-%m-%d %H:%M:%S %Z')}, total {total:.0f} s",
-             f"- machine: `nproc` = {m['nproc']}, CPU {m['cpu']}, Linux {m['kernel']}; load "
+             f"- machine: `nproc` = {m['nproc']}, CPU {m['cpu']}, Linux {m['kernel']}"
+             + (f" (cpuidle: {m['idle']})" if m.get("idle") else "") + "; load "
              f"average (1 min) {m0['load']} at the start, {m['load']} at the end (other work on "
              f"the machine shows in the numbers)",
              f"- {m['curl']}; Python {m['python']}",
