@@ -1266,7 +1266,7 @@ def report_overhead(r):
         "(`dlsym(RTLD_NEXT)`): the floor of the technique; *calibration* = the same with an "
         f"empty loop of {OVH_LOOP} rounds before and after each transfer (`FORWARD_LOOP`): "
         "about as many instructions as the guard runs with the log off, with no memory "
-        "traffic, so its row shows what that many instructions cost on the machine; "
+        "traffic: what those instructions cost on their own; "
         "*`CURLGUARD` off* = "
         "`LD_PRELOAD=libcurlguard.so` alone; *guard on* = `CURLGUARD=1` and a state file, "
         "library defaults otherwise (breaker, retry budget, adaptive limit on); *log off* = "
@@ -1291,9 +1291,9 @@ def report_overhead(r):
         f"proxy pinned to one CPU (`sched_setaffinity`, CPU {r.get('cpu', '-')}). With two CPUs "
         "every request wakes the other CPU out of idle and back (on a virtual machine each "
         "such wakeup is also an exit to the hypervisor). What that costs varies with timing "
-        "from run to run, and the calibration row shows that it makes the instructions run "
-        "between the wakeups dearer, whoever runs them. On one CPU the processes take turns "
-        "without idling, so the figure is nearer the work itself. Instructions "
+        "from run to run: the no-preload row's own spread, the *noise* above each table, is "
+        "larger than some targets. On one CPU the processes take turns without idling: the "
+        "spread is smaller and the figure nearer the work each process does. Instructions "
         "and syscalls are counted once per client, without pinning, and shown in both tables.",
         ""]
     for h in r["hosts"]:
