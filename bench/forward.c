@@ -2,8 +2,7 @@
  * curl_easy_perform and curl_easy_setopt and only forwards them (dlsym(RTLD_NEXT), cached).
  * FORWARD_LOOP=N (the calibration row): curl_easy_perform also runs an empty loop of N rounds
  * before and after the transfer, a fixed number of instructions (3 a round: about 6N a
- * request) with no memory traffic, to show what the same count of instructions costs on
- * the machine, whoever runs them.
+ * request) with no memory traffic: what that many instructions cost on their own.
  * Build: cc -O2 -shared -fPIC -o forward.so bench/forward.c -ldl */
 #define _GNU_SOURCE
 #include <curl/curl.h>

@@ -553,7 +553,8 @@ OVH_GUARD_ROW = "logon"     # "the guard's" added CPU in the proxies' ratio
 OVH_SSE_EVENTS = 50
 # Each client twice: as the scheduler places it (2 CPUs: client and server on either), and with
 # the client, the server and the proxy pinned to one CPU ("one CPU"): no wakeup of an idle CPU
-# between a request and its answer, so what is left is the work each process does.
+# between a request and its answer, so the figure is nearer the work each process does (the
+# fast server is pinned only when it is nginx, not the mock).
 OVH_ONE_CPU = ", one CPU"
 OVH_HOSTS = ["curl", "C host", "curl" + OVH_ONE_CPU, "C host" + OVH_ONE_CPU]
 
@@ -1051,7 +1052,8 @@ def scenario_overhead(cfg, build, tmp):
     o = Overhead(cfg, build, tmp)
     rows = [r for r in OVH_ROWS if r[0] not in o.skip]
     res = {"n": n, "rounds": rounds, "hosts": OVH_HOSTS, "cpu": o.cpu, "rows": OVH_ROWS,
-           "skip": dict(o.skip), "runs": {}, "idle": {}, "counts": {}, "rss_big": {}, "phases": {}, "failed": {},
+           "skip": dict(o.skip), "runs": {}, "idle": {}, "counts": {}, "rss_big": {},
+           "phases": {}, "failed": {},
            "tools": {k: v for k, v in o.tools.items()}, "cfg": {k: v for k, v in cfg.items()
                                                              if k.startswith("ovh_") or
                                                              k == "quick"}}
