@@ -1044,10 +1044,22 @@ class Overhead:
         return out
 
 
+def cpu_times():
+    """The machine's CPU time so far from /proc/stat's "cpu" line, in ticks: (busy, steal).
+    Busy is all but idle and iowait, steal included; steal is the time the hypervisor ran
+    something else while a CPU of this machine had work. (0, 0) when it cannot be read."""
+    try:
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+        return sum(f) - f[3] - f[4], f[7]
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+
+
 def scenario_overhead(cfg, build, tmp):
     import random
     from concurrent.futures import ThreadPoolExecutor
     t_start = time.monotonic()
+    times0 = cpu_times()
     n, rounds = cfg["ovh_n"], cfg["ovh_runs"]
     o = Overhead(cfg, build, tmp)
     rows = [r for r in OVH_ROWS if r[0] not in o.skip]
@@ -1168,6 +1180,9 @@ def scenario_overhead(cfg, build, tmp):
     finally:
         o.close()
     res["seconds"] = time.monotonic() - t_start
+    times1 = cpu_times()
+    if times1[0] > times0[0]:
+        res["steal_pct"] = 100.0 * (times1[1] - times0[1]) / (times1[0] - times0[0])
     return res
 
 
@@ -1358,7 +1373,10 @@ def report_overhead(r):
     if errs:
         out += ["", "stderr of the last run: " + "; ".join(errs)]
     out += ["", "Time: " + ", ".join(f"{k} {v:.0f} s" for k, v in ph.items())
-            + f"; scenario {r['seconds']:.0f} s."]
+            + f"; scenario {r['seconds']:.0f} s."
+            + (f" Steal time (`/proc/stat`: the hypervisor ran something else while a CPU of "
+               f"this machine had work) over the scenario: {r['steal_pct']:.1f} % of the "
+               "machine's busy CPU time." if r.get("steal_pct") is not None else "")]
     return out
 
 
