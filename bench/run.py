@@ -1305,7 +1305,9 @@ def report_overhead(r):
         "",
         "Each client is measured twice in the same rounds: as the scheduler places the "
         "processes on the machine's CPUs, and *one CPU*: the client, the fast server and the "
-        f"proxy pinned to one CPU (`sched_setaffinity`, CPU {r.get('cpu', '-')}). With two CPUs "
+        f"proxy pinned to one CPU (`sched_setaffinity`, CPU {r.get('cpu', '-')}"
+        + ("; the mock provider, standing in for nginx, is not pinned"
+           if r.get("server", "").startswith("**nginx missing**") else "") + "). With two CPUs "
         "every request wakes the other CPU out of idle and back (on a virtual machine each "
         "such wakeup is also an exit to the hypervisor). What that costs varies with timing "
         "from run to run: the no-preload row's own spread, the *noise* above each table, is "
