@@ -564,6 +564,11 @@ def ovh_host(h):
     return (h[:-len(OVH_ONE_CPU)], True) if h.endswith(OVH_ONE_CPU) else (h, False)
 
 
+def ovh_pin(cpu):
+    """Popen's preexec_fn that pins the child to `cpu`, or None when cpu is None."""
+    return None if cpu is None else lambda: os.sched_setaffinity(0, {cpu})
+
+
 def ovh_tool(cfg, name):
     """Path of a tool scenario 1 uses, or None (missing, or named in --without)."""
     import shutil
@@ -712,8 +717,7 @@ class OvhServer:
         self.err = open(self.dir / "stderr", "wb")
         self.proc = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=self.err, env=env or plain_env(),
-                                preexec_fn=None if cpu is None else
-                                lambda: os.sched_setaffinity(0, {cpu}))
+                                preexec_fn=ovh_pin(cpu))
         deadline = time.monotonic() + (60 if wrap else 10)
         ports = port if isinstance(port, tuple) else (port,)
         while not all(port_open(p) for p in ports):
@@ -989,8 +993,7 @@ class Overhead:
             with open(rd / "stdout", "wb") as so, open(rd / "stderr", "wb") as se:
                 t0 = time.monotonic()
                 p = PROCS.popen(argv, stdin=subprocess.DEVNULL, stdout=so, stderr=se, env=env,
-                                preexec_fn=None if cpu is None else
-                                lambda: os.sched_setaffinity(0, {cpu}))
+                                preexec_fn=ovh_pin(cpu))
                 rc, ru = wait_full(p, 600)
                 wall = time.monotonic() - t0
             if px:
@@ -1096,7 +1099,7 @@ def scenario_overhead(cfg, build, tmp):
                 continue
             res["idle"][proxy] = statistics.median(idle)
         # Untimed warm-up (page cache, the first connection, the state file).
-        for h in OVH_HOSTS[:2]:
+        for h in (x for x in OVH_HOSTS if not ovh_host(x)[1]):  # unpinned: once a client
             for r in rows:
                 if r[0] in ("none", "logon"):
                     o.run(h, r, min(n, 1000))
