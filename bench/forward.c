@@ -3,6 +3,12 @@
  * FORWARD_LOOP=N (the calibration row): curl_easy_perform also runs an empty loop of N rounds
  * before and after the transfer, a fixed number of instructions (3 a round: about 6N a
  * request) with no memory traffic: what that many instructions cost on their own.
+ * FORWARD_WIDE=1 (the footprint row): curl_easy_perform instead runs a straight-line block of
+ * FORWARD_WIDE_LINES / 2 distinct 64-byte code lines before the transfer and another after it
+ * (16 four-byte `lea` a line, no branch, no memory traffic): about as many code lines a
+ * request as the guard's, in fewer instructions than the loop's. A host whose own code fills
+ * the instruction cache between two requests fetches every such line again on each request;
+ * the row shows what that costs on the machine.
  * Build: cc -O2 -shared -fPIC -o forward.so bench/forward.c -ldl */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -10,10 +16,46 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
-static long loop_rounds = -1;
+#ifndef FORWARD_WIDE_LINES
+#define FORWARD_WIDE_LINES 800
+#endif
+#define FORWARD_STR_(x) #x
+#define FORWARD_STR(x) FORWARD_STR_(x)
+/* One block: FORWARD_WIDE_LINES / 2 cache lines of 16 `lea D(%rax),%rax` (4 bytes each); the
+ * two blocks differ in D, so the compiler cannot fold them into one. */
+#define FORWARD_BLOCK(d)                                                                   \
+    __asm__ volatile(".p2align 6\n.rept " FORWARD_STR(FORWARD_WIDE_LINES) " * 8\n"          \
+                     "lea " #d "(%%rax),%%rax\n.endr" ::: "rax", "memory")
 
-static void loop(void)
+static long loop_rounds = -1;
+static int wide = -1;
+
+/* Two distinct blocks (not one called twice): every line is a different line. */
+static __attribute__((noinline)) void wide_before(void)
 {
+#if defined(__x86_64__)
+    FORWARD_BLOCK(1);
+#endif
+}
+
+static __attribute__((noinline)) void wide_after(void)
+{
+#if defined(__x86_64__)
+    FORWARD_BLOCK(2);
+#endif
+}
+
+static void loop(int after)
+{
+    if (wide < 0)
+        wide = getenv("FORWARD_WIDE") != NULL;
+    if (wide) {
+        if (after)
+            wide_after();
+        else
+            wide_before();
+        return;
+    }
     if (loop_rounds < 0) {
         const char *e = getenv("FORWARD_LOOP");
         loop_rounds = e ? atol(e) : 0;
@@ -27,9 +69,9 @@ CURLcode curl_easy_perform(CURL *h)
     static CURLcode (*next)(CURL *);
     if (!next)
         next = (CURLcode (*)(CURL *))dlsym(RTLD_NEXT, "curl_easy_perform");
-    loop();
+    loop(0);
     CURLcode rc = next(h);
-    loop();
+    loop(1);
     return rc;
 }
 

@@ -529,6 +529,9 @@ OVH_TOOLS = {"nginx": "/usr/sbin/nginx", "haproxy": "/usr/sbin/haproxy",
 # The calibration row's loop (bench/forward.c FORWARD_LOOP): rounds before and after each
 # transfer, 3 instructions a round: about as many instructions as the guard's, log off.
 OVH_LOOP = 3500
+# The footprint row's straight-line code (bench/forward.c FORWARD_WIDE_LINES): distinct 64-byte
+# lines of code run once a request, about as many as the guard's with the log off.
+OVH_WIDE = 800
 # (key, label, guard environment kind, answer, proxy). The increase of each row is over its
 # baseline: "none-sse" for the SSE row (the same answer without the guard), "none" otherwise.
 OVH_ROWS = [
@@ -536,6 +539,8 @@ OVH_ROWS = [
     ("forward", "forwarding interposer (`bench/forward.c`)", "forward", "json", None),
     ("loop", f"forwarding interposer + {6 * OVH_LOOP / 1000:g}k instructions (calibration)",
      "loop", "json", None),
+    ("wide", f"forwarding interposer + {OVH_WIDE} code lines (footprint calibration)",
+     "wide", "json", None),
     ("off", "libcurlguard preloaded, `CURLGUARD` off", "off", "json", None),
     ("logoff", "guard on, log off", "logoff", "json", None),
     ("logon", "guard on, log on", "logon", "json", None),
@@ -711,7 +716,8 @@ class OvhServer:
             argv = [exe, "-e", str(self.dir / "error.log"), "-p", str(self.dir), "-c", str(conf)]
         self.wrap = wrap
         if wrap and wrap[0] == "callgrind":
-            argv = [wrap[1], "--tool=callgrind", "-q", f"--callgrind-out-file={wrap[2]}"] + argv
+            argv = [wrap[1], "--tool=callgrind", "-q", "--dump-instr=yes",
+                    f"--callgrind-out-file={wrap[2]}"] + argv
         elif wrap and wrap[0] == "strace":
             argv = [wrap[1], "-f", "-c", "-o", str(wrap[2])] + argv
         self.err = open(self.dir / "stderr", "wb")
@@ -821,6 +827,49 @@ def callgrind_total(path):
     return None
 
 
+def callgrind_lines(path):
+    """Instructions executed per 64-byte line of code in a `callgrind --dump-instr=yes` output:
+    {(object, address // 64): Ir}, or None when it cannot be read. Follows the format's name
+    compression ("(N) name" once, then "(N)") and relative addresses ("+N", "-N", "*"); the
+    line after "calls=" is a call's inclusive cost, not the caller's own, and is skipped
+    (valgrind's manual, "Callgrind Format Specification")."""
+    obs, ob, addr, skip, out = {}, None, 0, False, {}
+    try:
+        for line in open(path):
+            c = line[:1]
+            if c in "+-*0123456789":
+                f = line.split()
+                a = f[0]
+                if a.startswith("0x"):
+                    addr = int(a, 16)
+                elif c == "+":
+                    addr += int(a[1:])
+                elif c == "-":
+                    addr -= int(a[1:])
+                if skip:
+                    skip = False
+                elif len(f) >= 3:
+                    k = (ob, addr >> 6)
+                    out[k] = out.get(k, 0) + int(f[-1])
+            elif line.startswith(("ob=", "cob=")):
+                ref, _, name = line.split("=", 1)[1].strip().partition(" ")
+                if name:
+                    obs[ref] = name
+                if line[0] == "o":
+                    ob = obs.get(ref, ref)
+            elif line.startswith("calls="):
+                skip = True
+    except (OSError, ValueError):
+        return None
+    return out
+
+
+def code_lines(a, b, n):
+    """Lines of code run on every request: those whose instruction count grows by at least
+    0.9 a request from the smaller run `a` to the larger `b` (`n` requests more)."""
+    return sum(1 for k, v in b.items() if v - a.get(k, 0) >= 0.9 * n)
+
+
 def strace_total(path):
     """Total calls of `strace -c -o FILE`: the "total" line (% time, seconds, usecs/call,
     calls, [errors,] total)."""
@@ -854,10 +903,13 @@ class Overhead:
         self.skip = {}          # row key -> why it is not measured
         # Built here: the forwarding interposer (a row) and runstat (the client's own CPU and
         # max RSS; without it CPU comes from this process's wait4 and RSS is not measured).
-        self.forward = self.cc("forward.so", "forward.c", "-shared", "-fPIC", "-ldl")
+        self.forward = self.cc("forward.so", "forward.c", "-shared", "-fPIC",
+                               f"-DFORWARD_WIDE_LINES={OVH_WIDE}", "-ldl")
         self.runstat = self.cc("runstat", "runstat.c")
         if not isinstance(self.forward, Path):
-            self.skip["forward"] = self.skip["loop"] = self.forward
+            self.skip["forward"] = self.skip["loop"] = self.skip["wide"] = self.forward
+        elif platform.machine() != "x86_64":
+            self.skip["wide"] = "not measured: the footprint block is x86-64 code"
         self.rss_missing = None if isinstance(self.runstat, Path) else self.runstat
         for proxy in ("nginx", "haproxy"):
             if not self.tools[proxy]:
@@ -917,6 +969,7 @@ class Overhead:
         lib, state = str(self.lib), state or self.state
         return {None: {}, "forward": {"LD_PRELOAD": str(self.forward)},
                 "loop": {"LD_PRELOAD": str(self.forward), "FORWARD_LOOP": OVH_LOOP},
+                "wide": {"LD_PRELOAD": str(self.forward), "FORWARD_WIDE": 1},
                 "off": {"LD_PRELOAD": lib},
                 "logoff": {"LD_PRELOAD": lib, "CURLGUARD": 1, "CURLGUARD_LOG": "off",
                            "CURLGUARD_STATE": state},
@@ -981,7 +1034,7 @@ class Overhead:
             argv = self.argv(host, base, answer, n)
             env = plain_env(**extra)
             if wrap == "callgrind":
-                argv = [tool, "--tool=callgrind", "-q",
+                argv = [tool, "--tool=callgrind", "-q", "--dump-instr=yes",
                         f"--callgrind-out-file={rd / 'client.callgrind'}"] + argv
             elif wrap == "strace":
                 # -E: the preload for the traced client only, not for strace itself
@@ -1032,6 +1085,12 @@ class Overhead:
             c = callgrind_total(rd / "client.callgrind")
             pr = callgrind_total(rd / "proxy.callgrind") if proxy else 0
             out["count"] = c + pr if c is not None and pr is not None else None
+            lines = callgrind_lines(rd / "client.callgrind")
+            if proxy and lines is not None:
+                pl = callgrind_lines(rd / "proxy.callgrind")
+                lines = None if pl is None else \
+                    {**lines, **{("proxy",) + k: v for k, v in pl.items()}}
+            out["lines"] = lines
         elif wrap == "strace":
             c = strace_total(rd / "client.strace")
             pr = strace_total(rd / "proxy.strace") if proxy else 0
@@ -1171,8 +1230,16 @@ def scenario_overhead(cfg, build, tmp):
                 got.setdefault((wrap, h, r[0]), {})[k] = x
             else:
                 res["rss_big"][r[0]] = x
+        if isinstance(res["counts"].get("callgrind"), dict):
+            res["counts"]["lines"] = {}
         for (wrap, h, key), xs in got.items():
             n1, n2 = cfg[f"ovh_{wrap}_n"]
+            if wrap == "callgrind":
+                la, lb = xs[n1].get("lines"), xs[n2].get("lines")
+                ok = la is not None and lb is not None and all(
+                    x["ok"] == x["n"] for x in xs.values())
+                res["counts"]["lines"][(h, key)] = \
+                    float(code_lines(la, lb, n2 - n1)) if ok else "failed"
             a, b = xs[n1]["count"], xs[n2]["count"]
             bad = [x for x in xs.values() if x["ok"] != x["n"]]
             res["counts"][wrap][(h, key)] = (b - a) / (n2 - n1) \
@@ -1247,6 +1314,8 @@ def ovh_count_cell(r, wrap, h, k):
     d = v - b if isinstance(b, float) and k not in ("none", "none-sse") else None
     if wrap == "strace":
         return f"{v:.1f}" + (f" ({d:+.1f})" if d is not None else "")
+    if wrap == "lines":
+        return f"{v:.0f}" + (f" ({d:+.0f})" if d is not None else "")
     return f"{v / 1000:.1f} k" + (f" ({d / 1000:+.1f} k)" if d is not None else "")
 
 
@@ -1273,6 +1342,12 @@ def report_overhead(r):
         f"(`valgrind --tool=callgrind`, client + proxy) per request = (Ir of a run of {cg[1]} "
         f"requests - Ir of a run of {cg[0]}) / {cg[1] - cg[0]}, so start-up and exit cancel "
         f"out (each counted run on its own copy of the state file the timed rounds left); "
+        "**code lines/request** (the same two callgrind runs, `--dump-instr=yes`, client + "
+        "proxy): the distinct 64-byte lines of machine code whose instruction count grows by "
+        "at least 0.9 a request from the smaller run to the larger, i.e. the code run on every "
+        "request: a host whose own code overflows the instruction cache between two requests "
+        "fetches each of those lines again on every request, so on such a host (curl) CPU "
+        "follows code lines more than instructions; "
         f"**syscalls** (`strace -f -c`, client + proxy) the same with {sc[1]} and "
         f"{sc[0]} requests (they vary a little with timing: a `poll` more or less); in "
         "brackets the increase over the row's baseline. **RSS** = the client's max RSS "
@@ -1286,7 +1361,11 @@ def report_overhead(r):
         "(`dlsym(RTLD_NEXT)`): the floor of the technique; *calibration* = the same with an "
         f"empty loop of {OVH_LOOP} rounds before and after each transfer (`FORWARD_LOOP`): "
         "about as many instructions as the guard runs with the log off, with no memory "
-        "traffic: what those instructions cost on their own; "
+        "traffic: what those instructions cost on their own; *footprint calibration* = the "
+        f"same with, instead of the loop, two straight-line blocks of {OVH_WIDE // 2} distinct "
+        "code lines each (16 `lea` a line, no branch, no memory traffic) run before and after "
+        "each transfer (`FORWARD_WIDE`): about as many code lines a request as the guard's, "
+        "in fewer instructions than the loop's: what fetching that much code costs; "
         "*`CURLGUARD` off* = "
         "`LD_PRELOAD=libcurlguard.so` alone; *guard on* = `CURLGUARD=1` and a state file, "
         "library defaults otherwise (breaker, retry budget, adaptive limit on); *log off* = "
@@ -1323,18 +1402,18 @@ def report_overhead(r):
         noise = f"{base['max'] - base['min']:.1f}" if base else "-"
         out += [f"**{h}** (noise = the no-preload row's spread over the rounds: {noise} µs)", "",
                 "| row | CPU µs/request (min-max) | over no preload | wall µs/request | "
-                "instructions/request | syscalls/request | max RSS MiB"
+                "instructions/request | code lines/request | syscalls/request | max RSS MiB"
                 + (f" (at {cfg['ovh_rss_n']:,})" if h == "C host" and r["rss_big"] else "")
                 + " | target / met |",
-                "|---|---:|---:|---:|---:|---:|---:|---|"]
+                "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for k, label, *_ in r["rows"]:
             if k in r["skip"]:
-                out.append(f"| {label} | {r['skip'][k]} | | | | | | |")
+                out.append(f"| {label} | {r['skip'][k]} | | | | | | | |")
                 continue
             s = st.get((h, k))
             if not s:
                 why = r["failed"].get((h, k), "not measured").replace("|", "/")
-                out.append(f"| {label} | {why} | | | | | | |")
+                out.append(f"| {label} | {why} | | | | | | | |")
                 continue
             cpu = f"{s['cpu']:.1f} ({s['min']:.1f}-{s['max']:.1f})"
             if s["proxy"] is not None:
@@ -1349,6 +1428,7 @@ def report_overhead(r):
             flag = "" if s["ok"] else " (**not all 2xx**)"
             out.append(f"| {label}{flag} | {cpu} | {inc} | {s['wall']:.0f} | "
                        f"{ovh_count_cell(r, 'callgrind', h, k)} | "
+                       f"{ovh_count_cell(r, 'lines', h, k)} | "
                        f"{ovh_count_cell(r, 'strace', h, k)} | {rss} | "
                        f"{tg[0] if tg else ''} |")
         out.append("")
