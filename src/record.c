@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -27,23 +28,40 @@ void cg_record_init(struct cg_record *r) {
   r->cost_usd = NAN;
 }
 
-/* ---- the writer: the record straight into a buffer, no tree, no allocation ----
+/* ---- the writer: the record straight into a buffer, no tree ----
  *
  * The bytes are those cJSON_PrintUnformatted wrote for the same record before issue 16
  * (tests/unit/test-record-writer.c keeps that builder as its oracle): keys in the order
  * below, no spaces, strings made valid UTF-8 (each byte that does not start a well-formed
  * sequence, RFC 3629, becomes U+FFFD) and escaped as cJSON escapes them (\" \\ \b \f \n
- * \r \t, any other byte below 0x20 as \u00xx in lower-case hex, everything else as is). */
+ * \r \t, any other byte below 0x20 as \u00xx in lower-case hex, everything else as is).
+ *
+ * Small in code rather than in instructions: under a host whose own code overflows the
+ * instruction cache (curl(1) does), a record costs about 4 ns per 64-byte line of code it
+ * runs, as much as some 40 instructions.  So the record is one loop over a table of its
+ * keys (cg__fields), each value stored with copies of a fixed size (no call of memcpy),
+ * and what a record seldom needs (an escape, a date not seen before, a cost not seen
+ * before, strings too long for the buffer) is out of line. */
 
-/* Bytes of the record apart from its strings: 35 keys with their quotes, colons and
- * commas (about 520), 25 integers of at most 20 characters, the time stamp and the cost
- * (at most 24 characters each).  Generous: the bound is checked by the tests. */
+/* Room the writer keeps ahead of itself for all of a record but its strings: 35 keys with
+ * their quotes, colons and commas (454 bytes), 18 integers of at most 20 characters, the
+ * time stamp (26; at most 65 for a clock far off), the cost (at most 24), the booleans,
+ * and the few bytes a fixed-size copy stores past what it writes (at most 24).  Generous:
+ * the bound is checked by the tests. */
 #define CG__RECORD_FIXED 1536
-/* Each byte of a string becomes at most 6 ("\u001f"); U+FFFD for one byte is 3. */
+/* Each byte of a string becomes at most 6 ("\u001f"); U+FFFD for one byte is 3.  Its
+ * quotes take 2 more, and a run stored 16 bytes at a time 16. */
 #define CG__STR_GROWTH 6
+#define CG__STR_EXTRA 18
+
+/* "00" to "99": two digits at a time. */
+static const char cg__pairs[] = "00010203040506070809101112131415161718192021222324252627282930"
+                                "31323334353637383940414243444546474849505152535455565758596061"
+                                "62636465666768697071727374757677787980818283848586878889909192"
+                                "93949596979899";
 
 /* 0: copied as is; 1: a one-letter escape; 2: \u00xx; 3: not ASCII (UTF-8 checked).
- * The NUL that ends a string is class 2 and checked for first. */
+ * The NUL that ends a string is class 2. */
 static const unsigned char cg__str_class[256] = {
     2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
     2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -73,16 +91,52 @@ static size_t cg__utf8_len(const unsigned char *p) {
   return n;
 }
 
-/* `s` (`n` bytes, then its NUL) as a JSON string at `w` (room: CG__STR_GROWTH * n + 2,
- * and 16 bytes more: a run is stored 16 bytes at a time), or null when NULL.  Returns
- * the end. */
-static char *cg__put_str(char *w, const char *s, size_t n) {
+/* Where an escape left the line and the string. */
+struct cg__ends {
+  char *w;
+  const unsigned char *p;
+};
+
+/* The byte at `p`, one not copied as it is (class 1 to 3), escaped at `w`, or with the
+ * rest of its UTF-8 sequence copied, or U+FFFD for it.  Returns the ends past both.  Out
+ * of line: a record's strings seldom hold such a byte. */
+static __attribute__((noinline, cold)) struct cg__ends cg__put_special(char *w,
+                                                                      const unsigned char *p) {
   static const char hex[] = "0123456789abcdef";
-  const unsigned char *p = (const unsigned char *) s, *end = p + n;
-  if (!s) {
-    memcpy(w, "null", 4);
-    return w + 4;
+  struct cg__ends e = {w + 2, p + 1};
+  size_t k;
+  switch (cg__str_class[*p]) {
+  case 1:
+    w[0] = '\\';
+    w[1] = *p == '"' ? '"' : *p == '\\' ? '\\' : *p == '\b' ? 'b' : *p == '\f' ? 'f'
+         : *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+    break;
+  case 2:
+    memcpy(w, "\\u00", 4);
+    w[4] = hex[*p >> 4];
+    w[5] = hex[*p & 15];
+    e.w = w + 6;
+    break;
+  default:
+    /* reads on up to 3 bytes: the string is NUL-terminated, and no continuation byte is
+     * NUL */
+    if ((k = cg__utf8_len(p))) {
+      memcpy(w, p, k);
+      e.w = w + k;
+      e.p = p + k;
+    } else {
+      memcpy(w, "\xEF\xBF\xBD", 3);
+      e.w = w + 3;
+    }
   }
+  return e;
+}
+
+/* `s` (`n` bytes, then its NUL) as a JSON string at `w` (room: CG__STR_GROWTH * n +
+ * CG__STR_EXTRA).  Returns the end. */
+static char *cg__put_str(char *w, const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *) s, *end = p + n;
+  struct cg__ends e;
   *w++ = '"';
   for (;;) {
 #ifdef __SSE2__
@@ -107,130 +161,93 @@ static char *cg__put_str(char *w, const char *s, size_t n) {
       *w++ = (char) *p++;
     if (p == end)
       break;
-    switch (cg__str_class[*p]) {
-    case 1:
-      *w++ = '\\';
-      *w++ = *p == '"' ? '"' : *p == '\\' ? '\\' : *p == '\b' ? 'b' : *p == '\f' ? 'f'
-           : *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-      p++;
-      break;
-    case 2:
-      memcpy(w, "\\u00", 4);
-      w[4] = hex[*p >> 4];
-      w[5] = hex[*p & 15];
-      w += 6;
-      p++;
-      break;
-    default: {
-      /* reads on up to 3 bytes: `s` is NUL-terminated, and no continuation byte is NUL */
-      size_t k = cg__utf8_len(p);
-      if (k) {
-        memcpy(w, p, k);
-        w += k;
-        p += k;
-      } else {
-        memcpy(w, "\xEF\xBF\xBD", 3);
-        w += 3;
-        p++;
-      }
-    }
-    }
+    e = cg__put_special(w, p);
+    w = e.w;
+    p = e.p;
   }
   *w++ = '"';
   return w;
 }
 
-/* `v` in decimal at `w`, or null for CG_NULL_INT: every digit (cJSON's numbers are
- * doubles, which would print 9007199254740993 as 9.00719925474099e+15; snprintf's "%lld"
- * costs about 800 instructions a call, and a record has 25 integers).  Returns the end. */
+/* `v` in decimal at `w`: every digit (cJSON's numbers are doubles, which would print
+ * 9007199254740993 as 9.00719925474099e+15; snprintf's "%lld" costs about 800
+ * instructions a call, and a record has 25 integers).  Stores 20 bytes at `w` whatever
+ * the length, in one copy of a fixed size.  Returns the end. */
 static char *cg__put_int(char *w, int64_t v) {
-  static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930"
-                              "31323334353637383940414243444546474849505152535455565758596061"
-                              "62636465666768697071727374757677787980818283848586878889909192"
-                              "93949596979899";
-  char buf[20], *p = buf + sizeof(buf);
-  uint64_t u;
-  size_t n;
-  if (v == CG_NULL_INT) {
-    memcpy(w, "null", 4);
-    return w + 4;
-  }
-  u = v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
+  char buf[40], *p = buf + 20; /* the digits end at buf + 20; the copy reads 20 from p */
+  uint64_t u = v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
   while (u >= 100) { /* two digits a step */
     p -= 2;
-    memcpy(p, pairs + 2 * (u % 100), 2);
+    memcpy(p, cg__pairs + 2 * (u % 100), 2);
     u /= 100;
   }
   if (u >= 10) {
     p -= 2;
-    memcpy(p, pairs + 2 * u, 2);
+    memcpy(p, cg__pairs + 2 * u, 2);
   } else {
     *--p = (char) ('0' + u);
   }
   if (v < 0)
-    *w++ = '-';
-  n = (size_t) (buf + sizeof(buf) - p);
-  memcpy(w, p, n);
-  return w + n;
+    *--p = '-';
+  memcpy(w, p, 20);
+  return w + (buf + 20 - p);
 }
 
-static char *cg__put_bool(char *w, int b) {
-  memcpy(w, b ? "true" : "false", b ? 4 : 5);
-  return w + (b ? 4 : 5);
+/* Each thread's last second written (since the epoch, plus 1; 0: none yet) and its time
+ * stamp with the quotes, the milliseconds still to fill in: at any rate that matters a
+ * thread writes many records a second (nginx keeps its time strings so, ngx_times.c). */
+static CG_TLS struct {
+  int64_t sec;
+  char ts[32]; /* "\"2026-08-13T15:36:43.000Z\"" */
+} cg__sec_memo;
+
+/* cg__sec_memo for `sec` (seconds since the epoch, years 1970-9999): days to a civil date
+ * by H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", civil_from_days.  Out of
+ * line: once a second at most. */
+static __attribute__((noinline, cold)) void cg__sec_fill(int64_t sec) {
+  int64_t z = sec / 86400 + 719468, era = z / 146097, doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+  int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+  int64_t y = yoe + era * 400 + (m <= 2), sod = sec % 86400;
+  char *t = cg__sec_memo.ts;
+  memcpy(t, "\"0000-00-00T00:00:00.000Z\"", 27);
+  memcpy(t + 1, cg__pairs + 2 * (y / 100), 2);
+  memcpy(t + 3, cg__pairs + 2 * (y % 100), 2);
+  memcpy(t + 6, cg__pairs + 2 * m, 2);
+  memcpy(t + 9, cg__pairs + 2 * d, 2);
+  memcpy(t + 12, cg__pairs + 2 * (sod / 3600), 2);
+  memcpy(t + 15, cg__pairs + 2 * (sod / 60 % 60), 2);
+  memcpy(t + 18, cg__pairs + 2 * (sod % 60), 2);
+  cg__sec_memo.sec = sec + 1;
 }
 
-/* Two decimal digits of `v` (0-99). */
-static char *cg__put2(char *w, unsigned v) {
-  w[0] = (char) ('0' + v / 10);
-  w[1] = (char) ('0' + v % 10);
-  return w + 2;
+/* A time stamp no clock gives (before 1970 or after 9999) as clock.c's cg_rfc3339_ms
+ * (gmtime_r + snprintf) always wrote it.  Out of line. */
+static __attribute__((noinline, cold)) char *cg__put_ts_odd(char *w, int64_t ms) {
+  char ts[64];
+  size_t n = strlen(cg_rfc3339_ms(ms, ts, sizeof(ts)));
+  *w++ = '"';
+  memcpy(w, ts, n); /* digits, '-', ':', 'T', '.', 'Z' only: nothing to escape */
+  w += n;
+  *w++ = '"';
+  return w;
 }
 
 /* The time stamp, RFC 3339 UTC with milliseconds ("2026-08-13T15:36:43.123Z"), as a JSON
- * string.  Years 1970-9999 by hand (days to a civil date: H. Hinnant, "chrono-Compatible
- * Low-Level Date Algorithms", civil_from_days); anything else, which no clock gives, as
- * clock.c's cg_rfc3339_ms (gmtime_r + snprintf) always wrote it. */
+ * string: its second from cg__sec_memo, the milliseconds filled in (32 bytes stored).
+ * Returns the end. */
 static char *cg__put_ts(char *w, int64_t ms) {
-  int64_t secs, z, era, doe, yoe, doy, mp, y, d, m;
-  unsigned sod;
-  if (ms < 0 || ms > INT64_C(253402300799999)) {
-    char ts[64];
-    size_t n = strlen(cg_rfc3339_ms(ms, ts, sizeof(ts)));
-    *w++ = '"';
-    memcpy(w, ts, n); /* digits, '-', ':', 'T', '.', 'Z' only: nothing to escape */
-    w += n;
-    *w++ = '"';
-    return w;
-  }
-  secs = ms / 1000;
-  z = secs / 86400 + 719468;
-  sod = (unsigned) (secs % 86400);
-  era = z / 146097;
-  doe = z - era * 146097;
-  yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  mp = (5 * doy + 2) / 153;
-  d = doy - (153 * mp + 2) / 5 + 1;
-  m = mp < 10 ? mp + 3 : mp - 9;
-  y = yoe + era * 400 + (m <= 2);
-  *w++ = '"';
-  w = cg__put2(w, (unsigned) (y / 100));
-  w = cg__put2(w, (unsigned) (y % 100));
-  *w++ = '-';
-  w = cg__put2(w, (unsigned) m);
-  *w++ = '-';
-  w = cg__put2(w, (unsigned) d);
-  *w++ = 'T';
-  w = cg__put2(w, sod / 3600);
-  *w++ = ':';
-  w = cg__put2(w, sod / 60 % 60);
-  *w++ = ':';
-  w = cg__put2(w, sod % 60);
-  *w++ = '.';
-  *w++ = (char) ('0' + ms % 1000 / 100);
-  w = cg__put2(w, (unsigned) (ms % 100));
-  memcpy(w, "Z\"", 2);
-  return w + 2;
+  int64_t sec = ms / 1000;
+  unsigned msec = (unsigned) (ms - sec * 1000);
+  if (ms < 0 || ms > INT64_C(253402300799999))
+    return cg__put_ts_odd(w, ms);
+  if (cg__sec_memo.sec != sec + 1)
+    cg__sec_fill(sec);
+  memcpy(w, cg__sec_memo.ts, 32);
+  w[21] = (char) ('0' + msec / 100);
+  memcpy(w + 22, cg__pairs + 2 * (msec % 100), 2);
+  return w + 26;
 }
 
 /* A cost: a decimal form that reads back as exactly `v` (%.15g when that round-trips,
@@ -247,147 +264,186 @@ static CG_TLS struct {
   char num[40];
 } cg__cost_memo;
 
-static char *cg__put_double(char *w, double v) {
+/* cg__cost_memo for `v` (finite, its bits `bits`).  Out of line: calls of one model and
+ * size cost the same. */
+static __attribute__((noinline, cold)) void cg__cost_fill(double v, uint64_t bits) {
   char num[40], *p;
-  size_t n;
-  uint64_t bits;
-  if (!isfinite(v)) {
-    memcpy(w, "null", 4);
-    return w + 4;
-  }
-  memcpy(&bits, &v, sizeof(bits));
-  if (cg__cost_memo.n && cg__cost_memo.bits == bits) {
-    memcpy(w, cg__cost_memo.num, cg__cost_memo.n);
-    return w + cg__cost_memo.n;
-  }
   snprintf(num, sizeof(num), "%.15g", v);
   if (strtod(num, NULL) != v) /* both in the host's locale */
     snprintf(num, sizeof(num), "%.17g", v);
   for (p = num; *p; p++) /* a host's LC_NUMERIC may print "0,5": JSON wants "0.5" */
     if (!((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == 'e'))
       *p = '.';
-  n = (size_t) (p - num);
-  memcpy(w, num, n);
-  memcpy(cg__cost_memo.num, num, n);
+  memcpy(cg__cost_memo.num, num, sizeof(num));
   cg__cost_memo.bits = bits;
-  cg__cost_memo.n = n;
-  return w + n;
+  cg__cost_memo.n = (size_t) (p - num);
 }
 
-static size_t cg__slen(const char *s) {
-  return s ? strlen(s) : 0;
+/* The cost at `w` (at most 24 characters: "-2.2250738585072014e-308"; 24 bytes stored).
+ * Returns the end. */
+static char *cg__put_cost(char *w, double v) {
+  uint64_t bits;
+  if (!isfinite(v)) {
+    memcpy(w, "null", 4);
+    return w + 4;
+  }
+  memcpy(&bits, &v, sizeof(bits));
+  if (!cg__cost_memo.n || cg__cost_memo.bits != bits)
+    cg__cost_fill(v, bits);
+  memcpy(w, cg__cost_memo.num, 24);
+  return w + cg__cost_memo.n;
 }
 
-/* The record's strings, each written with its length (cg__put_str). */
-#define CG__RECORD_STRINGS(X)                                                               \
-  X(request_id) X(task_id) X(method) X(host) X(path) X(pool) X(outcome) X(decision)         \
-  X(reason) X(model) X(body_digest) X(repeat_of) X(fallback_from)
+/* How a field of struct cg_record is written. */
+enum { CG__T_STR, CG__T_I64, CG__T_LONG, CG__T_INT, CG__T_BOOL, CG__T_TS, CG__T_COST };
 
-struct cg__lens {
-#define CG__LEN_FIELD(f) size_t f;
-  CG__RECORD_STRINGS(CG__LEN_FIELD)
-#undef CG__LEN_FIELD
+struct cg__field {
+  unsigned short off;  /* offsetof(struct cg_record, the field) */
+  unsigned char type;  /* CG__T_* */
+  unsigned char len;   /* strlen(key) */
+  char key[21];        /* "\"name\":" */
 };
 
-/* Room cg__record_write needs for `r`, the final '\n' and a NUL included; the strings'
- * lengths into `l`. */
-static size_t cg__record_bound(const struct cg_record *r, struct cg__lens *l) {
-  size_t n = 0;
-#define CG__LEN_ADD(f) n += l->f = cg__slen(r->f);
-  CG__RECORD_STRINGS(CG__LEN_ADD)
-#undef CG__LEN_ADD
-  return CG__RECORD_FIXED + 16 + CG__STR_GROWTH * n;
+#define CG__FIELD_KEY(name, field, type)                                                    \
+  { offsetof(struct cg_record, field), type, sizeof("\"" name "\":") - 1, "\"" name "\":" }
+#define CG__FIELD(field, type) CG__FIELD_KEY(#field, field, type)
+
+/* The record's keys in their order: SPEC section 5's, then the extensions. */
+static const struct cg__field cg__fields[] = {
+    CG__FIELD_KEY("ts", ts_ms, CG__T_TS),
+    CG__FIELD(pid, CG__T_LONG),
+    CG__FIELD(request_id, CG__T_STR),
+    CG__FIELD(task_id, CG__T_STR),
+    CG__FIELD(attempt, CG__T_INT),
+    CG__FIELD(final, CG__T_BOOL),
+    CG__FIELD(method, CG__T_STR),
+    CG__FIELD(host, CG__T_STR),
+    CG__FIELD(path, CG__T_STR),
+    CG__FIELD(pool, CG__T_STR),
+    CG__FIELD(status, CG__T_I64),
+    CG__FIELD(curl_code, CG__T_INT),
+    CG__FIELD(outcome, CG__T_STR),
+    CG__FIELD(decision, CG__T_STR),
+    CG__FIELD(reason, CG__T_STR),
+    CG__FIELD(queue_ms, CG__T_I64),
+    CG__FIELD(backoff_ms, CG__T_I64),
+    CG__FIELD(connect_ms, CG__T_I64),
+    CG__FIELD(ttfb_ms, CG__T_I64),
+    CG__FIELD(duration_ms, CG__T_I64),
+    CG__FIELD(bytes_sent, CG__T_I64),
+    CG__FIELD(bytes_received, CG__T_I64),
+    CG__FIELD(model, CG__T_STR),
+    CG__FIELD(prompt_tokens, CG__T_I64),
+    CG__FIELD(completion_tokens, CG__T_I64),
+    CG__FIELD(total_tokens, CG__T_I64),
+    CG__FIELD(cached_tokens, CG__T_I64),
+    CG__FIELD(cost_usd, CG__T_COST),
+    CG__FIELD(possibly_billed, CG__T_BOOL),
+    CG__FIELD(body_digest, CG__T_STR),
+    CG__FIELD(libcurl_resends, CG__T_INT),
+    CG__FIELD(repeat_of, CG__T_STR),
+    CG__FIELD(repeats, CG__T_INT),
+    CG__FIELD(fallback_from, CG__T_STR),
+    CG__FIELD(breaker_wait_ms, CG__T_I64),
+};
+
+/* Where the writer is: its buffer (the caller's, or malloc'd once the strings outgrew it)
+ * and the end of its room. */
+struct cg__out {
+  char *buf, *end;
+  int heap;
+};
+
+/* Room for `need` bytes past `w`: a malloc'd buffer holding the line so far (the old one
+ * freed if it was malloc'd too).  Returns where to go on in it, or NULL when out of
+ * memory (no buffer left to free).  Out of line: only very long strings (a 5000-byte
+ * task id) need it. */
+static __attribute__((noinline, cold)) char *cg__out_grow(struct cg__out *o, char *w,
+                                                          size_t need) {
+  size_t used = (size_t) (w - o->buf), cap = 2 * (size_t) (o->end - o->buf) + need;
+  char *p = malloc(cap);
+  if (p)
+    memcpy(p, o->buf, used);
+  if (o->heap)
+    free(o->buf);
+  if (!p)
+    return NULL;
+  o->buf = p;
+  o->end = p + cap;
+  o->heap = 1;
+  return p + used;
 }
 
-#define CG__KEY(w, lit) (memcpy((w), (lit), sizeof(lit) - 1), (w) + sizeof(lit) - 1)
-
-/* The record at `buf` (cg__record_bound bytes, which gave `l`): one object, '\n', NUL.
- * Returns the length up to and with the '\n'. */
-static size_t cg__record_write(const struct cg_record *r, const struct cg__lens *l,
-                               char *buf) {
+/* The record as one line: one object, '\n', NUL, at `buf` (`cap` bytes, at least
+ * CG__RECORD_FIXED) or, when its strings do not fit, in a malloc'd buffer.  Returns the
+ * line (`buf` or a buffer the caller frees), its length up to and with the '\n' in
+ * `*len`; NULL when out of memory. */
+static char *cg__record_write(const struct cg_record *r, char *buf, size_t cap, size_t *len) {
+  static const char bools[2][8] = {"false", "true"};
+  struct cg__out o = {buf, buf + cap, 0};
+  const struct cg__field *f;
   char *w = buf;
-  w = CG__KEY(w, "{\"ts\":");
-  w = cg__put_ts(w, r->ts_ms);
-  w = CG__KEY(w, ",\"pid\":");
-  w = cg__put_int(w, r->pid);
-  w = CG__KEY(w, ",\"request_id\":");
-  w = cg__put_str(w, r->request_id, l->request_id);
-  w = CG__KEY(w, ",\"task_id\":");
-  w = cg__put_str(w, r->task_id, l->task_id);
-  w = CG__KEY(w, ",\"attempt\":");
-  w = cg__put_int(w, r->attempt);
-  w = CG__KEY(w, ",\"final\":");
-  w = cg__put_bool(w, r->final != 0);
-  w = CG__KEY(w, ",\"method\":");
-  w = cg__put_str(w, r->method, l->method);
-  w = CG__KEY(w, ",\"host\":");
-  w = cg__put_str(w, r->host, l->host);
-  w = CG__KEY(w, ",\"path\":");
-  w = cg__put_str(w, r->path, l->path);
-  w = CG__KEY(w, ",\"pool\":");
-  w = cg__put_str(w, r->pool, l->pool);
-  w = CG__KEY(w, ",\"status\":");
-  w = cg__put_int(w, r->status);
-  w = CG__KEY(w, ",\"curl_code\":");
-  w = cg__put_int(w, r->curl_code);
-  w = CG__KEY(w, ",\"outcome\":");
-  w = cg__put_str(w, r->outcome, l->outcome);
-  w = CG__KEY(w, ",\"decision\":");
-  w = cg__put_str(w, r->decision, l->decision);
-  w = CG__KEY(w, ",\"reason\":");
-  w = cg__put_str(w, r->reason, l->reason);
-  w = CG__KEY(w, ",\"queue_ms\":");
-  w = cg__put_int(w, r->queue_ms);
-  w = CG__KEY(w, ",\"backoff_ms\":");
-  w = cg__put_int(w, r->backoff_ms);
-  w = CG__KEY(w, ",\"connect_ms\":");
-  w = cg__put_int(w, r->connect_ms);
-  w = CG__KEY(w, ",\"ttfb_ms\":");
-  w = cg__put_int(w, r->ttfb_ms);
-  w = CG__KEY(w, ",\"duration_ms\":");
-  w = cg__put_int(w, r->duration_ms);
-  w = CG__KEY(w, ",\"bytes_sent\":");
-  w = cg__put_int(w, r->bytes_sent);
-  w = CG__KEY(w, ",\"bytes_received\":");
-  w = cg__put_int(w, r->bytes_received);
-  w = CG__KEY(w, ",\"model\":");
-  w = cg__put_str(w, r->model, l->model);
-  w = CG__KEY(w, ",\"prompt_tokens\":");
-  w = cg__put_int(w, r->prompt_tokens);
-  w = CG__KEY(w, ",\"completion_tokens\":");
-  w = cg__put_int(w, r->completion_tokens);
-  w = CG__KEY(w, ",\"total_tokens\":");
-  w = cg__put_int(w, r->total_tokens);
-  w = CG__KEY(w, ",\"cached_tokens\":");
-  w = cg__put_int(w, r->cached_tokens);
-  w = CG__KEY(w, ",\"cost_usd\":");
-  w = cg__put_double(w, r->cost_usd);
-  w = CG__KEY(w, ",\"possibly_billed\":");
-  w = cg__put_bool(w, r->possibly_billed != 0);
-  w = CG__KEY(w, ",\"body_digest\":");
-  w = cg__put_str(w, r->body_digest, l->body_digest);
-  w = CG__KEY(w, ",\"libcurl_resends\":");
-  w = cg__put_int(w, r->libcurl_resends);
-  w = CG__KEY(w, ",\"repeat_of\":");
-  w = cg__put_str(w, r->repeat_of, l->repeat_of);
-  w = CG__KEY(w, ",\"repeats\":");
-  w = cg__put_int(w, r->repeats);
-  w = CG__KEY(w, ",\"fallback_from\":");
-  w = cg__put_str(w, r->fallback_from, l->fallback_from);
-  w = CG__KEY(w, ",\"breaker_wait_ms\":");
-  w = cg__put_int(w, r->breaker_wait_ms);
-  w = CG__KEY(w, "}\n");
-  *w = '\0';
-  return (size_t) (w - buf);
+  *w++ = '{';
+  for (f = cg__fields; f < cg__fields + sizeof(cg__fields) / sizeof(cg__fields[0]); f++) {
+    const char *v = (const char *) r + f->off;
+    int64_t i;
+    memcpy(w, f->key, sizeof(f->key));
+    w += f->len;
+    switch (f->type) {
+    case CG__T_STR: {
+      const char *s = *(const char *const *) (const void *) v;
+      size_t n, need;
+      if (!s)
+        goto null;
+      n = strlen(s);
+      need = CG__STR_GROWTH * n + CG__STR_EXTRA + CG__RECORD_FIXED;
+      if ((size_t) (o.end - w) < need && !(w = cg__out_grow(&o, w, need)))
+        return NULL;
+      w = cg__put_str(w, s, n);
+      break;
+    }
+    case CG__T_INT:
+      i = *(const int *) (const void *) v;
+      goto integer;
+    case CG__T_LONG:
+      i = *(const long *) (const void *) v;
+      goto integer;
+    case CG__T_I64:
+      i = *(const int64_t *) (const void *) v;
+    integer:
+      if (i == CG_NULL_INT)
+        goto null;
+      w = cg__put_int(w, i);
+      break;
+    case CG__T_BOOL:
+      i = *(const int *) (const void *) v != 0;
+      memcpy(w, bools[i], 8);
+      w += 5 - i;
+      break;
+    case CG__T_TS:
+      w = cg__put_ts(w, *(const int64_t *) (const void *) v);
+      break;
+    default:
+      w = cg__put_cost(w, *(const double *) (const void *) v);
+      break;
+    null:
+      memcpy(w, "null", 4);
+      w += 4;
+    }
+    *w++ = ',';
+  }
+  memcpy(w - 1, "}\n", 3); /* over the last ',' */
+  *len = (size_t) (w + 1 - o.buf);
+  return o.buf;
 }
 
 char *cg_record_json(const struct cg_record *r, size_t *len) {
-  struct cg__lens l;
-  char *line = malloc(cg__record_bound(r, &l));
-  if (!line)
-    return NULL;
-  *len = cg__record_write(r, &l, line);
-  return line;
+  char small[4096], *line = cg__record_write(r, small, sizeof(small), len), *copy;
+  if (line != small)
+    return line; /* malloc'd, or NULL */
+  if ((copy = malloc(*len + 1)))
+    memcpy(copy, small, *len + 1);
+  return copy;
 }
 
 /* ---- the log sink: opened once per process ---- */
@@ -435,7 +491,8 @@ static int cg__mkdirs(const char *path) {
   return 0;
 }
 
-static int cg__log_open(const struct cg_config *c) {
+/* The log's descriptor, -1 when unusable.  Out of line: once per process. */
+static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *c) {
   struct stat st;
   int fd;
 
@@ -474,32 +531,39 @@ static int cg__log_still_ours(int fd) {
   return fstat(fd, &st) == 0 && st.st_dev == cg__log_dev && st.st_ino == cg__log_ino;
 }
 
-/* The whole line with write(2), retried on EINTR and after a short write (which a regular
- * file gives only when the disk is full).  A regular file or a character device never
- * raises SIGPIPE, so only stderr ("-", which may be a pipe) needs cg_write_quiet's
- * signal mask. */
-static ssize_t cg__write_line(int fd, const char *line, size_t len) {
+/* The rest of a line a first write(2) did not take whole (`w`: what it returned),
+ * retried on EINTR and after a short write (which a regular file gives only when the disk
+ * is full).  Out of line: one write(2) takes a line. */
+static __attribute__((noinline, cold)) ssize_t cg__write_rest(int fd, const char *line,
+                                                              size_t len, ssize_t w) {
   size_t done = 0;
-  if (fd == STDERR_FILENO)
-    return cg_write_quiet(fd, line, len);
-  while (done < len) {
-    ssize_t w = write(fd, line + done, len - done);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
+  for (;;) {
+    if (w > 0) {
+      if ((done += (size_t) w) >= len)
+        return (ssize_t) len;
+    } else if (!(w < 0 && errno == EINTR)) {
       if (w == 0)
         errno = EIO;
       return -1;
     }
-    done += (size_t) w;
+    w = write(fd, line + done, len - done);
   }
-  return (ssize_t) len;
+}
+
+/* The whole line with write(2) (cg__write_rest when one does not take it).  A regular
+ * file or a character device never raises SIGPIPE, so only stderr ("-", which may be a
+ * pipe) needs cg_write_quiet's signal mask. */
+static ssize_t cg__write_line(int fd, const char *line, size_t len) {
+  ssize_t w;
+  if (fd == STDERR_FILENO)
+    return cg_write_quiet(fd, line, len);
+  w = write(fd, line, len);
+  return w == (ssize_t) len ? w : cg__write_rest(fd, line, len, w);
 }
 
 int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
-  char small[4096], *line = small;
-  struct cg__lens l;
-  size_t len, cap;
+  char small[4096], *line;
+  size_t len;
   ssize_t w;
   int fd;
 
@@ -515,12 +579,10 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
   if (fd < 0)
     return -1;
   /* On the stack; only a record with very long strings (a 5000-byte task id) needs more. */
-  cap = cg__record_bound(r, &l);
-  if (cap > sizeof(small) && !(line = malloc(cap))) {
+  if (!(line = cg__record_write(r, small, sizeof(small), &len))) {
     cg_warn_once("record-oom", "out of memory writing a usage record; record dropped");
     return -1;
   }
-  len = cg__record_write(r, &l, line);
   w = cg__write_line(fd, line, len);
   if (w != (ssize_t) len)
     cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
