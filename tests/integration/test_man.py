@@ -105,8 +105,10 @@ def config_sub_keys():
 
 
 def record_keys():
-    """The keys src/record.c writes, in order (its hand-written writer: CG__KEY(w, ",\"ts\":"))."""
-    return re.findall(r'CG__KEY\(w, "[{,]\\"([a-z_]+)\\":"\)', _read("src/record.c"))
+    """The keys src/record.c writes, in order: its table cg__fields, one entry a line
+    (`CG__FIELD_KEY("ts", ts_ms, ...)` or `CG__FIELD(pid, ...)`)."""
+    return [a or b for a, b in re.findall(
+        r'^\s+CG__FIELD(?:_KEY\("([a-z_]+)"|\(([a-z_]+)),', _read("src/record.c"), re.M)]
 
 
 def outcome_names():
