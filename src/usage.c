@@ -879,6 +879,11 @@ value_tok: /* s: the value's first byte */
     }
     goto number;
   }
+  if ((c == 'n' || c == 't') && end - s >= 3 && memcmp(s, c == 'n' ? "ull" : "rue", 3) == 0) {
+    j->slot = -1; /* null or true, whole here: as the literal loop reads it */
+    s += 3;
+    goto value_done;
+  }
   cg__js_value(j, c); /* a container, a literal, or a byte no value starts with */
   switch (j->state) {
   case CG__J_KEY_FIRST: goto key_first;
