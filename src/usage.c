@@ -249,13 +249,25 @@ static void cg__model(struct cg__acc *a, const struct cg__facts *f, int s) {
   }
 }
 
+/* Where each number of a usage object goes (CG__N_PROMPT on, in that order: where two
+ * go to one count, the later one wins). */
+static const unsigned char cg__usage_dst[CG__N_PER_USAGE] = {
+  offsetof(struct cg__acc, prompt),    offsetof(struct cg__acc, prompt),
+  offsetof(struct cg__acc, completion), offsetof(struct cg__acc, completion),
+  offsetof(struct cg__acc, total),     offsetof(struct cg__acc, cread),
+  offsetof(struct cg__acc, cwrite),    offsetof(struct cg__acc, cread),
+  offsetof(struct cg__acc, cread),     offsetof(struct cg__acc, reasoning),
+  offsetof(struct cg__acc, reasoning)};
+
 /* An OpenAI (Chat, Completions, Embeddings, Responses) or Anthropic "usage" object:
- * usage `u` of `f` (0 top, 1 .message, 2 .response). */
+ * usage `u` of `f` (0 top, 1 .message, 2 .response).  One loop over the numbers read, not
+ * a test each (fewer code lines: see cg__string_stop). */
 static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, int anthropic) {
   unsigned n = u * CG__N_PER_USAGE;
   /* the slots of cache_read_input_tokens and cache_creation_input_tokens: present at
    * all (any value) marks Anthropic */
   uint64_t cache_keys = (uint64_t) 3 << (18 + u * 15 + CG__N_CREAD);
+  uint64_t m = f->nset >> n & ((UINT64_C(1) << CG__N_PER_USAGE) - 1);
   if (!(f->objs & (UINT32_C(1) << (CG__CX_USAGE + u))))
     return;
   a->stale = 0; /* a usage report after any skipped event */
@@ -263,30 +275,42 @@ static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, 
     anthropic = 1;
   if (anthropic)
     a->anthropic = 1;
-  cg__set_num(&a->prompt, f, n + CG__N_PROMPT);
-  cg__set_num(&a->prompt, f, n + CG__N_INPUT);
-  cg__set_num(&a->completion, f, n + CG__N_COMPLETION);
-  cg__set_num(&a->completion, f, n + CG__N_OUTPUT);
-  cg__set_num(&a->total, f, n + CG__N_TOTAL);
-  cg__set_num(&a->cread, f, n + CG__N_CREAD);
-  cg__set_num(&a->cwrite, f, n + CG__N_CWRITE);
-  cg__set_num(&a->cread, f, n + CG__N_PTD_CACHED); /* -1 unless the details were an object */
-  cg__set_num(&a->cread, f, n + CG__N_ITD_CACHED);
-  cg__set_num(&a->reasoning, f, n + CG__N_CTD_REASONING);
-  cg__set_num(&a->reasoning, f, n + CG__N_OTD_REASONING);
+  for (; m; m &= m - 1) { /* cg__set_num of each, -1 unless the details were an object */
+    unsigned k = (unsigned) __builtin_ctzll(m);
+    cg__set((int64_t *) (void *) ((char *) a + cg__usage_dst[k]), f->num[n + k]);
+  }
 }
 
 static int cg__is(const struct cg__facts *f, int s, const char *lit, size_t len) {
   return f->slen[s] == len && memcmp(f->str[s], lit, len) == 0;
 }
 
+/* What a top-level object's "type" says (cg__object). */
+enum { CG__TY_OTHER, CG__TY_ERROR, CG__TY_MESSAGE, CG__TY_MESSAGE_START, CG__TY_RESPONSE,
+       CG__TY_RESPONSE_FAILED };
+
+/* The type of an object with a "type" string (out of line: OpenAI's Chat and Gemini's
+ * objects have none). */
+static __attribute__((noinline)) int cg__type(const struct cg__facts *f) {
+  if (cg__is(f, CG__S_TYPE, "error", 5))
+    return CG__TY_ERROR;
+  if (cg__is(f, CG__S_TYPE, "message", 7) || cg__is(f, CG__S_TYPE, "message_delta", 13))
+    return CG__TY_MESSAGE;
+  if (cg__is(f, CG__S_TYPE, "message_start", 13))
+    return CG__TY_MESSAGE_START;
+  if (f->slen[CG__S_TYPE] >= 9 && memcmp(f->str[CG__S_TYPE], "response.", 9) == 0)
+    return cg__is(f, CG__S_TYPE, "response.failed", 15) ? CG__TY_RESPONSE_FAILED
+                                                        : CG__TY_RESPONSE;
+  return CG__TY_OTHER;
+}
+
 /* One object: a whole response, one SSE event's data, or one element of an array
  * (Gemini's streamGenerateContent without alt=sse answers a JSON array of chunks). */
-static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
+static __attribute__((noinline)) void cg__object(struct cg__acc *a, const struct cg__facts *f) {
+  int t = f->slen[CG__S_TYPE] ? cg__type(f) : CG__TY_OTHER;
   /* Anthropic's "type": "error" event, a failed Responses event, or an "error" object
    * (OpenAI and Gemini chunks, a Responses object with "status": "failed"). */
-  if (cg__is(f, CG__S_TYPE, "error", 5) || cg__is(f, CG__S_TYPE, "response.failed", 15) ||
-      (f->objs & CG__ERROR_OBJ))
+  if (t == CG__TY_ERROR || t == CG__TY_RESPONSE_FAILED || (f->objs & CG__ERROR_OBJ))
     a->error_event = 1;
 
   if (f->objs & (UINT32_C(1) << CG__CX_UM)) { /* Gemini */
@@ -301,7 +325,7 @@ static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
   }
   cg__model(a, f, CG__S_MODEL_VERSION);
 
-  if (cg__is(f, CG__S_TYPE, "message_start", 13)) {
+  if (t == CG__TY_MESSAGE_START) {
     if (f->objs & (UINT32_C(1) << CG__CX_MSG)) {
       /* message_start's output_tokens is a placeholder (1): only message_delta counts */
       int64_t output = a->completion;
@@ -311,7 +335,7 @@ static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
     }
     return;
   }
-  if (f->slen[CG__S_TYPE] >= 9 && memcmp(f->str[CG__S_TYPE], "response.", 9) == 0) {
+  if (t >= CG__TY_RESPONSE) {
     if (f->objs & (UINT32_C(1) << CG__CX_RESP)) { /* Responses API streaming events */
       cg__model(a, f, CG__S_RESP_MODEL);
       cg__usage(a, f, 2, 0);
@@ -319,8 +343,7 @@ static void cg__object(struct cg__acc *a, const struct cg__facts *f) {
     return;
   }
   cg__model(a, f, CG__S_MODEL);
-  cg__usage(a, f, 0, cg__is(f, CG__S_TYPE, "message", 7) ||
-                         cg__is(f, CG__S_TYPE, "message_delta", 13));
+  cg__usage(a, f, 0, t == CG__TY_MESSAGE);
 }
 
 /* ---- the scanner: cJSON 1.7.15's grammar, pushed one buffer at a time ----
@@ -631,7 +654,8 @@ static void cg__js_close(struct cg__js *j, struct cg__acc *tent, unsigned char c
   cg__js_value_done(j);
 }
 
-/* A value starts with `c` (not whitespace). */
+/* A value starts with `c` (not whitespace), which is not a string's or a number's (the
+ * scanner reads those itself): a container, a literal, or a byte no value starts with. */
 static void cg__js_value(struct cg__js *j, unsigned char c) {
   int slot = j->slot;
   unsigned kind = slot >= 0 ? cg__slots[slot].kind : CG__K_NONE;
@@ -667,19 +691,6 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
     j->cur_arr = 0;
     j->cur_cx = (unsigned char) (d < CG__CX_DEPTH ? cx : CG__CX_NONE);
     j->state = CG__J_KEY_FIRST;
-  } else if (c == '"') {
-    j->state = CG__J_STRING;
-    j->is_key = 0;
-    j->sesc = j->dstate = 0;
-    j->rnul = 0;
-    j->rec = kind == CG__K_STR ? cg__slots[slot].arg : -1;
-  } else if (c == '-' || (c >= '0' && c <= '9')) {
-    j->state = CG__J_NUMBER;
-    j->num = kind == CG__K_NUM ? cg__slots[slot].arg : -1;
-    j->nlen = 0;
-    if (j->num >= 0)
-      cg__js_num_keep(j, (char) c);
-    j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
   } else if (c == 't' || c == 'f' || c == 'n') {
     j->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
     j->lit_n = c == 'f' ? 5 : 4;
@@ -740,74 +751,6 @@ static int cg__is_num_byte(unsigned char c) {
   (nul ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)),        \
                       _mm_cmpeq_epi8(x, zero))                                              \
        : _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)))
-
-#ifdef CG__AVX2
-static int cg__avx2(void);
-
-/* cg__string_stop_long's rounds with AVX2, 64 bytes in two halves (half the instructions
- * of SSE2's four quarters): the first stop in [s, end), or where fewer than 32 bytes are
- * left (none before). */
-__attribute__((target("avx2"))) static const unsigned char *
-cg__string_stop_avx2(const unsigned char *s, const unsigned char *end, int nul) {
-  const __m256i quote = _mm256_set1_epi8('"'), bs = _mm256_set1_epi8('\\');
-  const __m256i zero = _mm256_setzero_si256();
-  uint32_t mask;
-#define CG__STOP32(x)                                                                       \
-  (nul ? _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bs)), \
-                         _mm256_cmpeq_epi8(x, zero))                                        \
-       : _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bs)))
-  while (end - s >= 64) {
-    __m256i a = _mm256_loadu_si256((const __m256i *) (const void *) s);
-    __m256i b = _mm256_loadu_si256((const __m256i *) (const void *) (s + 32));
-    if (_mm256_movemask_epi8(_mm256_or_si256(CG__STOP32(a), CG__STOP32(b))))
-      break; /* in these 64: found 32 at a time */
-    s += 64;
-  }
-  while (end - s >= 32) {
-    __m256i x = _mm256_loadu_si256((const __m256i *) (const void *) s);
-    mask = (uint32_t) _mm256_movemask_epi8(CG__STOP32(x));
-    if (mask)
-      return s + __builtin_ctz(mask);
-    s += 32;
-  }
-#undef CG__STOP32
-  return s;
-}
-#endif
-
-/* cg__string_stop past a string's first 32 bytes (a model's text): 64 bytes a round (AVX2
- * where the CPU has it).  Out of line, so that what is inlined in the scanner for names and
- * short values stays small (inlined whole, it cost the scanner more than it saved). */
-static __attribute__((noinline)) const unsigned char *
-cg__string_stop_long(const unsigned char *s, const unsigned char *end, int nul) {
-  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
-  __m128i x;
-  unsigned mask;
-#ifdef CG__AVX2
-  if (end - s >= 32 && cg__avx2())
-    s = cg__string_stop_avx2(s, end, nul); /* a stop, or fewer than 32 bytes left */
-#endif
-  while (end - s >= 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *) (const void *) s);
-    __m128i b = _mm_loadu_si128((const __m128i *) (const void *) (s + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *) (const void *) (s + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *) (const void *) (s + 48));
-    if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(CG__STOP16(a), CG__STOP16(b)),
-                                       _mm_or_si128(CG__STOP16(c), CG__STOP16(d)))))
-      break; /* in these 64: found 16 at a time */
-    s += 64;
-  }
-  while (end - s >= 16) {
-    x = _mm_loadu_si128((const __m128i *) (const void *) s);
-    mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
-    if (mask)
-      return s + __builtin_ctz(mask);
-    s += 16;
-  }
-  while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
-    s++;
-  return s;
-}
 #endif
 
 /* `end` - 15, or `start` when [start, end) is shorter: s < that when 16 bytes are left
@@ -817,25 +760,19 @@ cg__string_stop_long(const unsigned char *s, const unsigned char *end, int nul) 
 /* The first '"' or '\\' in [s, end), or end; with `nul`, the first NUL too (`lim16`:
  * CG__LIM16 of the buffer).  One pass, 16 bytes at a time with SSE2 (most strings are
  * short names, where a memchr call costs more than the bytes), a byte at a time without.
- * The first 32 bytes inline (names are up to 31 bytes: "completion_tokens_details"), the
- * rest in cg__string_stop_long. */
+ * One loop, no wider or unrolled rounds for long strings (a model's text): on a host whose
+ * own code overflows the instruction cache, the code lines a request runs cost more than
+ * the instructions they save (half a microsecond for the 15 lines they took). */
 static inline __attribute__((always_inline)) const unsigned char *
 cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned char *lim16,
                 int nul) {
 #ifdef __SSE2__
   const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
-  if (s < lim16) {
+  for (; s < lim16; s += 16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
-    if (mask) /* most strings: names, short values */
+    if (mask)
       return s + __builtin_ctz(mask);
-    s += 16;
-    if (s < lim16) {
-      x = _mm_loadu_si128((const __m128i *) (const void *) s);
-      if ((mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x))))
-        return s + __builtin_ctz(mask);
-      return cg__string_stop_long(s + 16, end, nul);
-    }
   }
 #undef CG__STOP16
 #else
@@ -846,182 +783,27 @@ cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned
   return s;
 }
 
-/* The first '"' or '\\' in [s, end), or end. */
-static inline __attribute__((always_inline)) const unsigned char *
-cg__quote_or_backslash(const unsigned char *s, const unsigned char *end,
-                       const unsigned char *lim16) {
-  return cg__string_stop(s, end, lim16, 0);
-}
-
-/* Blanks at `s` (cJSON: any byte up to 0x20), none or one at the cost of a compare. */
-static inline const unsigned char *cg__blanks1(const unsigned char *s, const unsigned char *end) {
-  if (s < end && *s <= ' ' && (++s == end || *s <= ' '))
-    s = cg__blanks(s, end);
-  return s;
-}
-
-static int cg__hex4(const unsigned char *s, unsigned *code) {
-  int i, h;
-  unsigned v = 0;
-  for (i = 0; i < 4; i++) {
-    if ((h = cg__hex(s[i])) < 0)
-      return 0;
-    v = v << 4 | (unsigned) h;
-  }
-  *code = v;
-  return 1;
-}
-
-/* The byte after the closing quote of the string whose opening quote came before `s`,
- * when it is whole in [s, end) and its escapes are \b \f \n \r \t \" \\ \/ or \u and four
- * hex digits (a high surrogate with its low one): where cJSON's end and its decoder agree.
- * NULL for any other (the scanner then decides).  Inlined: most strings are short names. */
-static inline __attribute__((always_inline)) const unsigned char *
-cg__skip_string(const unsigned char *s, const unsigned char *end, const unsigned char *lim16) {
-  unsigned code, low;
-  for (;;) {
-    s = cg__quote_or_backslash(s, end, lim16);
-    if (s == end)
-      return NULL;
-    if (*s == '"')
-      return s + 1;
-    if (end - s < 2)
-      return NULL;
-    switch (s[1]) {
-    case 'b': case 'f': case 'n': case 'r': case 't': case '"': case '\\': case '/':
-      s += 2;
-      break;
-    case 'u':
-      if (end - s < 6 || !cg__hex4(s + 2, &code) || (code >= 0xDC00 && code <= 0xDFFF))
-        return NULL;
-      if (code >= 0xD800 && code <= 0xDBFF) {
-        if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || !cg__hex4(s + 8, &low) ||
-            low < 0xDC00 || low > 0xDFFF)
-          return NULL;
-        s += 12;
-      } else {
-        s += 6;
-      }
-      break;
-    default:
-      return NULL;
-    }
-  }
-}
-
-/* The byte after the number that starts at `s`, when it ends before `end` and strtod
- * reads all of it (the scanner's grammar, cg__num_next and cg__num_done); else NULL. */
-static const unsigned char *cg__skip_number(const unsigned char *s, const unsigned char *end) {
-  unsigned char st = CG__NUM_SIGN;
-  if (*s == '-')
-    s++;
-  for (; s < end && cg__is_num_byte(*s); s++)
-    if ((st = cg__num_next(st, *s)) == 255)
-      return NULL;
-  return s < end && cg__num_done(st) ? s : NULL;
-}
-
-#define CG__SKIP_DEPTH 64 /* containers cg__skip_tree reads inside each other */
-
-/* A value no rule reads (an array or object under a name no slot has, as "choices"), read
- * as the scanner would read it but with nothing kept: the byte after the closing bracket
- * of the container whose '[' or '{' (`open`) came just before `s`, when that is in
- * [s, end) and every token inside is plain (see cg__skip_string, cg__skip_number) and
- * well formed, at most CG__SKIP_DEPTH deep.  NULL for any other: the scanner then reads
- * the value itself, and decides. */
-static const unsigned char *cg__skip_tree(const unsigned char *s, const unsigned char *end,
-                                          unsigned char open) {
-  uint64_t arr = open == '['; /* bit d: the container d levels out is an array */
-  unsigned lvl = 0;
-  unsigned char c;
-  const unsigned char *lim16 = CG__LIM16(s, end);
-first: /* after '[' or '{' */
-  if ((s = cg__blanks1(s, end)) == end)
-    return NULL;
-  if (*s == (arr & 1 ? ']' : '}')) {
-    s++;
-    goto closed;
-  }
-  if (arr & 1)
-    goto value;
-key:
-  if (*s != '"' || !(s = cg__skip_string(s + 1, end, lim16)))
-    return NULL;
-  if (end - s >= 3 && s[0] == ':') { /* ':' or ": " and the value: what the lines below read */
-    if (s[1] > ' ') {
-      s++;
-      goto value;
-    }
-    if (s[1] == ' ' && s[2] > ' ') {
-      s += 2;
-      goto value;
-    }
-  }
-  if ((s = cg__blanks1(s, end)) == end || *s != ':')
-    return NULL;
-  s++;
-  if ((s = cg__blanks1(s, end)) == end)
-    return NULL;
-value:
-  c = *s;
-  if (c == '"') {
-    if (!(s = cg__skip_string(s + 1, end, lim16)))
-      return NULL;
-  } else if (c == '-' || (c >= '0' && c <= '9')) {
-    if (!(s = cg__skip_number(s, end)))
-      return NULL;
-  } else if (c == '{' || c == '[') {
-    if (++lvl == CG__SKIP_DEPTH)
-      return NULL;
-    arr = arr << 1 | (c == '[');
-    s++;
-    goto first;
-  } else if (c == 't' || c == 'n') {
-    if (end - s < 4 || memcmp(s, c == 't' ? "true" : "null", 4) != 0)
-      return NULL;
-    s += 4;
-  } else if (c == 'f') {
-    if (end - s < 5 || memcmp(s, "false", 5) != 0)
-      return NULL;
-    s += 5;
-  } else {
-    return NULL;
-  }
-after: /* after a value, or a container that closed (it was a value of the one around) */
-  if ((s = cg__blanks1(s, end)) == end)
-    return NULL;
-  c = *s++;
-  if (c == ',') {
-    if ((s = cg__blanks1(s, end)) == end)
-      return NULL;
-    if (arr & 1)
-      goto value;
-    goto key;
-  }
-  if (c != (arr & 1 ? ']' : '}'))
-    return NULL;
-closed:
-  if (lvl == 0)
-    return s;
-  lvl--;
-  arr >>= 1;
-  goto after;
-}
-
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
  * `tent` when it closes.  The state is only stored when the buffer ends inside a token
  * (or between two): within a buffer each kind of token is read by its own loop, which
  * goes straight to the next token's (issue 16: half an instruction per byte of a long
  * string, about 100 per member).  Names are compared where they lie in the buffer when
  * they are whole there and plain (no escape, no NUL), and only in the contexts that hold
- * a slot; a count that is plain digits whole in the buffer is read there too. */
-static void cg__js_feed(struct cg__js *j, struct cg__acc *tent, const unsigned char *s,
-                        size_t n) {
+ * a slot; a count that is plain digits whole in the buffer is read there too.
+ *
+ * Its code lines count more than its instructions (a host such as curl overflows the
+ * instruction cache: each 64-byte line a request runs costs about as much as 40
+ * instructions), so names and values, kept or not, share one inlined cg__string_stop, and
+ * values no rule reads are read by the same loops, not skipped by a second parser; the
+ * function starts on a line of its own, so the lines it takes do not move with the code
+ * before it. */
+static __attribute__((aligned(64))) void cg__js_feed(struct cg__js *j, struct cg__acc *tent,
+                                                    const unsigned char *s, size_t n) {
   const unsigned char *end = s + n, *q;
   const unsigned char *end3 = end - (n < 2 ? n : 2); /* s < end3: 3 bytes from s on */
   const unsigned char *lim16 = CG__LIM16(s, end);
   unsigned char c;
-  int noskip = 0; /* cg__skip_tree gave up once in this buffer */
+  int key, keep; /* the string being read is a name; its bytes are kept */
 
 /* Blanks (cJSON: any byte up to 0x20); at the end of the buffer the state is `st`.  None
  * or one (", ", ": ") costs a compare or two. */
@@ -1059,30 +841,10 @@ value_tok: /* s: the value's first byte */
   if (c == '"') {
     int slot = j->slot;
     j->slot = -1;
-    if (slot < 0 || cg__slots[slot].kind != CG__K_STR) { /* nobody reads it: skipped */
-      q = cg__quote_or_backslash(s, end, lim16);
-      if (q < end && *q == '"') {
-        s = q + 1;
-        goto value_done;
-      }
-      s = q;
-      j->rec = -1;
-    } else {
-      j->rec = cg__slots[slot].arg;
-      q = cg__string_stop(s, end, lim16, 1);
-      if (q < end && *q == '"') { /* whole here and plain: kept as cg__js_keep would */
-        unsigned char *len = &j->f.slen[j->rec];
-        size_t k = (size_t) (q - s) < 127u - *len ? (size_t) (q - s) : 127u - *len;
-        memcpy(j->f.str[j->rec] + *len, s, k);
-        *len = (unsigned char) (*len + k);
-        s = q + 1;
-        goto value_done;
-      }
-    }
-    j->is_key = 0;
-    j->sesc = j->dstate = 0;
-    j->rnul = 0;
-    goto string;
+    j->rec = slot >= 0 && cg__slots[slot].kind == CG__K_STR ? cg__slots[slot].arg : -1;
+    key = 0;
+    keep = j->rec >= 0;
+    goto str;
   }
   if (c == '-' || (c >= '0' && c <= '9')) {
     int slot = j->slot;
@@ -1090,12 +852,10 @@ value_tok: /* s: the value's first byte */
     j->slot = -1;
     if (c != '-') { /* digits only, ended in this buffer: read (or skipped) where they lie */
       uint64_t v = (uint64_t) (c - '0');
-      if (num >= 0) /* read as they are found: up to 16 digits, v is cg__count_digits' */
-        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
-          v = v * 10 + (uint64_t) (*q - '0');
-      else
-        for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
-          ;
+      /* read as they are found, kept or not (one loop): up to 16 digits, v is
+       * cg__count_digits' */
+      for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
+        v = v * 10 + (uint64_t) (*q - '0');
       if (q < end && !cg__is_num_byte(*q)) {
         if (num >= 0) {
           j->f.num[num] = q - s >= 16 ? cg__count_digits(s - 1, q)
@@ -1119,19 +879,10 @@ value_tok: /* s: the value's first byte */
     }
     goto number;
   }
-  if ((c == '{' || c == '[') &&
-      (j->slot < 0 || (cg__slots[j->slot].kind != CG__K_OBJ &&
-                       cg__slots[j->slot].kind != CG__K_ERROR)) &&
-      !noskip && j->depth && !(j->depth == 1 && j->cur_arr) &&
-      j->depth <= CG__DEPTH_MAX - CG__SKIP_DEPTH) {
-    /* a value in which no rule reads anything (not a top-level object, nor one of a
-     * top-level array's, nor one a slot opens): skipped at once when it is whole here */
-    if ((q = cg__skip_tree(s, end, c))) {
-      j->slot = -1;
-      s = q;
-      goto value_done;
-    }
-    noskip = 1; /* not again in this buffer: each byte is read at most twice */
+  if ((c == 'n' || c == 't') && end - s >= 3 && memcmp(s, c == 'n' ? "ull" : "rue", 3) == 0) {
+    j->slot = -1; /* null or true, whole here: as the literal loop reads it */
+    s += 3;
+    goto value_done;
   }
   cg__js_value(j, c); /* a container, a literal, or a byte no value starts with */
   switch (j->state) {
@@ -1166,26 +917,15 @@ key_quote:
     return;
   }
 key_name: /* s: after the name's opening quote */
-  {
-    unsigned cx = j->cur_cx;
-    if (cx == CG__CX_NONE) { /* a name no slot has: not even kept */
-      j->slot = -1;
-      q = cg__quote_or_backslash(s, end, lim16);
-      if (q < end && *q == '"') {
-        s = q + 1;
-        goto colon;
-      }
-      s = q;
-      j->is_key = 1;
-      j->sesc = j->dstate = 0;
-      j->klen = sizeof(j->key);
-      j->knul = 1;
-      goto string;
-    }
-    q = cg__string_stop(s, end, lim16, 1);
-    if (q < end && *q == '"') { /* the whole name is here, plain: compared in place */
-      size_t len = (size_t) (q - s);
-      int slot = len < sizeof(j->key) ? cg__slot_of(cx, (const char *) s, len, *s) : -1;
+  key = 1;
+  keep = j->cur_cx != CG__CX_NONE; /* a name no slot has: not even kept */
+str: /* s: after the opening quote of a name (`key`) or a value; `keep`: its bytes count */
+  q = cg__string_stop(s, end, lim16, 1);
+  if (q < end && *q == '"') { /* whole here and plain (no escape, no NUL) */
+    size_t len = (size_t) (q - s);
+    if (key) { /* compared in place */
+      int slot = keep && len < sizeof(j->key) ? cg__slot_of(j->cur_cx, (const char *) s, len, *s)
+                                              : -1;
       if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
         j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
         j->slot = slot;
@@ -1195,14 +935,26 @@ key_name: /* s: after the name's opening quote */
       s = q + 1;
       goto colon;
     }
-    j->is_key = 1;
-    j->sesc = j->dstate = 0;
-    j->klen = 0;
-    j->knul = 0;
-    cg__js_keep(j, s, (size_t) (q - s)); /* no NUL in these */
-    s = q;
-    goto string;
+    if (keep) { /* as cg__js_keep would */
+      unsigned char *sl = &j->f.slen[j->rec];
+      size_t k = len < 127u - *sl ? len : 127u - *sl;
+      memcpy(j->f.str[j->rec] + *sl, s, k);
+      *sl = (unsigned char) (*sl + k);
+    }
+    s = q + 1;
+    goto value_done;
   }
+  /* an escape, a NUL or the buffer's end: the string loop reads it from its start */
+  j->is_key = (unsigned char) key;
+  j->sesc = j->dstate = 0;
+  if (key) {
+    j->slot = -1;
+    j->klen = keep ? 0 : sizeof(j->key); /* not kept: too long for any slot */
+    j->knul = (unsigned char) !keep;
+  } else {
+    j->rnul = 0;
+  }
+  goto string;
 
 colon:
   /* ':' and a value's first byte, or ": " and it (compact, json.dumps, pretty-printed):
@@ -1228,7 +980,7 @@ string: /* the rest of a string (a name or a value) */
   for (;;) {
     if (j->dstate == 0 && !j->sesc) {
       /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-      q = cg__quote_or_backslash(s, end, lim16);
+      q = cg__string_stop(s, end, lim16, 0);
       if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
         cg__js_keep(j, s, (size_t) (q - s));
       s = q;

@@ -1053,10 +1053,11 @@ Test(usage, sse_pre_check_at_every_offset) {
   }
 }
 
-/* A value no rule reads (usage.c cg__skip_tree: skipped at once when whole in a buffer)
- * says the same as when the scanner reads it byte by byte: one byte at a time (never
- * whole) is the reference, whole and cut at every byte must agree; `ok` says whether the
- * document parses (then its usage counts). */
+/* A value no rule reads (read whole in a buffer, keeping nothing; a skip of its own,
+ * cg__skip_tree, did it until it cost more code lines than it saved) says the same as when
+ * the scanner reads it byte by byte: one byte at a time (never whole) is the reference,
+ * whole and cut at every byte must agree; `ok` says whether the document parses (then its
+ * usage counts). */
 Test(usage, skipped_values_at_every_split) {
   static const struct {
     const char *v;
@@ -1102,9 +1103,9 @@ Test(usage, skipped_values_at_every_split) {
   }
 }
 
-/* Arrays, objects or both nested k deep under a name no rule reads: cg__skip_tree reads
- * 64 levels, the scanner 1000 (cJSON's limit: the object and 999 more parse, 1000 do
- * not); cut at every byte (every 7th when deep), so the skip starts at every depth. */
+/* Arrays, objects or both nested k deep under a name no rule reads: the scanner reads 1000
+ * (cJSON's limit: the object and 999 more parse, 1000 do not; cg__skip_tree, now gone, read
+ * 64); cut at every byte (every 7th when deep), so a buffer starts at every depth. */
 Test(usage, skipped_nesting_at_every_split) {
   static const size_t depths[] = {1, 62, 63, 64, 65, 130, 935, 936, 937, 998, 999, 1000, 1001};
   size_t i, k, cut, kind;
