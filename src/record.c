@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __SSE2__
@@ -465,6 +466,22 @@ __attribute__((constructor)) static void cg__fork_register(void) {
 }
 static int cg__log_fd = -2; /* -2 not tried yet, -1 unusable */
 
+/* Where the log's descriptor is kept, so that checking it costs no system call per
+ * record: the top of the numbers the process may use (RLIMIT_NOFILE's soft limit - 1,
+ * at most CG__LOG_FD_TOP; a higher number would grow the kernel's descriptor table of
+ * the host).  open(2), socket(2), accept(2) and dup(2) take the lowest free number
+ * (POSIX, "File Descriptor Allocation"), so a host that closes every descriptor (a
+ * daemon's close loop, closefrom(3)) gets this one back only with as many open at once.
+ * Until then a write fails with EBADF, which reopens the log (cg_record_emit).  fstat(2)
+ * still checks the descriptor's identity once per CG__LOG_CHECK_MS (a dup2(2) onto the
+ * number), and before every record when the descriptor could not be moved up (a soft
+ * limit below CG__LOG_FD_LOW, or the top number taken). */
+#define CG__LOG_FD_TOP 1023
+#define CG__LOG_FD_LOW 64
+#define CG__LOG_CHECK_MS 1000
+static int cg__log_high;          /* cg__log_fd sits at the top: checked once a second */
+static int64_t cg__log_checked_ms; /* cg_coarse_ms() of the last fstat(2) check */
+
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
 static int cg__mkdirs(const char *path) {
   char buf[4096];
@@ -489,6 +506,27 @@ static int cg__mkdirs(const char *path) {
   if (mkdir(buf, 0700) != 0 && errno != EEXIST)
     return -1;
   return 0;
+}
+
+/* `fd` (just opened, ours) moved to the top of the descriptor numbers when it can be
+ * (see CG__LOG_FD_TOP); sets cg__log_high and returns the descriptor to use. */
+static int cg__log_move_up(int fd) {
+  struct rlimit rl;
+  int top, high;
+
+  cg__log_high = 0;
+  cg__log_checked_ms = cg_coarse_ms();
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return fd;
+  top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > CG__LOG_FD_TOP ? CG__LOG_FD_TOP
+                                                                      : (int) rl.rlim_cur - 1;
+  if (top < CG__LOG_FD_LOW || fd >= top)
+    return fd;
+  if ((high = fcntl(fd, F_DUPFD_CLOEXEC, top)) < 0)
+    return fd; /* the top number is taken: stay, checked before every record */
+  close(fd);
+  cg__log_high = 1;
+  return high;
 }
 
 /* The log's descriptor, -1 when unusable.  Out of line: once per process. */
@@ -519,7 +557,17 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   }
   cg__log_dev = st.st_dev;
   cg__log_ino = st.st_ino;
-  return fd;
+  return cg__log_move_up(fd);
+}
+
+/* Whether the once-a-second identity check of a descriptor at the top is due (the
+ * caller holds cg__log_mutex). */
+static int cg__log_check_due(void) {
+  int64_t now = cg_coarse_ms();
+  if (now - cg__log_checked_ms < CG__LOG_CHECK_MS && now >= cg__log_checked_ms)
+    return 0;
+  cg__log_checked_ms = now;
+  return 1;
 }
 
 /* Whether `fd` is still the log we opened (the host may have closed it, and the number
@@ -561,6 +609,23 @@ static ssize_t cg__write_line(int fd, const char *line, size_t len) {
   return w == (ssize_t) len ? w : cg__write_rest(fd, line, len, w);
 }
 
+/* The log's descriptor for the next record (opened on first use), -1 when unusable.
+ * `closed`: a descriptor a write just found closed (EBADF), or -1. */
+static int cg__log_get(const struct cg_config *c, int closed) {
+  int fd;
+  pthread_mutex_lock(&cg__log_mutex);
+  if (cg__log_fd >= 0 && cg__log_fd == closed)
+    cg__log_fd = -2; /* closed by the host: open the log again */
+  else if (cg__log_fd >= 0 && cg__log_fd != STDERR_FILENO &&
+           (!cg__log_high || cg__log_check_due()) && !cg__log_still_ours(cg__log_fd))
+    cg__log_fd = -2; /* not ours any more: never close it, open the log again */
+  if (cg__log_fd == -2)
+    cg__log_fd = cg__log_open(c);
+  fd = cg__log_fd;
+  pthread_mutex_unlock(&cg__log_mutex);
+  return fd;
+}
+
 int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
   char small[4096], *line;
   size_t len;
@@ -569,14 +634,7 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
 
   if (!c->log_path)
     return -1; /* the log is off: nothing to open (cg__log_open), no lock to take */
-  pthread_mutex_lock(&cg__log_mutex);
-  if (cg__log_fd >= 0 && !cg__log_still_ours(cg__log_fd))
-    cg__log_fd = -2; /* not ours any more: never close it, open the log again */
-  if (cg__log_fd == -2)
-    cg__log_fd = cg__log_open(c);
-  fd = cg__log_fd;
-  pthread_mutex_unlock(&cg__log_mutex);
-  if (fd < 0)
+  if ((fd = cg__log_get(c, -1)) < 0)
     return -1;
   /* On the stack; only a record with very long strings (a 5000-byte task id) needs more. */
   if (!(line = cg__record_write(r, small, sizeof(small), &len))) {
@@ -584,6 +642,8 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
     return -1;
   }
   w = cg__write_line(fd, line, len);
+  if (w < 0 && errno == EBADF && (fd = cg__log_get(c, fd)) >= 0)
+    w = cg__write_line(fd, line, len); /* the host closed it: once more, reopened */
   if (w != (ssize_t) len)
     cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
                  w < 0 ? strerror(errno) : "short write");

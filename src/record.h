@@ -66,9 +66,11 @@ void cg_record_init(struct cg_record *r);
 char *cg_record_json(const struct cg_record *r, size_t *len);
 
 /* Append `r` to the usage log configured in `c` (CURLGUARD_LOG; "-" = stderr; NULL =
- * off).  The log is opened once per process (directories created, mode 0600); before
- * each record one fstat(2) checks the descriptor is still the file we opened (a host
- * may close it and get the number back for a file of its own).  The line is built on
+ * off).  The log is opened once per process (directories created, mode 0600) and its
+ * descriptor moved to the top of the numbers the process may use (at most 1023), where
+ * a host that closes it gets the number back last: a write that finds it closed (EBADF)
+ * reopens the log, and fstat(2) checks it is still the file we opened once a second
+ * (before every record when it could not be moved up).  The line is built on
  * the stack (malloc'd only past 4 KiB: very long strings) and written with one write(2);
  * SIGPIPE is held off only for "-", which may be a pipe.  On any failure one
  * "curlguard:" line says why and the record is dropped; the host's request is not
