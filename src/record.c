@@ -609,32 +609,39 @@ static ssize_t cg__write_line(int fd, const char *line, size_t len) {
   return w == (ssize_t) len ? w : cg__write_rest(fd, line, len, w);
 }
 
-/* The log's descriptor for the next record (opened on first use), -1 when unusable.
- * `closed`: a descriptor a write just found closed (EBADF), or -1. */
-static int cg__log_get(const struct cg_config *c, int closed) {
+/* The log's descriptor for the next record (opened on first use), -1 when unusable;
+ * `*gen` gets the number of the opening it belongs to.  `closed`: the opening whose
+ * descriptor a write just found closed (EBADF), or 0; a second thread that found the
+ * same opening closed does not open the log once more (nor leak the first reopening). */
+static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen) {
+  static unsigned opened; /* openings so far */
   int fd;
   pthread_mutex_lock(&cg__log_mutex);
-  if (cg__log_fd >= 0 && cg__log_fd == closed)
+  if (cg__log_fd >= 0 && closed == opened)
     cg__log_fd = -2; /* closed by the host: open the log again */
   else if (cg__log_fd >= 0 && cg__log_fd != STDERR_FILENO &&
            (!cg__log_high || cg__log_check_due()) && !cg__log_still_ours(cg__log_fd))
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */
-  if (cg__log_fd == -2)
+  if (cg__log_fd == -2) {
     cg__log_fd = cg__log_open(c);
+    opened++;
+  }
   fd = cg__log_fd;
+  *gen = opened;
   pthread_mutex_unlock(&cg__log_mutex);
   return fd;
 }
 
 int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
   char small[4096], *line;
+  unsigned gen;
   size_t len;
   ssize_t w;
   int fd;
 
   if (!c->log_path)
     return -1; /* the log is off: nothing to open (cg__log_open), no lock to take */
-  if ((fd = cg__log_get(c, -1)) < 0)
+  if ((fd = cg__log_get(c, 0, &gen)) < 0)
     return -1;
   /* On the stack; only a record with very long strings (a 5000-byte task id) needs more. */
   if (!(line = cg__record_write(r, small, sizeof(small), &len))) {
@@ -642,7 +649,7 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
     return -1;
   }
   w = cg__write_line(fd, line, len);
-  if (w < 0 && errno == EBADF && (fd = cg__log_get(c, fd)) >= 0)
+  if (w < 0 && errno == EBADF && (fd = cg__log_get(c, gen, &gen)) >= 0)
     w = cg__write_line(fd, line, len); /* the host closed it: once more, reopened */
   if (w != (ssize_t) len)
     cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
