@@ -473,13 +473,17 @@ static int cg__log_fd = -2; /* -2 not tried yet, -1 unusable */
  * (POSIX, "File Descriptor Allocation"), so a host that closes every descriptor (a
  * daemon's close loop, closefrom(3)) gets this one back only with as many open at once.
  * Until then a write fails with EBADF, which reopens the log (cg_record_emit).  fstat(2)
- * still checks the descriptor's identity once per CG__LOG_CHECK_MS (a dup2(2) onto the
- * number), and before every record when the descriptor could not be moved up (a soft
- * limit below CG__LOG_FD_LOW, or the top number taken). */
+ * still checks the descriptor's identity when CG__LOG_CHECK_MS have passed since the
+ * last check (a dup2(2) onto the number, or the number handed out again), and before
+ * every record when the descriptor could not be moved there (a soft limit below
+ * CG__LOG_FD_LOW, the top number taken) or once the host has closed or replaced it:
+ * such a host gets the check before every record for the rest of the process. */
 #define CG__LOG_FD_TOP 1023
 #define CG__LOG_FD_LOW 64
-#define CG__LOG_CHECK_MS 1000
-static int cg__log_high;          /* cg__log_fd sits at the top: checked once a second */
+#define CG__LOG_CHECK_MS 10
+static int cg__log_high;           /* cg__log_fd sits at the top: checked every 10 ms */
+static int cg__log_disturbed;      /* the host closed or replaced the log's descriptor */
+static int cg__log_stderr;         /* CURLGUARD_LOG=-: whatever descriptor 2 is */
 static int64_t cg__log_checked_ms; /* cg_coarse_ms() of the last fstat(2) check */
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
@@ -516,7 +520,7 @@ static int cg__log_move_up(int fd) {
 
   cg__log_high = 0;
   cg__log_checked_ms = cg_coarse_ms();
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+  if (cg__log_disturbed || getrlimit(RLIMIT_NOFILE, &rl) != 0)
     return fd;
   top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > CG__LOG_FD_TOP ? CG__LOG_FD_TOP
                                                                       : (int) rl.rlim_cur - 1;
@@ -524,6 +528,10 @@ static int cg__log_move_up(int fd) {
     return fd;
   if ((high = fcntl(fd, F_DUPFD_CLOEXEC, top)) < 0)
     return fd; /* the top number is taken: stay, checked before every record */
+  if (high != top) {
+    close(high); /* above the top (it was taken): no better than where open(2) put it */
+    return fd;
+  }
   close(fd);
   cg__log_high = 1;
   return high;
@@ -536,7 +544,7 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
 
   if (!c->log_path)
     return -1;
-  if (strcmp(c->log_path, "-") == 0)
+  if ((cg__log_stderr = strcmp(c->log_path, "-") == 0))
     return STDERR_FILENO;
   if (cg__mkdirs(c->log_path) != 0) {
     cg_warn("usage log %s: cannot create its directory: %s; records are not written",
@@ -574,8 +582,6 @@ static int cg__log_check_due(void) {
  * may now belong to one of its own files or sockets). */
 static int cg__log_still_ours(int fd) {
   struct stat st;
-  if (fd == STDERR_FILENO)
-    return 1;
   return fstat(fd, &st) == 0 && st.st_dev == cg__log_dev && st.st_ino == cg__log_ino;
 }
 
@@ -617,11 +623,15 @@ static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen
   static unsigned opened; /* openings so far */
   int fd;
   pthread_mutex_lock(&cg__log_mutex);
-  if (cg__log_fd >= 0 && closed == opened)
+  if (cg__log_fd >= 0 && closed == opened) {
     cg__log_fd = -2; /* closed by the host: open the log again */
-  else if (cg__log_fd >= 0 && cg__log_fd != STDERR_FILENO &&
-           (!cg__log_high || cg__log_check_due()) && !cg__log_still_ours(cg__log_fd))
+    if (!cg__log_stderr)
+      cg__log_disturbed = 1;
+  } else if (cg__log_fd >= 0 && !cg__log_stderr &&
+             (!cg__log_high || cg__log_check_due()) && !cg__log_still_ours(cg__log_fd)) {
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */
+    cg__log_disturbed = 1;
+  }
   if (cg__log_fd == -2) {
     cg__log_fd = cg__log_open(c);
     opened++;
@@ -649,8 +659,14 @@ int cg_record_emit(const struct cg_config *c, const struct cg_record *r) {
     return -1;
   }
   w = cg__write_line(fd, line, len);
-  if (w < 0 && errno == EBADF && (fd = cg__log_get(c, gen, &gen)) >= 0)
-    w = cg__write_line(fd, line, len); /* the host closed it: once more, reopened */
+  if (w < 0 && errno == EBADF) { /* the host closed it: once more, reopened */
+    if ((fd = cg__log_get(c, gen, &gen)) < 0) {
+      if (line != small) /* cg__log_open said why */
+        free(line);
+      return -1;
+    }
+    w = cg__write_line(fd, line, len);
+  }
   if (w != (ssize_t) len)
     cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
                  w < 0 ? strerror(errno) : "short write");

@@ -69,8 +69,9 @@ char *cg_record_json(const struct cg_record *r, size_t *len);
  * off).  The log is opened once per process (directories created, mode 0600) and its
  * descriptor moved to the top of the numbers the process may use (at most 1023), where
  * a host that closes it gets the number back last: a write that finds it closed (EBADF)
- * reopens the log, and fstat(2) checks it is still the file we opened once a second
- * (before every record when it could not be moved up).  The line is built on
+ * reopens the log, and fstat(2) checks it is still the file we opened when 10 ms have
+ * passed since the last check (before every record when it could not be moved up, and
+ * once the host has closed or replaced it).  The line is built on
  * the stack (malloc'd only past 4 KiB: very long strings) and written with one write(2);
  * SIGPIPE is held off only for "-", which may be a pipe.  On any failure one
  * "curlguard:" line says why and the record is dropped; the host's request is not

@@ -4,7 +4,8 @@ reopened, never its own descriptor written to; issue 16: no fstat(2) per record)
 
 The guard keeps the log's descriptor at the top of the numbers the process may use, notices
 a closed one by the write's EBADF and reopens the log, and checks the descriptor's identity
-with fstat(2) once a second (before every record when it could not be moved up). Each case
+with fstat(2) when 10 ms have passed since the last check (before every record when it
+could not be moved up, and once the host has closed or replaced it). Each case
 is one unmodified python3 + pycurl host doing three requests."""
 
 import json
@@ -34,7 +35,13 @@ SCRIPT = textwrap.dedent(r'''
         body = []
         c = pycurl.Curl()
         c.setopt(pycurl.URL, url)
-        c.setopt(pycurl.WRITEFUNCTION, body.append)
+        def write(b):
+            global hold2
+            if hold2:
+                os.close(2)
+                hold2 = False
+            body.append(b)
+        c.setopt(pycurl.WRITEFUNCTION, write)
         c.perform()
         code = c.getinfo(pycurl.RESPONSE_CODE)
         c.close()
@@ -51,7 +58,12 @@ SCRIPT = textwrap.dedent(r'''
                 pass
         return fds
 
+    hold2 = mode.startswith("noerr-")        # stderr closed while the first transfer runs
+    if hold2:                                # (after its sockets took their numbers): the
+        mode = mode[len("noerr-"):]          # first record opens the log as fd 2
     out = {"top": min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024) - 1}
+    if mode == "hold-top":                   # the top number is the host's before we open
+        os.dup2(os.open(own + "0", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), out["top"])
     out["answers"] = [fetch(urls[0])]
     out["fds"] = log_fds()
     if mode == "closeall":
@@ -59,11 +71,20 @@ SCRIPT = textwrap.dedent(r'''
         mine = [os.open(own + str(i), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 for i in range(8)]
         out["mine"] = mine
-    elif mode in ("dup2", "dup2-wait"):
+    elif mode in ("dup2", "dup2-wait", "dup2-twice"):
         mine = os.open(own + "0", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(mine, out["fds"][0])         # a file of the host's own on the log's number
-        if mode == "dup2-wait":
-            time.sleep(1.3)                  # past the once-a-second identity check
+        if mode != "dup2":
+            time.sleep(0.1)                  # past the identity check's 10 ms
+    if mode == "dup2-twice":
+        out["answers"].append(fetch(urls[1]))
+        out["between"] = log_fds()
+        mine = os.open(own + "1", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(mine, out["between"][0])     # at once: checked before every record now
+        out["answers"].append(fetch(urls[2]))
+        out["after"] = log_fds()
+        print(json.dumps(out))
+        sys.exit(0)
     out["answers"].append(fetch(urls[1]))
     out["answers"].append(fetch(urls[2]))
     out["after"] = log_fds()
@@ -107,13 +128,31 @@ class LogDescriptorTest(harness.GuardTestCase):
     def test_host_closes_every_descriptor(self):
         out = self.host("closeall")
         self.assertEqual(out["mine"], list(range(3, 11)), "the host got the low numbers back")
-        self.assertEqual(out["after"], [out["top"]], "the log reopened at the top")
+        self.assertEqual(len(out["after"]), 1)
+        self.assertNotIn(out["after"][0], out["mine"])
+        self.assertLess(out["after"][0], out["top"],
+                        "reopened where open(2) put it: checked before every record now")
 
-    def test_host_dup2_onto_the_log_number_is_seen_within_a_second(self):
+    def test_host_dup2_onto_the_log_number_is_seen_within_10_ms(self):
         out = self.host("dup2-wait")
         self.assertEqual(out["fds"], [out["top"]])
         self.assertEqual(len(out["after"]), 1)
         self.assertNotEqual(out["after"], out["fds"], "the log reopened on a number of its own")
+
+    def test_a_host_that_replaced_it_once_gets_every_record_checked(self):
+        out = self.host("dup2-twice")
+        self.assertEqual(out["fds"], [out["top"]])
+        self.assertEqual(len(out["between"]), 1)
+        self.assertLess(out["between"][0], out["top"])
+        self.assertEqual(len(out["after"]), 1)
+        self.assertNotEqual(out["after"], out["between"])
+
+    def test_top_number_taken_stays_low(self):
+        # F_DUPFD_CLOEXEC would give the next free number above the top: not taken
+        out = self.host("hold-top")
+        self.assertEqual(len(out["fds"]), 1)
+        self.assertLess(out["fds"][0], out["top"])
+        self.assertEqual(out["after"], out["fds"])
 
     def test_low_soft_limit_checks_every_record(self):
         # a soft limit under 64: the descriptor stays where open(2) put it and fstat(2)
@@ -123,6 +162,14 @@ class LogDescriptorTest(harness.GuardTestCase):
         self.assertLess(out["fds"][0], 40)
         self.assertEqual(len(out["after"]), 1)
         self.assertNotEqual(out["after"], out["fds"])
+
+    def test_log_on_descriptor_2_is_checked_too(self):
+        # stderr closed and a soft limit under 64: the log is opened on fd 2 and stays
+        # there; it is a file like any other (only CURLGUARD_LOG=- trusts fd 2)
+        out = self.host("noerr-dup2", 40)
+        self.assertEqual(out["fds"], [2])
+        self.assertEqual(len(out["after"]), 1)
+        self.assertNotEqual(out["after"], [2])
 
 
 if __name__ == "__main__":
