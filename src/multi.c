@@ -327,10 +327,11 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
   return CURLM_OK;
 }
 
-/* Start the calls that are due (at most one step each). */
-static void cg__due(struct cg_multi *cm) {
+/* Start the waiting calls that are due, in the order they were added (at most one step
+ * each); with `judge`, also judge again the ended attempts that are due (which may hand a
+ * final answer's held bytes to the host's callbacks: only from perform). */
+static void cg__start_due(struct cg_multi *cm, int64_t now, int judge) {
   struct cg_mentry *en;
-  int64_t now = cg_mono_ms();
 
   for (en = cm->entries; en; en = en->next) {
     if (en->due_ms > now + CG_EARLY_MS)
@@ -342,10 +343,18 @@ static void cg__due(struct cg_multi *cm) {
         CURLcode rc = cg_engine_attempt_end(en->call, &en->a, CURLE_OUT_OF_MEMORY);
         cg__judge(cm, en, rc, 1);
       }
-    } else if (en->st == CG_MS_JUDGE) {
+    } else if (judge && en->st == CG_MS_JUDGE) {
       cg__judge(cm, en, CURLE_OK, 1);
     }
   }
+}
+
+/* Start the calls that are due (at most one step each). */
+static void cg__due(struct cg_multi *cm) {
+  struct cg_mentry *en;
+  int64_t now = cg_mono_ms();
+
+  cg__start_due(cm, now, 1);
   /* The split timeouts of the transfers under way (attempt.h): the attempt's progress
    * callback checks them whenever libcurl runs it, and the guard's due times make sure
    * it is looked at by then, even in an event loop that leaves an idle transfer alone.
@@ -473,6 +482,17 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   en->h = h;
   en->call = call;
   cm->busy = 1;
+  /* First come, first admitted: the calls already waiting whose time has come ask the
+   * limiter before this one does.  Otherwise a host that adds a transfer when its timer
+   * fires (libntlmconnect, curl's test 2032) hands the freed slot to the newcomer, and
+   * the waiting call waits again, behind it: out of order, and starved by a steady
+   * stream of adds. */
+  {
+    size_t q = cm->qlen;
+    cg__start_due(cm, cg_mono_ms(), 0);
+    if (cm->qlen != q)
+      cm->kick = 1; /* one ended (refused): the host reads it at its next call */
+  }
   mrc = cg__start(cm, en);
   if (mrc != CURLM_OK) {
     /* As without the guard: the add failed, nothing was recorded. */

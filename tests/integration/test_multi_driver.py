@@ -310,6 +310,53 @@ class MultiDriverTest(harness.GuardTestCase):
         self.assertGreater(held[0]["breaker_wait_ms"], 500)
         self.assertLess(t[1], t[0] - 0.4, out)               # /free did not wait for /held
 
+    def test_waiting_call_goes_before_a_later_add(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # The learned rate of a pool that has started (one call): 2/s, 4 at once until a
+        # cut, and no reservation (a waiter asks again).  /a0-/a3 go at once, /a4 waits
+        # about 500 ms.  The host is busy for 700 ms, then, in one turn of its loop, adds
+        # /b and calls perform (as curl's libntlmconnect, test 2032, does after its
+        # select).  The freed slot is /a4's: /b must not take it (/a4 waiting again,
+        # behind it: out of order, and starved by a host that keeps adding).
+        script = self.tmp / "late.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); hs = []
+            def add(u):
+                c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
+                c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c); hs.append(c)
+            for u in sys.argv[1:-1]:
+                add(u)
+            m.perform()
+            time.sleep(0.7)
+            add(sys.argv[-1])
+            t0 = time.monotonic(); done = 0
+            while done < len(hs) and time.monotonic() - t0 < 20:
+                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                    pass
+                q, ok, err = m.info_read()
+                done += len(ok) + len(err)
+                for c, e, msg in err:
+                    print("error", e, msg)
+                m.select(0.02)
+            print("done", done)
+        '''))
+        env = self.genv()
+        harness.run([harness.CURL, "-s", "-o", "/dev/null", "--noproxy", "*",
+                     self.mock.url("/start", key=True)], env)
+        key = harness.unique_key("fifo")
+        paths = ["/a0", "/a1", "/a2", "/a3", "/a4", "/b"]
+        p = harness.run([harness.PYTHON, str(script), *[self.mock.url(x, key=key) for x in paths]],
+                        env, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, b"done 6\n"), p.stderr)
+        seen = [e["path"] for e in sorted(self.mock.wait_entries(key=key, count=6),
+                                          key=lambda e: e["n"])]
+        queued = {r["path"]: r["queue_ms"] for r in self.records() if r["outcome"] == "ok"}
+        self.assertEqual(len(queued), 7, self.records())
+        self.assertGreater(queued["/a4"], 300, f"/a4 was not held: the test shows nothing {queued}")
+        self.assertLess(seen.index("/a4"), seen.index("/b"), (seen, queued))
+
     def test_held_answer_to_a_paused_host_does_not_hold_the_loop(self):
         if not have_pycurl():
             self.skipTest("python3-pycurl is not installed")
