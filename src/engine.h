@@ -55,6 +55,10 @@ struct cg_call *cg_engine_begin(struct cg_handle *h);
  * written and the host's error buffer set; `*rc` is its code. */
 enum cg_step cg_engine_admit(struct cg_call *call, int nb, int64_t *ms, CURLcode *rc);
 
+/* The name of the pool `call` is admitted to (its fallback's while diverted): at most 47
+ * bytes, owned by the call (copy it to keep it past cg_engine_end). */
+const char *cg_engine_pool(const struct cg_call *call);
+
 /* Point the handle's callbacks, error buffer and limits at the attempt `a` (caller's
  * storage, which must stay put until cg_engine_judge returned).  Returns CURLE_OK, or
  * the setopt error: then the attempt ends at once with it (cg_engine_attempt_end). */

@@ -1334,6 +1334,10 @@ struct cg_call *cg_engine_begin(struct cg_handle *h) {
   return call;
 }
 
+const char *cg_engine_pool(const struct cg_call *call) {
+  return call->pool->name;
+}
+
 enum cg_step cg_engine_admit(struct cg_call *call, int nb, int64_t *ms, CURLcode *rc) {
   int slot;
   *ms = 0;

@@ -32,6 +32,8 @@ struct cg_mentry {
   struct cg_call *call;       /* NULL once DONE */
   struct cg_attempt a;        /* the attempt under way (RUN, JUDGE) */
   enum cg_mstate st;
+  int admitting;              /* WAIT for the admission (not for a backoff) */
+  char pool[48];              /* cg_engine_pool of its call, kept past the call's end */
   int in_real;                /* added to the real multi handle */
   int64_t due_ms;             /* monotonic; WAIT and JUDGE */
   CURLMsg msg;                /* its CURLMSG_DONE as handed to the host: like libcurl's
@@ -269,6 +271,22 @@ static void cg__final(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc) {
   cg__push_done(cm, en->easy, rc);
 }
 
+/* `en`'s attempt ended, its in-flight slot given back: the first call of the same pool
+ * waiting for its admission asks at once (at the host's next call, curl_multi_add_handle
+ * included, see cg__start_due) instead of at its next poll (admit.c: up to 20 ms), when a
+ * transfer the host adds on seeing this one's end would have taken the slot first, and
+ * kept taking it while the host keeps adding. */
+static void cg__wake_waiter(struct cg_multi *cm, const struct cg_mentry *en) {
+  struct cg_mentry *w;
+  int64_t now;
+
+  for (w = cm->entries; w; w = w->next)
+    if (w != en && w->st == CG_MS_WAIT && w->admitting && strcmp(w->pool, en->pool) == 0)
+      break;
+  if (w && w->due_ms > (now = cg_mono_ms()))
+    w->due_ms = now;
+}
+
 /* Judge the ended attempt of `en` (transfer code `rc`); `ended`: cg_engine_attempt_end
  * already ran (JUDGE). */
 static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, int ended) {
@@ -276,8 +294,10 @@ static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, in
   int64_t ms;
   CURLcode out = rc;
 
-  if (!ended)
+  if (!ended) {
     rc = cg_engine_attempt_end(en->call, &en->a, rc);
+    cg__wake_waiter(cm, en);
+  }
   cm->in_host_cb++; /* a final attempt's held bytes go to the host's callbacks */
   step = cg_engine_judge(en->call, &en->a, rc, 1, &ms, &out);
   cm->in_host_cb--;
@@ -286,6 +306,7 @@ static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, in
   case CG_STEP_WAIT:
     cg__real_remove(cm, en);
     en->st = step == CG_STEP_RETRY ? CG_MS_WAIT : CG_MS_JUDGE;
+    en->admitting = 0; /* a backoff: never asked before its time */
     en->due_ms = cg_mono_ms() + ms;
     break;
   case CG_STEP_GO:
@@ -303,7 +324,12 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
   CURLcode rc;
   CURLMcode mrc;
   enum cg_step step = cg_engine_admit(en->call, 1, &ms, &rc);
+  const char *pool = cg_engine_pool(en->call); /* after the admission: a fallback's */
+  size_t n = strnlen(pool, sizeof(en->pool) - 1);
 
+  memcpy(en->pool, pool, n);
+  en->pool[n] = '\0';
+  en->admitting = step == CG_STEP_WAIT;
   if (step == CG_STEP_WAIT) {
     en->st = CG_MS_WAIT;
     en->due_ms = cg_mono_ms() + ms;
@@ -327,14 +353,15 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
   return CURLM_OK;
 }
 
-/* Start the waiting calls that are due, in the order they were added (at most one step
- * each); with `judge`, also judge again the ended attempts that are due (which may hand a
- * final answer's held bytes to the host's callbacks: only from perform). */
-static void cg__start_due(struct cg_multi *cm, int64_t now, int judge) {
+/* Start the waiting calls due by `now` + `early` ms, in the order they were added (at
+ * most one step each); with `judge`, also judge again the ended attempts that are due
+ * (which may hand a final answer's held bytes to the host's callbacks: only from
+ * perform). */
+static void cg__start_due(struct cg_multi *cm, int64_t now, int64_t early, int judge) {
   struct cg_mentry *en;
 
   for (en = cm->entries; en; en = en->next) {
-    if (en->due_ms > now + CG_EARLY_MS)
+    if (en->due_ms > now + early)
       continue;
     if (en->st == CG_MS_WAIT) {
       CURLMcode mrc = cg__start(cm, en);
@@ -354,7 +381,7 @@ static void cg__due(struct cg_multi *cm) {
   struct cg_mentry *en;
   int64_t now = cg_mono_ms();
 
-  cg__start_due(cm, now, 1);
+  cg__start_due(cm, now, CG_EARLY_MS, 1);
   /* The split timeouts of the transfers under way (attempt.h): the attempt's progress
    * callback checks them whenever libcurl runs it, and the guard's due times make sure
    * it is looked at by then, even in an event loop that leaves an idle transfer alone.
@@ -406,6 +433,7 @@ static void cg__drop(struct cg_multi *cm, struct cg_mentry *en, const char *reas
   case CG_MS_RUN:
     cg__real_remove(cm, en);
     cg_engine_attempt_end(en->call, &en->a, CURLE_ABORTED_BY_CALLBACK);
+    cg__wake_waiter(cm, en);
     cg_engine_cancel(en->call, &en->a, reason);
     break;
   case CG_MS_JUDGE:
@@ -484,12 +512,13 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   cm->busy = 1;
   /* First come, first admitted: the calls already waiting whose time has come ask the
    * limiter before this one does.  Otherwise a host that adds a transfer when its timer
-   * fires (libntlmconnect, curl's test 2032) hands the freed slot to the newcomer, and
-   * the waiting call waits again, behind it: out of order, and starved by a steady
-   * stream of adds. */
+   * fires (libntlmconnect, curl's test 2032) or when it reads a transfer's end (a worker
+   * queue; cg__wake_waiter) hands the freed slot to the newcomer, and the waiting call
+   * waits again, behind it: out of order, and starved by a steady stream of adds.  No
+   * early margin here: a call due in a few ms is not asked again at every add. */
   {
     size_t q = cm->qlen;
-    cg__start_due(cm, cg_mono_ms(), 0);
+    cg__start_due(cm, cg_mono_ms(), 0, 0);
     if (cm->qlen != q)
       cm->kick = 1; /* one ended (refused): the host reads it at its next call */
   }
@@ -500,6 +529,7 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
     cg_attempt_free(&en->a);
     cg_engine_end(call, CURLE_FAILED_INIT);
     free(en);
+    cg__sync_timer(cm); /* the calls started or ended just before it may have moved it */
     cm->busy = 0;
     return mrc;
   }

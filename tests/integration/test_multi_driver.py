@@ -357,6 +357,48 @@ class MultiDriverTest(harness.GuardTestCase):
         self.assertGreater(queued["/a4"], 300, f"/a4 was not held: the test shows nothing {queued}")
         self.assertLess(seen.index("/a4"), seen.index("/b"), (seen, queued))
 
+    def test_slot_waiter_goes_before_the_next_of_a_worker_queue(self):
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        # CURLGUARD_MAX_INFLIGHT=1: /a takes the slot, /b waits for it.  A worker-queue host
+        # adds its next transfer each time it reads one's end: when /a ends, the slot is
+        # /b's, not the newcomer's (before, /b was overtaken by every later add).
+        script = self.tmp / "queue.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); urls = sys.argv[1:]; nxt = 2; done = 0
+            def add(u):
+                c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
+                c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c)
+            add(urls[0]); add(urls[1])
+            t0 = time.monotonic()
+            while done < len(urls) and time.monotonic() - t0 < 30:
+                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                    pass
+                while True:
+                    q, ok, err = m.info_read()
+                    for c, e, msg in err:
+                        print("error", e, msg)
+                    for c in ok + [x[0] for x in err]:
+                        done += 1
+                        if nxt < len(urls):
+                            add(urls[nxt]); nxt += 1
+                    if not q:
+                        break
+                m.select(0.005)
+            print("done", done)
+        '''))
+        key = harness.unique_key("queue")
+        paths = ["/a", "/b", "/c0", "/c1", "/c2"]
+        p = harness.run([harness.PYTHON, str(script),
+                         *[self.mock.url(x, plan="200:delay=150", key=key) for x in paths]],
+                        self.genv(CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, b"done 5\n"), p.stderr)
+        seen = [e["path"] for e in sorted(self.mock.wait_entries(key=key, count=5),
+                                          key=lambda e: e["n"])]
+        self.assertEqual(seen, paths)
+        self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 5)
+
     def test_held_answer_to_a_paused_host_does_not_hold_the_loop(self):
         if not have_pycurl():
             self.skipTest("python3-pycurl is not installed")
