@@ -903,7 +903,7 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
   v = cg__sh_admit(ad, (deadline_ms - now / 1000000) * 1000000, &next_ns, now);
   if (v != CG_BREAKER_REJECT) {
     ad->probe = v == CG_BREAKER_PROBE;
-    if (nb->held)
+    if (nb->held && nb->held_since_ns > 0) /* 0: that hold was counted already */
       ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
     nb->held_since_ns = 0;
     if (ramp && !ad->probe) {

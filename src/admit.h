@@ -184,7 +184,8 @@ void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, l
  * A multi host runs many transfers on one thread, so no wait may sleep in it: each wait
  * of cg_admission_gate/enter/recheck above becomes a due time instead.  The driver asks
  * cg_admission_step_nb, and when told CG_NB_WAIT keeps the transfer out of the real multi
- * handle and asks again no earlier than `*ms` later (multi.c).  The same shared words, in
+ * handle and asks again `*ms` later (multi.c; or earlier, when a transfer of the pool
+ * ends: an early ask only checks again, it takes nothing twice).  The same shared words, in
  * the same order, as the blocking forms: the breaker (a refused call with open = wait is
  * asked again until the next probe, at least every CG_NB_PARK_MAX_MS, where the blocking
  * form parks on the futex word), the slow-start ramp, the budget (first attempt counted,

@@ -368,6 +368,7 @@ static void cg__start_due(struct cg_multi *cm, int64_t now, int64_t early, int j
       if (mrc != CURLM_OK) {
         /* The real multi refused it again (out of memory): the call ends so. */
         CURLcode rc = cg_engine_attempt_end(en->call, &en->a, CURLE_OUT_OF_MEMORY);
+        cg__wake_waiter(cm, en);
         cg__judge(cm, en, rc, 1);
       }
     } else if (judge && en->st == CG_MS_JUDGE) {
@@ -526,6 +527,7 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   if (mrc != CURLM_OK) {
     /* As without the guard: the add failed, nothing was recorded. */
     cg_engine_attempt_end(call, &en->a, CURLE_OK);
+    cg__wake_waiter(cm, en);
     cg_attempt_free(&en->a);
     cg_engine_end(call, CURLE_FAILED_INIT);
     free(en);
