@@ -136,6 +136,11 @@ static enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad, int64_t pro
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.breaker_admit(sp, probe_ns, next_ns, 0);
+  } else if (r == CG_BREAKER_REJECT && sp->ops != &cg_shared_mmap && ad->state &&
+             ad->pool_index >= 0) {
+    /* The fleet's breaker refused: counted here as the file's own refusals are (which
+     * cg_breaker_held takes back for a held call: uncounted, it wrapped to 2^64 - 1). */
+    cg_breaker_count_rejected(ad->state, ad->pool_index);
   }
   return (enum cg_breaker_verdict) r;
 }

@@ -146,6 +146,10 @@ void cg_breaker_park(struct cg_state *st, int p, uint32_t seq, int64_t ns) {
   cg__futex(&st->breakers[p].seq, FUTEX_WAIT, seq, &ts);
 }
 
+void cg_breaker_count_rejected(struct cg_state *st, int p) {
+  __atomic_fetch_add(&st->breakers[p].rejected, 1, __ATOMIC_RELAXED);
+}
+
 void cg_breaker_held(struct cg_state *st, int p, int first) {
   /* A held call was not failed fast: cg_breaker_admit's count of it is taken back. */
   __atomic_fetch_sub(&st->breakers[p].rejected, 1, __ATOMIC_RELAXED);

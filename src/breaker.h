@@ -135,6 +135,10 @@ int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg 
  * every parked process at once; a timeout lets a waiter take over a dead probe). */
 uint32_t cg_breaker_seq(struct cg_state *st, int p);
 void cg_breaker_park(struct cg_state *st, int p, uint32_t seq, int64_t ns);
+/* A refusal by a shared back end other than the state file (Redis, shared.h), counted in
+ * the state file as cg_breaker_admit counts its own: for stat, and for cg_breaker_held to
+ * take back. */
+void cg_breaker_count_rejected(struct cg_state *st, int p);
 /* A refusal of cg_breaker_admit that holds the call instead of failing it: not counted as
  * rejected; `first`: the call's first, counted as held (for stat). */
 void cg_breaker_held(struct cg_state *st, int p, int first);

@@ -281,6 +281,27 @@ class FleetBreakerTest(RedisTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(len(self.mock.entries(url=other)), 1)
 
+    def test_held_call_counts_on_the_machine(self):
+        """Machine A opens the shared breaker (cooldown 1 s); machine B's call waits for the
+        probe (open = wait) and succeeds.  B's state file counts it held once and failed
+        fast never: before, the Redis path took back a failed-fast count it had never
+        made, and "rejected" wrapped to 2^64 - 1."""
+        down = self.mock.url("/v1/down", plan="503")
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="1",
+                   CURLGUARD_BREAKER_JITTER="0")
+        p = self.curl([down] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        env_b = self.machine_env("b", **brk)
+        t0 = time.monotonic()
+        p = self.curl(self.mock.url("/v1/later", plan="200"), env_b)
+        self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
+        self.assertGreater(time.monotonic() - t0, 0.3)       # it waited for the probe
+        st = harness.run([harness.CLI, "stat", "--json"],
+                         harness.plain_env(CURLGUARD_STATE=env_b["CURLGUARD_STATE"]), timeout=30)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        b = {x["name"]: x for x in json.loads(st.stdout)["pools"]}[harness.mock_pool()]["breaker"]
+        self.assertEqual((b["held"], b["rejected"]), (1, 0), b)
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe
