@@ -33,7 +33,6 @@ struct cg_mentry {
   struct cg_attempt a;        /* the attempt under way (RUN, JUDGE) */
   enum cg_mstate st;
   int admitting;              /* WAIT for the admission (not for a backoff) */
-  char pool[48];              /* cg_engine_pool of its call, kept past the call's end */
   int in_real;                /* added to the real multi handle */
   int64_t due_ms;             /* monotonic; WAIT and JUDGE */
   CURLMsg msg;                /* its CURLMSG_DONE as handed to the host: like libcurl's
@@ -271,20 +270,25 @@ static void cg__final(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc) {
   cg__push_done(cm, en->easy, rc);
 }
 
-/* `en`'s attempt ended, its in-flight slot given back: the first call of the same pool
- * waiting for its admission asks at once (at the host's next call, curl_multi_add_handle
- * included, see cg__start_due) instead of at its next poll (admit.c: up to 20 ms), when a
- * transfer the host adds on seeing this one's end would have taken the slot first, and
- * kept taking it while the host keeps adding. */
-static void cg__wake_waiter(struct cg_multi *cm, const struct cg_mentry *en) {
+/* End `en`'s attempt (cg_engine_attempt_end: its in-flight slot given back) and return
+ * its code.  The first call of the same pool waiting for its admission then asks at once
+ * (at the host's next call, curl_multi_add_handle included, see cg__start_due) instead of
+ * at its next poll (admit.c: up to 20 ms), when a transfer the host adds on seeing this
+ * one's end would have taken the slot first, and kept taking it while the host keeps
+ * adding. */
+static CURLcode cg__attempt_end(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc) {
+  const char *pool = cg_engine_pool(en->call);
   struct cg_mentry *w;
   int64_t now;
 
+  rc = cg_engine_attempt_end(en->call, &en->a, rc);
   for (w = cm->entries; w; w = w->next)
-    if (w != en && w->st == CG_MS_WAIT && w->admitting && strcmp(w->pool, en->pool) == 0)
+    if (w != en && w->st == CG_MS_WAIT && w->admitting &&
+        strcmp(cg_engine_pool(w->call), pool) == 0)
       break;
   if (w && w->due_ms > (now = cg_mono_ms()))
     w->due_ms = now;
+  return rc;
 }
 
 /* Judge the ended attempt of `en` (transfer code `rc`); `ended`: cg_engine_attempt_end
@@ -294,10 +298,8 @@ static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, in
   int64_t ms;
   CURLcode out = rc;
 
-  if (!ended) {
-    rc = cg_engine_attempt_end(en->call, &en->a, rc);
-    cg__wake_waiter(cm, en);
-  }
+  if (!ended)
+    rc = cg__attempt_end(cm, en, rc);
   cm->in_host_cb++; /* a final attempt's held bytes go to the host's callbacks */
   step = cg_engine_judge(en->call, &en->a, rc, 1, &ms, &out);
   cm->in_host_cb--;
@@ -324,11 +326,7 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
   CURLcode rc;
   CURLMcode mrc;
   enum cg_step step = cg_engine_admit(en->call, 1, &ms, &rc);
-  const char *pool = cg_engine_pool(en->call); /* after the admission: a fallback's */
-  size_t n = strnlen(pool, sizeof(en->pool) - 1);
 
-  memcpy(en->pool, pool, n);
-  en->pool[n] = '\0';
   en->admitting = step == CG_STEP_WAIT;
   if (step == CG_STEP_WAIT) {
     en->st = CG_MS_WAIT;
@@ -367,8 +365,7 @@ static void cg__start_due(struct cg_multi *cm, int64_t now, int64_t early, int j
       CURLMcode mrc = cg__start(cm, en);
       if (mrc != CURLM_OK) {
         /* The real multi refused it again (out of memory): the call ends so. */
-        CURLcode rc = cg_engine_attempt_end(en->call, &en->a, CURLE_OUT_OF_MEMORY);
-        cg__wake_waiter(cm, en);
+        CURLcode rc = cg__attempt_end(cm, en, CURLE_OUT_OF_MEMORY);
         cg__judge(cm, en, rc, 1);
       }
     } else if (judge && en->st == CG_MS_JUDGE) {
@@ -433,8 +430,7 @@ static void cg__drop(struct cg_multi *cm, struct cg_mentry *en, const char *reas
   switch (en->st) {
   case CG_MS_RUN:
     cg__real_remove(cm, en);
-    cg_engine_attempt_end(en->call, &en->a, CURLE_ABORTED_BY_CALLBACK);
-    cg__wake_waiter(cm, en);
+    cg__attempt_end(cm, en, CURLE_ABORTED_BY_CALLBACK);
     cg_engine_cancel(en->call, &en->a, reason);
     break;
   case CG_MS_JUDGE:
@@ -514,7 +510,7 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   /* First come, first admitted: the calls already waiting whose time has come ask the
    * limiter before this one does.  Otherwise a host that adds a transfer when its timer
    * fires (libntlmconnect, curl's test 2032) or when it reads a transfer's end (a worker
-   * queue; cg__wake_waiter) hands the freed slot to the newcomer, and the waiting call
+   * queue; cg__attempt_end) hands the freed slot to the newcomer, and the waiting call
    * waits again, behind it: out of order, and starved by a steady stream of adds.  No
    * early margin here: a call due in a few ms is not asked again at every add. */
   {
@@ -526,8 +522,7 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   mrc = cg__start(cm, en);
   if (mrc != CURLM_OK) {
     /* As without the guard: the add failed, nothing was recorded. */
-    cg_engine_attempt_end(call, &en->a, CURLE_OK);
-    cg__wake_waiter(cm, en);
+    cg__attempt_end(cm, en, CURLE_OK);
     cg_attempt_free(&en->a);
     cg_engine_end(call, CURLE_FAILED_INIT);
     free(en);

@@ -106,6 +106,34 @@ PYHOST = textwrap.dedent(r'''
 ''')
 
 
+# The start of a small pycurl CurlMulti host: add(url) adds a transfer; drive(total, on_end)
+# runs perform + info_read + select until `total` transfers ended (on_end called at each
+# end: a worker queue adds its next one there), then prints "done N".
+PYMULTI = textwrap.dedent(r'''
+    import io, pycurl, sys, time
+    m = pycurl.CurlMulti()
+    def add(u):
+        c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
+        c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c)
+    def drive(total, on_end=lambda: None):
+        t0 = time.monotonic(); done = 0
+        while done < total and time.monotonic() - t0 < 30:
+            while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                pass
+            while True:
+                q, ok, err = m.info_read()
+                for c, e, msg in err:
+                    print("error", e, msg)
+                for c in ok + [x[0] for x in err]:
+                    done += 1
+                    on_end()
+                if not q:
+                    break
+            m.select(0.005)
+        print("done", done)
+''')
+
+
 class MultiDriverTest(harness.GuardTestCase):
     def genv(self, **kw):
         env = self.guard_env(CURLGUARD_BACKOFF_BASE_MS="100", **kw)
@@ -320,27 +348,13 @@ class MultiDriverTest(harness.GuardTestCase):
         # select).  The freed slot is /a4's: /b must not take it (/a4 waiting again,
         # behind it: out of order, and starved by a host that keeps adding).
         script = self.tmp / "late.py"
-        script.write_text(textwrap.dedent(r'''
-            import io, pycurl, sys, time
-            m = pycurl.CurlMulti(); hs = []
-            def add(u):
-                c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
-                c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c); hs.append(c)
+        script.write_text(PYMULTI + textwrap.dedent(r'''
             for u in sys.argv[1:-1]:
                 add(u)
             m.perform()
             time.sleep(0.7)
             add(sys.argv[-1])
-            t0 = time.monotonic(); done = 0
-            while done < len(hs) and time.monotonic() - t0 < 20:
-                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
-                    pass
-                q, ok, err = m.info_read()
-                done += len(ok) + len(err)
-                for c, e, msg in err:
-                    print("error", e, msg)
-                m.select(0.02)
-            print("done", done)
+            drive(len(sys.argv) - 1)
         '''))
         env = self.genv()
         harness.run([harness.CURL, "-s", "-o", "/dev/null", "--noproxy", "*",
@@ -364,29 +378,10 @@ class MultiDriverTest(harness.GuardTestCase):
         # adds its next transfer each time it reads one's end: when /a ends, the slot is
         # /b's, not the newcomer's (before, /b was overtaken by every later add).
         script = self.tmp / "queue.py"
-        script.write_text(textwrap.dedent(r'''
-            import io, pycurl, sys, time
-            m = pycurl.CurlMulti(); urls = sys.argv[1:]; nxt = 2; done = 0
-            def add(u):
-                c = pycurl.Curl(); c.setopt(pycurl.URL, u); c.setopt(pycurl.PROXY, "")
-                c.setopt(pycurl.WRITEDATA, io.BytesIO()); m.add_handle(c)
+        script.write_text(PYMULTI + textwrap.dedent(r'''
+            urls = sys.argv[1:]; rest = urls[2:]
             add(urls[0]); add(urls[1])
-            t0 = time.monotonic()
-            while done < len(urls) and time.monotonic() - t0 < 30:
-                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
-                    pass
-                while True:
-                    q, ok, err = m.info_read()
-                    for c, e, msg in err:
-                        print("error", e, msg)
-                    for c in ok + [x[0] for x in err]:
-                        done += 1
-                        if nxt < len(urls):
-                            add(urls[nxt]); nxt += 1
-                    if not q:
-                        break
-                m.select(0.005)
-            print("done", done)
+            drive(len(urls), lambda: rest and add(rest.pop(0)))
         '''))
         key = harness.unique_key("queue")
         paths = ["/a", "/b", "/c0", "/c1", "/c2"]
