@@ -13,6 +13,7 @@
 #include "digest.h"
 #include "admit.h"
 #include "fallback.h"
+#include "hot.h"
 #include "log.h"
 #include "policy.h"
 #include "price.h"
@@ -58,7 +59,8 @@ struct cg_call {
   int64_t deadline_ms;        /* monotonic */
   enum cg_body body;
   long file_start;            /* CG_BODY_READ_FILE: position to rewind to */
-  int has_digest;             /* body_hash holds the body's digest */
+  int digest_state;           /* 1: body_hash holds the body's digest; -1: none; 0: not
+                               * made yet (cg__body_digest) */
   uint64_t body_hash[2];      /* XXH3-128 of the body (high, low halves): cg_digest128 */
   struct cg_digest *stream_digest; /* CG_BODY_READ_CB */
   char *model;
@@ -69,6 +71,7 @@ struct cg_call {
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   const char *task_id;        /* task_id_header's value (task_id_buf), else the config's */
   int repeats;
+  int has_repeat_key;         /* repeat_key is made (cg__repeat_key) */
   uint64_t repeat_key;
   int reached;                /* an attempt was made (the call reached the network) */
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
@@ -134,6 +137,39 @@ struct cg_call {
 
 /* ---- before the first attempt ---- */
 
+/* The XXH3-128 of the call's CURLOPT_POSTFIELDS body in call->body_hash, made on first
+ * use: a call whose record is not written and that meets no failed call never hashes
+ * its body (issue 16: ~350 instructions and 15 lines of code a request).  libcurl's
+ * contract keeps the body the host's until the transfer ends (CURLOPT_POSTFIELDS(3)), and
+ * it is asked for before the call ends.  1 when body_hash holds it; 0 for no body, or
+ * one over CG_DIGEST_MAX bytes. */
+static int cg__body_digest(struct cg_call *call) {
+  if (call->digest_state == 0) {
+    size_t len = 0;
+    const char *body = call->body == CG_BODY_FIELDS ? cg_handle_body(call->h, &len) : NULL;
+    call->digest_state = -1;
+    if (body && len <= CG_DIGEST_MAX) {
+      cg_digest128(body, len, call->body_hash);
+      call->digest_state = 1;
+    }
+  }
+  return call->digest_state > 0;
+}
+
+/* The call's repeat key (repeat.h cg_repeat_key_call), made on first use: only a call
+ * that may repeat a failed one (cg__call_init) or whose end the repeat table must hear
+ * (cg_engine_end) needs it.  A host that reset its handle inside the call has no URL
+ * any more: its key is of "" then (a repeat of it is not noticed). */
+static uint64_t cg__repeat_key(struct cg_call *call) {
+  if (!call->has_repeat_key) {
+    const char *url = call->h->url ? call->h->url : "";
+    call->repeat_key =
+        cg_repeat_key_call(call->method, url, cg__body_digest(call) ? call->body_hash : NULL);
+    call->has_repeat_key = 1;
+  }
+  return call->repeat_key;
+}
+
 static void cg__prepare_body(struct cg_call *call) {
   struct cg_handle *h = call->h;
   size_t len = 0;
@@ -141,11 +177,10 @@ static void cg__prepare_body(struct cg_call *call) {
 
   if (body) {
     call->body = CG_BODY_FIELDS;
-    if (len <= CG_DIGEST_MAX) {
-      /* In hex only for a record that is written (cg__fill_record). */
-      cg_digest128(body, len, call->body_hash);
-      call->has_digest = 1;
-    }
+    /* Every record shows the digest: made now, while the body is surely the host's.
+     * With the log off only a host's repeat of a failed call needs it (cg__repeat_key). */
+    if (call->cfg->log_path)
+      cg__body_digest(call);
     cg_body_facts(body, len, &call->model, &call->admission.tokens);
     return;
   }
@@ -384,37 +419,38 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
                             int curl_code, struct cg_record *r, char *outcome_buf,
                             size_t outcome_len, char *digest_buf) {
   cg_record_init(r);
+  /* First what the pool's tally reads (tally.c cg_tally_add; the caller sets `final`),
+   * and the usage, whose estimate correction the limiter needs. */
+  r->attempt = call->attempt;
+  r->queue_ms = call->admission.queue_ms + call->admission.breaker_wait_ms;
+  r->breaker_wait_ms = call->admission.breaker_wait_ms;
+  r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
+  r->model = call->model;
+  r->possibly_billed = cg_policy_possibly_billed(v);
+  cg__fill_usage(call, a, r, &call->usage);
+  r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
+  if (!call->cfg->log_path)
+    return; /* the rest is read only from a written record (issue 16: a clock read less) */
   r->ts_ms = cg_wall_ms();
   r->pid = (long) cg_pid();
-  /* The request id and the body's digest in hex are read only from a written record
-   * (the pool's tally reads neither, tally.h): made only when the log is on. */
-  r->request_id = call->cfg->log_path ? cg__request_id(call) : call->request_id;
+  /* The request id and the body's digest in hex are read only from a written record. */
+  r->request_id = cg__request_id(call);
   r->task_id = call->task_id;
-  r->attempt = call->attempt;
   r->method = call->method; /* the call's, not a redirect's (CURLINFO_EFFECTIVE_METHOD) */
   r->host = call->url.host;
   r->path = call->url.path;
   r->pool = call->pool->name;
-  r->queue_ms = call->admission.queue_ms + call->admission.breaker_wait_ms;
-  r->breaker_wait_ms = call->admission.breaker_wait_ms;
   r->status = i->status > 0 ? i->status : CG_NULL_INT;
   r->curl_code = curl_code;
-  r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
   r->connect_ms = i->connect_us > 0 ? i->connect_us / 1000 : CG_NULL_INT;
   r->ttfb_ms = i->starttransfer_us > 0 ? i->starttransfer_us / 1000 : CG_NULL_INT;
   r->duration_ms = i->total_us / 1000;
   r->bytes_sent = (int64_t) i->request_size + i->up;
   r->bytes_received = (int64_t) i->header_size + i->down;
-  r->model = call->model;
-  r->possibly_billed = cg_policy_possibly_billed(v);
-  cg__fill_usage(call, a, r, &call->usage);
   r->libcurl_resends = a->libcurl_resends;
-  r->repeat_of = call->repeat_of[0] ? call->repeat_of : NULL;
   r->repeats = call->repeats;
   r->fallback_from = call->fallback_from;
-  if (!call->cfg->log_path) {
-    /* not written anywhere (see request_id above) */
-  } else if (call->has_digest) {
+  if (cg__body_digest(call)) {
     cg_digest128_hex(call->body_hash, call->body_digest);
     r->body_digest = call->body_digest;
   } else if (call->stream_digest && a->read_bytes > 0) {
@@ -532,7 +568,7 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   now_ms = cg_mono_ms(); /* also the time of the repeat check below */
   call->deadline_ms = now_ms + budget;
   call->file_start = -1;
-  if (cfg->request_id_header &&
+  if (CG_RARE(cfg->request_id_header != NULL) &&
       cg_handle_header(h, cfg->request_id_header, key, sizeof(key))) {
     /* The host names the call itself: that is the request id. */
     snprintf(call->request_id, sizeof(call->request_id), "%s", key);
@@ -546,18 +582,18 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
     call->rid_later = 1; /* cg__request_id */
   }
   call->task_id = cfg->task_id;
-  if (cfg->task_id_header &&
+  if (CG_RARE(cfg->task_id_header != NULL) &&
       cg_handle_header(h, cfg->task_id_header, call->task_id_buf, sizeof(call->task_id_buf)) &&
       call->task_id_buf[0])
     call->task_id = call->task_id_buf; /* the request's own task beats the process's */
   /* The guard's own Idempotency-Key makes the request idempotent like the host's. */
-  if (call->headers && strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
+  if (CG_RARE(call->headers != NULL) &&
+      strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
     call->idempotent = 1;
   cg__prepare_body(call);
-  call->repeat_key = cg_repeat_key_call(call->method, h->url,
-                                        call->has_digest ? call->body_hash : NULL);
-  if (cfg->repeat_window_ms > 0)
-    call->repeats = cg_repeat_note(call->repeat_key, now_ms, cfg->repeat_window_ms,
+  /* With no failed call in the table this call repeats none: its key is not needed yet. */
+  if (cfg->repeat_window_ms > 0 && cg_repeat_any_failed())
+    call->repeats = cg_repeat_note(cg__repeat_key(call), now_ms, cfg->repeat_window_ms,
                                    call->repeat_of, sizeof(call->repeat_of));
 }
 
@@ -1021,7 +1057,7 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
   int64_t budget_waited = 0;
 
   *ms = 0;
-  if (call->pend.active) {
+  if (CG_RARE(call->pend.active)) {
     /* Judged before; its retry was waiting for the budget, or (final) its held bytes for
      * a host that paused. */
     info = call->pend.info;
@@ -1054,7 +1090,7 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
                          v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
                          deferred, call->hint_ms);
   }
-  if (out.decision == CG_RETRY) {
+  if (CG_RARE(out.decision == CG_RETRY)) {
     /* The shared breaker and budget have the last word: a refused retry ends the call
      * with the answer in hand. */
     int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
@@ -1147,7 +1183,7 @@ deliver:
     } else {
       drc = cg_attempt_deliver(a, call->deadline_ms);
     }
-    if (drc != CURLE_OK && rc == CURLE_OK) {
+    if (CG_RARE(drc != CURLE_OK && rc == CURLE_OK)) {
       rc = drc;
       if (a->host_aborted || drc == CURLE_WRITE_ERROR) {
         v.outcome = CG_OUT_ABORTED_BY_HOST;
@@ -1162,10 +1198,10 @@ deliver:
   rec.decision = cg_decision_name(out.decision);
   rec.reason = out.reason;
   /* A call that the breaker held and that then succeeded says why it took longer. */
-  if (call->held && out.reason && strcmp(out.reason, "ok") == 0)
+  if (CG_RARE(call->held) && out.reason && strcmp(out.reason, "ok") == 0)
     rec.reason = "breaker_wait";
   /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
-  if (a->usage && call->usage.skipped && v.outcome == CG_OUT_OK)
+  if (a->usage && CG_RARE(call->usage.skipped) && v.outcome == CG_OUT_OK)
     rec.reason = "usage_too_large";
   cg__emit(call, &rec);
   cg__host_errbuf(h, a->errbuf);
@@ -1412,7 +1448,7 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
                                                                 : CG_REPEAT_FAILED;
     /* A chain's id is read only from a failed slot (repeat.h). */
     if (cg_repeat_needs_done(end))
-      cg_repeat_done(call->repeat_key, end, cg_mono_ms(), call->repeats,
+      cg_repeat_done(cg__repeat_key(call), end, cg_mono_ms(), call->repeats,
                      call->repeat_of[0]          ? call->repeat_of
                      : end == CG_REPEAT_FAILED ? cg__request_id(call)
                                                : call->request_id);

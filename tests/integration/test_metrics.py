@@ -101,13 +101,15 @@ class MetricsTest(harness.GuardTestCase):
         self.assertEqual(p.stderr, b"")
         return p.stdout.decode("utf-8")
 
-    def traffic(self, rpm=None):
+    def traffic(self, rpm=None, **env_over):
         """Calls of every kind the tallies count: ok with tokens and cost, a 503 and a 429
         retried, a final 404 and the host's repeat of it (a host retry), a final 500 on a
         POST (possibly billed), a GET's 500 retried.  `rpm`: the pool's limit (5 requests
-        per second makes the limiter wait about a second in all).  Returns the records."""
+        per second makes the limiter wait about a second in all); `env_over`: more of the
+        guard's variables (CURLGUARD_LOG="off": no records, None is returned).  Returns the
+        records."""
         env = self.guard_env(CURLGUARD_BACKOFF_BASE_MS=10, CURLGUARD_BACKOFF_CAP_MS=50,
-                             CURLGUARD_RPM=rpm)
+                             CURLGUARD_RPM=rpm, **env_over)
         body = json.dumps({"model": "gpt-4o-mini",
                            "messages": [{"role": "user", "content": "Say hello, please."}]})
         urls = [[self.mock.url(CHAT, plan=plan)]
@@ -122,6 +124,8 @@ class MetricsTest(harness.GuardTestCase):
         url = self.mock.url("/v1/models", plan="500,200")
         p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", url], env, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
+        if env.get("CURLGUARD_LOG") == "off":
+            return None
         recs = self.records()
         self.assertEqual(len(recs), 11, [(r["outcome"], r["decision"]) for r in recs])
         return recs
@@ -187,6 +191,24 @@ class MetricsTest(harness.GuardTestCase):
             self.assertAlmostEqual(got * 60, learned, delta=0.051)
         for outcome, n in t["outcomes"].items():
             self.assertEqual(value("curlguard_outcomes_total", outcome=outcome), n, outcome)
+
+    def test_tally_is_the_same_with_the_log_off(self):
+        """With the log off a record is filled only as far as the tally reads it, and a
+        call's body digest and repeat key are made only when a failed call needs them
+        (issue 16): the tallies, the host's repeat of the 404 among them, are those of the
+        same traffic with the log on."""
+        self.traffic()
+        on = self.stat_pool()["tally"]
+        os.rename(self.state, str(self.state) + ".on")
+        self.traffic(CURLGUARD_LOG="off")
+        off = self.stat_pool()["tally"]
+        self.assertEqual(len(self.records()), 11, "the log-off run wrote records")
+        for k in ("calls", "calls_ok", "attempts", "retries", "host_retry_calls",
+                  "possibly_billed", "prompt_tokens", "completion_tokens", "cached_tokens",
+                  "outcomes"):
+            self.assertEqual(off[k], on[k], k)
+        self.assertEqual(off["host_retry_calls"], 1)
+        self.assertAlmostEqual(off["cost_usd"], on["cost_usd"], places=9)
 
     # -- stat --prometheus
 
