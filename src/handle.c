@@ -1,7 +1,10 @@
 /* handle.c - per-handle shadow of the host's options (see handle.h). */
 #include "handle.h"
 
+#include "hot.h"
+
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -114,18 +117,17 @@ static void cg__place(struct cg__table *t, uintptr_t key, struct cg__node *node)
   t->slots[i].key = key;
 }
 
-/* Make room for one more key (mutex held): the first table, or, once half the slots are
+/* cg__reserve's new table (mutex held): the first table, or, once half the slots are
  * used (live keys and tombstones), a new table with room for four times the live keys,
  * never smaller than the current one.  Only tombstones that sit inside runs of live keys
  * outlive their removal (see cg_handle_remove), so with the few handles hosts keep a
  * table of the same size is only made again after about as many removals as it has
- * slots, each inside such a run.  0, or -1 when out of memory. */
-static int cg__reserve(void) {
+ * slots, each inside such a run.  0, or -1 when out of memory.  Not inlined, and cold: an
+ * add rarely needs it, and its code stays apart from the add's. */
+static __attribute__((noinline, cold)) int cg__grow(void) {
   struct cg__table *t = cg__table, *n;
   size_t i, live = 0, slots = CG_TABLE_MIN;
 
-  if (t && (cg__used + 1) * 2 <= t->mask + 1)
-    return 0;
   if (t) {
     for (i = 0; i <= t->mask; i++)
       live += t->slots[i].key > CG_TOMB;
@@ -144,6 +146,16 @@ static int cg__reserve(void) {
   cg__ntables++;
   __atomic_store_n(&cg__table, n, __ATOMIC_RELEASE);
   return 0;
+}
+
+/* Make room for one more key (mutex held): nothing to do while under half the slots are
+ * used, else cg__grow.  0, or -1 when out of memory. */
+static int cg__reserve(void) {
+  struct cg__table *t = cg__table;
+
+  if (t && (cg__used + 1) * 2 <= t->mask + 1)
+    return 0;
+  return cg__grow();
 }
 
 static void cg__defaults(struct cg_handle *h) {
@@ -169,9 +181,9 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   long at;
   size_t i, free_at = SIZE_MAX, probes;
 
-  if (!n)
+  if (CG_RARE(!n))
     return NULL;
-  if (key <= CG_TOMB) { /* not a handle libcurl makes; never kept */
+  if (CG_RARE(key <= CG_TOMB)) { /* not a handle libcurl makes; never kept */
     free(n);
     return NULL;
   }
@@ -183,7 +195,7 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   /* A shadow still keyed by this address belongs to a handle freed where the guard could
    * not see it (libcurl's Curl_close): the address was reused, so its node is replaced
    * in place (only this handle's user reads it), and no table ever holds a key twice. */
-  if (t && (at = cg__find(t, key)) >= 0) {
+  if (CG_RARE(t && (at = cg__find(t, key)) >= 0)) {
     stale = t->slots[at].node;
     cg__gen_bump();
     __atomic_store_n(&t->slots[at].node, n, __ATOMIC_RELEASE);
@@ -192,7 +204,7 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
     free(stale);
     return &n->h;
   }
-  if (cg__reserve() != 0) {
+  if (CG_RARE(cg__reserve() != 0)) {
     cg__map_unlock();
     free(n);
     return NULL;
@@ -210,7 +222,7 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   }
   /* cg__reserve left at least half the slots empty, so one was found; should it ever
    * not be, the handle runs without the guard rather than past the table. */
-  if (free_at == SIZE_MAX) {
+  if (CG_RARE(free_at == SIZE_MAX)) {
     cg__map_unlock();
     free(n);
     return NULL;
@@ -406,75 +418,74 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
   }
 }
 
-/* Every option cg_handle_record has a case for: cg_handle_tracked is made from this list
- * (tests/unit/test-handle.c checks that the switch changes nothing for the others). */
-#define CG__TRACKED(X, a)                                                                  \
-  X(CURLOPT_URL, a) X(CURLOPT_CUSTOMREQUEST, a) X(CURLOPT_DEFAULT_PROTOCOL, a)             \
-  X(CURLOPT_NOBODY, a) X(CURLOPT_UPLOAD, a) X(CURLOPT_PUT, a) X(CURLOPT_POST, a)            \
-  X(CURLOPT_HTTPGET, a) X(CURLOPT_POSTFIELDS, a) X(CURLOPT_COPYPOSTFIELDS, a)               \
-  X(CURLOPT_POSTFIELDSIZE, a) X(CURLOPT_POSTFIELDSIZE_LARGE, a) X(CURLOPT_MIMEPOST, a)      \
-  X(CURLOPT_HTTPPOST, a) X(CURLOPT_HTTPHEADER, a) X(CURLOPT_FOLLOWLOCATION, a)              \
-  X(CURLOPT_WRITEFUNCTION, a) X(CURLOPT_WRITEDATA, a) X(CURLOPT_HEADERFUNCTION, a)          \
-  X(CURLOPT_HEADERDATA, a) X(CURLOPT_READFUNCTION, a) X(CURLOPT_READDATA, a)                \
-  X(CURLOPT_SEEKFUNCTION, a) X(CURLOPT_SEEKDATA, a) X(CURLOPT_PREREQFUNCTION, a)            \
-  X(CURLOPT_PREREQDATA, a) X(CURLOPT_RESOLVER_START_FUNCTION, a)                            \
-  X(CURLOPT_RESOLVER_START_DATA, a) X(CURLOPT_OPENSOCKETFUNCTION, a)                        \
-  X(CURLOPT_OPENSOCKETDATA, a) X(CURLOPT_HSTSREADFUNCTION, a) X(CURLOPT_XFERINFOFUNCTION, a) \
-  X(CURLOPT_PROGRESSFUNCTION, a) X(CURLOPT_XFERINFODATA, a) X(CURLOPT_NOPROGRESS, a)        \
-  X(CURLOPT_ERRORBUFFER, a) X(CURLOPT_TIMEOUT, a) X(CURLOPT_TIMEOUT_MS, a)                  \
-  X(CURLOPT_CONNECTTIMEOUT, a) X(CURLOPT_CONNECTTIMEOUT_MS, a) X(CURLOPT_PROTOCOLS, a)      \
-  X(CG_OPT_PROTOCOLS_STR, a) X(CURLOPT_VERBOSE, a)
+/* The options whose argument is stored as it is, with their field (cg_handle_keep). */
+#define CG__STORED(X)                                                                      \
+  X(CURLOPT_HTTPHEADER, httpheader) X(CURLOPT_FOLLOWLOCATION, followlocation)              \
+  X(CURLOPT_WRITEFUNCTION, write_fn) X(CURLOPT_WRITEDATA, write_data)                      \
+  X(CURLOPT_HEADERFUNCTION, header_fn) X(CURLOPT_HEADERDATA, header_data)                  \
+  X(CURLOPT_READFUNCTION, read_fn) X(CURLOPT_READDATA, read_data)                          \
+  X(CURLOPT_SEEKFUNCTION, seek_fn) X(CURLOPT_SEEKDATA, seek_data)                          \
+  X(CURLOPT_PREREQFUNCTION, prereq_fn) X(CURLOPT_PREREQDATA, prereq_data)                  \
+  X(CURLOPT_RESOLVER_START_FUNCTION, resolver_start_fn)                                    \
+  X(CURLOPT_RESOLVER_START_DATA, resolver_start_data)                                      \
+  X(CURLOPT_OPENSOCKETFUNCTION, opensocket_fn) X(CURLOPT_OPENSOCKETDATA, opensocket_data)  \
+  X(CURLOPT_HSTSREADFUNCTION, hstsread_fn)                                                 \
+  X(CURLOPT_XFERINFODATA, progress_data) /* == CURLOPT_PROGRESSDATA */                     \
+  X(CURLOPT_ERRORBUFFER, errorbuffer) X(CURLOPT_TIMEOUT_MS, timeout_ms)                    \
+  X(CURLOPT_CONNECTTIMEOUT_MS, connecttimeout_ms) X(CURLOPT_VERBOSE, verbose)
 
-/* Bit index of option `o` in cg_handle_tracked (o / 10000 is its kind, optval.h). */
-#define CG__TIDX(o) (((long) (o) / 10000) * CG_TRACK_SPAN + (long) (o) % 10000)
-#define CG__TBIT(o, w) | (CG__TIDX(o) / 64 == (w) ? 1ull << (CG__TIDX(o) % 64) : 0)
-#define CG__TW(w) (0 CG__TRACKED(CG__TBIT, w))
-#define CG__TW8(w)                                                                         \
-  CG__TW(w), CG__TW(w + 1), CG__TW(w + 2), CG__TW(w + 3), CG__TW(w + 4), CG__TW(w + 5),     \
-      CG__TW(w + 6), CG__TW(w + 7)
-#define CG__TCHECK(o, a) _Static_assert((long) (o) % 10000 < CG_TRACK_SPAN, "CG_TRACK_SPAN");
-CG__TRACKED(CG__TCHECK, 0)
-_Static_assert(5 * CG_TRACK_SPAN / 64 == 40, "five kinds of eight words");
+/* The options cg_handle_record_switch has a case for, with the case's name (CG__K_...).
+ * The cases host tools set on every transfer come first (curl's: NOPROGRESS, URL,
+ * CUSTOMREQUEST, UPLOAD, POSTFIELDS, POSTFIELDSIZE_LARGE), so that their code sits
+ * together. */
+#define CG__SWITCHED(X)                                                                    \
+  X(CURLOPT_NOPROGRESS, NOPROGRESS) X(CURLOPT_URL, URL)                                    \
+  X(CURLOPT_CUSTOMREQUEST, CUSTOMREQUEST) X(CURLOPT_UPLOAD, UPLOAD) X(CURLOPT_PUT, PUT)    \
+  X(CURLOPT_POSTFIELDS, POSTFIELDS) X(CURLOPT_POSTFIELDSIZE_LARGE, POSTFIELDSIZE_LARGE)    \
+  X(CURLOPT_NOBODY, NOBODY) X(CURLOPT_POST, POST) X(CURLOPT_HTTPGET, HTTPGET)              \
+  X(CURLOPT_POSTFIELDSIZE, POSTFIELDSIZE) X(CURLOPT_COPYPOSTFIELDS, COPYPOSTFIELDS)        \
+  X(CURLOPT_MIMEPOST, MIMEPOST) X(CURLOPT_HTTPPOST, HTTPPOST)                              \
+  X(CURLOPT_DEFAULT_PROTOCOL, DEFAULT_PROTOCOL) X(CURLOPT_XFERINFOFUNCTION, XFERINFOFUNCTION) \
+  X(CURLOPT_PROGRESSFUNCTION, PROGRESSFUNCTION) X(CURLOPT_TIMEOUT, TIMEOUT)                \
+  X(CURLOPT_CONNECTTIMEOUT, CONNECTTIMEOUT) X(CURLOPT_PROTOCOLS, PROTOCOLS)                \
+  X(CG_OPT_PROTOCOLS_STR, PROTOCOLS_STR)
 
-const uint64_t cg_handle_tracked[5 * CG_TRACK_SPAN / 64] = {
-    CG__TW8(0), CG__TW8(8), CG__TW8(16), CG__TW8(24), CG__TW8(32)};
+/* cg_handle_keep's bytes of the switched options: CG_KEEP_SWITCH and up, one each. */
+#define CG__KCASE(o, name) CG__K_##name,
+enum { CG__K_FIRST = CG_KEEP_SWITCH - 1, CG__SWITCHED(CG__KCASE) CG__K_END };
+_Static_assert(CG__K_END - 1 <= 255, "a case within a byte");
+
+/* Index of option `o` in cg_handle_keep (o / 10000 is its kind, optval.h). */
+#define CG__KIDX(o) (((long) (o) / 10000) * CG_TRACK_SPAN + (long) (o) % 10000)
+#define CG__KSLOT(f) (offsetof(struct cg_handle, f) / sizeof(void *))
+#define CG__KSTORE(o, f) [CG__KIDX(o)] = CG__KSLOT(f),
+#define CG__KSWITCH(o, name) [CG__KIDX(o)] = CG__K_##name,
+/* Each option within the table; each stored field a pointer wide, aligned, and its slot
+ * between 1 and CG_KEEP_SWITCH - 1.  (A second entry for one option does not compile:
+ * -Woverride-init.) */
+#define CG__KCHECK(o, a)                                                                   \
+  _Static_assert((long) (o) % 10000 < CG_TRACK_SPAN && (long) (o) / 10000 < 5,             \
+                 "CG_TRACK_SPAN");
+#define CG__KCHECK_STORE(o, f)                                                             \
+  CG__KCHECK(o, f)                                                                         \
+  _Static_assert(sizeof(((struct cg_handle *) 0)->f) == sizeof(void *) &&                  \
+                     offsetof(struct cg_handle, f) % sizeof(void *) == 0 &&                \
+                     CG__KSLOT(f) >= 1 && CG__KSLOT(f) < CG_KEEP_SWITCH,                   \
+                 "a stored field is a pointer wide");
+/* cg_handle_keeps finds an option's kind as opt >> 13 (see there): kind k's first
+ * CG_TRACK_SPAN numbers lie below (k + 1) * 8192 (k = 4 the tightest), and no number of a
+ * kind past 4 is found (8192 <= 5 * 1808). */
+_Static_assert(4 * 10000 + CG_TRACK_SPAN <= 5 * 8192 && 8192 <= 5 * 1808,
+               "opt >> 13 is the kind");
+CG__STORED(CG__KCHECK_STORE)
+CG__SWITCHED(CG__KCHECK)
+
+const uint8_t cg_handle_keep[5 * CG_TRACK_SPAN] = {CG__STORED(CG__KSTORE)
+                                                       CG__SWITCHED(CG__KSWITCH)};
 
 static void cg__set_str(char **slot, const void *p) {
   free(*slot);
   *slot = p ? strdup((const char *) p) : NULL;
-}
-
-/* The options that decide libcurl's data->set.method, mirroring lib/setopt.c. */
-static void cg__record_method(struct cg_handle *h, long opt, long v) {
-  switch (opt) {
-  case CURLOPT_NOBODY:
-    h->nobody = v != 0;
-    if (h->nobody)
-      h->method = CG_M_HEAD;
-    else if (h->method == CG_M_HEAD)
-      h->method = CG_M_GET;
-    break;
-  case CURLOPT_UPLOAD:
-  case CURLOPT_PUT:
-    if (v) {
-      h->method = CG_M_PUT;
-      h->nobody = 0;
-    } else {
-      h->method = CG_M_GET;
-    }
-    break;
-  case CURLOPT_POST:
-    h->method = v ? CG_M_POST : CG_M_GET;
-    if (v)
-      h->nobody = 0;
-    break;
-  case CURLOPT_HTTPGET:
-    if (v) {
-      h->method = CG_M_GET;
-      h->nobody = 0;
-    }
-    break;
-  }
 }
 
 /* lib/setopt.c: a size larger than the copied post data invalidates the copy. */
@@ -489,32 +500,68 @@ static void cg__record_postfieldsize(struct cg_handle *h, curl_off_t size) {
 }
 
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) {
-  switch (opt) {
-  case CURLOPT_URL:
-    cg__set_url(h, v->u.p);
+  unsigned keep = cg_handle_keeps(opt);
+
+  if (keep >= CG_KEEP_SWITCH)
+    cg_handle_record_switch(h, keep, v->u);
+  else if (keep)
+    cg_handle_store(h, keep, &v->u); /* the union's members all start at its start */
+}
+
+void cg_handle_record_switch(struct cg_handle *h, unsigned keep, union cg_optarg u) {
+  switch (keep) {
+  case CG__K_NOPROGRESS:
+    h->noprogress = u.l != 0;
     break;
-  case CURLOPT_CUSTOMREQUEST:
-    cg__set_str(&h->custom_request, v->u.p);
+  case CG__K_URL:
+    cg__set_url(h, u.p);
     break;
-  case CURLOPT_DEFAULT_PROTOCOL:
-    cg__set_str(&h->default_protocol, v->u.p);
+  case CG__K_CUSTOMREQUEST:
+    cg__set_str(&h->custom_request, u.p);
     break;
-  case CURLOPT_NOBODY:
-  case CURLOPT_UPLOAD:
-  case CURLOPT_PUT:
-  case CURLOPT_POST:
-  case CURLOPT_HTTPGET:
-    cg__record_method(h, opt, v->u.l);
+  /* The options that decide libcurl's data->set.method, mirroring lib/setopt.c. */
+  case CG__K_UPLOAD:
+  case CG__K_PUT:
+    if (u.l) {
+      h->method = CG_M_PUT;
+      h->nobody = 0;
+    } else {
+      h->method = CG_M_GET;
+    }
     break;
-  case CURLOPT_POSTFIELDS:
-    h->postfields = v->u.p;
+  case CG__K_NOBODY:
+    h->nobody = u.l != 0;
+    if (h->nobody)
+      h->method = CG_M_HEAD;
+    else if (h->method == CG_M_HEAD)
+      h->method = CG_M_GET;
+    break;
+  case CG__K_POST:
+    h->method = u.l ? CG_M_POST : CG_M_GET;
+    if (u.l)
+      h->nobody = 0;
+    break;
+  case CG__K_HTTPGET:
+    if (u.l) {
+      h->method = CG_M_GET;
+      h->nobody = 0;
+    }
+    break;
+  case CG__K_POSTFIELDS:
+    h->postfields = u.p;
     free(h->copypostfields);
     h->copypostfields = NULL;
     h->method = CG_M_POST;
     break;
-  case CURLOPT_COPYPOSTFIELDS: {
+  case CG__K_POSTFIELDSIZE_LARGE:
+    cg__record_postfieldsize(h, u.o);
+    break;
+  case CG__K_POSTFIELDSIZE:
+    cg__record_postfieldsize(h, u.l);
+    break;
+  case CG__K_COPYPOSTFIELDS: {
     /* libcurl copies postfieldsize bytes, or strlen() when the size is unset. */
-    const char *p = v->u.p;
+    const char *p = u.p;
     size_t n = !p ? 0 : h->postfieldsize >= 0 ? (size_t) h->postfieldsize : strlen(p);
     free(h->copypostfields);
     h->copypostfields = p ? cg__dup_mem(p, n) : NULL;
@@ -523,112 +570,40 @@ void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v) 
     h->method = CG_M_POST;
     break;
   }
-  case CURLOPT_POSTFIELDSIZE:
-    cg__record_postfieldsize(h, v->u.l);
-    break;
-  case CURLOPT_POSTFIELDSIZE_LARGE:
-    cg__record_postfieldsize(h, v->u.o);
-    break;
-  case CURLOPT_MIMEPOST:
+  case CG__K_MIMEPOST:
     h->method = CG_M_POST_MIME;
     h->nobody = 0;
     break;
-  case CURLOPT_HTTPPOST:
+  case CG__K_HTTPPOST:
     h->method = CG_M_POST_FORM;
     h->nobody = 0;
     break;
-  case CURLOPT_HTTPHEADER:
-    h->httpheader = v->u.p;
+  case CG__K_DEFAULT_PROTOCOL:
+    cg__set_str(&h->default_protocol, u.p);
     break;
-  case CURLOPT_FOLLOWLOCATION:
-    h->followlocation = v->u.l;
-    break;
-  case CURLOPT_WRITEFUNCTION:
-    h->write_fn = (curl_write_callback) v->u.f;
-    break;
-  case CURLOPT_WRITEDATA:
-    h->write_data = v->u.p;
-    break;
-  case CURLOPT_HEADERFUNCTION:
-    h->header_fn = (curl_write_callback) v->u.f;
-    break;
-  case CURLOPT_HEADERDATA:
-    h->header_data = v->u.p;
-    break;
-  case CURLOPT_READFUNCTION:
-    h->read_fn = (curl_read_callback) v->u.f;
-    break;
-  case CURLOPT_READDATA:
-    h->read_data = v->u.p;
-    break;
-  case CURLOPT_SEEKFUNCTION:
-    h->seek_fn = (curl_seek_callback) v->u.f;
-    break;
-  case CURLOPT_SEEKDATA:
-    h->seek_data = v->u.p;
-    break;
-  case CURLOPT_PREREQFUNCTION:
-    h->prereq_fn = (curl_prereq_callback) v->u.f;
-    break;
-  case CURLOPT_PREREQDATA:
-    h->prereq_data = v->u.p;
-    break;
-  case CURLOPT_RESOLVER_START_FUNCTION:
-    h->resolver_start_fn = (curl_resolver_start_callback) v->u.f;
-    break;
-  case CURLOPT_RESOLVER_START_DATA:
-    h->resolver_start_data = v->u.p;
-    break;
-  case CURLOPT_OPENSOCKETFUNCTION:
-    h->opensocket_fn = (curl_opensocket_callback) v->u.f;
-    break;
-  case CURLOPT_OPENSOCKETDATA:
-    h->opensocket_data = v->u.p;
-    break;
-  case CURLOPT_HSTSREADFUNCTION:
-    h->hstsread_fn = (curl_hstsread_callback) v->u.f;
-    break;
-  case CURLOPT_XFERINFOFUNCTION:
-    h->xferinfo_fn = (curl_xferinfo_callback) v->u.f;
+  case CG__K_XFERINFOFUNCTION:
+    h->xferinfo_fn = (curl_xferinfo_callback) u.f;
     h->progress_callback_set = h->xferinfo_fn != NULL;
     break;
-  case CURLOPT_PROGRESSFUNCTION:
-    h->progress_fn = (curl_progress_callback) v->u.f;
+  case CG__K_PROGRESSFUNCTION:
+    h->progress_fn = (curl_progress_callback) u.f;
     h->progress_callback_set = h->progress_fn != NULL;
     break;
-  case CURLOPT_XFERINFODATA: /* == CURLOPT_PROGRESSDATA */
-    h->progress_data = v->u.p;
+  case CG__K_TIMEOUT:
+    h->timeout_ms = u.l * 1000;
     break;
-  case CURLOPT_NOPROGRESS:
-    h->noprogress = v->u.l != 0;
+  case CG__K_CONNECTTIMEOUT:
+    h->connecttimeout_ms = u.l * 1000;
     break;
-  case CURLOPT_ERRORBUFFER:
-    h->errorbuffer = v->u.p;
-    break;
-  case CURLOPT_TIMEOUT:
-    h->timeout_ms = v->u.l * 1000;
-    break;
-  case CURLOPT_TIMEOUT_MS:
-    h->timeout_ms = v->u.l;
-    break;
-  case CURLOPT_CONNECTTIMEOUT:
-    h->connecttimeout_ms = v->u.l * 1000;
-    break;
-  case CURLOPT_CONNECTTIMEOUT_MS:
-    h->connecttimeout_ms = v->u.l;
-    break;
-  case CURLOPT_PROTOCOLS:
+  case CG__K_PROTOCOLS:
     h->protocols_kind = 1;
-    h->protocols = v->u.l;
+    h->protocols = u.l;
     break;
-  case CG_OPT_PROTOCOLS_STR:
+  case CG__K_PROTOCOLS_STR:
     /* Only a list libcurl accepted is recorded (a refused one: see
      * cg_handle_protocols_unknown). */
-    cg__set_str(&h->protocols_str, v->u.p);
+    cg__set_str(&h->protocols_str, u.p);
     h->protocols_kind = 2; /* a NULL copy (out of memory) means: cannot be put back */
-    break;
-  case CURLOPT_VERBOSE:
-    h->verbose = v->u.l;
     break;
   default:
     break;

@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* CURLOPT_PROTOCOLS_STR (libcurl >= 7.85), by number: older headers lack the name. */
 #define CG_OPT_PROTOCOLS_STR (CURLOPTTYPE_STRINGPOINT + 318)
@@ -159,23 +160,48 @@ int cg_handle_overridden(const struct cg_handle *h, long opt);
  * back after an attempt, or hand to a duplicate); any other option returns at once. */
 void cg_handle_record(struct cg_handle *h, long opt, const struct cg_optval *v);
 
-/* The options cg_handle_record keeps, one bit each: per argument kind (optval.h), the
- * option numbers kind * 10000 + 0 .. CG_TRACK_SPAN - 1.  Defined in handle.c. */
+/* How cg_handle_record keeps each option, one byte each (cg_handle_keeps): per argument
+ * kind (optval.h), the option numbers kind * 10000 + 0 .. CG_TRACK_SPAN - 1.  0: not kept;
+ * 1 .. CG_KEEP_SWITCH - 1: the argument itself is stored, as it is, in the field that
+ * starts that many pointer sizes into struct cg_handle (cg_handle_store); CG_KEEP_SWITCH
+ * and up: the option's own case of cg_handle_record_switch (more than a store: a copy,
+ * the method, a unit).  A table rather than a switch on the option: every option the host
+ * sets asks, most kept ones are plain stores that then share one path instead of a case
+ * each, and the others' cases are numbered densely (issue 16: the lines of code a request
+ * runs).  Defined in handle.c. */
 #define CG_TRACK_SPAN 512
-extern const uint64_t cg_handle_tracked[5 * CG_TRACK_SPAN / 64]
-    __attribute__((visibility("hidden")));
+#define CG_KEEP_SWITCH 128
+/* 5 * CG_TRACK_SPAN bytes (left unsized here: GCC cannot see that cg_handle_keeps' index
+ * stays within them, and would warn of paths that never run). */
+extern const uint8_t cg_handle_keep[] __attribute__((visibility("hidden")));
 
-/* 0 when cg_handle_record would ignore option `opt` of argument kind `kind`
- * (cg_opt_kind(opt)), so the shim can skip the call; 1 otherwise (and for any option
- * outside the table).  Inline: every setopt of a guarded handle asks. */
-static inline int cg_handle_tracks(long opt, enum cg_optkind kind) {
-  unsigned long n = (unsigned long) (opt - (long) kind * 10000);
+/* cg_handle_keep's byte for option `opt` (0 for any option outside the table).  Inline:
+ * every setopt of a guarded handle asks.
+ *
+ * The kind is found without a division or a range check.  With o = opt as an unsigned
+ * long, k = o >> 13 and r = o % 8192, n = o - k * 10000 is r - k * 1808 modulo 2^N (k *
+ * 1808 < 2^(N - 2): no wrap): for k >= 5 it is negative (r < 8192 <= 5 * 1808), so
+ * wraps past CG_TRACK_SPAN, and for k <= 4 it is o's place in kind k's numbers when that
+ * is below CG_TRACK_SPAN (kind k's first CG_TRACK_SPAN options lie within [k * 8192,
+ * (k + 1) * 8192): checked in handle.c).  So an option is found under its own kind, and
+ * any other number finds nothing. */
+static inline unsigned cg_handle_keeps(long opt) {
+  unsigned long o = (unsigned long) opt, k = o >> 13, n = o - k * 10000;
 
-  if (n >= CG_TRACK_SPAN)
-    return 1;
-  n += (unsigned long) kind * CG_TRACK_SPAN;
-  return (int) ((cg_handle_tracked[n / 64] >> (n % 64)) & 1);
+  return n < CG_TRACK_SPAN ? cg_handle_keep[k * CG_TRACK_SPAN + n] : 0;
 }
+
+/* Store the argument at `arg` (its bits as the option's own type) in the field of
+ * cg_handle_keep's byte `keep` (1 .. CG_KEEP_SWITCH - 1).  Every such field has the size of a
+ * pointer (handle.c checks), as a long, a data pointer and a function pointer have on
+ * every ABI the guard runs on. */
+static inline void cg_handle_store(struct cg_handle *h, unsigned keep, const void *arg) {
+  memcpy((char *) h + keep * sizeof(void *), arg, sizeof(void *));
+}
+
+/* Record value `u` of the option whose cg_handle_keep byte `keep` is CG_KEEP_SWITCH or
+ * more (cg_handle_record's part for those options).  `u` by value: in a register. */
+void cg_handle_record_switch(struct cg_handle *h, unsigned keep, union cg_optarg u);
 
 /* libcurl refused the host's CURLOPT_PROTOCOLS(_STR): what the handle allows is then
  * unknown (libcurl 7.88 stores part of a refused list), so the guard must never set it

@@ -1,6 +1,8 @@
 /* lib.c - finding the real libcurl that a caller uses (see lib.h). */
 #include "lib.h"
 
+#include "config.h"
+#include "hot.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -221,43 +223,37 @@ static size_t cg__slot(uintptr_t key) {
   return (size_t) (h >> 54) & (CG_SITE_SLOTS - 1);
 }
 
-const struct cg_lib *cg_lib_for_caller(const void *caller) {
-  uintptr_t key = (uintptr_t) caller ? (uintptr_t) caller : 1;
+/* The call-site cache's key of `caller` (0 is the empty slot's). */
+static uintptr_t cg__site_key(const void *caller) {
+  return caller ? (uintptr_t) caller : 1;
+}
+
+/* The call-site cache's entry of `key`, or NULL when it has none yet.  Lock-free. */
+static inline const struct cg__site *cg__site_find(uintptr_t key) {
   size_t i, probe;
 
-  /* The call-site cache's hit, as in cg_lib_for_caller_ex, without its `internal`. */
   for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
     uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_ACQUIRE);
     if (k == key)
-      return cg__sites[i].lib;
+      return &cg__sites[i];
     if (k == 0)
       break;
   }
-  return cg_lib_for_caller_ex(caller, NULL);
+  return NULL;
 }
 
-const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
-  uintptr_t key = (uintptr_t) caller;
+/* cg_lib_for_caller_ex past the call-site cache (once per call site): resolve the libcurl
+ * of `caller`, tell whether `caller` lies inside it, and cache both.  Not inlined, and
+ * cold: the callers' common path is the cache's answer alone. */
+static __attribute__((noinline, cold)) const struct cg_lib *
+cg__lib_resolve(const void *caller, int *internal) {
+  uintptr_t key = cg__site_key(caller);
   const struct cg_lib *lib;
   size_t i, probe;
   int inside = 0;
 
   if (internal)
     *internal = 0;
-
-  if (key == 0)
-    key = 1;
-  for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
-    uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_ACQUIRE);
-    if (k == key) {
-      if (internal)
-        *internal = cg__sites[i].internal;
-      return cg__sites[i].lib;
-    }
-    if (k == 0)
-      break;
-  }
-
   pthread_mutex_lock(&cg__lib_mutex);
   lib = cg__resolve_locked(caller);
   if (lib) {
@@ -280,4 +276,34 @@ const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
   if (!lib)
     cg_warn_once("no-libcurl", "no usable libcurl found for this call; failing it");
   return lib;
+}
+
+const struct cg_lib *cg_lib_for_caller(const void *caller) {
+  const struct cg__site *s = cg__site_find(cg__site_key(caller));
+
+  if (CG_RARE(!s))
+    return cg__lib_resolve(caller, NULL);
+  return s->lib;
+}
+
+const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
+  const struct cg__site *s = cg__site_find(cg__site_key(caller));
+
+  if (CG_RARE(!s))
+    return cg__lib_resolve(caller, internal);
+  if (internal)
+    *internal = s->internal;
+  return s->lib;
+}
+
+/* cg_lib_guarding's answer: -1 until cg_lib_active_first ran, then 0 or 1 for the life
+ * of the process. */
+int cg_lib_active = -1;
+
+int cg_lib_active_first(void) {
+  int v = cg_config_enabled() && !cg_lib_is_duplicate();
+  /* Threads racing on the first call store the same value: both parts are fixed once
+   * known. */
+  __atomic_store_n(&cg_lib_active, v, __ATOMIC_RELEASE);
+  return v;
 }

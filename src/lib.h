@@ -79,4 +79,17 @@ const struct cg_lib *cg_lib_for_caller(const void *caller);
  * Cached per call site like cg_lib_for_caller. */
 const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal);
 
+/* Guarding is on (CURLGUARD: cg_config_enabled) and this is the first copy of the
+ * library in the process (cg_lib_is_duplicate): both are fixed once known, so after the
+ * first call the answer is one load (every call of the host into the shims asks). */
+extern int cg_lib_active __attribute__((visibility("hidden")));
+/* cg_lib_guarding's first call: finds the answer and keeps it. */
+__attribute__((cold)) int cg_lib_active_first(void);
+static inline int cg_lib_guarding(void) {
+  int v = __atomic_load_n(&cg_lib_active, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(v > 0, 1))
+    return 1;
+  return v == 0 ? 0 : cg_lib_active_first();
+}
+
 #endif

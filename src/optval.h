@@ -15,18 +15,24 @@
 
 #include <curl/curl.h>
 #include <stdarg.h>
+#include <stdint.h>
 
 enum cg_optkind { CG_OPT_LONG, CG_OPT_PTR, CG_OPT_FUNC, CG_OPT_OFFT, CG_OPT_BLOB };
+
+/* A setopt argument's value, as the member of its kind.  `bits`: the value as the
+ * register ABIs pass an argument of every kind (shim.c), one 64-bit integer register. */
+union cg_optarg {
+  long l;
+  void *p;
+  void (*f)(void);
+  curl_off_t o;
+  uintptr_t bits;
+};
 
 /* One decoded setopt argument. */
 struct cg_optval {
   enum cg_optkind kind;
-  union {
-    long l;
-    void *p;
-    void (*f)(void);
-    curl_off_t o;
-  } u;
+  union cg_optarg u;
 };
 
 /* The argument type of option number `opt`. */
@@ -50,6 +56,29 @@ static inline void cg_optval_read(long opt, va_list *ap, struct cg_optval *out) 
   } else {
     out->kind = CG_OPT_BLOB;
     out->u.p = va_arg(*ap, void *);
+  }
+}
+
+/* The argument of option `opt` as it arrived in a register (`arg`): on the ABIs whose
+ * variadic argument of every kind travels in one 64-bit integer register (shim.c), its
+ * bits are the value itself.  Inline: setopts of options the shadow keeps by a switch
+ * (handle.h cg_handle_record_switch) run it. */
+static inline void cg_optval_of_reg(long opt, uintptr_t arg, struct cg_optval *out) {
+  if (opt < CURLOPTTYPE_OBJECTPOINT) {
+    out->kind = CG_OPT_LONG;
+    out->u.l = (long) arg;
+  } else if (opt < CURLOPTTYPE_FUNCTIONPOINT) {
+    out->kind = CG_OPT_PTR;
+    out->u.p = (void *) arg;
+  } else if (opt < CURLOPTTYPE_OFF_T) {
+    out->kind = CG_OPT_FUNC;
+    out->u.f = (void (*)(void)) arg;
+  } else if (opt < CURLOPTTYPE_BLOB) {
+    out->kind = CG_OPT_OFFT;
+    out->u.o = (curl_off_t) arg;
+  } else {
+    out->kind = CG_OPT_BLOB;
+    out->u.p = (void *) arg;
   }
 }
 

@@ -14,11 +14,12 @@
 #define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 
-#include "config.h"
+#include "hot.h"
 #include "lib.h"
 #include "multi.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 
 #undef curl_multi_setopt
 #undef curl_multi_socket /* curl/multi.h maps it to curl_multi_socket_action */
@@ -32,7 +33,7 @@ static struct cg_multi *cg__cm(CURLM *m, const void *caller, const struct cg_lib
   struct cg_multi *cm = NULL;
   int internal = 0;
 
-  if (m && cg_config_enabled() && !cg_lib_is_duplicate())
+  if (m && cg_lib_guarding())
     cm = cg_multi_get(m);
   if (!cm) {
     *lib = cg_lib_for_caller(caller);
@@ -43,10 +44,11 @@ static struct cg_multi *cg__cm(CURLM *m, const void *caller, const struct cg_lib
   return internal ? NULL : cm;
 }
 
-/* The real function `fn` of `lib`, or return `fail` (no libcurl, or it lacks it). */
+/* The real function `fn` of `lib`, or return `fail` (no libcurl, or it lacks it: rare,
+ * so that return's code stays apart from the common path). */
 #define CG_REAL(lib, fn, fail)                                                            \
   do {                                                                                    \
-    if (!(lib) || !(lib)->fn)                                                             \
+    if (CG_RARE(!(lib) || !(lib)->fn))                                                    \
       return fail;                                                                        \
   } while (0)
 
@@ -55,7 +57,7 @@ CG_EXPORT CURLM *curl_multi_init(void) {
   const struct cg_lib *lib = cg_lib_for_caller_ex(CG_CALLER(), &internal);
 
   CG_REAL(lib, multi_init, NULL);
-  if (internal || !lib->has_multi || !cg_config_enabled() || cg_lib_is_duplicate())
+  if (internal || !lib->has_multi || !cg_lib_guarding())
     return lib->multi_init();
   return cg_multi_init(lib);
 }
@@ -189,6 +191,35 @@ CG_EXPORT CURLMcode curl_multi_socket_all(CURLM *m, int *running) {
 
 /* Variadic like curl_easy_setopt: the argument's type follows the option number
  * (curl/multi.h CURLMOPTTYPE_*: LONG < 10000, OBJECTPOINT, FUNCTIONPOINT, OFF_T 30000). */
+#if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+/* cg_multi_setopt with the argument's bits `arg` as the member of the option's kind. */
+static CURLMcode cg__multi_setopt_bits(struct cg_multi *cm, CURLMoption option,
+                                       uintptr_t arg) {
+  if (option >= CURLOPTTYPE_OFF_T)
+    return cg_multi_setopt(cm, option, 0, NULL, NULL, (curl_off_t) arg);
+  if (option >= CURLOPTTYPE_FUNCTIONPOINT)
+    return cg_multi_setopt(cm, option, 0, NULL, (void (*)(void)) arg, 0);
+  if (option >= CURLOPTTYPE_OBJECTPOINT)
+    return cg_multi_setopt(cm, option, 0, (void *) arg, NULL, 0);
+  return cg_multi_setopt(cm, option, (long) arg, NULL, NULL, 0);
+}
+
+/* As curl_easy_setopt (shim.c): on these ABIs the variadic argument, of any kind, is in the
+ * third integer argument register, so it is read as a fixed uintptr_t and passed on as it
+ * came (libcurl's va_arg reads it from the same register).  libcurl's easy driver sets an
+ * option of its private multi handle through here on every transfer. */
+CG_EXPORT CURLMcode cg__multi_setopt_reg(CURLM *m, CURLMoption option, uintptr_t arg)
+    __asm__("curl_multi_setopt");
+CURLMcode cg__multi_setopt_reg(CURLM *m, CURLMoption option, uintptr_t arg) {
+  const struct cg_lib *lib;
+  struct cg_multi *cm = cg__cm(m, CG_CALLER(), &lib);
+
+  if (cm)
+    return cg__multi_setopt_bits(cm, option, arg);
+  CG_REAL(lib, multi_setopt, CURLM_INTERNAL_ERROR);
+  return lib->multi_setopt(m, option, arg);
+}
+#else
 CG_EXPORT CURLMcode curl_multi_setopt(CURLM *m, CURLMoption option, ...) {
   const struct cg_lib *lib;
   struct cg_multi *cm = cg__cm(m, CG_CALLER(), &lib);
@@ -219,6 +250,7 @@ CG_EXPORT CURLMcode curl_multi_setopt(CURLM *m, CURLMoption option, ...) {
     return lib->multi_setopt(m, option, p);
   return lib->multi_setopt(m, option, l);
 }
+#endif
 
 CG_EXPORT CURLMcode curl_multi_cleanup(CURLM *m) {
   const struct cg_lib *lib;

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "guard.h"
 #include "handle.h"
+#include "hot.h"
 #include "lib.h"
 #include "log.h"
 #include "multi.h"
@@ -38,32 +39,12 @@
  * host callback of a guarded perform passes straight through. */
 static CG_TLS int cg__depth;
 
-/* cg__enabled's answer: -1 until the first call, then 0 or 1 for the life of the
- * process (both of its parts are fixed once known).  Threads racing on the first call
- * store the same value. */
-static int cg__active = -1;
-
-static __attribute__((noinline)) int cg__enabled_first(void) {
-  int v = cg_config_enabled() && !cg_lib_is_duplicate();
-  __atomic_store_n(&cg__active, v, __ATOMIC_RELEASE);
-  return v;
-}
-
-/* Guarding is on, and this is the first copy of the library in the process.  One load
- * after the first call (every setopt of the host asks). */
-static inline int cg__enabled(void) {
-  int v = __atomic_load_n(&cg__active, __ATOMIC_ACQUIRE);
-  if (__builtin_expect(v > 0, 1))
-    return 1;
-  return v == 0 ? 0 : cg__enabled_first();
-}
-
 /* The libcurl that serves `curl`: its creator's if the guard knows the handle, else
  * the one the caller binds to. */
 static const struct cg_lib *cg__lib(CURL *curl, struct cg_handle **hp, const void *caller) {
   struct cg_handle *h = NULL;
 
-  if (curl && cg__enabled())
+  if (curl && cg_lib_guarding())
     h = cg_handle_get(curl);
   if (hp)
     *hp = h;
@@ -81,26 +62,27 @@ CG_EXPORT CURL *curl_easy_init(void) {
   /* libcurl's own handles (the connection cache's closure handle, made through the PLT
    * and freed with Curl_close, which the guard never sees) get no shadow: it would
    * outlive them, one per performing handle (issue 11 item 8). */
-  if (curl && !internal && cg__enabled() && !cg_handle_add(curl, lib))
+  if (curl && !internal && cg_lib_guarding() && !cg_handle_add(curl, lib))
     cg_warn_once("shadow-oom", "out of memory: a handle runs without the guard");
   return curl;
 }
 
-/* The rest of curl_easy_setopt, inlined once per argument kind: `kind` (v->kind) is
- * then a constant, and the forwards and cg_handle_tracks fold to it. */
-static inline __attribute__((always_inline)) CURLcode
-cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind) {
-  struct cg_optval fwd = {kind, v->u}; /* never escapes: its kind stays a constant */
+/* curl_easy_setopt for an argument of any kind, read as `v`: the portable entry point's
+ * whole work, and the register entry point's for its rare cases.  `caller` is the
+ * return address of curl_easy_setopt.  Not inlined: the register entry point then calls
+ * it from its rare path alone, and its own code stays apart from the common one. */
+static __attribute__((noinline)) CURLcode cg__setopt(CURL *curl, long opt, const struct cg_optval *v,
+                           const void *caller) {
   struct cg_handle *h;
   CURLcode rc;
 
-  if (__builtin_expect(!cg__enabled() || !(h = cg_handle_get(curl)), 0)) {
+  if (!cg_lib_guarding() || !(h = cg_handle_get(curl))) {
     /* Off, a duplicate copy, or a handle the guard does not know (NULL among them): the
-     * caller's libcurl (curl_easy_setopt's caller: this is inlined), nothing kept. */
-    const struct cg_lib *lib = cg_lib_for_caller(CG_CALLER());
-    return lib ? cg_optval_forward(lib->easy_setopt, curl, opt, &fwd) : CURLE_FAILED_INIT;
+     * caller's libcurl, nothing kept. */
+    const struct cg_lib *lib = cg_lib_for_caller(caller);
+    return lib ? cg_optval_forward(lib->easy_setopt, curl, opt, v) : CURLE_FAILED_INIT;
   }
-  if (__builtin_expect(h->in_perform, 0) && cg_handle_overridden(h, opt)) {
+  if (h->in_perform && cg_handle_overridden(h, opt)) {
     /* Set from a host callback while an attempt runs: the attempt has the option
      * pointed at the guard; it takes the host's new value from the shadow and puts
      * it in place when the attempt ends. */
@@ -109,13 +91,20 @@ cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind
     return CURLE_OK;
   }
   /* h->lib: the creator's libcurl, never NULL (cg_handle_add's callers check it). */
-  rc = cg_optval_forward(h->lib->easy_setopt, curl, opt, &fwd);
-  if (__builtin_expect(rc == CURLE_OK, 1)) {
-    if (cg_handle_tracks(opt, kind))
-      cg_handle_record(h, opt, v);
-  } else if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR) {
+  rc = cg_optval_forward(h->lib->easy_setopt, curl, opt, v);
+  if (rc == CURLE_OK)
+    cg_handle_record(h, opt, v);
+  else if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR)
     cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
-  }
+  return rc;
+}
+
+/* libcurl refused option `opt` of `h` with `rc`: nothing is recorded, but a refused
+ * protocol list leaves the handle's unknown.  Returns `rc`. */
+static __attribute__((cold, noinline)) CURLcode cg__setopt_refused(struct cg_handle *h,
+                                                                   long opt, CURLcode rc) {
+  if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR)
+    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
   return rc;
 }
 
@@ -132,8 +121,11 @@ cg__setopt(CURL *curl, long opt, const struct cg_optval *v, enum cg_optkind kind
  * without the variadic prologue that saves every argument register and the va_list
  * walk (issue 16: ~25 instructions of the ~70 the shim adds to each setopt; curl's tool
  * sets ~86 options a transfer).  libcurl reads the value it is given with va_arg from the
- * same register, so what it gets is bit for bit what the host passed.  Elsewhere the
- * portable variadic form reads it (optval.h). */
+ * same register, so what it gets is bit for bit what the host passed, whatever the
+ * option's kind: the common path passes it on, and stores it in the shadow, without
+ * asking the kind (one path for every option instead of one per kind: issue 16, the
+ * lines of code a request runs).  Elsewhere the portable variadic form reads it
+ * (optval.h). */
 #if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
 CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
     __asm__("curl_easy_setopt");
@@ -141,26 +133,26 @@ CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
   /* CURLoption, not long: the caller passes an int, and only the register's low 32 bits
    * are defined (System V ABI 3.2.3) */
   long option = (long) opt;
+  struct cg_handle *h;
   struct cg_optval v;
+  unsigned keep;
+  CURLcode rc;
 
-  if (option < CURLOPTTYPE_OBJECTPOINT) {
-    v.kind = CG_OPT_LONG, v.u.l = (long) arg;
-    return cg__setopt(curl, option, &v, CG_OPT_LONG);
+  if (CG_RARE(!cg_lib_guarding() || !(h = cg_handle_get(curl)) || h->in_perform)) {
+    /* Off, an unknown handle, or set from a host callback during an attempt. */
+    cg_optval_of_reg(option, arg, &v);
+    return cg__setopt(curl, option, &v, CG_CALLER());
   }
-  if (option < CURLOPTTYPE_FUNCTIONPOINT) {
-    v.kind = CG_OPT_PTR, v.u.p = (void *) arg;
-    return cg__setopt(curl, option, &v, CG_OPT_PTR);
-  }
-  if (option < CURLOPTTYPE_OFF_T) {
-    v.kind = CG_OPT_FUNC, v.u.f = (void (*)(void)) arg;
-    return cg__setopt(curl, option, &v, CG_OPT_FUNC);
-  }
-  if (option < CURLOPTTYPE_BLOB) {
-    v.kind = CG_OPT_OFFT, v.u.o = (curl_off_t) arg;
-    return cg__setopt(curl, option, &v, CG_OPT_OFFT);
-  }
-  v.kind = CG_OPT_BLOB, v.u.p = (void *) arg;
-  return cg__setopt(curl, option, &v, CG_OPT_BLOB);
+  rc = h->lib->easy_setopt(curl, opt, arg);
+  if (__builtin_expect(rc != CURLE_OK, 0))
+    return cg__setopt_refused(h, option, rc);
+  /* cg_handle_record, with the value as it came. */
+  keep = cg_handle_keeps(option);
+  if (keep >= CG_KEEP_SWITCH)
+    cg_handle_record_switch(h, keep, (union cg_optarg){.bits = arg});
+  else if (keep)
+    cg_handle_store(h, keep, &arg);
+  return CURLE_OK;
 }
 #else
 CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
@@ -170,19 +162,7 @@ CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
   va_start(ap, option);
   cg_optval_read((long) option, &ap, &v);
   va_end(ap);
-  switch (v.kind) {
-  case CG_OPT_LONG:
-    return cg__setopt(curl, (long) option, &v, CG_OPT_LONG);
-  case CG_OPT_PTR:
-    return cg__setopt(curl, (long) option, &v, CG_OPT_PTR);
-  case CG_OPT_FUNC:
-    return cg__setopt(curl, (long) option, &v, CG_OPT_FUNC);
-  case CG_OPT_OFFT:
-    return cg__setopt(curl, (long) option, &v, CG_OPT_OFFT);
-  case CG_OPT_BLOB:
-    return cg__setopt(curl, (long) option, &v, CG_OPT_BLOB);
-  }
-  return CURLE_BAD_FUNCTION_ARGUMENT; /* not reached: cg_optval_read sets a kind */
+  return cg__setopt(curl, (long) option, &v, CG_CALLER());
 }
 #endif
 

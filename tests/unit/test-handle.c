@@ -6,7 +6,9 @@
 #include "handle.h"
 
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1005,14 +1007,14 @@ Test(handle, reused_address_replaces_the_stale_shadow) {
   cr_assert_eq(cg_handle_count(), start);
 }
 
-/* The shim records only the options cg_handle_tracks names (issue 16): any other option,
+/* The shim records only the options cg_handle_keeps names (issue 16): any other option,
  * of every kind, must leave a shadow exactly as it was. */
 Test(handle, untracked_options_change_nothing) {
   static const long kinds[] = {0, CURLOPTTYPE_OBJECTPOINT, CURLOPTTYPE_FUNCTIONPOINT,
                                CURLOPTTYPE_OFF_T, CURLOPTTYPE_BLOB};
   struct cg_handle *h = cg_handle_add(FAKE(5), &fake_lib), before;
   size_t k;
-  long n, tracked = 0;
+  long n, tracked = 0, stored = 0;
 
   cr_assert_not_null(h);
   set(h, CURLOPT_POSTFIELDSIZE, 3L); /* fields the switch could touch are not defaults */
@@ -1022,24 +1024,106 @@ Test(handle, untracked_options_change_nothing) {
     for (n = 0; n < CG_TRACK_SPAN + 100; n++) {
       long opt = kinds[k] + n;
       struct cg_optval v = {cg_opt_kind(opt), {.l = 0}};
-      if (cg_handle_tracks(opt, v.kind)) {
-        tracked += n < CG_TRACK_SPAN;
+      unsigned keep = cg_handle_keeps(opt);
+      if (keep) {
+        cr_assert_lt(n, CG_TRACK_SPAN, "option %ld past the table is kept", opt);
+        tracked++;
+        stored += keep < CG_KEEP_SWITCH;
         continue;
       }
-      cr_assert_lt(n, CG_TRACK_SPAN, "options past the table go to the switch");
       memcpy(&before, h, sizeof(before));
       cg_handle_record(h, opt, &v);
       cr_assert(memcmp(&before, h, sizeof(before)) == 0, "untracked option %ld changed the shadow",
                 opt);
     }
   cr_assert_eq(tracked, 43, "%ld options tracked", tracked);
-  cr_assert(cg_handle_tracks(CURLOPT_URL, CG_OPT_PTR));
-  cr_assert(cg_handle_tracks(CURLOPT_POSTFIELDSIZE_LARGE, CG_OPT_OFFT));
-  cr_assert(cg_handle_tracks(CURLOPT_WRITEFUNCTION, CG_OPT_FUNC));
-  cr_assert(!cg_handle_tracks(CURLOPT_SSL_VERIFYPEER, CG_OPT_LONG));
-  cr_assert(!cg_handle_tracks(CURLOPT_USERAGENT, CG_OPT_PTR));
-  cr_assert(cg_handle_tracks(-1, CG_OPT_LONG), "out of the table: the switch decides");
+  cr_assert_eq(stored, 22, "%ld options stored as they are", stored);
+  cr_assert(cg_handle_keeps(CURLOPT_URL) >= CG_KEEP_SWITCH);
+  cr_assert(cg_handle_keeps(CURLOPT_POSTFIELDSIZE_LARGE) >= CG_KEEP_SWITCH);
+  cr_assert_eq(cg_handle_keeps(CURLOPT_WRITEFUNCTION),
+               offsetof(struct cg_handle, write_fn) / sizeof(void *));
+  cr_assert_eq(cg_handle_keeps(CURLOPT_VERBOSE), offsetof(struct cg_handle, verbose) / sizeof(void *));
+  cr_assert(!cg_handle_keeps(CURLOPT_SSL_VERIFYPEER));
+  cr_assert(!cg_handle_keeps(CURLOPT_USERAGENT));
+  cr_assert(!cg_handle_keeps(-1));
+  cr_assert(!cg_handle_keeps(LONG_MIN));
+  cr_assert(!cg_handle_keeps(LONG_MAX));
   cg_handle_remove(FAKE(5));
+}
+
+/* cg_handle_keeps finds an option's kind as opt >> 13 instead of opt / 10000: for every
+ * number the two ways agree (checked here over the option numbers and beyond, and at
+ * numbers near multiples of 10000 and of 8192 up to the largest long). */
+Test(handle, keeps_finds_the_kind_as_a_division_would) {
+  unsigned long o, step;
+
+  for (o = 0; o < 200000; o++) {
+    unsigned long k = o / 10000, n = o % 10000;
+    unsigned want = k < 5 && n < CG_TRACK_SPAN ? cg_handle_keep[k * CG_TRACK_SPAN + n] : 0;
+    cr_assert_eq(cg_handle_keeps((long) o), want, "option %lu", o);
+  }
+  for (step = 1; step < ULONG_MAX / 16; step *= 3) {
+    unsigned long base[] = {step * 10000, step * 8192, ULONG_MAX - step * 10000};
+    size_t i;
+    long d;
+    for (i = 0; i < 3; i++)
+      for (d = -600; d <= 600; d++) {
+        o = base[i] + (unsigned long) d;
+        if (o >= 5 * 10000)
+          cr_assert_eq(cg_handle_keeps((long) o), 0, "number %lu", o);
+      }
+  }
+}
+
+/* Every option stored as it is lands, bit for bit, in its own field and nowhere else. */
+Test(handle, stored_options_land_in_their_field) {
+#define STORED(o, f) {o, offsetof(struct cg_handle, f)},
+  static const struct {
+    long opt;
+    size_t off;
+  } cases[] = {
+      STORED(CURLOPT_HTTPHEADER, httpheader)
+      STORED(CURLOPT_FOLLOWLOCATION, followlocation)
+      STORED(CURLOPT_WRITEFUNCTION, write_fn)
+      STORED(CURLOPT_WRITEDATA, write_data)
+      STORED(CURLOPT_HEADERFUNCTION, header_fn)
+      STORED(CURLOPT_HEADERDATA, header_data)
+      STORED(CURLOPT_READFUNCTION, read_fn)
+      STORED(CURLOPT_READDATA, read_data)
+      STORED(CURLOPT_SEEKFUNCTION, seek_fn)
+      STORED(CURLOPT_SEEKDATA, seek_data)
+      STORED(CURLOPT_PREREQFUNCTION, prereq_fn)
+      STORED(CURLOPT_PREREQDATA, prereq_data)
+      STORED(CURLOPT_RESOLVER_START_FUNCTION, resolver_start_fn)
+      STORED(CURLOPT_RESOLVER_START_DATA, resolver_start_data)
+      STORED(CURLOPT_OPENSOCKETFUNCTION, opensocket_fn)
+      STORED(CURLOPT_OPENSOCKETDATA, opensocket_data)
+      STORED(CURLOPT_HSTSREADFUNCTION, hstsread_fn)
+      STORED(CURLOPT_XFERINFODATA, progress_data)
+      STORED(CURLOPT_ERRORBUFFER, errorbuffer)
+      STORED(CURLOPT_TIMEOUT_MS, timeout_ms)
+      STORED(CURLOPT_CONNECTTIMEOUT_MS, connecttimeout_ms)
+      STORED(CURLOPT_VERBOSE, verbose)
+  };
+#undef STORED
+  struct cg_handle *h = cg_handle_add(FAKE(6), &fake_lib), before;
+  size_t i, j;
+
+  cr_assert_not_null(h);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    uintptr_t bits = (uintptr_t) 0x5a5a1234f00du + i;
+    struct cg_optval v = {cg_opt_kind(cases[i].opt), {.bits = bits}};
+    cr_assert_eq(cg_handle_keeps(cases[i].opt), cases[i].off / sizeof(void *));
+    memcpy(&before, h, sizeof(before));
+    cg_handle_record(h, cases[i].opt, &v);
+    cr_assert(memcmp((char *) h + cases[i].off, &bits, sizeof(bits)) == 0, "option %ld",
+              cases[i].opt);
+    for (j = 0; j < sizeof(before); j++)
+      if (j < cases[i].off || j >= cases[i].off + sizeof(bits))
+        cr_assert_eq(((char *) h)[j], ((char *) &before)[j], "option %ld changed byte %zu",
+                     cases[i].opt, j);
+  }
+  cg_handle_remove(FAKE(6));
 }
 
 /* The thread's memo of its last lookup never outlives the shadow: removed, replaced, and
