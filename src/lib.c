@@ -12,15 +12,6 @@
 #include <string.h>
 
 #define CG_MAX_LIBS 8
-#define CG_SITE_SLOTS 1024 /* power of two */
-
-/* Call-site cache: open addressing, keys published with release stores after the
- * value, read with acquire loads.  Inserts happen under cg__lib_mutex. */
-struct cg__site {
-  uintptr_t key;
-  const struct cg_lib *lib;
-  int internal; /* the call site lies inside `lib` itself */
-};
 
 static pthread_mutex_t cg__lib_mutex = PTHREAD_MUTEX_INITIALIZER;
 
@@ -38,7 +29,7 @@ __attribute__((constructor)) static void cg__fork_register(void) {
 static struct cg_lib cg__libs[CG_MAX_LIBS];
 static void *cg__lib_keys[CG_MAX_LIBS]; /* address of the real curl_easy_perform */
 static int cg__nlibs;
-static struct cg__site cg__sites[CG_SITE_SLOTS];
+struct cg_lib_site cg_lib_sites[CG_LIB_SITES]; /* the call-site cache (lib.h) */
 
 /* An address inside this very library, to recognise our own symbols. */
 static int cg__self_marker;
@@ -218,24 +209,15 @@ static const struct cg_lib *cg__resolve_locked(const void *caller) {
   return &cg__libs[cg__nlibs++];
 }
 
-static size_t cg__slot(uintptr_t key) {
-  uint64_t h = (uint64_t) key * 0x9E3779B97F4A7C15ull;
-  return (size_t) (h >> 54) & (CG_SITE_SLOTS - 1);
-}
-
-/* The call-site cache's key of `caller` (0 is the empty slot's). */
-static uintptr_t cg__site_key(const void *caller) {
-  return caller ? (uintptr_t) caller : 1;
-}
-
 /* The call-site cache's entry of `key`, or NULL when it has none yet.  Lock-free. */
-static inline const struct cg__site *cg__site_find(uintptr_t key) {
+static inline const struct cg_lib_site *cg__site_find(uintptr_t key) {
   size_t i, probe;
 
-  for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
-    uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_ACQUIRE);
+  for (probe = 0, i = cg_lib_site_slot(key); probe < 16;
+       probe++, i = (i + 1) & (CG_LIB_SITES - 1)) {
+    uintptr_t k = __atomic_load_n(&cg_lib_sites[i].key, __ATOMIC_ACQUIRE);
     if (k == key)
-      return &cg__sites[i];
+      return &cg_lib_sites[i];
     if (k == 0)
       break;
   }
@@ -247,7 +229,7 @@ static inline const struct cg__site *cg__site_find(uintptr_t key) {
  * cold: the callers' common path is the cache's answer alone. */
 static __attribute__((noinline, cold)) const struct cg_lib *
 cg__lib_resolve(const void *caller, int *internal) {
-  uintptr_t key = cg__site_key(caller);
+  uintptr_t key = cg_lib_site_key(caller);
   const struct cg_lib *lib;
   size_t i, probe;
   int inside = 0;
@@ -260,14 +242,15 @@ cg__lib_resolve(const void *caller, int *internal) {
     inside = cg__inside(caller, lib->base);
     if (internal)
       *internal = inside;
-    for (probe = 0, i = cg__slot(key); probe < 16; probe++, i = (i + 1) & (CG_SITE_SLOTS - 1)) {
-      uintptr_t k = __atomic_load_n(&cg__sites[i].key, __ATOMIC_RELAXED);
+    for (probe = 0, i = cg_lib_site_slot(key); probe < 16;
+         probe++, i = (i + 1) & (CG_LIB_SITES - 1)) {
+      uintptr_t k = __atomic_load_n(&cg_lib_sites[i].key, __ATOMIC_RELAXED);
       if (k == key)
         break;
       if (k == 0) {
-        cg__sites[i].lib = lib;
-        cg__sites[i].internal = inside;
-        __atomic_store_n(&cg__sites[i].key, key, __ATOMIC_RELEASE);
+        cg_lib_sites[i].lib = lib;
+        cg_lib_sites[i].internal = inside;
+        __atomic_store_n(&cg_lib_sites[i].key, key, __ATOMIC_RELEASE);
         break;
       }
     }
@@ -278,16 +261,16 @@ cg__lib_resolve(const void *caller, int *internal) {
   return lib;
 }
 
-const struct cg_lib *cg_lib_for_caller(const void *caller) {
-  const struct cg__site *s = cg__site_find(cg__site_key(caller));
+const struct cg_lib *cg_lib_for_caller_rest(const void *caller) {
+  const struct cg_lib_site *s = cg__site_find(cg_lib_site_key(caller));
 
   if (CG_RARE(!s))
     return cg__lib_resolve(caller, NULL);
   return s->lib;
 }
 
-const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
-  const struct cg__site *s = cg__site_find(cg__site_key(caller));
+const struct cg_lib *cg_lib_for_caller_ex_rest(const void *caller, int *internal) {
+  const struct cg_lib_site *s = cg__site_find(cg_lib_site_key(caller));
 
   if (CG_RARE(!s))
     return cg__lib_resolve(caller, internal);

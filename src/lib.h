@@ -14,6 +14,8 @@
 #define CG_LIB_H
 
 #include <curl/curl.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /* The real functions of one loaded libcurl.  Every pointer the guard needs is
@@ -67,17 +69,64 @@ const char *cg_lib_soname(const struct link_map *lm);
  * every call straight on to the next object, so calls are guarded once, by the first. */
 int cg_lib_is_duplicate(void);
 
+/* The call-site cache of cg_lib_for_caller(_ex): open addressing on the return address,
+ * keys published with release stores after the value, read with acquire loads; inserts
+ * happen under lib.c's mutex.  Defined in lib.c. */
+#define CG_LIB_SITES 1024 /* power of two */
+struct cg_lib_site {
+  uintptr_t key; /* cg_lib_site_key(caller); 0: empty */
+  const struct cg_lib *lib;
+  int internal; /* the call site lies inside `lib` itself */
+};
+extern struct cg_lib_site cg_lib_sites[CG_LIB_SITES] __attribute__((visibility("hidden")));
+
+/* The call-site cache's key of `caller` (0 is the empty slot's). */
+static inline uintptr_t cg_lib_site_key(const void *caller) {
+  return caller ? (uintptr_t) caller : 1;
+}
+
+/* The first slot of `key`'s probe chain in cg_lib_sites. */
+static inline size_t cg_lib_site_slot(uintptr_t key) {
+  uint64_t h = (uint64_t) key * 0x9E3779B97F4A7C15ull;
+  return (size_t) (h >> 54) & (CG_LIB_SITES - 1);
+}
+
+/* cg_lib_for_caller past the first slot of the call site's chain (a later slot, or the
+ * site's first call). */
+const struct cg_lib *cg_lib_for_caller_rest(const void *caller);
+
 /* The libcurl that code at address `caller` (a return address) binds to, or NULL
  * when no complete libcurl can be found (then a "curlguard:" line was printed once).
- * Thread-safe; the result lives as long as the process. */
-const struct cg_lib *cg_lib_for_caller(const void *caller);
+ * Thread-safe; the result lives as long as the process.  Inline: libcurl's own calls of
+ * the multi API go through the shim several times a request, and a call site's answer
+ * is most often in the first slot of its chain, so the common path is one compare. */
+static inline const struct cg_lib *cg_lib_for_caller(const void *caller) {
+  uintptr_t key = cg_lib_site_key(caller);
+  const struct cg_lib_site *s = &cg_lib_sites[cg_lib_site_slot(key)];
+
+  if (__builtin_expect(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == key, 1))
+    return s->lib;
+  return cg_lib_for_caller_rest(caller);
+}
 
 /* The same, and in `*internal` 1 when `caller` lies inside that libcurl itself: libcurl
  * calls its own exported API through the PLT (7.88's Curl_conncache_init makes the
  * connection cache's closure handle with curl_easy_init() and frees it with Curl_close,
  * never curl_easy_cleanup), so such a call is libcurl's business, not the host's.
- * Cached per call site like cg_lib_for_caller. */
-const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal);
+ * Cached per call site like cg_lib_for_caller, and inline like it (curl_easy_init asks:
+ * twice a request under curl's tool). */
+const struct cg_lib *cg_lib_for_caller_ex_rest(const void *caller, int *internal);
+static inline const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
+  uintptr_t key = cg_lib_site_key(caller);
+  const struct cg_lib_site *s = &cg_lib_sites[cg_lib_site_slot(key)];
+
+  if (__builtin_expect(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == key, 1)) {
+    if (internal)
+      *internal = s->internal;
+    return s->lib;
+  }
+  return cg_lib_for_caller_ex_rest(caller, internal);
+}
 
 /* Guarding is on (CURLGUARD: cg_config_enabled) and this is the first copy of the
  * library in the process (cg_lib_is_duplicate): both are fixed once known, so after the

@@ -27,11 +27,23 @@
 #define CG_EXPORT __attribute__((visibility("default")))
 #define CG_CALLER() __builtin_extract_return_addr(__builtin_return_address(0))
 
+/* cg__cm for the shadow `cm` of a multi handle the guard drives: `cm`, unless the call
+ * comes from inside libcurl itself.  Apart from cg__cm, whose common path it is not for
+ * most hosts (libcurl's easy driver calls several times a request on its private multi
+ * handle, which has no shadow). */
+static __attribute__((noinline)) struct cg_multi *
+cg__cm_guarded(struct cg_multi *cm, const void *caller, const struct cg_lib **lib) {
+  int internal = 0;
+
+  *lib = cg_multi_lib(cm);
+  cg_lib_for_caller_ex(caller, &internal);
+  return internal ? NULL : cm;
+}
+
 /* The shadow of `m` when the guard drives this call, else NULL; `*lib` gets the libcurl
  * that serves the call either way (NULL: none found, a "curlguard:" line was printed). */
 static struct cg_multi *cg__cm(CURLM *m, const void *caller, const struct cg_lib **lib) {
   struct cg_multi *cm = NULL;
-  int internal = 0;
 
   if (m && cg_lib_guarding())
     cm = cg_multi_get(m);
@@ -39,9 +51,7 @@ static struct cg_multi *cg__cm(CURLM *m, const void *caller, const struct cg_lib
     *lib = cg_lib_for_caller(caller);
     return NULL;
   }
-  *lib = cg_multi_lib(cm);
-  cg_lib_for_caller_ex(caller, &internal);
-  return internal ? NULL : cm;
+  return cg__cm_guarded(cm, caller, lib);
 }
 
 /* The real function `fn` of `lib`, or return `fail` (no libcurl, or it lacks it: rare,

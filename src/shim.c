@@ -16,7 +16,6 @@
 #include <curl/curl.h>
 
 #include "attempt.h"
-#include "config.h"
 #include "guard.h"
 #include "handle.h"
 #include "hot.h"
@@ -71,8 +70,9 @@ CG_EXPORT CURL *curl_easy_init(void) {
  * whole work, and the register entry point's for its rare cases.  `caller` is the
  * return address of curl_easy_setopt.  Not inlined: the register entry point then calls
  * it from its rare path alone, and its own code stays apart from the common one. */
-static __attribute__((noinline)) CURLcode cg__setopt(CURL *curl, long opt, const struct cg_optval *v,
-                           const void *caller) {
+static __attribute__((noinline)) CURLcode cg__setopt(CURL *curl, long opt,
+                                                      const struct cg_optval *v,
+                                                      const void *caller) {
   struct cg_handle *h;
   CURLcode rc;
 

@@ -1042,7 +1042,8 @@ Test(handle, untracked_options_change_nothing) {
   cr_assert(cg_handle_keeps(CURLOPT_POSTFIELDSIZE_LARGE) >= CG_KEEP_SWITCH);
   cr_assert_eq(cg_handle_keeps(CURLOPT_WRITEFUNCTION),
                offsetof(struct cg_handle, write_fn) / sizeof(void *));
-  cr_assert_eq(cg_handle_keeps(CURLOPT_VERBOSE), offsetof(struct cg_handle, verbose) / sizeof(void *));
+  cr_assert_eq(cg_handle_keeps(CURLOPT_VERBOSE),
+               offsetof(struct cg_handle, verbose) / sizeof(void *));
   cr_assert(!cg_handle_keeps(CURLOPT_SSL_VERIFYPEER));
   cr_assert(!cg_handle_keeps(CURLOPT_USERAGENT));
   cr_assert(!cg_handle_keeps(-1));
