@@ -66,6 +66,15 @@ CG_EXPORT CURL *curl_easy_init(void) {
   return curl;
 }
 
+/* libcurl refused option `opt` of `h` with `rc`: nothing is recorded, but a refused
+ * protocol list leaves the handle's unknown.  Returns `rc`. */
+static __attribute__((cold, noinline)) CURLcode cg__setopt_refused(struct cg_handle *h,
+                                                                   long opt, CURLcode rc) {
+  if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR)
+    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
+  return rc;
+}
+
 /* curl_easy_setopt for an argument of any kind, read as `v`: the portable entry point's
  * whole work, and the register entry point's for its rare cases.  `caller` is the
  * return address of curl_easy_setopt.  Not inlined: the register entry point then calls
@@ -92,20 +101,10 @@ static __attribute__((noinline)) CURLcode cg__setopt(CURL *curl, long opt,
   }
   /* h->lib: the creator's libcurl, never NULL (cg_handle_add's callers check it). */
   rc = cg_optval_forward(h->lib->easy_setopt, curl, opt, v);
-  if (rc == CURLE_OK)
-    cg_handle_record(h, opt, v);
-  else if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR)
-    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
-  return rc;
-}
-
-/* libcurl refused option `opt` of `h` with `rc`: nothing is recorded, but a refused
- * protocol list leaves the handle's unknown.  Returns `rc`. */
-static __attribute__((cold, noinline)) CURLcode cg__setopt_refused(struct cg_handle *h,
-                                                                   long opt, CURLcode rc) {
-  if (opt == CURLOPT_PROTOCOLS || opt == CG_OPT_PROTOCOLS_STR)
-    cg_handle_protocols_unknown(h); /* refused, yet libcurl may have kept part of it */
-  return rc;
+  if (rc != CURLE_OK)
+    return cg__setopt_refused(h, opt, rc);
+  cg_handle_record(h, opt, v);
+  return CURLE_OK;
 }
 
 /* The host's most frequent call: with the guard off, straight to the caller's libcurl;
