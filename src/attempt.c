@@ -2,6 +2,7 @@
 #include "attempt.h"
 
 #include "clock.h"
+#include "hot.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -36,42 +37,37 @@ struct cg_held_block {
 
 /* ---- calling the host, as libcurl would ---- */
 
-/* Call the host's body writer.  Returns what it returned. */
-static size_t cg__host_write(struct cg_attempt *a, char *p, size_t n) {
-  const struct cg_handle *h = a->h;
-  if (h->write_fn)
-    return h->write_fn(p, 1, n, h->write_data);
-  return fwrite(p, 1, n, (FILE *) h->write_data);
+/* The host refused `k` bytes: the transfer ends, the host's decision (never retried). */
+static void cg__host_refused(struct cg_attempt *a, enum cg_kind k) {
+  a->host_aborted = 1;
+  /* libcurl's own wording (lib/sendf.c), so the host sees the usual text. */
+  snprintf(a->errbuf, sizeof(a->errbuf), "%s",
+           k == CG_KIND_WRITE ? "Failure writing output to destination"
+                              : "Failed writing header");
 }
 
-/* Call the host's header writer, or drop the line when the host asked for none. */
-static size_t cg__host_header(struct cg_attempt *a, char *p, size_t n) {
-  const struct cg_handle *h = a->h;
-  if (h->header_fn)
-    return h->header_fn(p, 1, n, h->header_data);
-  if (!h->header_data)
-    return n; /* headers are not delivered at all */
-  if (h->write_fn)
-    return h->write_fn(p, 1, n, h->header_data);
-  return fwrite(p, 1, n, (FILE *) h->header_data);
-}
-
-/* 1 when header lines reach a host callback at all (see cg__host_header). */
-static int cg__host_takes_headers(const struct cg_handle *h) {
-  return h->header_fn || h->header_data;
-}
-
+/* Hand `n` bytes of kind `k` to the host: body bytes to its write function (fwrite to
+ * WRITEDATA by default); header lines to its header function, else to the write function
+ * with HEADERDATA when only HEADERDATA is set, else nowhere (they reach nobody: returns
+ * `n` without marking the attempt delivered).  Returns what the host returned. */
 static size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p, size_t n) {
-  size_t r = k == CG_KIND_WRITE ? cg__host_write(a, p, n) : cg__host_header(a, p, n);
-  if (r != n && r != CURL_WRITEFUNC_PAUSE) {
-    a->host_aborted = 1;
-    /* libcurl's own wording (lib/sendf.c), so the host sees the usual text. */
-    snprintf(a->errbuf, sizeof(a->errbuf), "%s",
-             k == CG_KIND_WRITE ? "Failure writing output to destination"
-                                : "Failed writing header");
+  const struct cg_handle *h = a->h;
+  curl_write_callback fn = h->write_fn;
+  void *data = h->write_data;
+  size_t r;
+
+  if (k == CG_KIND_HEADER) {
+    data = h->header_data;
+    if (h->header_fn)
+      fn = h->header_fn;
+    else if (!data)
+      return n; /* headers are not delivered at all: nothing to take back */
   }
-  if (r == n && (k == CG_KIND_WRITE || cg__host_takes_headers(a->h)))
-    a->delivered = 1; /* dropped header lines reached nobody: nothing to take back */
+  r = fn ? fn(p, 1, n, data) : fwrite(p, 1, n, (FILE *) data);
+  if (r == n)
+    a->delivered = 1;
+  else if (CG_RARE(r != CURL_WRITEFUNC_PAUSE))
+    cg__host_refused(a, k);
   return r;
 }
 
@@ -251,7 +247,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
   v = colon + 1;
   while (v < p + n && (*v == ' ' || *v == '\t'))
     v++;
-  if (nl == 8 && strncasecmp(p, "location", 8) == 0) {
+  if (CG_RARE(nl == 8 && strncasecmp(p, "location", 8) == 0)) { /* a redirect or 201 */
     a->hints.has_location = a->hints_set = a->saw_location = 1;
     return;
   }
@@ -283,7 +279,7 @@ static long cg__status_line(const char *p, size_t n) {
     i++;
   while (i < n && p[i] == ' ')
     i++;
-  while (i < n && isdigit((unsigned char) p[i]) && digits < 3) {
+  while (i < n && (unsigned char) (p[i] - '0') < 10 && digits < 3) { /* isdigit, no call */
     s = s * 10 + (p[i] - '0');
     i++;
     digits++;
@@ -354,6 +350,39 @@ static int cg__usage_body(const struct cg_hints *hints) {
 
 /* ---- libcurl-facing callbacks ---- */
 
+/* Bytes that are ready to stream while nothing is held (most often a status line that
+ * decides at once): handed to the host directly, as holding them and flushing the held
+ * list would hand them, without copying them (issue 16: that path is code a request need
+ * not run).  Only when the host pauses are they held, as the flush would have left them:
+ * offered again from the held list when libcurl delivers them again. */
+static size_t cg__hand_over(struct cg_attempt *a, enum cg_kind k, char *p, size_t n,
+                            int ready) {
+  size_t r;
+
+  a->mode = CG_MODE_FLUSHING;
+  r = cg__host(a, k, p, n);
+  if (CG_RARE(r == CURL_WRITEFUNC_PAUSE)) {
+    if (cg__hold(a, k, p, n) == 0) {
+      a->dup_skip[k] = n;
+      return CURL_WRITEFUNC_PAUSE;
+    }
+    /* Out of memory: libcurl delivers them again, and they stream then. */
+    cg_warn_once("hold-oom", "out of memory holding a response; handing it over");
+    a->mode = CG_MODE_STREAM;
+    a->dup_skip[k] = 0;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  a->mode = CG_MODE_STREAM;
+  if (r != n)
+    return 0;
+  /* As cg__on_data: a followed redirect's headers that went nowhere leave the next hop
+   * held. */
+  if (ready == CG_READY_HOP && !a->delivered)
+    a->mode = CG_MODE_HOLD;
+  a->dup_skip[k] = 0;
+  return n;
+}
+
 /* Common tail of both data callbacks, once the bytes are accounted for. */
 static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t n,
                           int ready) {
@@ -373,6 +402,8 @@ static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t 
     return r == n - skip ? n : 0;
   }
   if (a->mode == CG_MODE_HOLD) {
+    if (ready && !cg__first(a))
+      return cg__hand_over(a, k, p, n, ready);
     if (cg__hold(a, k, p, n) == 0) {
       if (a->held_bytes > CG_HOLD_MAX)
         ready = 1;
@@ -455,7 +486,9 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
     /* A fresh line (not the repeat of a paused one): look at it. */
     if ((s = cg__status_line(p, n)) != 0) {
       a->status = s;
-      if (a->hints_set) /* zero since cg_attempt_init's memset, or cleared here */
+      /* Zero since cg_attempt_init's memset, or cleared here: set only when a response
+       * came before this one in the transfer (1xx, a followed redirect). */
+      if (CG_RARE(a->hints_set))
         memset(&a->hints, 0, sizeof(a->hints));
       a->hints_set = 0;
       status_line = 1;
@@ -472,37 +505,15 @@ static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   return cg__on_data(a, CG_KIND_HEADER, p, n, ready);
 }
 
-/* The guard's own timers.  Returns 1 when the attempt must stop now.  Bytes going out
- * count as activity too: a slow upload is neither idle nor waiting for an answer.
- * t_sent_ms, t_last_rx_ms and `now` are the coarse clock (clock.h): libcurl runs the
- * progress callback for every pass of its loop, and a split timeout (seconds) does not
- * need the fine one.  A timeout fires a tick after it is due on those stamps, so never
- * early; cg_attempt_timers_next's due times include the tick, and
- * cg_attempt_timers_check, run at them, passes the fine clock. */
-static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
-                      int64_t now) {
+/* The part of cg__timers that runs once its quiet time has come: whether a split timeout
+ * fired, else the next quiet time.  Out of line: most calls never get here. */
+static __attribute__((noinline)) int cg__timers_due(struct cg_attempt *a,
+                                                     curl_off_t ultotal, curl_off_t ulnow,
+                                                     int64_t now) {
   /* The stamps lag the moments they stand for by up to a tick: waiting a tick longer
    * keeps a timeout from firing early. */
-  int64_t last, slack, quiet;
+  int64_t last, slack = cg_coarse_tick_ms(), quiet;
 
-  if (ulnow > a->last_ulnow) {
-    a->last_ulnow = ulnow;
-    a->t_sent_ms = now;
-  } else if (!a->t_sent_ms) {
-    /* libcurl started sending: the prereq callback ran (libcurl >= 7.80: no getinfo per
-     * call), or, without it, the pre-transfer time is set. */
-    curl_off_t pre = 0;
-    if (a->watch_resend ? a->requests_sent > 0
-                        : a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T,
-                                                  &pre) == CURLE_OK &&
-                              pre > 0)
-      a->t_sent_ms = now;
-  }
-  /* Most calls come long before anything can be due (issue 16: 12 a request): see the
-   * end. */
-  if (now < a->timers_quiet_ms)
-    return 0;
-  slack = cg_coarse_tick_ms();
   if (a->t_last_rx_ms) {
     last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
     if (a->read_timeout_ms > 0 && now - last >= a->read_timeout_ms + slack) {
@@ -523,7 +534,8 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
    * soonest, and, while nothing was sent yet or once bytes come, at the stamp then
    * taken + timeout + slack.  That stamp is no earlier than now - slack (`now` may be
    * the fine clock, cg_attempt_timers_check, and the stamps the coarse one).  While
-   * t_sent_ms is unknown and only the getinfo above would find it, every call looks. */
+   * t_sent_ms is unknown and only the getinfo in cg__timers would find it, every call
+   * looks. */
   quiet = INT64_MAX;
   if (a->first_byte_timeout_ms > 0)
     quiet = a->t_sent_ms ? a->t_sent_ms + a->first_byte_timeout_ms + slack
@@ -532,6 +544,35 @@ static int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow
     quiet = now + a->read_timeout_ms;
   a->timers_quiet_ms = a->t_sent_ms || a->watch_resend ? quiet : 0;
   return 0;
+}
+
+/* The guard's own timers.  Returns 1 when the attempt must stop now.  Bytes going out
+ * count as activity too: a slow upload is neither idle nor waiting for an answer.
+ * t_sent_ms, t_last_rx_ms and `now` are the coarse clock (clock.h): libcurl runs the
+ * progress callback for every pass of its loop, and a split timeout (seconds) does not
+ * need the fine one.  A timeout fires a tick after it is due on those stamps, so never
+ * early; cg_attempt_timers_next's due times include the tick, and
+ * cg_attempt_timers_check, run at them, passes the fine clock.  Inline: the progress
+ * callback runs it about 12 times a request (issue 16). */
+static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
+                             int64_t now) {
+  if (ulnow > a->last_ulnow) {
+    a->last_ulnow = ulnow;
+    a->t_sent_ms = now;
+  } else if (!a->t_sent_ms) {
+    /* libcurl started sending: the prereq callback ran (libcurl >= 7.80: no getinfo per
+     * call), or, without it, the pre-transfer time is set. */
+    curl_off_t pre = 0;
+    if (a->watch_resend ? a->requests_sent > 0
+                        : a->h->lib->easy_getinfo(a->h->curl, CURLINFO_PRETRANSFER_TIME_T,
+                                                  &pre) == CURLE_OK &&
+                              pre > 0)
+      a->t_sent_ms = now;
+  }
+  /* Most calls come long before anything can be due: see cg__timers_due's end. */
+  if (now < a->timers_quiet_ms)
+    return 0;
+  return cg__timers_due(a, ultotal, ulnow, now);
 }
 
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
@@ -563,16 +604,15 @@ int cg_attempt_timers_check(struct cg_attempt *a) {
   return cg__timers(a, ultotal > 0 ? ultotal : 0, ulnow, cg_mono_ms());
 }
 
-static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
-                           curl_off_t ultotal, curl_off_t ulnow) {
-  struct cg_attempt *a = arg;
+/* The host's progress callback, for a host that asked for progress (NOPROGRESS 0).  Out
+ * of line: hosts that ask for none (curl's tool with -s) do not run its code. */
+static __attribute__((noinline)) int cg__host_progress(struct cg_attempt *a,
+                                                        curl_off_t dltotal, curl_off_t dlnow,
+                                                        curl_off_t ultotal,
+                                                        curl_off_t ulnow) {
   const struct cg_handle *h = a->h;
   int r;
 
-  if (cg__timers(a, ultotal, ulnow, cg_coarse_ms()))
-    return 1; /* CURLE_ABORTED_BY_CALLBACK; the guard reports it as a timeout */
-  if (h->noprogress)
-    return 0;
   if (h->xferinfo_fn)
     r = h->xferinfo_fn(h->progress_data, dltotal, dlnow, ultotal, ulnow);
   else if (h->progress_fn)
@@ -583,6 +623,17 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
   if (r != 0 && r != CURL_PROGRESSFUNC_CONTINUE)
     a->host_aborted = 1;
   return r;
+}
+
+static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+                           curl_off_t ultotal, curl_off_t ulnow) {
+  struct cg_attempt *a = arg;
+
+  if (cg__timers(a, ultotal, ulnow, cg_coarse_ms()))
+    return 1; /* CURLE_ABORTED_BY_CALLBACK; the guard reports it as a timeout */
+  if (a->h->noprogress)
+    return 0;
+  return cg__host_progress(a, dltotal, dlnow, ultotal, ulnow);
 }
 
 static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port) {
@@ -681,72 +732,150 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
   a->resend_mode = CG_RESEND_ALLOW;
 }
 
-CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms) {
-  CURL *c = a->h->curl;
-  CURLcode (*set)(CURL *, CURLoption, ...) = a->h->lib->easy_setopt;
-  CURLcode rc = CURLE_OK;
+/* When an option of cg__opts is set: bits of the mask cg__set_opts is given. */
+enum {
+  CG__W_ALWAYS,    /* every attempt */
+  CG__W_READ,      /* the host's read callback is wrapped (a->wrap_read) */
+  CG__W_HEADERS,   /* the attempt has its own request header list */
+  CG__W_PREREQ,    /* the prereq callback is installed (a->watch_resend) */
+  CG__W_RESOLVER,  /* the host set a resolver start callback */
+  CG__W_SEEK,      /* the host set a seek callback (curl's tool always does) */
+  CG__W_SOCKET,    /* the host set an open socket callback */
+  CG__W_HSTS,      /* the host's HSTS read callback is left out of this perform */
+  CG__W_PROGRESS   /* put back only: the host's progress function decides libcurl's flag */
+};
 
-  a->h->set_in_perform = 0;
-#define CG_SET(opt, val)                                                                  \
-  do {                                                                                    \
-    CURLcode r_ = set(c, opt, val);                                                       \
-    if (r_ != CURLE_OK && rc == CURLE_OK)                                                 \
-      rc = r_;                                                                            \
-  } while (0)
-  CG_SET(CURLOPT_WRITEFUNCTION, cg__write_cb);
-  CG_SET(CURLOPT_WRITEDATA, (void *) a);
-  CG_SET(CURLOPT_HEADERFUNCTION, cg__header_cb);
-  CG_SET(CURLOPT_HEADERDATA, (void *) a);
-  CG_SET(CURLOPT_XFERINFOFUNCTION, cg__xferinfo_cb);
-  CG_SET(CURLOPT_XFERINFODATA, (void *) a);
-  CG_SET(CURLOPT_NOPROGRESS, 0L);
-  CG_SET(CURLOPT_ERRORBUFFER, a->errbuf);
-  CG_SET(CURLOPT_TIMEOUT_MS, timeout_ms);
-  CG_SET(CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
-  if (a->wrap_read) {
-    CG_SET(CURLOPT_READFUNCTION, cg__read_cb);
-    CG_SET(CURLOPT_READDATA, (void *) a);
-  }
-  if (a->headers)
-    CG_SET(CURLOPT_HTTPHEADER, a->headers);
-  if (a->watch_resend) {
-    CG_SET(CURLOPT_PREREQFUNCTION, cg__prereq_cb);
-    CG_SET(CURLOPT_PREREQDATA, (void *) a);
-  }
-  if (a->h->resolver_start_fn) {
-    CG_SET(CURLOPT_RESOLVER_START_FUNCTION, cg__resolver_start_cb);
-    CG_SET(CURLOPT_RESOLVER_START_DATA, (void *) a);
-  }
-  if (a->h->seek_fn) {
-    CG_SET(CURLOPT_SEEKFUNCTION, cg__seek_cb);
-    CG_SET(CURLOPT_SEEKDATA, (void *) a);
-  }
-  if (a->h->opensocket_fn) {
-    CG_SET(CURLOPT_OPENSOCKETFUNCTION, cg__opensocket_cb);
-    CG_SET(CURLOPT_OPENSOCKETDATA, (void *) a);
-  }
+/* Where the attempt's value of an option of cg__opts comes from: cg__opts' own callback,
+ * or a slot of the values cg_attempt_install gathers. */
+enum { CG__O_FN, CG__O_ATTEMPT, CG__O_ERRBUF, CG__O_ZERO, CG__O_TIMEOUT, CG__O_CONNECT,
+       CG__O_HEADERS, CG__O_N };
+
+/* An 8-byte option value: libcurl reads it as the type its option number says
+ * (optval.h). */
+union cg__val {
+  long l;
+  void *p;
+  void (*f)(void);
+};
+
+/* The options an attempt sets, in the order it sets them, and cg__put_back sets back in
+ * the same order: XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback
+ * flag (lib/setopt.c), which the one set last decides.  Set when bit `when` of the mask is
+ * on; the attempt's value comes from `ours` (`fn` for CG__O_FN), the host's is the handle's
+ * field at `host`. */
+#define CG__FN(f) ((void (*)(void)) (f))
+/* The offset of the handle's field `f`, which must be 8 bytes (a pointer or a long). */
+#define CG__HOST(f)                                                                        \
+  (offsetof(struct cg_handle, f) +                                                         \
+   0 * sizeof(char[sizeof(((struct cg_handle *) 0)->f) == sizeof(union cg__val) ? 1 : -1]))
+static const struct cg__opt {
+  CURLoption opt;
+  unsigned char when, ours;
+  unsigned short host;
+  void (*fn)(void);
+} cg__opts[] = {
+  {CURLOPT_WRITEFUNCTION, CG__W_ALWAYS, CG__O_FN, CG__HOST(write_fn),
+   CG__FN(cg__write_cb)}, /* host NULL: libcurl's fwrite default */
+  {CURLOPT_WRITEDATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(write_data), 0},
+  {CURLOPT_HEADERFUNCTION, CG__W_ALWAYS, CG__O_FN, CG__HOST(header_fn),
+   CG__FN(cg__header_cb)},
+  {CURLOPT_HEADERDATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(header_data), 0},
+  {CURLOPT_XFERINFOFUNCTION, CG__W_ALWAYS, CG__O_FN, CG__HOST(xferinfo_fn),
+   CG__FN(cg__xferinfo_cb)},
+  /* The host's xferinfo function is set back first, then its progress function if the
+   * flag would otherwise differ from the host's. */
+  {CURLOPT_PROGRESSFUNCTION, CG__W_PROGRESS, CG__O_ZERO, CG__HOST(progress_fn),
+   0},
+  {CURLOPT_XFERINFODATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(progress_data),
+   0},
+  {CURLOPT_NOPROGRESS, CG__W_ALWAYS, CG__O_ZERO, CG__HOST(noprogress), 0},
+  {CURLOPT_ERRORBUFFER, CG__W_ALWAYS, CG__O_ERRBUF, CG__HOST(errorbuffer), 0},
+  {CURLOPT_TIMEOUT_MS, CG__W_ALWAYS, CG__O_TIMEOUT, CG__HOST(timeout_ms), 0},
+  {CURLOPT_CONNECTTIMEOUT_MS, CG__W_ALWAYS, CG__O_CONNECT,
+   CG__HOST(connecttimeout_ms), 0},
+  /* Host NULL puts libcurl's default back (fread for the read function). */
+  {CURLOPT_READFUNCTION, CG__W_READ, CG__O_FN, CG__HOST(read_fn),
+   CG__FN(cg__read_cb)},
+  {CURLOPT_READDATA, CG__W_READ, CG__O_ATTEMPT, CG__HOST(read_data), 0},
+  {CURLOPT_HTTPHEADER, CG__W_HEADERS, CG__O_HEADERS, CG__HOST(httpheader), 0},
+  /* Refused before 7.80: never set then. */
+  {CURLOPT_PREREQFUNCTION, CG__W_PREREQ, CG__O_FN, CG__HOST(prereq_fn),
+   CG__FN(cg__prereq_cb)},
+  {CURLOPT_PREREQDATA, CG__W_PREREQ, CG__O_ATTEMPT, CG__HOST(prereq_data), 0},
+  {CURLOPT_RESOLVER_START_FUNCTION, CG__W_RESOLVER, CG__O_FN,
+   CG__HOST(resolver_start_fn), CG__FN(cg__resolver_start_cb)},
+  {CURLOPT_RESOLVER_START_DATA, CG__W_RESOLVER, CG__O_ATTEMPT,
+   CG__HOST(resolver_start_data), 0},
+  {CURLOPT_SEEKFUNCTION, CG__W_SEEK, CG__O_FN, CG__HOST(seek_fn),
+   CG__FN(cg__seek_cb)},
+  {CURLOPT_SEEKDATA, CG__W_SEEK, CG__O_ATTEMPT, CG__HOST(seek_data), 0},
+  {CURLOPT_OPENSOCKETFUNCTION, CG__W_SOCKET, CG__O_FN, CG__HOST(opensocket_fn),
+   CG__FN(cg__opensocket_cb)},
+  {CURLOPT_OPENSOCKETDATA, CG__W_SOCKET, CG__O_ATTEMPT,
+   CG__HOST(opensocket_data), 0},
   /* libcurl asks the HSTS read callback at the start of every perform (lib/transfer.c
    * Curl_pretransfer -> Curl_hsts_loadcb) and keeps what it got in the handle's cache
    * (data->hsts lives until curl_easy_cleanup): a retry must not ask again (a one-shot
-   * iterator, like curl's test 1915, may not be called after it said it was done). */
-  if (a->skip_hsts_read && a->h->hstsread_fn)
-    CG_SET(CURLOPT_HSTSREADFUNCTION, (curl_hstsread_callback) NULL);
-#undef CG_SET
+   * iterator, like curl's test 1915, may not be called after it said it was done), so the
+   * attempt sets none. */
+  {CURLOPT_HSTSREADFUNCTION, CG__W_HSTS, CG__O_ZERO, CG__HOST(hstsread_fn), 0},
+};
+#undef CG__FN
+#undef CG__HOST
+
+/* The mask of cg__opts' options attempt `a` sets (without CG__W_PROGRESS). */
+static unsigned cg__opts_mask(const struct cg_attempt *a) {
+  const struct cg_handle *h = a->h;
+
+  return 1u << CG__W_ALWAYS | (unsigned) (a->wrap_read != 0) << CG__W_READ |
+         (unsigned) (a->headers != NULL) << CG__W_HEADERS |
+         (unsigned) (a->watch_resend != 0) << CG__W_PREREQ |
+         (unsigned) (h->resolver_start_fn != NULL) << CG__W_RESOLVER |
+         (unsigned) (h->seek_fn != NULL) << CG__W_SEEK |
+         (unsigned) (h->opensocket_fn != NULL) << CG__W_SOCKET |
+         (unsigned) (a->skip_hsts_read && h->hstsread_fn) << CG__W_HSTS;
+}
+
+/* Set the options of cg__opts whose bit is in `mask` on `c`, in order: to the attempt's
+ * values `ours`, or with NULL to the host's from `h`.  One loop rather than a call per
+ * option keeps the code an attempt runs to a few cache lines (issue 16).  Returns
+ * CURLE_OK or the first error. */
+static CURLcode cg__set_opts(const struct cg_handle *h, CURL *c, unsigned mask,
+                             const union cg__val *ours) {
+  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+  CURLcode rc = CURLE_OK, r;
+  const struct cg__opt *o;
+  union cg__val v;
+
+  for (o = cg__opts; o < cg__opts + sizeof(cg__opts) / sizeof(cg__opts[0]); o++) {
+    if (!(mask >> o->when & 1))
+      continue;
+    if (ours)
+      v = o->ours == CG__O_FN ? (union cg__val){.f = o->fn} : ours[o->ours];
+    else
+      memcpy(&v, (const char *) h + o->host, sizeof(v));
+    if (o->opt < CURLOPTTYPE_OBJECTPOINT)
+      r = set(c, o->opt, v.l);
+    else if (o->opt < CURLOPTTYPE_FUNCTIONPOINT)
+      r = set(c, o->opt, v.p);
+    else
+      r = set(c, o->opt, v.f);
+    if (r != CURLE_OK && rc == CURLE_OK)
+      rc = r;
+  }
   return rc;
 }
 
-/* The host's progress callbacks back (see cg_attempt_put_back). */
-static void cg__put_back_progress(const struct cg_handle *h, CURL *c) {
-  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms) {
+  union cg__val ours[CG__O_N] = {{0}};
 
-  /* XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback flag
-   * (lib/setopt.c): the one set last decides it, so set the host's xferinfo and then,
-   * if the flag would differ from the host's, the host's progress function. */
-  set(c, CURLOPT_XFERINFOFUNCTION, h->xferinfo_fn);
-  if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
-    set(c, CURLOPT_PROGRESSFUNCTION, h->progress_fn);
-  set(c, CURLOPT_XFERINFODATA, h->progress_data);
-  set(c, CURLOPT_NOPROGRESS, (long) h->noprogress);
+  ours[CG__O_ATTEMPT].p = a;
+  ours[CG__O_ERRBUF].p = a->errbuf;
+  ours[CG__O_TIMEOUT].l = timeout_ms;
+  ours[CG__O_CONNECT].l = connect_timeout_ms;
+  ours[CG__O_HEADERS].p = a->headers;
+  a->h->set_in_perform = 0;
+  return cg__set_opts(a->h, a->h->curl, cg__opts_mask(a), ours);
 }
 
 /* The host's values back on `c`: with `a`, only what cg_attempt_install changed for that
@@ -754,41 +883,11 @@ static void cg__put_back_progress(const struct cg_handle *h, CURL *c) {
  * values, which libcurl was given by the shim); with NULL, all of them, wrapped or not
  * (cg_attempt_put_back). */
 static void cg__put_back(const struct cg_handle *h, CURL *c, const struct cg_attempt *a) {
-  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+  unsigned mask = a ? cg__opts_mask(a) : ~(1u << CG__W_PROGRESS);
 
-  set(c, CURLOPT_WRITEFUNCTION, h->write_fn); /* NULL: libcurl's fwrite default */
-  set(c, CURLOPT_WRITEDATA, h->write_data);
-  set(c, CURLOPT_HEADERFUNCTION, h->header_fn);
-  set(c, CURLOPT_HEADERDATA, h->header_data);
-  cg__put_back_progress(h, c);
-  set(c, CURLOPT_ERRORBUFFER, h->errorbuffer);
-  set(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
-  set(c, CURLOPT_CONNECTTIMEOUT_MS, h->connecttimeout_ms);
-  /* NULL puts libcurl's default back (fread for the read function). */
-  if (!a || a->wrap_read) {
-    set(c, CURLOPT_READFUNCTION, h->read_fn);
-    set(c, CURLOPT_READDATA, h->read_data);
-  }
-  if (!a || a->headers)
-    set(c, CURLOPT_HTTPHEADER, h->httpheader);
-  if (!a || a->watch_resend) {
-    set(c, CURLOPT_PREREQFUNCTION, h->prereq_fn); /* refused before 7.80: never set then */
-    set(c, CURLOPT_PREREQDATA, h->prereq_data);
-  }
-  if (!a || h->resolver_start_fn) {
-    set(c, CURLOPT_RESOLVER_START_FUNCTION, h->resolver_start_fn);
-    set(c, CURLOPT_RESOLVER_START_DATA, h->resolver_start_data);
-  }
-  if (!a || h->seek_fn) {
-    set(c, CURLOPT_SEEKFUNCTION, h->seek_fn);
-    set(c, CURLOPT_SEEKDATA, h->seek_data);
-  }
-  if (!a || h->opensocket_fn) {
-    set(c, CURLOPT_OPENSOCKETFUNCTION, h->opensocket_fn);
-    set(c, CURLOPT_OPENSOCKETDATA, h->opensocket_data);
-  }
-  if (!a || (a->skip_hsts_read && h->hstsread_fn))
-    set(c, CURLOPT_HSTSREADFUNCTION, h->hstsread_fn);
+  if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
+    mask |= 1u << CG__W_PROGRESS;
+  cg__set_opts(h, c, mask, NULL);
 }
 
 void cg_attempt_restore(struct cg_attempt *a) {
