@@ -13,6 +13,11 @@
 
 enum cg_kind { CG_KIND_WRITE = 0, CG_KIND_HEADER = 1 };
 
+/* Starts a function at a 64-byte line: for the callbacks libcurl runs many times a
+ * request, whose common path is laid out from their start, so that it takes as few lines
+ * as its bytes need, wherever the code before it ends (issue 16). */
+#define CG__LINE_ALIGNED __attribute__((aligned(64)))
+
 /* A held event: its header, then its bytes, in a block (cg_held_block). */
 struct cg_event {
   size_t len;
@@ -50,7 +55,8 @@ static void cg__host_refused(struct cg_attempt *a, enum cg_kind k) {
  * WRITEDATA by default); header lines to its header function, else to the write function
  * with HEADERDATA when only HEADERDATA is set, else nowhere (they reach nobody: returns
  * `n` without marking the attempt delivered).  Returns what the host returned. */
-static size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p, size_t n) {
+static CG__LINE_ALIGNED size_t cg__host(struct cg_attempt *a, enum cg_kind k, char *p,
+                                        size_t n) {
   const struct cg_handle *h = a->h;
   curl_write_callback fn = h->write_fn;
   void *data = h->write_data;
@@ -354,9 +360,10 @@ static int cg__usage_body(const struct cg_hints *hints) {
  * decides at once): handed to the host directly, as holding them and flushing the held
  * list would hand them, without copying them (issue 16: that path is code a request need
  * not run).  Only when the host pauses are they held, as the flush would have left them:
- * offered again from the held list when libcurl delivers them again. */
-static size_t cg__hand_over(struct cg_attempt *a, enum cg_kind k, char *p, size_t n,
-                            int ready) {
+ * offered again from the held list when libcurl delivers them again.  Out of line: once
+ * a response. */
+static __attribute__((noinline)) size_t cg__hand_over(struct cg_attempt *a, enum cg_kind k,
+                                                       char *p, size_t n, int ready) {
   size_t r;
 
   a->mode = CG_MODE_FLUSHING;
@@ -383,27 +390,16 @@ static size_t cg__hand_over(struct cg_attempt *a, enum cg_kind k, char *p, size_
   return n;
 }
 
-/* Common tail of both data callbacks, once the bytes are accounted for. */
-static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t n,
-                          int ready) {
-  size_t skip, r;
+/* cg__on_data while the response is held or being flushed: `skip` of the `n` bytes are
+ * held already (libcurl delivers them again after a pause).  Out of line: most of a
+ * response's lines and chunks stream. */
+static __attribute__((noinline)) size_t cg__on_held_data(struct cg_attempt *a, enum cg_kind k,
+                                                          char *p, size_t n, int ready,
+                                                          size_t skip) {
+  size_t r;
   int rc;
 
-  /* After a pause, libcurl delivers the paused bytes again: we hold them already. */
-  skip = a->dup_skip[k] < n ? a->dup_skip[k] : n;
-
-  if (a->mode == CG_MODE_STREAM) {
-    r = cg__host(a, k, p + skip, n - skip);
-    if (r == CURL_WRITEFUNC_PAUSE) {
-      a->dup_skip[k] = skip;
-      return CURL_WRITEFUNC_PAUSE;
-    }
-    a->dup_skip[k] = 0;
-    return r == n - skip ? n : 0;
-  }
   if (a->mode == CG_MODE_HOLD) {
-    if (ready && !cg__first(a))
-      return cg__hand_over(a, k, p, n, ready);
     if (cg__hold(a, k, p, n) == 0) {
       if (a->held_bytes > CG_HOLD_MAX)
         ready = 1;
@@ -442,6 +438,26 @@ static size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p, size_t 
   return n;
 }
 
+/* Common tail of both data callbacks, once the bytes are accounted for. */
+static CG__LINE_ALIGNED size_t cg__on_data(struct cg_attempt *a, enum cg_kind k, char *p,
+                                           size_t n, int ready) {
+  /* After a pause, libcurl delivers the paused bytes again: we hold them already. */
+  size_t skip = a->dup_skip[k] < n ? a->dup_skip[k] : n, r;
+
+  if (a->mode != CG_MODE_STREAM) {
+    if (a->mode == CG_MODE_HOLD && ready && !cg__first(a))
+      return cg__hand_over(a, k, p, n, ready);
+    return cg__on_held_data(a, k, p, n, ready, skip);
+  }
+  r = cg__host(a, k, p + skip, n - skip);
+  if (r == CURL_WRITEFUNC_PAUSE) {
+    a->dup_skip[k] = skip;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  a->dup_skip[k] = 0;
+  return r == n - skip ? n : 0;
+}
+
 /* 1 when a held 2xx/3xx body has all its announced bytes: libcurl counts the body's
  * bytes as received, before decoding, before it calls the write function
  * (lib/transfer.c readwrite_data), so CURLINFO_SIZE_DOWNLOAD_T includes these. */
@@ -459,7 +475,7 @@ static int cg__body_complete(struct cg_attempt *a) {
          got >= want;
 }
 
-static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
+static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   size_t n = size * nmemb;
   a->bytes_body += (int64_t) n;
@@ -473,7 +489,7 @@ static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   return cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
 }
 
-static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
+static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   size_t n = size * nmemb;
   int status_line = 0, end = 0, ready = 0;
@@ -625,8 +641,8 @@ static __attribute__((noinline)) int cg__host_progress(struct cg_attempt *a,
   return r;
 }
 
-static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
-                           curl_off_t ultotal, curl_off_t ulnow) {
+static CG__LINE_ALIGNED int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+                                            curl_off_t ultotal, curl_off_t ulnow) {
   struct cg_attempt *a = arg;
 
   if (cg__timers(a, ultotal, ulnow, cg_coarse_ms()))
@@ -636,7 +652,8 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
   return cg__host_progress(a, dltotal, dlnow, ultotal, ulnow);
 }
 
-static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port) {
+static CG__LINE_ALIGNED int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port,
+                                          int local_port) {
   struct cg_attempt *a = arg;
   const struct cg_handle *h = a->h;
   /* Coarse (clock.h): it only tells a re-send after a second's silence from one at once. */
@@ -840,8 +857,8 @@ static unsigned cg__opts_mask(const struct cg_attempt *a) {
  * values `ours`, or with NULL to the host's from `h`.  One loop rather than a call per
  * option keeps the code an attempt runs to a few cache lines (issue 16).  Returns
  * CURLE_OK or the first error. */
-static CURLcode cg__set_opts(const struct cg_handle *h, CURL *c, unsigned mask,
-                             const union cg__val *ours) {
+static CG__LINE_ALIGNED CURLcode cg__set_opts(const struct cg_handle *h, CURL *c,
+                                              unsigned mask, const union cg__val *ours) {
   CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
   CURLcode rc = CURLE_OK, r;
   const struct cg__opt *o;
@@ -1006,9 +1023,16 @@ CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int 
   return CURLE_OK;
 }
 
-void cg_attempt_discard(struct cg_attempt *a) {
+/* Drop every held event (there is one).  Out of line: an attempt's end most often finds
+ * nothing held. */
+static __attribute__((noinline, cold)) void cg__discard_all(struct cg_attempt *a) {
   while (cg__first(a))
     cg__drop_head(a);
+}
+
+void cg_attempt_discard(struct cg_attempt *a) {
+  if (cg__first(a))
+    cg__discard_all(a);
 }
 
 void *cg_attempt_keep(struct cg_attempt *a) {
@@ -1043,8 +1067,10 @@ void cg_attempt_free(struct cg_attempt *a) {
     free(b);
   }
   a->head = a->tail = NULL;
-  free(a->spare);
+  if (a->spare) /* most often none: no call of free(NULL) */
+    free(a->spare);
   a->spare = NULL;
-  cg_usage_free(a->usage);
+  if (a->usage)
+    cg_usage_free(a->usage);
   a->usage = NULL;
 }
