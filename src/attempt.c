@@ -460,8 +460,9 @@ static CG__LINE_ALIGNED size_t cg__on_data(struct cg_attempt *a, enum cg_kind k,
 
 /* 1 when a held 2xx/3xx body has all its announced bytes: libcurl counts the body's
  * bytes as received, before decoding, before it calls the write function
- * (lib/transfer.c readwrite_data), so CURLINFO_SIZE_DOWNLOAD_T includes these. */
-static int cg__body_complete(struct cg_attempt *a) {
+ * (lib/transfer.c readwrite_data), so CURLINFO_SIZE_DOWNLOAD_T includes these.  Out of
+ * line: asked only while a response is held. */
+static __attribute__((noinline)) int cg__body_complete(struct cg_attempt *a) {
   curl_off_t got = 0;
   char *end;
   long long want;
