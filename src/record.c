@@ -2,6 +2,7 @@
 #include "record.h"
 
 #include "clock.h"
+#include "hot.h"
 #include "log.h"
 #include "tls.h"
 
@@ -616,8 +617,9 @@ static __attribute__((noinline, cold)) ssize_t cg__write_rest(int fd, const char
 
 /* The whole line with write(2) (cg__write_rest when one does not take it).  A regular
  * file or a character device never raises SIGPIPE, so only stderr ("-", which may be a
- * pipe) needs cg_write_quiet's signal mask. */
-static ssize_t cg__write_line(int fd, const char *line, size_t len) {
+ * pipe) needs cg_write_quiet's signal mask.  Inline: one call fewer per record. */
+static inline __attribute__((always_inline)) ssize_t cg__write_line(int fd, const char *line,
+                                                                    size_t len) {
   ssize_t w;
   if (fd == STDERR_FILENO)
     return cg_write_quiet(fd, line, len);
@@ -633,16 +635,18 @@ static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen
   static unsigned opened; /* openings so far */
   int fd;
   pthread_mutex_lock(&cg__log_mutex);
-  if (cg__log_fd >= 0 && closed == opened) {
+  /* Reopening is rare: its code is out of line (issue 16). */
+  if (CG_RARE(cg__log_fd >= 0 && closed == opened)) {
     cg__log_fd = -2; /* closed by the host: open the log again */
     if (!cg__log_stderr)
       cg__log_disturbed = 1;
-  } else if (cg__log_fd >= 0 && !cg__log_stderr &&
-             (!cg__log_high || cg__log_check_due()) && !cg__log_still_ours(cg__log_fd)) {
+  } else if (CG_RARE(cg__log_fd >= 0 && !cg__log_stderr &&
+                     (!cg__log_high || cg__log_check_due()) &&
+                     !cg__log_still_ours(cg__log_fd))) {
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */
     cg__log_disturbed = 1;
   }
-  if (cg__log_fd == -2) {
+  if (CG_RARE(cg__log_fd == -2)) {
     cg__log_fd = cg__log_open(c);
     opened++;
   }
@@ -662,26 +666,29 @@ static __attribute__((noinline)) int cg__record_emit(const struct cg_config *c,
   ssize_t w;
   int fd;
 
-  if ((fd = cg__log_get(c, 0, &gen)) < 0)
+  if (CG_RARE((fd = cg__log_get(c, 0, &gen)) < 0))
     return -1;
   /* On the stack; only a record with very long strings (a 5000-byte task id) needs more. */
-  if (!(line = cg__record_write(r, small, sizeof(small), &len))) {
+  if (CG_RARE(!(line = cg__record_write(r, small, sizeof(small), &len)))) {
     cg_warn_once("record-oom", "out of memory writing a usage record; record dropped");
     return -1;
   }
   w = cg__write_line(fd, line, len);
-  if (w < 0 && errno == EBADF) { /* the host closed it: once more, reopened */
-    if ((fd = cg__log_get(c, gen, &gen)) < 0) {
-      if (line != small) /* cg__log_open said why */
-        free(line);
-      return -1;
+  /* What follows a failed write is out of line (issue 16): one write(2) takes a line. */
+  if (CG_RARE(w != (ssize_t) len)) {
+    if (w < 0 && errno == EBADF) { /* the host closed it: once more, reopened */
+      if ((fd = cg__log_get(c, gen, &gen)) < 0) {
+        if (line != small) /* cg__log_open said why */
+          free(line);
+        return -1;
+      }
+      w = cg__write_line(fd, line, len);
     }
-    w = cg__write_line(fd, line, len);
+    if (w != (ssize_t) len)
+      cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
+                   w < 0 ? strerror(errno) : "short write");
   }
-  if (w != (ssize_t) len)
-    cg_warn_once("record-write", "usage log write failed: %s; records may be missing",
-                 w < 0 ? strerror(errno) : "short write");
-  if (line != small)
+  if (CG_RARE(line != small))
     free(line);
   return w == (ssize_t) len ? 0 : -1;
 }
