@@ -5,7 +5,6 @@
 #include "hot.h"
 #include "log.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -642,6 +641,8 @@ static __attribute__((noinline)) int cg__host_progress(struct cg_attempt *a,
   return r;
 }
 
+/* libcurl's progress callback: the guard's split timers, then the host's progress
+ * callback, if it asked for one. */
 static CG__LINE_ALIGNED int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
                                             curl_off_t ultotal, curl_off_t ulnow) {
   struct cg_attempt *a = arg;
@@ -802,15 +803,12 @@ static const struct cg__opt {
    CG__FN(cg__xferinfo_cb)},
   /* The host's xferinfo function is set back first, then its progress function if the
    * flag would otherwise differ from the host's. */
-  {CURLOPT_PROGRESSFUNCTION, CG__W_PROGRESS, CG__O_ZERO, CG__HOST(progress_fn),
-   0},
-  {CURLOPT_XFERINFODATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(progress_data),
-   0},
+  {CURLOPT_PROGRESSFUNCTION, CG__W_PROGRESS, CG__O_ZERO, CG__HOST(progress_fn), 0},
+  {CURLOPT_XFERINFODATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(progress_data), 0},
   {CURLOPT_NOPROGRESS, CG__W_ALWAYS, CG__O_ZERO, CG__HOST(noprogress), 0},
   {CURLOPT_ERRORBUFFER, CG__W_ALWAYS, CG__O_ERRBUF, CG__HOST(errorbuffer), 0},
   {CURLOPT_TIMEOUT_MS, CG__W_ALWAYS, CG__O_TIMEOUT, CG__HOST(timeout_ms), 0},
-  {CURLOPT_CONNECTTIMEOUT_MS, CG__W_ALWAYS, CG__O_CONNECT,
-   CG__HOST(connecttimeout_ms), 0},
+  {CURLOPT_CONNECTTIMEOUT_MS, CG__W_ALWAYS, CG__O_CONNECT, CG__HOST(connecttimeout_ms), 0},
   /* Host NULL puts libcurl's default back (fread for the read function). */
   {CURLOPT_READFUNCTION, CG__W_READ, CG__O_FN, CG__HOST(read_fn),
    CG__FN(cg__read_cb)},
@@ -829,8 +827,7 @@ static const struct cg__opt {
   {CURLOPT_SEEKDATA, CG__W_SEEK, CG__O_ATTEMPT, CG__HOST(seek_data), 0},
   {CURLOPT_OPENSOCKETFUNCTION, CG__W_SOCKET, CG__O_FN, CG__HOST(opensocket_fn),
    CG__FN(cg__opensocket_cb)},
-  {CURLOPT_OPENSOCKETDATA, CG__W_SOCKET, CG__O_ATTEMPT,
-   CG__HOST(opensocket_data), 0},
+  {CURLOPT_OPENSOCKETDATA, CG__W_SOCKET, CG__O_ATTEMPT, CG__HOST(opensocket_data), 0},
   /* libcurl asks the HSTS read callback at the start of every perform (lib/transfer.c
    * Curl_pretransfer -> Curl_hsts_loadcb) and keeps what it got in the handle's cache
    * (data->hsts lives until curl_easy_cleanup): a retry must not ask again (a one-shot
@@ -916,6 +913,58 @@ void cg_attempt_restore(struct cg_attempt *a) {
 
 void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {
   cg__put_back(h, c, NULL);
+}
+
+/* Drop every held event (there is one).  Out of line: an attempt's end most often finds
+ * nothing held. */
+static __attribute__((noinline, cold)) void cg__discard_all(struct cg_attempt *a) {
+  while (cg__first(a))
+    cg__drop_head(a);
+}
+
+void cg_attempt_discard(struct cg_attempt *a) {
+  if (cg__first(a))
+    cg__discard_all(a);
+}
+
+void *cg_attempt_keep(struct cg_attempt *a) {
+  struct cg_held_block *b = a->spare;
+
+  cg_attempt_discard(a);
+  if (!b && a->head && a->head == a->tail && a->head->cap == CG__BLOCK_CAP) {
+    b = a->head;
+    a->head = a->tail = NULL;
+  }
+  a->spare = NULL;
+  return b;
+}
+
+void cg_attempt_reuse(struct cg_attempt *a, void *kept) {
+  if (a->spare)
+    free(kept);
+  else
+    a->spare = kept;
+}
+
+void cg_attempt_kept_free(void *kept) {
+  free(kept);
+}
+
+void cg_attempt_free(struct cg_attempt *a) {
+  struct cg_held_block *b, *next;
+
+  cg_attempt_discard(a);
+  for (b = a->head; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  a->head = a->tail = NULL;
+  if (a->spare) /* most often none: no call of free(NULL) */
+    free(a->spare);
+  a->spare = NULL;
+  if (a->usage)
+    cg_usage_free(a->usage);
+  a->usage = NULL;
 }
 
 static CURLcode cg__deliver(struct cg_attempt *a, int64_t deadline_ms);
@@ -1022,56 +1071,4 @@ CURLcode cg_attempt_deliver_step(struct cg_attempt *a, int64_t deadline_ms, int 
   a->mode = CG_MODE_STREAM;
   a->h->replaying = 0;
   return CURLE_OK;
-}
-
-/* Drop every held event (there is one).  Out of line: an attempt's end most often finds
- * nothing held. */
-static __attribute__((noinline, cold)) void cg__discard_all(struct cg_attempt *a) {
-  while (cg__first(a))
-    cg__drop_head(a);
-}
-
-void cg_attempt_discard(struct cg_attempt *a) {
-  if (cg__first(a))
-    cg__discard_all(a);
-}
-
-void *cg_attempt_keep(struct cg_attempt *a) {
-  struct cg_held_block *b = a->spare;
-
-  cg_attempt_discard(a);
-  if (!b && a->head && a->head == a->tail && a->head->cap == CG__BLOCK_CAP) {
-    b = a->head;
-    a->head = a->tail = NULL;
-  }
-  a->spare = NULL;
-  return b;
-}
-
-void cg_attempt_reuse(struct cg_attempt *a, void *kept) {
-  if (a->spare)
-    free(kept);
-  else
-    a->spare = kept;
-}
-
-void cg_attempt_kept_free(void *kept) {
-  free(kept);
-}
-
-void cg_attempt_free(struct cg_attempt *a) {
-  struct cg_held_block *b, *next;
-
-  cg_attempt_discard(a);
-  for (b = a->head; b; b = next) {
-    next = b->next;
-    free(b);
-  }
-  a->head = a->tail = NULL;
-  if (a->spare) /* most often none: no call of free(NULL) */
-    free(a->spare);
-  a->spare = NULL;
-  if (a->usage)
-    cg_usage_free(a->usage);
-  a->usage = NULL;
 }
