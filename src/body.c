@@ -1,5 +1,6 @@
 /* body.c - what a JSON request body says before it is sent (see body.h). */
 #include "body.h"
+#include "hot.h"
 
 #include <locale.h>
 #include <stdlib.h>
@@ -149,40 +150,48 @@ static const unsigned char *cg__string_slow(const unsigned char *p, const unsign
   return e + 1;
 }
 
-/* The bits set in a 16-bit mask. */
-static inline unsigned cg__bits16(unsigned x) {
-  x = x - (x >> 1 & 0x5555);
-  x = (x & 0x3333) + (x >> 2 & 0x3333);
-  x = (x + (x >> 4)) & 0x0F0F;
-  return (x + (x >> 8)) & 0x1F;
-}
+/* The bits set in each byte: two loads count a 16-bit mask, without a branch or the
+ * dozen instructions of a bit trick in the string loop's lines. */
+static const unsigned char cg__bits8[256] = {
+#define CG__B2(n) n, n + 1, n + 1, n + 2
+#define CG__B4(n) CG__B2(n), CG__B2(n + 1), CG__B2(n + 1), CG__B2(n + 2)
+#define CG__B6(n) CG__B4(n), CG__B4(n + 1), CG__B4(n + 1), CG__B4(n + 2)
+  CG__B6(0), CG__B6(1), CG__B6(1), CG__B6(2)
+#undef CG__B6
+#undef CG__B4
+#undef CG__B2
+};
 
-/* The first '"', '\\' or NUL at or after `s`, or `end`.  With `chars`, the UTF-8
- * characters before it (bytes that are not 10xxxxxx) are added to `*chars`.  16 bytes at
- * a time with SSE2, one at a time without. */
+/* The first '"', '\\' or NUL at or after `s`, or `end`; `*chars` gets the UTF-8
+ * characters before it (bytes that are not 10xxxxxx).  16 bytes at a time with SSE2, one
+ * at a time without.  Counted for names too (not needed there): one copy of the loop,
+ * without a test of whether to count in it (issue 16: code lines). */
 static inline const unsigned char *cg__plain(const unsigned char *s, const unsigned char *end,
                                              int64_t *chars) {
+  const unsigned char *s0 = s;
+  int64_t cont = 0; /* 10xxxxxx bytes passed */
 #ifdef __SSE2__
   const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
-  const __m128i cont = _mm_set1_epi8((char) 0xC0); /* signed: 10xxxxxx is below it */
+  const __m128i lead = _mm_set1_epi8((char) 0xC0); /* signed: 10xxxxxx is below it */
   while (end - s >= 16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned stop = (unsigned) _mm_movemask_epi8(_mm_or_si128(
         _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)), _mm_cmpeq_epi8(x, zero)));
-    unsigned n = stop ? (unsigned) __builtin_ctz(stop) : 16;
-    if (chars) {
-      unsigned before = (1u << n) - 1;
-      unsigned c = (unsigned) _mm_movemask_epi8(_mm_cmplt_epi8(x, cont)) & before;
-      *chars += (int64_t) (n - (c ? cg__bits16(c) : 0));
+    /* the bytes before the first stop (all 16 without one) */
+    unsigned c = (unsigned) _mm_movemask_epi8(_mm_cmplt_epi8(x, lead)) & (stop ^ (stop - 1)) >> 1;
+    if (c) /* not ASCII */
+      cont += cg__bits8[c & 0xff] + cg__bits8[c >> 8];
+    if (stop) {
+      s += __builtin_ctz(stop);
+      *chars = (s - s0) - cont;
+      return s;
     }
-    if (stop)
-      return s + n;
     s += 16;
   }
 #endif
   for (; s < end && *s != '"' && *s != '\\' && *s; s++)
-    if (chars)
-      *chars += (*s & 0xC0) != 0x80;
+    cont += (*s & 0xC0) == 0x80;
+  *chars = (s - s0) - cont;
   return s;
 }
 
@@ -206,7 +215,10 @@ static const unsigned char *cg__string_at(const unsigned char *p, const unsigned
   const unsigned char *r;
   for (;;) {
     int use = (k->count || k->keep) && !k->nul;
-    r = cg__plain(q, end, use && k->count ? &k->chars : NULL);
+    int64_t chars;
+    r = cg__plain(q, end, &chars);
+    if (use && k->count)
+      k->chars += chars;
     if (use && k->keep && k->len + 1 < k->cap && r > q) {
       size_t n = (size_t) (r - q), room = k->cap - 1 - k->len;
       memcpy(k->keep + k->len, q, n < room ? n : room);
@@ -263,10 +275,48 @@ slow:
   return cg__string_slow(p, end, k);
 }
 
+/* Members the estimate reads: the first of each name at the top ("model" and the output
+ * limits) and the first maxOutputTokens of the first generationConfig. */
+enum { CG__M_MODEL, CG__M_MAX_TOKENS, CG__M_MAX_COMPLETION, CG__M_MAX_OUTPUT, CG__M_GENCONF,
+       CG__M_GEN_MAX, CG__M_NONE };
+
+struct cg__body {
+  int64_t chars;
+  double max_out;
+  char model[201];
+  size_t model_len;
+  unsigned seen;
+};
+
+/* A value string whose opening quote is at `p` and whose plain bytes before `r` (`chars`
+ * characters) cg__scan read: decoded from there, counted into `b` when `count`, kept as
+ * the model when `model`.  Returns the byte after its closing quote, or NULL when it does
+ * not parse.  Out of line: an escape (a "\n" in a prompt) is common enough not to be
+ * rare, but its dozen lines need not sit between those every string runs. */
+static __attribute__((noinline)) const unsigned char *
+cg__string_value(const unsigned char *p, const unsigned char *r, const unsigned char *end,
+                 struct cg__body *b, int64_t chars, int model, int count) {
+  struct cg__sink k = {0, 0, 0, NULL, 0, 0};
+  k.count = count;
+  k.chars = count ? chars : 0;
+  if (model) {
+    k.keep = b->model, k.cap = sizeof(b->model);
+    r = p + 1; /* kept from the start */
+    k.chars = 0;
+  }
+  if (!(p = cg__string_at(p, r, end, &k)))
+    return NULL;
+  b->chars += k.chars;
+  if (model)
+    b->model_len = k.len;
+  return p;
+}
+
 /* The number at `p` ('-' or a digit): the run of [0-9+-eE.], which strtod must read
- * whole.  Returns its end, or NULL; `*v` gets its value when `v`. */
-static const unsigned char *cg__number(const unsigned char *p, const unsigned char *end,
-                                       double *v) {
+ * whole.  Returns its end, or NULL; `*v` gets its value when `v`.  Out of line: cg__scan
+ * reads a number of plain digits itself. */
+static __attribute__((noinline)) const unsigned char *
+cg__number(const unsigned char *p, const unsigned char *end, double *v) {
   const unsigned char *s = p;
   int st = *p == '-' ? 0 : 1; /* 0 sign, 1 int, 2 "-." 3 ".", 4 frac, 5 e, 6 e sign, 7 exp */
   for (p++; p < end; p++) {
@@ -314,24 +364,16 @@ static const unsigned char *cg__number(const unsigned char *p, const unsigned ch
   return p;
 }
 
+/* The bytes a number's run holds besides digits: [+-eE.]. */
+static const unsigned char cg__num_byte[256] = {
+  ['+'] = 1, ['-'] = 1, ['e'] = 1, ['E'] = 1, ['.'] = 1};
+
 static const unsigned char *cg__ws(const unsigned char *p, const unsigned char *end) {
   while (p < end && *p <= ' ')
     p++;
   return p;
 }
 
-/* Members the estimate reads: the first of each name at the top ("model" and the output
- * limits) and the first maxOutputTokens of the first generationConfig. */
-enum { CG__M_MODEL, CG__M_MAX_TOKENS, CG__M_MAX_COMPLETION, CG__M_MAX_OUTPUT, CG__M_GENCONF,
-       CG__M_GEN_MAX, CG__M_NONE };
-
-struct cg__body {
-  int64_t chars;
-  double max_out;
-  char model[201];
-  size_t model_len;
-  unsigned seen;
-};
 
 /* The member name `key` (`len` bytes) in the object at `depth` (`in_gc`: the first
  * generationConfig), as a member slot. */
@@ -359,6 +401,7 @@ static int cg__scan(const unsigned char *p, const unsigned char *end, struct cg_
   unsigned depth = 0, skip = 0; /* skip: depth of a "model" member's container, or 0 */
   int in_gc = 0, slot = CG__M_NONE, is_model = 0;
   int in_arr = 0; /* the container at `depth` is an array (arr's bit, at hand) */
+  int is_key;     /* the string being read is a member name */
   char key[32];
 
   p = cg__ws(p, end);
@@ -389,38 +432,25 @@ value:
     goto key;
   }
   if (*p == '"') {
-    int count = !skip && !is_model;
-    int64_t chars = 0;
-    const unsigned char *r = cg__plain(p + 1, end, count ? &chars : NULL);
-    if (r < end && *r == '"') { /* plain, mostly */
-      if (slot == CG__M_MODEL) {
-        size_t n = (size_t) (r - (p + 1));
-        n = n < sizeof(b->model) - 1 ? n : sizeof(b->model) - 1;
-        memcpy(b->model, p + 1, n);
-        b->model_len = n;
-      }
-      b->chars += chars;
-      p = r + 1;
-    } else {
-      struct cg__sink k = {0, 0, 0, NULL, 0, 0};
-      k.count = count;
-      k.chars = chars;
-      if (slot == CG__M_MODEL) {
-        k.keep = b->model, k.cap = sizeof(b->model);
-        r = p + 1; /* kept from the start */
-        k.chars = 0;
-      }
-      if (!(p = cg__string_at(p, r, end, &k)))
-        return 0;
-      b->chars += k.chars;
-      if (slot == CG__M_MODEL)
-        b->model_len = k.len;
-    }
+    is_key = 0;
+    goto string;
   } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
     double v = 0;
     int max = slot >= CG__M_MAX_TOKENS && slot <= CG__M_MAX_OUTPUT ? 1 : slot == CG__M_GEN_MAX;
-    if (!(p = cg__number(p, end, max ? &v : NULL)))
-      return 0;
+    const unsigned char *q = p;
+    uint64_t x = 0;
+    /* Plain digits (a count, a max_tokens), up to 15 and followed by a byte no number
+     * holds, are read here: exact in a double, what strtod reads.  A sign, a fraction,
+     * an exponent or a long run go to cg__number, out of the loop's lines. */
+    for (; q < end && *q >= '0' && *q <= '9'; q++)
+      x = x * 10 + (uint64_t) (*q - '0');
+    if (CG_RARE(q == p || q - p > 15 || q == end || cg__num_byte[*q])) {
+      if (!(p = cg__number(p, end, max ? &v : NULL)))
+        return 0;
+    } else {
+      v = (double) x;
+      p = q;
+    }
     if (max && v > b->max_out)
       b->max_out = v;
   } else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
@@ -460,19 +490,36 @@ close:
 key:
   if (p >= end || *p != '"')
     return 0;
+  is_key = 1;
+string: /* a name (is_key) or a value: one scan for both, its characters counted */
   {
-    const unsigned char *r = cg__plain(p + 1, end, NULL);
-    const char *name = key;
-    size_t len;
+    int64_t chars; /* what counts of it when it is a value that is prompt text */
+    const unsigned char *r = cg__plain(p + 1, end, &chars);
+    size_t len = (size_t) (r - (p + 1));
+    const char *name = (const char *) p + 1;
     int m;
-    if (r < end && *r == '"') { /* plain: compared where it is */
-      name = (const char *) p + 1;
-      len = (size_t) (r - (p + 1));
+    if (r < end && *r == '"') { /* plain, mostly: read where it lies */
       p = r + 1;
+      if (!is_key) {
+        if (slot == CG__M_MODEL) {
+          len = len < sizeof(b->model) - 1 ? len : sizeof(b->model) - 1;
+          memcpy(b->model, name, len);
+          b->model_len = len;
+        } else if (!skip && !is_model) {
+          b->chars += chars;
+        }
+        goto after;
+      }
+    } else if (!is_key) {
+      if (!(p = cg__string_value(p, r, end, b, chars, slot == CG__M_MODEL,
+                                 !skip && !is_model)))
+        return 0;
+      goto after;
     } else {
       struct cg__sink k = {0, 0, 0, key, 0, sizeof(key) + 1};
       if (!(p = cg__string_at(p, p + 1, end, &k)))
         return 0;
+      name = key;
       len = k.len;
     }
     /* a name longer than the buffer is none of ours: len >= sizeof(key) */
