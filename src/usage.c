@@ -12,6 +12,7 @@
  * when it closes, to a tentative copy of the counts that replaces the real ones only when
  * the whole document parsed. */
 #include "usage.h"
+#include "hot.h"
 
 #include <locale.h>
 #include <stddef.h>
@@ -217,7 +218,10 @@ static inline __attribute__((always_inline)) int cg__slot_of(unsigned cx, const 
   unsigned i = cg__slot_tab[cx][CG__SLOT_H(len, c)];
   if (!i--)
     return -1;
-  return cg__slots[i].len == len && cg__same(cg__slots[i].name, key, len) ? (int) i : -1;
+  /* len >= 4: every slot's name is that long, and cg__same's loop for shorter ones is
+   * then left out of the scanner's lines */
+  return cg__slots[i].len == len && len >= 4 && cg__same(cg__slots[i].name, key, len) ? (int) i
+                                                                                        : -1;
 }
 
 /* ---- the counts, as the provider names them ---- */
@@ -306,7 +310,8 @@ static __attribute__((noinline)) int cg__type(const struct cg__facts *f) {
 
 /* One object: a whole response, one SSE event's data, or one element of an array
  * (Gemini's streamGenerateContent without alt=sse answers a JSON array of chunks). */
-static __attribute__((noinline)) void cg__object(struct cg__acc *a, const struct cg__facts *f) {
+static __attribute__((noinline, aligned(64))) void cg__object(struct cg__acc *a,
+                                                               const struct cg__facts *f) {
   int t = f->slen[CG__S_TYPE] ? cg__type(f) : CG__TY_OTHER;
   /* Anthropic's "type": "error" event, a failed Responses event, or an "error" object
    * (OpenAI and Gemini chunks, a Responses object with "status": "failed"). */
@@ -555,8 +560,9 @@ static int cg__js_decode(struct cg__js *j, unsigned char c) {
 }
 
 /* The first byte after blanks (cJSON: any byte up to 0x20) at or after `s`, or `end`:
- * 16 at a time with SSE2 (indentation). */
-static inline const unsigned char *cg__blanks(const unsigned char *s, const unsigned char *end) {
+ * 16 at a time with SSE2 (indentation).  Out of line: a copy of its loops where
+ * cg__js_feed reads blanks cost code lines (issue 16). */
+static __attribute__((noinline)) const unsigned char *cg__blanks(const unsigned char *s, const unsigned char *end) {
 #ifdef __SSE2__
   const __m128i sp = _mm_set1_epi8(' ');
   while (end - s >= 16) {
@@ -572,8 +578,9 @@ static inline const unsigned char *cg__blanks(const unsigned char *s, const unsi
   return s;
 }
 
-/* A number of digits only, [s, e): cg__js_count's reading of it. */
-static int64_t cg__count_digits(const unsigned char *s, const unsigned char *e) {
+/* A number of digits only, [s, e): cg__js_count's reading of it.  Out of line: the
+ * scanner reads a count of up to 16 digits itself. */
+static __attribute__((noinline)) int64_t cg__count_digits(const unsigned char *s, const unsigned char *e) {
   uint64_t v = 0;
   while (s < e && *s == '0')
     s++;
@@ -642,7 +649,7 @@ static void cg__js_value_done(struct cg__js *j) {
 /* The byte `c` that ends the container at the current depth. */
 static void cg__js_close(struct cg__js *j, struct cg__acc *tent, unsigned char c) {
   unsigned d;
-  if (c != (j->cur_arr ? ']' : '}')) {
+  if (CG_RARE(c != (j->cur_arr ? ']' : '}'))) {
     j->state = CG__J_FAIL;
     return;
   }
@@ -662,7 +669,7 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
   j->slot = -1;
   if (c == '{' || c == '[') {
     unsigned d = j->depth + 1, cx = CG__CX_NONE;
-    if (j->depth >= CG__DEPTH_MAX) {
+    if (CG_RARE(j->depth >= CG__DEPTH_MAX)) {
       j->state = CG__J_FAIL;
       return;
     }
@@ -728,6 +735,43 @@ static inline int cg__num_done(unsigned char st) {
   return st == CG__NUM_INT || st == CG__NUM_DOT || st == CG__NUM_FRAC || st == CG__NUM_EXP;
 }
 
+/* The number loop's state for a number that starts with `c` (then `s`) and is not plain
+ * digits ended in the buffer (`q`: where its digits end, when `c` is one; `num`: the
+ * number slot it feeds, or -1).  Returns where the number loop goes on.  Out of line,
+ * as the loop is: what a sign, a fraction or the buffer's end needs is not in the
+ * lines of the plain count (issue 16). */
+static __attribute__((noinline)) const unsigned char *
+cg__js_num_start(struct cg__js *j, unsigned char c, const unsigned char *s,
+                 const unsigned char *q, int num) {
+  j->num = num;
+  j->nlen = 0;
+  j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
+  if (num >= 0) {
+    cg__js_num_keep(j, (char) c);
+    if (c != '-') /* more to come: kept, as the number loop keeps them */
+      for (; s < q; s++)
+        cg__js_num_keep(j, (char) *s);
+  } else if (c != '-') {
+    s = q; /* digits nobody keeps: the number loop would pass them too */
+  }
+  return s;
+}
+
+/* The string loop's state for a name (`key`) or a value whose bytes are kept (`keep`),
+ * read from its start: it holds an escape or a NUL, or goes on past the buffer.  Out of
+ * line (issue 16: code lines of the plain strings' path). */
+static __attribute__((noinline)) void cg__js_str_start(struct cg__js *j, int key, int keep) {
+  j->is_key = (unsigned char) key;
+  j->sesc = j->dstate = 0;
+  if (key) {
+    j->slot = -1;
+    j->klen = keep ? 0 : sizeof(j->key); /* not kept: too long for any slot */
+    j->knul = (unsigned char) !keep;
+  } else {
+    j->rnul = 0;
+  }
+}
+
 /* A number's next byte `c` of [0-9+-eE.]: 0 when strtod would stop before it. */
 static int cg__js_num_byte(struct cg__js *j, unsigned char c) {
   j->nstate = cg__num_next(j->nstate, c);
@@ -783,6 +827,114 @@ cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned
   return s;
 }
 
+/* The rest of a string (a name or a value) from `s`, in the string loop's state: what
+ * cg__js_feed's own loop leaves (an escape, a NUL, a string the buffer's end cuts).  A
+ * name's slot is looked up at its end (j->slot).  Returns where the bytes after its
+ * closing quote start, or NULL when the buffer ended inside it or it does not parse (the
+ * state stored: CG__J_STRING or CG__J_FAIL).  Out of line, as the number and literal
+ * loops are: cg__js_feed's code lines are those of what every request runs (issue 16). */
+static __attribute__((noinline)) const unsigned char *
+cg__js_string(struct cg__js *j, const unsigned char *s, const unsigned char *end) {
+  const unsigned char *lim16 = CG__LIM16(s, end), *q;
+  unsigned char c;
+  for (;;) {
+    if (j->dstate == 0 && !j->sesc) {
+      /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
+      q = cg__string_stop(s, end, lim16, 0);
+      if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
+        cg__js_keep(j, s, (size_t) (q - s));
+      s = q;
+    }
+    if (s == end) {
+      j->state = CG__J_STRING;
+      return NULL;
+    }
+    c = *s;
+    if (c == '"' && !j->sesc) {
+      if (j->dstate == 1) { /* the decoder's backslash was the last byte: an escaped '"' */
+        cg__js_emit(j, '"');
+      } else if (j->dstate != 0) {
+        j->state = CG__J_FAIL;
+        return NULL;
+      }
+      if (j->is_key) {
+        unsigned char c0 = j->klen ? (unsigned char) j->key[0] : 0;
+        int slot = j->klen < sizeof(j->key) ? cg__slot_of(j->cur_cx, j->key, j->klen, c0) : -1;
+        if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
+          j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
+          j->slot = slot;
+        } else {
+          j->slot = -1;
+        }
+      }
+      return s + 1;
+    }
+    {
+      int esc = !j->sesc && c == '\\';
+      if (!cg__js_decode(j, c)) {
+        j->state = CG__J_FAIL;
+        return NULL;
+      }
+      j->sesc = (unsigned char) esc;
+    }
+    s++;
+  }
+}
+
+/* The rest of a number from `s`, in the number loop's state (cg__js_num_start): a sign,
+ * a fraction, an exponent, or one the buffer's end cut.  Returns where the next token
+ * starts, or NULL when the buffer ended inside it or it does not parse (the state stored:
+ * CG__J_NUMBER or CG__J_FAIL). */
+static __attribute__((noinline)) const unsigned char *
+cg__js_number(struct cg__js *j, const unsigned char *s, const unsigned char *end) {
+  for (;;) {
+    if (j->num < 0 && (j->nstate == CG__NUM_INT || j->nstate == CG__NUM_FRAC ||
+                       j->nstate == CG__NUM_EXP))
+      while (s < end && *s >= '0' && *s <= '9') /* digits nobody keeps */
+        s++;
+    if (s == end) {
+      j->state = CG__J_NUMBER;
+      return NULL;
+    }
+    if (!cg__is_num_byte(*s))
+      break;
+    if (!cg__js_num_byte(j, *s)) {
+      j->state = CG__J_FAIL; /* cJSON would find a stray byte after the number */
+      return NULL;
+    }
+    if (j->num >= 0)
+      cg__js_num_keep(j, (char) *s);
+    s++;
+  }
+  if (!cg__num_done(j->nstate)) {
+    j->state = CG__J_FAIL;
+    return NULL;
+  }
+  if (j->num >= 0) {
+    j->f.num[j->num] = cg__js_count(j);
+    j->f.nset |= UINT64_C(1) << j->num;
+    cg__js_num_release(j);
+  }
+  return s;
+}
+
+/* The rest of true, false or null from `s`.  Returns the byte after it, or NULL when the
+ * buffer ended inside it or it does not parse (the state stored: CG__J_LITERAL or
+ * CG__J_FAIL). */
+static __attribute__((noinline)) const unsigned char *
+cg__js_literal(struct cg__js *j, const unsigned char *s, const unsigned char *end) {
+  for (; s < end; s++) {
+    if (*s != (unsigned char) j->lit[j->lit_i]) {
+      j->state = CG__J_FAIL;
+      return NULL;
+    }
+    if (++j->lit_i == j->lit_n)
+      return s + 1;
+  }
+  j->state = CG__J_LITERAL;
+  return NULL;
+}
+
 /* Push `n` bytes at `s` through the scanner; each object of a document is applied to
  * `tent` when it closes.  The state is only stored when the buffer ends inside a token
  * (or between two): within a buffer each kind of token is read by its own loop, which
@@ -805,21 +957,26 @@ static __attribute__((aligned(64))) void cg__js_feed(struct cg__js *j, struct cg
   unsigned char c;
   int key, keep; /* the string being read is a name; its bytes are kept */
 
-/* Blanks (cJSON: any byte up to 0x20); at the end of the buffer the state is `st`.  None
- * or one (", ", ": ") costs a compare or two. */
+/* Blanks (cJSON: any byte up to 0x20) before the token state `st` reads.  None or one
+ * (", ", ": ") costs a compare or two; a longer run (indentation), or the end of the
+ * buffer, goes to `blanks` with the state stored, which comes back through the switch:
+ * one copy of that path, not one at each place (issue 16: code lines). */
 #define CG__JS_BLANKS(st)                                                                   \
   do {                                                                                      \
     if (s == end || *s <= ' ') {                                                            \
       if (s < end && ++s < end && *s > ' ')                                                 \
         break;                                                                              \
-      s = cg__blanks(s, end);                                                               \
-      if (s == end) {                                                                       \
-        j->state = (st);                                                                    \
-        return;                                                                             \
-      }                                                                                     \
+      j->state = (st);                                                                      \
+      goto blanks;                                                                          \
     }                                                                                       \
   } while (0)
 
+  if (0) {
+  blanks: /* a run of blanks before the token `j->state` reads (CG__JS_BLANKS) */
+    s = cg__blanks(s, end);
+    if (s == end)
+      return;
+  }
   switch (j->state) {
   case CG__J_VALUE: goto value;
   case CG__J_ARR_FIRST: goto arr_first;
@@ -866,17 +1023,7 @@ value_tok: /* s: the value's first byte */
         goto value_done;
       }
     }
-    j->num = num;
-    j->nlen = 0;
-    j->nstate = c == '-' ? CG__NUM_SIGN : CG__NUM_INT;
-    if (num >= 0) {
-      cg__js_num_keep(j, (char) c);
-      if (c != '-') /* more to come: kept, as the number loop keeps them */
-        for (; s < q; s++)
-          cg__js_num_keep(j, (char) *s);
-    } else if (c != '-') {
-      s = q; /* digits nobody keeps: the number loop would pass them too */
-    }
+    s = cg__js_num_start(j, c, s, c == '-' ? s : q, num);
     goto number;
   }
   if ((c == 'n' || c == 't') && end - s >= 3 && memcmp(s, c == 'n' ? "ull" : "rue", 3) == 0) {
@@ -912,7 +1059,7 @@ key_first:
 key:
   CG__JS_BLANKS(CG__J_KEY);
 key_quote:
-  if (*s++ != '"') {
+  if (CG_RARE(*s++ != '"')) {
     j->state = CG__J_FAIL;
     return;
   }
@@ -945,15 +1092,7 @@ str: /* s: after the opening quote of a name (`key`) or a value; `keep`: its byt
     goto value_done;
   }
   /* an escape, a NUL or the buffer's end: the string loop reads it from its start */
-  j->is_key = (unsigned char) key;
-  j->sesc = j->dstate = 0;
-  if (key) {
-    j->slot = -1;
-    j->klen = keep ? 0 : sizeof(j->key); /* not kept: too long for any slot */
-    j->knul = (unsigned char) !keep;
-  } else {
-    j->rnul = 0;
-  }
+  cg__js_str_start(j, key, keep);
   goto string;
 
 colon:
@@ -970,104 +1109,27 @@ colon:
     }
   }
   CG__JS_BLANKS(CG__J_COLON);
-  if (*s++ != ':') {
+  if (CG_RARE(*s++ != ':')) {
     j->state = CG__J_FAIL;
     return;
   }
   goto value;
 
 string: /* the rest of a string (a name or a value) */
-  for (;;) {
-    if (j->dstate == 0 && !j->sesc) {
-      /* no escape pending: plain bytes up to a '"' or '\' are kept or skipped at once */
-      q = cg__string_stop(s, end, lim16, 0);
-      if (j->is_key ? !j->knul : j->rec >= 0 && !j->rnul)
-        cg__js_keep(j, s, (size_t) (q - s));
-      s = q;
-    }
-    if (s == end) {
-      j->state = CG__J_STRING;
-      return;
-    }
-    c = *s;
-    if (c == '"' && !j->sesc) {
-      if (j->dstate == 1) { /* the decoder's backslash was the last byte: an escaped '"' */
-        cg__js_emit(j, '"');
-      } else if (j->dstate != 0) {
-        j->state = CG__J_FAIL;
-        return;
-      }
-      s++;
-      if (!j->is_key)
-        goto value_done;
-      {
-        unsigned char c0 = j->klen ? (unsigned char) j->key[0] : 0;
-        int slot = j->klen < sizeof(j->key) ? cg__slot_of(j->cur_cx, j->key, j->klen, c0) : -1;
-        if (slot >= 0 && !(j->f.seen & (UINT64_C(1) << slot))) {
-          j->f.seen |= UINT64_C(1) << slot; /* only a name's first member counts */
-          j->slot = slot;
-        } else {
-          j->slot = -1;
-        }
-      }
-      goto colon;
-    }
-    {
-      int esc = !j->sesc && c == '\\';
-      if (!cg__js_decode(j, c)) {
-        j->state = CG__J_FAIL;
-        return;
-      }
-      j->sesc = (unsigned char) esc;
-    }
-    s++;
-  }
+  if (!(s = cg__js_string(j, s, end)))
+    return;
+  if (!j->is_key)
+    goto value_done;
+  goto colon;
 
 number: /* the rest of a number */
-  for (;;) {
-    if (j->num < 0 && (j->nstate == CG__NUM_INT || j->nstate == CG__NUM_FRAC ||
-                       j->nstate == CG__NUM_EXP))
-      while (s < end && *s >= '0' && *s <= '9') /* digits nobody keeps */
-        s++;
-    if (s == end) {
-      j->state = CG__J_NUMBER;
-      return;
-    }
-    c = *s;
-    if (!cg__is_num_byte(c))
-      break;
-    if (!cg__js_num_byte(j, c)) {
-      j->state = CG__J_FAIL; /* cJSON would find a stray byte after the number */
-      return;
-    }
-    if (j->num >= 0)
-      cg__js_num_keep(j, (char) c);
-    s++;
-  }
-  if (!cg__num_done(j->nstate)) {
-    j->state = CG__J_FAIL;
+  if (!(s = cg__js_number(j, s, end)))
     return;
-  }
-  if (j->num >= 0) {
-    j->f.num[j->num] = cg__js_count(j);
-    j->f.nset |= UINT64_C(1) << j->num;
-    cg__js_num_release(j);
-  }
-  goto value_done; /* `c` is the next token's */
+  goto value_done; /* `*s` is the next token's */
 
 literal: /* the rest of true, false or null */
-  for (; s < end; s++) {
-    if (*s != (unsigned char) j->lit[j->lit_i]) {
-      j->state = CG__J_FAIL;
-      return;
-    }
-    if (++j->lit_i == j->lit_n) {
-      s++;
-      goto value_done;
-    }
-  }
-  j->state = CG__J_LITERAL;
-  return;
+  if (!(s = cg__js_literal(j, s, end)))
+    return;
 
 value_done:
   if (j->depth == 0) {
@@ -1368,7 +1430,7 @@ static const unsigned char cg__scan_k[8][32] __attribute__((aligned(32))) = {
  * only without one; the bytes read are those from `from` up to `to` and a few either
  * side, which the caller knows hold none).  No call in it (cg__word_at inlined), so what
  * it keeps stays in registers. */
-__attribute__((target("avx2"))) static int cg__scan_avx2(const char *s, size_t n, size_t from,
+__attribute__((target("avx2"), aligned(64))) static int cg__scan_avx2(const char *s, size_t n, size_t from,
                                                          size_t to, const char *model,
                                                          size_t mlen, const char **skip,
                                                          struct cg__mm_regs *rg) {
@@ -1848,7 +1910,7 @@ static void cg__sse_field_done(struct cg_usage_parser *p) {
  * Flattened: cg__scan_avx2 and the rest inlined (a call and the registers it saves cost
  * some 20 instructions an event); what is rare stays out of line, noinline (cg__document,
  * cg__may_matter_keep, cg__may_matter_all, cg__scan). */
-__attribute__((target("avx2"), flatten)) static const char *
+__attribute__((target("avx2"), flatten, aligned(64))) static const char *
 cg__sse_line_avx2(struct cg_usage_parser *p, const char *v, const char *e) {
   const char *k = p->mm.buf, *nl = NULL;
   size_t m = p->mm_len, l, pre, i, vn, lim;
@@ -2018,7 +2080,8 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
   }
 }
 
-void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
+__attribute__((aligned(64))) void cg_usage_feed(struct cg_usage_parser *p, const char *buf,
+                                                size_t len) {
   if (!p || !buf)
     return;
   if (p->mode == CG__MODE_START) {
@@ -2054,19 +2117,20 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len) {
   cg__sse_feed(p, buf, len);
 }
 
-void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
+__attribute__((aligned(64))) void cg_usage_finish(struct cg_usage_parser *p,
+                                                  struct cg_usage *out) {
   const struct cg__acc *a;
   int64_t in, outp;
-  if (!out)
+  if (CG_RARE(!out))
     return;
-  if (!p)
-    memset(out, 0, sizeof(*out)); /* else each way below sets what is not a number */
-  out->input = out->cached_input = out->cache_write = out->output = out->reasoning =
-    out->total = -1;
-  if (!p)
+  if (CG_RARE(!p)) {
+    memset(out, 0, sizeof(*out));
+    out->input = out->cached_input = out->cache_write = out->output = out->reasoning =
+      out->total = -1;
     return;
+  }
   if (p->mode == CG__MODE_JSON) {
-    if (p->drop || !cg__js_end(&p->js)) { /* what it read does not count */
+    if (CG_RARE(p->drop || !cg__js_end(&p->js))) { /* what it read does not count */
       memset(&p->acc, 0, sizeof(p->acc));
       cg__acc_unknown(&p->acc);
     }
@@ -2078,9 +2142,11 @@ void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out) {
   }
   a = &p->acc;
 
-  if (p->mode == CG__MODE_SSE && a->stale) {
+  if (CG_RARE(p->mode == CG__MODE_SSE && a->stale)) {
     /* An event over the bound came after the last usage report and may have carried a
      * newer one: every number stays unknown rather than an older, smaller count. */
+    out->input = out->cached_input = out->cache_write = out->output = out->reasoning =
+      out->total = -1;
     out->skipped = 1;
     out->error_event = a->error_event;
     memcpy(out->model, a->model, sizeof(out->model));
