@@ -375,24 +375,38 @@ static const unsigned char *cg__ws(const unsigned char *p, const unsigned char *
 }
 
 
-/* The member name `key` (`len` bytes) in the object at `depth` (`in_gc`: the first
- * generationConfig), as a member slot. */
-static int cg__member(const char *key, size_t len, unsigned depth, int in_gc) {
-  if (depth == 1) {
-    if (len == 5 && memcmp(key, "model", 5) == 0)
-      return CG__M_MODEL;
-    if (len == 10 && memcmp(key, "max_tokens", 10) == 0)
-      return CG__M_MAX_TOKENS;
-    if (len == 21 && memcmp(key, "max_completion_tokens", 21) == 0)
-      return CG__M_MAX_COMPLETION;
-    if (len == 17 && memcmp(key, "max_output_tokens", 17) == 0)
-      return CG__M_MAX_OUTPUT;
-    if (len == 16 && memcmp(key, "generationConfig", 16) == 0)
-      return CG__M_GENCONF;
-  } else if (depth == 2 && in_gc && len == 15 && memcmp(key, "maxOutputTokens", 15) == 0) {
-    return CG__M_GEN_MAX;
+/* The names of the members the estimate reads, by slot; each is the only one of its
+ * length, so a name's length finds the one it may be (cg__name_tab: slot + 1, or 0). */
+static const char *const cg__names[CG__M_NONE] = {
+  "model", "max_tokens", "max_completion_tokens", "max_output_tokens", "generationConfig",
+  "maxOutputTokens"};
+static const unsigned char cg__name_tab[22] = {
+  [5] = CG__M_MODEL + 1, [10] = CG__M_MAX_TOKENS + 1, [21] = CG__M_MAX_COMPLETION + 1,
+  [17] = CG__M_MAX_OUTPUT + 1, [16] = CG__M_GENCONF + 1, [15] = CG__M_GEN_MAX + 1};
+
+/* Whether the `len` bytes at `a` and `b` are the same, 5 <= len <= 24: two or three
+ * overlapping loads, no call and no loop (issue 16: code lines). */
+static inline int cg__same(const char *a, const char *b, size_t len) {
+  uint64_t x, y, z, w;
+  if (len < 8) {
+    uint32_t u, v, t, r;
+    memcpy(&u, a, 4), memcpy(&v, b, 4), memcpy(&t, a + len - 4, 4), memcpy(&r, b + len - 4, 4);
+    return u == v && t == r;
   }
-  return CG__M_NONE;
+  memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&z, a + len - 8, 8), memcpy(&w, b + len - 8, 8);
+  if (len > 16) {
+    uint64_t m, n;
+    memcpy(&m, a + 8, 8), memcpy(&n, b + 8, 8);
+    return x == y && z == w && m == n;
+  }
+  return x == y && z == w;
+}
+
+/* The member slot whose name `key` (`len` bytes, fewer than 32) is, wherever it is, or
+ * CG__M_NONE. */
+static int cg__name(const char *key, size_t len) {
+  unsigned i = len < sizeof(cg__name_tab) ? cg__name_tab[len] : 0;
+  return i && cg__same(key, cg__names[i - 1], len) ? (int) i - 1 : CG__M_NONE;
 }
 
 /* The whole body, as cJSON_ParseWithLength read it.  0 when it does not parse. */
@@ -523,8 +537,12 @@ string: /* a name (is_key) or a value: one scan for both, its characters counted
       len = k.len;
     }
     /* a name longer than the buffer is none of ours: len >= sizeof(key) */
-    is_model = len == 5 && memcmp(name, "model", 5) == 0;
-    m = len < sizeof(key) ? cg__member(name, len, depth, in_gc) : CG__M_NONE;
+    m = len < sizeof(key) ? cg__name(name, len) : CG__M_NONE;
+    is_model = m == CG__M_MODEL; /* at any depth: no prompt text under it */
+    /* the member slot it is in its object: the output limits and the model at the top,
+     * maxOutputTokens in the first generationConfig */
+    if (m == CG__M_GEN_MAX ? !(depth == 2 && in_gc) : depth != 1)
+      m = CG__M_NONE;
     slot = CG__M_NONE;
     if (m != CG__M_NONE && !(b->seen & (1u << m))) {
       b->seen |= 1u << m; /* only a name's first member counts */
@@ -538,7 +556,10 @@ string: /* a name (is_key) or a value: one scan for both, its characters counted
   goto value;
 }
 
-void cg_body_facts(const char *body, size_t len, char **model, int64_t *tokens) {
+/* Starts on a line of its own (the whole-body scan is inlined in it), so the lines it
+ * takes do not move with the code before it (issue 16). */
+__attribute__((aligned(64))) void cg_body_facts(const char *body, size_t len, char **model,
+                                                int64_t *tokens) {
   const char *p = body, *end = body + len;
   struct cg__body b;
 
