@@ -1406,7 +1406,7 @@ static size_t cg__shared_bytes(const char *s, size_t n, const char *e, size_t m,
 static int cg__avx2(void) {
   static int known; /* 0: not asked, 1: no, 2: yes */
   int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
-  if (!v) {
+  if (CG_RARE(!v)) { /* once a process: out of the lines of its callers */
     __builtin_cpu_init();
     v = __builtin_cpu_supports("avx2") ? 2 : 1;
     __atomic_store_n(&known, v, __ATOMIC_RELAXED);
@@ -1434,7 +1434,7 @@ __attribute__((target("avx2"), aligned(64))) static int cg__scan_avx2(const char
                                                          size_t to, const char *model,
                                                          size_t mlen, const char **skip,
                                                          struct cg__mm_regs *rg) {
-  size_t i, b;
+  size_t i;
   const unsigned char(*k)[32] = cg__scan_k;
   __m256i x, y, pv, bv, bs;
   uint64_t mask;
@@ -1446,32 +1446,28 @@ __attribute__((target("avx2"), aligned(64))) static int cg__scan_avx2(const char
 #define CG__PAIRS32                                                                         \
   _mm256_or_si256(_mm256_or_si256(CG__PAIR32(0, 1), CG__PAIR32(2, 3)),                     \
                   _mm256_or_si256(CG__PAIR32(4, 5), CG__PAIR32(6, 6)))
-  for (i = from; i < to && i + 33 <= n; i += 32) {
-    x = _mm256_loadu_si256((const __m256i *) (const void *) (s + i));
-    y = _mm256_loadu_si256((const __m256i *) (const void *) (s + i + 1));
+  for (i = from; i < to; i += 32) {
+    size_t b = i;               /* the round reads places b to b + 31, bytes to b + 32 */
+    uint64_t live = ~UINT64_C(0); /* the places it asks */
+    if (i + 33 > n) {
+      /* the last places and bytes: one round over some seen already, the last in the
+       * loop (i + 32 >= n >= to); places before i were asked (1 <= i - b <= 32) */
+      b = n - 33;
+      live <<= i - b;
+    }
+    x = _mm256_loadu_si256((const __m256i *) (const void *) (s + b));
+    y = _mm256_loadu_si256((const __m256i *) (const void *) (s + b + 1));
     pv = CG__PAIRS32;
     bv = _mm256_cmpeq_epi8(x, bs);
+    if (b != i) /* and the event's last byte */
+      bv = _mm256_or_si256(bv, _mm256_cmpeq_epi8(y, bs));
     if (!_mm256_movemask_epi8(_mm256_or_si256(pv, bv)))
       continue;
     if (_mm256_movemask_epi8(bv))
       return -1;
-    mask = (uint32_t) _mm256_movemask_epi8(pv);
-    if (to - i < 32)
-      mask &= (UINT64_C(1) << (to - i)) - 1; /* places from `to` on are not asked */
-    for (; mask; mask &= mask - 1)
-      if (cg__ask(s, n, i + (size_t) __builtin_ctzll(mask), model, mlen, skip, rg))
-        return 1;
-  }
-  if (i < to) { /* the last places and bytes: one more round, over some seen already */
-    b = n - 33;
-    x = _mm256_loadu_si256((const __m256i *) (const void *) (s + b));
-    y = _mm256_loadu_si256((const __m256i *) (const void *) (s + b + 1));
-    if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(x, bs), _mm256_cmpeq_epi8(y, bs))))
-      return -1;
-    mask = (uint32_t) _mm256_movemask_epi8(CG__PAIRS32);
-    mask &= ~UINT64_C(0) << (i - b); /* before i: asked (i - b <= 33) */
+    mask = (uint32_t) _mm256_movemask_epi8(pv) & live;
     if (to - b < 32)
-      mask &= (UINT64_C(1) << (to - b)) - 1;
+      mask &= (UINT64_C(1) << (to - b)) - 1; /* places from `to` on are not asked */
     for (; mask; mask &= mask - 1)
       if (cg__ask(s, n, b + (size_t) __builtin_ctzll(mask), model, mlen, skip, rg))
         return 1;
