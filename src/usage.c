@@ -1402,8 +1402,10 @@ static size_t cg__shared_bytes(const char *s, size_t n, const char *e, size_t m,
 }
 
 #ifdef CG__AVX2
-/* Whether the CPU runs AVX2 (asked once; a race only asks twice). */
-static int cg__avx2(void) {
+/* Whether the CPU runs AVX2 (asked once; a race only asks twice).  Inlined: its first
+ * call's path is cold, and GCC would otherwise keep the whole test out of line, a call
+ * several times an event. */
+static inline __attribute__((always_inline)) int cg__avx2(void) {
   static int known; /* 0: not asked, 1: no, 2: yes */
   int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
   if (CG_RARE(!v)) { /* once a process: out of the lines of its callers */
@@ -1508,15 +1510,16 @@ cg__head_avx2(const char *s, const char *e, size_t lim) {
   return pre;
 }
 
-/* cg__shared_avx2's tail: the bytes s (`n`) and e (`m`) share at their end, within their
- * last `r` bytes (those after the head). */
+/* cg__shared_avx2's tail: the bytes s (`n`) and e (`m`, both at least 32) share at their
+ * end, within their last `r` bytes (those after the head).  Fewer than 32 are compared
+ * in one masked round, not byte by byte (issue 16: code lines). */
 static inline __attribute__((always_inline, target("avx2"))) size_t
 cg__tail_avx2(const char *s, size_t n, const char *e, size_t m, size_t r) {
   size_t k = 0;
   uint32_t d;
-  if (r < 32) {
-    while (k < r && s[n - 1 - k] == e[m - 1 - k])
-      k++;
+  if (r < 32) { /* the last 32 bytes of each (n, m >= 32), the last r of them asked */
+    d = CG__NE32(s + n - 32, e + m - 32) & (uint32_t) (~UINT64_C(0) << (32 - r));
+    k = d ? (size_t) __builtin_clz(d) : r;
   } else {
     for (;; k += 32) {
       if (k == r)
