@@ -562,7 +562,8 @@ static int cg__js_decode(struct cg__js *j, unsigned char c) {
 /* The first byte after blanks (cJSON: any byte up to 0x20) at or after `s`, or `end`:
  * 16 at a time with SSE2 (indentation).  Out of line: a copy of its loops where
  * cg__js_feed reads blanks cost code lines (issue 16). */
-static __attribute__((noinline)) const unsigned char *cg__blanks(const unsigned char *s, const unsigned char *end) {
+static __attribute__((noinline)) const unsigned char *cg__blanks(const unsigned char *s,
+                                                                 const unsigned char *end) {
 #ifdef __SSE2__
   const __m128i sp = _mm_set1_epi8(' ');
   while (end - s >= 16) {
@@ -580,7 +581,8 @@ static __attribute__((noinline)) const unsigned char *cg__blanks(const unsigned 
 
 /* A number of digits only, [s, e): cg__js_count's reading of it.  Out of line: the
  * scanner reads a count of up to 16 digits itself. */
-static __attribute__((noinline)) int64_t cg__count_digits(const unsigned char *s, const unsigned char *e) {
+static __attribute__((noinline)) int64_t cg__count_digits(const unsigned char *s,
+                                                          const unsigned char *e) {
   uint64_t v = 0;
   while (s < e && *s == '0')
     s++;
@@ -661,6 +663,20 @@ static void cg__js_close(struct cg__js *j, struct cg__acc *tent, unsigned char c
   cg__js_value_done(j);
 }
 
+/* A value that starts with `c` and is not a container: true, false or null (then the
+ * literal loop's state), or a byte no value starts with.  Out of line: cg__js_feed reads
+ * a null or true whole in its buffer itself (issue 16: code lines). */
+static __attribute__((noinline)) void cg__js_lit_start(struct cg__js *j, unsigned char c) {
+  if (c == 't' || c == 'f' || c == 'n') {
+    j->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+    j->lit_n = c == 'f' ? 5 : 4;
+    j->lit_i = 1;
+    j->state = CG__J_LITERAL;
+  } else {
+    j->state = CG__J_FAIL;
+  }
+}
+
 /* A value starts with `c` (not whitespace), which is not a string's or a number's (the
  * scanner reads those itself): a container, a literal, or a byte no value starts with. */
 static void cg__js_value(struct cg__js *j, unsigned char c) {
@@ -698,13 +714,8 @@ static void cg__js_value(struct cg__js *j, unsigned char c) {
     j->cur_arr = 0;
     j->cur_cx = (unsigned char) (d < CG__CX_DEPTH ? cx : CG__CX_NONE);
     j->state = CG__J_KEY_FIRST;
-  } else if (c == 't' || c == 'f' || c == 'n') {
-    j->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
-    j->lit_n = c == 'f' ? 5 : 4;
-    j->lit_i = 1;
-    j->state = CG__J_LITERAL;
   } else {
-    j->state = CG__J_FAIL;
+    cg__js_lit_start(j, c);
   }
 }
 
@@ -1097,17 +1108,14 @@ str: /* s: after the opening quote of a name (`key`) or a value; `keep`: its byt
 
 colon:
   /* ':' and a value's first byte, or ": " and it (compact, json.dumps, pretty-printed):
-   * what CG__JS_BLANKS and the colon's test read, in one test */
-  if (s < end3 && s[0] == ':') {
-    if (s[1] == ' ' && s[2] > ' ') {
-      s += 2;
-      goto value_tok;
-    }
-    if (s[1] > ' ') {
-      s++;
-      goto value_tok;
-    }
-  }
+   * what CG__JS_BLANKS and the colon's test read, in one test.  The rest (blanks before
+   * the colon, more than one after it, the buffer's end within 3 bytes) is rare, and out
+   * of the scanner's lines. */
+  if (CG_RARE(s >= end3 || s[0] != ':' || (s[1] <= ' ' && (s[1] != ' ' || s[2] <= ' '))))
+    goto colon_rest;
+  s += s[1] == ' ' ? 2 : 1;
+  goto value_tok;
+colon_rest:
   CG__JS_BLANKS(CG__J_COLON);
   if (CG_RARE(*s++ != ':')) {
     j->state = CG__J_FAIL;
@@ -1432,10 +1440,9 @@ static const unsigned char cg__scan_k[8][32] __attribute__((aligned(32))) = {
  * only without one; the bytes read are those from `from` up to `to` and a few either
  * side, which the caller knows hold none).  No call in it (cg__word_at inlined), so what
  * it keeps stays in registers. */
-__attribute__((target("avx2"), aligned(64))) static int cg__scan_avx2(const char *s, size_t n, size_t from,
-                                                         size_t to, const char *model,
-                                                         size_t mlen, const char **skip,
-                                                         struct cg__mm_regs *rg) {
+__attribute__((target("avx2"), aligned(64))) static int
+cg__scan_avx2(const char *s, size_t n, size_t from, size_t to, const char *model, size_t mlen,
+              const char **skip, struct cg__mm_regs *rg) {
   size_t i;
   const unsigned char(*k)[32] = cg__scan_k;
   __m256i x, y, pv, bv, bs;
