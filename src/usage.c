@@ -1774,11 +1774,11 @@ cg__mm_scan(const struct cg__mm *c, size_t m, const char *s, size_t n, size_t fr
 /* cg__may_matter when the event may replace the kept one: its places passed over are
  * noted (the kept one's first `keep`, before `from`, and on), and it is kept when it said
  * nothing, had no backslash and fits (with `lf`, cg__may_matter's).  Out of line: most
- * events of a stream do not. */
-static __attribute__((noinline)) int cg__may_matter_keep(struct cg_usage_parser *p,
-                                                        const char *s, size_t n, size_t pre,
-                                                        size_t from, size_t to, size_t keep,
-                                                        int lf) {
+ * events of a stream do not; on a line of its own, where its lines do not move with the
+ * code before it. */
+static __attribute__((noinline, aligned(64))) int
+cg__may_matter_keep(struct cg_usage_parser *p, const char *s, size_t n, size_t pre, size_t from,
+                    size_t to, size_t keep, int lf) {
   struct cg__mm *c = &p->mm;
   struct cg__mm_regs rg, *note = n <= CG__MM_KEEP ? &rg : NULL;
   int r;
