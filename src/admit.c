@@ -4,6 +4,7 @@
 #include "breaker.h"
 #include "budget.h"
 #include "clock.h"
+#include "hot.h"
 #include "log.h"
 #include "ratelimit.h"
 #include "saturate.h"
@@ -208,7 +209,10 @@ static int64_t cg__sh_bwait(struct cg_admission *ad, enum cg_budget_verdict why)
 
 /* The slot says whose it is (the call may have moved to the file since). */
 static void cg__sh_bdone(struct cg_admission *ad, int slot) {
-  struct cg_shared_pool *sp = cg__sp(ad);
+  struct cg_shared_pool *sp;
+  if (slot < 0)
+    return; /* no slot held (the common call): both back ends free nothing */
+  sp = cg__sp(ad);
   if (slot >= CG_SHARED_BUDGET_BASE)
     cg_shared_redis.budget_done(sp, slot);
   else
@@ -224,13 +228,13 @@ static void cg__sh_brefund(struct cg_admission *ad, int64_t granted_ns) {
  * breaker and budget) differ from this process's: the shared ones are used. */
 static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t bud_ns) {
   const struct cg_pool_cfg *pc = ad->pool;
-  if (brk_ns != (int64_t) (pc->breaker.window_s * 1e9))
+  if (CG_RARE(brk_ns != (int64_t) (pc->breaker.window_s * 1e9)))
     cg_warn_once("breaker-window",
                  "pool %s: the state file's breaker window is %g s (another process set it "
                  "first), not %g s; using %g s (curlguard reset clears it)",
                  pc->name, (double) brk_ns / 1e9, pc->breaker.window_s,
                  (double) brk_ns / 1e9);
-  if (bud_ns != (int64_t) (pc->budget.window_s * 1e9))
+  if (CG_RARE(bud_ns != (int64_t) (pc->budget.window_s * 1e9)))
     cg_warn_once("budget-window",
                  "pool %s: the state file's retry budget window is %g s (another process set "
                  "it first), not %g s; using %g s (curlguard reset clears it)",
@@ -243,9 +247,9 @@ static int cg__pool(struct cg_admission *ad) {
     return -1;
   if (ad->pool_index < 0) {
     ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
-    if (ad->pool_index < 0 && cg__unguarded_check(ad->state)) /* garbage, re-made */
+    if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) /* garbage, re-made */
       ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
-    if (ad->pool_index < 0) {
+    if (CG_RARE(ad->pool_index < 0)) {
       cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
                    ad->pool->name);
       return -1;
@@ -272,33 +276,24 @@ static int cg__tick(struct cg_admission *ad) {
 
 #define CG_PARK_MAX_NS 1000000000ll /* a parked call looks again at least once a second */
 
-/* Ask pool `p`'s breaker (enabled, and this call not already its probe): GO, possibly
- * as the half-open probe, or CIRCUIT_OPEN with the time to the next probe.  With
- * open = wait, a refused call parks for the probe's result while its deadline allows
- * (admit.h); `ramp`: take a slow-start ticket (the first ask of an attempt only). */
-/* `*nowp`: cg_state_now() read just before; the latest instant read on return (the same
- * when nothing waited). */
-static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *nowp,
-                                     int64_t deadline_ms, int64_t *next_probe_ms, int ramp) {
+/* The rest of cg__breaker_gate once the breaker refused the call (verdict REJECT,
+ * `next_ns` to the next probe, `seq` the breaker's word read before that ask): fail
+ * fast, or with open = wait park for the probe's result and ask again while the deadline
+ * allows (admit.h).  A refusal is rare (the breaker is open), so this is out of line:
+ * its code stays off the lines the common request runs.  `*nowp`: the latest instant
+ * read on return. */
+static __attribute__((noinline, cold)) enum cg_gate
+cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadline_ms,
+                    int64_t *next_probe_ms, uint32_t seq, int64_t next_ns) {
   const struct cg_breaker_cfg *c = &ad->pool->breaker;
-  int64_t now = *nowp, next_ns, t0 = now;
+  int64_t now = *nowp, t0 = now;
   int held = 0;
   enum cg_gate r = CG_GATE_GO;
 
-  if (!c->enabled || ad->probe)
-    return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
   for (;;) {
-    const struct cg_shared_ops *ops = cg__sp(ad)->ops;
-    uint32_t seq = ops->breaker_seq(&ad->sh);
-    /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
     int64_t now_ms = now / 1000000;
     int64_t left_ns = (deadline_ms - now_ms - CG_MIN_ATTEMPT_MS) * 1000000, nap;
-    enum cg_breaker_verdict v =
-        cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns, now);
-    if (v != CG_BREAKER_REJECT) {
-      ad->probe = v == CG_BREAKER_PROBE;
-      break;
-    }
+    enum cg_breaker_verdict v;
     /* next_ns: relative (shared.h). */
     *next_probe_ms = next_ns > 0 ? (next_ns + 999999) / 1000000 : 0;
     /* Fail fast: open = fail, or the deadline cannot see the next probe (a probe under
@@ -322,32 +317,79 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *no
       r = CG_GATE_ABORTED;
       break;
     }
+    /* Ask again, the breaker's word read first as in cg__breaker_gate. */
+    seq = cg__sp(ad)->ops->breaker_seq(&ad->sh);
+    now_ms = now / 1000000;
+    v = cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns, now);
+    if (v != CG_BREAKER_REJECT) {
+      ad->probe = v == CG_BREAKER_PROBE;
+      break;
+    }
   }
   if (held) {
     now = cg_state_now();
     ad->breaker_wait_ms += (now - t0) / 1000000;
   }
-  if (r == CG_GATE_GO && ramp && !ad->probe) {
-    /* The slow start: this call's turn, never past its deadline (then it just goes: the
-     * limiter still applies on top). */
-    int64_t at = cg_breaker_ramp(ad->state, p, c, now), t1 = now;
-    while (at > 0) {
-      int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000;
-      int64_t nap = at - now;
-      if (nap <= 0 || left_ns <= 0)
-        break;
-      if (nap > CG_PARK_MAX_NS)
-        nap = CG_PARK_MAX_NS;
-      if (nap > left_ns)
-        nap = left_ns;
-      cg_sleep_ms((nap + 999999) / 1000000);
-      now = cg_state_now();
-      if (cg__tick(ad)) {
-        r = CG_GATE_ABORTED;
-        break;
-      }
+  *nowp = now;
+  return r;
+}
+
+/* The slow start's wait in cg__breaker_gate (rare: only in the ramp after a probe closed
+ * the breaker): until `at`, this call's turn, never past its deadline (then it just
+ * goes: the limiter still applies on top).  `*nowp`: the latest instant read. */
+static __attribute__((noinline, cold)) enum cg_gate
+cg__ramp_wait(struct cg_admission *ad, int64_t at, int64_t *nowp, int64_t deadline_ms) {
+  int64_t now = *nowp, t1 = now;
+  enum cg_gate r = CG_GATE_GO;
+  for (;;) {
+    int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000;
+    int64_t nap = at - now;
+    if (nap <= 0 || left_ns <= 0)
+      break;
+    if (nap > CG_PARK_MAX_NS)
+      nap = CG_PARK_MAX_NS;
+    if (nap > left_ns)
+      nap = left_ns;
+    cg_sleep_ms((nap + 999999) / 1000000);
+    now = cg_state_now();
+    if (cg__tick(ad)) {
+      r = CG_GATE_ABORTED;
+      break;
     }
-    ad->breaker_wait_ms += (now - t1) / 1000000;
+  }
+  ad->breaker_wait_ms += (now - t1) / 1000000;
+  *nowp = now;
+  return r;
+}
+
+/* Ask pool `p`'s breaker (enabled, and this call not already its probe): GO, possibly
+ * as the half-open probe, or CIRCUIT_OPEN with the time to the next probe.  With
+ * open = wait, a refused call parks for the probe's result while its deadline allows
+ * (admit.h); `ramp`: take a slow-start ticket (the first ask of an attempt only). */
+/* `*nowp`: cg_state_now() read just before; the latest instant read on return (the same
+ * when nothing waited). */
+static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *nowp,
+                                     int64_t deadline_ms, int64_t *next_probe_ms, int ramp) {
+  const struct cg_breaker_cfg *c = &ad->pool->breaker;
+  int64_t now = *nowp, next_ns;
+  enum cg_gate r = CG_GATE_GO;
+  uint32_t seq;
+  enum cg_breaker_verdict v;
+
+  if (!c->enabled || ad->probe)
+    return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
+  seq = cg__sp(ad)->ops->breaker_seq(&ad->sh);
+  /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
+  v = cg__sh_admit(ad, (deadline_ms - now / 1000000) * 1000000, &next_ns, now);
+  if (CG_RARE(v == CG_BREAKER_REJECT))
+    r = cg__breaker_refused(ad, p, &now, deadline_ms, next_probe_ms, seq, next_ns);
+  else
+    ad->probe = v == CG_BREAKER_PROBE;
+  if (r == CG_GATE_GO && ramp && !ad->probe) {
+    int64_t at = cg_breaker_ramp(ad->state, p, c, now);
+    /* 0: no slow start under way (the common case), nothing waited, nothing to add. */
+    if (CG_RARE(at > 0))
+      r = cg__ramp_wait(ad, at, &now, deadline_ms);
   }
   *nowp = now;
   return r;
@@ -418,7 +460,8 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
                     ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
   }
   ad->probe = 0;
-  if (o == CG_OUT_OK)
+  /* Not a retry (granted_ns 0, the common call): both back ends refund nothing. */
+  if (o == CG_OUT_OK && ad->retry_granted_ns > 0)
     cg__sh_brefund(ad, ad->retry_granted_ns);
   ad->retry_granted_ns = 0;
   cg__sh_bdone(ad, ad->retry_slot);
@@ -529,12 +572,95 @@ static void cg__finish(struct cg_admission *ad) {
   ad->retry_slot = -1;
 }
 
+/* cg__enter after a reservation that must wait `wait_ns` (> 0): the wait, then any 429
+ * hold another process learnt of meanwhile.  0: go on; -1 (`*wait_ms` set) or -3 as
+ * cg__enter returns.  Out of line: a paced call is not the common request. */
+static __attribute__((noinline, cold)) int
+cg__enter_reserved(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                   void *wait_arg, int64_t wait_ns, int64_t *wait_ms) {
+  int rounds;
+  ad->waited = 1;
+  cg_limiter_count(ad->state, ad->pool_index, CG_CNT_WAITED);
+  if (cg__enter_wait(ad, wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
+    return -3; /* the host aborted while waiting */
+  ad->queue_ms += wait_ns / 1000000;
+  /* A 429 seen by another process while we slept holds us too.  Holds only move
+   * forward and each wait is checked against the deadline: a few rounds at most. */
+  for (rounds = 0; rounds < 4; rounds++) {
+    int64_t hold = cg__sh_hold_left(ad);
+    if (hold <= 0)
+      break;
+    if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
+        hold / 1000000 > ad->max_retry_after_ms) {
+      *wait_ms = hold / 1000000;
+      return -1;
+    }
+    if (cg__enter_wait(ad, wait, wait_arg, (hold + 999999) / 1000000) != 0)
+      return -3;
+    ad->queue_ms += hold / 1000000;
+  }
+  return 0;
+}
+
+/* cg__enter's wait for a 429 hold or the learned rate (limiter.h), once its first round
+ * found one (`hold` > 0, or `w` > 0 from the learned rate).  The learned rate is a
+ * ceiling nobody reserves ahead of, so waiters follow it as it changes; asked again at
+ * least every CG_LEARN_POLL_MS.  It is the guard's guess, not the provider's word: it
+ * delays a call, never fails one.  A wait for it that would pass the deadline ends, and
+ * the call goes (the provider decides; a 429 is retried by the matrix).  A 429 hold is
+ * the provider's word: past the deadline it fails fast, as in cg__enter_reserved.
+ * `wait_ns`: the reservation's wait (> 0: WAITED is counted already).  0: go on; -1
+ * (`*wait_ms` set) or -3 as cg__enter returns.  Out of line: rare in a steady state. */
+static __attribute__((noinline, cold)) int
+cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                void *wait_arg, int64_t wait_ns, int64_t hold, int64_t w, int64_t *wait_ms) {
+  struct cg_state *st = ad->state;
+  int rounds;
+  for (rounds = 0; rounds < 100000; rounds++) {
+    int64_t ms;
+    if (rounds > 0) {
+      int64_t now2 = cg_state_now();
+      hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
+      /* A 429 hold that began while we waited here holds us too (as above). */
+      w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
+      if (w <= 0)
+        break;
+    }
+    if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
+      *wait_ms = hold / 1000000;
+      return -1;
+    }
+    ms = (w + 999999) / 1000000;
+    if (ms > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
+      if (hold <= 0)
+        break; /* the learned rate's wait does not fit: go now */
+      cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
+      *wait_ms = ms;
+      return -1;
+    }
+    if (rounds == 0 && wait_ns <= 0)
+      cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
+    if (ms > CG_LEARN_POLL_MS)
+      ms = CG_LEARN_POLL_MS;
+    {
+      int64_t t0 = cg_mono_ms();
+      int aborted;
+      ad->waited = 1;
+      aborted = cg__wait(wait, wait_arg, ms) != 0;
+      ad->queue_ms += cg_mono_ms() - t0; /* as long as it lasted, aborted or not */
+      if (aborted)
+        return -3;
+    }
+  }
+  return 0;
+}
+
 static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                      void *wait_arg, int64_t *wait_ms) {
   const struct cg_limits *lim = &ad->pool->lim;
   struct cg_state *st = ad->state;
-  int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns;
-  int slot = -2;
+  int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns, now2, hold, w;
+  int slot = -2, r;
 
   ad->queue_ms = 0;
   *wait_ms = 0;
@@ -549,82 +675,24 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       __atomic_load_n(&st->pools[ad->pool_index].hold_until, __ATOMIC_ACQUIRE) - now >
           ad->max_retry_after_ms * 1000000)
     left_ms = ad->max_retry_after_ms;
-  if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns, now) !=
-      0) {
+  if (CG_RARE(cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns,
+                             now) != 0)) {
     cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
     *wait_ms = wait_ns / 1000000;
     return -1;
   }
-  if (wait_ns > 0) {
-    int rounds;
-    ad->waited = 1;
-    cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
-    if (cg__enter_wait(ad, wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
-      return -3; /* the host aborted while waiting */
-    ad->queue_ms += wait_ns / 1000000;
-    /* A 429 seen by another process while we slept holds us too.  Holds only move
-     * forward and each wait is checked against the deadline: a few rounds at most. */
-    for (rounds = 0; rounds < 4; rounds++) {
-      int64_t hold = cg__sh_hold_left(ad);
-      if (hold <= 0)
-        break;
-      if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
-          hold / 1000000 > ad->max_retry_after_ms) {
-        *wait_ms = hold / 1000000;
-        return -1;
-      }
-      if (cg__enter_wait(ad, wait, wait_arg, (hold + 999999) / 1000000) != 0)
-        return -3;
-      ad->queue_ms += hold / 1000000;
-    }
-  }
-  /* The learned rate (limiter.h): a ceiling nobody reserves ahead of, so waiters follow
-   * it as it changes; asked again at least every CG_LEARN_POLL_MS.  It is the guard's
-   * guess, not the provider's word: it delays a call, never fails one.  A wait for it
-   * that would pass the deadline ends, and the call goes (the provider decides; a 429 is
-   * retried by the matrix).  A 429 hold is the provider's word: past the deadline it
-   * fails fast, as above. */
-  {
-    int rounds;
-    for (rounds = 0; rounds < 100000; rounds++) {
-      /* Nothing waited yet, and the reserve was the file's (µs, not a Redis round trip):
-       * `now` still is (a read of the clock saved per call). */
-      int64_t now2 = rounds == 0 && wait_ns <= 0 && ad->sh.ops == &cg_shared_mmap
-                         ? now
-                         : cg_state_now(),
-              ms;
-      int64_t hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
-      /* A 429 hold that began while we waited here holds us too (as above). */
-      int64_t w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
-      if (w <= 0)
-        break;
-      if (hold > 0 && hold / 1000000 > ad->max_retry_after_ms) {
-        *wait_ms = hold / 1000000;
-        return -1;
-      }
-      ms = (w + 999999) / 1000000;
-      if (ms > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
-        if (hold <= 0)
-          break; /* the learned rate's wait does not fit: go now */
-        cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
-        *wait_ms = ms;
-        return -1;
-      }
-      if (rounds == 0 && wait_ns <= 0)
-        cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
-      if (ms > CG_LEARN_POLL_MS)
-        ms = CG_LEARN_POLL_MS;
-      {
-        int64_t t0 = cg_mono_ms();
-        int aborted;
-        ad->waited = 1;
-        aborted = cg__wait(wait, wait_arg, ms) != 0;
-        ad->queue_ms += cg_mono_ms() - t0; /* as long as it lasted, aborted or not */
-        if (aborted)
-          return -3;
-      }
-    }
-  }
+  if (CG_RARE(wait_ns > 0) &&
+      (r = cg__enter_reserved(ad, deadline_ms, wait, wait_arg, wait_ns, wait_ms)) != 0)
+    return r;
+  /* The first round of the wait for a 429 hold or the learned rate (cg__enter_paced).
+   * Nothing waited yet, and the reserve was the file's (µs, not a Redis round trip):
+   * `now` still is (a read of the clock saved per call). */
+  now2 = wait_ns <= 0 && ad->sh.ops == &cg_shared_mmap ? now : cg_state_now();
+  hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
+  w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
+  if (CG_RARE(w > 0) &&
+      (r = cg__enter_paced(ad, deadline_ms, wait, wait_arg, wait_ns, hold, w, wait_ms)) != 0)
+    return r;
   if (lim->max_inflight > 0) {
     slot = cg__sh_acquire(ad, lim->max_inflight,
                           (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000,
@@ -633,7 +701,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     ad->waited |= waited_ns > 0;
     if (waited_ns > 1000000 && wait_ns <= 0)
       cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
-    if (slot == -1) {
+    if (CG_RARE(slot == -1)) {
       cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
       *wait_ms = waited_ns / 1000000;
       return -1;
@@ -671,22 +739,17 @@ static int64_t cg__capped_ns(int64_t ms, int64_t max_ms) {
   return cg_sat_mul(ms, 1000000);
 }
 
+static void cg__learn_headers(struct cg_admission *ad, const struct cg_hints *hh,
+                              int64_t max);
+
 static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long status,
                       int64_t sleep_ms, cg_getdate_fn getdate) {
   struct cg_state *st = ad->state;
-  struct cg_rl_headers rh = {
-    hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,
-    hh->rl_limit_tok, hh->rl_remaining_tok, hh->rl_reset_tok,
-    hh->a_limit_req, hh->a_remaining_req, hh->a_reset_req,
-    hh->a_limit_tok, hh->a_remaining_tok, hh->a_reset_tok,
-    hh->ietf,
-  };
-  struct cg_rl_signal sig;
-  int64_t now = cg_state_now(), max = ad->max_retry_after_ms;
+  int64_t max = ad->max_retry_after_ms;
 
   if (!st || ad->pool_index < 0 || !status)
     return;
-  if (status == 429) {
+  if (CG_RARE(status == 429)) {
     int64_t hint = cg_hint_ms(hh->retry_after_ms, hh->retry_after,
                               hh->date[0] ? hh->date : NULL, cg_wall_ms(), getdate);
     /* Capped: a hint longer than max_retry_after made this call give up (policy.h); the
@@ -701,6 +764,25 @@ static void cg__learn(struct cg_admission *ad, const struct cg_hints *hh, long s
   if (!hh->rl_remaining_req[0] && !hh->a_remaining_req[0] && !hh->ietf[0] &&
       !hh->rl_remaining_tok[0] && !hh->a_remaining_tok[0])
     return;
+  cg__learn_headers(ad, hh, max);
+}
+
+/* The rest of cg__learn for an answer with rate-limit headers: pace or hold the pool as
+ * they say.  Out of line (not cold: the big providers send them on every answer), so an
+ * answer without them does not build the headers' table (issue 16). */
+static __attribute__((noinline)) void
+cg__learn_headers(struct cg_admission *ad, const struct cg_hints *hh, int64_t max) {
+  struct cg_state *st = ad->state;
+  struct cg_rl_headers rh = {
+    hh->rl_limit_req, hh->rl_remaining_req, hh->rl_reset_req,
+    hh->rl_limit_tok, hh->rl_remaining_tok, hh->rl_reset_tok,
+    hh->a_limit_req, hh->a_remaining_req, hh->a_reset_req,
+    hh->a_limit_tok, hh->a_remaining_tok, hh->a_reset_tok,
+    hh->ietf,
+  };
+  struct cg_rl_signal sig;
+  int64_t now = cg_state_now();
+
   cg_rl_parse(&rh, cg_wall_ms(), &sig);
   if (sig.requests_remaining >= 0 && sig.requests_reset_ms > 0)
     cg_limiter_pace(st, ad->pool_index, sig.requests_limit, sig.requests_remaining,

@@ -1,6 +1,7 @@
 /* breaker.c - the shared circuit breaker (see breaker.h). */
 #include "breaker.h"
 
+#include "hot.h"
 #include "proc.h"
 #include "window.h"
 
@@ -281,54 +282,92 @@ int cg_breaker_report_hint(struct cg_state *st, int p, const struct cg_breaker_c
   return cg_breaker_report_at(st, p, c, failed, probe, now_ns, floor_ns, now_ns);
 }
 
-int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
-                         int failed, int probe, int64_t now_ns, int64_t floor_ns,
-                         int64_t start_ns) {
+/* cg_breaker_report_at for an attempt that does not count (`failed` < 0) or a probe's:
+ * a probe's result closes or re-opens the breaker.  -1: a probe taken over meanwhile,
+ * counted as any attempt by the caller; else what cg_breaker_report_at returns.  Out of
+ * line: a probe runs only while the breaker is half-open (hot.h). */
+static __attribute__((noinline, cold)) int
+cg__report_probe(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int failed,
+                 int probe, int64_t now_ns, int64_t floor_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
-  int64_t width = cg_window_width(cg__window(b, c));
-  uint64_t w;
-  uint32_t ok_n, fail_n;
+  uint32_t fails;
+  int64_t next;
 
-  if (!c->enabled)
-    return 0;
   if (failed < 0) {
     if (probe)
       cg_breaker_release(st, p);
     return 0;
   }
-  if (probe) {
-    uint32_t fails = cg__load(&b->probe_fails);
-    int64_t next;
-    if (!failed) {
-      /* The slow start begins before the state says closed: nobody sees closed without
-       * it (a lost race below only slows a breaker that closed anyway). */
-      __atomic_store_n(&b->ramp_tickets, 1, __ATOMIC_RELEASE); /* the probe was the 1st */
-      __atomic_store_n(&b->ramp_start_ns, now_ns, __ATOMIC_RELEASE);
-      if (cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
-        cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
-        __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&b->probe_fails, 0, __ATOMIC_RELEASE);
-        cg__wake(b);
-        return 0;
-      }
-    } else {
-      /* Failed again: the interval doubles (up to cooldown_max_s); a Retry-After on the
-       * answer is a floor. */
-      next = cg_breaker_interval_ns(c, fails + 1, cg__jitter_unit(now_ns));
-      if (floor_ns > next)
-        next = floor_ns;
-      if (cg__probe_end(b, cg__word(CG_BREAKER_OPEN, 0, now_ns + next))) {
-        __atomic_store_n(&b->probe_fails, fails + 1, __ATOMIC_RELEASE);
-        __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
-        cg__wake(b);
-        return 1;
-      }
-    }
-    /* Somebody took the probe over meanwhile: count it as any attempt. */
-  }
-  cg_window_add(b->buckets, now_ns, width, failed ? 0 : 1, failed ? 1 : 0);
+  fails = cg__load(&b->probe_fails);
   if (!failed) {
+    /* The slow start begins before the state says closed: nobody sees closed without
+     * it (a lost race below only slows a breaker that closed anyway). */
+    __atomic_store_n(&b->ramp_tickets, 1, __ATOMIC_RELEASE); /* the probe was the 1st */
+    __atomic_store_n(&b->ramp_start_ns, now_ns, __ATOMIC_RELEASE);
+    if (cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
+      cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
+      __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&b->probe_fails, 0, __ATOMIC_RELEASE);
+      cg__wake(b);
+      return 0;
+    }
+  } else {
+    /* Failed again: the interval doubles (up to cooldown_max_s); a Retry-After on the
+     * answer is a floor. */
+    next = cg_breaker_interval_ns(c, fails + 1, cg__jitter_unit(now_ns));
+    if (floor_ns > next)
+      next = floor_ns;
+    if (cg__probe_end(b, cg__word(CG_BREAKER_OPEN, 0, now_ns + next))) {
+      __atomic_store_n(&b->probe_fails, fails + 1, __ATOMIC_RELEASE);
+      __atomic_fetch_add(&b->opened, 1, __ATOMIC_RELAXED);
+      cg__wake(b);
+      return 1;
+    }
+  }
+  /* Somebody took the probe over meanwhile: count it as any attempt. */
+  return -1;
+}
+
+/* cg_breaker_report_at for a failure, once counted in the window: the run of failures
+ * and the failure rate may open the breaker.  Out of line: failures are not the steady
+ * state (hot.h). */
+static __attribute__((noinline, cold)) int
+cg__report_failure(struct cg_state_breaker *b, const struct cg_breaker_cfg *c,
+                   int64_t width, int64_t now_ns) {
+  uint32_t run = __atomic_add_fetch(&b->consecutive, 1, __ATOMIC_ACQ_REL), ok_n, fail_n;
+  uint64_t w;
+  if (run == 1)
+    __atomic_store_n(&b->run_start_ns, now_ns, __ATOMIC_RELEASE);
+  w = cg__load(&b->word);
+  if (cg__state(w) != CG_BREAKER_CLOSED)
+    return 0;
+  if (c->consecutive > 0 && run >= (uint32_t) c->consecutive)
+    return cg__open(b, c, w, now_ns);
+  cg_window_sum(b->buckets, now_ns, width, &ok_n, &fail_n);
+  if (!cg_breaker_tripped(ok_n, fail_n, c))
+    return 0;
+  return cg__open(b, c, w, now_ns);
+}
+
+int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                         int failed, int probe, int64_t now_ns, int64_t floor_ns,
+                         int64_t start_ns) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  int64_t width;
+
+  if (!c->enabled)
+    return 0;
+  if (CG_RARE(failed < 0 || probe)) {
+    int r = cg__report_probe(st, p, c, failed, probe, now_ns, floor_ns);
+    if (r >= 0)
+      return r;
+  }
+  width = cg_window_width(cg__window(b, c));
+  cg_window_add(b->buckets, now_ns, width, failed ? 0 : 1, failed ? 1 : 0);
+  if (CG_RARE(failed))
+    return cg__report_failure(b, c, width, now_ns);
+  {
     /* A success ends the run of failures only if it was sent after the run began: the
      * answers of requests sent before an outage keep arriving for a while (an LLM call
      * takes seconds) and say nothing of the provider now. */
@@ -337,22 +376,8 @@ int cg_breaker_report_at(struct cg_state *st, int p, const struct cg_breaker_cfg
       __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
       __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);
     }
-    return 0;
   }
-  {
-    uint32_t run = __atomic_add_fetch(&b->consecutive, 1, __ATOMIC_ACQ_REL);
-    if (run == 1)
-      __atomic_store_n(&b->run_start_ns, now_ns, __ATOMIC_RELEASE);
-    w = cg__load(&b->word);
-    if (cg__state(w) != CG_BREAKER_CLOSED)
-      return 0;
-    if (c->consecutive > 0 && run >= (uint32_t) c->consecutive)
-      return cg__open(b, c, w, now_ns);
-  }
-  cg_window_sum(b->buckets, now_ns, width, &ok_n, &fail_n);
-  if (!cg_breaker_tripped(ok_n, fail_n, c))
-    return 0;
-  return cg__open(b, c, w, now_ns);
+  return 0;
 }
 
 int cg_breaker_wait_ok(struct cg_state *st, int p, int64_t now_ns, int64_t left_ns) {
