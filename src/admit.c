@@ -46,7 +46,9 @@ static int cg__unguarded_check(struct cg_state *st) {
   return r;
 }
 
-static void cg__fault(struct cg_admission *ad) {
+/* Cold: a file cut short under a call is rare, and each entry point's code for it goes
+ * to its `.cold` part (hot.h). */
+static __attribute__((cold, noinline)) void cg__fault(struct cg_admission *ad) {
   ad->state = NULL;
   ad->probe = 0;
   ad->retry_slot = -1;
@@ -82,8 +84,10 @@ static void cg__sh_down(struct cg_admission *ad) {
   ad->sh.ops = &cg_shared_mmap;
 }
 
-static int cg__sh_reserve(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
-                          int64_t *wait_ns, int64_t now) {
+/* cg__sh_reserve on Redis. */
+static __attribute__((noinline, cold)) int
+cg__sh_reserve_far(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
+                   int64_t *wait_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
   int r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns, now);
   if (r == CG_SHARED_DOWN) {
@@ -91,6 +95,20 @@ static int cg__sh_reserve(struct cg_admission *ad, int64_t tokens, int64_t max_w
     r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns, 0);
   }
   return r;
+}
+
+/* Each step below is a test and a call, inlined at its call sites (some of them out of
+ * line themselves): a call of its own would be one more function a request runs. */
+#define CG__STEP inline __attribute__((always_inline))
+
+/* The steps a request takes on the state file go straight to it (shared.h, "the state
+ * file's steps"); the Redis back end's, out of line, through the interface. */
+static CG__STEP int cg__sh_reserve(struct cg_admission *ad, int64_t tokens,
+                                   int64_t max_wait_ns, int64_t *wait_ns, int64_t now) {
+  if (ad->sh.ops != &cg_shared_mmap)
+    return cg__sh_reserve_far(ad, tokens, max_wait_ns, wait_ns, now);
+  return cg_shared_file_reserve(ad->state, ad->pool_index, ad->pool, tokens, max_wait_ns,
+                                wait_ns, now);
 }
 
 /* ns of 429 hold left (the Redis back end's, else the file's). */
@@ -108,8 +126,9 @@ static void cg__sh_hold(struct cg_admission *ad, int64_t for_ns) {
   sp->ops->hold(sp, for_ns);
 }
 
-static int cg__sh_acquire(struct cg_admission *ad, long max, int64_t left_ns,
-                          int64_t *waited_ns) {
+/* cg__sh_acquire on Redis. */
+static __attribute__((noinline, cold)) int
+cg__sh_acquire_far(struct cg_admission *ad, long max, int64_t left_ns, int64_t *waited_ns) {
   struct cg_shared_pool *sp = cg__sp(ad);
   int r = sp->ops->acquire(sp, max, left_ns, waited_ns);
   if (r == CG_SHARED_DOWN) {
@@ -121,17 +140,30 @@ static int cg__sh_acquire(struct cg_admission *ad, long max, int64_t left_ns,
   return r;
 }
 
-static void cg__sh_release(struct cg_admission *ad, int slot) {
-  struct cg_shared_pool *sp = cg__sp(ad);
-  /* The handle says whose it is: the call may have moved to the file since. */
-  if (slot >= CG_SHARED_LEASE_BASE)
-    cg_shared_redis.release(sp, slot);
-  else
-    cg_shared_mmap.release(sp, slot);
+static CG__STEP int cg__sh_acquire(struct cg_admission *ad, long max, int64_t left_ns,
+                                   int64_t *waited_ns) {
+  if (ad->sh.ops != &cg_shared_mmap)
+    return cg__sh_acquire_far(ad, max, left_ns, waited_ns);
+  return cg_shared_file_acquire(ad->state, ad->pool_index, max, left_ns, waited_ns);
 }
 
-static enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad, int64_t probe_ns,
-                                            int64_t *next_ns, int64_t now) {
+/* A Redis lease given back. */
+static __attribute__((noinline, cold)) void cg__sh_release_far(struct cg_admission *ad,
+                                                               int slot) {
+  cg_shared_redis.release(cg__sp(ad), slot);
+}
+
+static CG__STEP void cg__sh_release(struct cg_admission *ad, int slot) {
+  /* The handle says whose it is: the call may have moved to the file since. */
+  if (slot >= CG_SHARED_LEASE_BASE)
+    cg__sh_release_far(ad, slot);
+  else
+    cg_shared_file_release(ad->state, ad->pool_index, slot);
+}
+
+/* cg__sh_admit on Redis. */
+static __attribute__((noinline, cold)) enum cg_breaker_verdict
+cg__sh_admit_far(struct cg_admission *ad, int64_t probe_ns, int64_t *next_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
   int r = sp->ops->breaker_admit(sp, probe_ns, next_ns, now);
   if (r == CG_SHARED_DOWN) {
@@ -146,13 +178,40 @@ static enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad, int64_t pro
   return (enum cg_breaker_verdict) r;
 }
 
-static void cg__sh_report(struct cg_admission *ad, int failed, int probe, int64_t floor_ns,
-                          int64_t start_ns) {
+static CG__STEP enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad,
+                                                     int64_t probe_ns, int64_t *next_ns,
+                                                     int64_t now) {
+  if (ad->sh.ops != &cg_shared_mmap)
+    return cg__sh_admit_far(ad, probe_ns, next_ns, now);
+  return (enum cg_breaker_verdict) cg_shared_file_admit(ad->state, ad->pool_index, ad->pool,
+                                                        probe_ns, next_ns, now);
+}
+
+/* The breaker's futex word, read before asking it (cg__breaker_gate). */
+static CG__STEP uint32_t cg__sh_seq(struct cg_admission *ad) {
+  if (ad->sh.ops != &cg_shared_mmap)
+    return cg__sp(ad)->ops->breaker_seq(&ad->sh);
+  return cg_breaker_seq(ad->state, ad->pool_index);
+}
+
+/* cg__sh_report on Redis. */
+static __attribute__((noinline, cold)) void
+cg__sh_report_far(struct cg_admission *ad, int failed, int probe, int64_t floor_ns,
+                  int64_t start_ns) {
   struct cg_shared_pool *sp = cg__sp(ad);
   if (sp->ops->breaker_report(sp, failed, probe, floor_ns, start_ns) == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     cg_shared_mmap.breaker_report(sp, failed, 0 /* not the file's probe */, floor_ns, start_ns);
   }
+}
+
+static CG__STEP void cg__sh_report(struct cg_admission *ad, int failed, int probe,
+                                   int64_t floor_ns, int64_t start_ns) {
+  if (ad->sh.ops != &cg_shared_mmap)
+    cg__sh_report_far(ad, failed, probe, floor_ns, start_ns);
+  else
+    cg_shared_file_report(ad->state, ad->pool_index, ad->pool, failed, probe, floor_ns,
+                          start_ns);
 }
 
 static void cg__sh_brelease(struct cg_admission *ad) {
@@ -176,7 +235,9 @@ static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
 }
 
 /* The learned rate's place (limiter.h): the file's, or the fleet's word on Redis. */
-static int64_t cg__sh_learn_take(struct cg_admission *ad, int64_t now) {
+/* cg__sh_learn_take on Redis. */
+static __attribute__((noinline, cold)) int64_t cg__sh_learn_take_far(struct cg_admission *ad,
+                                                                     int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
   int64_t w = sp->ops->learn_take(sp, now);
   if (w == CG_SHARED_DOWN) {
@@ -186,9 +247,19 @@ static int64_t cg__sh_learn_take(struct cg_admission *ad, int64_t now) {
   return w;
 }
 
-static void cg__sh_bfirst(struct cg_admission *ad, int64_t now) {
-  struct cg_shared_pool *sp = cg__sp(ad);
-  sp->ops->budget_first(sp, now);
+static CG__STEP int64_t cg__sh_learn_take(struct cg_admission *ad, int64_t now) {
+  if (ad->sh.ops != &cg_shared_mmap)
+    return cg__sh_learn_take_far(ad, now);
+  return cg_shared_file_learn_take(ad->state, ad->pool_index, ad->pool, now);
+}
+
+static CG__STEP void cg__sh_bfirst(struct cg_admission *ad, int64_t now) {
+  if (ad->sh.ops != &cg_shared_mmap) {
+    struct cg_shared_pool *sp = cg__sp(ad);
+    sp->ops->budget_first(sp, now);
+  } else {
+    cg_shared_file_bfirst(ad->state, ad->pool_index, ad->pool, now);
+  }
 }
 
 static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,
@@ -208,7 +279,7 @@ static int64_t cg__sh_bwait(struct cg_admission *ad, enum cg_budget_verdict why)
 }
 
 /* The slot says whose it is (the call may have moved to the file since). */
-static void cg__sh_bdone(struct cg_admission *ad, int slot) {
+static CG__STEP void cg__sh_bdone(struct cg_admission *ad, int slot) {
   struct cg_shared_pool *sp;
   if (slot < 0)
     return; /* no slot held (the common call): both back ends free nothing */
@@ -318,7 +389,7 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
       break;
     }
     /* Ask again, the breaker's word read first as in cg__breaker_gate. */
-    seq = cg__sp(ad)->ops->breaker_seq(&ad->sh);
+    seq = cg__sh_seq(ad);
     now_ms = now / 1000000;
     v = cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns, now);
     if (v != CG_BREAKER_REJECT) {
@@ -378,7 +449,7 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *no
 
   if (!c->enabled || ad->probe)
     return CG_GATE_GO; /* the probe itself goes: it is what the breaker waits for */
-  seq = cg__sp(ad)->ops->breaker_seq(&ad->sh);
+  seq = cg__sh_seq(ad);
   /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
   v = cg__sh_admit(ad, (deadline_ms - now / 1000000) * 1000000, &next_ns, now);
   if (CG_RARE(v == CG_BREAKER_REJECT))
@@ -889,7 +960,9 @@ int cg_admission_repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wai
 }
 
 void cg_admission_finish(struct cg_admission *ad) {
-  if (!ad->state)
+  /* No probe and no retry slot held (the common call): cg__finish has nothing to give
+   * back, so the region is not opened. */
+  if (!ad->state || (!ad->probe && ad->retry_slot < 0))
     return;
   {
     CG_GUARDED(ad, return);
@@ -947,7 +1020,9 @@ void cg_admission_leave(struct cg_admission *ad, int slot) {
 }
 
 void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta) {
-  if (!ad->state || ad->pool_index < 0 || delta == 0)
+  /* No tpm limit: the pool has no token account to correct (cg_limiter_tokens_correct
+   * does nothing), so the region is not opened. */
+  if (!ad->state || ad->pool_index < 0 || delta == 0 || ad->pool->lim.tpm <= 0)
     return;
   {
     CG_GUARDED(ad, return);

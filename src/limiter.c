@@ -385,10 +385,6 @@ void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns) {
   cg__store_max(&st->pools[p].tat_requests, until_ns);
 }
 
-int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
-  return cg__load(&st->pools[p].hold_until);
-}
-
 void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,
                      int64_t reset_ns, int64_t now, int64_t max_ns) {
   struct cg_state_pool *pool = &st->pools[p];
@@ -410,15 +406,6 @@ void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remainin
   __atomic_store_n(&pool->pace_interval, interval < max_ns ? interval : max_ns,
                    __ATOMIC_RELEASE);
   __atomic_store_n(&pool->pace_until, now + window, __ATOMIC_RELEASE);
-}
-
-void cg_limiter_count(struct cg_state *st, int p, enum cg_counter c) {
-  struct cg_state_pool *pool = &st->pools[p];
-  uint64_t *w = c == CG_CNT_ADMITTED  ? &pool->admitted
-                : c == CG_CNT_WAITED  ? &pool->waited
-                : c == CG_CNT_REJECTED ? &pool->rejected
-                                       : &pool->seen_429;
-  __atomic_fetch_add(w, 1, __ATOMIC_RELAXED);
 }
 
 double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_t now) {

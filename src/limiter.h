@@ -57,7 +57,10 @@ int cg_limiter_reclaim(struct cg_state *st, int p);
  * reservations are placed after it, and callers already waiting check it again
  * (cg_limiter_hold_until) before they send. */
 void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns);
-int64_t cg_limiter_hold_until(struct cg_state *st, int p);
+/* Inline, as cg_limiter_count: one load on the per-request path (issue 16). */
+static inline int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
+  return __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE);
+}
 
 /* Spread the next requests of pool `p` so the `remaining` of them last the `reset_ns`
  * until the provider's window refills (its rate-limit headers).  The reset is when the
@@ -71,7 +74,15 @@ void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remainin
 
 /* Count events for `stat`. */
 enum cg_counter { CG_CNT_ADMITTED, CG_CNT_WAITED, CG_CNT_REJECTED, CG_CNT_429 };
-void cg_limiter_count(struct cg_state *st, int p, enum cg_counter c);
+/* Inline: one atomic add on the per-request path, no call of its own (issue 16). */
+static inline void cg_limiter_count(struct cg_state *st, int p, enum cg_counter c) {
+  struct cg_state_pool *pool = &st->pools[p];
+  uint64_t *w = c == CG_CNT_ADMITTED  ? &pool->admitted
+                : c == CG_CNT_WAITED  ? &pool->waited
+                : c == CG_CNT_REJECTED ? &pool->rejected
+                                       : &pool->seen_429;
+  __atomic_fetch_add(w, 1, __ATOMIC_RELAXED);
+}
 
 /* Requests (or tokens) that could go right now without waiting, for `stat`. */
 double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_t now);

@@ -6,15 +6,9 @@
 #include "budget.h"
 #include "limiter.h"
 
-/* The caller's instant (shared.h), else the clock. */
-static int64_t cg__m_now(int64_t now) {
-  return now > 0 ? now : cg_state_now();
-}
-
 static int cg__m_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
                          int64_t *wait_ns, int64_t now) {
-  return cg_limiter_reserve(sp->state, sp->p, &sp->cfg->lim, tokens, cg__m_now(now),
-                            max_wait_ns, wait_ns);
+  return cg_shared_file_reserve(sp->state, sp->p, sp->cfg, tokens, max_wait_ns, wait_ns, now);
 }
 
 static int64_t cg__m_hold_left(struct cg_shared_pool *sp) {
@@ -27,31 +21,21 @@ static void cg__m_hold(struct cg_shared_pool *sp, int64_t for_ns) {
 
 static int cg__m_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
                          int64_t *waited_ns) {
-  return cg_limiter_inflight_acquire(sp->state, sp->p, max, cg_state_now() + left_ns,
-                                     waited_ns);
+  return cg_shared_file_acquire(sp->state, sp->p, max, left_ns, waited_ns);
 }
 
 static void cg__m_release(struct cg_shared_pool *sp, int handle) {
-  if (handle >= 0 && handle < CG_SHARED_LEASE_BASE)
-    cg_limiter_inflight_release(sp->state, sp->p, handle);
+  cg_shared_file_release(sp->state, sp->p, handle);
 }
 
 static int cg__m_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
                        int64_t now) {
-  now = cg__m_now(now);
-  int r = (int) cg_breaker_admit(sp->state, sp->p, &sp->cfg->breaker, now, now + probe_ns,
-                                 next_ns);
-  /* The interface's next_ns is relative. */
-  *next_ns = *next_ns > now ? *next_ns - now : 0;
-  return r;
+  return cg_shared_file_admit(sp->state, sp->p, sp->cfg, probe_ns, next_ns, now);
 }
 
 static int cg__m_report(struct cg_shared_pool *sp, int failed, int probe, int64_t floor_ns,
                         int64_t start_ns) {
-  int64_t now = cg_state_now();
-  cg_breaker_report_at(sp->state, sp->p, &sp->cfg->breaker, failed, probe, now, floor_ns,
-                       start_ns > 0 ? start_ns : now);
-  return 0;
+  return cg_shared_file_report(sp->state, sp->p, sp->cfg, failed, probe, floor_ns, start_ns);
 }
 
 static void cg__m_brelease(struct cg_shared_pool *sp) {
@@ -75,7 +59,7 @@ static void cg__m_park(struct cg_shared_pool *sp, uint32_t seq, int64_t ns) {
 }
 
 static void cg__m_bfirst(struct cg_shared_pool *sp, int64_t now) {
-  cg_budget_first(sp->state, sp->p, &sp->cfg->budget, cg__m_now(now));
+  cg_shared_file_bfirst(sp->state, sp->p, sp->cfg, now);
 }
 
 static int cg__m_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
@@ -98,7 +82,7 @@ static void cg__m_brefund(struct cg_shared_pool *sp, int64_t granted_ns) {
 }
 
 static int64_t cg__m_learn_take(struct cg_shared_pool *sp, int64_t now) {
-  return cg_limiter_learn_take(sp->state, sp->p, &sp->cfg->lim, cg__m_now(now));
+  return cg_shared_file_learn_take(sp->state, sp->p, sp->cfg, now);
 }
 
 static void cg__m_learn_cut(struct cg_shared_pool *sp) {

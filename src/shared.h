@@ -21,7 +21,9 @@
 #define CG_SHARED_H
 
 #include "breaker.h"
+#include "budget.h"
 #include "config.h"
+#include "limiter.h"
 #include "state.h"
 
 #include <stdint.h>
@@ -129,6 +131,65 @@ struct cg_shared_ops {
 extern const struct cg_shared_ops cg_shared_mmap;
 /* The Redis back end (shared-redis.c). */
 extern const struct cg_shared_ops cg_shared_redis;
+
+/* ---- the state file's steps of a request, inline ----
+ *
+ * The mmap back end's ops of the per-request path, on pool `p` of file `st` with the
+ * pool's configuration `cfg` (a cg_shared_pool's state, p and cfg).  shared-mmap.c's ops
+ * are these; admit.c calls them directly when the call's back end is the file, so a
+ * request on the file runs no indirect call and no thunk (issue 16: the lines of code a
+ * request touches).  `now` as in cg_shared_ops: the caller's instant, or 0. */
+
+static inline int64_t cg_shared_file_now(int64_t now) {
+  return now > 0 ? now : cg_state_now();
+}
+
+static inline int cg_shared_file_reserve(struct cg_state *st, int p,
+                                         const struct cg_pool_cfg *cfg, int64_t tokens,
+                                         int64_t max_wait_ns, int64_t *wait_ns, int64_t now) {
+  return cg_limiter_reserve(st, p, &cfg->lim, tokens, cg_shared_file_now(now), max_wait_ns,
+                            wait_ns);
+}
+
+static inline int cg_shared_file_acquire(struct cg_state *st, int p, long max,
+                                         int64_t left_ns, int64_t *waited_ns) {
+  return cg_limiter_inflight_acquire(st, p, max, cg_state_now() + left_ns, waited_ns);
+}
+
+static inline void cg_shared_file_release(struct cg_state *st, int p, int handle) {
+  if (handle >= 0 && handle < CG_SHARED_LEASE_BASE)
+    cg_limiter_inflight_release(st, p, handle);
+}
+
+static inline int cg_shared_file_admit(struct cg_state *st, int p,
+                                       const struct cg_pool_cfg *cfg, int64_t probe_ns,
+                                       int64_t *next_ns, int64_t now) {
+  int r;
+  now = cg_shared_file_now(now);
+  r = (int) cg_breaker_admit(st, p, &cfg->breaker, now, now + probe_ns, next_ns);
+  /* The interface's next_ns is relative. */
+  *next_ns = *next_ns > now ? *next_ns - now : 0;
+  return r;
+}
+
+static inline int cg_shared_file_report(struct cg_state *st, int p,
+                                        const struct cg_pool_cfg *cfg, int failed, int probe,
+                                        int64_t floor_ns, int64_t start_ns) {
+  int64_t now = cg_state_now();
+  cg_breaker_report_at(st, p, &cfg->breaker, failed, probe, now, floor_ns,
+                       start_ns > 0 ? start_ns : now);
+  return 0;
+}
+
+static inline void cg_shared_file_bfirst(struct cg_state *st, int p,
+                                         const struct cg_pool_cfg *cfg, int64_t now) {
+  cg_budget_first(st, p, &cfg->budget, cg_shared_file_now(now));
+}
+
+static inline int64_t cg_shared_file_learn_take(struct cg_state *st, int p,
+                                                const struct cg_pool_cfg *cfg, int64_t now) {
+  return cg_limiter_learn_take(st, p, &cfg->lim, cg_shared_file_now(now));
+}
 
 /* ---- the Redis back end's connection (shared-redis.c) ---- */
 
