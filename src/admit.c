@@ -253,13 +253,18 @@ static CG__STEP int64_t cg__sh_learn_take(struct cg_admission *ad, int64_t now) 
   return cg_shared_file_learn_take(ad->state, ad->pool_index, ad->pool, now);
 }
 
+/* cg__sh_bfirst on Redis. */
+static __attribute__((noinline, cold)) void cg__sh_bfirst_far(struct cg_admission *ad,
+                                                              int64_t now) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  sp->ops->budget_first(sp, now);
+}
+
 static CG__STEP void cg__sh_bfirst(struct cg_admission *ad, int64_t now) {
-  if (ad->sh.ops != &cg_shared_mmap) {
-    struct cg_shared_pool *sp = cg__sp(ad);
-    sp->ops->budget_first(sp, now);
-  } else {
+  if (ad->sh.ops != &cg_shared_mmap)
+    cg__sh_bfirst_far(ad, now);
+  else
     cg_shared_file_bfirst(ad->state, ad->pool_index, ad->pool, now);
-  }
 }
 
 static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,
@@ -278,16 +283,20 @@ static int64_t cg__sh_bwait(struct cg_admission *ad, enum cg_budget_verdict why)
   return sp->ops->budget_wait_ns(sp, (int) why);
 }
 
-/* The slot says whose it is (the call may have moved to the file since). */
-static CG__STEP void cg__sh_bdone(struct cg_admission *ad, int slot) {
-  struct cg_shared_pool *sp;
-  if (slot < 0)
-    return; /* no slot held (the common call): both back ends free nothing */
-  sp = cg__sp(ad);
+/* Give back retry slot `slot` (>= 0).  The slot says whose it is (the call may have
+ * moved to the file since). */
+static __attribute__((noinline)) void cg__sh_bdone_slot(struct cg_admission *ad, int slot) {
+  struct cg_shared_pool *sp = cg__sp(ad);
   if (slot >= CG_SHARED_BUDGET_BASE)
     cg_shared_redis.budget_done(sp, slot);
   else
     cg_shared_mmap.budget_done(sp, slot);
+}
+
+static CG__STEP void cg__sh_bdone(struct cg_admission *ad, int slot) {
+  /* No slot held (the common call, not a retry): both back ends free nothing. */
+  if (CG_RARE(slot >= 0))
+    cg__sh_bdone_slot(ad, slot);
 }
 
 static void cg__sh_brefund(struct cg_admission *ad, int64_t granted_ns) {
@@ -466,11 +475,13 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *no
   return r;
 }
 
+static enum cg_gate cg__gate_repeat(struct cg_admission *ad, int64_t deadline_ms,
+                                    int64_t now);
+
 static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repeat,
                              int64_t deadline_ms, int64_t *next_probe_ms) {
   int p = cg__pool(ad);
   int64_t now;
-  int slot;
 
   *next_probe_ms = 0;
   if (p < 0)
@@ -483,10 +494,18 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
   }
   if (attempt != 1)
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
-  if (!host_repeat) {
-    cg__sh_bfirst(ad, now);
-    return CG_GATE_GO;
-  }
+  if (CG_RARE(host_repeat))
+    return cg__gate_repeat(ad, deadline_ms, now);
+  cg__sh_bfirst(ad, now);
+  return CG_GATE_GO;
+}
+
+/* The budget's part of cg__gate for a host's repeat of a failed call (repeat.h): take a
+ * retry from it.  Out of line: a repeat is not the common call. */
+static __attribute__((noinline, cold)) enum cg_gate
+cg__gate_repeat(struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
+  int slot;
+
   if (ad->repeat_granted)
     return CG_GATE_GO; /* granted after a wait (cg_admission_repeat_wait) */
   if (cg__sh_bretry(ad, (deadline_ms - cg_mono_ms()) * 1000000, &slot) !=
@@ -532,7 +551,7 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
   }
   ad->probe = 0;
   /* Not a retry (granted_ns 0, the common call): both back ends refund nothing. */
-  if (o == CG_OUT_OK && ad->retry_granted_ns > 0)
+  if (CG_RARE(o == CG_OUT_OK && ad->retry_granted_ns > 0))
     cg__sh_brefund(ad, ad->retry_granted_ns);
   ad->retry_granted_ns = 0;
   cg__sh_bdone(ad, ad->retry_slot);
@@ -959,16 +978,20 @@ int cg_admission_repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wai
   return r;
 }
 
+/* cg_admission_finish's region, out of line: the common call returns before it without
+ * setting up its frame (the jump buffer). */
+static __attribute__((noinline)) void cg__finish_guarded(struct cg_admission *ad) {
+  CG_GUARDED(ad, return);
+  cg__finish(ad);
+  CG_UNGUARD();
+}
+
 void cg_admission_finish(struct cg_admission *ad) {
   /* No probe and no retry slot held (the common call): cg__finish has nothing to give
    * back, so the region is not opened. */
   if (!ad->state || (!ad->probe && ad->retry_slot < 0))
     return;
-  {
-    CG_GUARDED(ad, return);
-    cg__finish(ad);
-    CG_UNGUARD();
-  }
+  cg__finish_guarded(ad);
 }
 
 int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
@@ -1009,14 +1032,26 @@ void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered) {
   }
 }
 
+/* cg_admission_leave's region, out of line as cg__finish_guarded. */
+static __attribute__((noinline)) void cg__leave_guarded(struct cg_admission *ad, int slot) {
+  CG_GUARDED(ad, return);
+  cg__leave(ad, slot);
+  CG_UNGUARD();
+}
+
 void cg_admission_leave(struct cg_admission *ad, int slot) {
   if (!ad->state || slot < 0)
-    return;
-  {
-    CG_GUARDED(ad, return);
-    cg__leave(ad, slot);
-    CG_UNGUARD();
-  }
+    return; /* no slot taken (no in-flight limit): nothing to give back */
+  cg__leave_guarded(ad, slot);
+}
+
+/* cg_admission_tokens_correct's region, out of line as cg__finish_guarded. */
+static __attribute__((noinline)) void cg__tokens_correct_guarded(struct cg_admission *ad,
+                                                                 int64_t delta) {
+  CG_GUARDED(ad, return);
+  cg_limiter_tokens_correct(ad->state, ad->pool_index, &ad->pool->lim, delta,
+                            cg_sat_mul(ad->max_retry_after_ms, 1000000));
+  CG_UNGUARD();
 }
 
 void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta) {
@@ -1024,12 +1059,7 @@ void cg_admission_tokens_correct(struct cg_admission *ad, int64_t delta) {
    * does nothing), so the region is not opened. */
   if (!ad->state || ad->pool_index < 0 || delta == 0 || ad->pool->lim.tpm <= 0)
     return;
-  {
-    CG_GUARDED(ad, return);
-    cg_limiter_tokens_correct(ad->state, ad->pool_index, &ad->pool->lim, delta,
-                              cg_sat_mul(ad->max_retry_after_ms, 1000000));
-    CG_UNGUARD();
-  }
+  cg__tokens_correct_guarded(ad, delta);
 }
 
 void cg_admission_tally(struct cg_admission *ad, const struct cg_record *r) {

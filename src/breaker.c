@@ -218,23 +218,25 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
   return shared;
 }
 
-enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
-                                         const struct cg_breaker_cfg *c, int64_t now_ns,
-                                         int64_t probe_deadline_ns, int64_t *next_probe_ns) {
-  struct cg_state_breaker *b = &st->breakers[p];
+/* cg_breaker_admit once the breaker was found not closed (word `w`): open and cooling
+ * down, half-open with a probe under way, or ready for a probe.  Out of line: a breaker
+ * that is not closed is not the steady state (hot.h). */
+static __attribute__((noinline, cold)) enum cg_breaker_verdict
+cg__admit_not_closed(struct cg_state_breaker *b, uint64_t w, int64_t now_ns,
+                     int64_t probe_deadline_ns, int64_t *next_probe_ns) {
   uint32_t me = (uint32_t) cg_pid() & CG_PID_MASK;
   int tries;
 
-  *next_probe_ns = 0;
-  if (!c->enabled)
-    return CG_BREAKER_ALLOW;
   if (probe_deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
     probe_deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
-    uint64_t w = cg__load(&b->word);
-    enum cg_breaker_state s = cg__state(w);
-    int64_t t = cg__time(w);
+    enum cg_breaker_state s;
+    int64_t t;
 
+    if (tries > 0)
+      w = cg__load(&b->word);
+    s = cg__state(w);
+    t = cg__time(w);
     if (s == CG_BREAKER_CLOSED)
       return CG_BREAKER_ALLOW;
     /* Open and cooling down, or a live probe under way: fail fast. */
@@ -255,6 +257,21 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
   /* Lost every race: somebody else moved the state; failing fast is the safe side. */
   *next_probe_ns = now_ns;
   return CG_BREAKER_REJECT;
+}
+
+enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
+                                         const struct cg_breaker_cfg *c, int64_t now_ns,
+                                         int64_t probe_deadline_ns, int64_t *next_probe_ns) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  uint64_t w;
+
+  *next_probe_ns = 0;
+  if (!c->enabled)
+    return CG_BREAKER_ALLOW;
+  w = cg__load(&b->word);
+  if (cg__state(w) == CG_BREAKER_CLOSED)
+    return CG_BREAKER_ALLOW;
+  return cg__admit_not_closed(b, w, now_ns, probe_deadline_ns, next_probe_ns);
 }
 
 /* Move half-open held by this process to `next`.  1 when it did. */
