@@ -187,10 +187,15 @@ static CG__STEP enum cg_breaker_verdict cg__sh_admit(struct cg_admission *ad,
                                                         probe_ns, next_ns, now);
 }
 
+/* cg__sh_seq on Redis. */
+static __attribute__((noinline, cold)) uint32_t cg__sh_seq_far(struct cg_admission *ad) {
+  return cg__sp(ad)->ops->breaker_seq(&ad->sh);
+}
+
 /* The breaker's futex word, read before asking it (cg__breaker_gate). */
 static CG__STEP uint32_t cg__sh_seq(struct cg_admission *ad) {
   if (ad->sh.ops != &cg_shared_mmap)
-    return cg__sp(ad)->ops->breaker_seq(&ad->sh);
+    return cg__sh_seq_far(ad);
   return cg_breaker_seq(ad->state, ad->pool_index);
 }
 

@@ -1,6 +1,7 @@
 /* limiter.c - GCRA over shared words; in-flight slots (see limiter.h). */
 #include "limiter.h"
 
+#include "hot.h"
 #include "proc.h"
 #include "repeat.h"
 #include "tls.h"
@@ -54,7 +55,7 @@ static uint64_t cg__name_hash(const char *name) {
 /* Whether the pool's name is published, or gets published within about a millisecond
  * (a claimer between its claim and its name takes nanoseconds unless descheduled).
  * Bounded: a claimer that died never publishes. */
-static int cg__name_ready_soon(struct cg_state_pool *p) {
+static __attribute__((noinline, cold)) int cg__name_ready_soon(struct cg_state_pool *p) {
   int i;
   for (i = 0; i < 100; i++) {
     struct timespec nap = {0, 10000};
@@ -75,7 +76,7 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
   for (i = 0; i < CG_STATE_POOLS; i++) {
     struct cg_state_pool *p = &st->pools[i];
     uint64_t cur = cg__load(&p->name_hash);
-    if (cur == 0) {
+    if (CG_RARE(cur == 0)) { /* a free pool: only a pool's first call claims one */
       uint64_t zero = 0;
       if (!cg__cas(&p->name_hash, &zero, h)) {
         cur = zero; /* somebody claimed it: is it ours? */
@@ -89,7 +90,9 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
       /* Limits are per process configuration; the last one is shown by `stat`.  Atomic
        * stores: many threads and processes write them at once. */
       uint32_t mi;
-      if (!cg__name_ready_soon(p)) {
+      /* Published long ago (the common call): cg__name_ready_soon's first look, inline. */
+      if (CG_RARE(!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) &&
+          !cg__name_ready_soon(p)) {
         /* Claimed, but the name never published: a claimer that died between the two
          * steps, or a file cut short inside this pool (its hash kept, its name zeroed).
          * The same hash is the same name: writing it again changes no byte a reader of
