@@ -1016,15 +1016,27 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
   return r;
 }
 
+/* cg_admission_learn's region, out of line as cg__finish_guarded. */
+static __attribute__((noinline)) void cg__learn_guarded(struct cg_admission *ad,
+                                                        const struct cg_hints *hints,
+                                                        long status, int64_t sleep_ms,
+                                                        cg_getdate_fn getdate) {
+  CG_GUARDED(ad, return);
+  cg__learn(ad, hints, status, sleep_ms, getdate);
+  CG_UNGUARD();
+}
+
 void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, long status,
                         int64_t sleep_ms, cg_getdate_fn getdate) {
-  if (!ad->state)
+  if (!ad->state || !status)
     return;
-  {
-    CG_GUARDED(ad, return);
-    cg__learn(ad, hints, status, sleep_ms, getdate);
-    CG_UNGUARD();
-  }
+  /* Not a 429 and no "remaining" count (most answers of most servers): cg__learn returns
+   * before it touches the mapping, so the region is not opened (the same test as there,
+   * on the answer's hints only). */
+  if (status != 429 && !hints->rl_remaining_req[0] && !hints->a_remaining_req[0] &&
+      !hints->ietf[0] && !hints->rl_remaining_tok[0] && !hints->a_remaining_tok[0])
+    return;
+  cg__learn_guarded(ad, hints, status, sleep_ms, getdate);
 }
 
 void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered) {

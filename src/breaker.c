@@ -212,7 +212,12 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
   __atomic_store_n(&b->cooldown_max_ns, cg__ns(cg__cap_s(c)), __ATOMIC_RELAXED);
   __atomic_store_n(&b->ramp_ns, cg__ns(c->ramp_s), __ATOMIC_RELAXED);
   __atomic_store_n(&b->open_wait, (uint32_t) (c->open_wait != 0), __ATOMIC_RELAXED);
-  /* The first process to configure the pool sets its window for everybody. */
+  /* The first process to configure the pool sets its window for everybody.  Set already
+   * (every call after the pool's first): the exchange would fail and return it, so it is
+   * read without the locked write. */
+  shared = cg__load(&b->window_ns);
+  if (shared != 0)
+    return shared;
   if (cg__cas(&b->window_ns, &shared, win))
     return win;
   return shared;

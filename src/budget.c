@@ -30,7 +30,12 @@ int64_t cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_c
   __atomic_store_n(&b->max_concurrent, (uint32_t) c->max_concurrent, __ATOMIC_RELAXED);
   __atomic_store(&b->ratio, &c->ratio, __ATOMIC_RELAXED);
   __atomic_store(&b->min_per_s, &c->min_per_s, __ATOMIC_RELAXED);
-  /* The first process to configure the pool sets its window for everybody. */
+  /* The first process to configure the pool sets its window for everybody.  Set already
+   * (every call after the pool's first): read without the locked write, as in
+   * cg_breaker_configure. */
+  shared = cg__load(&b->window_ns);
+  if (shared != 0)
+    return shared;
   if (cg__cas(&b->window_ns, &shared, win))
     return win;
   return shared;

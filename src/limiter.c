@@ -470,6 +470,24 @@ double cg_learn_slow_start(double rate, double latency_s) {
   return rate + 1.0 / latency_s;
 }
 
+/* cg__measure's step into a new half-second: its first answer closes the last one (`w`,
+ * as read) into the smoothed measure.  0: lost the race for the word (try again).  Out
+ * of line: once per half-second, not per answer (hot.h). */
+static __attribute__((noinline, cold)) int cg__measure_roll(struct cg_state_pool *pool,
+                                                            uint64_t w, uint32_t ep) {
+  uint32_t old_ep = (uint32_t) (w >> 32), n = (uint32_t) w;
+  if (!cg__cas(&pool->learn_clock, &w, (uint64_t) ep << 32 | 1))
+    return 0;
+  if (w && (uint32_t) (ep - old_ep) < 1u << 30) {
+    double dt = (double) (uint32_t) (ep - old_ep) * (double) CG_LEARN_BUCKET_NS / 1e9;
+    double cur = (double) n / dt, m = cg__loadd(&pool->learn_measured);
+    if (!(m >= 0 && m <= CG_LEARN_MAX_RPS))
+      m = 0;
+    cg__stored(&pool->learn_measured, cur * 0.8 + m * 0.2);
+  }
+  return 1;
+}
+
 /* Count one answer that was not a throttle in the pool's measurement (the provider's
  * goodput); returns the smoothed answers/s. */
 static double cg__measure(struct cg_state_pool *pool, int64_t now) {
@@ -477,23 +495,15 @@ static double cg__measure(struct cg_state_pool *pool, int64_t now) {
   int tries;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     uint64_t w = cg__load(&pool->learn_clock);
-    uint32_t old_ep = (uint32_t) (w >> 32), n = (uint32_t) w;
-    if (w && old_ep == ep) {
+    uint32_t n = (uint32_t) w;
+    if (w && (uint32_t) (w >> 32) == ep) {
       if (cg__cas(&pool->learn_clock, &w, w + (n < UINT32_MAX ? 1 : 0)))
         break;
       continue;
     }
     /* A new half-second: its first answer closes the last one. */
-    if (cg__cas(&pool->learn_clock, &w, (uint64_t) ep << 32 | 1)) {
-      if (w && (uint32_t) (ep - old_ep) < 1u << 30) {
-        double dt = (double) (uint32_t) (ep - old_ep) * (double) CG_LEARN_BUCKET_NS / 1e9;
-        double cur = (double) n / dt, m = cg__loadd(&pool->learn_measured);
-        if (!(m >= 0 && m <= CG_LEARN_MAX_RPS))
-          m = 0;
-        cg__stored(&pool->learn_measured, cur * 0.8 + m * 0.2);
-      }
+    if (cg__measure_roll(pool, w, ep))
       break;
-    }
   }
   return cg__loadd(&pool->learn_measured);
 }
@@ -573,9 +583,14 @@ void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits
 }
 
 void cg_limiter_learn_start(struct cg_state *st, int p, const struct cg_limits *lim) {
-  double zero = 0, start = lim->rpm > 0 ? cg_learn_ceiling(lim) : CG_LEARN_START_RPS;
+  double zero = 0, start;
   if (!lim->adaptive)
     return;
+  /* Started already (every call after the pool's first): the exchange below would find
+   * the word not 0 and leave it; a plain load says so without the locked write. */
+  if (cg__loadd(&st->pools[p].learn_rate) != 0)
+    return;
+  start = lim->rpm > 0 ? cg_learn_ceiling(lim) : CG_LEARN_START_RPS;
   __atomic_compare_exchange(&st->pools[p].learn_rate, &zero, &start, 0, __ATOMIC_ACQ_REL,
                             __ATOMIC_ACQUIRE);
 }
