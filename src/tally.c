@@ -76,7 +76,10 @@ void cg_tally_add(struct cg_state *st, int p, const struct cg_record *r) {
   if (!st || p < 0 || p >= CG_STATE_POOLS || !r)
     return;
   t = &st->tallies[p];
-  o = cg_tally_outcome(r->outcome);
+  /* "ok" (index 0, the common attempt) without the search of cg_tally_outcome. */
+  o = r->outcome && r->outcome[0] == 'o' && r->outcome[1] == 'k' && !r->outcome[2]
+          ? 0
+          : cg_tally_outcome(r->outcome);
   cg__add(&t->attempts, 1);
   cg__add(&t->outcomes[o], 1);
   cg__add_rare(&t->retries, r->attempt > 1);
