@@ -903,8 +903,10 @@ static void cg__leave(struct cg_admission *ad, int slot) {
 enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
                                int64_t deadline_ms, int64_t *next_probe_ms) {
   enum cg_gate r;
-  if (!ad->state)
-    return cg__gate(ad, attempt, host_repeat, deadline_ms, next_probe_ms);
+  if (!ad->state) { /* as cg__gate without a pool */
+    *next_probe_ms = 0;
+    return CG_GATE_GO;
+  }
   {
     CG_GUARDED(ad, *next_probe_ms = 0; return CG_GATE_GO);
     r = cg__gate(ad, attempt, host_repeat, deadline_ms, next_probe_ms);
