@@ -182,6 +182,19 @@ Test(prom, tally_counts_as_report_does) {
   cr_assert_eq(t.outcomes[cg_tally_outcome("http_4xx")], 1);
 }
 
+Test(prom, tally_ok_is_exactly_ok) {
+  struct cg_state_tally t;
+  struct cg_record a = rec(1, 1, "ok"), b = rec(1, 1, "okay"), c = rec(1, 1, "o");
+  int p = pool_p("p");
+  cg_tally_add(&st, p, &a);
+  cg_tally_add(&st, p, &b);
+  cg_tally_add(&st, p, &c);
+  cg_tally_read(&st, p, &t);
+  cr_assert_eq(t.outcomes[cg_tally_outcome("ok")], 1);
+  cr_assert_eq(t.outcomes[cg_tally_outcome("other")], 2);
+  cr_assert_eq(t.calls_ok, 1);
+}
+
 /* ---- the metrics of a file ---- */
 
 static char *metrics_text(void) {
