@@ -126,6 +126,15 @@ static __attribute__((noinline)) CURLcode cg__setopt(CURL *curl, long opt,
  * lines of code a request runs).  Elsewhere the portable variadic form reads it
  * (optval.h). */
 #if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+/* The guard is off, or does not know the handle (NULL among them): the caller's libcurl
+ * gets the argument as it came, and nothing is kept (what a forwarding interposer does:
+ * with CURLGUARD unset this runs for every setopt of the host). */
+static __attribute__((noinline)) CURLcode cg__setopt_pass(CURL *curl, CURLoption opt,
+                                                          uintptr_t arg, const void *caller) {
+  const struct cg_lib *lib = cg_lib_for_caller(caller);
+  return lib ? lib->easy_setopt(curl, opt, arg) : CURLE_FAILED_INIT;
+}
+
 CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
     __asm__("curl_easy_setopt");
 CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
@@ -137,8 +146,10 @@ CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
   unsigned keep;
   CURLcode rc;
 
-  if (CG_RARE(!cg_lib_guarding() || !(h = cg_handle_get(curl)) || h->in_perform)) {
-    /* Off, an unknown handle, or set from a host callback during an attempt. */
+  if (CG_RARE(!cg_lib_guarding() || !(h = cg_handle_get(curl))))
+    return cg__setopt_pass(curl, opt, arg, CG_CALLER()); /* off, or an unknown handle */
+  if (CG_RARE(h->in_perform)) {
+    /* Set from a host callback during an attempt. */
     cg_optval_of_reg(option, arg, &v);
     return cg__setopt(curl, option, &v, CG_CALLER());
   }
