@@ -928,9 +928,10 @@ void cg_attempt_discard(struct cg_attempt *a) {
 }
 
 void *cg_attempt_keep(struct cg_attempt *a) {
-  struct cg_held_block *b = a->spare;
+  struct cg_held_block *b;
 
   cg_attempt_discard(a);
+  b = a->spare; /* read after the discard: it may have kept an emptied block there */
   if (!b && a->head && a->head == a->tail && a->head->cap == CG__BLOCK_CAP) {
     b = a->head;
     a->head = a->tail = NULL;

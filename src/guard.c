@@ -59,8 +59,7 @@ struct cg_call {
   int64_t deadline_ms;        /* monotonic */
   enum cg_body body;
   long file_start;            /* CG_BODY_READ_FILE: position to rewind to */
-  int digest_state;           /* 1: body_hash holds the body's digest; -1: none; 0: not
-                               * made yet (cg__body_digest) */
+  int has_digest;             /* body_hash holds the body's digest */
   uint64_t body_hash[2];      /* XXH3-128 of the body (high, low halves): cg_digest128 */
   struct cg_digest *stream_digest; /* CG_BODY_READ_CB */
   char *model;
@@ -71,7 +70,6 @@ struct cg_call {
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   const char *task_id;        /* task_id_header's value (task_id_buf), else the config's */
   int repeats;
-  int has_repeat_key;         /* repeat_key is made (cg__repeat_key) */
   uint64_t repeat_key;
   int reached;                /* an attempt was made (the call reached the network) */
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
@@ -137,39 +135,6 @@ struct cg_call {
 
 /* ---- before the first attempt ---- */
 
-/* The XXH3-128 of the call's CURLOPT_POSTFIELDS body in call->body_hash, made on first
- * use: a call whose record is not written and that meets no failed call never hashes
- * its body (issue 16: ~350 instructions and 15 lines of code a request).  libcurl's
- * contract keeps the body the host's until the transfer ends (CURLOPT_POSTFIELDS(3)), and
- * it is asked for before the call ends.  1 when body_hash holds it; 0 for no body, or
- * one over CG_DIGEST_MAX bytes. */
-static int cg__body_digest(struct cg_call *call) {
-  if (call->digest_state == 0) {
-    size_t len = 0;
-    const char *body = call->body == CG_BODY_FIELDS ? cg_handle_body(call->h, &len) : NULL;
-    call->digest_state = -1;
-    if (body && len <= CG_DIGEST_MAX) {
-      cg_digest128(body, len, call->body_hash);
-      call->digest_state = 1;
-    }
-  }
-  return call->digest_state > 0;
-}
-
-/* The call's repeat key (repeat.h cg_repeat_key_call), made on first use: only a call
- * that may repeat a failed one (cg__call_init) or whose end the repeat table must hear
- * (cg_engine_end) needs it.  A host that reset its handle inside the call has no URL
- * any more: its key is of "" then (a repeat of it is not noticed). */
-static uint64_t cg__repeat_key(struct cg_call *call) {
-  if (!call->has_repeat_key) {
-    const char *url = call->h->url ? call->h->url : "";
-    call->repeat_key =
-        cg_repeat_key_call(call->method, url, cg__body_digest(call) ? call->body_hash : NULL);
-    call->has_repeat_key = 1;
-  }
-  return call->repeat_key;
-}
-
 static void cg__prepare_body(struct cg_call *call) {
   struct cg_handle *h = call->h;
   size_t len = 0;
@@ -177,10 +142,13 @@ static void cg__prepare_body(struct cg_call *call) {
 
   if (body) {
     call->body = CG_BODY_FIELDS;
-    /* Every record shows the digest: made now, while the body is surely the host's.
-     * With the log off only a host's repeat of a failed call needs it (cg__repeat_key). */
-    if (call->cfg->log_path)
-      cg__body_digest(call);
+    /* Made now, while the body is surely the host's: a call can end after the host let
+     * go of it (curl_multi_cleanup with the handle still added).  In hex only for a record
+     * that is written (cg__fill_record). */
+    if (len <= CG_DIGEST_MAX) {
+      cg_digest128(body, len, call->body_hash);
+      call->has_digest = 1;
+    }
     cg_body_facts(body, len, &call->model, &call->admission.tokens);
     return;
   }
@@ -450,7 +418,7 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
   r->libcurl_resends = a->libcurl_resends;
   r->repeats = call->repeats;
   r->fallback_from = call->fallback_from;
-  if (cg__body_digest(call)) {
+  if (call->has_digest) {
     cg_digest128_hex(call->body_hash, call->body_digest);
     r->body_digest = call->body_digest;
   } else if (call->stream_digest && a->read_bytes > 0) {
@@ -591,9 +559,12 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
       strcasecmp(cfg->request_id_header, "Idempotency-Key") == 0)
     call->idempotent = 1;
   cg__prepare_body(call);
-  /* With no failed call in the table this call repeats none: its key is not needed yet. */
-  if (cfg->repeat_window_ms > 0 && cg_repeat_any_failed())
-    call->repeats = cg_repeat_note(cg__repeat_key(call), now_ms, cfg->repeat_window_ms,
+  /* Made now, as the digest: at the call's end the host may have changed or freed what
+   * it is made of. */
+  call->repeat_key = cg_repeat_key_call(call->method, h->url,
+                                        call->has_digest ? call->body_hash : NULL);
+  if (cfg->repeat_window_ms > 0)
+    call->repeats = cg_repeat_note(call->repeat_key, now_ms, cfg->repeat_window_ms,
                                    call->repeat_of, sizeof(call->repeat_of));
 }
 
@@ -1448,7 +1419,7 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
                                                                 : CG_REPEAT_FAILED;
     /* A chain's id is read only from a failed slot (repeat.h). */
     if (cg_repeat_needs_done(end))
-      cg_repeat_done(cg__repeat_key(call), end, cg_mono_ms(), call->repeats,
+      cg_repeat_done(call->repeat_key, end, cg_mono_ms(), call->repeats,
                      call->repeat_of[0]          ? call->repeat_of
                      : end == CG_REPEAT_FAILED ? cg__request_id(call)
                                                : call->request_id);

@@ -24,32 +24,9 @@
 #define cg__cas(p, expp, v)                                                               \
   __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
-/* The last pool name this thread hashed, and its hash (0: none yet): a host's calls go
- * to the same pool over and over, and the hash (XXH3 of the name) is the same every
- * time, so each call after the first compares the name instead (issue 16).  Per thread:
- * no lock, no race. */
-static CG_TLS struct {
-  uint64_t hash;
-  char name[64];
-} cg__name_memo;
-
-/* The hash of a name the memo does not hold, memoised.  Out of line: once per thread
- * and name. */
-static __attribute__((noinline, cold)) uint64_t cg__name_hash_new(const char *name) {
-  uint64_t h = cg_repeat_key("pool", name, NULL);
-  size_t n = strlen(name);
-  h = h ? h : 1;
-  if (n < sizeof(cg__name_memo.name)) { /* a longer name is hashed every time */
-    memcpy(cg__name_memo.name, name, n + 1);
-    cg__name_memo.hash = h;
-  }
-  return h;
-}
-
 static uint64_t cg__name_hash(const char *name) {
-  if (cg__name_memo.hash && strcmp(name, cg__name_memo.name) == 0)
-    return cg__name_memo.hash;
-  return cg__name_hash_new(name);
+  uint64_t h = cg_repeat_key("pool", name, NULL);
+  return h ? h : 1;
 }
 
 /* Whether the pool's name is published, or gets published within about a millisecond

@@ -109,10 +109,6 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, 
   return repeats;
 }
 
-int cg_repeat_any_failed(void) {
-  return __atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE) != 0;
-}
-
 int cg_repeat_needs_done(enum cg_repeat_end end) {
   return end == CG_REPEAT_FAILED ||
          (end == CG_REPEAT_OK && __atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE));

@@ -47,10 +47,6 @@ int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, 
 void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
                     const char *chain_id);
 
-/* 1 when some slot holds a failed call: only then can cg_repeat_note find a repeat (it
- * answers 0 without its key otherwise). */
-int cg_repeat_any_failed(void);
-
 /* 0 when cg_repeat_done(.., `end`, ..) would change nothing (a local end; a success while
  * no slot holds a failure): the caller may skip it, and reading the clock for it. */
 int cg_repeat_needs_done(enum cg_repeat_end end);

@@ -343,26 +343,26 @@ Test(limiter, pool_claims_and_finds_again) {
   cr_assert_eq(st.pools[a].max_inflight, 3);
 }
 
-/* A thread with a fresh memo of the last pool name it hashed (limiter.c). */
+/* Another thread looks the pool up by its name. */
 static void *find_alpha(void *arg) {
   struct cg_limits l = limits(60, 0, 0, 0, 0);
   *(int *) arg = cg_limiter_pool(&st, "alpha", &l);
   return NULL;
 }
 
-Test(limiter, pool_name_memo_follows_the_name_not_its_buffer) {
+Test(limiter, pool_follows_the_name_not_its_buffer) {
   struct cg_limits l = limits(60, 0, 0, 0, 0);
   char name[16] = "alpha";
   int a = pool(name, &l), b, other = -7;
   pthread_t t;
-  /* The same buffer, another name: another pool (the memo compares the name). */
+  /* The same buffer, another name: another pool. */
   memcpy(name, "beta", 5);
   b = pool(name, &l);
   cr_assert_neq(a, b);
   cr_assert_str_eq(st.pools[b].name, "beta");
   memcpy(name, "alpha", 6);
   cr_assert_eq(cg_limiter_pool(&st, name, &l), a);
-  /* A memoised hash is the one a thread that never saw the name computes. */
+  /* Another thread finds the same pool for the name. */
   cr_assert_eq(pthread_create(&t, NULL, find_alpha, &other), 0);
   pthread_join(t, NULL);
   cr_assert_eq(other, a);
