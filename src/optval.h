@@ -17,6 +17,17 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+/* 1 where a setopt's variadic argument of every kind (long, pointer, function pointer,
+ * curl_off_t, blob pointer) travels in the same 64-bit integer register as a fixed
+ * argument in its place: x86-64 (System V ABI 3.5.7) and Linux AArch64 (AAPCS64 6.4.2).
+ * There the shims read it as a fixed uintptr_t (shim.c, shim-multi.c); elsewhere with
+ * va_arg (cg_optval_read). */
+#if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+#define CG_SETOPT_ARG_IN_REG 1
+#else
+#define CG_SETOPT_ARG_IN_REG 0
+#endif
+
 enum cg_optkind { CG_OPT_LONG, CG_OPT_PTR, CG_OPT_FUNC, CG_OPT_OFFT, CG_OPT_BLOB };
 
 /* A setopt argument's value, as the member of its kind.  `bits`: the value as the

@@ -17,6 +17,7 @@
 #include "hot.h"
 #include "lib.h"
 #include "multi.h"
+#include "optval.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -201,7 +202,7 @@ CG_EXPORT CURLMcode curl_multi_socket_all(CURLM *m, int *running) {
 
 /* Variadic like curl_easy_setopt: the argument's type follows the option number
  * (curl/multi.h CURLMOPTTYPE_*: LONG < 10000, OBJECTPOINT, FUNCTIONPOINT, OFF_T 30000). */
-#if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+#if CG_SETOPT_ARG_IN_REG
 /* cg_multi_setopt with the argument's bits `arg` as the member of the option's kind. */
 static CURLMcode cg__multi_setopt_bits(struct cg_multi *cm, CURLMoption option,
                                        uintptr_t arg) {

@@ -125,7 +125,7 @@ static __attribute__((noinline)) CURLcode cg__setopt(CURL *curl, long opt,
  * asking the kind (one path for every option instead of one per kind: issue 16, the
  * lines of code a request runs).  Elsewhere the portable variadic form reads it
  * (optval.h). */
-#if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+#if CG_SETOPT_ARG_IN_REG
 /* The guard is off, or does not know the handle (NULL among them): the caller's libcurl
  * gets the argument as it came, and nothing is kept (what a forwarding interposer does:
  * with CURLGUARD unset this runs for every setopt of the host). */
