@@ -261,14 +261,6 @@ cg__lib_resolve(const void *caller, int *internal) {
   return lib;
 }
 
-const struct cg_lib *cg_lib_for_caller_rest(const void *caller) {
-  const struct cg_lib_site *s = cg__site_find(cg_lib_site_key(caller));
-
-  if (CG_RARE(!s))
-    return cg__lib_resolve(caller, NULL);
-  return s->lib;
-}
-
 const struct cg_lib *cg_lib_for_caller_ex_rest(const void *caller, int *internal) {
   const struct cg_lib_site *s = cg__site_find(cg_lib_site_key(caller));
 

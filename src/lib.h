@@ -91,30 +91,12 @@ static inline size_t cg_lib_site_slot(uintptr_t key) {
   return (size_t) (h >> 54) & (CG_LIB_SITES - 1);
 }
 
-/* cg_lib_for_caller past the first slot of the call site's chain (a later slot, or the
- * site's first call). */
-const struct cg_lib *cg_lib_for_caller_rest(const void *caller);
-
-/* The libcurl that code at address `caller` (a return address) binds to, or NULL
- * when no complete libcurl can be found (then a "curlguard:" line was printed once).
- * Thread-safe; the result lives as long as the process.  Inline: libcurl's own calls of
- * the multi API go through the shim several times a request, and a call site's answer
- * is most often in the first slot of its chain, so the common path is one compare. */
-static inline const struct cg_lib *cg_lib_for_caller(const void *caller) {
-  uintptr_t key = cg_lib_site_key(caller);
-  const struct cg_lib_site *s = &cg_lib_sites[cg_lib_site_slot(key)];
-
-  if (__builtin_expect(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == key, 1))
-    return s->lib;
-  return cg_lib_for_caller_rest(caller);
-}
-
-/* The same, and in `*internal` 1 when `caller` lies inside that libcurl itself: libcurl
- * calls its own exported API through the PLT (7.88's Curl_conncache_init makes the
- * connection cache's closure handle with curl_easy_init() and frees it with Curl_close,
- * never curl_easy_cleanup), so such a call is libcurl's business, not the host's.
- * Cached per call site like cg_lib_for_caller, and inline like it (curl_easy_init asks:
- * twice a request under curl's tool). */
+/* The libcurl that serves `caller`, as cg_lib_for_caller (below), and in `*internal` (when
+ * not NULL) 1 when `caller` lies inside that libcurl itself: libcurl calls its own
+ * exported API through the PLT (7.88's Curl_conncache_init makes the connection cache's
+ * closure handle with curl_easy_init() and frees it with Curl_close, never
+ * curl_easy_cleanup), so such a call is libcurl's business, not the host's.  Cached per
+ * call site, and inline (curl_easy_init asks twice a request under curl's tool). */
 const struct cg_lib *cg_lib_for_caller_ex_rest(const void *caller, int *internal);
 static inline const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int *internal) {
   uintptr_t key = cg_lib_site_key(caller);
@@ -126,6 +108,15 @@ static inline const struct cg_lib *cg_lib_for_caller_ex(const void *caller, int 
     return s->lib;
   }
   return cg_lib_for_caller_ex_rest(caller, internal);
+}
+
+/* The libcurl that code at address `caller` (a return address) binds to, or NULL
+ * when no complete libcurl can be found (then a "curlguard:" line was printed once).
+ * Thread-safe; the result lives as long as the process.  Inline: libcurl's own calls of
+ * the multi API go through the shim several times a request, and a call site's answer
+ * is most often in the first slot of its chain, so the common path is one compare. */
+static inline const struct cg_lib *cg_lib_for_caller(const void *caller) {
+  return cg_lib_for_caller_ex(caller, NULL);
 }
 
 /* Guarding is on (CURLGUARD: cg_config_enabled) and this is the first copy of the
