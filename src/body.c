@@ -283,7 +283,7 @@ enum { CG__M_MODEL, CG__M_MAX_TOKENS, CG__M_MAX_COMPLETION, CG__M_MAX_OUTPUT, CG
 struct cg__body {
   int64_t chars;
   double max_out;
-  char model[201];
+  char model[CG_BODY_MODEL_SIZE];
   size_t model_len;
   unsigned seen;
 };
@@ -558,7 +558,8 @@ string: /* a name (is_key) or a value: one scan for both, its characters counted
 
 /* Starts on a line of its own (the whole-body scan is inlined in it), so the lines it
  * takes do not move with the code before it (issue 16). */
-__attribute__((aligned(64))) void cg_body_facts(const char *body, size_t len, char **model,
+__attribute__((aligned(64))) void cg_body_facts(const char *body, size_t len,
+                                                char model[CG_BODY_MODEL_SIZE],
                                                 int64_t *tokens) {
   const char *p = body, *end = body + len;
   struct cg__body b;
@@ -573,9 +574,9 @@ __attribute__((aligned(64))) void cg_body_facts(const char *body, size_t len, ch
   b.seen = 0;
   if (!cg__scan((const unsigned char *) body, (const unsigned char *) end, &b))
     return;
-  if (b.model_len && (*model = malloc(b.model_len + 1))) { /* no NUL in the bytes kept */
-    memcpy(*model, b.model, b.model_len);
-    (*model)[b.model_len] = '\0';
+  if (b.model_len) { /* no NUL in the bytes kept; at most CG_BODY_MODEL_SIZE - 1 */
+    memcpy(model, b.model, b.model_len);
+    model[b.model_len] = '\0';
   }
   /* Bounded before the conversion (found by fuzzing: "max_tokens": 1e300 was a
    * float-to-integer overflow, UB): no model writes more than CG_BODY_OUTPUT_MAX. */
@@ -583,20 +584,22 @@ __attribute__((aligned(64))) void cg_body_facts(const char *body, size_t len, ch
             (b.max_out > (double) CG_BODY_OUTPUT_MAX ? CG_BODY_OUTPUT_MAX : (int64_t) b.max_out);
 }
 
-char *cg_body_model_from_path(const char *path) {
+int cg_body_model_from_path(const char *path, char model[CG_BODY_MODEL_SIZE]) {
   const char *m = NULL, *p, *e;
   size_t n;
 
   for (p = path; p && (p = strstr(p, "/models/")); p += 8)
     m = p + 8;
   if (!m)
-    return NULL;
+    return 0;
   for (e = m; *e && *e != ':' && *e != '/'; e++)
     if (!((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') ||
           *e == '.' || *e == '-' || *e == '_' || *e == '@'))
-      return NULL;
+      return 0;
   n = (size_t) (e - m);
   if (n == 0 || n > 127 || *e == '/')
-    return NULL;
-  return strndup(m, n);
+    return 0;
+  memcpy(model, m, n);
+  model[n] = '\0';
+  return 1;
 }

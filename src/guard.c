@@ -62,7 +62,7 @@ struct cg_call {
   int has_digest;             /* body_hash holds the body's digest */
   uint64_t body_hash[2];      /* XXH3-128 of the body (high, low halves): cg_digest128 */
   struct cg_digest *stream_digest; /* CG_BODY_READ_CB */
-  char *model;
+  const char *model;          /* model_buf, or NULL: none */
   int attempt;                /* 1-based number of the attempt under way */
   int64_t prev_sleep_ms;
   int64_t last_attempt_ms;    /* how long the previous attempt took */
@@ -109,6 +109,7 @@ struct cg_call {
   char body_digest[CG_DIGEST_HEX]; /* body_hash in hex, written by cg__fill_record */
   char repeat_of[64];         /* an identical earlier call's request id, or "" */
   char task_id_buf[128];      /* read only through task_id */
+  char model_buf[CG_BODY_MODEL_SIZE]; /* written by cg_body_facts, read through model */
   char fallback_url[4096];    /* the URL sent instead of the host's, "" = not diverted */
   struct cg_url url;          /* written by cg_engine_begin (or kept, see memo) */
   struct cg_pool_cfg pool_scratch;     /* written by cg_config_pool_at when used */
@@ -149,7 +150,10 @@ static void cg__prepare_body(struct cg_call *call) {
       cg_digest128(body, len, call->body_hash);
       call->has_digest = 1;
     }
-    cg_body_facts(body, len, &call->model, &call->admission.tokens);
+    call->model_buf[0] = '\0';
+    cg_body_facts(body, len, call->model_buf, &call->admission.tokens);
+    if (call->model_buf[0])
+      call->model = call->model_buf;
     return;
   }
   if (h->method == CG_M_POST_MIME || h->method == CG_M_POST_FORM) {
@@ -582,7 +586,6 @@ static void cg__attempt_done(struct cg_call *call, struct cg_attempt *a) {
 static void cg__call_free(struct cg_call *call) {
   if (call->headers)
     call->lib->slist_free_all(call->headers);
-  free(call->model);
   cg_digest_free(call->stream_digest);
 }
 
@@ -1317,8 +1320,8 @@ struct cg_call *cg_engine_begin(struct cg_handle *h) {
         cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call->pool_scratch);
     cg__memo_keep(call, h, n);
   }
-  if (!call->model)
-    call->model = cg_body_model_from_path(call->url.path); /* Gemini, Vertex AI: in the path */
+  if (!call->model && cg_body_model_from_path(call->url.path, call->model_buf))
+    call->model = call->model_buf; /* Gemini, Vertex AI: in the path */
   /* A call to a model will price its answer: the table is read now, before the first
    * transfer, not after it, when libcurl's download buffer (16 KB, still allocated when
    * the perform returns; bench/batch-host frees it with curl_easy_reset) lies below the

@@ -39,12 +39,48 @@ static const struct body_case cases[] = {
   {"", NULL, -1},
 };
 
+/* cg_body_facts with the interface these tests were written for: `*model` gets a malloc'd
+ * copy of the model it found, or is left alone. */
+static void facts(const char *body, size_t len, char **model, int64_t *tokens) {
+  char buf[CG_BODY_MODEL_SIZE] = "";
+  cg_body_facts(body, len, buf, tokens);
+  if (buf[0])
+    *model = strdup(buf);
+}
+
+/* cg_body_model_from_path's model as a malloc'd copy, or NULL. */
+static char *path_model(const char *path) {
+  char buf[CG_BODY_MODEL_SIZE];
+  return cg_body_model_from_path(path, buf) ? strdup(buf) : NULL;
+}
+
+/* The caller's buffer: written only when a model is found, and then NUL-terminated;
+ * nothing is allocated, so a call that finds none leaves what the caller put there. */
+Test(body, model_buffer_is_written_only_when_found) {
+  char buf[CG_BODY_MODEL_SIZE];
+  int64_t tokens = -1;
+
+  memset(buf, 'z', sizeof(buf));
+  cg_body_facts("{\"prompt\":\"abcd\"}", 17, buf, &tokens);
+  cr_expect_eq(buf[0], 'z', "no model: the buffer is left alone");
+  cr_expect_eq(buf[sizeof(buf) - 1], 'z');
+  cr_expect_eq(tokens, 1);
+  cg_body_facts("{\"model\":\"gpt-4o\"}", 18, buf, &tokens);
+  cr_expect_str_eq(buf, "gpt-4o");
+  cr_expect_eq(buf[7], 'z', "nothing written past the model's NUL");
+  memset(buf, 'z', sizeof(buf));
+  cr_expect_eq(cg_body_model_from_path("/v1/chat/completions", buf), 0);
+  cr_expect_eq(buf[0], 'z');
+  cr_expect_eq(cg_body_model_from_path("/v1beta/models/gemini-2.5-flash:x", buf), 1);
+  cr_expect_str_eq(buf, "gemini-2.5-flash");
+}
+
 Test(body, facts_table) {
   size_t i;
   for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char *model = NULL;
     int64_t tokens = -1;
-    cg_body_facts(cases[i].body, strlen(cases[i].body), &model, &tokens);
+    facts(cases[i].body, strlen(cases[i].body), &model, &tokens);
     if (cases[i].model)
       cr_expect(model && strcmp(model, cases[i].model) == 0, "case %zu: model %s", i,
                 model ? model : "(null)");
@@ -61,7 +97,7 @@ Test(body, leading_whitespace_and_exact_length) {
   char *model = NULL;
   int64_t tokens = -1;
   /* Only the first `len` bytes count: the body is not NUL-terminated in libcurl's hands. */
-  cg_body_facts(text, strlen(text) - strlen("GARBAGE"), &model, &tokens);
+  facts(text, strlen(text) - strlen("GARBAGE"), &model, &tokens);
   cr_assert(model && strcmp(model, "x") == 0);
   cr_expect_eq(tokens, 0);
   free(model);
@@ -75,7 +111,7 @@ Test(body, oversized_bodies_are_not_parsed) {
   cr_assert_not_null(big);
   memset(big, ' ', len);
   memcpy(big, "{\"model\":\"x\"}", 13);
-  cg_body_facts(big, len, &model, &tokens);
+  facts(big, len, &model, &tokens);
   cr_expect_null(model);
   cr_expect_eq(tokens, -1);
   free(big);
@@ -101,7 +137,7 @@ Test(body, model_from_path) {
   };
   size_t i;
   for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-    char *m = cg_body_model_from_path(paths[i].path);
+    char *m = path_model(paths[i].path);
     if (paths[i].want)
       cr_expect(m && strcmp(m, paths[i].want) == 0, "%s -> %s", paths[i].path, m ? m : "NULL");
     else
@@ -155,7 +191,7 @@ Test(body, odd_cases) {
   for (i = 0; i < sizeof(odd_cases) / sizeof(odd_cases[0]); i++) {
     char *model = NULL;
     int64_t tokens = -1;
-    cg_body_facts(odd_cases[i].body, strlen(odd_cases[i].body), &model, &tokens);
+    facts(odd_cases[i].body, strlen(odd_cases[i].body), &model, &tokens);
     if (odd_cases[i].model)
       cr_expect(model && strcmp(model, odd_cases[i].model) == 0, "case %zu (%s): model %s", i,
                 odd_cases[i].body, model ? model : "(null)");
@@ -175,7 +211,7 @@ Test(body, long_model_and_nesting_limit) {
   memcpy(body, "{\"model\":\"", 10);
   memset(body + 10, 'm', 300);
   memcpy(body + 310, "\"}", 3);
-  cg_body_facts(body, strlen(body), &model, &tokens);
+  facts(body, strlen(body), &model, &tokens);
   cr_assert_not_null(model);
   cr_expect_eq(strlen(model), 200);
   free(model);
@@ -189,7 +225,7 @@ Test(body, long_model_and_nesting_limit) {
     for (i = 0; i < n; i++)
       *w++ = ']';
     *w++ = '}';
-    cg_body_facts(body, (size_t) (w - body), &model, &tokens);
+    facts(body, (size_t) (w - body), &model, &tokens);
     if (n == 999)
       cr_expect(model && tokens == 0, "999 arrays in the object: 1000 containers");
     else
@@ -230,7 +266,7 @@ Test(body, string_bits_at_every_offset) {
                        "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk",
                        text_bits[b].raw);
       cr_assert_lt((size_t) n, sizeof(body));
-      cg_body_facts(body, (size_t) n, &model, &tokens);
+      facts(body, (size_t) n, &model, &tokens);
       chars = 4 + (int64_t) pad + text_bits[b].chars + 1; /* "user" and the content */
       cr_expect_eq(tokens, (chars + 3) / 4 + 200, "bit %zu at %zu: tokens %lld, want %lld", b,
                    pad, (long long) tokens, (long long) ((chars + 3) / 4 + 200));
@@ -268,7 +304,7 @@ Test(body, nul_and_escaped_names) {
   for (i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
     char *model = NULL;
     int64_t tokens = -1;
-    cg_body_facts(more[i].body, strlen(more[i].body), &model, &tokens);
+    facts(more[i].body, strlen(more[i].body), &model, &tokens);
     if (more[i].model)
       cr_expect(model && strcmp(model, more[i].model) == 0, "%s: model %s", more[i].body,
                 model ? model : "(null)");
@@ -289,7 +325,7 @@ Test(body, raw_nul_at_every_offset) {
     int n = snprintf(body, sizeof(body), "{\"prompt\":\"%.*s#abcdefghijklmnopqrstuvwxyz\"}",
                      (int) pad, "0123456789012345678901234567890123456789");
     body[11 + pad] = '\0'; /* the '#' */
-    cg_body_facts(body, (size_t) n, &model, &tokens);
+    facts(body, (size_t) n, &model, &tokens);
     cr_expect_eq(tokens, ((int64_t) pad + 3) / 4, "NUL at %zu: tokens %lld", pad,
                  (long long) tokens);
     cr_expect_null(model);

@@ -307,6 +307,66 @@ Test(handle, url_buffer_is_reused_across_reset) {
   cg_handle_remove(FAKE(1));
 }
 
+/* A host that makes a handle per request (the curl tool: one per URL): the node and URL
+ * buffer of the handle removed last serve the next one, which starts with every default
+ * and no trace of the old handle's options; a duplicate made from the spare keeps its own
+ * buffer (a leak here shows under ASan's leak check). */
+Test(handle, a_removed_handle_serves_the_next_with_defaults) {
+  struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib), *d;
+  char long_url[5000];
+  const char *kept;
+
+  cr_assert_not_null(h);
+  set(h, CURLOPT_URL, "http://127.0.0.1:18001/v1/chat/completions?i=1");
+  set(h, CURLOPT_CUSTOMREQUEST, "PATCH");
+  set(h, CURLOPT_POSTFIELDS, "{}");
+  set(h, CURLOPT_WRITEFUNCTION, w_cb);
+  set(h, CURLOPT_TIMEOUT_MS, 1234L);
+  kept = h->url;
+  cg_handle_remove(FAKE(1));
+
+  h = cg_handle_add(FAKE(2), &fake_lib);
+  cr_assert_not_null(h);
+  cr_assert_eq(h->curl, FAKE(2));
+  assert_defaults(h);
+  cr_assert_null(h->custom_request);
+  cr_assert_null(h->postfields);
+  cr_assert_null(h->write_fn);
+  cr_assert_eq(h->timeout_ms, 0);
+  set(h, CURLOPT_URL, "http://127.0.0.1:18001/v1/chat/completions?i=2");
+  cr_assert_eq(h->url, kept, "the removed handle's URL buffer was reused");
+  cr_assert_str_eq(h->url, "http://127.0.0.1:18001/v1/chat/completions?i=2");
+
+  /* a duplicate has a URL copy of its own, whether its node is new (no spare now) or
+   * the spare (the first duplicate's, removed) */
+  d = cg_handle_dup(h, FAKE(3));
+  cr_assert_not_null(d);
+  cr_assert_str_eq(d->url, h->url);
+  cr_assert_neq(d->url, h->url);
+  cg_handle_remove(FAKE(3));
+  d = cg_handle_dup(h, FAKE(3));
+  cr_assert_not_null(d);
+  cr_assert_str_eq(d->url, h->url);
+  cr_assert_neq(d->url, h->url);
+  cg_handle_remove(FAKE(3));
+
+  /* a very long URL's buffer is not kept for the next handle (FAKE(5) takes the spare
+   * FAKE(3) left, so FAKE(2)'s node becomes it) */
+  cr_assert_not_null(cg_handle_add(FAKE(5), &fake_lib));
+  memset(long_url, 'p', sizeof(long_url) - 1);
+  memcpy(long_url, "http://b/", 9);
+  long_url[sizeof(long_url) - 1] = '\0';
+  set(h, CURLOPT_URL, long_url);
+  cr_assert_str_eq(h->url, long_url);
+  cg_handle_remove(FAKE(2));
+  h = cg_handle_add(FAKE(4), &fake_lib);
+  cr_assert_not_null(h);
+  assert_defaults(h);
+  cr_assert_eq(h->url_cap, 0, "a buffer over 4096 bytes was freed, not kept");
+  cg_handle_remove(FAKE(4));
+  cg_handle_remove(FAKE(5));
+}
+
 /* ---- the method ---- */
 
 struct step {
