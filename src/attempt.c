@@ -227,12 +227,17 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
   X("ratelimit", ietf)
 
 static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
+  /* Each wanted name's length and first letter, 2 bytes a name on one cache line: the
+   * loop reads these, and a name's entry below only when both match (issue 16: data
+   * lines a request touches). */
+#define CG_HINT_KEY(name, field) (uint16_t) ((sizeof(name) - 1) | (name)[0] << 8),
+  static const uint16_t keys[] = {CG__HINTS(CG_HINT_KEY)};
+#undef CG_HINT_KEY
 #define CG_HINT(name, field)                                                              \
-  {name, sizeof(name) - 1, offsetof(struct cg_hints, field),                              \
-   sizeof(((struct cg_hints *) 0)->field)},
+  {name, offsetof(struct cg_hints, field), sizeof(((struct cg_hints *) 0)->field)},
   static const struct {
     const char *name;
-    size_t len, off, cap; /* len: strlen(name), not counted per header line */
+    uint16_t off, cap;
   } wanted[] = {CG__HINTS(CG_HINT)};
 #undef CG_HINT
   /* A bit per length of a wanted name (lengths of 63 and more: none, bit 63 for all of
@@ -244,7 +249,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
   const char *colon = memchr(p, ':', n);
   size_t nl, i;
   const char *v;
-  char first;
+  uint16_t key;
 
   if (!colon)
     return;
@@ -257,13 +262,12 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
     return;
   }
   if (!(lens >> (nl < 63 ? nl : 63) & 1))
-    return; /* no wanted name has this length */
+    return; /* no wanted name has this length (so nl < 63 below) */
   /* The first letter in lower case (| 0x20 makes a letter of nothing else): compared
-   * before strncasecmp, which most lines of the same length then skip. */
-  first = (char) (p[0] | 0x20);
-  for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
-    if (wanted[i].len == nl && wanted[i].name[0] == first &&
-        strncasecmp(p, wanted[i].name, nl) == 0) {
+   * with the length before strncasecmp, which most lines of the same length then skip. */
+  key = (uint16_t) (nl | (unsigned) (unsigned char) (p[0] | 0x20) << 8);
+  for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    if (keys[i] == key && strncasecmp(p, wanted[i].name, nl) == 0) {
       cg__hint_copy((char *) &a->hints + wanted[i].off, wanted[i].cap, v,
                     (size_t) (p + n - v));
       a->hints_set = 1;
@@ -764,10 +768,11 @@ enum {
   CG__W_PROGRESS   /* put back only: the host's progress function decides libcurl's flag */
 };
 
-/* Where the attempt's value of an option of cg__opts comes from: cg__opts' own callback,
- * or a slot of the values cg_attempt_install gathers. */
-enum { CG__O_FN, CG__O_ATTEMPT, CG__O_ERRBUF, CG__O_ZERO, CG__O_TIMEOUT, CG__O_CONNECT,
-       CG__O_HEADERS, CG__O_N };
+/* Where the attempt's value of an option of cg__opts comes from: a slot of the values
+ * cg_attempt_install gathers (its callbacks among them). */
+enum { CG__O_ZERO, CG__O_ATTEMPT, CG__O_ERRBUF, CG__O_TIMEOUT, CG__O_CONNECT, CG__O_HEADERS,
+       CG__O_WRITE_CB, CG__O_HEADER_CB, CG__O_XFERINFO_CB, CG__O_READ_CB, CG__O_PREREQ_CB,
+       CG__O_RESOLVER_CB, CG__O_SEEK_CB, CG__O_SOCKET_CB, CG__O_N };
 
 /* An 8-byte option value: libcurl reads it as the type its option number says
  * (optval.h). */
@@ -780,62 +785,60 @@ union cg__val {
 /* The options an attempt sets, in the order it sets them, and cg__put_back sets back in
  * the same order: XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback
  * flag (lib/setopt.c), which the one set last decides.  Set when bit `when` of the mask is
- * on; the attempt's value comes from `ours` (`fn` for CG__O_FN), the host's is the handle's
- * field at `host`. */
-#define CG__FN(f) ((void (*)(void)) (f))
+ * on; the attempt's value is `ours`' slot `ours`, the host's is the handle's field at
+ * `host`.  Six bytes an option, the table on three cache lines: it is read twice a
+ * request, after libcurl's work has pushed it out of the cache (issue 16). */
+/* The option's number, which must fit in 16 bits (every CURLoption below 65536 does). */
+#define CG__OPT(o) ((unsigned short) ((o) + 0 * sizeof(char[(o) < 65536 ? 1 : -1])))
 /* The offset of the handle's field `f`, which must be 8 bytes (a pointer or a long). */
 #define CG__HOST(f)                                                                        \
   (offsetof(struct cg_handle, f) +                                                         \
    0 * sizeof(char[sizeof(((struct cg_handle *) 0)->f) == sizeof(union cg__val) ? 1 : -1]))
 static const struct cg__opt {
-  CURLoption opt;
+  unsigned short opt;
   unsigned char when, ours;
   unsigned short host;
-  void (*fn)(void);
 } cg__opts[] = {
-  {CURLOPT_WRITEFUNCTION, CG__W_ALWAYS, CG__O_FN, CG__HOST(write_fn),
-   CG__FN(cg__write_cb)}, /* host NULL: libcurl's fwrite default */
-  {CURLOPT_WRITEDATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(write_data), 0},
-  {CURLOPT_HEADERFUNCTION, CG__W_ALWAYS, CG__O_FN, CG__HOST(header_fn),
-   CG__FN(cg__header_cb)},
-  {CURLOPT_HEADERDATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(header_data), 0},
-  {CURLOPT_XFERINFOFUNCTION, CG__W_ALWAYS, CG__O_FN, CG__HOST(xferinfo_fn),
-   CG__FN(cg__xferinfo_cb)},
+  {CG__OPT(CURLOPT_WRITEFUNCTION), CG__W_ALWAYS, CG__O_WRITE_CB, CG__HOST(write_fn)},
+  /* host NULL: libcurl's fwrite default */
+  {CG__OPT(CURLOPT_WRITEDATA), CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(write_data)},
+  {CG__OPT(CURLOPT_HEADERFUNCTION), CG__W_ALWAYS, CG__O_HEADER_CB, CG__HOST(header_fn)},
+  {CG__OPT(CURLOPT_HEADERDATA), CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(header_data)},
+  {CG__OPT(CURLOPT_XFERINFOFUNCTION), CG__W_ALWAYS, CG__O_XFERINFO_CB,
+   CG__HOST(xferinfo_fn)},
   /* The host's xferinfo function is set back first, then its progress function if the
    * flag would otherwise differ from the host's. */
-  {CURLOPT_PROGRESSFUNCTION, CG__W_PROGRESS, CG__O_ZERO, CG__HOST(progress_fn), 0},
-  {CURLOPT_XFERINFODATA, CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(progress_data), 0},
-  {CURLOPT_NOPROGRESS, CG__W_ALWAYS, CG__O_ZERO, CG__HOST(noprogress), 0},
-  {CURLOPT_ERRORBUFFER, CG__W_ALWAYS, CG__O_ERRBUF, CG__HOST(errorbuffer), 0},
-  {CURLOPT_TIMEOUT_MS, CG__W_ALWAYS, CG__O_TIMEOUT, CG__HOST(timeout_ms), 0},
-  {CURLOPT_CONNECTTIMEOUT_MS, CG__W_ALWAYS, CG__O_CONNECT, CG__HOST(connecttimeout_ms), 0},
+  {CG__OPT(CURLOPT_PROGRESSFUNCTION), CG__W_PROGRESS, CG__O_ZERO, CG__HOST(progress_fn)},
+  {CG__OPT(CURLOPT_XFERINFODATA), CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(progress_data)},
+  {CG__OPT(CURLOPT_NOPROGRESS), CG__W_ALWAYS, CG__O_ZERO, CG__HOST(noprogress)},
+  {CG__OPT(CURLOPT_ERRORBUFFER), CG__W_ALWAYS, CG__O_ERRBUF, CG__HOST(errorbuffer)},
+  {CG__OPT(CURLOPT_TIMEOUT_MS), CG__W_ALWAYS, CG__O_TIMEOUT, CG__HOST(timeout_ms)},
+  {CG__OPT(CURLOPT_CONNECTTIMEOUT_MS), CG__W_ALWAYS, CG__O_CONNECT,
+   CG__HOST(connecttimeout_ms)},
   /* Host NULL puts libcurl's default back (fread for the read function). */
-  {CURLOPT_READFUNCTION, CG__W_READ, CG__O_FN, CG__HOST(read_fn),
-   CG__FN(cg__read_cb)},
-  {CURLOPT_READDATA, CG__W_READ, CG__O_ATTEMPT, CG__HOST(read_data), 0},
-  {CURLOPT_HTTPHEADER, CG__W_HEADERS, CG__O_HEADERS, CG__HOST(httpheader), 0},
+  {CG__OPT(CURLOPT_READFUNCTION), CG__W_READ, CG__O_READ_CB, CG__HOST(read_fn)},
+  {CG__OPT(CURLOPT_READDATA), CG__W_READ, CG__O_ATTEMPT, CG__HOST(read_data)},
+  {CG__OPT(CURLOPT_HTTPHEADER), CG__W_HEADERS, CG__O_HEADERS, CG__HOST(httpheader)},
   /* Refused before 7.80: never set then. */
-  {CURLOPT_PREREQFUNCTION, CG__W_PREREQ, CG__O_FN, CG__HOST(prereq_fn),
-   CG__FN(cg__prereq_cb)},
-  {CURLOPT_PREREQDATA, CG__W_PREREQ, CG__O_ATTEMPT, CG__HOST(prereq_data), 0},
-  {CURLOPT_RESOLVER_START_FUNCTION, CG__W_RESOLVER, CG__O_FN,
-   CG__HOST(resolver_start_fn), CG__FN(cg__resolver_start_cb)},
-  {CURLOPT_RESOLVER_START_DATA, CG__W_RESOLVER, CG__O_ATTEMPT,
-   CG__HOST(resolver_start_data), 0},
-  {CURLOPT_SEEKFUNCTION, CG__W_SEEK, CG__O_FN, CG__HOST(seek_fn),
-   CG__FN(cg__seek_cb)},
-  {CURLOPT_SEEKDATA, CG__W_SEEK, CG__O_ATTEMPT, CG__HOST(seek_data), 0},
-  {CURLOPT_OPENSOCKETFUNCTION, CG__W_SOCKET, CG__O_FN, CG__HOST(opensocket_fn),
-   CG__FN(cg__opensocket_cb)},
-  {CURLOPT_OPENSOCKETDATA, CG__W_SOCKET, CG__O_ATTEMPT, CG__HOST(opensocket_data), 0},
+  {CG__OPT(CURLOPT_PREREQFUNCTION), CG__W_PREREQ, CG__O_PREREQ_CB, CG__HOST(prereq_fn)},
+  {CG__OPT(CURLOPT_PREREQDATA), CG__W_PREREQ, CG__O_ATTEMPT, CG__HOST(prereq_data)},
+  {CG__OPT(CURLOPT_RESOLVER_START_FUNCTION), CG__W_RESOLVER, CG__O_RESOLVER_CB,
+   CG__HOST(resolver_start_fn)},
+  {CG__OPT(CURLOPT_RESOLVER_START_DATA), CG__W_RESOLVER, CG__O_ATTEMPT,
+   CG__HOST(resolver_start_data)},
+  {CG__OPT(CURLOPT_SEEKFUNCTION), CG__W_SEEK, CG__O_SEEK_CB, CG__HOST(seek_fn)},
+  {CG__OPT(CURLOPT_SEEKDATA), CG__W_SEEK, CG__O_ATTEMPT, CG__HOST(seek_data)},
+  {CG__OPT(CURLOPT_OPENSOCKETFUNCTION), CG__W_SOCKET, CG__O_SOCKET_CB,
+   CG__HOST(opensocket_fn)},
+  {CG__OPT(CURLOPT_OPENSOCKETDATA), CG__W_SOCKET, CG__O_ATTEMPT, CG__HOST(opensocket_data)},
   /* libcurl asks the HSTS read callback at the start of every perform (lib/transfer.c
    * Curl_pretransfer -> Curl_hsts_loadcb) and keeps what it got in the handle's cache
    * (data->hsts lives until curl_easy_cleanup): a retry must not ask again (a one-shot
    * iterator, like curl's test 1915, may not be called after it said it was done), so the
    * attempt sets none. */
-  {CURLOPT_HSTSREADFUNCTION, CG__W_HSTS, CG__O_ZERO, CG__HOST(hstsread_fn), 0},
+  {CG__OPT(CURLOPT_HSTSREADFUNCTION), CG__W_HSTS, CG__O_ZERO, CG__HOST(hstsread_fn)},
 };
-#undef CG__FN
+#undef CG__OPT
 #undef CG__HOST
 
 /* The mask of cg__opts' options attempt `a` sets (without CG__W_PROGRESS). */
@@ -866,20 +869,30 @@ static CG__LINE_ALIGNED CURLcode cg__set_opts(const struct cg_handle *h, CURL *c
     if (!(mask >> o->when & 1))
       continue;
     if (ours)
-      v = o->ours == CG__O_FN ? (union cg__val){.f = o->fn} : ours[o->ours];
+      v = ours[o->ours];
     else
       memcpy(&v, (const char *) h + o->host, sizeof(v));
     if (o->opt < CURLOPTTYPE_OBJECTPOINT)
-      r = set(c, o->opt, v.l);
+      r = set(c, (CURLoption) o->opt, v.l);
     else if (o->opt < CURLOPTTYPE_FUNCTIONPOINT)
-      r = set(c, o->opt, v.p);
+      r = set(c, (CURLoption) o->opt, v.p);
     else
-      r = set(c, o->opt, v.f);
+      r = set(c, (CURLoption) o->opt, v.f);
     if (r != CURLE_OK && rc == CURLE_OK)
       rc = r;
   }
   return rc;
 }
+
+/* The attempt's callbacks, in the order of their slots from CG__O_WRITE_CB on. */
+#define CG__CB(fn) {.f = (void (*)(void)) (fn)}
+static const union cg__val cg__cbs[] = {
+  CG__CB(cg__write_cb), CG__CB(cg__header_cb), CG__CB(cg__xferinfo_cb), CG__CB(cg__read_cb),
+  CG__CB(cg__prereq_cb), CG__CB(cg__resolver_start_cb), CG__CB(cg__seek_cb),
+  CG__CB(cg__opensocket_cb)};
+#undef CG__CB
+_Static_assert(sizeof(cg__cbs) / sizeof(cg__cbs[0]) == CG__O_N - CG__O_WRITE_CB,
+               "a callback for each slot");
 
 CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms) {
   union cg__val ours[CG__O_N] = {{0}};
@@ -889,6 +902,7 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
   ours[CG__O_TIMEOUT].l = timeout_ms;
   ours[CG__O_CONNECT].l = connect_timeout_ms;
   ours[CG__O_HEADERS].p = a->headers;
+  memcpy(&ours[CG__O_WRITE_CB], cg__cbs, sizeof(cg__cbs));
   a->h->set_in_perform = 0;
   return cg__set_opts(a->h, a->h->curl, cg__opts_mask(a), ours);
 }
