@@ -87,23 +87,25 @@ struct cg_call {
 
   /* The driver's place in the steps (engine.h). */
   int slot;                   /* the in-flight slot of the attempt under way, -2 none */
-  struct cg_admit_nb nb;      /* nb admission of the attempt under way (admit.h) */
-  int nb_started;             /* nb is under way for call->attempt */
+  int nb_started;             /* nb (below) is under way for call->attempt */
   struct {                    /* an attempt judged "retry" whose retry waits for the
                                * budget (nb only): judged once, recorded once granted */
     int active;
+    int final;                /* nb: the final attempt, its held bytes handed over while
+                               * the host keeps it paused (cg_attempt_deliver_step) */
+    /* Not zeroed (CG_CALL_ZEROED ends here): written when active or final is set. */
     struct cg_info info;
     struct cg_verdict v;
     struct cg_policy_out out;
     CURLcode rc;
     int64_t since_ms;         /* monotonic: the wait for the budget began */
-    int final;                /* nb: the final attempt, its held bytes handed over while
-                               * the host keeps it paused (cg_attempt_deliver_step) */
     int64_t nap_ms;           /* ... asked again after this long (1, 2, 4 ... 100 ms) */
   } pend;
 
   /* Not zeroed when the call begins (9 KiB of the 10 a memset cost on every request,
    * issue 16): each is written before it is read, or its first byte set (cg__call_init). */
+  struct cg_admit_nb nb;      /* nb admission of the attempt under way (admit.h): set up
+                               * when nb_started is set */
   char request_id[128];       /* written by cg__call_init, or by cg__request_id (rid_later) */
   int rid_later;              /* request_id is still to be made (cg__request_id) */
   char body_digest[CG_DIGEST_HEX]; /* body_hash in hex, written by cg__fill_record */
@@ -132,7 +134,7 @@ struct cg_call {
   struct cg_usage_parser *usage_keep;
   void *held_keep; /* likewise an ended attempt's block for held events (cg_attempt_keep) */
 };
-#define CG_CALL_ZEROED offsetof(struct cg_call, request_id)
+#define CG_CALL_ZEROED offsetof(struct cg_call, pend.info)
 
 /* ---- before the first attempt ---- */
 
