@@ -249,8 +249,8 @@ demo: deps
 
 # Benchmarks (bench/run.py): overhead per request, a batch against a rate-limited provider,
 # the fault drill, the limiter micro-benchmark and accuracy, report throughput.  `bench`
-# (<= 15 min on 2 cores) rewrites bench/RESULTS.md and bench/drill.png; `bench-quick`
-# (<= 2 min) writes build/bench/RESULTS-quick.md.  Neither fails on numbers (only when a
+# (<= 20 min on 2 cores) rewrites bench/RESULTS.md and bench/drill.png; `bench-quick`
+# (<= 4 min) writes build/bench/RESULTS-quick.md.  Neither fails on numbers (only when a
 # scenario cannot run).
 .PHONY: bench-quick
 
