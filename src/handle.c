@@ -166,12 +166,22 @@ static void cg__defaults(struct cg_handle *h) {
   h->noprogress = 1;
 }
 
-static void cg__free_owned(struct cg_handle *h) {
-  free(h->url_buf);
+/* Free the strings the shadow owns, but its URL buffer (kept by a reset and a spare). */
+static void cg__free_owned_but_url(struct cg_handle *h) {
   free(h->custom_request);
   free(h->default_protocol);
   free(h->copypostfields);
   free(h->protocols_str);
+}
+
+/* Every field zero but the URL buffer (url_buf, url_cap; url is NULL). */
+static void cg__zero_but_url(struct cg_handle *h) {
+  char *url_buf = h->url_buf;
+  size_t url_cap = h->url_cap;
+
+  memset(h, 0, sizeof(*h));
+  h->url_buf = url_buf;
+  h->url_cap = url_cap;
 }
 
 /* The node of the handle removed last, kept with its URL buffer (at most
@@ -185,35 +195,26 @@ static struct cg__node *cg__spare;
 /* A node with every field zero but the URL buffer it may keep; NULL when out of memory. */
 static struct cg__node *cg__node_new(void) {
   struct cg__node *n = __atomic_exchange_n(&cg__spare, NULL, __ATOMIC_ACQ_REL);
-  char *url_buf;
-  size_t url_cap;
 
   if (!n)
     return calloc(1, sizeof(*n));
-  url_buf = n->h.url_buf;
-  url_cap = n->h.url_cap;
-  memset(n, 0, sizeof(*n));
-  n->h.url_buf = url_buf;
-  n->h.url_cap = url_cap;
+  cg__zero_but_url(&n->h);
   return n;
 }
 
 /* Free what node `n` owns and keep it as the spare, or free it when there is one. */
 static void cg__node_free(struct cg__node *n) {
   struct cg__node *none = NULL;
-  char *url_buf = n->h.url_buf;
 
-  n->h.url_buf = NULL;
-  cg__free_owned(&n->h);
-  if (url_buf && n->h.url_cap > CG_SPARE_URL_MAX) {
-    free(url_buf);
-    url_buf = NULL;
+  cg__free_owned_but_url(&n->h);
+  if (n->h.url_cap > CG_SPARE_URL_MAX) {
+    free(n->h.url_buf);
+    n->h.url_buf = NULL;
     n->h.url_cap = 0;
   }
-  n->h.url_buf = url_buf;
   if (!__atomic_compare_exchange_n(&cg__spare, &none, n, 0, __ATOMIC_ACQ_REL,
                                    __ATOMIC_RELAXED)) {
-    free(url_buf);
+    free(n->h.url_buf);
     free(n);
   }
 }
@@ -343,18 +344,13 @@ void cg_handle_reset(struct cg_handle *h) {
   CURL *curl = h->curl;
   const struct cg_lib *lib = h->lib;
   int in_perform = h->in_perform;
-  char *url_buf = h->url_buf; /* kept for the next URL; h->url is none now */
-  size_t url_cap = h->url_cap;
 
-  h->url_buf = NULL;
-  cg__free_owned(h);
-  memset(h, 0, sizeof(*h));
+  cg__free_owned_but_url(h); /* the URL buffer is kept for the next URL */
+  cg__zero_but_url(h);
   h->curl = curl;
   h->lib = lib;
   h->in_perform = in_perform;
   h->set_in_perform = in_perform; /* libcurl's options are all its defaults now */
-  h->url_buf = url_buf;
-  h->url_cap = url_cap;
   cg__defaults(h);
 }
 
