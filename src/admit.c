@@ -331,9 +331,11 @@ static int cg__pool(struct cg_admission *ad) {
   if (!ad->state)
     return -1;
   if (ad->pool_index < 0) {
-    ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
+    const struct cg_pool_cfg *pc = ad->pool;
+    uint64_t h = pc->name_hash ? pc->name_hash : cg_limiter_name_hash(pc->name);
+    ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
     if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) /* garbage, re-made */
-      ad->pool_index = cg_limiter_pool(ad->state, ad->pool->name, &ad->pool->lim);
+      ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
     if (CG_RARE(ad->pool_index < 0)) {
       cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
                    ad->pool->name);

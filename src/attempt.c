@@ -483,7 +483,6 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
   struct cg_attempt *a = arg;
   size_t n = size * nmemb;
   a->bytes_body += (int64_t) n;
-  a->t_last_rx_ms = cg_coarse_ms();
   /* Usage is read from every byte of the body once, as it arrives (a byte libcurl
    * delivers again after a pause is in dup_skip, and not read twice). */
   if (a->usage && a->usage_ct < 0)
@@ -500,7 +499,6 @@ static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb,
   long s;
 
   a->bytes_header += (int64_t) n;
-  a->t_last_rx_ms = cg_coarse_ms();
   a->usage_ct = -1; /* a header line may set or reset the content type */
   if (a->dup_skip[CG_KIND_HEADER] == 0) {
     /* A fresh line (not the repeat of a paused one): look at it. */
@@ -576,6 +574,18 @@ static __attribute__((noinline)) int cg__timers_due(struct cg_attempt *a,
  * callback runs it about 12 times a request (issue 16). */
 static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
                              int64_t now) {
+  int64_t rx = a->bytes_header + a->bytes_body;
+
+  /* Response bytes came since the last look: that is the last activity.  Stamped here,
+   * not in the write and header callbacks (a clock read for each of a response's ten or
+   * so header lines: issue 16): libcurl runs this callback in the same pass of its loop
+   * that delivered them (lib/transfer.c Curl_readwrite ends with Curl_pgrsUpdate), and
+   * cg_attempt_timers_next sends the multi driver here at once while they are not
+   * stamped yet. */
+  if (rx != a->rx_at_timers) {
+    a->rx_at_timers = rx;
+    a->t_last_rx_ms = now;
+  }
   if (ulnow > a->last_ulnow) {
     a->last_ulnow = ulnow;
     a->t_sent_ms = now;
@@ -596,6 +606,8 @@ static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_
 }
 
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
+  if (a->bytes_header + a->bytes_body != a->rx_at_timers)
+    return cg_mono_ms(); /* bytes not stamped yet (cg__timers): look now */
   /* The stamps are coarse (clock.h) and cg__timers waits a tick more than the timeout:
    * due at stamp + timeout + tick, when cg_attempt_timers_check (on the fine clock) fires
    * instead of finding it a little early again and again. */
@@ -747,10 +759,21 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
   a->preview_arg = preview_arg;
   a->mode = CG_MODE_HOLD;
   a->digest = digest;
-  /* A form post reads its CURLFORM_STREAM parts through the read function with their own
-   * pointers (see cg__read_cb): left alone.  Such parts cannot be rewound, so the body
-   * counts as sent once the request went out (guard.c, CG_BODY_MIME). */
-  a->wrap_read = h->read_fn != NULL && h->method != CG_M_POST_FORM;
+  /* The read and seek callbacks are wrapped only for a body libcurl reads through them:
+   * a PUT (UPLOAD), or a POST with neither POSTFIELDS nor COPYPOSTFIELDS.  libcurl never
+   * calls them for the rest: a GET or HEAD sends no body, POSTFIELDS are sent from
+   * memory and need no rewind (lib/transfer.c Curl_readrewind: "no need to rewind";
+   * libcurl 8.7+: lib/sendf.c, a buffer reader), a mime or form post reads and rewinds
+   * its parts through their own callbacks (lib/mime.c; a form's CURLFORM_STREAM part
+   * through the read function with its own pointer, see cg__read_cb: never wrapped;
+   * such parts cannot be rewound, so the body counts as sent once the request went out,
+   * guard.c CG_BODY_MIME).  curl's tool sets both callbacks on every handle: four
+   * setopts an attempt saved for its GETs and POSTs (issue 16).  Where the shadow's
+   * method were wrong, libcurl would call the host's own callbacks with the host's own
+   * pointers, as without the guard. */
+  a->reads_body = h->method == CG_M_PUT ||
+                  (h->method == CG_M_POST && !h->postfields && !h->copypostfields);
+  a->wrap_read = h->read_fn != NULL && a->reads_body;
   a->watch_resend = h->lib->version_num >= 0x075000; /* PREREQFUNCTION: 7.80.0 */
   a->resend_mode = CG_RESEND_ALLOW;
 }
@@ -762,7 +785,8 @@ enum {
   CG__W_HEADERS,   /* the attempt has its own request header list */
   CG__W_PREREQ,    /* the prereq callback is installed (a->watch_resend) */
   CG__W_RESOLVER,  /* the host set a resolver start callback */
-  CG__W_SEEK,      /* the host set a seek callback (curl's tool always does) */
+  CG__W_SEEK,      /* the host set a seek callback (curl's tool always does) and libcurl
+                      reads the body through the read callback (a->reads_body) */
   CG__W_SOCKET,    /* the host set an open socket callback */
   CG__W_HSTS,      /* the host's HSTS read callback is left out of this perform */
   CG__W_PROGRESS   /* put back only: the host's progress function decides libcurl's flag */
@@ -849,7 +873,7 @@ static unsigned cg__opts_mask(const struct cg_attempt *a) {
          (unsigned) (a->headers != NULL) << CG__W_HEADERS |
          (unsigned) (a->watch_resend != 0) << CG__W_PREREQ |
          (unsigned) (h->resolver_start_fn != NULL) << CG__W_RESOLVER |
-         (unsigned) (h->seek_fn != NULL) << CG__W_SEEK |
+         (unsigned) (h->seek_fn != NULL && a->reads_body) << CG__W_SEEK |
          (unsigned) (h->opensocket_fn != NULL) << CG__W_SOCKET |
          (unsigned) (a->skip_hsts_read && h->hstsread_fn) << CG__W_HSTS;
 }

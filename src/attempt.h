@@ -95,6 +95,8 @@ struct cg_attempt {
   int delivered;           /* some bytes of this attempt reached a host callback */
   enum cg_guard_stop guard_stop;
 
+  int reads_body;          /* libcurl reads the request body through the read callback
+                              (a PUT, or a POST without POSTFIELDS): cg_attempt_init */
   int wrap_read;           /* the host's read callback is wrapped */
   int skip_hsts_read;      /* leave the host's HSTS read callback out of this perform:
                               an earlier perform of the call fed libcurl its entries */
@@ -111,7 +113,9 @@ struct cg_attempt {
   long read_timeout_ms;       /* longest gap between received bytes */
   int64_t t_sent_ms;          /* last upload progress, or when sending began; 0 = not yet
                                * (this and t_last_rx_ms: cg_coarse_ms, clock.h) */
-  int64_t t_last_rx_ms;       /* last response byte; 0 = none yet */
+  int64_t t_last_rx_ms;       /* last response byte, as the progress callback saw it
+                               * (cg__timers); 0 = none yet */
+  int64_t rx_at_timers;       /* response bytes at that look */
   curl_off_t last_ulnow;
   int64_t timers_quiet_ms;    /* no split timeout can fire before this (cg__timers) */
 

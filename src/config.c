@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "fallback.h"
+#include "limiter.h"
 #include "log.h"
 
 #include <cjson/cJSON.h>
@@ -734,6 +735,7 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
         continue;
       }
     }
+    pc->name_hash = cg_limiter_name_hash(pc->name);
     c->npools++;
   }
   return problems;
@@ -798,6 +800,9 @@ const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const cha
     scratch->name[at] = '\0';
   } else
     cg__host_port(host, port, scratch->name, sizeof(scratch->name));
+  /* Hashed once here: a call whose URL the spare call memoises keeps this pool (guard.c),
+   * and the limiter finds the pool's place by the hash (issue 16). */
+  scratch->name_hash = cg_limiter_name_hash(scratch->name);
   scratch->lim.rpm = c->rpm;
   scratch->lim.tpm = c->tpm;
   scratch->lim.max_inflight = c->max_inflight;

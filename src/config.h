@@ -10,6 +10,7 @@
 #define CG_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum cg_jitter { CG_JITTER_FULL, CG_JITTER_EQUAL, CG_JITTER_DECORRELATED, CG_JITTER_NONE };
 
@@ -84,6 +85,8 @@ struct cg_budget_cfg {
 /* One entry of the config file's "pools" (SPEC section 4). */
 struct cg_pool_cfg {
   char name[48];
+  uint64_t name_hash;    /* cg_limiter_name_hash(name), set with the name; 0: not set
+                            (the limiter then hashes the name itself) */
   char **hosts;          /* globs, NULL-terminated */
   size_t nhosts;
   struct cg_limits lim;

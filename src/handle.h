@@ -140,6 +140,17 @@ static inline struct cg_handle *cg_handle_get(CURL *curl) {
   return cg_handle_lookup(curl);
 }
 
+/* The shadow of `curl` when it is this thread's memo (cg_handle_get's first test), else
+ * NULL (unknown, or not the memo's: cg_handle_get then looks).  No call: a caller whose
+ * every path is a tail call keeps its common one free of a stack frame (shim.c). */
+static inline struct cg_handle *cg_handle_memo_hit(CURL *curl) {
+  struct cg_handle_memo *m = &cg_handle_memo;
+
+  return m->curl == curl && m->gen == __atomic_load_n(&cg_handle_gen, __ATOMIC_ACQUIRE)
+             ? m->h
+             : NULL;
+}
+
 /* Remove and free the shadow of `curl` (no-op if unknown). */
 void cg_handle_remove(CURL *curl);
 

@@ -24,7 +24,7 @@
 #define cg__cas(p, expp, v)                                                               \
   __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
-static uint64_t cg__name_hash(const char *name) {
+uint64_t cg_limiter_name_hash(const char *name) {
   uint64_t h = cg_repeat_key("pool", name, NULL);
   return h ? h : 1;
 }
@@ -47,7 +47,11 @@ static __attribute__((noinline, cold)) int cg__name_ready_soon(struct cg_state_p
 }
 
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim) {
-  uint64_t h = cg__name_hash(name);
+  return cg_limiter_pool_hashed(st, name, cg_limiter_name_hash(name), lim);
+}
+
+int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
+                           const struct cg_limits *lim) {
   int i;
 
   for (i = 0; i < CG_STATE_POOLS; i++) {

@@ -26,6 +26,15 @@
  * file has no room (the caller then runs unpaced).  Also records `lim` for `stat`. */
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim);
 
+/* cg_limiter_pool with the name's hash `hash` (cg_limiter_name_hash(name)) made
+ * beforehand: a pool's config keeps it (config.h), so a call does not hash the name. */
+int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
+                           const struct cg_limits *lim);
+
+/* The key of pool `name` in the state file (XXH3 of "pool" and the name, never 0): the
+ * file's format, shared by every process and version that opens it. */
+uint64_t cg_limiter_name_hash(const char *name);
+
 /* Reserve one request costing `tokens` (0 = none) in pool `p`.  On success returns 0 and
  * the wait in ns before the request may go in `*wait_ns`.  When that wait would exceed
  * `max_wait_ns`, nothing is reserved and it returns 1 (`*wait_ns` still says how long

@@ -135,34 +135,70 @@ static __attribute__((noinline)) CURLcode cg__setopt_pass(CURL *curl, CURLoption
   return lib ? lib->easy_setopt(curl, opt, arg) : CURLE_FAILED_INIT;
 }
 
-CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
-    __asm__("curl_easy_setopt");
-CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
-  /* CURLoption, not long: the caller passes an int, and only the register's low 32 bits
-   * are defined (System V ABI 3.2.3) */
-  long option = (long) opt;
-  struct cg_handle *h;
+/* The host sets an option from one of its callbacks while an attempt runs. */
+static __attribute__((noinline)) CURLcode cg__setopt_during(CURL *curl, long option,
+                                                            uintptr_t arg,
+                                                            const void *caller) {
   struct cg_optval v;
-  unsigned keep;
-  CURLcode rc;
 
-  if (CG_RARE(!cg_lib_guarding() || !(h = cg_handle_get(curl))))
-    return cg__setopt_pass(curl, opt, arg, CG_CALLER()); /* off, or an unknown handle */
-  if (CG_RARE(h->in_perform)) {
-    /* Set from a host callback during an attempt. */
-    cg_optval_of_reg(option, arg, &v);
-    return cg__setopt(curl, option, &v, CG_CALLER());
-  }
-  rc = h->lib->easy_setopt(curl, opt, arg);
+  cg_optval_of_reg(option, arg, &v);
+  return cg__setopt(curl, option, &v, caller);
+}
+
+/* An option the shadow keeps (cg_handle_keep's byte `keep`, not 0): libcurl first, then
+ * the shadow, with the value as it came (cg_handle_record). */
+static __attribute__((noinline)) CURLcode cg__setopt_keep(struct cg_handle *h, CURL *curl,
+                                                          CURLoption opt, uintptr_t arg,
+                                                          unsigned keep) {
+  CURLcode rc = h->lib->easy_setopt(curl, opt, arg);
+
   if (__builtin_expect(rc != CURLE_OK, 0))
-    return cg__setopt_refused(h, option, rc);
-  /* cg_handle_record, with the value as it came. */
-  keep = cg_handle_keeps(option);
+    return cg__setopt_refused(h, (long) opt, rc);
   if (keep >= CG_KEEP_SWITCH)
     cg_handle_record_switch(h, keep, (union cg_optarg){.bits = arg});
-  else if (keep)
+  else
     cg_handle_store(h, keep, &arg);
   return CURLE_OK;
+}
+
+/* cg__easy_setopt_reg past this thread's memo (a handle other than the last one, or
+ * none the guard knows) or during an attempt. */
+static __attribute__((noinline)) CURLcode cg__setopt_slow(CURL *curl, CURLoption opt,
+                                                          uintptr_t arg, const void *caller) {
+  struct cg_handle *h = cg_handle_get(curl);
+  unsigned keep;
+
+  if (!h)
+    return cg__setopt_pass(curl, opt, arg, caller); /* unknown, NULL among them */
+  if (h->in_perform)
+    return cg__setopt_during(curl, (long) opt, arg, caller);
+  keep = cg_handle_keeps((long) opt);
+  if (!keep)
+    return h->lib->easy_setopt(curl, opt, arg);
+  return cg__setopt_keep(h, curl, opt, arg, keep);
+}
+
+CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
+    __asm__("curl_easy_setopt");
+/* Every path ends in a tail call, so the common ones run without a stack frame: the
+ * handle is this thread's last (cg_handle_memo_hit), and an option the shadow does not
+ * keep (some 60 of curl's tool's 85 a transfer) goes straight on to libcurl (issue 16).
+ * CURLOPT_PROTOCOLS(_STR), whose refusal cg__setopt_refused notes, are kept. */
+CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
+  struct cg_handle *h;
+  unsigned keep;
+
+  if (CG_RARE(!cg_lib_guarding()))
+    return cg__setopt_pass(curl, opt, arg, CG_CALLER()); /* off */
+  h = cg_handle_memo_hit(curl);
+  if (CG_RARE(!h || h->in_perform))
+    return cg__setopt_slow(curl, opt, arg, CG_CALLER());
+  /* CURLoption, not long: the caller passes an int, and only the register's low 32 bits
+   * are defined (System V ABI 3.2.3) */
+  keep = cg_handle_keeps((long) opt);
+  if (!keep)
+    return h->lib->easy_setopt(curl, opt, arg);
+  return cg__setopt_keep(h, curl, opt, arg, keep);
 }
 #else
 CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
