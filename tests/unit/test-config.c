@@ -2,6 +2,7 @@
  * The environment is a fake getenv over a static table, so nothing here depends on the
  * real environment of the test run. */
 #include "config.h"
+#include "limiter.h"
 
 #include "tmpfile.h"
 
@@ -643,6 +644,38 @@ Test(config, ignored_pools_keep_the_last_hosts_and_free_the_rest) {
   /* In the SAN=1 build, fail here rather than in a report after the test passed. */
   cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "memory leaked (see the report above)");
 #endif
+}
+
+/* A pool carries its name's key in the state file, made once with the name (issue 16: the
+ * limiter does not hash it per call): the config's pools and the per-host ones alike.  A
+ * key that differed from cg_limiter_name_hash would split one pool in two, between
+ * processes or between calls. */
+Test(config, pools_carry_their_names_state_key) {
+  struct cg_config c;
+  struct cg_pool_cfg s1;
+  const struct cg_pool_cfg *p;
+  char *path = cg_test_write_tmp("config", "{\"pools\": ["
+                                 "{\"name\": \"openai\", \"hosts\": [\"api.openai.com\"]},"
+                                 "{\"name\": \"local\", \"hosts\": [\"127.0.0.1:*\"]}]}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cg_config_load(&c, fake_getenv);
+  cr_assert_eq(c.npools, 2);
+  cr_assert_eq(c.pools[0].name_hash, cg_limiter_name_hash("openai"));
+  cr_assert_eq(c.pools[1].name_hash, cg_limiter_name_hash("local"));
+  cr_assert_neq(c.pools[0].name_hash, c.pools[1].name_hash);
+  p = cg_config_pool_at(&c, "127.0.0.1", 8080, "http", &s1);
+  cr_assert_eq(p, &c.pools[1]);
+  memset(&s1, 0x5a, sizeof(s1)); /* a scratch pool's old contents never show through */
+  p = cg_config_pool_at(&c, "example.com", 8443, "https", &s1);
+  cr_assert_eq(p, &s1);
+  cr_assert_str_eq(p->name, "example.com:8443");
+  cr_assert_eq(p->name_hash, cg_limiter_name_hash("example.com:8443"));
+  p = cg_config_pool(&c, "example.com", &s1);
+  cr_assert_eq(p->name_hash, cg_limiter_name_hash("example.com"));
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
 }
 
 /* ---- pools per host and port, the learned rate's switch (issue 12 items 5, 7) ---- */

@@ -323,6 +323,22 @@ Test(limiter, tokens_correct_moves_the_token_account) {
 
 /* ---- pools ---- */
 
+/* The key a pool's config carries (config.h name_hash) finds the pool its name finds: the
+ * same slot, claimed once, and a different key another slot. */
+Test(limiter, pool_by_its_key_is_the_pool_by_its_name) {
+  struct cg_limits l = limits(120, 4, 6000, 50, 3);
+  uint64_t h = cg_limiter_name_hash("openai");
+  int a = cg_limiter_pool_hashed(&st, "openai", h, &l);
+  cr_assert_geq(a, 0);
+  cr_assert_eq(st.pools[a].name_hash, h);
+  cr_assert_neq(h, 0);
+  cr_assert_eq(cg_limiter_pool(&st, "openai", &l), a);
+  cr_assert_eq(cg_limiter_pool_hashed(&st, "openai", h, &l), a);
+  cr_assert_neq(cg_limiter_pool_hashed(&st, "anthropic", cg_limiter_name_hash("anthropic"), &l),
+                a);
+  cr_assert_neq(cg_limiter_name_hash("openai"), cg_limiter_name_hash("openai2"));
+}
+
 Test(limiter, pool_claims_and_finds_again) {
   struct cg_limits l = limits(120, 4, 6000, 50, 3);
   int a = cg_limiter_pool(&st, "openai", &l);
