@@ -767,11 +767,13 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
    * its parts through their own callbacks (lib/mime.c; a form's CURLFORM_STREAM part
    * through the read function with its own pointer, see cg__read_cb: never wrapped;
    * such parts cannot be rewound, so the body counts as sent once the request went out,
-   * guard.c CG_BODY_MIME).  curl's tool sets both callbacks on every handle: four
-   * setopts an attempt saved for its GETs and POSTs (issue 16).  Where the shadow's
-   * method were wrong, libcurl would call the host's own callbacks with the host's own
-   * pointers, as without the guard. */
-  a->reads_body = h->method == CG_M_PUT ||
+   * guard.c CG_BODY_MIME).  A handle that had UPLOAD set counts as reading too: libcurl
+   * before 8.1.0 then still sends a PUT from the read callback after POSTFIELDS or
+   * MIMEPOST (h->upload).  curl's tool sets both callbacks on every handle: four setopts
+   * an attempt saved for its GETs and POSTs (issue 16).  Where the shadow's method were
+   * wrong, libcurl would call the host's own callbacks with the host's own pointers, as
+   * without the guard. */
+  a->reads_body = h->method == CG_M_PUT || h->upload ||
                   (h->method == CG_M_POST && !h->postfields && !h->copypostfields);
   a->wrap_read = h->read_fn != NULL && a->reads_body;
   a->watch_resend = h->lib->version_num >= 0x075000; /* PREREQFUNCTION: 7.80.0 */

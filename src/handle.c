@@ -567,6 +567,7 @@ void cg_handle_record_switch(struct cg_handle *h, unsigned keep, union cg_optarg
     } else {
       h->method = CG_M_GET;
     }
+    h->upload = u.l != 0;
     break;
   case CG__K_NOBODY:
     h->nobody = u.l != 0;
@@ -584,6 +585,7 @@ void cg_handle_record_switch(struct cg_handle *h, unsigned keep, union cg_optarg
     if (u.l) {
       h->method = CG_M_GET;
       h->nobody = 0;
+      h->upload = 0;
     }
     break;
   case CG__K_POSTFIELDS:

@@ -46,6 +46,10 @@ struct cg_handle {
                               * without one (libcurl's guess otherwise); NULL = none */
   enum cg_method method;     /* as libcurl tracks data->set.method */
   int nobody;                /* CURLOPT_NOBODY */
+  int upload;                /* CURLOPT_UPLOAD (or PUT) last set to 1, not undone by UPLOAD 0
+                              * or HTTPGET 1: libcurl before 8.1.0 keeps such a flag apart
+                              * from the method and then sends a PUT from the read callback
+                              * even after POSTFIELDS or MIMEPOST (CVE-2023-28322) */
   const char *postfields;    /* CURLOPT_POSTFIELDS, host-owned */
   char *copypostfields;      /* copy of CURLOPT_COPYPOSTFIELDS data */
   curl_off_t copypostfields_len;

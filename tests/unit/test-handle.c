@@ -453,6 +453,34 @@ Test(handle, method_enum_follows_libcurl_httpreq) {
   cg_handle_remove(FAKE(1));
 }
 
+/* UPLOAD's own flag (h->upload): libcurl before 8.1.0 keeps data->set.upload apart from the
+ * method and sends a PUT from the read callback while it is on, whatever POSTFIELDS or
+ * MIMEPOST set later (CVE-2023-28322); only UPLOAD/PUT 0 and HTTPGET 1 clear it there.  The
+ * attempt then wraps the read and seek callbacks (attempt.c reads_body). */
+Test(handle, upload_flag_outlives_a_later_post) {
+  struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib);
+  cr_assert_eq(h->upload, 0);
+  set(h, CURLOPT_UPLOAD, 1L);
+  cr_assert_eq(h->upload, 1);
+  set(h, CURLOPT_POSTFIELDS, "x");
+  cr_assert_eq(h->method, CG_M_POST);
+  cr_assert_eq(h->upload, 1);
+  set(h, CURLOPT_MIMEPOST, (void *) fake_mime);
+  cr_assert_eq(h->upload, 1);
+  set(h, CURLOPT_HTTPGET, 0L);
+  cr_assert_eq(h->upload, 1);
+  set(h, CURLOPT_HTTPGET, 1L);
+  cr_assert_eq(h->upload, 0);
+  set(h, CURLOPT_PUT, 1L);
+  cr_assert_eq(h->upload, 1);
+  set(h, CURLOPT_UPLOAD, 0L);
+  cr_assert_eq(h->upload, 0);
+  set(h, CURLOPT_UPLOAD, 1L);
+  cg_handle_reset(h);
+  cr_assert_eq(h->upload, 0);
+  cg_handle_remove(FAKE(1));
+}
+
 /* CURLOPT_HTTPPOST (curl_formadd, deprecated but still used) makes a form POST
  * (lib/setopt.c: method = HTTPREQ_POST_FORM, opt_no_body = FALSE). */
 Test(handle, httppost_is_a_form_post) {
