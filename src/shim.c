@@ -161,21 +161,31 @@ static __attribute__((noinline)) CURLcode cg__setopt_keep(struct cg_handle *h, C
   return CURLE_OK;
 }
 
+/* A known handle outside an attempt: an option the shadow does not keep goes straight on
+ * to libcurl, a kept one through cg__setopt_keep.  Both tail calls (always inlined: the
+ * callers keep their common paths free of a stack frame). */
+static inline __attribute__((always_inline)) CURLcode
+cg__setopt_known(struct cg_handle *h, CURL *curl, CURLoption opt, uintptr_t arg) {
+  /* CURLoption, not long: the caller passes an int, and only the register's low 32 bits
+   * are defined (System V ABI 3.2.3) */
+  unsigned keep = cg_handle_keeps((long) opt);
+
+  if (!keep)
+    return h->lib->easy_setopt(curl, opt, arg);
+  return cg__setopt_keep(h, curl, opt, arg, keep);
+}
+
 /* cg__easy_setopt_reg past this thread's memo (a handle other than the last one, or
  * none the guard knows) or during an attempt. */
 static __attribute__((noinline)) CURLcode cg__setopt_slow(CURL *curl, CURLoption opt,
                                                           uintptr_t arg, const void *caller) {
   struct cg_handle *h = cg_handle_get(curl);
-  unsigned keep;
 
   if (!h)
     return cg__setopt_pass(curl, opt, arg, caller); /* unknown, NULL among them */
   if (h->in_perform)
     return cg__setopt_during(curl, (long) opt, arg, caller);
-  keep = cg_handle_keeps((long) opt);
-  if (!keep)
-    return h->lib->easy_setopt(curl, opt, arg);
-  return cg__setopt_keep(h, curl, opt, arg, keep);
+  return cg__setopt_known(h, curl, opt, arg);
 }
 
 CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
@@ -186,19 +196,13 @@ CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg
  * CURLOPT_PROTOCOLS(_STR), whose refusal cg__setopt_refused notes, are kept. */
 CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
   struct cg_handle *h;
-  unsigned keep;
 
   if (CG_RARE(!cg_lib_guarding()))
     return cg__setopt_pass(curl, opt, arg, CG_CALLER()); /* off */
   h = cg_handle_memo_hit(curl);
   if (CG_RARE(!h || h->in_perform))
     return cg__setopt_slow(curl, opt, arg, CG_CALLER());
-  /* CURLoption, not long: the caller passes an int, and only the register's low 32 bits
-   * are defined (System V ABI 3.2.3) */
-  keep = cg_handle_keeps((long) opt);
-  if (!keep)
-    return h->lib->easy_setopt(curl, opt, arg);
-  return cg__setopt_keep(h, curl, opt, arg, keep);
+  return cg__setopt_known(h, curl, opt, arg);
 }
 #else
 CG_EXPORT CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...) {
