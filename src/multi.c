@@ -309,7 +309,10 @@ static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, in
     cg__real_remove(cm, en);
     en->st = step == CG_STEP_RETRY ? CG_MS_WAIT : CG_MS_JUDGE;
     en->admitting = 0; /* a backoff: never asked before its time */
-    en->due_ms = cg_mono_ms() + ms;
+    /* A floor (a server's Retry-After among them): the ms clock truncates, so a due time
+     * one ms later than `ms` after this reading is never reached sooner than `ms` after
+     * now; cg__start_due gives it no early margin. */
+    en->due_ms = cg_mono_ms() + ms + (ms > 0);
     break;
   case CG_STEP_GO:
   case CG_STEP_DONE:
@@ -354,12 +357,15 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
 /* Start the waiting calls due by `now` + `early` ms, in the order they were added (at
  * most one step each); with `judge`, also judge again the ended attempts that are due
  * (which may hand a final answer's held bytes to the host's callbacks: only from
- * perform). */
+ * perform).  A retry's backoff gets no early margin: its wait is a floor, and only
+ * admission asks again before it starts (a limiter's wait, asked early, is answered
+ * with what is left of it). */
 static void cg__start_due(struct cg_multi *cm, int64_t now, int64_t early, int judge) {
   struct cg_mentry *en;
 
   for (en = cm->entries; en; en = en->next) {
-    if (en->due_ms > now + early)
+    int backoff = en->st == CG_MS_WAIT && !en->admitting;
+    if (en->due_ms > now + (backoff ? 0 : early))
       continue;
     if (en->st == CG_MS_WAIT) {
       CURLMcode mrc = cg__start(cm, en);
