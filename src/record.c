@@ -458,7 +458,8 @@ char *cg_record_json(const struct cg_record *r, size_t *len) {
   return copy;
 }
 
-/* ---- the log sink: opened once per process ---- */
+/* ---- the log sink: opened once per process (again when the host closed it, or after a
+ * failed opening) ---- */
 
 static pthread_mutex_t cg__log_mutex = PTHREAD_MUTEX_INITIALIZER;
 static dev_t cg__log_dev; /* identity of the file we opened, to notice a host that */
@@ -496,6 +497,18 @@ static int cg__log_high;           /* cg__log_fd sits at the top: checked every 
 static int cg__log_disturbed;      /* the host closed or replaced the log's descriptor */
 static int cg__log_stderr;         /* CURLGUARD_LOG=-: whatever descriptor 2 is */
 static int64_t cg__log_checked_ms; /* cg_coarse_ms() of the last fstat(2) check */
+/* A log that could not be opened (cg__log_fd -1) is tried again, at most once every
+ * CG__LOG_RETRY_MS, on the records that come meanwhile: what failed may pass later (the
+ * process out of descriptors for a moment, EMFILE; a full disk or a directory not there
+ * yet; a permission an operator fixes), and a long-running host would otherwise write no
+ * record for the rest of its life after one bad moment.  The first failure is reported;
+ * the attempts after it are silent until one succeeds, which says how many records were
+ * lost in between. */
+#define CG__LOG_RETRY_MS 1000
+static int64_t cg__log_failed_ms; /* cg_coarse_ms() of the last failed opening */
+static int cg__log_failing;        /* the last opening failed and was reported */
+static uint64_t cg__log_lost;      /* records not written since that failure */
+static unsigned cg__log_opened;    /* openings so far (cg__log_get's generations) */
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
 static int cg__mkdirs(const char *path) {
@@ -548,8 +561,10 @@ static int cg__log_move_up(int fd) {
   return high;
 }
 
-/* The log's descriptor, -1 when unusable.  Out of line: once per process. */
-static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *c) {
+/* The log's descriptor, -1 when unusable (reported unless `quiet`: a retry after a
+ * failure already reported, CG__LOG_RETRY_MS).  Out of line: once per process, unless the
+ * log cannot be opened. */
+static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *c, int quiet) {
   struct stat st;
   int fd;
 
@@ -558,19 +573,26 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   if ((cg__log_stderr = strcmp(c->log_path, "-") == 0))
     return STDERR_FILENO;
   if (cg__mkdirs(c->log_path) != 0) {
-    cg_warn("usage log %s: cannot create its directory: %s; records are not written",
-            c->log_path, strerror(errno));
+    if (!quiet)
+      cg_warn("usage log %s: cannot create its directory: %s; records are not written "
+              "(tried again once a second)",
+              c->log_path, strerror(errno));
     return -1;
   }
   /* O_NONBLOCK: a FIFO without a reader must fail at once, never hang the host. */
   fd = open(c->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
             0600);
   if (fd < 0) {
-    cg_warn("usage log %s: %s; records are not written", c->log_path, strerror(errno));
+    if (!quiet)
+      cg_warn("usage log %s: %s; records are not written (tried again once a second)",
+              c->log_path, strerror(errno));
     return -1;
   }
   if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
-    cg_warn("usage log %s: not a regular file; records are not written", c->log_path);
+    if (!quiet)
+      cg_warn("usage log %s: not a regular file; records are not written (tried again "
+              "once a second)",
+              c->log_path);
     close(fd);
     return -1;
   }
@@ -627,16 +649,40 @@ static inline __attribute__((always_inline)) ssize_t cg__write_line(int fd, cons
   return w == (ssize_t) len ? w : cg__write_rest(fd, line, len, w);
 }
 
+/* Whether a log that could not be opened is due another try (the caller holds
+ * cg__log_mutex). */
+static int cg__log_retry_due(void) {
+  int64_t now = cg_coarse_ms();
+  return now - cg__log_failed_ms >= CG__LOG_RETRY_MS || now < cg__log_failed_ms;
+}
+
+/* Open the log for cg__log_get (cg__log_fd -2: not tried yet, or due again), the caller
+ * holding cg__log_mutex: a failure is reported once, then retried quietly until an
+ * opening succeeds, which says what was lost.  Out of line (issue 16). */
+static __attribute__((noinline, cold)) void cg__log_reopen(const struct cg_config *c) {
+  cg__log_fd = cg__log_open(c, cg__log_failing);
+  cg__log_opened++;
+  if (cg__log_fd < 0) {
+    cg__log_failing = 1;
+    cg__log_failed_ms = cg_coarse_ms();
+  } else if (cg__log_failing) {
+    cg_warn("usage log %s: opened after all; %llu record(s) before this one were not "
+            "written",
+            c->log_path, (unsigned long long) cg__log_lost);
+    cg__log_failing = 0;
+    cg__log_lost = 0;
+  }
+}
+
 /* The log's descriptor for the next record (opened on first use), -1 when unusable;
  * `*gen` gets the number of the opening it belongs to.  `closed`: the opening whose
  * descriptor a write just found closed (EBADF), or 0; a second thread that found the
  * same opening closed does not open the log once more (nor leak the first reopening). */
 static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen) {
-  static unsigned opened; /* openings so far */
   int fd;
   pthread_mutex_lock(&cg__log_mutex);
   /* Reopening is rare: its code is out of line (issue 16). */
-  if (CG_RARE(cg__log_fd >= 0 && closed == opened)) {
+  if (CG_RARE(cg__log_fd >= 0 && closed == cg__log_opened)) {
     cg__log_fd = -2; /* closed by the host: open the log again */
     if (!cg__log_stderr)
       cg__log_disturbed = 1;
@@ -646,12 +692,14 @@ static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */
     cg__log_disturbed = 1;
   }
-  if (CG_RARE(cg__log_fd == -2)) {
-    cg__log_fd = cg__log_open(c);
-    opened++;
-  }
+  if (CG_RARE(cg__log_fd == -1) && cg__log_retry_due())
+    cg__log_fd = -2; /* unusable at the last try: once more (CG__LOG_RETRY_MS) */
+  if (CG_RARE(cg__log_fd == -2))
+    cg__log_reopen(c);
+  if (CG_RARE(cg__log_fd == -1))
+    cg__log_lost++;
   fd = cg__log_fd;
-  *gen = opened;
+  *gen = cg__log_opened;
   pthread_mutex_unlock(&cg__log_mutex);
   return fd;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* SPEC section 5, in its order: exactly these keys, never more, never fewer. */
@@ -458,6 +459,71 @@ Test(record, log_directly_under_a_regular_file_fails_cleanly) {
   c.log_path = path;
   full_record(&r);
   cr_assert_eq(cg_record_emit(&c, &r), -1);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* A log that cannot be opened is tried again, at most once a second (record.c
+ * CG__LOG_RETRY_MS): once the obstacle is gone, records are written again, and the line
+ * that says so counts what was lost.  Before, one failed opening (a moment out of
+ * descriptors, a directory not there yet) turned the log off for the process's life. */
+Test(record, log_that_could_not_be_opened_is_tried_again) {
+  char *dir = make_tmpdir();
+  char file[512], path[600], errpath[600], *text, errtext[2048];
+  struct cg_config c;
+  struct cg_record r;
+  struct timespec t0, t1;
+  size_t n;
+  ssize_t got;
+  int errfd, i;
+  FILE *f;
+
+  snprintf(file, sizeof(file), "%s/regular", dir);
+  f = fopen(file, "w");
+  fclose(f);
+  /* the log's directory is a regular file: neither can be made until it is removed */
+  snprintf(path, sizeof(path), "%s/usage.jsonl", file);
+  snprintf(errpath, sizeof(errpath), "%s/stderr", dir);
+  errfd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq(errfd, 0);
+  cr_assert_eq(dup2(errfd, STDERR_FILENO), STDERR_FILENO); /* this test's own process */
+  memset(&c, 0, sizeof(c));
+  c.log_path = path;
+  full_record(&r);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (i = 1; i <= 3; i++) {
+    r.attempt = i;
+    cr_assert_eq(cg_record_emit(&c, &r), -1, "record %d: the log cannot exist yet", i);
+  }
+  cr_assert_eq(unlink(file), 0);
+  r.attempt = 4;
+  i = cg_record_emit(&c, &r);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  /* within the second after the failure, not tried again (unless this machine stalled) */
+  if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 900)
+    cr_expect_eq(i, -1, "tried again within a second of the failure");
+  usleep(1100 * 1000);
+  r.attempt = 5;
+  cr_assert_eq(cg_record_emit(&c, &r), 0, "the log, possible now, is opened again");
+  r.attempt = 6;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  text = slurp(path, &n);
+  cr_expect(strstr(text, "\"attempt\":5") && strstr(text, "\"attempt\":6") &&
+                !strstr(text, "\"attempt\":3"),
+            "the records after the reopening, only: %s", text);
+  free(text);
+  got = pread(errfd, errtext, sizeof(errtext) - 1, 0);
+  cr_assert_gt(got, 0);
+  errtext[got] = '\0';
+  /* the first failure is reported once; the retries are silent; the reopening counts */
+  {
+    const char *first = strstr(errtext, "records are not written");
+    cr_expect(first && !strstr(first + 1, "records are not written"),
+              "one report of the failure: %s", errtext);
+  }
+  cr_expect(strstr(errtext, "opened after all; 4 record(s) before this one were not written"),
+            "the reopening says what was lost: %s", errtext);
+  close(errfd);
   rm_rf(dir);
   free(dir);
 }
