@@ -509,6 +509,15 @@ static int64_t cg__log_failed_ms; /* cg_coarse_ms() of the last failed opening *
 static int cg__log_failing;        /* the last opening failed and was reported */
 static uint64_t cg__log_lost;      /* records not written since that failure */
 static unsigned cg__log_opened;    /* openings so far (cg__log_get's generations) */
+/* A log renamed or removed at its path (logrotate's default `create` mode, a `mv` or an
+ * `rm` by hand) is noticed by a stat(2) of the path, at most once every
+ * CG__LOG_PATH_CHECK_MS on the records that come, and opened again there: without it, the
+ * records of a long-running host went on into the renamed file, and once that was
+ * compressed and deleted, into nothing.  Only an absolute path: a relative one names
+ * another file once the host changes its working directory (a daemon's chdir("/")), so
+ * the file it was opened as stays the log. */
+#define CG__LOG_PATH_CHECK_MS 1000
+static int64_t cg__log_path_checked_ms; /* cg_coarse_ms() of the last stat(2) of the path */
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
 static int cg__mkdirs(const char *path) {
@@ -601,13 +610,15 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   return cg__log_move_up(fd);
 }
 
-/* Whether the once-a-second identity check of a descriptor at the top is due (the
- * caller holds cg__log_mutex). */
-static int cg__log_check_due(void) {
+/* Whether a check last made at `*last_ms` (cg_coarse_ms) is due again, `every_ms` on (or
+ * the clock went back); if so, `*last_ms` becomes now.  The caller holds cg__log_mutex:
+ * the identity check of a descriptor at the top (CG__LOG_CHECK_MS) and the stat(2) of the
+ * path (CG__LOG_PATH_CHECK_MS). */
+static int cg__log_due(int64_t *last_ms, int64_t every_ms) {
   int64_t now = cg_coarse_ms();
-  if (now - cg__log_checked_ms < CG__LOG_CHECK_MS && now >= cg__log_checked_ms)
+  if (now - *last_ms < every_ms && now >= *last_ms)
     return 0;
-  cg__log_checked_ms = now;
+  *last_ms = now;
   return 1;
 }
 
@@ -674,6 +685,52 @@ static __attribute__((noinline, cold)) void cg__log_reopen(const struct cg_confi
   }
 }
 
+/* The log at the path is no longer the file `fd` writes to: it was renamed or removed
+ * (ENOENT), or another file took its place.  Out of line: once a second at most. */
+static __attribute__((noinline, cold)) int cg__log_moved(const struct cg_config *c) {
+  struct stat st;
+  if (stat(c->log_path, &st) != 0)
+    return errno == ENOENT;
+  return st.st_dev != cg__log_dev || st.st_ino != cg__log_ino;
+}
+
+/* The log opened again at its path after cg__log_moved (the caller holds cg__log_mutex).
+ * Our descriptor's number is kept: the new file is put on it with dup3(2), so no other
+ * thread, holding that number from cg__log_get, can find it closed or handed to the host
+ * meanwhile (it writes its line to the old file or the new one).  When the log cannot be
+ * opened again, the records go on into the old file, and the path is tried again a second
+ * later.  A number the host took over is never touched. */
+static __attribute__((noinline, cold)) void cg__log_reopen_moved(const struct cg_config *c) {
+  int old = cg__log_fd, high = cg__log_high, fd;
+  dev_t dev = cg__log_dev;
+  ino_t ino = cg__log_ino;
+  struct stat st;
+  int ours = fstat(old, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+
+  fd = cg__log_open(c, 1);
+  if (fd < 0) {
+    cg_warn_once("log-moved", "usage log %s was moved or removed and cannot be made again; "
+                              "records go on into the file it was (tried again once a second)",
+                 c->log_path);
+    cg__log_dev = dev;
+    cg__log_ino = ino;
+    cg__log_high = high;
+    return;
+  }
+  cg__log_opened++;
+  if (!ours) {
+    cg__log_disturbed = 1; /* the number is the host's now: the log stays where
+                              cg__log_open placed it */
+  } else if (dup3(fd, old, O_CLOEXEC) == old) {
+    close(fd);
+    fd = old;
+    cg__log_high = high;
+  }
+  /* else (never seen; EBUSY: another thread's dup2 onto the number): the old descriptor is
+   * left open rather than closed under a writer */
+  cg__log_fd = fd;
+}
+
 /* The log's descriptor for the next record (opened on first use), -1 when unusable;
  * `*gen` gets the number of the opening it belongs to.  `closed`: the opening whose
  * descriptor a write just found closed (EBADF), or 0; a second thread that found the
@@ -687,11 +744,15 @@ static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen
     if (!cg__log_stderr)
       cg__log_disturbed = 1;
   } else if (CG_RARE(cg__log_fd >= 0 && !cg__log_stderr &&
-                     (!cg__log_high || cg__log_check_due()) &&
+                     (!cg__log_high || cg__log_due(&cg__log_checked_ms, CG__LOG_CHECK_MS)) &&
                      !cg__log_still_ours(cg__log_fd))) {
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */
     cg__log_disturbed = 1;
   }
+  if (CG_RARE(cg__log_fd >= 0 && !cg__log_stderr && c->log_path[0] == '/' &&
+              cg__log_due(&cg__log_path_checked_ms, CG__LOG_PATH_CHECK_MS)) &&
+      cg__log_moved(c))
+    cg__log_reopen_moved(c);
   if (CG_RARE(cg__log_fd == -1) && cg__log_retry_due())
     cg__log_fd = -2; /* unusable at the last try: once more (CG__LOG_RETRY_MS) */
   if (CG_RARE(cg__log_fd == -2))

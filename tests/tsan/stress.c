@@ -3,7 +3,8 @@
  * program: it exits non-zero on a wrong count, and TSan aborts it on a data race.
  *
  * Covered: the handle map (add/record/get/remove), the shared limiter (GCRA reservations
- * and in-flight slots on one mapped state file), usage records appended to one log, the
+ * and in-flight slots on one mapped state file), usage records appended to one log (and
+ * the log rotated under them), the
  * per-thread rng, host-retry bookkeeping, and the shared circuit breaker (window buckets,
  * open/half-open/closed transitions, never two probes at once) and retry budget (window
  * CAS, concurrency slots, never overdrawn). */
@@ -115,6 +116,82 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Phase 2: records from every thread while the log is rotated twice under them
+ * (logrotate's `create` mode: renamed away, made again at its path).  The guard opens it
+ * again on the same descriptor number while other threads write on it (record.c
+ * cg__log_reopen_moved): across the three files, every record written is there, whole. */
+static int rot_stop;
+static void *rot_worker(void *arg) {
+  uintptr_t n = 0;
+  struct cg_record r;
+  (void) arg;
+  while (!__atomic_load_n(&rot_stop, __ATOMIC_ACQUIRE)) {
+    cg_record_init(&r);
+    r.request_id = "rotation";
+    r.attempt = (int) n;
+    if (cg_record_emit(&cfg, &r) == 0)
+      n++;
+    usleep(500);
+  }
+  return (void *) n;
+}
+
+/* Lines in `path` (0 when it is not there); -1 when one is not a whole record. */
+static int whole_lines(const char *path) {
+  char line[4096];
+  int n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  while (fgets(line, sizeof(line), f)) {
+    size_t k = strlen(line);
+    if (k < 3 || line[0] != '{' || line[k - 1] != '\n' || line[k - 2] != '}') {
+      fclose(f);
+      return -1;
+    }
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+static int rotation_phase(const char *log, int before) {
+  char log1[160], log2[160];
+  pthread_t t[THREADS];
+  uintptr_t written = 0;
+  void *n;
+  int i, a, b, c;
+
+  snprintf(log1, sizeof(log1), "%s.1", log);
+  snprintf(log2, sizeof(log2), "%s.2", log);
+  for (i = 0; i < THREADS; i++)
+    pthread_create(&t[i], NULL, rot_worker, NULL);
+  usleep(300 * 1000);
+  rename(log, log1);
+  usleep(1300 * 1000); /* past the guard's once-a-second look at the path */
+  rename(log1, log2);
+  rename(log, log1);
+  usleep(1300 * 1000);
+  __atomic_store_n(&rot_stop, 1, __ATOMIC_RELEASE);
+  for (i = 0; i < THREADS; i++) {
+    pthread_join(t[i], &n);
+    written += (uintptr_t) n;
+  }
+  a = whole_lines(log);
+  b = whole_lines(log1);
+  c = whole_lines(log2);
+  unlink(log1);
+  unlink(log2);
+  /* the first file holds the records of before too */
+  if (a <= 0 || b <= 0 || c <= before || (uintptr_t) (a + b + c - before) != written) {
+    fprintf(stderr, "stress: rotation: %d + %d + %d records in the three files, %lu written "
+                    "and %d before\n",
+            a, b, c, (unsigned long) written, before);
+    return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   char dir[] = "/tmp/cg-tsan-XXXXXX", path[128], log[128], why[256], line[4096];
   pthread_t t[THREADS];
@@ -178,10 +255,14 @@ int main(void) {
     fprintf(stderr, "stress: %d records, want %d\n", lines, THREADS * (ROUNDS / 100));
     return 1;
   }
+  if (rotation_phase(log, lines) != 0)
+    return 1;
   cg_state_close(&st);
   unlink(path);
   unlink(log);
   rmdir(dir);
-  printf("tsan stress: %d threads x %d rounds: 1 passed, 0 failed\n", THREADS, ROUNDS);
+  printf("tsan stress: %d threads x %d rounds, then a log rotated twice under them: 1 "
+         "passed, 0 failed\n",
+         THREADS, ROUNDS);
   return 0;
 }

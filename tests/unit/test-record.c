@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <locale.h>
 #include <math.h>
@@ -526,6 +527,113 @@ Test(record, log_that_could_not_be_opened_is_tried_again) {
   close(errfd);
   rm_rf(dir);
   free(dir);
+}
+
+/* Descriptors open in this process (the listing's own one included, every time). */
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  cr_assert_not_null(d);
+  while (readdir(d))
+    n++;
+  closedir(d);
+  return n;
+}
+
+/* A log renamed away (logrotate's default `create`) or removed is noticed within a second
+ * of the next record (record.c CG__LOG_PATH_CHECK_MS) and made again at its path, on the
+ * same descriptor number, still close-on-exec, without a descriptor more.  Before, the
+ * records went on into the renamed file (and into nothing once it was deleted). */
+Test(record, log_renamed_or_removed_is_opened_again_at_its_path) {
+  char *dir = make_tmpdir();
+  char path[512], rotated[600], *text;
+  struct cg_config c;
+  struct cg_record r;
+  size_t n;
+  int fds, round;
+
+  snprintf(path, sizeof(path), "%s/usage.jsonl", dir);
+  snprintf(rotated, sizeof(rotated), "%s/usage.jsonl.1", dir);
+  memset(&c, 0, sizeof(c));
+  c.log_path = path;
+  full_record(&r);
+  r.attempt = 1;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  fds = open_fds();
+  for (round = 0; round < 2; round++) {
+    if (round == 0)
+      cr_assert_eq(rename(path, rotated), 0);
+    else
+      cr_assert_eq(unlink(path), 0);
+    usleep(1100 * 1000); /* past the once-a-second check */
+    r.attempt = 10 + round;
+    cr_assert_eq(cg_record_emit(&c, &r), 0);
+    text = slurp(path, &n); /* made again at the path */
+    cr_expect(strstr(text, round ? "\"attempt\":11" : "\"attempt\":10") &&
+                  !strstr(text, "\"attempt\":1,"),
+              "round %d: the record went to the new file: %s", round, text);
+    free(text);
+    cr_expect_eq(open_fds(), fds, "round %d: no descriptor more", round);
+  }
+  text = slurp(rotated, &n);
+  cr_expect(strstr(text, "\"attempt\":1,") && !strstr(text, "\"attempt\":10"),
+            "the rotated file keeps what was written before: %s", text);
+  free(text);
+  {
+    /* the log's descriptor: the one open on usage.jsonl, close-on-exec */
+    char link[64], target[600];
+    int fd, found = 0;
+    for (fd = 3; fd < 1024; fd++) {
+      ssize_t k;
+      snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+      k = readlink(link, target, sizeof(target) - 1);
+      if (k <= 0)
+        continue;
+      target[k] = '\0';
+      if (strcmp(target, path) == 0) {
+        found = 1;
+        cr_expect(fcntl(fd, F_GETFD) & FD_CLOEXEC, "descriptor %d is close-on-exec", fd);
+      }
+    }
+    cr_expect(found, "the log is open on its path");
+  }
+  rm_rf(dir);
+  free(dir);
+}
+
+/* A relative log path is not looked at again: once the host changes its working
+ * directory (a daemon's chdir("/")), the same name is another file, and the records stay
+ * in the one the log was opened as. */
+Test(record, relative_log_path_stays_the_file_it_was_opened_as) {
+  char *dir = make_tmpdir(), *other = make_tmpdir();
+  char path[600], *text;
+  struct cg_config c;
+  struct cg_record r;
+  struct stat st;
+  size_t n;
+
+  cr_assert_eq(chdir(dir), 0);
+  memset(&c, 0, sizeof(c));
+  c.log_path = "usage.jsonl";
+  full_record(&r);
+  r.attempt = 1;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  cr_assert_eq(chdir(other), 0);
+  usleep(1100 * 1000); /* past the once-a-second check an absolute path gets */
+  r.attempt = 2;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  snprintf(path, sizeof(path), "%s/usage.jsonl", other);
+  cr_expect_neq(stat(path, &st), 0, "no log made in the new working directory");
+  snprintf(path, sizeof(path), "%s/usage.jsonl", dir);
+  text = slurp(path, &n);
+  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
+            "both records in the file it was opened as: %s", text);
+  free(text);
+  cr_assert_eq(chdir("/"), 0);
+  rm_rf(dir);
+  rm_rf(other);
+  free(dir);
+  free(other);
 }
 
 #define NPROC 4
