@@ -518,6 +518,10 @@ static unsigned cg__log_opened;    /* openings so far (cg__log_get's generations
  * the file it was opened as stays the log. */
 #define CG__LOG_PATH_CHECK_MS 1000
 static int64_t cg__log_path_checked_ms; /* cg_coarse_ms() of the last stat(2) of the path */
+static dev_t cg__log_dir_dev; /* identity of the directory the log was opened in: the */
+static ino_t cg__log_dir_ino; /* path is looked at again only while it is the same one */
+static int cg__log_dir_known;
+static int cg__log_moved_failing; /* reopening a moved log failed, and was reported */
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
 static int cg__mkdirs(const char *path) {
@@ -570,6 +574,24 @@ static int cg__log_move_up(int fd) {
   return high;
 }
 
+/* The identity of the directory that holds `path` (absolute) in `*st`.  Returns 0, or -1
+ * (errno set). */
+static int cg__dir_stat(const char *path, struct stat *st) {
+  char buf[4096];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t) (slash - path) : 0;
+
+  if (!slash || n >= sizeof(buf)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(buf, path, n);
+  buf[n ? n : 1] = '\0';
+  if (!n)
+    buf[0] = '/';
+  return stat(buf, st);
+}
+
 /* The log's descriptor, -1 when unusable (reported unless `quiet`: a retry after a
  * failure already reported, CG__LOG_RETRY_MS).  Out of line: once per process, unless the
  * log cannot be opened. */
@@ -586,6 +608,15 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
       cg_warn("usage log %s: cannot create its directory: %s; records are not written "
               "(tried again once a second)",
               c->log_path, strerror(errno));
+    return -1;
+  }
+  /* Something other than a file at the path (a FIFO, a directory) is refused before it is
+   * opened: a FIFO's reader would see an end of file at each try (CG__LOG_RETRY_MS). */
+  if (stat(c->log_path, &st) == 0 && !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+    if (!quiet)
+      cg_warn("usage log %s: not a regular file; records are not written (tried again "
+              "once a second)",
+              c->log_path);
     return -1;
   }
   /* O_NONBLOCK: a FIFO without a reader must fail at once, never hang the host. */
@@ -607,6 +638,9 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   }
   cg__log_dev = st.st_dev;
   cg__log_ino = st.st_ino;
+  cg__log_dir_known = c->log_path[0] == '/' && cg__dir_stat(c->log_path, &st) == 0;
+  cg__log_dir_dev = st.st_dev;
+  cg__log_dir_ino = st.st_ino;
   return cg__log_move_up(fd);
 }
 
@@ -686,12 +720,19 @@ static __attribute__((noinline, cold)) void cg__log_reopen(const struct cg_confi
 }
 
 /* The log at the path is no longer the file `fd` writes to: it was renamed or removed
- * (ENOENT), or another file took its place.  Out of line: once a second at most. */
+ * (ENOENT), or another file took its place, in the directory it was opened in.  When that
+ * directory is gone or is another one (the host chroot(2)ed or entered another mount
+ * namespace, or the directory was removed), the path names something else for this
+ * process, and the file it was opened as stays the log.  Out of line: once a second at
+ * most. */
 static __attribute__((noinline, cold)) int cg__log_moved(const struct cg_config *c) {
   struct stat st;
-  if (stat(c->log_path, &st) != 0)
-    return errno == ENOENT;
-  return st.st_dev != cg__log_dev || st.st_ino != cg__log_ino;
+  int gone = stat(c->log_path, &st) != 0;
+
+  if (gone ? errno != ENOENT : st.st_dev == cg__log_dev && st.st_ino == cg__log_ino)
+    return 0;
+  return cg__log_dir_known && cg__dir_stat(c->log_path, &st) == 0 &&
+         st.st_dev == cg__log_dir_dev && st.st_ino == cg__log_dir_ino;
 }
 
 /* The log opened again at its path after cg__log_moved (the caller holds cg__log_mutex).
@@ -706,28 +747,40 @@ static __attribute__((noinline, cold)) void cg__log_reopen_moved(const struct cg
   ino_t ino = cg__log_ino;
   struct stat st;
   int ours = fstat(old, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+  dev_t ddev = cg__log_dir_dev;
+  ino_t dino = cg__log_dir_ino;
 
+  if (!ours)
+    cg__log_disturbed = 1; /* the number is the host's now: never touched, and the new
+                              descriptor not put at the top (cg__log_move_up) */
   fd = cg__log_open(c, 1);
   if (fd < 0) {
-    cg_warn_once("log-moved", "usage log %s was moved or removed and cannot be made again; "
-                              "records go on into the file it was (tried again once a second)",
-                 c->log_path);
+    if (!cg__log_moved_failing)
+      cg_warn("usage log %s was moved or removed and cannot be made again; records go on "
+              "into the file it was (tried again once a second)",
+              c->log_path);
+    cg__log_moved_failing = 1;
     cg__log_dev = dev;
     cg__log_ino = ino;
+    cg__log_dir_dev = ddev;
+    cg__log_dir_ino = dino;
     cg__log_high = high;
     return;
   }
-  cg__log_opened++;
-  if (!ours) {
-    cg__log_disturbed = 1; /* the number is the host's now: the log stays where
-                              cg__log_open placed it */
-  } else if (dup3(fd, old, O_CLOEXEC) == old) {
+  cg__log_moved_failing = 0;
+  if (ours && dup3(fd, old, O_CLOEXEC) == old) {
+    /* the same number: a thread that took it before keeps its opening's generation, so
+     * an EBADF it meets later (the host closed the number) still reopens the log */
     close(fd);
-    fd = old;
     cg__log_high = high;
+    return;
   }
+  if (ours && errno == EBADF)
+    close(old); /* a number at or above the host's lowered RLIMIT_NOFILE: dup3 cannot
+                   reach it, and no new descriptor can be given it */
   /* else (never seen; EBUSY: another thread's dup2 onto the number): the old descriptor is
    * left open rather than closed under a writer */
+  cg__log_opened++;
   cg__log_fd = fd;
 }
 

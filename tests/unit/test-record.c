@@ -601,6 +601,41 @@ Test(record, log_renamed_or_removed_is_opened_again_at_its_path) {
   free(dir);
 }
 
+/* A log whose directory is no longer the one it was opened in (here: the directory
+ * renamed away and another made at its name; as for a host that chroot(2)s) is not made
+ * again at the path: that path names something else for this process, and the records
+ * stay in the file the log was opened as. */
+Test(record, log_in_a_replaced_directory_stays_the_file_it_was_opened_as) {
+  char *dir = make_tmpdir();
+  char logs[512], moved[560], path[600], *text;
+  struct cg_config c;
+  struct cg_record r;
+  struct stat st;
+  size_t n;
+
+  snprintf(logs, sizeof(logs), "%s/logs", dir);
+  snprintf(moved, sizeof(moved), "%s/logs.old", dir);
+  snprintf(path, sizeof(path), "%s/usage.jsonl", logs);
+  memset(&c, 0, sizeof(c));
+  c.log_path = path;
+  full_record(&r);
+  r.attempt = 1;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  cr_assert_eq(rename(logs, moved), 0);
+  cr_assert_eq(mkdir(logs, 0700), 0);
+  usleep(1100 * 1000);
+  r.attempt = 2;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  cr_expect_neq(stat(path, &st), 0, "no log made in the other directory");
+  snprintf(path, sizeof(path), "%s/usage.jsonl", moved);
+  text = slurp(path, &n);
+  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
+            "both records in the file it was opened as: %s", text);
+  free(text);
+  rm_rf(dir);
+  free(dir);
+}
+
 /* A relative log path is not looked at again: once the host changes its working
  * directory (a daemon's chdir("/")), the same name is another file, and the records stay
  * in the one the log was opened as. */
