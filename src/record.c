@@ -513,14 +513,16 @@ static unsigned cg__log_opened;    /* openings so far (cg__log_get's generations
  * `rm` by hand) is noticed by a stat(2) of the path, at most once every
  * CG__LOG_PATH_CHECK_MS on the records that come, and opened again there: without it, the
  * records of a long-running host went on into the renamed file, and once that was
- * compressed and deleted, into nothing.  Only an absolute path: a relative one names
- * another file once the host changes its working directory (a daemon's chdir("/")), so
- * the file it was opened as stays the log. */
+ * compressed and deleted, into nothing.  Only an absolute path to a regular file
+ * (cg__log_watchable): a relative one names another file once the host changes its
+ * working directory (a daemon's chdir("/")), and a descriptor's name (/dev/fd/N) another
+ * file once the host dup2(2)s onto it; for those the file it was opened as stays the
+ * log. */
 #define CG__LOG_PATH_CHECK_MS 1000
 static int64_t cg__log_path_checked_ms; /* cg_coarse_ms() of the last stat(2) of the path */
 static dev_t cg__log_dir_dev; /* identity of the directory the log was opened in: the */
 static ino_t cg__log_dir_ino; /* path is looked at again only while it is the same one */
-static int cg__log_dir_known;
+static int cg__log_watched; /* the path is looked at again (cg__log_watchable) */
 static int cg__log_moved_failing; /* reopening a moved log failed, and was reported */
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
@@ -572,6 +574,15 @@ static int cg__log_move_up(int fd) {
   close(fd);
   cg__log_high = 1;
   return high;
+}
+
+/* Whether the log opened at `path` (as `st` says it is) is looked at again by its path:
+ * an absolute path to a file, not a device (/dev/null, a terminal: never rotated) nor a
+ * name of a descriptor (/dev/fd/N, /dev/stdout, /proc/self/fd/N: what such a name opens
+ * changes with the host's dup2(2), into the host's own files). */
+static int cg__log_watchable(const char *path, const struct stat *st) {
+  return path[0] == '/' && S_ISREG(st->st_mode) && strncmp(path, "/dev/fd/", 8) != 0 &&
+         strncmp(path, "/dev/std", 8) != 0 && strncmp(path, "/proc/", 6) != 0;
 }
 
 /* The identity of the directory that holds `path` (absolute) in `*st`.  Returns 0, or -1
@@ -638,7 +649,8 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   }
   cg__log_dev = st.st_dev;
   cg__log_ino = st.st_ino;
-  cg__log_dir_known = c->log_path[0] == '/' && cg__dir_stat(c->log_path, &st) == 0;
+  cg__log_moved_failing = 0;
+  cg__log_watched = cg__log_watchable(c->log_path, &st) && cg__dir_stat(c->log_path, &st) == 0;
   cg__log_dir_dev = st.st_dev;
   cg__log_dir_ino = st.st_ino;
   return cg__log_move_up(fd);
@@ -729,10 +741,19 @@ static __attribute__((noinline, cold)) int cg__log_moved(const struct cg_config 
   struct stat st;
   int gone = stat(c->log_path, &st) != 0;
 
-  if (gone ? errno != ENOENT : st.st_dev == cg__log_dev && st.st_ino == cg__log_ino)
+  if (gone ? errno != ENOENT : st.st_dev == cg__log_dev && st.st_ino == cg__log_ino) {
+    if (!gone)
+      cg__log_moved_failing = 0; /* the log is back at its path: the episode is over */
     return 0;
-  return cg__log_dir_known && cg__dir_stat(c->log_path, &st) == 0 &&
-         st.st_dev == cg__log_dir_dev && st.st_ino == cg__log_dir_ino;
+  }
+  if (cg__dir_stat(c->log_path, &st) == 0 && st.st_dev == cg__log_dir_dev &&
+      st.st_ino == cg__log_dir_ino)
+    return 1;
+  cg_warn_once("log-dir", "usage log %s: its directory is no longer the one it was opened "
+                          "in (replaced, removed, or a chroot); records go on into the file "
+                          "it was opened as",
+               c->log_path);
+  return 0;
 }
 
 /* The log opened again at its path after cg__log_moved (the caller holds cg__log_mutex).
@@ -755,6 +776,17 @@ static __attribute__((noinline, cold)) void cg__log_reopen_moved(const struct cg
                               descriptor not put at the top (cg__log_move_up) */
   fd = cg__log_open(c, 1);
   if (fd < 0) {
+    if (!ours) {
+      /* the number is the host's: no record goes there; the log is tried again
+       * (CG__LOG_RETRY_MS), and its reopening says how many were lost */
+      cg_warn("usage log %s was moved or removed and cannot be made again; records are not "
+              "written (tried again once a second)",
+              c->log_path);
+      cg__log_fd = -1;
+      cg__log_failing = 1;
+      cg__log_failed_ms = cg_coarse_ms();
+      return;
+    }
     if (!cg__log_moved_failing)
       cg_warn("usage log %s was moved or removed and cannot be made again; records go on "
               "into the file it was (tried again once a second)",
@@ -802,7 +834,7 @@ static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen
     cg__log_fd = -2; /* not ours any more: never close it, open the log again */
     cg__log_disturbed = 1;
   }
-  if (CG_RARE(cg__log_fd >= 0 && !cg__log_stderr && c->log_path[0] == '/' &&
+  if (CG_RARE(cg__log_fd >= 0 && cg__log_watched &&
               cg__log_due(&cg__log_path_checked_ms, CG__LOG_PATH_CHECK_MS)) &&
       cg__log_moved(c))
     cg__log_reopen_moved(c);

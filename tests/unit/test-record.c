@@ -464,18 +464,45 @@ Test(record, log_directly_under_a_regular_file_fails_cleanly) {
   free(dir);
 }
 
+/* `c` logging to `path` and `r` a full record, attempt 1 of which is written there. */
+static void log_first(struct cg_config *c, struct cg_record *r, char *path) {
+  memset(c, 0, sizeof(*c));
+  c->log_path = path;
+  full_record(r);
+  r->attempt = 1;
+  cr_assert_eq(cg_record_emit(c, r), 0, "the first record");
+}
+
+/* This test's stderr (each test runs in a process of its own) into a new file in `dir`;
+ * returns its descriptor, for stderr_text. */
+static int capture_stderr(const char *dir) {
+  char path[600];
+  int fd;
+  snprintf(path, sizeof(path), "%s/stderr", dir);
+  fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+  return fd;
+}
+
+/* What was written to stderr since capture_stderr gave `fd`, in `buf` of `cap` bytes. */
+static const char *stderr_text(int fd, char *buf, size_t cap) {
+  ssize_t got = pread(fd, buf, cap - 1, 0);
+  buf[got > 0 ? got : 0] = '\0';
+  return buf;
+}
+
 /* A log that cannot be opened is tried again, at most once a second (record.c
  * CG__LOG_RETRY_MS): once the obstacle is gone, records are written again, and the line
  * that says so counts what was lost.  Before, one failed opening (a moment out of
  * descriptors, a directory not there yet) turned the log off for the process's life. */
 Test(record, log_that_could_not_be_opened_is_tried_again) {
   char *dir = make_tmpdir();
-  char file[512], path[600], errpath[600], *text, errtext[2048];
+  char file[512], path[600], *text, errtext[2048];
   struct cg_config c;
   struct cg_record r;
   struct timespec t0, t1;
   size_t n;
-  ssize_t got;
   int errfd, i;
   FILE *f;
 
@@ -484,10 +511,7 @@ Test(record, log_that_could_not_be_opened_is_tried_again) {
   fclose(f);
   /* the log's directory is a regular file: neither can be made until it is removed */
   snprintf(path, sizeof(path), "%s/usage.jsonl", file);
-  snprintf(errpath, sizeof(errpath), "%s/stderr", dir);
-  errfd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
-  cr_assert_geq(errfd, 0);
-  cr_assert_eq(dup2(errfd, STDERR_FILENO), STDERR_FILENO); /* this test's own process */
+  errfd = capture_stderr(dir);
   memset(&c, 0, sizeof(c));
   c.log_path = path;
   full_record(&r);
@@ -513,9 +537,7 @@ Test(record, log_that_could_not_be_opened_is_tried_again) {
                 !strstr(text, "\"attempt\":3"),
             "the records after the reopening, only: %s", text);
   free(text);
-  got = pread(errfd, errtext, sizeof(errtext) - 1, 0);
-  cr_assert_gt(got, 0);
-  errtext[got] = '\0';
+  stderr_text(errfd, errtext, sizeof(errtext));
   /* the first failure is reported once; the retries are silent; the reopening counts */
   {
     const char *first = strstr(errtext, "records are not written");
@@ -554,11 +576,7 @@ Test(record, log_renamed_or_removed_is_opened_again_at_its_path) {
 
   snprintf(path, sizeof(path), "%s/usage.jsonl", dir);
   snprintf(rotated, sizeof(rotated), "%s/usage.jsonl.1", dir);
-  memset(&c, 0, sizeof(c));
-  c.log_path = path;
-  full_record(&r);
-  r.attempt = 1;
-  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  log_first(&c, &r, path);
   fds = open_fds();
   for (round = 0; round < 2; round++) {
     if (round == 0)
@@ -613,14 +631,13 @@ Test(record, log_in_a_replaced_directory_stays_the_file_it_was_opened_as) {
   struct stat st;
   size_t n;
 
+  char errtext[2048];
+  int errfd = capture_stderr(dir);
+
   snprintf(logs, sizeof(logs), "%s/logs", dir);
   snprintf(moved, sizeof(moved), "%s/logs.old", dir);
   snprintf(path, sizeof(path), "%s/usage.jsonl", logs);
-  memset(&c, 0, sizeof(c));
-  c.log_path = path;
-  full_record(&r);
-  r.attempt = 1;
-  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  log_first(&c, &r, path);
   cr_assert_eq(rename(logs, moved), 0);
   cr_assert_eq(mkdir(logs, 0700), 0);
   usleep(1100 * 1000);
@@ -632,6 +649,45 @@ Test(record, log_in_a_replaced_directory_stays_the_file_it_was_opened_as) {
   cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
             "both records in the file it was opened as: %s", text);
   free(text);
+  cr_expect(strstr(stderr_text(errfd, errtext, sizeof(errtext)),
+                   "its directory is no longer the one it was opened in"),
+            "one line says why the log is not made again: %s", errtext);
+  close(errfd);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* A log named by a descriptor (/dev/fd/N, /proc/self/fd/N) is not looked at again: once
+ * the host dup2(2)s another of its files onto N, that name opens the host's file, and the
+ * records would go into it. */
+Test(record, log_named_by_a_descriptor_is_not_followed_into_the_hosts_file) {
+  char *dir = make_tmpdir();
+  char a[512], b[512], path[64], *text;
+  struct cg_config c;
+  struct cg_record r;
+  size_t n;
+  int fa, fb;
+
+  snprintf(a, sizeof(a), "%s/a", dir);
+  snprintf(b, sizeof(b), "%s/hosts-own", dir);
+  fa = open(a, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  fb = open(b, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  cr_assert(fa >= 0 && fb >= 0);
+  snprintf(path, sizeof(path), "/dev/fd/%d", fa);
+  log_first(&c, &r, path);
+  cr_assert_eq(dup2(fb, fa), fa); /* the host points its descriptor at its own file */
+  usleep(1100 * 1000);
+  r.attempt = 2;
+  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  text = slurp(b, &n);
+  cr_expect_eq(n, 0, "nothing in the host's own file: %s", text);
+  free(text);
+  text = slurp(a, &n);
+  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
+            "both records in the file the log was opened as: %s", text);
+  free(text);
+  close(fa);
+  close(fb);
   rm_rf(dir);
   free(dir);
 }
@@ -648,11 +704,7 @@ Test(record, relative_log_path_stays_the_file_it_was_opened_as) {
   size_t n;
 
   cr_assert_eq(chdir(dir), 0);
-  memset(&c, 0, sizeof(c));
-  c.log_path = "usage.jsonl";
-  full_record(&r);
-  r.attempt = 1;
-  cr_assert_eq(cg_record_emit(&c, &r), 0);
+  log_first(&c, &r, "usage.jsonl");
   cr_assert_eq(chdir(other), 0);
   usleep(1100 * 1000); /* past the once-a-second check an absolute path gets */
   r.attempt = 2;
