@@ -623,13 +623,8 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   }
   /* Something other than a file at the path (a FIFO, a directory) is refused before it is
    * opened: a FIFO's reader would see an end of file at each try (CG__LOG_RETRY_MS). */
-  if (stat(c->log_path, &st) == 0 && !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
-    if (!quiet)
-      cg_warn("usage log %s: not a regular file; records are not written (tried again "
-              "once a second)",
-              c->log_path);
-    return -1;
-  }
+  if (stat(c->log_path, &st) == 0 && !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode)))
+    goto not_a_file;
   /* O_NONBLOCK: a FIFO without a reader must fail at once, never hang the host. */
   fd = open(c->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
             0600);
@@ -640,12 +635,8 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
     return -1;
   }
   if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
-    if (!quiet)
-      cg_warn("usage log %s: not a regular file; records are not written (tried again "
-              "once a second)",
-              c->log_path);
     close(fd);
-    return -1;
+    goto not_a_file;
   }
   cg__log_dev = st.st_dev;
   cg__log_ino = st.st_ino;
@@ -654,6 +645,13 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   cg__log_dir_dev = st.st_dev;
   cg__log_dir_ino = st.st_ino;
   return cg__log_move_up(fd);
+
+not_a_file:
+  if (!quiet)
+    cg_warn("usage log %s: not a regular file; records are not written (tried again once a "
+            "second)",
+            c->log_path);
+  return -1;
 }
 
 /* Whether a check last made at `*last_ms` (cg_coarse_ms) is due again, `every_ms` on (or
@@ -768,8 +766,6 @@ static __attribute__((noinline, cold)) void cg__log_reopen_moved(const struct cg
   ino_t ino = cg__log_ino;
   struct stat st;
   int ours = fstat(old, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
-  dev_t ddev = cg__log_dir_dev;
-  ino_t dino = cg__log_dir_ino;
 
   if (!ours)
     cg__log_disturbed = 1; /* the number is the host's now: never touched, and the new
@@ -791,15 +787,10 @@ static __attribute__((noinline, cold)) void cg__log_reopen_moved(const struct cg
       cg_warn("usage log %s was moved or removed and cannot be made again; records go on "
               "into the file it was (tried again once a second)",
               c->log_path);
-    cg__log_moved_failing = 1;
-    cg__log_dev = dev;
-    cg__log_ino = ino;
-    cg__log_dir_dev = ddev;
-    cg__log_dir_ino = dino;
-    cg__log_high = high;
+    cg__log_moved_failing = 1; /* the identity fields are still the old file's: a failed
+                                  cg__log_open sets none of them */
     return;
   }
-  cg__log_moved_failing = 0;
   if (ours && dup3(fd, old, O_CLOEXEC) == old) {
     /* the same number: a thread that took it before keeps its opening's generation, so
      * an EBADF it meets later (the host closed the number) still reopens the log */

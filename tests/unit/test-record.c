@@ -492,6 +492,19 @@ static const char *stderr_text(int fd, char *buf, size_t cap) {
   return buf;
 }
 
+/* Past the guard's once-a-second look at a log's path (record.c CG__LOG_PATH_CHECK_MS,
+ * CG__LOG_RETRY_MS). */
+#define PAST_A_CHECK_US (1100 * 1000)
+
+/* Records 1 and 2 both in the file at `path`. */
+static void expect_both_records(const char *path) {
+  size_t n;
+  char *text = slurp(path, &n);
+  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
+            "both records in the file the log was opened as (%s): %s", path, text);
+  free(text);
+}
+
 /* A log that cannot be opened is tried again, at most once a second (record.c
  * CG__LOG_RETRY_MS): once the obstacle is gone, records are written again, and the line
  * that says so counts what was lost.  Before, one failed opening (a moment out of
@@ -527,7 +540,7 @@ Test(record, log_that_could_not_be_opened_is_tried_again) {
   /* within the second after the failure, not tried again (unless this machine stalled) */
   if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 900)
     cr_expect_eq(i, -1, "tried again within a second of the failure");
-  usleep(1100 * 1000);
+  usleep(PAST_A_CHECK_US);
   r.attempt = 5;
   cr_assert_eq(cg_record_emit(&c, &r), 0, "the log, possible now, is opened again");
   r.attempt = 6;
@@ -583,7 +596,7 @@ Test(record, log_renamed_or_removed_is_opened_again_at_its_path) {
       cr_assert_eq(rename(path, rotated), 0);
     else
       cr_assert_eq(unlink(path), 0);
-    usleep(1100 * 1000); /* past the once-a-second check */
+    usleep(PAST_A_CHECK_US); /* past the once-a-second check */
     r.attempt = 10 + round;
     cr_assert_eq(cg_record_emit(&c, &r), 0);
     text = slurp(path, &n); /* made again at the path */
@@ -625,11 +638,10 @@ Test(record, log_renamed_or_removed_is_opened_again_at_its_path) {
  * stay in the file the log was opened as. */
 Test(record, log_in_a_replaced_directory_stays_the_file_it_was_opened_as) {
   char *dir = make_tmpdir();
-  char logs[512], moved[560], path[600], *text;
+  char logs[512], moved[560], path[600];
   struct cg_config c;
   struct cg_record r;
   struct stat st;
-  size_t n;
 
   char errtext[2048];
   int errfd = capture_stderr(dir);
@@ -640,15 +652,12 @@ Test(record, log_in_a_replaced_directory_stays_the_file_it_was_opened_as) {
   log_first(&c, &r, path);
   cr_assert_eq(rename(logs, moved), 0);
   cr_assert_eq(mkdir(logs, 0700), 0);
-  usleep(1100 * 1000);
+  usleep(PAST_A_CHECK_US);
   r.attempt = 2;
   cr_assert_eq(cg_record_emit(&c, &r), 0);
   cr_expect_neq(stat(path, &st), 0, "no log made in the other directory");
   snprintf(path, sizeof(path), "%s/usage.jsonl", moved);
-  text = slurp(path, &n);
-  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
-            "both records in the file it was opened as: %s", text);
-  free(text);
+  expect_both_records(path);
   cr_expect(strstr(stderr_text(errfd, errtext, sizeof(errtext)),
                    "its directory is no longer the one it was opened in"),
             "one line says why the log is not made again: %s", errtext);
@@ -676,16 +685,13 @@ Test(record, log_named_by_a_descriptor_is_not_followed_into_the_hosts_file) {
   snprintf(path, sizeof(path), "/dev/fd/%d", fa);
   log_first(&c, &r, path);
   cr_assert_eq(dup2(fb, fa), fa); /* the host points its descriptor at its own file */
-  usleep(1100 * 1000);
+  usleep(PAST_A_CHECK_US);
   r.attempt = 2;
   cr_assert_eq(cg_record_emit(&c, &r), 0);
   text = slurp(b, &n);
   cr_expect_eq(n, 0, "nothing in the host's own file: %s", text);
   free(text);
-  text = slurp(a, &n);
-  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
-            "both records in the file the log was opened as: %s", text);
-  free(text);
+  expect_both_records(a);
   close(fa);
   close(fb);
   rm_rf(dir);
@@ -697,25 +703,21 @@ Test(record, log_named_by_a_descriptor_is_not_followed_into_the_hosts_file) {
  * in the one the log was opened as. */
 Test(record, relative_log_path_stays_the_file_it_was_opened_as) {
   char *dir = make_tmpdir(), *other = make_tmpdir();
-  char path[600], *text;
+  char path[600];
   struct cg_config c;
   struct cg_record r;
   struct stat st;
-  size_t n;
 
   cr_assert_eq(chdir(dir), 0);
   log_first(&c, &r, "usage.jsonl");
   cr_assert_eq(chdir(other), 0);
-  usleep(1100 * 1000); /* past the once-a-second check an absolute path gets */
+  usleep(PAST_A_CHECK_US); /* past the once-a-second check an absolute path gets */
   r.attempt = 2;
   cr_assert_eq(cg_record_emit(&c, &r), 0);
   snprintf(path, sizeof(path), "%s/usage.jsonl", other);
   cr_expect_neq(stat(path, &st), 0, "no log made in the new working directory");
   snprintf(path, sizeof(path), "%s/usage.jsonl", dir);
-  text = slurp(path, &n);
-  cr_expect(strstr(text, "\"attempt\":1,") && strstr(text, "\"attempt\":2,"),
-            "both records in the file it was opened as: %s", text);
-  free(text);
+  expect_both_records(path);
   cr_assert_eq(chdir("/"), 0);
   rm_rf(dir);
   rm_rf(other);
