@@ -337,8 +337,9 @@ static int cg__pool(struct cg_admission *ad) {
     if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) /* garbage, re-made */
       ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
     if (CG_RARE(ad->pool_index < 0)) {
-      cg_warn_once("pools-full", "the state file has no room for pool %s; it runs unpaced",
-                   ad->pool->name);
+      cg_warn_once("pools-full", "the state file has no room for pool %s (all %d pools "
+                   "used in the last %d minutes); it runs unpaced", ad->pool->name,
+                   CG_STATE_POOLS, CG_POOL_IDLE_MS / 60000);
       return -1;
     }
     cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),

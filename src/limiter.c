@@ -1,6 +1,7 @@
 /* limiter.c - GCRA over shared words; in-flight slots (see limiter.h). */
 #include "limiter.h"
 
+#include "clock.h"
 #include "hot.h"
 #include "proc.h"
 #include "repeat.h"
@@ -24,9 +25,13 @@
 #define cg__cas(p, expp, v)                                                               \
   __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
+/* A pool's name_hash while cg__pool_reuse gives it to another name: no name hashes to it. */
+#define CG__POOL_MOVING UINT64_MAX
+#define CG__POOL_NAPS 100 /* of 0.5 ms: how long a new name waits for another giver */
+
 uint64_t cg_limiter_name_hash(const char *name) {
   uint64_t h = cg_repeat_key("pool", name, NULL);
-  return h ? h : 1;
+  return h && h != CG__POOL_MOVING ? h : 1;
 }
 
 /* Whether the pool's name is published, or gets published within about a millisecond
@@ -50,47 +55,182 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
   return cg_limiter_pool_hashed(st, name, cg_limiter_name_hash(name), lim);
 }
 
-int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
-                           const struct cg_limits *lim) {
+/* Whether an in-flight slot names pool `p` once the slots of dead holders are taken
+ * back (cg_limiter_reclaim). */
+static int cg__pool_holds_slot(struct cg_state *st, int p) {
   int i;
+  cg_limiter_reclaim(st, p);
+  for (i = 0; i < CG_STATE_SLOTS; i++) {
+    uint64_t owner = cg__load(&st->slots[i].owner);
+    if (owner && (int) (owner & 0xFFFFFFFFu) - 1 == p)
+      return 1;
+  }
+  return 0;
+}
+
+/* Clear `n` bytes (a multiple of 8, 8-aligned) of the file a word at a time, with atomic
+ * stores: other processes (a scan, `stat`, a call that began in the old pool) read and
+ * write those words with atomics meanwhile. */
+_Static_assert(offsetof(struct cg_state_pool, name) % 8 == 0, "the words after name_hash");
+static void cg__zero_words(void *at, size_t n) {
+  uint64_t *w = at;
+  size_t i;
+  for (i = 0; i < n / 8; i++)
+    __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+}
+
+/* Every pool is taken: give the least recently used one that is idle (no call found it
+ * for CG_POOL_IDLE_MS, none in flight, none waiting) to the name hashed `h`.
+ *
+ * The pool is taken by one compare-and-swap of its name_hash to CG__POOL_MOVING; a
+ * process that finds it at that instant stamps `used_ms` and then reads name_hash again
+ * (cg_limiter_pool_hashed), while this reads `used_ms` again after its swap, both
+ * sequentially consistent: at least one of the two sees the other, so either the pool is
+ * put back untouched or that process looks again and does not use it.  Then the pool's
+ * words, breaker, budget and tally are cleared, the name written and published, the
+ * hash last.  A call that began before the pool went idle and is still running (one
+ * longer than CG_POOL_IDLE_MS) ends in the new pool's counters: README.
+ *
+ * Returns 1 when the caller should look again (a pool was given or claimed, or a race
+ * lost), 2 when it should after waiting for another giver (`patient`), 0 when no pool is
+ * idle. */
+static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
+                                                          const char *name, uint64_t h,
+                                                          int patient) {
+  int64_t now = cg_coarse_ms(), best_used = 0;
+  uint64_t best_hash = 0;
+  struct cg_state_pool *p;
+  int i, best = -1, moving = 0;
 
   for (i = 0; i < CG_STATE_POOLS; i++) {
-    struct cg_state_pool *p = &st->pools[i];
-    uint64_t cur = cg__load(&p->name_hash);
-    if (CG_RARE(cur == 0)) { /* a free pool: only a pool's first call claims one */
-      uint64_t zero = 0;
-      if (!cg__cas(&p->name_hash, &zero, h)) {
-        cur = zero; /* somebody claimed it: is it ours? */
-      } else {
-        snprintf(p->name, sizeof(p->name), "%s", name);
-        __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
-        cur = h;
+    uint64_t cur = cg__load(&st->pools[i].name_hash);
+    int64_t used;
+    if (cur == 0 || cur == h)
+      return 1; /* claimed, or published by another process meanwhile */
+    if (cur == CG__POOL_MOVING) {
+      moving = 1;
+      continue;
+    }
+    used = __atomic_load_n(&st->pools[i].used_ms, __ATOMIC_RELAXED);
+    if (now - used < CG_POOL_IDLE_MS || cg__load(&st->pools[i].inflight) ||
+        cg__load(&st->pools[i].waiters))
+      continue;
+    if (best < 0 || used < best_used) {
+      best = i;
+      best_used = used;
+      best_hash = cur;
+    }
+  }
+  if (moving && patient) {
+    /* Another process is giving a pool away, maybe to this very name: a give takes
+     * microseconds, so wait a little and look again rather than give a second pool to
+     * the same name.  (A giver killed half-way leaves its pool taken until the file is
+     * next re-initialised: README.) */
+    struct timespec nap = {0, 500000};
+    nanosleep(&nap, NULL);
+    return 2;
+  }
+  if (best < 0)
+    return 0;
+  p = &st->pools[best];
+  if (!__atomic_compare_exchange_n(&p->name_hash, &best_hash, CG__POOL_MOVING, 0,
+                                   __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+    return 1; /* another process took it first */
+  if (now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) < CG_POOL_IDLE_MS ||
+      cg__load(&p->inflight) || cg__load(&p->waiters) || cg__pool_holds_slot(st, best)) {
+    __atomic_store_n(&p->name_hash, best_hash, __ATOMIC_RELEASE); /* in use after all */
+    return 1;
+  }
+  __atomic_store_n(&p->name_ready, 0, __ATOMIC_RELEASE);
+  cg__zero_words((char *) p + offsetof(struct cg_state_pool, name),
+                 sizeof(*p) - offsetof(struct cg_state_pool, name));
+  cg__zero_words(&st->breakers[best], sizeof(st->breakers[best]));
+  cg__zero_words(&st->budgets[best], sizeof(st->budgets[best]));
+  cg__zero_words(&st->tallies[best], sizeof(st->tallies[best]));
+  snprintf(p->name, sizeof(p->name), "%s", name);
+  __atomic_store_n(&p->used_ms, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&p->name_hash, h, __ATOMIC_RELEASE);
+  return 1;
+}
+
+/* Stamp pool `p`'s `used_ms` (at most once a second).  0 when the pool is being given to
+ * another name at this instant (cg__pool_reuse): the caller must not use it. */
+static int cg__pool_stamp(struct cg_state_pool *p, uint64_t h) {
+  int64_t now = cg_coarse_ms();
+  if (CG_RARE(now - __atomic_load_n(&p->used_ms, __ATOMIC_RELAXED) >= 1000)) {
+    __atomic_store_n(&p->used_ms, now, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&p->name_hash, __ATOMIC_SEQ_CST) == h;
+  }
+  return 1;
+}
+
+/* Pool `i` of the scan in cg_limiter_pool_hashed, whose name_hash was `cur`: 0 (free)
+ * or `h`.  Claimed when free, stamped, its limits recorded.  Its index, or -1 when it
+ * turned out to be another name's (claimed first by another) or is being given away. */
+static inline __attribute__((always_inline)) int
+cg__pool_found(struct cg_state *st, int i, uint64_t cur, const char *name, uint64_t h,
+               const struct cg_limits *lim) {
+  struct cg_state_pool *p = &st->pools[i];
+  uint32_t mi;
+
+  if (CG_RARE(cur == 0)) { /* a free pool: only a pool's first call claims one */
+    uint64_t zero = 0;
+    if (!cg__cas(&p->name_hash, &zero, h)) {
+      if (zero != h)
+        return -1; /* somebody claimed it for another name */
+    } else {
+      snprintf(p->name, sizeof(p->name), "%s", name);
+      __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
+    }
+  }
+  if (CG_RARE(!cg__pool_stamp(p, h)))
+    return -1;
+  /* Published long ago (the common call): cg__name_ready_soon's first look, inline. */
+  if (CG_RARE(!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) && !cg__name_ready_soon(p)) {
+    /* Claimed, but the name never published: a claimer that died between the two
+     * steps, or a file cut short inside this pool (its hash kept, its name zeroed).
+     * The same hash is the same name: writing it again changes no byte a reader of
+     * a complete name could see, and `stat` shows the pool again.  A claimer still
+     * at work (another thread's first call at the same moment) is waited for first:
+     * two writers of one name would be a data race (TSan saw it). */
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
+  }
+  /* Limits are per process configuration; the last one is shown by `stat`.  Atomic
+   * stores: many threads and processes write them at once. */
+  mi = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
+  __atomic_store(&p->rpm, &lim->rpm, __ATOMIC_RELAXED);
+  __atomic_store(&p->tpm, &lim->tpm, __ATOMIC_RELAXED);
+  __atomic_store(&p->burst_requests, &lim->burst_requests, __ATOMIC_RELAXED);
+  __atomic_store(&p->burst_tokens, &lim->burst_tokens, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->max_inflight, mi, __ATOMIC_RELAXED);
+  return i;
+}
+
+int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
+                           const struct cg_limits *lim) {
+  int i, round = 0, naps = 0, r;
+
+  /* Bounded: a round follows a pool given to a name, claimed, or a race lost, a nap
+   * another giver at work; at most CG__POOL_NAPS naps (50 ms) wait for givers, which
+   * take microseconds unless descheduled (cg__pool_reuse). */
+  while (round < 4) {
+    for (i = 0; i < CG_STATE_POOLS; i++) {
+      uint64_t cur = cg__load(&st->pools[i].name_hash);
+      if (cur == h || CG_RARE(cur == 0)) {
+        int found = cg__pool_found(st, i, cur, name, h, lim);
+        if (found >= 0)
+          return found;
       }
     }
-    if (cur == h) {
-      /* Limits are per process configuration; the last one is shown by `stat`.  Atomic
-       * stores: many threads and processes write them at once. */
-      uint32_t mi;
-      /* Published long ago (the common call): cg__name_ready_soon's first look, inline. */
-      if (CG_RARE(!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) &&
-          !cg__name_ready_soon(p)) {
-        /* Claimed, but the name never published: a claimer that died between the two
-         * steps, or a file cut short inside this pool (its hash kept, its name zeroed).
-         * The same hash is the same name: writing it again changes no byte a reader of
-         * a complete name could see, and `stat` shows the pool again.  A claimer still
-         * at work (another thread's first call at the same moment) is waited for first:
-         * two writers of one name would be a data race (TSan saw it). */
-        snprintf(p->name, sizeof(p->name), "%s", name);
-        __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
-      }
-      mi = (uint32_t) (lim->max_inflight > 0 ? lim->max_inflight : 0);
-      __atomic_store(&p->rpm, &lim->rpm, __ATOMIC_RELAXED);
-      __atomic_store(&p->tpm, &lim->tpm, __ATOMIC_RELAXED);
-      __atomic_store(&p->burst_requests, &lim->burst_requests, __ATOMIC_RELAXED);
-      __atomic_store(&p->burst_tokens, &lim->burst_tokens, __ATOMIC_RELAXED);
-      __atomic_store_n(&p->max_inflight, mi, __ATOMIC_RELAXED);
-      return i;
-    }
+    r = cg__pool_reuse(st, name, h, naps < CG__POOL_NAPS);
+    if (r == 0)
+      return -1;
+    if (r == 2)
+      naps++;
+    else
+      round++;
   }
   return -1;
 }

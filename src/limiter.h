@@ -21,9 +21,14 @@
 #include <stdint.h>
 
 #define CG_INFLIGHT_RECHECK_MS 500 /* a waiter looks for dead holders this often */
+/* A pool no call has found for this long, with nothing in flight or waiting, may be given
+ * to a new name when every pool of the file is taken (state.h `used_ms`). */
+#define CG_POOL_IDLE_MS (10 * 60 * 1000)
 
-/* The index of pool `name` in the file, claiming a free one if needed; -1 when the
- * file has no room (the caller then runs unpaced).  Also records `lim` for `stat`. */
+/* The index of pool `name` in the file, claiming a free one if needed, else the least
+ * recently used pool idle for CG_POOL_IDLE_MS (its limiter, breaker, budget and tally
+ * start again from zero under the new name); -1 when there is none (the caller then runs
+ * unpaced).  Also records `lim` for `stat` and stamps the pool's `used_ms`. */
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim);
 
 /* cg_limiter_pool with the name's hash `hash` (cg_limiter_name_hash(name)) made
@@ -31,7 +36,8 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
 int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
                            const struct cg_limits *lim);
 
-/* The key of pool `name` in the state file (XXH3 of "pool" and the name, never 0): the
+/* The key of pool `name` in the state file (XXH3 of "pool" and the name, never 0 nor
+ * UINT64_MAX, which marks a pool being given to another name): the
  * file's format, shared by every process and version that opens it. */
 uint64_t cg_limiter_name_hash(const char *name);
 

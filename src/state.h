@@ -27,6 +27,9 @@
  * a version-4 file of the old size fails the header's size check and is re-initialised.
  * Still version 4: 256 pools instead of 64 (pools are per host and port since issue 12,
  * and curl's own test suite alone names more than 64: 1760 bytes a pool), 467200 bytes.
+ * Version 5: each pool says when it was last used (`used_ms`), so that a full table can
+ * give a pool idle for CG_POOL_IDLE_MS to a new name (limiter.c): 1768 bytes a pool,
+ * 469248 bytes in all.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -37,7 +40,7 @@
 #include <sys/types.h>
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
-#define CG_STATE_VERSION 4u
+#define CG_STATE_VERSION 5u
 #define CG_STATE_POOLS 256  /* pools per file: a host per port, for a test suite of many servers */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
@@ -62,6 +65,10 @@ struct cg_state_pool {
   uint32_t max_inflight;     /* last configured in-flight limit, 0 = none (for stat) */
   double rpm, tpm;           /* last configured limits, 0 = none (for stat) */
   double burst_requests, burst_tokens; /* last configured bursts (for stat) */
+  /* When a call last found the pool (CLOCK_MONOTONIC_COARSE ms, stamped at most once a
+   * second; limiter.c): a pool unused for CG_POOL_IDLE_MS may be given to another name
+   * when the table is full.  Beside the limits above, whose line every call writes. */
+  int64_t used_ms;
   int64_t tat_requests;      /* GCRA theoretical arrival time of the next request (ns) */
   int64_t tat_tokens;        /* GCRA theoretical arrival time for tokens (ns) */
   int64_t hold_until;        /* no request before this (a 429's hint), ns */

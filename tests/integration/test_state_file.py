@@ -68,8 +68,8 @@ class StateFileTestCase(harness.GuardTestCase):
         self.assertEqual(lines, [], "a re-initialised file needs no message")
         st = self.stat(state)
         self.assertTrue(st["exists"])
-        self.assertEqual(st["layout_version"], 4)   # 2: breaker and budget; 3: issue 12; 4: learned rate
-        self.assertEqual(st["size"], 467200)        # state.h: 4 with the tallies (issue 17), 256 pools
+        self.assertEqual(st["layout_version"], 5)   # 2: breaker and budget; 3: issue 12; 4: learned rate; 5: used_ms
+        self.assertEqual(st["size"], 469248)        # state.h: 5, with the tallies (issue 17), 256 pools
         self.assertGreaterEqual(os.path.getsize(state), st["size"],
                                 "the file was not grown to its layout")
         pools = {p["name"]: p for p in st["pools"]}
@@ -286,8 +286,8 @@ class CliTest(StateFileTestCase):
         good = self.state.read_bytes()
         old = bytearray(good)
         old[8] = 1                              # layout 1 in the header
-        for content, why in ((bytes(old), rb"not a ready layout-4 file of this boot \(layout 1"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 4")):
+        for content, why in ((bytes(old), rb"not a ready layout-5 file of this boot \(layout 1"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 5")):
             self.state.write_bytes(content)
             for args in (("stat",), ("stat", "--json")):
                 r = self.cli(*args)
@@ -325,6 +325,64 @@ class CliTest(StateFileTestCase):
         p = self.curl([self.mock.url("/v1/state/on", plan="200")], self.guard_env())
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(self.state.exists())
+
+
+class FullFileTest(StateFileTestCase):
+    # state.h, version 5: struct cg_state_pool at 256 + i * 232; name_hash at 0, name at 8
+    # (48 bytes), used_ms at 96.
+    POOLS_OFF, POOL_SIZE, NAME_OFF, USED_OFF = 256, 232, 8, 96
+
+    def age_pool(self, name):
+        """Make pool `name` look unused for a long time (its used_ms far in the past), as
+        an hour without calls would."""
+        import mmap
+        import struct
+        with open(self.state, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            for i in range(256):
+                at = self.POOLS_OFF + i * self.POOL_SIZE
+                if m[at + self.NAME_OFF:at + self.NAME_OFF + 48].split(b"\0")[0] == name.encode():
+                    m[at + self.USED_OFF:at + self.USED_OFF + 8] = struct.pack("<q", -(1 << 40))
+                    return
+        self.fail(f"no pool {name} in the file")
+
+    def test_full_file_gives_an_idle_pool_to_a_new_host(self):
+        """256 hosts fill the file; a 257th runs unpaced (one line) while every pool was
+        used in the last 10 minutes, then gets the pool idle longest (limiter.h
+        CG_POOL_IDLE_MS), with its counters from zero."""
+        port = self.mock.url("/").split(":")[2].split("/")[0]
+        def call(hosts):
+            args = []
+            for h in hosts:
+                args += ["--resolve", f"{h}:{port}:127.0.0.1",
+                         self.mock.url("/v1/state/pools", plan="200").replace("127.0.0.1", h)]
+            return self.curl(args, self.guard_env())
+        fill = [f"h{i}.test" for i in range(256)]
+        for at in range(0, 256, 64):        # four processes, 64 hosts each
+            p = call(fill[at:at + 64])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr, b"")
+        names = {q["name"] for q in self.stat()["pools"]}
+        self.assertEqual(names, {f"{h}:{port}" for h in fill})
+        p = call(["new.test"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(f"no room for pool new.test:{port}", lines[0])
+        self.assertNotIn(f"new.test:{port}", {q["name"] for q in self.stat()["pools"]})
+        self.age_pool(f"h7.test:{port}")
+        self.age_pool(f"h9.test:{port}")
+        p = call(["h9.test", "new.test", "new.test"])   # h9 used again: h7 is the idle one
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, b"", "a pool was idle: no line")
+        pools = {q["name"]: q for q in self.stat()["pools"]}
+        self.assertEqual(len(pools), 256)
+        self.assertNotIn(f"h7.test:{port}", pools)
+        self.assertIn(f"h9.test:{port}", pools)
+        self.assertEqual(pools[f"new.test:{port}"]["tally"]["calls"], 2,
+                         "the new pool counts its own calls only")
+        self.assertEqual(pools[f"h9.test:{port}"]["tally"]["calls"], 2)
+        recs = [r for r in self.records() if r["pool"] == f"new.test:{port}"]
+        self.assertEqual([r["outcome"] for r in recs], ["ok", "ok", "ok"])
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
  * Every test maps a fresh state file in its own temporary directory.  Rate tests drive
  * time with explicit `now` values (far from 0, so nothing depends on the clock); the
  * in-flight tests use the real clock with short deadlines. */
+#include "clock.h"
 #include "limiter.h"
 #include "state.h"
 
@@ -399,6 +400,123 @@ Test(limiter, pool_table_full_returns_minus_one) {
   /* Existing pools are still found. */
   cr_assert_eq(cg_limiter_pool(&st, "pool-0", &l), idx[0]);
   cr_assert_eq(cg_limiter_pool(&st, "pool-63", &l), idx[63]);
+}
+
+/* ---- a full table gives an idle pool to a new name (limiter.h CG_POOL_IDLE_MS) ---- */
+
+/* Fill the table with pools "pool-0" .. "pool-255" (their indexes in `idx`). */
+static void fill_table(int *idx) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  char name[32];
+  int i;
+  for (i = 0; i < CG_STATE_POOLS; i++) {
+    snprintf(name, sizeof(name), "pool-%d", i);
+    idx[i] = pool(name, &l);
+  }
+}
+
+/* Make pool `p` look unused for `idle_ms` more than CG_POOL_IDLE_MS. */
+static void age(int p, int64_t idle_ms) {
+  st.pools[p].used_ms = cg_coarse_ms() - CG_POOL_IDLE_MS - idle_ms;
+}
+
+Test(limiter, full_table_gives_the_least_recently_used_idle_pool_to_a_new_name) {
+  struct cg_limits l = limits(120, 2, 0, 0, 0);
+  int idx[CG_STATE_POOLS], p;
+  fill_table(idx);
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1, "every pool was just used");
+  age(idx[10], 5000);
+  age(idx[200], 9000); /* idle longer: this one goes */
+  st.pools[idx[200]].tat_requests = NOW0;
+  st.breakers[idx[200]].opened = 3;
+  st.budgets[idx[200]].refused = 4;
+  st.tallies[idx[200]].calls = 5;
+  p = cg_limiter_pool(&st, "new", &l);
+  cr_assert_eq(p, idx[200]);
+  cr_assert_str_eq(st.pools[p].name, "new");
+  cr_assert_eq(st.pools[p].name_ready, 1);
+  cr_assert_eq(st.pools[p].name_hash, cg_limiter_name_hash("new"));
+  cr_assert_eq(st.pools[p].rpm, 120, "its limits are the new name's");
+  cr_assert_eq(st.pools[p].tat_requests, 0, "the old pool's words are cleared");
+  cr_assert_eq(st.breakers[p].opened, 0);
+  cr_assert_eq(st.budgets[p].refused, 0);
+  cr_assert_eq(st.tallies[p].calls, 0);
+  cr_assert_geq(st.pools[p].used_ms, cg_coarse_ms() - 1000, "stamped as just used");
+  cr_assert(cg_state_body_ok(&st));
+  /* The new name is found where it was put; the next new name gets the other idle one;
+   * the old name, now a new name itself, finds none left. */
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), p);
+  cr_assert_eq(cg_limiter_pool(&st, "newer", &l), idx[10]);
+  cr_assert_eq(cg_limiter_pool(&st, "pool-200", &l), -1);
+  cr_assert_eq(cg_limiter_pool(&st, "pool-11", &l), idx[11], "the others are untouched");
+}
+
+Test(limiter, a_pool_in_use_is_not_given_away) {
+  struct cg_limits l = limits(60, 0, 0, 0, 2);
+  int idx[CG_STATE_POOLS], slot;
+  int64_t waited;
+  fill_table(idx);
+  age(idx[1], 0);
+  age(idx[2], 0);
+  age(idx[3], 0);
+  /* In flight (a live slot), waiting, or stamped again by a lookup. */
+  slot = cg_limiter_inflight_acquire(&st, idx[1], 2, cg_state_now() + SEC, &waited);
+  cr_assert_geq(slot, 0);
+  age(idx[1], 0); /* the acquire does not stamp: the lookup does */
+  st.pools[idx[2]].waiters = 1;
+  cr_assert_eq(cg_limiter_pool(&st, "pool-3", &l), idx[3]);
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
+  /* A slot whose count was lost (its holder died between the two) still holds it. */
+  st.pools[idx[1]].inflight = 0;
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
+  cg_limiter_inflight_release(&st, idx[1], slot);
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[1]);
+}
+
+Test(limiter, a_pool_being_given_away_is_not_used) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  int idx[CG_STATE_POOLS];
+  uint64_t h;
+  fill_table(idx);
+  /* Pool 5 in the middle of changing hands (another process's swap, not yet published). */
+  h = st.pools[idx[5]].name_hash;
+  st.pools[idx[5]].name_hash = UINT64_MAX;
+  age(idx[5], 0);
+  cr_assert_eq(cg_limiter_pool(&st, "pool-5", &l), -1, "its old name no longer finds it");
+  cr_assert_eq(cg_limiter_pool(&st, "pool-6", &l), idx[6]);
+  cr_assert(cg_state_body_ok(&st), "a pool changing hands is no garbage");
+  st.pools[idx[5]].name_hash = h;
+  cr_assert_eq(cg_limiter_pool(&st, "pool-5", &l), idx[5]);
+}
+
+/* Threads ask for the same new name at once, with two pools idle: one pool gets it. */
+static void *find_fresh(void *arg) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  *(int *) arg = cg_limiter_pool(&st, "fresh", &l);
+  return NULL;
+}
+
+Test(limiter, one_new_name_gets_one_pool_when_asked_at_once) {
+  int idx[CG_STATE_POOLS], got[8], i, round;
+  pthread_t t[8];
+  for (round = 0; round < 20; round++) {
+    int n = 0;
+    memset(st.pools, 0, CG_STATE_POOLS * sizeof(st.pools[0]));
+    fill_table(idx);
+    age(idx[30], 0);
+    age(idx[31], 0);
+    for (i = 0; i < 8; i++)
+      cr_assert_eq(pthread_create(&t[i], NULL, find_fresh, &got[i]), 0);
+    for (i = 0; i < 8; i++)
+      pthread_join(t[i], NULL);
+    for (i = 0; i < 8; i++)
+      cr_assert_eq(got[i], got[0], "round %d: thread %d got %d, thread 0 %d", round, i,
+                   got[i], got[0]);
+    cr_assert(got[0] == idx[30] || got[0] == idx[31]);
+    for (i = 0; i < CG_STATE_POOLS; i++)
+      n += st.pools[i].name_hash == cg_limiter_name_hash("fresh");
+    cr_assert_eq(n, 1, "round %d: %d pools named fresh", round, n);
+  }
 }
 
 Test(limiter, pool_long_name_does_not_overflow) {

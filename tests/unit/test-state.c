@@ -135,8 +135,8 @@ Test(state, creates_new_file) {
   cr_assert_null(st.hdr);
 }
 
-/* state.h's layout: the offsets and sizes its comment gives (version 4 with the tallies,
- * issue 17), and every part mapped where the offsets say. */
+/* state.h's layout: the offsets and sizes its comment gives (version 5: the tallies of
+ * issue 17 and each pool's used_ms), and every part mapped where the offsets say. */
 Test(state, layout_offsets_and_sizes) {
   struct cg_state st;
   cr_assert_eq(sizeof(struct cg_state_pool) * CG_STATE_POOLS + CG_STATE_POOLS_OFF,
@@ -145,7 +145,8 @@ Test(state, layout_offsets_and_sizes) {
   cr_assert_eq(sizeof(struct cg_state_budget), 736);
   cr_assert_eq(sizeof(struct cg_state_tally), 480);
   cr_assert_eq(CG_STATE_TALLIES_OFF, CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * 736);
-  cr_assert_eq(CG_STATE_SIZE, 467200);
+  cr_assert_eq(sizeof(struct cg_state_pool), 232);
+  cr_assert_eq(CG_STATE_SIZE, 469248);
   cr_assert_eq(CG_STATE_SIZE - CG_STATE_TALLIES_OFF, CG_STATE_POOLS * 480);
   open_ok(&st);
   cr_assert_eq((char *) st.tallies - (char *) st.hdr, (ptrdiff_t) CG_STATE_TALLIES_OFF);
