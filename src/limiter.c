@@ -25,13 +25,21 @@
 #define cg__cas(p, expp, v)                                                               \
   __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
-/* A pool's name_hash while cg__pool_reuse gives it to another name: no name hashes to it. */
-#define CG__POOL_MOVING UINT64_MAX
+/* A pool's name_hash while cg__pool_reuse gives it to another name: these 16 bits all
+ * set, then the give's start (cg_coarse_ms, 48 bits).  No name hashes to such a key. */
+#define CG__POOL_MOVING 0xFFFF000000000000ull
+#define CG__POOL_MOVING_MS(k) ((int64_t) ((k) & 0xFFFFFFFFFFFFull))
+#define CG__POOL_IS_MOVING(k) (((k) & CG__POOL_MOVING) == CG__POOL_MOVING)
+/* A give takes microseconds: one older than this was abandoned (its process killed or
+ * stopped half-way), and the next give takes its pool over. */
+#define CG__POOL_GIVE_STALE_MS 10000
 #define CG__POOL_NAPS 100 /* of 0.5 ms: how long a new name waits for another giver */
 
 uint64_t cg_limiter_name_hash(const char *name) {
   uint64_t h = cg_repeat_key("pool", name, NULL);
-  return h && h != CG__POOL_MOVING ? h : 1;
+  if (CG__POOL_IS_MOVING(h))
+    h &= ~(1ull << 63);
+  return h ? h : 1;
 }
 
 /* Whether the pool's name is published, or gets published within about a millisecond
@@ -82,14 +90,16 @@ static void cg__zero_words(void *at, size_t n) {
 /* Every pool is taken: give the least recently used one that is idle (no call found it
  * for CG_POOL_IDLE_MS, none in flight, none waiting) to the name hashed `h`.
  *
- * The pool is taken by one compare-and-swap of its name_hash to CG__POOL_MOVING; a
+ * The pool is taken by one compare-and-swap of its name_hash to a CG__POOL_MOVING key; a
  * process that finds it at that instant stamps `used_ms` and then reads name_hash again
  * (cg_limiter_pool_hashed), while this reads `used_ms` again after its swap, both
  * sequentially consistent: at least one of the two sees the other, so either the pool is
  * put back untouched or that process looks again and does not use it.  Then the pool's
  * words, breaker, budget and tally are cleared, the name written and published, the
- * hash last.  A call that began before the pool went idle and is still running (one
- * longer than CG_POOL_IDLE_MS) ends in the new pool's counters: README.
+ * hash last (a compare-and-swap: a give stalled past CG__POOL_GIVE_STALE_MS was freed by
+ * another process, and publishes nothing).  A call that began before the pool went idle
+ * and is still running (one longer than CG_POOL_IDLE_MS) ends in the new pool's
+ * counters: README.
  *
  * Returns 1 when the caller should look again (a pool was given or claimed, or a race
  * lost), 2 when it should after waiting for another giver (`patient`), 0 when no pool is
@@ -98,18 +108,26 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
                                                           const char *name, uint64_t h,
                                                           int patient) {
   int64_t now = cg_coarse_ms(), best_used = 0;
-  uint64_t best_hash = 0;
+  uint64_t best_hash = 0, mark = CG__POOL_MOVING | ((uint64_t) now & 0xFFFFFFFFFFFFull);
   struct cg_state_pool *p;
-  int i, best = -1, moving = 0;
+  int i, best = -1, moving = 0, abandoned = 0;
 
   for (i = 0; i < CG_STATE_POOLS; i++) {
     uint64_t cur = cg__load(&st->pools[i].name_hash);
     int64_t used;
     if (cur == 0 || cur == h)
       return 1; /* claimed, or published by another process meanwhile */
-    if (cur == CG__POOL_MOVING) {
-      moving = 1;
-      continue;
+    if (CG_RARE(CG__POOL_IS_MOVING(cur))) {
+      if (now - CG__POOL_MOVING_MS(cur) < CG__POOL_GIVE_STALE_MS) {
+        moving = 1; /* a give at work */
+        continue;
+      }
+      /* Abandoned by its giver (killed or stopped half-way, its words maybe half
+       * cleared): this give takes it over first, with no idleness to check. */
+      best = i;
+      best_hash = cur;
+      abandoned = 1;
+      break;
     }
     used = __atomic_load_n(&st->pools[i].used_ms, __ATOMIC_RELAXED);
     if (now - used < CG_POOL_IDLE_MS || cg__load(&st->pools[i].inflight) ||
@@ -121,11 +139,10 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
       best_hash = cur;
     }
   }
-  if (moving && patient) {
+  if (moving && patient && !abandoned) {
     /* Another process is giving a pool away, maybe to this very name: a give takes
      * microseconds, so wait a little and look again rather than give a second pool to
-     * the same name.  (A giver killed half-way leaves its pool taken until the file is
-     * next re-initialised: README.) */
+     * the same name. */
     struct timespec nap = {0, 500000};
     nanosleep(&nap, NULL);
     return 2;
@@ -133,12 +150,15 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
   if (best < 0)
     return 0;
   p = &st->pools[best];
-  if (!__atomic_compare_exchange_n(&p->name_hash, &best_hash, CG__POOL_MOVING, 0,
-                                   __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+  if (!__atomic_compare_exchange_n(&p->name_hash, &best_hash, mark, 0, __ATOMIC_SEQ_CST,
+                                   __ATOMIC_ACQUIRE))
     return 1; /* another process took it first */
-  if (now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) < CG_POOL_IDLE_MS ||
-      cg__load(&p->inflight) || cg__load(&p->waiters) || cg__pool_holds_slot(st, best)) {
-    __atomic_store_n(&p->name_hash, best_hash, __ATOMIC_RELEASE); /* in use after all */
+  if (!abandoned && (now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) < CG_POOL_IDLE_MS ||
+                     cg__load(&p->inflight) || cg__load(&p->waiters) ||
+                     cg__pool_holds_slot(st, best))) {
+    /* In use after all: put back (unless freed meanwhile, a give stalled for seconds). */
+    __atomic_compare_exchange_n(&p->name_hash, &mark, best_hash, 0, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
     return 1;
   }
   __atomic_store_n(&p->name_ready, 0, __ATOMIC_RELEASE);
@@ -150,7 +170,7 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
   snprintf(p->name, sizeof(p->name), "%s", name);
   __atomic_store_n(&p->used_ms, now, __ATOMIC_RELAXED);
   __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&p->name_hash, h, __ATOMIC_RELEASE);
+  __atomic_compare_exchange_n(&p->name_hash, &mark, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return 1;
 }
 

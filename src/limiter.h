@@ -37,7 +37,7 @@ int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
                            const struct cg_limits *lim);
 
 /* The key of pool `name` in the state file (XXH3 of "pool" and the name, never 0 nor
- * UINT64_MAX, which marks a pool being given to another name): the
+ * with its top 16 bits all set, which marks a pool being given to another name): the
  * file's format, shared by every process and version that opens it. */
 uint64_t cg_limiter_name_hash(const char *name);
 

@@ -473,6 +473,11 @@ Test(limiter, a_pool_in_use_is_not_given_away) {
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[1]);
 }
 
+/* limiter.c: the key of a pool being given away, the give begun `ago_ms` ago. */
+static uint64_t moving_key(int64_t ago_ms) {
+  return 0xFFFF000000000000ull | (uint64_t) (cg_coarse_ms() - ago_ms);
+}
+
 Test(limiter, a_pool_being_given_away_is_not_used) {
   struct cg_limits l = limits(60, 0, 0, 0, 0);
   int idx[CG_STATE_POOLS];
@@ -480,13 +485,41 @@ Test(limiter, a_pool_being_given_away_is_not_used) {
   fill_table(idx);
   /* Pool 5 in the middle of changing hands (another process's swap, not yet published). */
   h = st.pools[idx[5]].name_hash;
-  st.pools[idx[5]].name_hash = UINT64_MAX;
+  st.pools[idx[5]].name_hash = moving_key(0);
   age(idx[5], 0);
   cr_assert_eq(cg_limiter_pool(&st, "pool-5", &l), -1, "its old name no longer finds it");
   cr_assert_eq(cg_limiter_pool(&st, "pool-6", &l), idx[6]);
   cr_assert(cg_state_body_ok(&st), "a pool changing hands is no garbage");
   st.pools[idx[5]].name_hash = h;
   cr_assert_eq(cg_limiter_pool(&st, "pool-5", &l), idx[5]);
+}
+
+Test(limiter, a_give_abandoned_half_way_is_taken_over) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  int idx[CG_STATE_POOLS];
+  struct timespec t0, t1;
+  double ms;
+  fill_table(idx);
+  /* Its giver was killed 11 s ago, after the swap, half-way through clearing the old
+   * pool's words: no name hashes to the key. */
+  st.pools[idx[8]].name_hash = moving_key(11000);
+  st.pools[idx[8]].name_ready = 0;
+  st.tallies[idx[8]].calls = 7;
+  st.breakers[idx[8]].opened = 2;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  cr_assert_eq(cg_limiter_pool(&st, "after", &l), idx[8]);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ms = (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6;
+  cr_assert_lt(ms, 40, "waited %.1f ms for a give nobody is doing", ms);
+  cr_assert_str_eq(st.pools[idx[8]].name, "after");
+  cr_assert_eq(st.pools[idx[8]].name_ready, 1);
+  cr_assert_eq(st.pools[idx[8]].name_hash, cg_limiter_name_hash("after"));
+  cr_assert_eq(st.tallies[idx[8]].calls, 0, "cleared, as any give clears");
+  cr_assert_eq(st.breakers[idx[8]].opened, 0);
+  /* One begun just now is waited for (up to 50 ms), then left alone. */
+  st.pools[idx[9]].name_hash = moving_key(0);
+  cr_assert_eq(cg_limiter_pool(&st, "later", &l), -1);
+  cr_assert(st.pools[idx[9]].name_hash >> 48 == 0xFFFF);
 }
 
 /* Threads ask for the same new name at once, with two pools idle: one pool gets it. */
