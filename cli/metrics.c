@@ -20,9 +20,9 @@ void cg_metrics_collect(struct cg_state *st, int64_t now, struct cg_metrics *m) 
     struct cg_metrics_pool *o = &m->pools[m->npools];
     double rate;
     size_t n;
+    uint64_t key = cg_state_pool_key(p);
 
-    if (!__atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE) ||
-        !__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE))
+    if (!key)
       continue;
     n = strnlen(p->name, sizeof(p->name));
     memcpy(o->name, p->name, n < sizeof(o->name) ? n : sizeof(o->name) - 1);
@@ -47,7 +47,8 @@ void cg_metrics_collect(struct cg_state *st, int64_t now, struct cg_metrics *m) 
     cg_breaker_view(st, i, now, &o->breaker);
     cg_budget_view(st, i, now, &o->budget);
     cg_tally_read(st, i, &o->tally);
-    m->npools++;
+    if (cg_state_pool_same(p, key)) /* else given to another name while read: left out */
+      m->npools++;
   }
 }
 

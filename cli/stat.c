@@ -395,9 +395,8 @@ int cg_cli_stat(int argc, char **argv) {
   pools = cJSON_AddArrayToObject(root, "pools");
   for (i = 0; i < CG_STATE_POOLS; i++) {
     const struct cg_state_pool *p = &st.pools[i];
-    if (__atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE) &&
-        __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE))
-    {
+    uint64_t key = cg_state_pool_key(p);
+    if (key) {
       cJSON *o = cg__pool_json(p, now);
       cJSON_AddItemToObject(o, "breaker", cg__breaker_json(&st, i, now));
       cJSON_AddItemToObject(o, "retry_budget", cg__budget_json(&st, i, now));
@@ -409,6 +408,10 @@ int cg_cli_stat(int argc, char **argv) {
           redis_ok = 0;
       } else {
         cJSON_AddNullToObject(o, "fleet");
+      }
+      if (!cg_state_pool_same(p, key)) { /* given to another name while read */
+        cJSON_Delete(o);
+        continue;
       }
       cJSON_AddItemToArray(pools, o);
     }

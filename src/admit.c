@@ -326,19 +326,22 @@ static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t b
                  pc->name, (double) bud_ns / 1e9, pc->budget.window_s, (double) bud_ns / 1e9);
 }
 
-/* The pool's index in the state file, claimed on first use (-1: no room, or no file). */
+/* The pool's index in the state file, claimed on first use (-1: no room, or no file).
+ * Looked up once a call: a call that found no room (pool_index -2) does not look again
+ * at each step. */
 static int cg__pool(struct cg_admission *ad) {
   if (!ad->state)
     return -1;
-  if (ad->pool_index < 0) {
+  if (ad->pool_index == -1) {
     const struct cg_pool_cfg *pc = ad->pool;
     uint64_t h = pc->name_hash ? pc->name_hash : cg_limiter_name_hash(pc->name);
     ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
     if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) /* garbage, re-made */
       ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
     if (CG_RARE(ad->pool_index < 0)) {
+      ad->pool_index = -2;
       cg_warn_once("pools-full", "the state file has no room for pool %s (all %d pools "
-                   "used in the last %d minutes); it runs unpaced", ad->pool->name,
+                   "in use or used in the last %d minutes); it runs unpaced", ad->pool->name,
                    CG_STATE_POOLS, CG_POOL_IDLE_MS / 60000);
       return -1;
     }
@@ -347,7 +350,7 @@ static int cg__pool(struct cg_admission *ad) {
     cg_limiter_learn_start(ad->state, ad->pool_index, &ad->pool->lim);
     ad->sh.ops = cg_shared_redis_ready() ? &cg_shared_redis : &cg_shared_mmap;
   }
-  return ad->pool_index;
+  return ad->pool_index < 0 ? -1 : ad->pool_index;
 }
 
 /* Run the host's progress callback once, outside any region.  1: the host aborted. */
@@ -500,8 +503,10 @@ static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repe
     if (b != CG_GATE_GO)
       return b;
   }
-  if (attempt != 1)
+  if (attempt != 1) {
+    cg_limiter_pool_touch(ad->state, p); /* used until the call's last attempt */
     return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
+  }
   if (CG_RARE(host_repeat))
     return cg__gate_repeat(ad, deadline_ms, now);
   cg__sh_bfirst(ad, now);

@@ -44,7 +44,7 @@
 struct cg_admission {
   struct cg_state *state;          /* NULL: the limiter is unusable, calls go unpaced */
   const struct cg_pool_cfg *pool;
-  int pool_index;                  /* in the state file; -1 until first used */
+  int pool_index;                  /* in the state file; -1 until looked up, -2: no room */
   int64_t tokens;                  /* estimated tokens charged per attempt (body.h) */
   int64_t max_retry_after_ms;      /* a hold longer than this fails fast */
   int64_t queue_ms;                /* waited before the current attempt */

@@ -33,7 +33,10 @@
 /* A give takes microseconds: one older than this was abandoned (its process killed or
  * stopped half-way), and the next give takes its pool over. */
 #define CG__POOL_GIVE_STALE_MS 10000
-#define CG__POOL_NAPS 100 /* of 0.5 ms: how long a new name waits for another giver */
+/* A new name waits for another process's give (maybe of a pool to this very name) only
+ * while that give is younger than this: a giver descheduled longer is not waited for. */
+#define CG__POOL_GIVE_WAIT_MS 50
+#define CG__POOL_NAPS 100 /* of 0.5 ms: bounds the waits of one lookup */
 
 uint64_t cg_limiter_name_hash(const char *name) {
   uint64_t h = cg_repeat_key("pool", name, NULL);
@@ -76,6 +79,21 @@ static int cg__pool_holds_slot(struct cg_state *st, int p) {
   return 0;
 }
 
+/* Whether idle pool `p` still holds something for later: a call in flight (once the
+ * slots of dead holders are taken back, which also corrects the count), or a 429's hold
+ * or a provider's pacing that has not run out.  Its waiters count is not asked: a live
+ * waiter in a pool with nothing in flight gets a slot within CG_INFLIGHT_RECHECK_MS, so
+ * a count left after 10 minutes is one a killed waiter never took back. */
+static int cg__pool_held(struct cg_state *st, int p) {
+  int64_t now_ns = cg_state_now();
+  if (cg__load(&st->pools[p].inflight)) {
+    cg_limiter_reclaim(st, p);
+    if (cg__load(&st->pools[p].inflight))
+      return 1;
+  }
+  return cg__load(&st->pools[p].hold_until) > now_ns || cg__load(&st->pools[p].pace_until) > now_ns;
+}
+
 /* Clear `n` bytes (a multiple of 8, 8-aligned) of the file a word at a time, with atomic
  * stores: other processes (a scan, `stat`, a call that began in the old pool) read and
  * write those words with atomics meanwhile. */
@@ -88,7 +106,8 @@ static void cg__zero_words(void *at, size_t n) {
 }
 
 /* Every pool is taken: give the least recently used one that is idle (no call found it
- * for CG_POOL_IDLE_MS, none in flight, none waiting) to the name hashed `h`.
+ * for CG_POOL_IDLE_MS, none in flight, no hold or pacing ahead: cg__pool_held) to the
+ * name hashed `h`.
  *
  * The pool is taken by one compare-and-swap of its name_hash to a CG__POOL_MOVING key; a
  * process that finds it at that instant stamps `used_ms` and then reads name_hash again
@@ -118,20 +137,21 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
     if (cur == 0 || cur == h)
       return 1; /* claimed, or published by another process meanwhile */
     if (CG_RARE(CG__POOL_IS_MOVING(cur))) {
-      if (now - CG__POOL_MOVING_MS(cur) < CG__POOL_GIVE_STALE_MS) {
-        moving = 1; /* a give at work */
+      int64_t age = now - CG__POOL_MOVING_MS(cur);
+      if (age >= 0 && age < CG__POOL_GIVE_STALE_MS) {
+        moving |= age < CG__POOL_GIVE_WAIT_MS; /* at work */
         continue;
       }
       /* Abandoned by its giver (killed or stopped half-way, its words maybe half
-       * cleared): this give takes it over first, with no idleness to check. */
+       * cleared; a start in the future is garbage): this give takes it over first, with
+       * no idleness to check. */
       best = i;
       best_hash = cur;
       abandoned = 1;
       break;
     }
     used = __atomic_load_n(&st->pools[i].used_ms, __ATOMIC_RELAXED);
-    if (now - used < CG_POOL_IDLE_MS || cg__load(&st->pools[i].inflight) ||
-        cg__load(&st->pools[i].waiters))
+    if (now - used < CG_POOL_IDLE_MS || cg__pool_held(st, i))
       continue;
     if (best < 0 || used < best_used) {
       best = i;
@@ -154,8 +174,7 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
                                    __ATOMIC_ACQUIRE))
     return 1; /* another process took it first */
   if (!abandoned && (now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) < CG_POOL_IDLE_MS ||
-                     cg__load(&p->inflight) || cg__load(&p->waiters) ||
-                     cg__pool_holds_slot(st, best))) {
+                     cg__pool_held(st, best) || cg__pool_holds_slot(st, best))) {
     /* In use after all: put back (unless freed meanwhile, a give stalled for seconds). */
     __atomic_compare_exchange_n(&p->name_hash, &mark, best_hash, 0, __ATOMIC_ACQ_REL,
                                 __ATOMIC_ACQUIRE);
@@ -174,15 +193,22 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
   return 1;
 }
 
-/* Stamp pool `p`'s `used_ms` (at most once a second).  0 when the pool is being given to
- * another name at this instant (cg__pool_reuse): the caller must not use it. */
+/* Stamp pool `p`'s `used_ms` (at most once a second).  0 when the pool no longer has key
+ * `h`: given to another name since the caller read the key (a stamp that skips its
+ * store may be the giver's own), or being given at this instant (cg__pool_reuse).  The
+ * caller must not use it then. */
 static int cg__pool_stamp(struct cg_state_pool *p, uint64_t h) {
   int64_t now = cg_coarse_ms();
-  if (CG_RARE(now - __atomic_load_n(&p->used_ms, __ATOMIC_RELAXED) >= 1000)) {
+  if (CG_RARE(now - __atomic_load_n(&p->used_ms, __ATOMIC_RELAXED) >= 1000))
     __atomic_store_n(&p->used_ms, now, __ATOMIC_SEQ_CST);
-    return __atomic_load_n(&p->name_hash, __ATOMIC_SEQ_CST) == h;
-  }
-  return 1;
+  return __atomic_load_n(&p->name_hash, __ATOMIC_SEQ_CST) == h;
+}
+
+void cg_limiter_pool_touch(struct cg_state *st, int p) {
+  struct cg_state_pool *pool = &st->pools[p];
+  int64_t now = cg_coarse_ms();
+  if (CG_RARE(now - __atomic_load_n(&pool->used_ms, __ATOMIC_RELAXED) >= 1000))
+    __atomic_store_n(&pool->used_ms, now, __ATOMIC_RELAXED);
 }
 
 /* Pool `i` of the scan in cg_limiter_pool_hashed, whose name_hash was `cur`: 0 (free)

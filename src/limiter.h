@@ -36,6 +36,10 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
 int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
                            const struct cg_limits *lim);
 
+/* Mark pool `p` as used now (its `used_ms`, at most once a second): a call's later
+ * attempts, so that a pool is not given away between the attempts of a running call. */
+void cg_limiter_pool_touch(struct cg_state *st, int p);
+
 /* The key of pool `name` in the state file (XXH3 of "pool" and the name, never 0 nor
  * with its top 16 bits all set, which marks a pool being given to another name): the
  * file's format, shared by every process and version that opens it. */

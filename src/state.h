@@ -59,7 +59,8 @@ struct cg_state_header {
 
 /* One pool: requests, tokens and in-flight calls shared by every process. */
 struct cg_state_pool {
-  uint64_t name_hash;        /* 0 = free; claimed once by compare-and-swap, never freed */
+  uint64_t name_hash;        /* 0 = free; claimed by compare-and-swap; top 16 bits all set:
+                              * being given to another name (limiter.c cg__pool_reuse) */
   char name[48];             /* pool name, written before name_ready is set */
   uint32_t name_ready;       /* 1 when `name` is complete */
   uint32_t max_inflight;     /* last configured in-flight limit, 0 = none (for stat) */
@@ -139,7 +140,8 @@ struct cg_state_budget {
 
 /* What the guard recorded in one pool (tally.h), one usage record at a time: 480 bytes.
  * Every word only grows (relaxed fetch-and-add), so a reader sees each counter exact
- * and the set a few records apart at most. */
+ * and the set a few records apart at most, until the pool is given to another name
+ * (limiter.c cg__pool_reuse), which clears them all. */
 struct cg_state_tally {
   uint64_t calls;            /* final records: calls that ended */
   uint64_t attempts;         /* records: attempts, including those refused locally */
@@ -284,5 +286,22 @@ int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask);
 
 /* Monotonic nanoseconds, the time base of the file. */
 int64_t cg_state_now(void);
+
+/* The key of pool `p` when it is named and its name published (for readers such as
+ * `stat`: read the pool, then call cg_state_pool_same to know that it was not given to
+ * another name meanwhile); 0 for a free pool or one changing hands. */
+static inline uint64_t cg_state_pool_key(const struct cg_state_pool *p) {
+  uint64_t k = __atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE);
+  if (!k || (k >> 48) == 0xFFFF || !__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE))
+    return 0;
+  return k;
+}
+
+/* Whether pool `p` still has key `k` (cg_state_pool_key) after it was read. */
+static inline int cg_state_pool_same(const struct cg_state_pool *p, uint64_t k) {
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return __atomic_load_n(&p->name_hash, __ATOMIC_ACQUIRE) == k &&
+         __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE);
+}
 
 #endif

@@ -459,11 +459,14 @@ Test(limiter, a_pool_in_use_is_not_given_away) {
   age(idx[1], 0);
   age(idx[2], 0);
   age(idx[3], 0);
-  /* In flight (a live slot), waiting, or stamped again by a lookup. */
+  age(idx[4], 0);
+  /* In flight (a live slot), a 429's hold or a provider's pacing ahead, or stamped again
+   * by a lookup. */
   slot = cg_limiter_inflight_acquire(&st, idx[1], 2, cg_state_now() + SEC, &waited);
   cr_assert_geq(slot, 0);
   age(idx[1], 0); /* the acquire does not stamp: the lookup does */
-  st.pools[idx[2]].waiters = 1;
+  st.pools[idx[2]].hold_until = cg_state_now() + 60 * SEC;
+  st.pools[idx[4]].pace_until = cg_state_now() + 60 * SEC;
   cr_assert_eq(cg_limiter_pool(&st, "pool-3", &l), idx[3]);
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
   /* A slot whose count was lost (its holder died between the two) still holds it. */
@@ -471,6 +474,30 @@ Test(limiter, a_pool_in_use_is_not_given_away) {
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
   cg_limiter_inflight_release(&st, idx[1], slot);
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[1]);
+}
+
+Test(limiter, a_pool_left_counted_by_killed_processes_is_given_away) {
+  struct cg_limits l = limits(60, 0, 0, 0, 1);
+  int idx[CG_STATE_POOLS], status;
+  pid_t child;
+  fill_table(idx);
+  /* A holder killed in its call: its slot and count stay until taken back. */
+  child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    int64_t w;
+    _exit(cg_limiter_inflight_acquire(&st, idx[20], 1, cg_state_now() + SEC, &w) >= 0 ? 0 : 1);
+  }
+  cr_assert_eq(waitpid(child, &status, 0), child);
+  cr_assert_eq(WEXITSTATUS(status), 0);
+  cr_assert_eq(st.pools[idx[20]].inflight, 1);
+  /* A waiter killed in its wait: its count is never taken back. */
+  st.pools[idx[21]].waiters = 1;
+  age(idx[20], 10);
+  age(idx[21], 0);
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[20]);
+  cr_assert_eq(st.pools[idx[20]].inflight, 0);
+  cr_assert_eq(cg_limiter_pool(&st, "newer", &l), idx[21]);
 }
 
 /* limiter.c: the key of a pool being given away, the give begun `ago_ms` ago. */
