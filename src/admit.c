@@ -404,6 +404,7 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
       nap = 1000000;
     cg__sp(ad)->ops->breaker_park(&ad->sh, seq, nap);
     now = cg_state_now();
+    cg_limiter_pool_touch(ad->state, p); /* a waiting call uses its pool */
     if (cg__tick(ad)) {
       r = CG_GATE_ABORTED;
       break;

@@ -79,19 +79,33 @@ static int cg__pool_holds_slot(struct cg_state *st, int p) {
   return 0;
 }
 
-/* Whether idle pool `p` still holds something for later: a call in flight (once the
- * slots of dead holders are taken back, which also corrects the count), or a 429's hold
- * or a provider's pacing that has not run out.  Its waiters count is not asked: a live
- * waiter in a pool with nothing in flight gets a slot within CG_INFLIGHT_RECHECK_MS, so
- * a count left after 10 minutes is one a killed waiter never took back. */
-static int cg__pool_held(struct cg_state *st, int p) {
-  int64_t now_ns = cg_state_now();
-  if (cg__load(&st->pools[p].inflight)) {
-    cg_limiter_reclaim(st, p);
-    if (cg__load(&st->pools[p].inflight))
-      return 1;
-  }
-  return cg__load(&st->pools[p].hold_until) > now_ns || cg__load(&st->pools[p].pace_until) > now_ns;
+/* Whether idle pool `p` still holds something for later, without its in-flight count: a
+ * reservation ahead (a call waiting in its GCRA or at its learned rate), a 429's hold or
+ * a provider's pacing that has not run out.  Its waiters count is not asked: a live
+ * waiter in a pool with nothing in flight gets a slot within CG_INFLIGHT_RECHECK_MS, so a
+ * count left after 10 minutes is one a killed waiter never took back. */
+static int cg__pool_ahead(const struct cg_state *st, int p, int64_t now_ns) {
+  const struct cg_state_pool *q = &st->pools[p];
+  return cg__load(&q->hold_until) > now_ns || cg__load(&q->pace_until) > now_ns ||
+         cg__load(&q->tat_requests) > now_ns || cg__load(&q->tat_tokens) > now_ns ||
+         cg__load(&q->learn_tat) > now_ns;
+}
+
+/* Whether pool `p` has a call in flight once the slots of its dead holders are taken
+ * back (which also corrects the count).  The taking back reads /proc for each slot: a
+ * process asks it for one pool at most every CG_INFLIGHT_RECHECK_MS (cg__pool_reuse
+ * asks it for one pool a scan). */
+static int64_t cg__inflight_next_ms[CG_STATE_POOLS]; /* per process: pool p asked again */
+
+static int cg__pool_in_flight(struct cg_state *st, int p, int64_t now_ms) {
+  if (!cg__load(&st->pools[p].inflight))
+    return 0;
+  if (now_ms < __atomic_load_n(&cg__inflight_next_ms[p], __ATOMIC_RELAXED))
+    return 1;
+  __atomic_store_n(&cg__inflight_next_ms[p], now_ms + CG_INFLIGHT_RECHECK_MS,
+                   __ATOMIC_RELAXED);
+  cg_limiter_reclaim(st, p);
+  return cg__load(&st->pools[p].inflight) != 0;
 }
 
 /* Clear `n` bytes (a multiple of 8, 8-aligned) of the file a word at a time, with atomic
@@ -106,8 +120,9 @@ static void cg__zero_words(void *at, size_t n) {
 }
 
 /* Every pool is taken: give the least recently used one that is idle (no call found it
- * for CG_POOL_IDLE_MS, none in flight, no hold or pacing ahead: cg__pool_held) to the
- * name hashed `h`.
+ * for CG_POOL_IDLE_MS, nothing ahead: cg__pool_ahead) and has nothing in flight to the
+ * name hashed `h`: a pool with nothing counted first, else the least recently used one
+ * whose count turns out to be killed holders' (cg__pool_in_flight: one a scan).
  *
  * The pool is taken by one compare-and-swap of its name_hash to a CG__POOL_MOVING key; a
  * process that finds it at that instant stamps `used_ms` and then reads name_hash again
@@ -115,10 +130,11 @@ static void cg__zero_words(void *at, size_t n) {
  * sequentially consistent: at least one of the two sees the other, so either the pool is
  * put back untouched or that process looks again and does not use it.  Then the pool's
  * words, breaker, budget and tally are cleared, the name written and published, the
- * hash last (a compare-and-swap: a give stalled past CG__POOL_GIVE_STALE_MS was freed by
- * another process, and publishes nothing).  A call that began before the pool went idle
- * and is still running (one longer than CG_POOL_IDLE_MS) ends in the new pool's
- * counters: README.
+ * hash last.  A give stopped for CG__POOL_GIVE_STALE_MS is taken over by another; the
+ * stopped one checks the key before it writes the name and publishes by
+ * compare-and-swap, and unpublishes a name it may have written over the new owner's
+ * (only a stop between that check and the swap gets there).  A call still running in the
+ * old pool (an attempt longer than CG_POOL_IDLE_MS) ends in the new pool: README.
  *
  * Returns 1 when the caller should look again (a pool was given or claimed, or a race
  * lost), 2 when it should after waiting for another giver (`patient`), 0 when no pool is
@@ -126,10 +142,10 @@ static void cg__zero_words(void *at, size_t n) {
 static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
                                                           const char *name, uint64_t h,
                                                           int patient) {
-  int64_t now = cg_coarse_ms(), best_used = 0;
-  uint64_t best_hash = 0, mark = CG__POOL_MOVING | ((uint64_t) now & 0xFFFFFFFFFFFFull);
+  int64_t now = cg_coarse_ms(), now_ns = cg_state_now(), best_used = 0, busy_used = 0;
+  uint64_t best_hash = 0, busy_hash = 0, mark;
   struct cg_state_pool *p;
-  int i, best = -1, moving = 0, abandoned = 0;
+  int i, best = -1, busy = -1, moving = 0, abandoned = 0;
 
   for (i = 0; i < CG_STATE_POOLS; i++) {
     uint64_t cur = cg__load(&st->pools[i].name_hash);
@@ -137,22 +153,34 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
     if (cur == 0 || cur == h)
       return 1; /* claimed, or published by another process meanwhile */
     if (CG_RARE(CG__POOL_IS_MOVING(cur))) {
+      /* Negative: a give that began after this scan did (its process read the clock
+       * later); far from now either way: abandoned, or garbage. */
       int64_t age = now - CG__POOL_MOVING_MS(cur);
-      if (age >= 0 && age < CG__POOL_GIVE_STALE_MS) {
+      if (age > -CG__POOL_GIVE_STALE_MS && age < CG__POOL_GIVE_STALE_MS) {
         moving |= age < CG__POOL_GIVE_WAIT_MS; /* at work */
         continue;
       }
       /* Abandoned by its giver (killed or stopped half-way, its words maybe half
-       * cleared; a start in the future is garbage): this give takes it over first, with
-       * no idleness to check. */
+       * cleared): this give takes it over first, with no idleness to check. */
       best = i;
       best_hash = cur;
       abandoned = 1;
       break;
     }
     used = __atomic_load_n(&st->pools[i].used_ms, __ATOMIC_RELAXED);
-    if (now - used < CG_POOL_IDLE_MS || cg__pool_held(st, i))
+    if (now - used < CG_POOL_IDLE_MS || cg__pool_ahead(st, i, now_ns))
       continue;
+    if (cg__load(&st->pools[i].inflight)) {
+      /* Idle, but counted in flight: maybe by killed holders.  Only the least recently
+       * used such pool not asked lately is asked, below, and only without a clean one. */
+      if (now >= __atomic_load_n(&cg__inflight_next_ms[i], __ATOMIC_RELAXED) &&
+          (busy < 0 || used < busy_used)) {
+        busy = i;
+        busy_used = used;
+        busy_hash = cur;
+      }
+      continue;
+    }
     if (best < 0 || used < best_used) {
       best = i;
       best_used = used;
@@ -167,15 +195,24 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
     nanosleep(&nap, NULL);
     return 2;
   }
+  if (best < 0 && busy >= 0 && !cg__pool_in_flight(st, busy, now)) {
+    best = busy;
+    best_hash = busy_hash;
+  }
   if (best < 0)
     return 0;
   p = &st->pools[best];
+  /* The mark's start is read now, after the scan: another giver judges it against its
+   * own clock reading. */
+  mark = CG__POOL_MOVING | ((uint64_t) cg_coarse_ms() & 0xFFFFFFFFFFFFull);
   if (!__atomic_compare_exchange_n(&p->name_hash, &best_hash, mark, 0, __ATOMIC_SEQ_CST,
                                    __ATOMIC_ACQUIRE))
     return 1; /* another process took it first */
   if (!abandoned && (now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) < CG_POOL_IDLE_MS ||
-                     cg__pool_held(st, best) || cg__pool_holds_slot(st, best))) {
-    /* In use after all: put back (unless freed meanwhile, a give stalled for seconds). */
+                     cg__pool_ahead(st, best, cg_state_now()) ||
+                     cg__pool_holds_slot(st, best))) {
+    /* In use after all: put back (unless taken over meanwhile: a give stopped for
+     * CG__POOL_GIVE_STALE_MS). */
     __atomic_compare_exchange_n(&p->name_hash, &mark, best_hash, 0, __ATOMIC_ACQ_REL,
                                 __ATOMIC_ACQUIRE);
     return 1;
@@ -186,10 +223,19 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
   cg__zero_words(&st->breakers[best], sizeof(st->breakers[best]));
   cg__zero_words(&st->budgets[best], sizeof(st->budgets[best]));
   cg__zero_words(&st->tallies[best], sizeof(st->tallies[best]));
+  /* Still ours?  A give stopped (not killed) for CG__POOL_GIVE_STALE_MS was taken over by
+   * another; from here on it must not write the new owner's name. */
+  if (cg__load(&p->name_hash) != mark)
+    return 1;
   snprintf(p->name, sizeof(p->name), "%s", name);
   __atomic_store_n(&p->used_ms, now, __ATOMIC_RELAXED);
   __atomic_store_n(&p->name_ready, 1, __ATOMIC_RELEASE);
-  __atomic_compare_exchange_n(&p->name_hash, &mark, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (!__atomic_compare_exchange_n(&p->name_hash, &mark, h, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    /* Taken over between the check and here: the name written may be over the new
+     * owner's.  Unpublished, it is written again by the owner's next lookup
+     * (cg__pool_found's repair of a name never published). */
+    __atomic_store_n(&p->name_ready, 0, __ATOMIC_RELEASE);
   return 1;
 }
 
@@ -199,7 +245,9 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
  * caller must not use it then. */
 static int cg__pool_stamp(struct cg_state_pool *p, uint64_t h) {
   int64_t now = cg_coarse_ms();
-  if (CG_RARE(now - __atomic_load_n(&p->used_ms, __ATOMIC_RELAXED) >= 1000))
+  /* Sequentially consistent, the load too: on a weakly ordered CPU a relaxed load could
+   * be satisfied after the key's, pairing an old key with a giver's fresh stamp. */
+  if (CG_RARE(now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) >= 1000))
     __atomic_store_n(&p->used_ms, now, __ATOMIC_SEQ_CST);
   return __atomic_load_n(&p->name_hash, __ATOMIC_SEQ_CST) == h;
 }

@@ -460,13 +460,15 @@ Test(limiter, a_pool_in_use_is_not_given_away) {
   age(idx[2], 0);
   age(idx[3], 0);
   age(idx[4], 0);
-  /* In flight (a live slot), a 429's hold or a provider's pacing ahead, or stamped again
-   * by a lookup. */
+  /* In flight (a live slot), a 429's hold, a provider's pacing or a GCRA reservation
+   * ahead, or stamped again by a lookup. */
   slot = cg_limiter_inflight_acquire(&st, idx[1], 2, cg_state_now() + SEC, &waited);
   cr_assert_geq(slot, 0);
   age(idx[1], 0); /* the acquire does not stamp: the lookup does */
   st.pools[idx[2]].hold_until = cg_state_now() + 60 * SEC;
   st.pools[idx[4]].pace_until = cg_state_now() + 60 * SEC;
+  age(idx[5], 0);
+  st.pools[idx[5]].tat_requests = cg_state_now() + 60 * SEC;
   cr_assert_eq(cg_limiter_pool(&st, "pool-3", &l), idx[3]);
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
   /* A slot whose count was lost (its holder died between the two) still holds it. */
@@ -495,9 +497,11 @@ Test(limiter, a_pool_left_counted_by_killed_processes_is_given_away) {
   st.pools[idx[21]].waiters = 1;
   age(idx[20], 10);
   age(idx[21], 0);
-  cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[20]);
+  /* A pool counted in flight is asked (its slots' holders looked up in /proc) only when
+   * no idle pool is clean: the waiter's goes first, though used later. */
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[21]);
+  cr_assert_eq(cg_limiter_pool(&st, "newer", &l), idx[20]);
   cr_assert_eq(st.pools[idx[20]].inflight, 0);
-  cr_assert_eq(cg_limiter_pool(&st, "newer", &l), idx[21]);
 }
 
 /* limiter.c: the key of a pool being given away, the give begun `ago_ms` ago. */
@@ -525,6 +529,7 @@ Test(limiter, a_give_abandoned_half_way_is_taken_over) {
   struct cg_limits l = limits(60, 0, 0, 0, 0);
   int idx[CG_STATE_POOLS];
   struct timespec t0, t1;
+  uint64_t ahead;
   double ms;
   fill_table(idx);
   /* Its giver was killed 11 s ago, after the swap, half-way through clearing the old
@@ -543,10 +548,19 @@ Test(limiter, a_give_abandoned_half_way_is_taken_over) {
   cr_assert_eq(st.pools[idx[8]].name_hash, cg_limiter_name_hash("after"));
   cr_assert_eq(st.tallies[idx[8]].calls, 0, "cleared, as any give clears");
   cr_assert_eq(st.breakers[idx[8]].opened, 0);
-  /* One begun just now is waited for (up to 50 ms), then left alone. */
+  /* One begun just now is waited for (up to 50 ms), then left alone; so is one that
+   * began a little after this lookup's clock reading (another process read it later),
+   * however old its pool looks.  One far in the future is garbage, taken over. */
   st.pools[idx[9]].name_hash = moving_key(0);
   cr_assert_eq(cg_limiter_pool(&st, "later", &l), -1);
   cr_assert(st.pools[idx[9]].name_hash >> 48 == 0xFFFF);
+  ahead = moving_key(-500);
+  st.pools[idx[10]].name_hash = ahead;
+  age(idx[10], 0);
+  cr_assert_eq(cg_limiter_pool(&st, "later", &l), -1);
+  cr_assert_eq(st.pools[idx[10]].name_hash, ahead);
+  st.pools[idx[11]].name_hash = moving_key(-3600 * 1000);
+  cr_assert_eq(cg_limiter_pool(&st, "later", &l), idx[11]);
 }
 
 /* Threads ask for the same new name at once, with two pools idle: one pool gets it. */
