@@ -318,6 +318,10 @@ int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
           return found;
       }
     }
+    /* A table with no room may be garbage (state.c cg_state_body_ok): then no pool is
+     * given away; the caller re-makes the file (admit.c cg__pool). */
+    if (round == 0 && naps == 0 && !cg_state_body_ok(st))
+      return -1;
     r = cg__pool_reuse(st, name, h, naps < CG__POOL_NAPS);
     if (r == 0)
       return -1;
