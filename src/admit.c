@@ -341,7 +341,7 @@ static int cg__pool(struct cg_admission *ad) {
     if (CG_RARE(ad->pool_index < 0)) {
       ad->pool_index = -2;
       cg_warn_once("pools-full", "the state file has no room for pool %s (all %d pools "
-                   "in use or used in the last %d minutes); it runs unpaced", ad->pool->name,
+                   "in use, used in the last %d minutes, or held); it runs unpaced", ad->pool->name,
                    CG_STATE_POOLS, CG_POOL_IDLE_MS / 60000);
       return -1;
     }

@@ -38,6 +38,15 @@
 #define CG__POOL_GIVE_WAIT_MS 50
 #define CG__POOL_NAPS 100 /* of 0.5 ms: bounds the waits of one lookup */
 
+/* Milliseconds from `then` to `now` (cg_coarse_ms times; `then` read from the file, so
+ * possibly garbage): wrapping, never overflowing.  A time up to CG__POOL_GIVE_STALE_MS
+ * ahead is another process's later clock reading (negative: just now); further ahead is
+ * garbage and counts as long ago. */
+static int64_t cg__since(int64_t now, int64_t then) {
+  int64_t d = (int64_t) ((uint64_t) now - (uint64_t) then);
+  return d > -CG__POOL_GIVE_STALE_MS ? d : INT64_MAX;
+}
+
 uint64_t cg_limiter_name_hash(const char *name) {
   uint64_t h = cg_repeat_key("pool", name, NULL);
   if (CG__POOL_IS_MOVING(h))
@@ -93,8 +102,8 @@ static int cg__pool_ahead(const struct cg_state *st, int p, int64_t now_ns) {
 
 /* Whether pool `p` has a call in flight once the slots of its dead holders are taken
  * back (which also corrects the count).  The taking back reads /proc for each slot: a
- * process asks it for one pool at most every CG_INFLIGHT_RECHECK_MS (cg__pool_reuse
- * asks it for one pool a scan). */
+ * process asks it about each pool at most every CG_INFLIGHT_RECHECK_MS, and
+ * cg__pool_reuse about one pool a scan. */
 static int64_t cg__inflight_next_ms[CG_STATE_POOLS]; /* per process: pool p asked again */
 
 static int cg__pool_in_flight(struct cg_state *st, int p, int64_t now_ms) {
@@ -126,9 +135,10 @@ static void cg__zero_words(void *at, size_t n) {
  *
  * The pool is taken by one compare-and-swap of its name_hash to a CG__POOL_MOVING key; a
  * process that finds it at that instant stamps `used_ms` and then reads name_hash again
- * (cg_limiter_pool_hashed), while this reads `used_ms` again after its swap, both
- * sequentially consistent: at least one of the two sees the other, so either the pool is
- * put back untouched or that process looks again and does not use it.  Then the pool's
+ * (cg_limiter_pool_hashed), while this reads `used_ms` again after its swap and backs
+ * off if it changed since the scan, both sequentially consistent: at least one of the
+ * two sees the other, so either the pool is put back untouched or that process looks
+ * again and does not use it.  Then the pool's
  * words, breaker, budget and tally are cleared, the name written and published, the
  * hash last.  A give stopped for CG__POOL_GIVE_STALE_MS is taken over by another; the
  * stopped one checks the key before it writes the name and publishes by
@@ -142,52 +152,57 @@ static void cg__zero_words(void *at, size_t n) {
 static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
                                                           const char *name, uint64_t h,
                                                           int patient) {
-  int64_t now = cg_coarse_ms(), now_ns = cg_state_now(), best_used = 0, busy_used = 0;
-  uint64_t best_hash = 0, busy_hash = 0, mark;
+  int64_t now = cg_coarse_ms(), now_ns = cg_state_now(), best_idle = 0, busy_idle = 0;
+  int64_t best_used = 0, busy_used = 0;
+  uint64_t best_hash = 0, busy_hash = 0, gone_hash = 0, mark;
   struct cg_state_pool *p;
-  int i, best = -1, busy = -1, moving = 0, abandoned = 0;
+  int i, best = -1, busy = -1, gone = -1, moving = 0, abandoned = 0;
 
   for (i = 0; i < CG_STATE_POOLS; i++) {
     uint64_t cur = cg__load(&st->pools[i].name_hash);
-    int64_t used;
+    int64_t used, idle;
     if (cur == 0 || cur == h)
       return 1; /* claimed, or published by another process meanwhile */
     if (CG_RARE(CG__POOL_IS_MOVING(cur))) {
       /* Negative: a give that began after this scan did (its process read the clock
        * later); far from now either way: abandoned, or garbage. */
-      int64_t age = now - CG__POOL_MOVING_MS(cur);
-      if (age > -CG__POOL_GIVE_STALE_MS && age < CG__POOL_GIVE_STALE_MS) {
-        moving |= age < CG__POOL_GIVE_WAIT_MS; /* at work */
+      if (cg__since(now, CG__POOL_MOVING_MS(cur)) < CG__POOL_GIVE_STALE_MS) {
+        moving |= cg__since(now, CG__POOL_MOVING_MS(cur)) < CG__POOL_GIVE_WAIT_MS;
         continue;
       }
       /* Abandoned by its giver (killed or stopped half-way, its words maybe half
-       * cleared): this give takes it over first, with no idleness to check. */
-      best = i;
-      best_hash = cur;
-      abandoned = 1;
-      break;
+       * cleared): taken over before any idle pool, with no idleness to check.  The scan
+       * goes on: the name may be published, or a give at work, further on. */
+      if (gone < 0) {
+        gone = i;
+        gone_hash = cur;
+      }
+      continue;
     }
     used = __atomic_load_n(&st->pools[i].used_ms, __ATOMIC_RELAXED);
-    if (now - used < CG_POOL_IDLE_MS || cg__pool_ahead(st, i, now_ns))
+    idle = cg__since(now, used);
+    if (idle < CG_POOL_IDLE_MS || cg__pool_ahead(st, i, now_ns))
       continue;
     if (cg__load(&st->pools[i].inflight)) {
       /* Idle, but counted in flight: maybe by killed holders.  Only the least recently
        * used such pool not asked lately is asked, below, and only without a clean one. */
       if (now >= __atomic_load_n(&cg__inflight_next_ms[i], __ATOMIC_RELAXED) &&
-          (busy < 0 || used < busy_used)) {
+          (busy < 0 || idle > busy_idle)) {
         busy = i;
+        busy_idle = idle;
         busy_used = used;
         busy_hash = cur;
       }
       continue;
     }
-    if (best < 0 || used < best_used) {
+    if (best < 0 || idle > best_idle) {
       best = i;
+      best_idle = idle;
       best_used = used;
       best_hash = cur;
     }
   }
-  if (moving && patient && !abandoned) {
+  if (moving && patient) {
     /* Another process is giving a pool away, maybe to this very name: a give takes
      * microseconds, so wait a little and look again rather than give a second pool to
      * the same name. */
@@ -195,8 +210,13 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
     nanosleep(&nap, NULL);
     return 2;
   }
-  if (best < 0 && busy >= 0 && !cg__pool_in_flight(st, busy, now)) {
+  if (gone >= 0) {
+    best = gone;
+    best_hash = gone_hash;
+    abandoned = 1;
+  } else if (best < 0 && busy >= 0 && !cg__pool_in_flight(st, busy, now)) {
     best = busy;
+    best_used = busy_used;
     best_hash = busy_hash;
   }
   if (best < 0)
@@ -208,7 +228,8 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
   if (!__atomic_compare_exchange_n(&p->name_hash, &best_hash, mark, 0, __ATOMIC_SEQ_CST,
                                    __ATOMIC_ACQUIRE))
     return 1; /* another process took it first */
-  if (!abandoned && (now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) < CG_POOL_IDLE_MS ||
+  /* Stamped since the scan read it: a lookup found the pool (the pairing above). */
+  if (!abandoned && (__atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) != best_used ||
                      cg__pool_ahead(st, best, cg_state_now()) ||
                      cg__pool_holds_slot(st, best))) {
     /* In use after all: put back (unless taken over meanwhile: a give stopped for
@@ -217,14 +238,17 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
                                 __ATOMIC_ACQUIRE);
     return 1;
   }
+  /* Still ours?  A give stopped (not killed) for CG__POOL_GIVE_STALE_MS was taken over by
+   * another; from here on it must not touch the new owner's pool.  (Only a stop between
+   * a check and the writes after it gets past them: README.) */
+  if (cg__load(&p->name_hash) != mark)
+    return 1;
   __atomic_store_n(&p->name_ready, 0, __ATOMIC_RELEASE);
   cg__zero_words((char *) p + offsetof(struct cg_state_pool, name),
                  sizeof(*p) - offsetof(struct cg_state_pool, name));
   cg__zero_words(&st->breakers[best], sizeof(st->breakers[best]));
   cg__zero_words(&st->budgets[best], sizeof(st->budgets[best]));
   cg__zero_words(&st->tallies[best], sizeof(st->tallies[best]));
-  /* Still ours?  A give stopped (not killed) for CG__POOL_GIVE_STALE_MS was taken over by
-   * another; from here on it must not write the new owner's name. */
   if (cg__load(&p->name_hash) != mark)
     return 1;
   snprintf(p->name, sizeof(p->name), "%s", name);
@@ -247,7 +271,7 @@ static int cg__pool_stamp(struct cg_state_pool *p, uint64_t h) {
   int64_t now = cg_coarse_ms();
   /* Sequentially consistent, the load too: on a weakly ordered CPU a relaxed load could
    * be satisfied after the key's, pairing an old key with a giver's fresh stamp. */
-  if (CG_RARE(now - __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST) >= 1000))
+  if (CG_RARE(cg__since(now, __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST)) >= 1000))
     __atomic_store_n(&p->used_ms, now, __ATOMIC_SEQ_CST);
   return __atomic_load_n(&p->name_hash, __ATOMIC_SEQ_CST) == h;
 }
@@ -255,7 +279,7 @@ static int cg__pool_stamp(struct cg_state_pool *p, uint64_t h) {
 void cg_limiter_pool_touch(struct cg_state *st, int p) {
   struct cg_state_pool *pool = &st->pools[p];
   int64_t now = cg_coarse_ms();
-  if (CG_RARE(now - __atomic_load_n(&pool->used_ms, __ATOMIC_RELAXED) >= 1000))
+  if (CG_RARE(cg__since(now, __atomic_load_n(&pool->used_ms, __ATOMIC_RELAXED)) >= 1000))
     __atomic_store_n(&pool->used_ms, now, __ATOMIC_RELAXED);
 }
 
@@ -318,9 +342,9 @@ int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
           return found;
       }
     }
-    /* A table with no room may be garbage (state.c cg_state_body_ok): then no pool is
+    /* A table with no room may be garbage (state.c cg_state_words_ok): then no pool is
      * given away; the caller re-makes the file (admit.c cg__pool). */
-    if (round == 0 && naps == 0 && !cg_state_body_ok(st))
+    if (round == 0 && naps == 0 && !cg_state_words_ok(st))
       return -1;
     r = cg__pool_reuse(st, name, h, naps < CG__POOL_NAPS);
     if (r == 0)

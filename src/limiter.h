@@ -37,7 +37,8 @@ int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
                            const struct cg_limits *lim);
 
 /* Mark pool `p` as used now (its `used_ms`, at most once a second): a call's later
- * attempts, so that a pool is not given away between the attempts of a running call. */
+ * attempts and its waits for an open breaker, so that a pool is not given away under a
+ * running call. */
 void cg_limiter_pool_touch(struct cg_state *st, int p);
 
 /* The key of pool `name` in the state file (XXH3 of "pool" and the name, never 0 nor

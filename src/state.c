@@ -232,7 +232,17 @@ static int cg__valid(const struct cg_state *st, const char *boot) {
 #define CG_PID_LIMIT (1u << 22)  /* PID_MAX_LIMIT: no pid is larger */
 #define CG_COUNT_LIMIT (1u << 24) /* no count of processes or calls gets near this */
 
+static int cg__body_ok(const struct cg_state *st, int names);
+
 int cg_state_body_ok(const struct cg_state *st) {
+  return cg__body_ok(st, 1);
+}
+
+int cg_state_words_ok(const struct cg_state *st) {
+  return cg__body_ok(st, 0);
+}
+
+static int cg__body_ok(const struct cg_state *st, int names) {
   int i;
 
   for (i = 0; i < CG_STATE_POOLS; i++) {
@@ -241,7 +251,7 @@ int cg_state_body_ok(const struct cg_state *st) {
     uint32_t ready = __atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE);
     uint64_t bw = __atomic_load_n(&st->breakers[i].word, __ATOMIC_ACQUIRE);
     if (ready > 1 || (ready && !hash) ||
-        (ready && !memchr(p->name, '\0', sizeof(p->name))) ||
+        (names && ready && !memchr(p->name, '\0', sizeof(p->name))) ||
         __atomic_load_n(&p->inflight, __ATOMIC_RELAXED) >= CG_COUNT_LIMIT ||
         __atomic_load_n(&p->waiters, __ATOMIC_RELAXED) >= CG_COUNT_LIMIT ||
         (bw & 3u) == 3u) /* breaker.h: states 0-2 */

@@ -66,7 +66,8 @@ struct cg_state_pool {
   uint32_t max_inflight;     /* last configured in-flight limit, 0 = none (for stat) */
   double rpm, tpm;           /* last configured limits, 0 = none (for stat) */
   double burst_requests, burst_tokens; /* last configured bursts (for stat) */
-  /* When a call last found the pool (CLOCK_MONOTONIC_COARSE ms, stamped at most once a
+  /* When a call last found the pool, began a later attempt in it or woke from a wait for
+   * its breaker (CLOCK_MONOTONIC_COARSE ms, stamped at most once a
    * second; limiter.c): a pool unused for CG_POOL_IDLE_MS may be given to another name
    * when the table is full.  Beside the limits above, whose line every call writes. */
   int64_t used_ms;
@@ -201,6 +202,11 @@ int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, siz
  * 1..CG_STATE_POOLS).  0: garbage behind a good header, re-initialised by
  * cg_state_open.  To be called inside a guarded region (it reads the mapping). */
 int cg_state_body_ok(const struct cg_state *st);
+
+/* cg_state_body_ok without the names: only words written atomically are read, so it may
+ * run while another thread or process writes a pool's name (limiter.c, before a pool is
+ * given away). */
+int cg_state_words_ok(const struct cg_state *st);
 
 /* Re-initialise the file: every pool and slot is cleared.  Returns 0 or -1 with `why`. */
 int cg_state_reset(const char *path, char *why, size_t whylen);

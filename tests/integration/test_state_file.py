@@ -347,7 +347,7 @@ class FullFileTest(StateFileTestCase):
 
     def test_full_file_gives_an_idle_pool_to_a_new_host(self):
         """256 hosts fill the file; a 257th runs unpaced (one line) while every pool was
-        in use or used in the last 10 minutes, then gets the pool idle longest (limiter.h
+        in use, used in the last 10 minutes, or held, then gets the pool idle longest (limiter.h
         CG_POOL_IDLE_MS), with its counters from zero."""
         port = self.mock.url("/").split(":")[2].split("/")[0]
         def call(hosts):

@@ -427,7 +427,7 @@ Test(limiter, full_table_gives_the_least_recently_used_idle_pool_to_a_new_name) 
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1, "every pool was just used");
   age(idx[10], 5000);
   age(idx[200], 9000); /* idle longer: this one goes */
-  st.pools[idx[200]].tat_requests = NOW0;
+  st.pools[idx[200]].tat_requests = cg_state_now() - SEC; /* a reservation long past */
   st.breakers[idx[200]].opened = 3;
   st.budgets[idx[200]].refused = 4;
   st.tallies[idx[200]].calls = 5;
@@ -476,6 +476,36 @@ Test(limiter, a_pool_in_use_is_not_given_away) {
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
   cg_limiter_inflight_release(&st, idx[1], slot);
   cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[1]);
+}
+
+Test(limiter, a_touched_pool_or_one_with_a_learned_rate_reservation_ahead_is_kept) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  int idx[CG_STATE_POOLS];
+  fill_table(idx);
+  age(idx[40], 0);
+  age(idx[41], 0);
+  cg_limiter_pool_touch(&st, idx[40]); /* a call's later attempt, or its breaker wait */
+  st.pools[idx[41]].learn_tat = cg_state_now() + 60 * SEC;
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), -1);
+  st.pools[idx[41]].learn_tat = cg_state_now() - SEC;
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[41]);
+}
+
+/* A used_ms that is garbage (a corrupted or hostile file): far ahead counts as long ago,
+ * and INT64_MIN does not overflow the arithmetic (UBSan builds would say so). */
+Test(limiter, a_garbage_last_use_counts_as_long_ago) {
+  struct cg_limits l = limits(60, 0, 0, 0, 0);
+  int idx[CG_STATE_POOLS];
+  fill_table(idx);
+  st.pools[idx[50]].used_ms = INT64_MAX / 2;
+  st.pools[idx[51]].used_ms = INT64_MIN;
+  cr_assert_eq(cg_limiter_pool(&st, "new", &l), idx[50]);
+  cr_assert_eq(cg_limiter_pool(&st, "newer", &l), idx[51]);
+  /* A lookup writes such a value over: the pool is used again. */
+  st.pools[idx[52]].used_ms = INT64_MAX / 2;
+  cr_assert_eq(cg_limiter_pool(&st, "pool-52", &l), idx[52]);
+  cr_assert_leq(st.pools[idx[52]].used_ms, cg_coarse_ms());
+  cr_assert_eq(cg_limiter_pool(&st, "newest", &l), -1);
 }
 
 Test(limiter, a_pool_left_counted_by_killed_processes_is_given_away) {
@@ -530,19 +560,27 @@ Test(limiter, a_give_abandoned_half_way_is_taken_over) {
   int idx[CG_STATE_POOLS];
   struct timespec t0, t1;
   uint64_t ahead;
-  double ms;
+  double ms, least = 1e9;
+  int k;
   fill_table(idx);
-  /* Its giver was killed 11 s ago, after the swap, half-way through clearing the old
-   * pool's words: no name hashes to the key. */
-  st.pools[idx[8]].name_hash = moving_key(11000);
-  st.pools[idx[8]].name_ready = 0;
-  st.tallies[idx[8]].calls = 7;
-  st.breakers[idx[8]].opened = 2;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  cr_assert_eq(cg_limiter_pool(&st, "after", &l), idx[8]);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  ms = (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6;
-  cr_assert_lt(ms, 40, "waited %.1f ms for a give nobody is doing", ms);
+  /* Givers killed 11 s ago, after the swap, half-way through clearing the old pools'
+   * words: no name hashes to the key.  Taken over without the 50 ms wait for a give at
+   * work (the fastest of three, so that one scheduler pause does not count). */
+  for (k = 2; k >= 0; k--) {
+    char name[16];
+    st.pools[idx[8 + k * 20]].name_hash = moving_key(11000);
+    st.pools[idx[8 + k * 20]].name_ready = 0;
+    st.tallies[idx[8 + k * 20]].calls = 7;
+    st.breakers[idx[8 + k * 20]].opened = 2;
+    snprintf(name, sizeof(name), k ? "after-%d" : "after", k);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(cg_limiter_pool(&st, name, &l), idx[8 + k * 20]);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    if (ms < least)
+      least = ms;
+  }
+  cr_assert_lt(least, 40, "waited %.1f ms for a give nobody is doing", least);
   cr_assert_str_eq(st.pools[idx[8]].name, "after");
   cr_assert_eq(st.pools[idx[8]].name_ready, 1);
   cr_assert_eq(st.pools[idx[8]].name_hash, cg_limiter_name_hash("after"));
@@ -570,6 +608,9 @@ static void *find_fresh(void *arg) {
   return NULL;
 }
 
+/* Two pools for one name take a giver descheduled for the 50 ms the others wait for it:
+ * not seen in 60 runs of this test, 20 of them beside four CPU-bound loops on 2 CPUs
+ * (without the wait: 1 run in 3 fails). */
 Test(limiter, one_new_name_gets_one_pool_when_asked_at_once) {
   int idx[CG_STATE_POOLS], got[8], i, round;
   pthread_t t[8];
