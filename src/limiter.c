@@ -138,9 +138,8 @@ static void cg__zero_words(void *at, size_t n) {
  * (cg_limiter_pool_hashed), while this reads `used_ms` again after its swap and backs
  * off if it changed since the scan, both sequentially consistent: at least one of the
  * two sees the other, so either the pool is put back untouched or that process looks
- * again and does not use it.  Then the pool's
- * words, breaker, budget and tally are cleared, the name written and published, the
- * hash last.  A give stopped for CG__POOL_GIVE_STALE_MS is taken over by another; the
+ * again and does not use it.  Then the pool's words, breaker, budget and tally are
+ * cleared, the name written and published, the hash last.  A give stopped for CG__POOL_GIVE_STALE_MS is taken over by another; the
  * stopped one checks the key before it writes the name and publishes by
  * compare-and-swap, and unpublishes a name it may have written over the new owner's
  * (only a stop between that check and the swap gets there).  A call still running in the
