@@ -77,15 +77,11 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
 
 /* Whether an in-flight slot names pool `p` once the slots of dead holders are taken
  * back (cg_limiter_reclaim). */
+static uint32_t cg__live_slots(const struct cg_state *st, int p);
+
 static int cg__pool_holds_slot(struct cg_state *st, int p) {
-  int i;
   cg_limiter_reclaim(st, p);
-  for (i = 0; i < CG_STATE_SLOTS; i++) {
-    uint64_t owner = cg__load(&st->slots[i].owner);
-    if (owner && (int) (owner & 0xFFFFFFFFu) - 1 == p)
-      return 1;
-  }
-  return 0;
+  return cg__live_slots(st, p) != 0;
 }
 
 /* Whether idle pool `p` still holds something for later, without its in-flight count: a
@@ -262,24 +258,26 @@ static __attribute__((noinline, cold)) int cg__pool_reuse(struct cg_state *st,
   return 1;
 }
 
+/* Pool `p`'s `used_ms` set to now, at most once a second.  Sequentially consistent, the
+ * load too: on a weakly ordered CPU a relaxed load could be satisfied after
+ * cg__pool_stamp's load of the key, pairing an old key with a giver's fresh stamp. */
+static void cg__pool_mark_used(struct cg_state_pool *p) {
+  int64_t now = cg_coarse_ms();
+  if (CG_RARE(cg__since(now, __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST)) >= 1000))
+    __atomic_store_n(&p->used_ms, now, __ATOMIC_SEQ_CST);
+}
+
 /* Stamp pool `p`'s `used_ms` (at most once a second).  0 when the pool no longer has key
  * `h`: given to another name since the caller read the key (a stamp that skips its
  * store may be the giver's own), or being given at this instant (cg__pool_reuse).  The
  * caller must not use it then. */
 static int cg__pool_stamp(struct cg_state_pool *p, uint64_t h) {
-  int64_t now = cg_coarse_ms();
-  /* Sequentially consistent, the load too: on a weakly ordered CPU a relaxed load could
-   * be satisfied after the key's, pairing an old key with a giver's fresh stamp. */
-  if (CG_RARE(cg__since(now, __atomic_load_n(&p->used_ms, __ATOMIC_SEQ_CST)) >= 1000))
-    __atomic_store_n(&p->used_ms, now, __ATOMIC_SEQ_CST);
+  cg__pool_mark_used(p);
   return __atomic_load_n(&p->name_hash, __ATOMIC_SEQ_CST) == h;
 }
 
 void cg_limiter_pool_touch(struct cg_state *st, int p) {
-  struct cg_state_pool *pool = &st->pools[p];
-  int64_t now = cg_coarse_ms();
-  if (CG_RARE(cg__since(now, __atomic_load_n(&pool->used_ms, __ATOMIC_RELAXED)) >= 1000))
-    __atomic_store_n(&pool->used_ms, now, __ATOMIC_RELAXED);
+  cg__pool_mark_used(&st->pools[p]);
 }
 
 /* Pool `i` of the scan in cg_limiter_pool_hashed, whose name_hash was `cur`: 0 (free)
@@ -514,14 +512,21 @@ static int cg__holder_gone(pid_t pid, uint64_t start) {
  * raising the count and claiming its slot (or between freeing the slot and lowering the
  * count) leaves the count off; a claim under way at this instant may be counted one
  * short, which admits at most one call too many, once. */
-static void cg__recount(struct cg_state *st, int p) {
-  uint32_t live = 0, cur;
+/* The in-flight slots whose owner word names pool `p`. */
+static uint32_t cg__live_slots(const struct cg_state *st, int p) {
+  uint32_t live = 0;
   int i;
   for (i = 0; i < CG_STATE_SLOTS; i++) {
     uint64_t owner = cg__load(&st->slots[i].owner);
     if (owner && (int) (owner & 0xFFFFFFFFu) - 1 == p)
       live++;
   }
+  return live;
+}
+
+static void cg__recount(struct cg_state *st, int p) {
+  uint32_t live = cg__live_slots(st, p), cur;
+
   cur = cg__load(&st->pools[p].inflight);
   while (cur > live && !cg__cas(&st->pools[p].inflight, &cur, live))
     ;
