@@ -666,14 +666,17 @@ static CURLcode cg__attempt_end(struct cg_call *call, struct cg_attempt *a, CURL
     call->lib->easy_setopt(h->curl, CURLOPT_URL, h->url); /* the host's URL back */
   h->in_perform = 0;
   call->last_attempt_ms = cg_mono_ms() - call->t_attempt_ms;
+  /* The in-flight slot first: its word is written in a guarded region (a page cut away
+   * faults harmlessly there).  Dropping the state before it would leave the slot counted
+   * while this process lives, and every process of the pool waits for it. */
+  cg_admission_leave(&call->admission, call->slot);
+  call->slot = -2;
   if (call->admission.state && !cg_state_intact(call->admission.state)) {
     /* Truncated during the transfer: what it learned is not written (no SIGBUS). */
     cg_warn_once("state-truncated", "state file truncated during a request; this call "
                  "runs on without the shared limiter");
     call->admission.state = NULL;
   }
-  cg_admission_leave(&call->admission, call->slot);
-  call->slot = -2;
 
   if (rc != CURLE_ABORTED_BY_CALLBACK || a->guard_stop == CG_STOP_NONE)
     return rc;

@@ -362,6 +362,8 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   cg_state_guard_pop(&g);
   flock(fd, LOCK_UN);
   st->fd = fd;
+  st->dev = sb.st_dev;
+  st->ino = sb.st_ino;
   return 0;
 }
 
@@ -396,6 +398,8 @@ int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, siz
     return cg__fail(why, len, fd, "state file %s: cannot map it: %s", path);
   cg__map_parts(st, base);
   st->fd = fd;
+  st->dev = sb.st_dev;
+  st->ino = sb.st_ino;
   cg_state_sigbus_install();
   if (sigsetjmp(g.jb, 0) != 0) {
     snprintf(why, len, "state file %s was truncated while it was read (the next guarded "
@@ -486,15 +490,34 @@ static int cg__probe(const struct cg_state *st, int *magic_ok) {
   return 1;
 }
 
-/* One fstat(2) of the file: still as long as the layout. */
+/* Whether descriptor `fd` still names the mapped file, with its stat(2) in `*sb`.  Not so
+ * once the host closed the number (a daemon's close loop, closerange(2)) or put a file of
+ * its own on it (open(2) after such a loop, dup2(2)): that number is the host's now, and
+ * is never locked, closed or written by us again. */
+static int cg__fd_ours(const struct cg_state *st, int fd, struct stat *sb) {
+  return fd >= 0 && fstat(fd, sb) == 0 && sb->st_dev == st->dev && sb->st_ino == st->ino;
+}
+
+/* Set when a check found st->fd no longer the file's (cg__fd_ours): cg_state_get opens it
+ * again at its path, and clears this. */
+static int cg__state_fd_lost;
+
+/* One fstat(2) of the file: 1 as long as the layout, 0 shorter, -1 when the descriptor
+ * is not the file's any more (cg__fd_ours; then cg__state_fd_lost is set). */
 static int cg__long_enough(const struct cg_state *st) {
   struct stat sb;
-  return fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE;
+  if (!cg__fd_ours(st, __atomic_load_n(&st->fd, __ATOMIC_ACQUIRE), &sb)) {
+    __atomic_store_n(&cg__state_fd_lost, 1, __ATOMIC_RELAXED);
+    return -1;
+  }
+  return sb.st_size >= (off_t) CG_STATE_SIZE;
 }
 
 /* The fast paths' length check: fstat(2) at most once per CG_STATE_FSTAT_NS per process
  * (racing threads may both do it, harmlessly), and on every call while the last one
- * found the file short, until a check finds it whole again. */
+ * found the file short, until a check finds it whole again.  A descriptor the host took
+ * (cg__fd_ours) tells nothing of the length: the mapping counts as whole as far as the
+ * probe tells, and cg_state_get opens the file again. */
 static int cg__state_fstat_short;
 
 static int cg__long_enough_now(const struct cg_state *st) {
@@ -508,7 +531,7 @@ static int cg__long_enough_now(const struct cg_state *st) {
       return 1;
     __atomic_store_n(&cg__state_fstat_at, now, __ATOMIC_RELAXED);
   }
-  ok = cg__long_enough(st);
+  ok = cg__long_enough(st) != 0;
   __atomic_store_n(&cg__state_fstat_short, !ok, __ATOMIC_RELAXED);
   return ok;
 }
@@ -523,7 +546,10 @@ static int cg__usable(const struct cg_state *st, int full, int *short_file) {
   *short_file = !cg__probe(st, &magic_ok);
   if (!*short_file) {
     if (full) {
-      *short_file = !cg__long_enough(st);
+      /* A descriptor not the file's any more, which cg_state_get could not replace (the
+       * path now names another file, or none): its length is unknown, and it is treated
+       * as cut short (cg__repair then finds another file at the path). */
+      *short_file = cg__long_enough(st) != 1;
       __atomic_store_n(&cg__state_fstat_short, *short_file, __ATOMIC_RELAXED);
     } else {
       *short_file = !cg__long_enough_now(st);
@@ -546,14 +572,13 @@ int cg_state_intact(const struct cg_state *st) {
  * `path` is now another file (or none), -1 when the repair failed. */
 static int cg__repair(struct cg_state *st, const char *path) {
   struct cg_state_guard g;
-  struct stat sb, cur;
+  struct stat sb;
   char boot[40], why[256];
   int fd;
   volatile int rc = 0;
 
   fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
-  if (fd < 0 || fstat(st->fd, &cur) != 0 || cur.st_dev != sb.st_dev ||
-      cur.st_ino != sb.st_ino) {
+  if (fd < 0 || sb.st_dev != st->dev || sb.st_ino != st->ino) {
     if (fd >= 0)
       close(fd);
     return 1;
@@ -587,12 +612,16 @@ int cg_state_check(struct cg_state *st) {
   char boot[40];
   volatile int rc = 0;
 
-  if (!st || st->fd < 0)
+  int fd;
+
+  /* A descriptor the host took is never locked (its own lock would be dropped with
+   * ours): the check waits for cg_state_get to open the file again. */
+  if (!st || !cg__fd_ours(st, fd = __atomic_load_n(&st->fd, __ATOMIC_ACQUIRE), &sb))
     return 0;
   cg__boot_id(boot);
-  if (cg__lock(st->fd) != 0)
+  if (cg__lock(fd) != 0)
     return 0;
-  if (fstat(st->fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE) {
+  if (fstat(fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE) {
     if (sigsetjmp(g.jb, 0) == 0) {
       cg_state_guard_push(&g, st);
       if (cg__valid(st, boot) && !cg_state_body_ok(st)) {
@@ -602,11 +631,36 @@ int cg_state_check(struct cg_state *st) {
       cg_state_guard_pop(&g);
     }
   }
-  flock(st->fd, LOCK_UN);
+  flock(fd, LOCK_UN);
   if (rc)
     cg_warn_once("state-garbage", "state file held values no curlguard writes (garbage behind "
                  "a valid header); re-initialised it");
   return rc;
+}
+
+/* The file's descriptor again, after the host closed or took st->fd's number
+ * (cg__state_fd_lost): the path opened anew, and kept when it still names the mapped
+ * file.  1 then; 0 when the path names another file or none (cg__repair then finds
+ * that); -1 when it cannot be opened now (out of descriptors, say): asked again on the
+ * next call.  Under cg__state_mutex.  The host's number is left to the host. */
+static int cg__reopen(struct cg_state *st, const char *path) {
+  struct stat sb;
+  char why[256];
+  int fd;
+
+  if (cg__fd_ours(st, __atomic_load_n(&st->fd, __ATOMIC_ACQUIRE), &sb))
+    return 1; /* another thread's check raced a reopen */
+  if (!path)
+    return 0;
+  fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
+  if (fd < 0)
+    return errno == ENOENT ? 0 : -1;
+  if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
+    close(fd);
+    return 0;
+  }
+  __atomic_store_n(&st->fd, fd, __ATOMIC_RELEASE);
+  return 1;
 }
 
 struct cg_state *cg_state_get(const char *path) {
@@ -620,7 +674,8 @@ struct cg_state *cg_state_get(const char *path) {
     st = __atomic_load_n(&cg__state_cur, __ATOMIC_ACQUIRE);
     if (!st)
       return NULL; /* never opened: said once, when it was tried */
-    if (cg__usable(st, 0, &short_file)) {
+    if (cg__usable(st, 0, &short_file) &&
+        !__atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {
       if (__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
       return st;
@@ -639,6 +694,16 @@ struct cg_state *cg_state_get(const char *path) {
     __atomic_store_n(&cg__state_tried, 1, __ATOMIC_RELEASE);
   }
   st = cg__state_cur;
+  if (st && __atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {
+    /* The host closed or took the descriptor's number: the same file opened again (the
+     * mapping stays), quietly.  Not a cut: nothing is re-made or said. */
+    int r = cg__reopen(st, path), magic_ok;
+    if (r < 0 && cg__probe(st, &magic_ok) && magic_ok) {
+      pthread_mutex_unlock(&cg__state_mutex);
+      return st; /* cannot open it now: the mapping as the probe found it; again next call */
+    }
+    __atomic_store_n(&cg__state_fd_lost, 0, __ATOMIC_RELAXED);
+  }
   if (st && !cg__usable(st, 1, &short_file)) {
     /* Seen cut short a moment ago, and now grown back by another process's repair still
      * under way (not valid yet): the cut is the reason, as it was when there was only

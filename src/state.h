@@ -170,7 +170,10 @@ struct cg_state_tally {
   (CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_budget))
 #define CG_STATE_SIZE (CG_STATE_TALLIES_OFF + CG_STATE_POOLS * sizeof(struct cg_state_tally))
 
-/* A mapped state file. */
+/* A mapped state file.  `fd`: a descriptor of it, read and written atomically: a host may
+ * close the number or put a file of its own on it (a daemon's close loop, dup2), and
+ * cg_state_get then opens the file again at its path.  `dev` and `ino`: the mapped
+ * file's identity, which tells whether `fd`, or the path, still names it. */
 struct cg_state {
   struct cg_state_header *hdr;
   struct cg_state_pool *pools;
@@ -180,6 +183,8 @@ struct cg_state {
   struct cg_state_tally *tallies;
   size_t size;
   int fd;
+  dev_t dev;
+  ino_t ino;
 };
 
 /* Open (creating or re-initialising when needed) and map the state file at `path`.

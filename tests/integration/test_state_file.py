@@ -385,5 +385,96 @@ class FullFileTest(StateFileTestCase):
         self.assertEqual([r["outcome"] for r in recs], ["ok", "ok", "ok"])
 
 
+# argv: STATE CLI OWN URL...; one JSON line on stdout.  Between requests the host closes
+# every descriptor above 2 (a daemon's close loop) and opens files of its own until one
+# lands on the number the state file had, as a host's next open(2) would.
+CLOSE_LOOP = r"""
+import json, os, subprocess, sys, time, pycurl
+
+state, cli, own, urls = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+
+def state_fds():
+    want, fds = os.path.realpath(state), []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.path.realpath("/proc/self/fd/" + name) == want:
+                fds.append(int(name))
+        except OSError:
+            pass
+    return fds
+
+def mappings():
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if line.rstrip().endswith(os.path.realpath(state)))
+
+out = {"answers": [], "took": [], "fds": [], "maps": []}
+for i, url in enumerate(urls):
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, 10)
+    body = []
+    c.setopt(pycurl.WRITEFUNCTION, body.append)
+    c.perform()
+    out["answers"].append([c.getinfo(pycurl.RESPONSE_CODE), b"".join(body).decode()])
+    c.close()
+    fds = state_fds()
+    out["fds"].append(fds)
+    out["maps"].append(mappings())
+    if i == len(urls) - 1:
+        break
+    os.closerange(3, 1 << 16)
+    mine = []
+    while fds and len(mine) < 256:
+        mine.append(os.open(own + str(len(mine)), os.O_RDWR | os.O_CREAT, 0o600))
+        if mine[-1] == fds[0]:
+            break
+    out["took"].append(bool(fds) and mine[-1] == fds[0])
+    time.sleep(1.1)                  # past the guard's once-a-second length check
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+p = subprocess.run([cli, "stat", "--json"], env=env, capture_output=True, text=True)
+out["stat"] = json.loads(p.stdout)
+print(json.dumps(out))
+"""
+
+
+class HostTakesTheDescriptorTest(StateFileTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
+        if p.returncode != 0:
+            raise unittest.SkipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+
+    def test_host_closes_and_reuses_the_state_descriptor(self):
+        """A host that closes every descriptor between requests and puts files of its own
+        on the numbers (the state file's among them): the guard opens the file again, with
+        the same mapping, says nothing, and gives back every in-flight slot.  Before, the
+        length check read the host's file through the old number, took the state for cut
+        short, dropped it mid-call with the slot still counted, and with max_inflight 1 the
+        host's next request waited for that slot for good."""
+        script = self.tmp / "host.py"
+        script.write_text(CLOSE_LOOP)
+        urls = [self.mock.url(f"/v1/state/fd/{i}", plan=[OK]) for i in range(3)]
+        p = harness.run([harness.PYTHON, script, str(self.state), harness.CLI,
+                         str(self.tmp / "own-"), *urls],
+                        self.guard_env(CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stderr, b"", "nothing was cut short or re-made")
+        out = json.loads(p.stdout)
+        self.assertEqual(out["answers"], [[200, FIXED]] * 3)
+        self.assertEqual(out["took"], [True, True], "the host's file sat on the state's number")
+        for fds in out["fds"]:
+            self.assertEqual(len(fds), 1, f"one descriptor of the state file: {out['fds']}")
+        self.assertNotEqual(out["fds"][1], out["fds"][0], "opened again on a new number")
+        self.assertEqual(out["maps"], [1, 1, 1], "the same mapping, never a new one")
+        pools = out["stat"]["pools"]
+        self.assertEqual(len(pools), 1)
+        self.assertEqual(pools[0]["inflight"], 0, "every slot given back, the host alive")
+        self.assertEqual(pools[0]["admitted"], 3)
+        for f in self.tmp.glob("own-*"):
+            self.assertEqual(f.read_bytes(), b"", f"the guard wrote into the host's {f.name}")
+        self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 3)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -378,6 +379,39 @@ Test(state, other_users_file_refused) {
 }
 
 /* ---- reset ---- */
+
+/* A host that closed the state file's descriptor and put a file of its own, which it
+ * holds locked, on the number (a daemon's close loop, then open or dup2): the garbage
+ * check (run when no pool has room) neither locks nor unlocks that file.  Before, it
+ * took flock(2) on the number and let go, which dropped the host's own lock (flock locks
+ * belong to the open file description). */
+Test(state, check_leaves_a_host_file_on_the_old_number_alone) {
+  struct cg_state st;
+  char own[160];
+  int n, fd, other;
+
+  open_ok(&st);
+  n = st.fd;
+  snprintf(own, sizeof(own), "%s/own", dir);
+  cr_assert_eq(close(n), 0);
+  fd = open(own, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(fd, 0);
+  if (fd != n) {
+    cr_assert_eq(dup2(fd, n), n);
+    close(fd);
+  }
+  cr_assert_eq(flock(n, LOCK_EX | LOCK_NB), 0, "the host locks its file");
+  cr_assert_eq(cg_state_check(&st), 0);
+  other = open(own, O_RDWR | O_CLOEXEC);
+  cr_assert_geq(other, 0);
+  cr_assert_neq(flock(other, LOCK_EX | LOCK_NB), 0, "the host's lock was dropped");
+  cr_assert_eq(errno, EWOULDBLOCK);
+  close(other);
+  cr_assert_eq(fcntl(n, F_GETFD), FD_CLOEXEC, "the host's number is still open");
+  st.fd = -1; /* the number is the host's: only unmapped */
+  cg_state_close(&st);
+  close(n);
+}
 
 Test(state, reset_clears_pools) {
   struct cg_state st;
