@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,17 +196,40 @@ struct cg__conn {
   int64_t backoff_ms;
   char sha[CG_S_N][48];
   int pending;             /* replies of commands sent without waiting (cg__send) */
+  dev_t dev;               /* the socket's identity (fstat(2) of c->fd once connected): */
+  ino_t ino;               /* cg__conn_ours */
 };
 static __thread struct cg__conn cg__tc;
 static pthread_key_t cg__tc_key;
 static pthread_once_t cg__key_once = PTHREAD_ONCE_INIT;
 
+/* Whether the connection's descriptor is still its socket.  Not so once the host closed
+ * the number (a daemon's close loop, closerange(2)) or put a descriptor of its own on it
+ * (open(2) after such a loop, dup2(2)): that number is the host's now, and a command
+ * would be written into the host's file, a close would close it. */
+static int cg__conn_ours(const struct cg__conn *t) {
+  struct stat sb;
+  return t->c && t->c->fd >= 0 && fstat(t->c->fd, &sb) == 0 && sb.st_dev == t->dev &&
+         sb.st_ino == t->ino;
+}
+
+/* Free the thread's connection (this process's only: a forked child leaves its parent's
+ * alone), closing its socket only while the number is still the socket's
+ * (cg__conn_ours; hiredis' redisFreeKeepFd leaves the host's descriptor open). */
+static void cg__conn_free(struct cg__conn *t) {
+  if (t->c && t->pid == cg_pid()) {
+    if (cg__conn_ours(t))
+      redisFree(t->c);
+    else
+      (void) redisFreeKeepFd(t->c);
+  }
+  t->c = NULL;
+}
+
 static void cg__tc_free(void *arg) {
   struct cg__conn *t = arg;
-  if (t && t->c && t->pid == cg_pid())
-    redisFree(t->c);
   if (t)
-    t->c = NULL;
+    cg__conn_free(t);
 }
 
 static void cg__key_init(void) {
@@ -223,9 +247,7 @@ static struct timeval cg__tv(int64_t ms) {
 static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
   char copy[400];
   snprintf(copy, sizeof(copy), "%s", msg && msg[0] ? msg : "redis failed");
-  if (t->c && t->pid == cg_pid())
-    redisFree(t->c);
-  t->c = NULL;
+  cg__conn_free(t);
   t->pending = 0;
   t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : CG_REDIS_BACKOFF_MIN_MS;
   if (t->backoff_ms > CG_REDIS_BACKOFF_MAX_MS)
@@ -309,8 +331,13 @@ static int cg__connect(struct cg__conn *t) {
   struct timeval tv = cg__tv(CG_REDIS_TIMEOUT_MS);
   redisReply *r;
 
-  if (t->c && t->pid == cg_pid())
-    return 0;
+  if (t->c && t->pid == cg_pid()) {
+    if (cg__conn_ours(t))
+      return 0;
+    /* The host closed or took the socket's number: forgotten, never written to or
+     * closed, and a new connection made at once, quietly (not Redis's failure). */
+    cg__conn_free(t);
+  }
   t->c = NULL; /* a child: the parent's connection is the parent's */
   t->pending = 0;
   if (t->pid != cg_pid()) {
@@ -334,6 +361,15 @@ static int cg__connect(struct cg__conn *t) {
              t->c ? t->c->errstr : "out of memory");
     cg__drop(t, "redis-connect", buf);
     return -1;
+  }
+  {
+    struct stat sb;
+    if (fstat(t->c->fd, &sb) != 0) {
+      cg__fail(t, "connect");
+      return -1;
+    }
+    t->dev = sb.st_dev;
+    t->ino = sb.st_ino;
   }
   redisSetTimeout(t->c, tv);
   if (cg__url.password[0]) {

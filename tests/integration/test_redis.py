@@ -415,6 +415,84 @@ class FleetInflightTest(RedisTestCase):
 
 
 
+# argv: OWN URL...; one JSON line on stdout.  Between requests the host closes every
+# descriptor above 2 (a daemon's close loop) and opens files of its own until it holds
+# every number a socket had (the Redis connection's among them), as its next open(2)s
+# would.
+CLOSE_LOOP = r"""
+import json, os, sys, pycurl
+
+own, urls = sys.argv[1], sys.argv[2:]
+
+def fds():
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink("/proc/self/fd/" + name)
+        except OSError:
+            pass
+    return out
+
+out = {"answers": [], "mine": [], "kept": []}
+mine = []
+for i, url in enumerate(urls):
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, 10)
+    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+    c.perform()
+    out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
+    c.close()
+    now = fds()
+    out["kept"].append(all(now.get(fd) == own + str(k) for k, fd in enumerate(mine)))
+    if i == len(urls) - 1:
+        break
+    socks = [fd for fd, what in now.items() if what.startswith("socket:")]
+    os.closerange(3, 1 << 16)
+    mine = []
+    while socks and len(mine) < 256:
+        mine.append(os.open(own + str(len(mine)), os.O_RDWR | os.O_CREAT, 0o600))
+        if mine[-1] >= max(socks):
+            break
+    out["mine"].append(mine)
+print(json.dumps(out))
+"""
+
+
+class FleetHostDescriptorTest(RedisTestCase):
+    def test_host_closes_and_reuses_the_redis_descriptor(self):
+        """A host that closes every descriptor between requests and opens files of its own
+        on the numbers (the Redis connection's among them): the guard connects again,
+        quietly, and never writes into, reads or closes the host's file.  Before, the next
+        command went to the host's file and the failed connection's redisFree closed the
+        host's descriptor (with a "redis connection lost" line)."""
+        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
+        if p.returncode != 0:
+            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        script = self.tmp / "host.py"
+        script.write_text(CLOSE_LOOP)
+        urls = [self.mock.url(f"/v1/redis/fd/{i}", plan="200") for i in range(3)]
+        own = str(self.tmp / "own-")
+        p = harness.run([harness.PYTHON, script, own, *urls],
+                        self.machine_env("a", CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stderr, b"", "Redis did not fail: nothing to say")
+        out = json.loads(p.stdout)
+        self.assertEqual(out["answers"], [200] * 3)
+        self.assertEqual(out["kept"], [True] * 3, f"a host descriptor was closed: {out}")
+        for mine in out["mine"]:
+            self.assertGreaterEqual(len(mine), 2, out)
+        for f in self.tmp.glob("own-*"):
+            self.assertEqual(f.read_bytes(), b"", f"the guard wrote into the host's {f.name}")
+        for u in urls:
+            self.assertEqual(len(self.mock.wait_entries(url=u)), 1)
+        pool = harness.mock_pool()
+        self.assertEqual(self.redis.cli("ZCARD", self.key(pool, "inflight")), "0",
+                         "every lease given back")
+        self.assertEqual(self.redis.cli("GET", self.key(pool, "admitted")), "3",
+                         "every request admitted through Redis")
+
+
 @unittest.skipUnless(harness.CGMULTI.exists(), "build/tests/cgmulti is not built")
 class FleetMultiHostTest(RedisTestCase):
     """A multi-API host (cgmulti: one process, many transfers in one multi handle, the
