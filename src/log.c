@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -128,4 +129,16 @@ void cg_warn_once(const char *key, const char *fmt, ...) {
   va_start(ap, fmt);
   cg__vwarn(fmt, ap);
   va_end(ap);
+}
+
+int cg_fd_off_stdio(int fd) {
+  int up, err;
+
+  if (fd < 0 || fd > STDERR_FILENO)
+    return fd;
+  up = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  err = errno;
+  close(fd);
+  errno = err;
+  return up;
 }

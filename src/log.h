@@ -29,4 +29,12 @@ ssize_t cg_write_quiet(int fd, const void *buf, size_t len);
  * stderr, pipes, sockets, FIFOs or devices: use cg_write_quiet. */
 ssize_t cg_write_regular(int fd, const void *buf, size_t len);
 
+/* `fd`, a descriptor the guard just opened and keeps (close-on-exec), moved off 0, 1 and
+ * 2: a host that runs with a standard stream closed (`2>&-`, a daemon) hands that number
+ * out next, and what the host, or cg_warn, then writes to "stderr" would go into the
+ * guard's state file or Redis socket.  Returns `fd` when it is above 2; else a copy at 3
+ * or above (fcntl(2) F_DUPFD_CLOEXEC) with `fd` closed, or -1 with errno and `fd`
+ * closed when no copy can be made (out of descriptors). */
+int cg_fd_off_stdio(int fd);
+
 #endif

@@ -364,8 +364,14 @@ static int cg__connect(struct cg__conn *t) {
   }
   {
     struct stat sb;
-    if (fstat(t->c->fd, &sb) != 0) {
-      cg__fail(t, "connect");
+    /* Never on 0, 1 or 2 (log.h cg_fd_off_stdio): the host's stderr writes would go to
+     * Redis.  A number the copy could not be made for is -1, which redisFree leaves. */
+    t->c->fd = cg_fd_off_stdio(t->c->fd);
+    if (t->c->fd < 0 || fstat(t->c->fd, &sb) != 0) {
+      char buf[300];
+      snprintf(buf, sizeof(buf), "redis connect: no descriptor for the socket (%s)",
+               strerror(errno));
+      cg__drop(t, "redis-connect", buf);
       return -1;
     }
     t->dev = sb.st_dev;

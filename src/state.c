@@ -295,7 +295,8 @@ static int cg__fail(char *why, size_t len, int fd, const char *fmt, const char *
  * refuse a symbolic link, anything but a regular file, and another user's file.  Returns
  * the descriptor with its stat in `*sb`, or -1 with the reason in `why`. */
 static int cg__open_own(const char *path, int flags, struct stat *sb, char *why, size_t len) {
-  int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+  /* Never on 0, 1 or 2 (cg_fd_off_stdio): the host's stderr writes would land in the file. */
+  int fd = cg_fd_off_stdio(open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600));
   if (fd < 0 && errno == ELOOP) {
     snprintf(why, len, "state file %s is a symbolic link: refused", path);
     return -1;

@@ -459,6 +459,51 @@ print(json.dumps(out))
 """
 
 
+# argv: REDIS_PORT URL URL; one JSON line on stdout.  The host closes its stdin and stderr
+# first (two numbers: the state file, opened before the connection, may take one); after
+# the first request it lists its descriptors that are TCP connections to Redis.
+NO_STDERR = r"""
+import json, os, sys, pycurl
+
+port, urls = int(sys.argv[1]), sys.argv[2:]
+os.close(0)
+os.close(2)
+out = {"answers": []}
+
+def fetch(url):
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, 10)
+    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+    c.perform()
+    out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
+    c.close()
+
+def redis_inodes():
+    found = set()
+    with open("/proc/net/tcp") as f:
+        for line in list(f)[1:]:
+            col = line.split()
+            if int(col[2].split(":")[1], 16) == port:
+                found.add(col[9])
+    return found
+
+fetch(urls[0])
+inodes, fds = redis_inodes(), []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        what = os.readlink("/proc/self/fd/" + name)
+    except OSError:
+        continue
+    if what.startswith("socket:[") and what[8:-1] in inodes:
+        fds.append(int(name))
+out["redis_fds"] = len(fds)
+out["redis_low"] = [fd for fd in fds if fd <= 2]
+fetch(urls[1])
+print(json.dumps(out))
+"""
+
+
 class FleetHostDescriptorTest(RedisTestCase):
     def test_host_closes_and_reuses_the_redis_descriptor(self):
         """A host that closes every descriptor between requests and opens files of its own
@@ -491,6 +536,27 @@ class FleetHostDescriptorTest(RedisTestCase):
                          "every lease given back")
         self.assertEqual(self.redis.cli("GET", self.key(pool, "admitted")), "3",
                          "every request admitted through Redis")
+
+    def test_host_with_stderr_closed_keeps_the_redis_socket_off_it(self):
+        """A host that runs with stdin and stderr closed (`<&- 2>&-`, a daemon): the Redis
+        connection is never descriptor 0, 1 or 2, so what the host writes to "stderr"
+        cannot go to Redis as commands.  Before, the connection, made before libcurl's,
+        took number 2 (the state file number 0)."""
+        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
+        if p.returncode != 0:
+            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        script = self.tmp / "noerr.py"
+        script.write_text(NO_STDERR)
+        urls = [self.mock.url(f"/v1/redis/noerr/{i}", plan="200") for i in range(2)]
+        p = harness.run([harness.PYTHON, script, str(self.redis.port), *urls],
+                        self.machine_env("a", CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["answers"], [200] * 2)
+        self.assertEqual(out["redis_low"], [], "a Redis connection on a standard stream")
+        self.assertGreaterEqual(out["redis_fds"], 1, "the guard's connection was seen")
+        pool = harness.mock_pool()
+        self.assertEqual(self.redis.cli("GET", self.key(pool, "admitted")), "2")
 
 
 @unittest.skipUnless(harness.CGMULTI.exists(), "build/tests/cgmulti is not built")

@@ -437,6 +437,43 @@ print(json.dumps(out))
 """
 
 
+# argv: STATE URL URL; one JSON line on stdout.  The host closes its stderr first, then
+# writes a line to descriptor 2 after the first request, as a daemon's code would.
+NO_STDERR = r"""
+import json, os, sys, pycurl
+
+state, urls = sys.argv[1], sys.argv[2:]
+os.close(2)
+out = {"answers": []}
+
+def fetch(url):
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, 10)
+    body = []
+    c.setopt(pycurl.WRITEFUNCTION, body.append)
+    c.perform()
+    out["answers"].append([c.getinfo(pycurl.RESPONSE_CODE), b"".join(body).decode()])
+    c.close()
+
+fetch(urls[0])
+want, out["state_fds"] = os.path.realpath(state), []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if os.path.realpath("/proc/self/fd/" + name) == want:
+            out["state_fds"].append(int(name))
+    except OSError:
+        pass
+try:
+    os.write(2, b"host: a line for stderr\n")
+    out["wrote"] = True
+except OSError:
+    out["wrote"] = False
+fetch(urls[1])
+print(json.dumps(out))
+"""
+
+
 class HostTakesTheDescriptorTest(StateFileTestCase):
     @classmethod
     def setUpClass(cls):
@@ -474,6 +511,25 @@ class HostTakesTheDescriptorTest(StateFileTestCase):
         for f in self.tmp.glob("own-*"):
             self.assertEqual(f.read_bytes(), b"", f"the guard wrote into the host's {f.name}")
         self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 3)
+
+    def test_host_with_stderr_closed_keeps_the_state_file_off_it(self):
+        """A host that runs with stderr closed (`2>&-`, a daemon): the state file is never
+        opened as descriptor 2, so what the host writes to "stderr" cannot land in it.
+        Before, the file took number 2, the host's line went into its header, and the next
+        reader found no state file: 'not a ready layout-5 file'."""
+        script = self.tmp / "noerr.py"
+        script.write_text(NO_STDERR)
+        urls = [self.mock.url(f"/v1/state/noerr/{i}", plan=[OK]) for i in range(2)]
+        p = harness.run([harness.PYTHON, script, str(self.state), *urls], self.guard_env(),
+                        timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["answers"], [[200, FIXED]] * 2)
+        self.assertEqual(len(out["state_fds"]), 1, out)
+        self.assertGreater(out["state_fds"][0], 2, "the state file on a standard stream")
+        pools = self.stat()["pools"]
+        self.assertEqual([(q["admitted"], q["inflight"]) for q in pools], [(2, 0)])
+        self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 2)
 
 
 if __name__ == "__main__":
