@@ -552,7 +552,9 @@ static int cg__mkdirs(const char *path) {
 }
 
 /* `fd` (just opened, ours) moved to the top of the descriptor numbers when it can be
- * (see CG__LOG_FD_TOP); sets cg__log_high and returns the descriptor to use. */
+ * (see CG__LOG_FD_TOP); sets cg__log_high and returns the descriptor to use.  Where it
+ * stays low, never on 0, 1 or 2 (log.h cg_fd_off_stdio: a host run with stderr closed
+ * would write its lines into the records); -1 (fd closed) when not even that can be. */
 static int cg__log_move_up(int fd) {
   struct rlimit rl;
   int top, high;
@@ -560,16 +562,16 @@ static int cg__log_move_up(int fd) {
   cg__log_high = 0;
   cg__log_checked_ms = cg_coarse_ms();
   if (cg__log_disturbed || getrlimit(RLIMIT_NOFILE, &rl) != 0)
-    return fd;
+    return cg_fd_off_stdio(fd);
   top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > CG__LOG_FD_TOP ? CG__LOG_FD_TOP
                                                                       : (int) rl.rlim_cur - 1;
   if (top < CG__LOG_FD_LOW || fd >= top)
-    return fd;
+    return cg_fd_off_stdio(fd);
   if ((high = fcntl(fd, F_DUPFD_CLOEXEC, top)) < 0)
-    return fd; /* the top number is taken: stay, checked before every record */
+    return cg_fd_off_stdio(fd); /* the top number is taken: stay, checked before every record */
   if (high != top) {
     close(high); /* above the top (it was taken): no better than where open(2) put it */
-    return fd;
+    return cg_fd_off_stdio(fd);
   }
   close(fd);
   cg__log_high = 1;
