@@ -24,6 +24,7 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -365,9 +366,12 @@ static int cg__connect(struct cg__conn *t) {
   {
     struct stat sb;
     /* Never on 0, 1 or 2 (log.h cg_fd_off_stdio): the host's stderr writes would go to
-     * Redis.  A number the copy could not be made for is -1, which redisFree leaves. */
+     * Redis.  A number the copy could not be made for is -1, which redisFree leaves.
+     * Close-on-exec (hiredis 0.14 makes its socket without it): a program the host
+     * runs does not inherit the connection. */
     t->c->fd = cg_fd_off_stdio(t->c->fd);
-    if (t->c->fd < 0 || fstat(t->c->fd, &sb) != 0) {
+    if (t->c->fd < 0 || fcntl(t->c->fd, F_SETFD, FD_CLOEXEC) != 0 ||
+        fstat(t->c->fd, &sb) != 0) {
       char buf[300];
       snprintf(buf, sizeof(buf), "redis connect: no descriptor for the socket (%s)",
                strerror(errno));

@@ -415,14 +415,24 @@ class FleetInflightTest(RedisTestCase):
 
 
 
-# argv: OWN URL...; one JSON line on stdout.  Between requests the host closes every
-# descriptor above 2 (a daemon's close loop) and opens files of its own until it holds
-# every number a socket had (the Redis connection's among them), as its next open(2)s
-# would.
+# argv: REDIS_PORT OWN URL...; one JSON line on stdout.  Between requests the host closes
+# every descriptor above 2 (a daemon's close loop) and opens files of its own until it
+# holds every number a socket had (the Redis connection's among them), as its next
+# open(2)s would.  After each request it lists its connections to Redis a program it ran
+# would inherit (no close-on-exec).
 CLOSE_LOOP = r"""
-import json, os, sys, pycurl
+import fcntl, json, os, sys, pycurl
 
-own, urls = sys.argv[1], sys.argv[2:]
+port, own, urls = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+
+def redis_inodes():
+    found = set()
+    with open("/proc/net/tcp") as f:
+        for line in list(f)[1:]:
+            col = line.split()
+            if int(col[2].split(":")[1], 16) == port:
+                found.add("socket:[%s]" % col[9])
+    return found
 
 def fds():
     out = {}
@@ -433,7 +443,7 @@ def fds():
             pass
     return out
 
-out = {"answers": [], "mine": [], "kept": []}
+out = {"answers": [], "mine": [], "kept": [], "redis": 0, "inherited": []}
 mine = []
 for i, url in enumerate(urls):
     c = pycurl.Curl()
@@ -445,6 +455,12 @@ for i, url in enumerate(urls):
     c.close()
     now = fds()
     out["kept"].append(all(now.get(fd) == own + str(k) for k, fd in enumerate(mine)))
+    inodes = redis_inodes()
+    for fd, what in now.items():
+        if what in inodes:
+            out["redis"] += 1
+            if not fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC:
+                out["inherited"].append(fd)
     if i == len(urls) - 1:
         break
     socks = [fd for fd, what in now.items() if what.startswith("socket:")]
@@ -463,7 +479,7 @@ print(json.dumps(out))
 # first (two numbers: the state file, opened before the connection, may take one); after
 # the first request it lists its descriptors that are TCP connections to Redis.
 NO_STDERR = r"""
-import json, os, sys, pycurl
+import fcntl, json, os, sys, pycurl
 
 port, urls = int(sys.argv[1]), sys.argv[2:]
 os.close(0)
@@ -499,6 +515,7 @@ for name in os.listdir("/proc/self/fd"):
         fds.append(int(name))
 out["redis_fds"] = len(fds)
 out["redis_low"] = [fd for fd in fds if fd <= 2]
+out["redis_inherited"] = [fd for fd in fds if not fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC]
 fetch(urls[1])
 print(json.dumps(out))
 """
@@ -518,13 +535,16 @@ class FleetHostDescriptorTest(RedisTestCase):
         script.write_text(CLOSE_LOOP)
         urls = [self.mock.url(f"/v1/redis/fd/{i}", plan="200") for i in range(3)]
         own = str(self.tmp / "own-")
-        p = harness.run([harness.PYTHON, script, own, *urls],
+        p = harness.run([harness.PYTHON, script, str(self.redis.port), own, *urls],
                         self.machine_env("a", CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
         self.assertEqual(p.returncode, 0, p)
         self.assertEqual(p.stderr, b"", "Redis did not fail: nothing to say")
         out = json.loads(p.stdout)
         self.assertEqual(out["answers"], [200] * 3)
         self.assertEqual(out["kept"], [True] * 3, f"a host descriptor was closed: {out}")
+        self.assertGreaterEqual(out["redis"], 3, "the guard's connections were seen")
+        self.assertEqual(out["inherited"], [],
+                         "a Redis connection a program the host runs would inherit")
         for mine in out["mine"]:
             self.assertGreaterEqual(len(mine), 2, out)
         for f in self.tmp.glob("own-*"):
@@ -554,6 +574,8 @@ class FleetHostDescriptorTest(RedisTestCase):
         out = json.loads(p.stdout)
         self.assertEqual(out["answers"], [200] * 2)
         self.assertEqual(out["redis_low"], [], "a Redis connection on a standard stream")
+        self.assertEqual(out["redis_inherited"], [],
+                         "a Redis connection a program the host runs would inherit")
         self.assertGreaterEqual(out["redis_fds"], 1, "the guard's connection was seen")
         pool = harness.mock_pool()
         self.assertEqual(self.redis.cli("GET", self.key(pool, "admitted")), "2")
