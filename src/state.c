@@ -296,7 +296,10 @@ static int cg__fail(char *why, size_t len, int fd, const char *fmt, const char *
  * the descriptor with its stat in `*sb`, or -1 with the reason in `why`. */
 static int cg__open_own(const char *path, int flags, struct stat *sb, char *why, size_t len) {
   /* Never on 0, 1 or 2 (cg_fd_off_stdio): the host's stderr writes would land in the file. */
-  int fd = cg_fd_off_stdio(open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600));
+  /* O_NONBLOCK: a FIFO at the path must be refused at once, not waited on for a writer
+   * (it changes nothing for a regular file). */
+  int fd = cg_fd_off_stdio(
+      open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600));
   if (fd < 0 && errno == ELOOP) {
     snprintf(why, len, "state file %s is a symbolic link: refused", path);
     return -1;
@@ -365,6 +368,7 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   st->fd = fd;
   st->dev = sb.st_dev;
   st->ino = sb.st_ino;
+  st->path = strdup(path); /* NULL (out of memory): cg_state_check then does nothing */
   return 0;
 }
 
@@ -431,6 +435,7 @@ int cg_state_reset(const char *path, char *why, size_t whylen) {
 }
 
 void cg_state_close(struct cg_state *st) {
+  free(st->path);
   if (st->hdr)
     munmap(st->hdr, st->size);
   if (st->fd >= 0)
@@ -502,6 +507,10 @@ static int cg__fd_ours(const struct cg_state *st, int fd, struct stat *sb) {
 /* Set when a check found st->fd no longer the file's (cg__fd_ours): cg_state_get opens it
  * again at its path, and clears this. */
 static int cg__state_fd_lost;
+/* Set when the mapped file could neither be opened again nor replaced by a new mapping
+ * (another file at the path, CG_STATE_REMAPS used up): the process keeps its mapping,
+ * checked by the probe alone (no descriptor to ask for the length). */
+static int cg__state_kept;
 
 /* One fstat(2) of the file: 1 as long as the layout, 0 shorter, -1 when the descriptor
  * is not the file's any more (cg__fd_ours; then cg__state_fd_lost is set). */
@@ -525,6 +534,8 @@ static int cg__long_enough_now(const struct cg_state *st) {
   int64_t now, at;
   int ok;
 
+  if (__atomic_load_n(&cg__state_kept, __ATOMIC_RELAXED))
+    return 1;
   if (!__atomic_load_n(&cg__state_fstat_short, __ATOMIC_RELAXED)) {
     now = cg_state_now();
     at = __atomic_load_n(&cg__state_fstat_at, __ATOMIC_RELAXED);
@@ -546,13 +557,16 @@ static int cg__usable(const struct cg_state *st, int full, int *short_file) {
 
   *short_file = !cg__probe(st, &magic_ok);
   if (!*short_file) {
-    if (full) {
+    if (full && !__atomic_load_n(&cg__state_kept, __ATOMIC_RELAXED)) {
       /* A descriptor not the file's any more, which cg_state_get could not replace (the
-       * path now names another file, or none): its length is unknown, and it is treated
-       * as cut short (cg__repair then finds another file at the path). */
-      *short_file = cg__long_enough(st) != 1;
+       * path now names another file, or none): its length is unknown, so the mapping is
+       * not usable as it is, without being short (cg__repair then finds another file at
+       * the path). */
+      int le = cg__long_enough(st);
+      *short_file = le == 0;
       __atomic_store_n(&cg__state_fstat_short, *short_file, __ATOMIC_RELAXED);
-    } else {
+      return le == 1 && magic_ok;
+    } else if (!full) {
       *short_file = !cg__long_enough_now(st);
     }
   }
@@ -610,18 +624,28 @@ static int cg__repair(struct cg_state *st, const char *path) {
 int cg_state_check(struct cg_state *st) {
   struct cg_state_guard g;
   struct stat sb;
-  char boot[40];
+  char boot[40], why[256];
   volatile int rc = 0;
-
   int fd;
 
-  /* A descriptor the host took is never locked (its own lock would be dropped with
-   * ours): the check waits for cg_state_get to open the file again. */
-  if (!st || !cg__fd_ours(st, fd = __atomic_load_n(&st->fd, __ATOMIC_ACQUIRE), &sb))
+  /* The lock is taken on a descriptor of its own, opened at the path, never on st->fd:
+   * that number may be the host's now, even one of the host's own onto this very file
+   * (same device and inode), whose lock ours would take over and drop (flock(2) locks
+   * belong to the open file description). */
+  if (!st || !st->path)
     return 0;
+  fd = cg__open_own(st->path, O_RDWR, &sb, why, sizeof(why));
+  if (fd < 0)
+    return 0;
+  if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
+    close(fd); /* another file at the path now: cg_state_get maps it */
+    return 0;
+  }
   cg__boot_id(boot);
-  if (cg__lock(fd) != 0)
+  if (cg__lock(fd) != 0) {
+    close(fd);
     return 0;
+  }
   if (fstat(fd, &sb) == 0 && sb.st_size >= (off_t) CG_STATE_SIZE) {
     if (sigsetjmp(g.jb, 0) == 0) {
       cg_state_guard_push(&g, st);
@@ -633,6 +657,7 @@ int cg_state_check(struct cg_state *st) {
     }
   }
   flock(fd, LOCK_UN);
+  close(fd);
   if (rc)
     cg_warn_once("state-garbage", "state file held values no curlguard writes (garbage behind "
                  "a valid header); re-initialised it");
@@ -653,9 +678,10 @@ static int cg__reopen(struct cg_state *st, const char *path) {
     return 1; /* another thread's check raced a reopen */
   if (!path)
     return 0;
+  errno = 0; /* cg__open_own's refusals (not a regular file, another user's) set none */
   fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
-  if (fd < 0)
-    return errno == ENOENT ? 0 : -1;
+  if (fd < 0) /* out of descriptors or memory for now: again on the next call */
+    return errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EINTR ? -1 : 0;
   if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
     close(fd);
     return 0;
@@ -667,7 +693,7 @@ static int cg__reopen(struct cg_state *st, const char *path) {
 struct cg_state *cg_state_get(const char *path) {
   struct cg_state *st;
   char why[512];
-  int short_file, fast_short = 0;
+  int short_file, fast_short = 0, lost = 0, magic_ok;
 
   /* The usual call: the file was opened before and is still whole.  No lock and no
    * system call (cg__usable: a guarded probe, an fstat at most once a second). */
@@ -698,11 +724,12 @@ struct cg_state *cg_state_get(const char *path) {
   if (st && __atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {
     /* The host closed or took the descriptor's number: the same file opened again (the
      * mapping stays), quietly.  Not a cut: nothing is re-made or said. */
-    int r = cg__reopen(st, path), magic_ok;
+    int r = cg__reopen(st, path);
     if (r < 0 && cg__probe(st, &magic_ok) && magic_ok) {
       pthread_mutex_unlock(&cg__state_mutex);
       return st; /* cannot open it now: the mapping as the probe found it; again next call */
     }
+    lost = r == 0;
     __atomic_store_n(&cg__state_fd_lost, 0, __ATOMIC_RELAXED);
   }
   if (st && !cg__usable(st, 1, &short_file)) {
@@ -730,6 +757,15 @@ struct cg_state *cg_state_get(const char *path) {
       st = &cg__states[cg__nstates++];
       __atomic_store_n(&cg__state_cur, st, __ATOMIC_RELEASE);
       __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
+    } else if (lost && cg__probe(st, &magic_ok) && magic_ok) {
+      /* The host took the descriptor and the path names another file (or none) that no
+       * new mapping can be made of: the file this process has is whole and valid as far
+       * as the probe tells, and it goes on with it rather than without a limiter. */
+      __atomic_store_n(&cg__state_kept, 1, __ATOMIC_RELAXED);
+      cg_warn_once("state-kept", "state file %s is another file now (replaced or removed "
+                   "while the host had closed this process's descriptor of it) and no new "
+                   "mapping of it can be made; this process goes on with the file it has",
+                   path ? path : "(none)");
     } else {
       if (!__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         cg_warn("state file %s is %s; requests run without the shared limiter until it is "

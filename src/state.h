@@ -170,10 +170,13 @@ struct cg_state_tally {
   (CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * sizeof(struct cg_state_budget))
 #define CG_STATE_SIZE (CG_STATE_TALLIES_OFF + CG_STATE_POOLS * sizeof(struct cg_state_tally))
 
-/* A mapped state file.  `fd`: a descriptor of it, read and written atomically: a host may
- * close the number or put a file of its own on it (a daemon's close loop, dup2), and
- * cg_state_get then opens the file again at its path.  `dev` and `ino`: the mapped
- * file's identity, which tells whether `fd`, or the path, still names it. */
+/* A mapped state file.  `fd`: a descriptor of it, only ever given to fstat(2), read and
+ * written atomically: a host may close the number or put a file of its own on it (a
+ * daemon's close loop, dup2), and cg_state_get then opens the file again at its path.
+ * `dev` and `ino`: the mapped file's identity, which tells whether `fd`, or the path,
+ * still names it.  `path`: a copy of the path it was opened at (cg_state_open; NULL
+ * for cg_state_open_readonly, or when the copy could not be made), where cg_state_check
+ * opens its own descriptor to lock. */
 struct cg_state {
   struct cg_state_header *hdr;
   struct cg_state_pool *pools;
@@ -185,6 +188,7 @@ struct cg_state {
   int fd;
   dev_t dev;
   ino_t ino;
+  char *path;
 };
 
 /* Open (creating or re-initialising when needed) and map the state file at `path`.

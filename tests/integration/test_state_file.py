@@ -131,6 +131,18 @@ class UnusableStateFileTest(StateFileTestCase):
                 self.assertIn(b"symbolic link", p.stderr)
         self.assertEqual(target.read_text(), "keep me\n")
 
+    def test_stat_and_reset_refuse_a_fifo_at_once(self):
+        """A FIFO at the path is refused, not waited on for a writer (the read-only open of
+        `stat` blocked for good before)."""
+        fifo = self.tmp / "state-fifo"
+        os.mkfifo(fifo)
+        for cmd in (["stat"], ["reset"]):
+            with self.subTest(cmd=cmd):
+                p = self.cli(*cmd, state=fifo)
+                self.assertEqual(p.returncode, 1, p)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertIn(b"not a regular file", p.stderr)
+
 
 class UntrustedStateFileTest(StateFileTestCase):
     def test_garbage_bytes_reinitialised(self):
@@ -474,6 +486,31 @@ print(json.dumps(out))
 """
 
 
+# argv: STATE ROUNDS URL; one JSON line on stdout.  Each round: a request, then the host
+# closes every descriptor above 2 and the state file is removed (another process's clean
+# up), and a pause past the guard's once-a-second length check.
+REMOVED_LOOP = r"""
+import json, os, sys, time, pycurl
+
+state, rounds, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out = {"answers": []}
+for i in range(rounds):
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url + str(i))
+    c.setopt(pycurl.TIMEOUT, 10)
+    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+    c.perform()
+    out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
+    c.close()
+    os.closerange(3, 1 << 16)
+    out.setdefault("there", []).append(os.path.exists(state))
+    if os.path.exists(state):
+        os.unlink(state)
+    time.sleep(1.1)
+print(json.dumps(out))
+"""
+
+
 class HostTakesTheDescriptorTest(StateFileTestCase):
     @classmethod
     def setUpClass(cls):
@@ -530,6 +567,29 @@ class HostTakesTheDescriptorTest(StateFileTestCase):
         pools = self.stat()["pools"]
         self.assertEqual([(q["admitted"], q["inflight"]) for q in pools], [(2, 0)])
         self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 2)
+
+    def test_state_file_removed_again_and_again_while_the_host_closes_descriptors(self):
+        """Each round the host closes every descriptor and the state file is removed: the
+        guard maps the new file at the path four times (CG_STATE_REMAPS), then goes on
+        with the file it has, with one line that says so, and gives back every slot.
+        Before, it then said the file was 'shorter than its layout (truncated?)' and ran
+        every later call without the limiter."""
+        script = self.tmp / "removed.py"
+        script.write_text(REMOVED_LOOP)
+        url = self.mock.url("/v1/state/removed/", plan="200")
+        p = harness.run([harness.PYTHON, script, str(self.state), "7", url],
+                        self.guard_env(CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["answers"], [200] * 7)
+        self.assertEqual(out["there"], [True] * 5 + [False] * 2,
+                         "a new file at the path for the first call and four re-maps, then none")
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("is another file now", lines[0])
+        self.assertIn("goes on with the file it has", lines[0])
+        self.assertNotIn("truncated", lines[0])
+        self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 7)
 
 
 if __name__ == "__main__":

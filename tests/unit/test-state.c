@@ -413,6 +413,35 @@ Test(state, check_leaves_a_host_file_on_the_old_number_alone) {
   close(n);
 }
 
+/* The same with the host's own descriptor of the state file itself on the old number (a
+ * monitoring host that reads the file under a shared lock): the number names the mapped
+ * file (same device and inode), and the check still never locks through it; it locks a
+ * descriptor of its own, which waits for the host's lock and gives up. */
+Test(state, check_leaves_the_hosts_own_lock_on_the_state_file_alone) {
+  struct cg_state st;
+  int n, fd, other;
+
+  open_ok(&st);
+  n = st.fd;
+  cr_assert_eq(close(n), 0);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  cr_assert_geq(fd, 0);
+  if (fd != n) {
+    cr_assert_eq(dup2(fd, n), n);
+    close(fd);
+  }
+  cr_assert_eq(flock(n, LOCK_SH | LOCK_NB), 0, "the host locks the state file, shared");
+  cr_assert_eq(cg_state_check(&st), 0);
+  other = open(path, O_RDONLY | O_CLOEXEC);
+  cr_assert_geq(other, 0);
+  cr_assert_neq(flock(other, LOCK_EX | LOCK_NB), 0, "the host's lock was dropped");
+  cr_assert_eq(errno, EWOULDBLOCK);
+  close(other);
+  st.fd = -1; /* the number is the host's: only unmapped */
+  cg_state_close(&st);
+  close(n);
+}
+
 Test(state, reset_clears_pools) {
   struct cg_state st;
   char why[512] = "";
