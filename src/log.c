@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CG_WARN_KEYS 64
@@ -29,6 +30,37 @@ __attribute__((constructor)) static void cg__fork_register(void) {
 static char cg__warn_keys[CG_WARN_KEYS][32];
 static int cg__warn_nkeys;
 
+/* What descriptor 2 was when the library was loaded (cg__err_learn): a line goes to it
+ * while it is still that file (cg__stderr_ok). */
+static dev_t cg__err_dev;
+static ino_t cg__err_ino;
+static int cg__err_known;
+
+__attribute__((constructor)) static void cg__err_learn(void) {
+  struct stat sb;
+  if (fstat(STDERR_FILENO, &sb) == 0) {
+    cg__err_dev = sb.st_dev;
+    cg__err_ino = sb.st_ino;
+    cg__err_known = 1;
+  }
+}
+
+/* Whether a line may be written to descriptor 2 now: it is the stderr the process was
+ * started with, or a pipe, FIFO or character device (a terminal, /dev/null) the host put
+ * there since.  Not a socket or a regular file that took the number after the host
+ * closed its stderr (a daemon run with `2>&-`): that is libcurl's connection or the
+ * host's own data file, and a line would go into its request or its file.  (A host that
+ * re-points stderr at a log file of its own with dup2(2) after start gets no lines.)
+ * One fstat(2) per line: lines are rare. */
+static int cg__stderr_ok(void) {
+  struct stat sb;
+  if (fstat(STDERR_FILENO, &sb) != 0)
+    return 0;
+  if (cg__err_known && sb.st_dev == cg__err_dev && sb.st_ino == cg__err_ino)
+    return 1;
+  return S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode);
+}
+
 static void cg__vwarn(const char *fmt, va_list ap) {
   char line[1024];
   size_t pre = sizeof("curlguard: ") - 1;
@@ -42,7 +74,8 @@ static void cg__vwarn(const char *fmt, va_list ap) {
     n = (int) (sizeof(line) - pre - 2);
   line[pre + (size_t) n] = '\n';
   /* One write(2): a line never interleaves with another process's line. */
-  cg_write_quiet(STDERR_FILENO, line, pre + (size_t) n + 1);
+  if (cg__stderr_ok())
+    cg_write_quiet(STDERR_FILENO, line, pre + (size_t) n + 1);
 }
 
 /* write(2) all of `len` bytes, retrying short writes and EINTR.  0, or the errno. */

@@ -646,7 +646,11 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   cg__log_watched = cg__log_watchable(c->log_path, &st) && cg__dir_stat(c->log_path, &st) == 0;
   cg__log_dir_dev = st.st_dev;
   cg__log_dir_ino = st.st_ino;
-  return cg__log_move_up(fd);
+  fd = cg__log_move_up(fd);
+  if (fd < 0 && !quiet)
+    cg_warn("usage log %s: no descriptor above 2 for it (%s); records are not written "
+            "(tried again once a second)", c->log_path, strerror(errno));
+  return fd;
 
 not_a_file:
   if (!quiet)

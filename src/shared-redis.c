@@ -360,6 +360,11 @@ static int cg__connect(struct cg__conn *t) {
              cg__url.unix_socket ? cg__url.path : cg__url.host,
              cg__url.unix_socket ? "" : ":", cg__url.unix_socket ? 0 : cg__url.port,
              t->c ? t->c->errstr : "out of memory");
+    /* Made by this call, so its socket is ours: hiredis 0.14 leaves it open after a
+     * refused connect, and cg__drop's identity check (cg__conn_ours) knows only the last
+     * good connection's. */
+    redisFree(t->c);
+    t->c = NULL;
     cg__drop(t, "redis-connect", buf);
     return -1;
   }
@@ -375,6 +380,8 @@ static int cg__connect(struct cg__conn *t) {
       char buf[300];
       snprintf(buf, sizeof(buf), "redis connect: no descriptor for the socket (%s)",
                strerror(errno));
+      redisFree(t->c); /* ours, made by this call (a copy that failed is -1: left) */
+      t->c = NULL;
       cg__drop(t, "redis-connect", buf);
       return -1;
     }

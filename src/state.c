@@ -610,7 +610,11 @@ static int cg__repair(struct cg_state *st, const char *path) {
     rc = -1; /* cut again meanwhile: the next call tries again */
   } else {
     cg_state_guard_push(&g, st);
-    if (!cg__valid(st, boot) || !cg_state_body_ok(st))
+    /* Grown back by this call: re-made even when the header survived the cut.  What
+     * was cut away came back as zeros, and what was not (in-flight slots of calls that
+     * dropped the state on the fault, counted for ever while their processes live)
+     * must not outlive it. */
+    if (sb.st_size < (off_t) CG_STATE_SIZE || !cg__valid(st, boot) || !cg_state_body_ok(st))
       cg__init(st, boot);
     else
       rc = 2;
@@ -762,9 +766,10 @@ struct cg_state *cg_state_get(const char *path) {
        * new mapping can be made of: the file this process has is whole and valid as far
        * as the probe tells, and it goes on with it rather than without a limiter. */
       __atomic_store_n(&cg__state_kept, 1, __ATOMIC_RELAXED);
-      cg_warn_once("state-kept", "state file %s is another file now (replaced or removed "
-                   "while the host had closed this process's descriptor of it) and no new "
-                   "mapping of it can be made; this process goes on with the file it has",
+      cg_warn_once("state-kept", "state file %s no longer opens as the file this process "
+                   "maps (removed, replaced or refused while the host had closed this "
+                   "process's descriptor of it) and no new mapping of it can be made; this "
+                   "process goes on with the file it has",
                    path ? path : "(none)");
     } else {
       if (!__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))

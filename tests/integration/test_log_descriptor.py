@@ -175,5 +175,59 @@ class LogDescriptorTest(harness.GuardTestCase):
         self.assertNotEqual(out["after"], out["fds"])
 
 
+# argv: OUT URL...; writes one JSON line to OUT.  A daemon-like host: it closes its stdin,
+# stdout and stderr first, then reuses one handle (keep-alive) for every URL.
+NO_STDIO = r"""
+import json, os, sys, pycurl
+
+out_path, urls = sys.argv[1], sys.argv[2:]
+for fd in (0, 1, 2):
+    os.close(fd)
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+c.setopt(pycurl.TIMEOUT, 10)
+answers = []
+for url in urls:
+    c.setopt(pycurl.URL, url)
+    try:
+        c.perform()
+        answers.append(c.getinfo(pycurl.RESPONSE_CODE))
+    except pycurl.error as e:
+        answers.append("error %d" % e.args[0])
+fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, json.dumps({"answers": answers}).encode())
+"""
+
+
+class NoStdioTest(harness.GuardTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        p = subprocess.run([harness.PYTHON, "-c", "import pycurl"], capture_output=True,
+                           env=harness.plain_env(), timeout=30)
+        if p.returncode != 0:
+            raise unittest.SkipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+
+    def test_a_line_never_goes_into_the_connection_on_descriptor_2(self):
+        """A host that closed its stdin, stdout and stderr, with a usage log that cannot
+        be opened (so the guard has a line to say): libcurl's connection takes one of the
+        numbers, and the line is not written into it (log.c cg__stderr_ok: descriptor 2
+        is no longer the stderr the process started with, and it is a socket).  Before,
+        the line went into the keep-alive connection and the next request got a 400."""
+        script = self.tmp / "nostdio.py"
+        script.write_text(NO_STDIO)
+        (self.tmp / "notadir").write_text("")
+        urls = [self.mock.url(f"/v1/fd/nostdio/{i}", plan=[OK]) for i in range(3)]
+        result = self.tmp / "result.json"
+        p = harness.run([harness.PYTHON, script, str(result), *urls],
+                        self.guard_env(log_path=self.tmp / "notadir" / "usage.jsonl"),
+                        timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(json.loads(result.read_text())["answers"], [200] * 3)
+        for u in urls:
+            entries = self.mock.wait_entries(url=u)
+            self.assertEqual(len(entries), 1, u)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -521,6 +521,43 @@ print(json.dumps(out))
 """
 
 
+# argv: URL N; one JSON line on stdout.  One request, then N more, each from a new thread
+# (a thread's first call tries to connect to Redis: no backoff carried over); counts the
+# host's socket descriptors before and after (libcurl closes its own with each handle).
+THREADS_DOWN = r"""
+import json, os, sys, threading, pycurl
+
+url, n = sys.argv[1], int(sys.argv[2])
+codes = []
+
+def fetch():
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, 10)
+    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+    c.perform()
+    codes.append(c.getinfo(pycurl.RESPONSE_CODE))
+    c.close()
+
+def sockets():
+    k = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            k += os.readlink("/proc/self/fd/" + name).startswith("socket:")
+        except OSError:
+            pass
+    return k
+
+fetch()
+before = sockets()
+for i in range(n):
+    t = threading.Thread(target=fetch)
+    t.start()
+    t.join()
+print(json.dumps({"codes": codes, "before": before, "after": sockets()}))
+"""
+
+
 class FleetHostDescriptorTest(RedisTestCase):
     def test_host_closes_and_reuses_the_redis_descriptor(self):
         """A host that closes every descriptor between requests and opens files of its own
@@ -579,6 +616,27 @@ class FleetHostDescriptorTest(RedisTestCase):
         self.assertGreaterEqual(out["redis_fds"], 1, "the guard's connection was seen")
         pool = harness.mock_pool()
         self.assertEqual(self.redis.cli("GET", self.key(pool, "admitted")), "2")
+
+    def test_redis_down_leaks_no_socket(self):
+        """Redis refuses every connect (nothing listens on its port): each thread's failed
+        connect is freed with its socket.  Before, hiredis left the socket open and the
+        drop's identity check took it for the host's: one socket leaked per attempt, about
+        720 an hour per thread at the 5 s backoff, until the host ran out of descriptors."""
+        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
+        if p.returncode != 0:
+            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        script = self.tmp / "down.py"
+        script.write_text(THREADS_DOWN)
+        env = self.machine_env("a", CURLGUARD_REDIS=f"redis://127.0.0.1:{free_port()}")
+        url = self.mock.url("/v1/redis/down", plan="200")
+        p = harness.run([harness.PYTHON, script, url, "20"], env, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["codes"], [200] * 21)
+        self.assertEqual(out["after"], out["before"], f"sockets leaked: {out}")
+        lines = self.redis_lines(p)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("cannot connect", lines[0])
 
 
 @unittest.skipUnless(harness.CGMULTI.exists(), "build/tests/cgmulti is not built")

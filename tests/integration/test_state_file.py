@@ -207,6 +207,35 @@ print(out)
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 
 
+# argv: STATE SLOW_URL URL URL; one JSON line on stdout.  While the first (slow) request
+# runs, the state file's last two pages are cut off; then two more requests, each with a
+# deadline of the host's own.
+TAIL_CUT = r"""
+import json, os, sys, threading, time, pycurl
+
+state, urls = sys.argv[1], sys.argv[2:]
+out = {"answers": []}
+
+def cut():
+    time.sleep(0.7)
+    os.truncate(state, os.path.getsize(state) - 8192)
+
+threading.Thread(target=cut).start()
+for url in urls:
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, 8)
+    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+    try:
+        c.perform()
+        out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
+    except pycurl.error as e:
+        out["answers"].append("error %d: %s" % (e.args[0], e.args[1]))
+    c.close()
+print(json.dumps(out))
+"""
+
+
 class TruncatedDuringACallTest(StateFileTestCase):
     def test_file_truncated_during_a_transfer_fails_open(self):
         """The file is cut while a call is in flight (review 6, N3): the call checks the
@@ -219,6 +248,28 @@ class TruncatedDuringACallTest(StateFileTestCase):
         os.truncate(self.state, 0)
         holder.wait(30)
         self.assertEqual(holder.returncode, 0, "the host died (SIGBUS is -7)")
+
+    def test_tail_cut_during_a_transfer_gives_the_slot_back(self):
+        """The file's last pages are cut while a call holds the only in-flight slot (an
+        operator's `truncate -s`): the call gives its slot back before it drops the state,
+        the next call grows the file back and re-makes it, and the host's later calls
+        go.  Before, the slot stayed counted (its word was not cut), the repair kept the
+        file, and every later call of every process waited for that slot."""
+        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
+        if p.returncode != 0:
+            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        script = self.tmp / "cut.py"
+        script.write_text(TAIL_CUT)
+        urls = [self.mock.url("/v1/state/tail/slow", plan="200:delay=1500"),
+                self.mock.url("/v1/state/tail/a", plan="200"),
+                self.mock.url("/v1/state/tail/b", plan="200")]
+        env = self.guard_env(CURLGUARD_LOG="off", CURLGUARD_MAX_INFLIGHT="1")
+        p = harness.run([harness.PYTHON, script, str(self.state), *urls], env, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["answers"], [200, 200, 200], out)
+        pool = {x["name"]: x for x in self.stat()["pools"]}[harness.mock_pool()]
+        self.assertEqual(pool["inflight"], 0)
 
 
 class ManyProcessesTest(StateFileTestCase):
@@ -586,7 +637,7 @@ class HostTakesTheDescriptorTest(StateFileTestCase):
                          "a new file at the path for the first call and four re-maps, then none")
         lines = p.stderr.decode().splitlines()
         self.assertEqual(len(lines), 1, lines)
-        self.assertIn("is another file now", lines[0])
+        self.assertIn("no longer opens as the file this process maps", lines[0])
         self.assertIn("goes on with the file it has", lines[0])
         self.assertNotIn("truncated", lines[0])
         self.assertEqual([r["outcome"] for r in self.records()], ["ok"] * 7)
