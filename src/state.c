@@ -323,7 +323,7 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   struct stat sb;
   char boot[40];
   void *base;
-  int fd;
+  int fd, grown;
 
   memset(st, 0, sizeof(*st));
   st->fd = -1;
@@ -335,12 +335,14 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
     errno = ETIMEDOUT;
     return cg__fail(why, len, fd, "state file %s: cannot lock it (%s)", path);
   }
-  /* Never map past the end: a short (new, truncated or foreign) file is grown first. */
+  /* Never map past the end: a short (new, truncated or foreign) file is grown first,
+   * and then re-made even when its header survived (as cg__repair does). */
   if (fstat(fd, &sb) != 0 || (sb.st_size < (off_t) CG_STATE_SIZE &&
                               ftruncate(fd, (off_t) CG_STATE_SIZE) != 0)) {
     flock(fd, LOCK_UN);
     return cg__fail(why, len, fd, "state file %s: cannot size it: %s", path);
   }
+  grown = sb.st_size < (off_t) CG_STATE_SIZE;
   base = mmap(NULL, CG_STATE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     flock(fd, LOCK_UN);
@@ -361,7 +363,7 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   cg_state_guard_push(&g, st);
   /* Garbage behind a good header (a stray write, a file of another program) would make
    * every call run unpaced: it is re-made like a file of another layout. */
-  if (force_init || !cg__valid(st, boot) || !cg_state_body_ok(st))
+  if (force_init || grown || !cg__valid(st, boot) || !cg_state_body_ok(st))
     cg__init(st, boot);
   cg_state_guard_pop(&g);
   flock(fd, LOCK_UN);
