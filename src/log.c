@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,20 +46,25 @@ __attribute__((constructor)) static void cg__err_learn(void) {
   }
 }
 
-/* Whether a line may be written to descriptor 2 now: it is the stderr the process was
- * started with, or a pipe, FIFO or character device (a terminal, /dev/null) the host put
- * there since.  Not a socket or a regular file that took the number after the host
- * closed its stderr (a daemon run with `2>&-`): that is libcurl's connection or the
- * host's own data file, and a line would go into its request or its file.  (A host that
- * re-points stderr at a log file of its own with dup2(2) after start gets no lines.)
- * One fstat(2) per line: lines are rare. */
+/* Whether a line may be written to descriptor 2 now: not when it is a network socket
+ * that was not the process's stderr when the library was loaded.  A host that closed its
+ * stderr (a daemon run with `2>&-`) hands that number to libcurl's next connection, and
+ * a line would go into the request.  A file, pipe, terminal or Unix socket the host put
+ * there itself (freopen(3) of a log, journald's stream) gets the lines, as it gets the
+ * host's own stderr.  One fstat(2) per line (and a getsockopt(2) for a socket): lines
+ * are rare. */
 static int cg__stderr_ok(void) {
   struct stat sb;
+  int domain;
+  socklen_t len = sizeof(domain);
+
   if (fstat(STDERR_FILENO, &sb) != 0)
     return 0;
-  if (cg__err_known && sb.st_dev == cg__err_dev && sb.st_ino == cg__err_ino)
+  if (!S_ISSOCK(sb.st_mode) ||
+      (cg__err_known && sb.st_dev == cg__err_dev && sb.st_ino == cg__err_ino))
     return 1;
-  return S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode);
+  return getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+         domain != AF_INET && domain != AF_INET6;
 }
 
 static void cg__vwarn(const char *fmt, va_list ap) {
