@@ -101,6 +101,14 @@ def require_git():
         raise unittest.SkipTest("git is not installed")
 
 
+def require_pycurl():
+    """Skip the calling test (class) when Debian's python3 has no pycurl (python3-pycurl)."""
+    p = subprocess.run([PYTHON, "-c", "import pycurl"], capture_output=True,
+                       env=plain_env(), timeout=30)
+    if p.returncode != 0:
+        raise unittest.SkipTest(f"{PYTHON} has no pycurl (python3-pycurl)")
+
+
 def require_curl_and_cli():
     """Skip the calling test class when Debian's curl or the built CLI is missing."""
     require_curl()

@@ -9,7 +9,6 @@ could not be moved up, and once the host has closed or replaced it). Each case
 is one unmodified python3 + pycurl host doing three requests."""
 
 import json
-import subprocess
 import textwrap
 import unittest
 from urllib.parse import urlsplit
@@ -96,10 +95,7 @@ class LogDescriptorTest(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        p = subprocess.run([harness.PYTHON, "-c", "import pycurl"], capture_output=True,
-                           env=harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            raise unittest.SkipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
 
     def host(self, mode, *nofile):
         script = self.tmp / "host.py"
@@ -203,10 +199,7 @@ class NoStdioTest(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        p = subprocess.run([harness.PYTHON, "-c", "import pycurl"], capture_output=True,
-                           env=harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            raise unittest.SkipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
 
     def test_a_line_never_goes_into_the_connection_on_descriptor_2(self):
         """A host that closed its stdin, stdout and stderr, with a usage log that cannot

@@ -565,9 +565,7 @@ class FleetHostDescriptorTest(RedisTestCase):
         quietly, and never writes into, reads or closes the host's file.  Before, the next
         command went to the host's file and the failed connection's redisFree closed the
         host's descriptor (with a "redis connection lost" line)."""
-        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
         script = self.tmp / "host.py"
         script.write_text(CLOSE_LOOP)
         urls = [self.mock.url(f"/v1/redis/fd/{i}", plan="200") for i in range(3)]
@@ -599,9 +597,7 @@ class FleetHostDescriptorTest(RedisTestCase):
         connection is never descriptor 0, 1 or 2, so what the host writes to "stderr"
         cannot go to Redis as commands.  Before, the connection, made before libcurl's,
         took number 2 (the state file number 0)."""
-        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
         script = self.tmp / "noerr.py"
         script.write_text(NO_STDERR)
         urls = [self.mock.url(f"/v1/redis/noerr/{i}", plan="200") for i in range(2)]
@@ -622,9 +618,7 @@ class FleetHostDescriptorTest(RedisTestCase):
         connect is freed with its socket.  Before, hiredis left the socket open and the
         drop's identity check took it for the host's: one socket leaked per attempt, about
         720 an hour per thread at the 5 s backoff, until the host ran out of descriptors."""
-        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
         script = self.tmp / "down.py"
         script.write_text(THREADS_DOWN)
         env = self.machine_env("a", CURLGUARD_REDIS=f"redis://127.0.0.1:{free_port()}")

@@ -255,9 +255,7 @@ class TruncatedDuringACallTest(StateFileTestCase):
         the next call grows the file back and re-makes it, and the host's later calls
         go.  Before, the slot stayed counted (its word was not cut), the repair kept the
         file, and every later call of every process waited for that slot."""
-        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            self.skipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
         script = self.tmp / "cut.py"
         script.write_text(TAIL_CUT)
         urls = [self.mock.url("/v1/state/tail/slow", plan="200:delay=1500"),
@@ -566,9 +564,7 @@ class HostTakesTheDescriptorTest(StateFileTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        p = harness.run([harness.PYTHON, "-c", "import pycurl"], harness.plain_env(), timeout=30)
-        if p.returncode != 0:
-            raise unittest.SkipTest(f"{harness.PYTHON} has no pycurl (python3-pycurl)")
+        harness.require_pycurl()
 
     def test_host_closes_and_reuses_the_state_descriptor(self):
         """A host that closes every descriptor between requests and puts files of its own
