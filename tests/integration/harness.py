@@ -89,6 +89,54 @@ def closed_port():
     return port
 
 
+
+# The start of a pycurl host script a test writes out and runs under the guard (a separate
+# program: the test's own process is not guarded): fetch() and the looks at the host's own
+# descriptors that the descriptor tests (test_state_file, test_redis, test_log_descriptor)
+# share.  The test appends the host's own steps.
+PYCURL_HOST_START = r"""
+import fcntl, json, os, subprocess, sys, threading, time, pycurl
+
+def fetch(url, timeout=10, handle=None):
+    # GET url: (status, body text); pycurl.error when the transfer fails
+    c = handle or pycurl.Curl()
+    body = []
+    c.setopt(pycurl.URL, url)
+    c.setopt(pycurl.TIMEOUT, timeout)
+    c.setopt(pycurl.WRITEFUNCTION, body.append)
+    try:
+        c.perform()
+        return c.getinfo(pycurl.RESPONSE_CODE), b"".join(body).decode()
+    finally:
+        if handle is None:
+            c.close()
+
+def open_fds():
+    # {descriptor: what /proc/self/fd names}, without one closed meanwhile
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink("/proc/self/fd/" + name)
+        except OSError:
+            pass
+    return out
+
+def fds_of(path):
+    # this process's descriptors of the file at path, lowest first
+    want = os.path.realpath(path)
+    return sorted(fd for fd, what in open_fds().items() if what == want)
+
+def tcp_to(port):
+    # the names ("socket:[inode]") of this machine's TCP connections to port
+    found = set()
+    with open("/proc/net/tcp") as f:
+        for line in list(f)[1:]:
+            col = line.split()
+            if int(col[2].split(":")[1], 16) == port:
+                found.add("socket:[%s]" % col[9])
+    return found
+"""
+
 def require_curl():
     """Skip the calling test class when curl is missing."""
     if not CURL:

@@ -173,21 +173,15 @@ class LogDescriptorTest(harness.GuardTestCase):
 
 # argv: OUT URL...; writes one JSON line to OUT.  A daemon-like host: it closes its stdin,
 # stdout and stderr first, then reuses one handle (keep-alive) for every URL.
-NO_STDIO = r"""
-import json, os, sys, pycurl
-
+NO_STDIO = harness.PYCURL_HOST_START + r"""
 out_path, urls = sys.argv[1], sys.argv[2:]
 for fd in (0, 1, 2):
     os.close(fd)
 c = pycurl.Curl()
-c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-c.setopt(pycurl.TIMEOUT, 10)
 answers = []
 for url in urls:
-    c.setopt(pycurl.URL, url)
     try:
-        c.perform()
-        answers.append(c.getinfo(pycurl.RESPONSE_CODE))
+        answers.append(fetch(url, handle=c)[0])
     except pycurl.error as e:
         answers.append("error %d" % e.args[0])
 fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -420,42 +420,15 @@ class FleetInflightTest(RedisTestCase):
 # holds every number a socket had (the Redis connection's among them), as its next
 # open(2)s would.  After each request it lists its connections to Redis a program it ran
 # would inherit (no close-on-exec).
-CLOSE_LOOP = r"""
-import fcntl, json, os, sys, pycurl
-
+CLOSE_LOOP = harness.PYCURL_HOST_START + r"""
 port, own, urls = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-
-def redis_inodes():
-    found = set()
-    with open("/proc/net/tcp") as f:
-        for line in list(f)[1:]:
-            col = line.split()
-            if int(col[2].split(":")[1], 16) == port:
-                found.add("socket:[%s]" % col[9])
-    return found
-
-def fds():
-    out = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            out[int(name)] = os.readlink("/proc/self/fd/" + name)
-        except OSError:
-            pass
-    return out
-
 out = {"answers": [], "mine": [], "kept": [], "redis": 0, "inherited": []}
 mine = []
 for i, url in enumerate(urls):
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url)
-    c.setopt(pycurl.TIMEOUT, 10)
-    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-    c.perform()
-    out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
-    c.close()
-    now = fds()
+    out["answers"].append(fetch(url)[0])
+    now = open_fds()
     out["kept"].append(all(now.get(fd) == own + str(k) for k, fd in enumerate(mine)))
-    inodes = redis_inodes()
+    inodes = tcp_to(port)
     for fd, what in now.items():
         if what in inodes:
             out["redis"] += 1
@@ -478,45 +451,17 @@ print(json.dumps(out))
 # argv: REDIS_PORT URL URL; one JSON line on stdout.  The host closes its stdin and stderr
 # first (two numbers: the state file, opened before the connection, may take one); after
 # the first request it lists its descriptors that are TCP connections to Redis.
-NO_STDERR = r"""
-import fcntl, json, os, sys, pycurl
-
+NO_STDERR = harness.PYCURL_HOST_START + r"""
 port, urls = int(sys.argv[1]), sys.argv[2:]
 os.close(0)
 os.close(2)
-out = {"answers": []}
-
-def fetch(url):
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url)
-    c.setopt(pycurl.TIMEOUT, 10)
-    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-    c.perform()
-    out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
-    c.close()
-
-def redis_inodes():
-    found = set()
-    with open("/proc/net/tcp") as f:
-        for line in list(f)[1:]:
-            col = line.split()
-            if int(col[2].split(":")[1], 16) == port:
-                found.add(col[9])
-    return found
-
-fetch(urls[0])
-inodes, fds = redis_inodes(), []
-for name in os.listdir("/proc/self/fd"):
-    try:
-        what = os.readlink("/proc/self/fd/" + name)
-    except OSError:
-        continue
-    if what.startswith("socket:[") and what[8:-1] in inodes:
-        fds.append(int(name))
+out = {"answers": [fetch(urls[0])[0]]}
+inodes = tcp_to(port)
+fds = [fd for fd, what in open_fds().items() if what in inodes]
 out["redis_fds"] = len(fds)
 out["redis_low"] = [fd for fd in fds if fd <= 2]
 out["redis_inherited"] = [fd for fd in fds if not fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC]
-fetch(urls[1])
+out["answers"].append(fetch(urls[1])[0])
 print(json.dumps(out))
 """
 
@@ -524,34 +469,17 @@ print(json.dumps(out))
 # argv: URL N; one JSON line on stdout.  One request, then N more, each from a new thread
 # (a thread's first call tries to connect to Redis: no backoff carried over); counts the
 # host's socket descriptors before and after (libcurl closes its own with each handle).
-THREADS_DOWN = r"""
-import json, os, sys, threading, pycurl
-
+THREADS_DOWN = harness.PYCURL_HOST_START + r"""
 url, n = sys.argv[1], int(sys.argv[2])
 codes = []
 
-def fetch():
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url)
-    c.setopt(pycurl.TIMEOUT, 10)
-    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-    c.perform()
-    codes.append(c.getinfo(pycurl.RESPONSE_CODE))
-    c.close()
-
 def sockets():
-    k = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            k += os.readlink("/proc/self/fd/" + name).startswith("socket:")
-        except OSError:
-            pass
-    return k
+    return sum(what.startswith("socket:") for what in open_fds().values())
 
-fetch()
+codes.append(fetch(url)[0])
 before = sockets()
 for i in range(n):
-    t = threading.Thread(target=fetch)
+    t = threading.Thread(target=lambda: codes.append(fetch(url)[0]))
     t.start()
     t.join()
 print(json.dumps({"codes": codes, "before": before, "after": sockets()}))

@@ -210,9 +210,7 @@ print(out)
 # argv: STATE SLOW_URL URL URL; one JSON line on stdout.  While the first (slow) request
 # runs, the state file's last two pages are cut off; then two more requests, each with a
 # deadline of the host's own.
-TAIL_CUT = r"""
-import json, os, sys, threading, time, pycurl
-
+TAIL_CUT = harness.PYCURL_HOST_START + r"""
 state, urls = sys.argv[1], sys.argv[2:]
 out = {"answers": []}
 
@@ -222,16 +220,10 @@ def cut():
 
 threading.Thread(target=cut).start()
 for url in urls:
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url)
-    c.setopt(pycurl.TIMEOUT, 8)
-    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
     try:
-        c.perform()
-        out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
+        out["answers"].append(fetch(url, timeout=8)[0])
     except pycurl.error as e:
         out["answers"].append("error %d: %s" % (e.args[0], e.args[1]))
-    c.close()
 print(json.dumps(out))
 """
 
@@ -449,20 +441,8 @@ class FullFileTest(StateFileTestCase):
 # argv: STATE CLI OWN URL...; one JSON line on stdout.  Between requests the host closes
 # every descriptor above 2 (a daemon's close loop) and opens files of its own until one
 # lands on the number the state file had, as a host's next open(2) would.
-CLOSE_LOOP = r"""
-import json, os, subprocess, sys, time, pycurl
-
+CLOSE_LOOP = harness.PYCURL_HOST_START + r"""
 state, cli, own, urls = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-
-def state_fds():
-    want, fds = os.path.realpath(state), []
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.path.realpath("/proc/self/fd/" + name) == want:
-                fds.append(int(name))
-        except OSError:
-            pass
-    return fds
 
 def mappings():
     with open("/proc/self/maps") as f:
@@ -470,15 +450,8 @@ def mappings():
 
 out = {"answers": [], "took": [], "fds": [], "maps": []}
 for i, url in enumerate(urls):
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url)
-    c.setopt(pycurl.TIMEOUT, 10)
-    body = []
-    c.setopt(pycurl.WRITEFUNCTION, body.append)
-    c.perform()
-    out["answers"].append([c.getinfo(pycurl.RESPONSE_CODE), b"".join(body).decode()])
-    c.close()
-    fds = state_fds()
+    out["answers"].append(list(fetch(url)))
+    fds = fds_of(state)
     out["fds"].append(fds)
     out["maps"].append(mappings())
     if i == len(urls) - 1:
@@ -500,37 +473,16 @@ print(json.dumps(out))
 
 # argv: STATE URL URL; one JSON line on stdout.  The host closes its stderr first, then
 # writes a line to descriptor 2 after the first request, as a daemon's code would.
-NO_STDERR = r"""
-import json, os, sys, pycurl
-
+NO_STDERR = harness.PYCURL_HOST_START + r"""
 state, urls = sys.argv[1], sys.argv[2:]
 os.close(2)
-out = {"answers": []}
-
-def fetch(url):
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url)
-    c.setopt(pycurl.TIMEOUT, 10)
-    body = []
-    c.setopt(pycurl.WRITEFUNCTION, body.append)
-    c.perform()
-    out["answers"].append([c.getinfo(pycurl.RESPONSE_CODE), b"".join(body).decode()])
-    c.close()
-
-fetch(urls[0])
-want, out["state_fds"] = os.path.realpath(state), []
-for name in os.listdir("/proc/self/fd"):
-    try:
-        if os.path.realpath("/proc/self/fd/" + name) == want:
-            out["state_fds"].append(int(name))
-    except OSError:
-        pass
+out = {"answers": [list(fetch(urls[0]))], "state_fds": fds_of(state)}
 try:
     os.write(2, b"host: a line for stderr\n")
     out["wrote"] = True
 except OSError:
     out["wrote"] = False
-fetch(urls[1])
+out["answers"].append(list(fetch(urls[1])))
 print(json.dumps(out))
 """
 
@@ -538,19 +490,11 @@ print(json.dumps(out))
 # argv: STATE ROUNDS URL; one JSON line on stdout.  Each round: a request, then the host
 # closes every descriptor above 2 and the state file is removed (another process's clean
 # up), and a pause past the guard's once-a-second length check.
-REMOVED_LOOP = r"""
-import json, os, sys, time, pycurl
-
+REMOVED_LOOP = harness.PYCURL_HOST_START + r"""
 state, rounds, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 out = {"answers": []}
 for i in range(rounds):
-    c = pycurl.Curl()
-    c.setopt(pycurl.URL, url + str(i))
-    c.setopt(pycurl.TIMEOUT, 10)
-    c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-    c.perform()
-    out["answers"].append(c.getinfo(pycurl.RESPONSE_CODE))
-    c.close()
+    out["answers"].append(fetch(url + str(i))[0])
     os.closerange(3, 1 << 16)
     out.setdefault("there", []).append(os.path.exists(state))
     if os.path.exists(state):
