@@ -582,6 +582,26 @@ int cg_state_intact(const struct cg_state *st) {
   return cg__long_enough_now(st);
 }
 
+/* A descriptor of `path` (cg__open_own, read and write) when the path still names the
+ * file `st` maps (same device and inode).  -1 when it names another file or none, or is
+ * refused; -2 when it cannot be opened now (out of descriptors or memory, interrupted:
+ * worth asking again). */
+static int cg__open_same(const struct cg_state *st, const char *path) {
+  struct stat sb;
+  char why[256];
+  int fd;
+
+  errno = 0; /* cg__open_own's refusals (not a regular file, another user's) set none */
+  fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
+  if (fd < 0)
+    return errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EINTR ? -2 : -1;
+  if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 /* The file at `path` is still the one `st` maps (same device and inode): repair it in
  * place, as cg_state_open would (grow it to the layout, re-initialise it under its lock
  * unless another process already did), keeping the mapping.  0 when this call re-made
@@ -590,16 +610,12 @@ int cg_state_intact(const struct cg_state *st) {
 static int cg__repair(struct cg_state *st, const char *path) {
   struct cg_state_guard g;
   struct stat sb;
-  char boot[40], why[256];
+  char boot[40];
   int fd;
   volatile int rc = 0;
 
-  fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
-  if (fd < 0 || sb.st_dev != st->dev || sb.st_ino != st->ino) {
-    if (fd >= 0)
-      close(fd);
+  if ((fd = cg__open_same(st, path)) < 0)
     return 1;
-  }
   cg__boot_id(boot);
   if (cg__lock(fd) != 0) {
     close(fd);
@@ -630,7 +646,7 @@ static int cg__repair(struct cg_state *st, const char *path) {
 int cg_state_check(struct cg_state *st) {
   struct cg_state_guard g;
   struct stat sb;
-  char boot[40], why[256];
+  char boot[40];
   volatile int rc = 0;
   int fd;
 
@@ -638,15 +654,8 @@ int cg_state_check(struct cg_state *st) {
    * that number may be the host's now, even one of the host's own onto this very file
    * (same device and inode), whose lock ours would take over and drop (flock(2) locks
    * belong to the open file description). */
-  if (!st || !st->path)
-    return 0;
-  fd = cg__open_own(st->path, O_RDWR, &sb, why, sizeof(why));
-  if (fd < 0)
-    return 0;
-  if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
-    close(fd); /* another file at the path now: cg_state_get maps it */
-    return 0;
-  }
+  if (!st || !st->path || (fd = cg__open_same(st, st->path)) < 0)
+    return 0; /* another file at the path now (cg_state_get maps it), or none */
   cg__boot_id(boot);
   if (cg__lock(fd) != 0) {
     close(fd);
@@ -677,21 +686,15 @@ int cg_state_check(struct cg_state *st) {
  * next call.  Under cg__state_mutex.  The host's number is left to the host. */
 static int cg__reopen(struct cg_state *st, const char *path) {
   struct stat sb;
-  char why[256];
   int fd;
 
   if (cg__fd_ours(st, __atomic_load_n(&st->fd, __ATOMIC_ACQUIRE), &sb))
     return 1; /* another thread's check raced a reopen */
   if (!path)
     return 0;
-  errno = 0; /* cg__open_own's refusals (not a regular file, another user's) set none */
-  fd = cg__open_own(path, O_RDWR, &sb, why, sizeof(why));
-  if (fd < 0) /* out of descriptors or memory for now: again on the next call */
-    return errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EINTR ? -1 : 0;
-  if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
-    close(fd);
-    return 0;
-  }
+  fd = cg__open_same(st, path);
+  if (fd < 0)
+    return fd == -2 ? -1 : 0; /* -1: out of descriptors for now, again on the next call */
   __atomic_store_n(&st->fd, fd, __ATOMIC_RELEASE);
   return 1;
 }
