@@ -9,6 +9,11 @@
  * request as the guard's, in fewer instructions than the loop's. A host whose own code fills
  * the instruction cache between two requests fetches every such line again on each request;
  * the row shows what that costs on the machine.
+ * FORWARD_JUMPS=1 (the branch row): instead, a block of FORWARD_JUMPS_N / 2 taken jumps before
+ * the transfer and another after it, each jump to the next 16-byte boundary (4 a code line:
+ * FORWARD_JUMPS_N / 4 lines in all, no memory traffic).  A taken branch the predictor has
+ * forgotten since the last request (a host whose own code overflows the branch target buffer
+ * between two requests) costs a restart of instruction fetch; the row shows what that costs.
  * Build: cc -O2 -shared -fPIC -o forward.so bench/forward.c -ldl */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -27,8 +32,31 @@
     __asm__ volatile(".p2align 6\n.rept " FORWARD_STR(FORWARD_WIDE_LINES) " * 8\n"          \
                      "lea " #d "(%%rax),%%rax\n.endr" ::: "rax", "memory")
 
+#ifndef FORWARD_JUMPS_N
+#define FORWARD_JUMPS_N 1600
+#endif
+/* One block of FORWARD_JUMPS_N / 2 taken jumps, each to the next 16-byte boundary; the two
+ * blocks differ in D (as the footprint blocks do), so the compiler cannot fold them into one. */
+#define FORWARD_JUMP_BLOCK(d)                                                              \
+    __asm__ volatile("lea " #d "(%%rax),%%rax\n.p2align 6\n.rept " FORWARD_STR(FORWARD_JUMPS_N) \
+                     " / 2\n.p2align 4\njmp 1f\n.p2align 4\n1:\n.endr" ::: "rax", "memory")
+
 static long loop_rounds = -1;
-static int wide = -1;
+static int wide = -1, jumps = -1;
+
+static __attribute__((noinline)) void jumps_before(void)
+{
+#if defined(__x86_64__)
+    FORWARD_JUMP_BLOCK(1);
+#endif
+}
+
+static __attribute__((noinline)) void jumps_after(void)
+{
+#if defined(__x86_64__)
+    FORWARD_JUMP_BLOCK(2);
+#endif
+}
 
 /* Two distinct blocks (not one called twice): every line is a different line. */
 static __attribute__((noinline)) void wide_before(void)
@@ -47,6 +75,15 @@ static __attribute__((noinline)) void wide_after(void)
 
 static void loop(int after)
 {
+    if (jumps < 0)
+        jumps = getenv("FORWARD_JUMPS") != NULL;
+    if (jumps) {
+        if (after)
+            jumps_after();
+        else
+            jumps_before();
+        return;
+    }
     if (wide < 0)
         wide = getenv("FORWARD_WIDE") != NULL;
     if (wide) {

@@ -537,6 +537,9 @@ OVH_LOOP = 3500
 # The footprint row's straight-line code (bench/forward.c FORWARD_WIDE_LINES): distinct 64-byte
 # lines of code run once a request, about as many as the guard's with the log off.
 OVH_WIDE = 800
+# The branch row's taken jumps (bench/forward.c FORWARD_JUMPS_N): distinct jumps, each taken
+# once a request, 4 to a 64-byte line (so also OVH_JUMPS / 4 code lines).
+OVH_JUMPS = 1600
 # (key, label, guard environment kind, answer, proxy). The increase of each row is over its
 # baseline: "none-sse" for the SSE row (the same answer without the guard), "none" otherwise.
 OVH_ROWS = [
@@ -546,6 +549,8 @@ OVH_ROWS = [
      "loop", "json", None),
     ("wide", f"forwarding interposer + {OVH_WIDE} code lines (footprint calibration)",
      "wide", "json", None),
+    ("jumps", f"forwarding interposer + {OVH_JUMPS} taken branches in {OVH_JUMPS // 4} code "
+     "lines (branch calibration)", "jumps", "json", None),
     ("off", "libcurlguard preloaded, `CURLGUARD` off", "off", "json", None),
     ("logoff", "guard on, log off", "logoff", "json", None),
     ("logon", "guard on, log on", "logon", "json", None),
@@ -723,8 +728,8 @@ class OvhServer:
             argv = [exe, "-e", str(self.dir / "error.log"), "-p", str(self.dir), "-c", str(conf)]
         self.wrap = wrap
         if wrap and wrap[0] == "callgrind":
-            argv = [wrap[1], "--tool=callgrind", "-q", "--dump-instr=yes",
-                    f"--callgrind-out-file={wrap[2]}"] + argv
+            argv = [wrap[1], "--tool=callgrind", "-q"] + CALLGRIND_OPTS + \
+                [f"--callgrind-out-file={wrap[2]}"] + argv
         elif wrap and wrap[0] == "strace":
             argv = [wrap[1], "-f", "-c", "-o", str(wrap[2])] + argv
         self.err = open(self.dir / "stderr", "wb")
@@ -834,6 +839,43 @@ def callgrind_total(path):
     return None
 
 
+# Scenario 1's callgrind runs: per instruction (code lines), with jumps (taken branches),
+# every position absolute (callgrind_lines and callgrind_jumps read "0x..." addresses).
+CALLGRIND_OPTS = ["--dump-instr=yes", "--collect-jumps=yes", "--compress-pos=no"]
+
+
+def callgrind_jumps(path):
+    """Taken branches per branch instruction in a callgrind output made with CALLGRIND_OPTS:
+    {(object, address): times taken}, or None when it cannot be read.  A "jump=N TARGET" line
+    (N: times taken) or "jcnd=T/E TARGET" line (a conditional branch taken T times of E) is
+    followed by the line of the branch instruction itself (valgrind's manual, "Callgrind
+    Format Specification": jump, jcnd).  Calls are not counted: a call's target is predicted
+    from the return stack and the call site alike, and every row makes about as many."""
+    obs, ob, pend, out = {}, None, None, {}
+    try:
+        for line in open(path):
+            if line.startswith("jump="):
+                pend = int(line[5:].split()[0])
+            elif line.startswith("jcnd="):
+                pend = int(line[5:].split()[0].split("/")[0])
+            elif line.startswith("0x"):
+                if pend is not None:
+                    k = (ob, int(line.split()[0], 16))
+                    out[k] = out.get(k, 0) + pend
+                    pend = None
+            elif line.startswith(("ob=", "cob=")):
+                ref, _, name = line.split("=", 1)[1].strip().partition(" ")
+                if name:
+                    obs[ref] = name
+                if line[0] == "o":
+                    ob = obs.get(ref, ref)
+            elif line.startswith("calls="):
+                pend = None
+    except (OSError, ValueError, IndexError):
+        return None
+    return out
+
+
 def callgrind_lines(path):
     """Instructions executed per 64-byte line of code in a `callgrind --dump-instr=yes` output:
     {(object, address // 64): Ir}, or None when it cannot be read. Follows the format's name
@@ -873,7 +915,8 @@ def callgrind_lines(path):
 
 def code_lines(a, b, n):
     """Lines of code run on every request: those whose instruction count grows by at least
-    0.9 a request from the smaller run `a` to the larger `b` (`n` requests more)."""
+    0.9 a request from the smaller run `a` to the larger `b` (`n` requests more).  With
+    callgrind_jumps' counts: the branches taken on every request."""
     return sum(1 for k, v in b.items() if v - a.get(k, 0) >= 0.9 * n)
 
 
@@ -911,12 +954,15 @@ class Overhead:
         # Built here: the forwarding interposer (a row) and runstat (the client's own CPU and
         # max RSS; without it CPU comes from this process's wait4 and RSS is not measured).
         self.forward = self.cc("forward.so", "forward.c", "-shared", "-fPIC",
-                               f"-DFORWARD_WIDE_LINES={OVH_WIDE}", "-ldl")
+                               f"-DFORWARD_WIDE_LINES={OVH_WIDE}",
+                               f"-DFORWARD_JUMPS_N={OVH_JUMPS}", "-ldl")
         self.runstat = self.cc("runstat", "runstat.c")
         if not isinstance(self.forward, Path):
-            self.skip["forward"] = self.skip["loop"] = self.skip["wide"] = self.forward
+            self.skip["forward"] = self.skip["loop"] = self.skip["wide"] = \
+                self.skip["jumps"] = self.forward
         elif platform.machine() != "x86_64":
             self.skip["wide"] = "not measured: the footprint block is x86-64 code"
+            self.skip["jumps"] = "not measured: the branch block is x86-64 code"
         self.rss_missing = None if isinstance(self.runstat, Path) else self.runstat
         for proxy in ("nginx", "haproxy"):
             if not self.tools[proxy]:
@@ -977,6 +1023,7 @@ class Overhead:
         return {None: {}, "forward": {"LD_PRELOAD": str(self.forward)},
                 "loop": {"LD_PRELOAD": str(self.forward), "FORWARD_LOOP": OVH_LOOP},
                 "wide": {"LD_PRELOAD": str(self.forward), "FORWARD_WIDE": 1},
+                "jumps": {"LD_PRELOAD": str(self.forward), "FORWARD_JUMPS": 1},
                 "off": {"LD_PRELOAD": lib},
                 "logoff": {"LD_PRELOAD": lib, "CURLGUARD": 1, "CURLGUARD_LOG": "off",
                            "CURLGUARD_STATE": state},
@@ -1041,8 +1088,8 @@ class Overhead:
             argv = self.argv(host, base, answer, n)
             env = plain_env(**extra)
             if wrap == "callgrind":
-                argv = [tool, "--tool=callgrind", "-q", "--dump-instr=yes",
-                        f"--callgrind-out-file={rd / 'client.callgrind'}"] + argv
+                argv = [tool, "--tool=callgrind", "-q"] + CALLGRIND_OPTS + \
+                    [f"--callgrind-out-file={rd / 'client.callgrind'}"] + argv
             elif wrap == "strace":
                 # -E: the preload for the traced client only, not for strace itself
                 argv = [tool, "-f", "-c", "-o", str(rd / "client.strace")] + \
@@ -1098,6 +1145,12 @@ class Overhead:
                 lines = None if pl is None else \
                     {**lines, **{("proxy",) + k: v for k, v in pl.items()}}
             out["lines"] = lines
+            jumps = callgrind_jumps(rd / "client.callgrind")
+            if proxy and jumps is not None:
+                pj = callgrind_jumps(rd / "proxy.callgrind")
+                jumps = None if pj is None else \
+                    {**jumps, **{("proxy",) + k: v for k, v in pj.items()}}
+            out["jumps"] = jumps
         elif wrap == "strace":
             c = strace_total(rd / "client.strace")
             pr = strace_total(rd / "proxy.strace") if proxy else 0
@@ -1271,6 +1324,7 @@ def scenario_overhead(cfg, build, tmp):
                 res["rss_big"][r[0]] = x
         if isinstance(res["counts"].get("callgrind"), dict):
             res["counts"]["lines"] = {}
+            res["counts"]["jumps"] = {}
         for (wrap, h, key), xs in got.items():
             n1, n2 = cfg[f"ovh_{wrap}_n"]
             if wrap == "callgrind":
@@ -1279,6 +1333,10 @@ def scenario_overhead(cfg, build, tmp):
                     x["ok"] == x["n"] for x in xs.values())
                 res["counts"]["lines"][(h, key)] = \
                     float(code_lines(la, lb, n2 - n1)) if ok else "failed"
+                ja, jb = xs[n1].get("jumps"), xs[n2].get("jumps")
+                res["counts"]["jumps"][(h, key)] = \
+                    float(code_lines(ja, jb, n2 - n1)) \
+                    if ok and ja is not None and jb is not None else "failed"
             a, b = xs[n1]["count"], xs[n2]["count"]
             bad = [x for x in xs.values() if x["ok"] != x["n"]]
             res["counts"][wrap][(h, key)] = (b - a) / (n2 - n1) \
@@ -1367,7 +1425,7 @@ def ovh_count_cell(r, wrap, h, k):
     d = v - b if isinstance(b, float) and k not in ("none", "none-sse") else None
     if wrap == "strace":
         return f"{v:.1f}" + (f" ({d:+.1f})" if d is not None else "")
-    if wrap == "lines":
+    if wrap in ("lines", "jumps"):
         return f"{v:.0f}" + (f" ({d:+.0f})" if d is not None else "")
     return f"{v / 1000:.1f} k" + (f" ({d / 1000:+.1f} k)" if d is not None else "")
 
@@ -1417,6 +1475,11 @@ def report_overhead(r):
         "request: a host whose own code overflows the instruction cache between two requests "
         "fetches each of those lines again on every request, so on such a host (curl) CPU "
         "follows code lines more than instructions; "
+        "**taken branches/request** (the same two callgrind runs, `--collect-jumps=yes`, "
+        "client + proxy): the distinct branch instructions taken at least 0.9 times more a "
+        "request in the larger run, i.e. the jumps taken on every request (calls not counted): "
+        "a host whose own code overflows the branch predictor between two requests meets each "
+        "of them unannounced, and instruction fetch restarts at its target; "
         f"**syscalls** (`strace -f -c`, client + proxy) the same with {sc[1]} and "
         f"{sc[0]} requests (they vary a little with timing: a `poll` more or less); in "
         "brackets the increase over the row's baseline. **RSS** = the client's max RSS "
@@ -1435,6 +1498,10 @@ def report_overhead(r):
         "code lines each (16 `lea` a line, no branch, no memory traffic) run before and after "
         "each transfer (`FORWARD_WIDE`): about as many code lines a request as the guard's, "
         "in fewer instructions than the loop's: what fetching that much code costs; "
+        f"*branch calibration* = the same with two blocks of {OVH_JUMPS // 2} jumps instead, "
+        "each taken to the next 16-byte boundary (`FORWARD_JUMPS`, 4 a code line, no memory "
+        "traffic): what that many taken branches cost on the machine, their code lines "
+        "included; "
         "*`CURLGUARD` off* = "
         "`LD_PRELOAD=libcurlguard.so` alone; *guard on* = `CURLGUARD=1` and a state file, "
         "library defaults otherwise (breaker, retry budget, adaptive limit on); *log off* = "
@@ -1477,18 +1544,19 @@ def report_overhead(r):
                 f"{noise})", "",
                 "| row | CPU µs/request (min-max) | over no preload, paired (min to max) | "
                 "wall µs/request | "
-                "instructions/request | code lines/request | syscalls/request | max RSS MiB"
+                "instructions/request | code lines/request | taken branches/request | "
+                "syscalls/request | max RSS MiB"
                 + (f" (at {cfg['ovh_rss_n']:,})" if h == "C host" and r["rss_big"] else "")
                 + " | target / met |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for k, label, *_ in r["rows"]:
             if k in r["skip"]:
-                out.append(f"| {label} | {r['skip'][k]} | | | | | | | |")
+                out.append(f"| {label} | {r['skip'][k]} | | | | | | | | |")
                 continue
             s = st.get((h, k))
             if not s:
                 why = r["failed"].get((h, k), "not measured").replace("|", "/")
-                out.append(f"| {label} | {why} | | | | | | | |")
+                out.append(f"| {label} | {why} | | | | | | | | |")
                 continue
             cpu = f"{s['cpu']:.1f} ({s['min']:.1f}-{s['max']:.1f})"
             if s["proxy"] is not None:
@@ -1505,6 +1573,7 @@ def report_overhead(r):
             out.append(f"| {label}{flag} | {cpu} | {inc} | {s['wall']:.0f} | "
                        f"{ovh_count_cell(r, 'callgrind', h, k)} | "
                        f"{ovh_count_cell(r, 'lines', h, k)} | "
+                       f"{ovh_count_cell(r, 'jumps', h, k)} | "
                        f"{ovh_count_cell(r, 'strace', h, k)} | {rss} | "
                        f"{tg[0] if tg else ''} |")
         out.append("")
