@@ -447,6 +447,7 @@ class MultiDriverTest(harness.GuardTestCase):
         p = harness.run([harness.PYTHON, str(script), *urls], env, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         head, _, body = p.stdout.partition(b"\n")
+        self.assertEqual(len(head.split()), 4, p.stdout)
         code, http, ta, tb = head.split()
         self.assertEqual((code, http), (b"0", b"503"))
         self.assertIn(b"overloaded", body)                   # the whole answer, once
