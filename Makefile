@@ -44,18 +44,23 @@ endif
 CFLAGS ?=
 ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-# Profile-guided build of the library's objects (issue 16; README "Performance"): the
-# library is first built with -fprofile-generate in $(BUILD)/pgo, scripts/pgo-train runs
-# real hosts with it against the mock provider, and the objects are then compiled with
-# that profile: gcc lays out each function's common path as fall-through code, which
+# Profile-guided build of the library's objects (issue 16; README "Profile-guided build"):
+# the objects are first compiled with -fprofile-generate, scripts/pgo-train runs real hosts
+# with the library they make against the mock provider, and the objects are then compiled
+# with that profile: gcc lays out each function's common path as fall-through code, which
 # halves the taken branches a request runs in the library (on a host whose own code keeps
-# the branch predictor cold, such as curl, each costs a pipeline restart).  The code and
-# its behaviour are the same; only its layout and inlining differ.  PGO=0 builds without
-# it (faster rebuilds while editing); sanitizer, fuzzer and clang builds never use it.  A
-# failed training run builds without a profile and says so: never a failed build.
+# the branch predictor cold, such as curl, each costs a restart of instruction fetch).  The
+# code and its behaviour are the same; only its layout and inlining differ.  PGO=0 builds
+# without it (faster rebuilds while editing); sanitizer, fuzzer and clang builds never use
+# it.  A failed training run builds without a profile and says so: never a failed build.
 PGO ?= 1
-ifneq ($(SAN)$(TSAN)$(findstring sanitize,$(CFLAGS))$(findstring clang,$(CC)),)
+ifneq ($(filter 1,$(SAN) $(TSAN))$(findstring sanitize,$(CFLAGS))$(findstring clang,$(CC)),)
 override PGO := 0
+endif
+ifeq ($(PGO),1)
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),)
+override PGO := 0
+endif
 endif
 PGO_DIR := $(BUILD)/pgo
 LIB_PGO_FLAGS :=
@@ -63,7 +68,11 @@ PGO_STAMP :=
 ifeq ($(PGO),gen)
 LIB_PGO_FLAGS := -fprofile-generate -fprofile-update=atomic
 else ifeq ($(PGO),1)
-LIB_PGO_FLAGS := -fprofile-use -fprofile-partial-training -Wno-missing-profile
+# A source saved while the training ran no longer matches its profile: gcc then compiles
+# the functions that changed without it (a warning, not an error), and the stamp, dated
+# from the training's start, is older than that source: the next make trains again.
+LIB_PGO_FLAGS := -fprofile-use -fprofile-partial-training -Wno-missing-profile \
+  -Wno-error=coverage-mismatch
 PGO_STAMP := $(BUILD)/obj/pgo.stamp
 endif
 
@@ -101,6 +110,20 @@ CLI_CORE += $(BUILD)/obj/proc.o
 CLI_OBJS := $(CLI_SRCS:cli/%.c=$(BUILD)/obj/cli/%.o)
 CLI_CORE += $(BUILD)/obj/shared-redis.o $(BUILD)/obj/shared-mmap.o $(BUILD)/obj/clock.o
 
+# A training stopped half-way (make interrupted) leaves instrumented objects, newer than
+# their sources, behind its marker: they are removed before any other build uses them.
+ifneq ($(PGO),gen)
+ifneq ($(wildcard $(BUILD)/obj/pgo.gen),)
+$(shell rm -f $(LIB_OBJS) $(BUILD)/obj/pgo.stamp $(BUILD)/obj/pgo.gen)
+endif
+endif
+# After a failed training the next PGO build trains again.
+ifeq ($(PGO),1)
+ifneq ($(wildcard $(BUILD)/obj/pgo.failed),)
+$(shell rm -f $(BUILD)/obj/pgo.stamp $(BUILD)/obj/pgo.failed)
+endif
+endif
+
 UNIT_SRCS := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -116,25 +139,38 @@ all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) $(PGO_STAMP) | $(BUILD)/obj
 	$(say) CC $@
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+# An object without the profile: the next PGO build trains again.
 ifeq ($(PGO),0)
-	$(Q)rm -f $(BUILD)/obj/pgo.stamp # an object without the profile: the next PGO build retrains
+	$(Q)rm -f $(BUILD)/obj/pgo.stamp
 endif
 
 # The profile (PGO above): the library's objects are first compiled with -fprofile-generate
 # in their own place (gcc names a profile after its object and reads it from beside the
 # object, so both compiles must write the same X.o), linked into $(PGO_DIR)/libcurlguard.so,
 # and trained; the parent make then compiles them again with the profile (the stamp is newer
-# than every object).  Redone when a source of the library or of the training changes.
+# than every object).  The stamp gets the time the training started: a source saved
+# meanwhile is newer, and the next make trains again; so does the next make after a failed
+# training (pgo.failed).  pgo.gen marks the instrumented objects while they exist.
+# "profile written" in train.log (which .ci/run requires) is make's, once the profiles are
+# beside the objects.
 $(BUILD)/obj/pgo.stamp: $(LIB_SRCS) $(wildcard src/*.h) scripts/pgo-train scripts/mock-provider \
-  bench/batch-host.c | $(BUILD)/obj
+  $(BUILD)/bench/batch-host | $(BUILD)/obj
 	$(say) PGO "$(PGO_DIR)/libcurlguard.so (instrumented; training: scripts/pgo-train)"
-	$(Q)rm -f $(LIB_OBJS) $(BUILD)/obj/*.gcda
-	$(Q)$(MAKE) --no-print-directory PGO=gen $(PGO_DIR)/libcurlguard.so $(BUILD)/bench/batch-host
-	$(Q)if $(PYTHON) scripts/pgo-train $(PGO_DIR)/libcurlguard.so $(BUILD)/bench/batch-host \
-	  >$(PGO_DIR)/train.log 2>&1; then :; else rm -f $(BUILD)/obj/*.gcda; \
-	  echo "make: building the library without a profile: $$(tail -n 1 $(PGO_DIR)/train.log)" >&2; fi
-	$(Q)rm -f $(LIB_OBJS)
-	$(Q)touch $@
+	$(Q)mkdir -p $(PGO_DIR) && touch $(PGO_DIR)/started $(BUILD)/obj/pgo.gen
+	$(Q)rm -f $(LIB_OBJS) $(BUILD)/obj/*.gcda $(PGO_DIR)/train.log
+	$(Q)$(MAKE) --no-print-directory PGO=gen $(PGO_DIR)/libcurlguard.so
+	$(Q)ok=0; if $(PYTHON) scripts/pgo-train $(PGO_DIR)/libcurlguard.so \
+	  $(BUILD)/bench/batch-host >$(PGO_DIR)/train.log 2>&1; then \
+	  if test -s $(BUILD)/obj/guard.gcda && test -s $(BUILD)/obj/shim.gcda; then ok=1; else \
+	  echo "the training ran, but no profile reached $(BUILD)/obj (GCOV_PREFIX set?)" \
+	    >>$(PGO_DIR)/train.log; fi; fi; \
+	if [ $$ok = 1 ]; then touch -r $(PGO_DIR)/started $@; \
+	  echo "make: profile written: $$(ls $(BUILD)/obj/*.gcda | wc -l) files" >>$(PGO_DIR)/train.log; \
+	else rm -f $(BUILD)/obj/*.gcda; why=$$(tail -n 1 $(PGO_DIR)/train.log 2>/dev/null); \
+	  printf 'make: building the library without a profile: %s\n' \
+	    "$${why:-scripts/pgo-train failed without a word}" >&2; \
+	  touch -r $(PGO_DIR)/started $@ $(BUILD)/obj/pgo.failed; fi
+	$(Q)rm -f $(LIB_OBJS) $(BUILD)/obj/pgo.gen
 
 # The instrumented library of the training run (PGO=gen only).
 $(PGO_DIR)/libcurlguard.so: $(LIB_OBJS)
