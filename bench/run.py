@@ -844,6 +844,16 @@ def callgrind_total(path):
 CALLGRIND_OPTS = ["--dump-instr=yes", "--collect-jumps=yes", "--compress-pos=no"]
 
 
+def callgrind_object(line, obs, ob):
+    """An "ob=" or "cob=" line of a callgrind output: remembers a name given with its number
+    in `obs` ("(N) name" once, then "(N)": the format's name compression) and returns the
+    object the lines after it are in (a "cob=" line, a call's callee, leaves `ob` as it is)."""
+    ref, _, name = line.split("=", 1)[1].strip().partition(" ")
+    if name:
+        obs[ref] = name
+    return obs.get(ref, ref) if line[0] == "o" else ob
+
+
 def callgrind_jumps(path):
     """Taken branches per branch instruction in a callgrind output made with CALLGRIND_OPTS:
     {(object, address): times taken}, or None when it cannot be read.  A "jump=N TARGET" line
@@ -864,11 +874,7 @@ def callgrind_jumps(path):
                     out[k] = out.get(k, 0) + pend
                     pend = None
             elif line.startswith(("ob=", "cob=")):
-                ref, _, name = line.split("=", 1)[1].strip().partition(" ")
-                if name:
-                    obs[ref] = name
-                if line[0] == "o":
-                    ob = obs.get(ref, ref)
+                ob = callgrind_object(line, obs, ob)
             elif line.startswith("calls="):
                 pend = None
     except (OSError, ValueError, IndexError):
@@ -901,11 +907,7 @@ def callgrind_lines(path):
                     k = (ob, addr >> 6)
                     out[k] = out.get(k, 0) + int(f[-1])
             elif line.startswith(("ob=", "cob=")):
-                ref, _, name = line.split("=", 1)[1].strip().partition(" ")
-                if name:
-                    obs[ref] = name
-                if line[0] == "o":
-                    ob = obs.get(ref, ref)
+                ob = callgrind_object(line, obs, ob)
             elif line.startswith("calls="):
                 skip = True
     except (OSError, ValueError):
