@@ -42,7 +42,6 @@ ifeq ($(TSAN),1)
 SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 endif
 CFLAGS ?=
-ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 # Profile-guided build of the library's objects (issue 16; README "Profile-guided build"):
 # the objects are first compiled with -fprofile-generate, scripts/pgo-train runs real hosts
@@ -74,7 +73,22 @@ else ifeq ($(PGO),1)
 LIB_PGO_FLAGS := -fprofile-use -fprofile-partial-training -Wno-missing-profile \
   -Wno-error=coverage-mismatch
 PGO_STAMP := $(BUILD)/obj/pgo.stamp
+# ... and link-time optimisation of the library (issue 16): a request runs some 110 of the
+# library's functions in 25 files; across files gcc can then inline the small ones and lay
+# out the rest by the profile (about 60 fewer calls and 1.7k fewer instructions a request
+# under curl).  The objects are "fat" (their ordinary code beside gcc's intermediate one):
+# the CLI, the unit tests and the benches link them as ordinary objects (-fno-lto), only
+# libcurlguard.so is optimised as a whole.  loader.c, whose entry points are top-level asm
+# naming its functions, stays out of it.  A warning of the whole-library pass (it sees
+# inlining that depends on the profile) is printed, not fatal: every file has already been
+# compiled with -Werror.
+LIB_PGO_FLAGS += -flto -ffat-lto-objects
+LIB_LTO_LINK := -flto=auto -Wno-error
+LTO_OFF := -fno-lto
+$(BUILD)/obj/loader.o: LIB_PGO_FLAGS += -fno-lto
 endif
+# LTO_OFF before CFLAGS: a -flto of the caller's still applies to everything.
+ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(LTO_OFF) $(CFLAGS)
 
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
@@ -191,7 +205,7 @@ $(BUILD)/obj/cli/main.o: ALL_CFLAGS += -DCG_VERSION='"$(VERSION)"'
 
 $(BUILD)/libcurlguard.so: $(LIB_OBJS)
 	$(say) CCLD $@
-	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) $(LIB_LTO_LINK) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
 	  -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
 $(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
