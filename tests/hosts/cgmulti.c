@@ -23,6 +23,13 @@
  *   --cleanup-after-ms K    K ms after the start, curl_multi_cleanup with the unfinished
  *                           transfers still inside, then add them all to a new multi handle
  *                           (libcurl: a handle left in a cleaned-up multi may be re-added)
+ *   --rewrite-post-at-cleanup  with --post and --cleanup-after-ms: right before that
+ *                           curl_multi_cleanup, write over the POSTFIELDS buffer (one copy
+ *                           of BODY, shared by the transfers) with a JSON document of the
+ *                           same length, {"r":"xx..."}: libcurl reads POSTFIELDS only while
+ *                           it sends, so the transfers it cancels are not touched, and the
+ *                           re-added ones send the new bytes (as a host that frees or reuses
+ *                           the buffer of transfers it abandons)
  *   --timing FILE           per transfer: "i start_ms first_ms last_ms done_ms max_gap_ms
  *                           writes" (ms since the start, CLOCK_MONOTONIC; -1: never)
  *   --timeout-ms N          CURLOPT_TIMEOUT_MS of every transfer
@@ -89,6 +96,8 @@ struct global {
     bool sockets;                  /* the socket_action loop (not --perform) */
     bool cleanup;                  /* the timed event is --cleanup-after-ms */
     bool easy_cleanup;             /* the timed event is --easy-cleanup-after-ms */
+    char *post;                    /* --post: the POSTFIELDS buffer, a copy of BODY */
+    bool rewrite_post;             /* --rewrite-post-at-cleanup */
     struct sock *socks;
     int running;
     struct xfer *x;
@@ -350,6 +359,12 @@ static void socket_options(struct global *g)
  * same easy handles into a new multi handle, where they start over. */
 static void restart_multi(struct global *g)
 {
+    if (g->rewrite_post) {
+        size_t n = strlen(g->post); /* at least 8: checked with the options */
+        memcpy(g->post, "{\"r\":\"", 6);
+        memset(g->post + 6, 'x', n - 8);
+        memcpy(g->post + n - 2, "\"}", 2);
+    }
     mcheck("curl_multi_cleanup", curl_multi_cleanup(g->multi));
     g->multi = curl_multi_init();
     if (!g->multi)
@@ -480,7 +495,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
             "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
-            "               [--easy-cleanup-after-ms K IDX] [--timing FILE] [--max-connections N]\n"
+            "               [--easy-cleanup-after-ms K IDX] [--rewrite-post-at-cleanup]\n"
+            "               [--timing FILE] [--max-connections N]\n"
             "               [--timeout-ms N] [--max-ms N]\n"
             "               [--bodies FILE --calls N [--concurrency T] [--pace-ms P]\n"
             "                [--bench-out F]] URL...\n");
@@ -533,7 +549,7 @@ int main(int argc, char **argv)
     const char *bodies = NULL, *bench_out = NULL;
     long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 45000, calls = -1;
     long concurrency = 0, pace = 0;
-    bool cleanup = false, easy_cleanup = false;
+    bool cleanup = false, easy_cleanup = false, rewrite_post = false;
     long max_conn = 0;
     struct curl_slist *extra = NULL;
     int i = 1;
@@ -562,6 +578,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--cleanup-after-ms") && has1) {
             remove_ms = strtol(argv[++i], NULL, 10);
             cleanup = true;
+        } else if (!strcmp(a, "--rewrite-post-at-cleanup")) {
+            rewrite_post = true;
         } else if (!strcmp(a, "--max-connections") && has1) {
             max_conn = strtol(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--timeout-ms") && has1)
@@ -585,6 +603,8 @@ int main(int argc, char **argv)
     char **urls = argv + i;
     if (nurls < 1 || (bodies && calls < 1) || (!bodies && calls >= 0))
         usage();
+    if (rewrite_post && (!post || strlen(post) < 8 || !cleanup))
+        usage();
 
     clock_gettime(CLOCK_MONOTONIC, &g_t0);
     if (curl_global_init(CURL_GLOBAL_DEFAULT))
@@ -604,6 +624,9 @@ int main(int argc, char **argv)
     g.pace_ms = pace;
     g.cleanup = cleanup;
     g.easy_cleanup = easy_cleanup;
+    g.rewrite_post = rewrite_post;
+    if (post && !(g.post = strdup(post)))
+        die("init", "out of memory");
     if (remove_idx >= g.n)
         usage();
     g.x = calloc((size_t)g.n, sizeof(*g.x));
@@ -636,7 +659,7 @@ int main(int argc, char **argv)
             curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
         for (struct curl_slist *h = extra; h; h = h->next)
             x->hdrs = curl_slist_append(x->hdrs, h->data);
-        const char *body = post;
+        const char *body = g.post;
         if (bodies) {
             x->post = strdup(lines[k % nlines]);
             body = x->post;
@@ -701,6 +724,7 @@ int main(int argc, char **argv)
         free(lines[k]);
     free(lines);
     free(g.x);
+    free(g.post);
     curl_slist_free_all(extra);
     curl_global_cleanup();
     fprintf(stderr, "cgmulti: transfers=%ld ok=%ld removed=%ld\n", g.n, ok, removed);

@@ -456,6 +456,37 @@ class CgmultiTests:
                                    "/v1/cgm-cu/2": [["aborted_by_host"], ["ok"]]},
                          self.records())
 
+    def test_cleanup_digests_the_body_each_call_sent(self):
+        """As above with a POST body, which the host writes over right before
+        curl_multi_cleanup (--rewrite-post-at-cleanup: a host that frees or reuses the
+        buffers of the transfers it abandons).  The calls that cleanup ends must record
+        the digest of the body they sent, not of what the buffer holds when they end: the
+        guard hashes a body when its call starts (a digest made at the call's end read a
+        4 MiB body its host had freed: SIGSEGV, 0b02f06).  The re-added transfers send,
+        and record, the new bytes."""
+        body = json.dumps({"model": "gpt-4o-mini",
+                           "messages": [{"role": "user", "content": "digest me"}]})
+        late = dict(fixed(2), delay_ms=2000)
+        plans = [["503:ra=3", fixed(0)], [fixed(1)], [late, fixed(2)]]
+        urls = self.urls(plans, "/v1/cgm-rw")
+        g = self.host(["--cleanup-after-ms", "600", "--post", body,
+                       "--rewrite-post-at-cleanup"], urls, self.genv(), timeout=40)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout.count(b" 0 200 "), 3, g.stdout)
+        by_path = {}
+        for rs in self.record_sets():
+            self.assertEqual(len({r["body_digest"] for r in rs}), 1, rs)
+            by_path.setdefault(rs[0]["path"], []).append(
+                ([r["outcome"] for r in rs], rs[0]["body_digest"]))
+        sent = by_path["/v1/cgm-rw/1"][0][1]  # ended before the cleanup: the first bytes
+        self.assertRegex(sent or "", r"^[0-9a-f]{16,}$", by_path)
+        new = by_path["/v1/cgm-rw/0"][1][1]
+        self.assertNotEqual(new, sent, by_path)
+        self.assertEqual(by_path, {
+            "/v1/cgm-rw/0": [(["http_503", "aborted_by_host"], sent), (["ok"], new)],
+            "/v1/cgm-rw/1": [(["ok"], sent)],
+            "/v1/cgm-rw/2": [(["aborted_by_host"], sent), (["ok"], new)]})
+
     def test_64_transfers_paced_like_64_processes(self):
         """CURLGUARD_RPM=960 (16/s, burst 16, README "One limiter"): 64 transfers added at
         once to one multi reach the server no faster than 64 processes would."""
