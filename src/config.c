@@ -411,6 +411,29 @@ static int cg__parse_number(const char *s, double min, double max, double *out) 
 static int cg__switch(const char *v);
 
 /* Apply one textual value (from the environment or a JSON string) to key `k`. */
+
+/* A relative state path (CURLGUARD_STATE, a config file's "state") as an absolute one,
+ * against the working directory of now, the process's first guarded call: the path is
+ * opened again later (a repair, a host that closed the descriptor, state.c), after a
+ * host's chdir(2) that would name another file, made anew in the host's directory.  A
+ * working directory that cannot be read (removed, too long) keeps the path as given.
+ * NULL when out of memory. */
+static char *cg__absolute(const char *path) {
+  char cwd[4096];
+  char *out;
+  size_t n;
+
+  if (!getcwd(cwd, sizeof(cwd)) || cwd[0] != '/')
+    return strdup(path);
+  n = strlen(cwd);
+  if (!(out = malloc(n + 1 + strlen(path) + 1)))
+    return NULL;
+  memcpy(out, cwd, n);
+  out[n] = '/';
+  strcpy(out + n + 1, path);
+  return out;
+}
+
 static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const char *s,
                           const char *origin) {
   char *base = (char *) c + k->offset;
@@ -430,6 +453,9 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
       cg_warn("%s: %s is longer than %d bytes; cut there", origin,
               origin[0] == 'e' ? k->env : k->json, CG_TASK_ID_MAX);
       if (!(copy = strndup(s, CG_TASK_ID_MAX)))
+        return -1;
+    } else if (k->offset == CG_OFF(state_path) && s[0] != '/') {
+      if (!(copy = cg__absolute(s)))
         return -1;
     } else if (!(copy = strdup(s))) {
       return -1;

@@ -207,6 +207,58 @@ print(out)
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 
 
+    def test_relative_path_and_a_host_chdir(self):
+        """A relative CURLGUARD_STATE names the file in the directory the host was in at
+        its first guarded call, for the whole process: after the host's chdir(2), the file
+        cut short under it is repaired where it is, and no state file is made in the
+        host's new directory (before: the repair opened the relative path in the new
+        directory, found nothing there and made a second state file in it)."""
+        if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
+            raise unittest.SkipTest("python3-pycurl is not installed")
+        script = r'''
+import os, sys, pycurl
+url, first, then = sys.argv[1:4]
+os.chdir(first)
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+def one():
+    c.setopt(pycurl.URL, url)
+    c.perform()
+    return c.getinfo(pycurl.RESPONSE_CODE)
+out = [one()]                                  # maps first/rel.state
+os.chdir(then)
+os.truncate(os.path.join(first, "rel.state"), 0)
+out += [one(), one()]
+print(out)
+'''
+        first, then = self.tmp / "first", self.tmp / "then"
+        first.mkdir()
+        then.mkdir()
+        state = first / "rel.state"
+        url = self.mock.url("/v1/state/chdir")
+        env = self.guard_env(CURLGUARD_LOG="off", CURLGUARD_MAX_ATTEMPTS="1",
+                             CURLGUARD_STATE="rel.state")
+        p = harness.run([harness.PYTHON, "-c", script, url, str(first), str(then)], env,
+                        timeout=60)
+        self.assertEqual(p.returncode, 0, f"host died: {p.returncode} {p.stderr!r}")
+        self.assertEqual(p.stdout.strip(), b"[200, 200, 200]")
+        self.assertEqual(os.listdir(then), [], "a state file was made in the new directory")
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(f"curlguard: state file {state} was cut short under this process",
+                      lines[0])
+        self.assertEqual(os.path.getsize(state), os.path.getsize(self.fresh_state()))
+        pools = {x["name"]: x for x in self.stat(state=state)["pools"]}
+        self.assertEqual(pools[harness.mock_pool()]["admitted"], 2, pools)
+
+    def fresh_state(self):
+        """A state file as a new process makes it (curlguard reset at a new path)."""
+        path = self.tmp / "fresh.state"
+        p = self.cli("reset", state=path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return path
+
+
 # argv: STATE SLOW_URL URL URL; one JSON line on stdout.  While the first (slow) request
 # runs, the state file's last two pages are cut off; then two more requests, each with a
 # deadline of the host's own.

@@ -470,6 +470,37 @@ Test(config, env_wins_over_file) {
   free(path);
 }
 
+/* A relative state path is made absolute against the working directory when the
+ * configuration is read (state.c opens the path again later, after a host's chdir). */
+Test(config, relative_state_path_made_absolute) {
+  struct cg_config c;
+  char cwd[4096], want[4200];
+  char *path = cg_test_write_tmp("config", "{\"state\": \"from-file.state\"}");
+
+  cr_assert_not_null(getcwd(cwd, sizeof(cwd)));
+  base_env();
+  env_set("CURLGUARD_STATE", "sub/dir/x.state");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  snprintf(want, sizeof(want), "%s/sub/dir/x.state", cwd);
+  cr_assert_str_eq(c.state_path, want);
+  cg_config_free(&c);
+
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  snprintf(want, sizeof(want), "%s/from-file.state", cwd);
+  cr_assert_str_eq(c.state_path, want);
+  cg_config_free(&c);
+
+  base_env();
+  env_set("CURLGUARD_STATE", "/abs/y.state");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_str_eq(c.state_path, "/abs/y.state", "an absolute path is kept as given");
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
 Test(config, malformed_json_reported_env_still_loads) {
   struct cg_config c;
   char *path = cg_test_write_tmp("config", "{\"max_attempts\": 5, \"jitter\": ");
