@@ -104,6 +104,15 @@ int cg_proc_gone(pid_t pid, uint64_t start, uint64_t mask) {
 static CG_TLS struct cg_state_guard *cg__guard_top;
 static struct sigaction cg__old_bus; /* the action before ours, to chain to */
 static pthread_once_t cg__bus_once = PTHREAD_ONCE_INIT;
+static int cg__bus_installed; /* ours was installed (cg__bus_install) */
+/* Set while the SIGBUS action in force is not ours (cg__bus_recheck): the host installed
+ * a handler of its own after the guard's first call (Python's faulthandler.enable() or
+ * signal.signal, a runtime started late).  Ours is not put back in front of it (a
+ * handler that restores the action it replaced and raises again, as crash reporters do,
+ * would then be called in a loop): instead nothing touches the mapping past the end of
+ * the file any more, which a fault there would take to the host's handler.  The probe
+ * asks fstat(2) for the file's length first, on every call while this is set. */
+static int cg__bus_foreign;
 
 /* What would have happened without the guard: the previous handler runs (with its own
  * mask and flags as far as they matter here), or the default action kills the process
@@ -161,6 +170,23 @@ static void cg__bus_install(void) {
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGBUS, &sa, &cg__old_bus) != 0)
     memset(&cg__old_bus, 0, sizeof(cg__old_bus)); /* SIG_DFL */
+  __atomic_store_n(&cg__bus_installed, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether the SIGBUS action in force is still ours, asked once a second with the length
+ * check (cg__long_enough_now: one sigaction(2) that changes nothing); sets or clears
+ * cg__bus_foreign.  A host's handler put in place between two checks (at most a second
+ * and a call) still gets a fault of the probe of a file cut short meanwhile. */
+static void cg__bus_recheck(void) {
+  struct sigaction cur;
+  int foreign;
+
+  if (!__atomic_load_n(&cg__bus_installed, __ATOMIC_ACQUIRE) ||
+      sigaction(SIGBUS, NULL, &cur) != 0)
+    return;
+  foreign = !((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == cg__on_sigbus);
+  if (foreign != __atomic_load_n(&cg__bus_foreign, __ATOMIC_RELAXED))
+    __atomic_store_n(&cg__bus_foreign, foreign, __ATOMIC_RELAXED);
 }
 
 void cg_state_sigbus_install(void) {
@@ -478,16 +504,23 @@ __attribute__((constructor)) static void cg__fork_register(void) {
 
 static int64_t cg__state_fstat_at; /* when a fast path last did its fstat (atomic) */
 
+static int cg__long_enough(const struct cg_state *st);
+
 /* Whether the file still backs the whole mapping, as far as pages tell: a guarded read
  * of its first and last words.  A file cut short under the mapping faults on the read
  * of a page past its new end; the SIGBUS guard turns the fault into 0.  Sets `*magic_ok`
- * to whether the header still carries the magic.  No system call. */
+ * to whether the header still carries the magic.  No system call, unless the host's
+ * SIGBUS handler is in force (cg__bus_foreign): then fstat(2) first, and a file found
+ * short is not read. */
 static int cg__probe(const struct cg_state *st, int *magic_ok) {
   struct cg_state_guard g;
   const uint64_t *last = (const uint64_t *) ((const char *) st->hdr + CG_STATE_SIZE) - 1;
   uint64_t magic;
 
   *magic_ok = 0;
+  if (__builtin_expect(__atomic_load_n(&cg__bus_foreign, __ATOMIC_RELAXED), 0) &&
+      cg__long_enough(st) == 0)
+    return 0;
   if (sigsetjmp(g.jb, 0) != 0)
     return 0;
   cg_state_guard_push(&g, st);
@@ -544,6 +577,7 @@ static int cg__long_enough_now(const struct cg_state *st) {
     if (at != 0 && now >= at && now - at < CG_STATE_FSTAT_NS)
       return 1;
     __atomic_store_n(&cg__state_fstat_at, now, __ATOMIC_RELAXED);
+    cg__bus_recheck();
   }
   ok = cg__long_enough(st) != 0;
   __atomic_store_n(&cg__state_fstat_short, !ok, __ATOMIC_RELAXED);

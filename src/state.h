@@ -276,7 +276,9 @@ struct cg_state_guard {
   struct cg_state_guard *prev;     /* the thread's enclosing region, or NULL */
 };
 
-/* Install the SIGBUS handler once per process (thread-safe; later calls do nothing). */
+/* Install the SIGBUS handler once per process (thread-safe; later calls do nothing).  A
+ * host handler put in front of it later is noticed within a second (state.c
+ * cg__bus_recheck); the state file's probe then asks fstat(2) for the length first. */
 void cg_state_sigbus_install(void);
 
 /* Enter a region guarding `st`'s mapping (`g->jb` set by the caller's sigsetjmp just

@@ -207,6 +207,60 @@ print(out)
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 
 
+    HOST_HANDLER = r'''
+import faulthandler, os, signal, sys, time, pycurl
+url, state, how = sys.argv[1:4]
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+def one():
+    c.setopt(pycurl.URL, url)
+    c.perform()
+    return c.getinfo(pycurl.RESPONSE_CODE)
+out = [one()]                       # maps the file: the guard's SIGBUS handler
+if how == "faulthandler":
+    faulthandler.enable()           # the host's own, in front of the guard's
+else:
+    signal.signal(signal.SIGBUS, lambda s, f: print("host handler ran", file=sys.stderr))
+time.sleep(1.2)                     # the guard's once-a-second checks come round
+out += [one()]
+os.truncate(state, 0)               # cut under the mapping
+out += [one(), one()]
+if how == "signal":
+    os.kill(os.getpid(), signal.SIGBUS)  # the host's handler still gets its signals
+print(out)
+'''
+
+    def check_host_handler(self, how):
+        if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
+            raise unittest.SkipTest("python3-pycurl is not installed")
+        url = self.mock.url(f"/v1/state/host-bus-{how}")
+        env = self.guard_env(CURLGUARD_LOG="off", CURLGUARD_MAX_ATTEMPTS="1",
+                             CURLGUARD_STATE=str(self.state))
+        p = harness.run([harness.PYTHON, "-c", self.HOST_HANDLER, url, str(self.state), how],
+                        env, timeout=60)
+        self.assertEqual(p.returncode, 0, f"host died: {p.returncode} {p.stderr!r}")
+        self.assertEqual(p.stdout.strip(), b"[200, 200, 200, 200]")
+        lines = p.stderr.decode().splitlines()
+        self.assertRegex(lines[0], r"^curlguard: state file .* was cut short under this "
+                                   r"process \(truncated\?\); re-initialised it")
+        self.assertEqual(lines[1:], ["host handler ran"] if how == "signal" else [], lines)
+        self.assertEqual(os.path.getsize(self.state),
+                         os.path.getsize(self.fresh_state()), "repaired")
+
+    def test_host_faulthandler_enabled_after_the_first_call(self):
+        """A host that puts a SIGBUS handler of its own in front of the guard's after its
+        first call (Python's faulthandler.enable()): the guard notices within a second and
+        from then on reads the file's length before it probes the mapping, so a file cut
+        short is repaired instead of the probe's fault reaching the host's handler (before:
+        "Fatal Python error: Bus error", the host killed by SIGBUS)."""
+        self.check_host_handler("faulthandler")
+
+    def test_host_signal_handler_set_after_the_first_call(self):
+        """The same with signal.signal(SIGBUS, ...), whose C handler returns: before, the
+        probe's fault ran again and again (the host hung).  A SIGBUS sent to the host
+        still reaches its handler."""
+        self.check_host_handler("signal")
+
     def test_relative_path_and_a_host_chdir(self):
         """A relative CURLGUARD_STATE names the file in the directory the host was in at
         its first guarded call, for the whole process: after the host's chdir(2), the file
