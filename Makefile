@@ -84,9 +84,11 @@ PGO_STAMP := $(BUILD)/obj/pgo.stamp
 # compiled with -Werror.
 LIB_PGO_FLAGS += -flto -ffat-lto-objects
 LIB_LTO_LINK := -flto=auto -Wno-error
-LTO_OFF := -fno-lto
 $(BUILD)/obj/loader.o: LIB_PGO_FLAGS += -fno-lto
 endif
+# Every other compile and link, in every build: fat objects a PGO build left behind are
+# linked as ordinary ones by a later PGO=0 make (no whole-library pass, no LTO warning).
+LTO_OFF := -fno-lto
 # LTO_OFF before CFLAGS: a -flto of the caller's still applies to everything.
 ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(LTO_OFF) $(CFLAGS)
 

@@ -410,22 +410,23 @@ static int cg__parse_number(const char *s, double min, double max, double *out) 
 
 static int cg__switch(const char *v);
 
-/* Apply one textual value (from the environment or a JSON string) to key `k`. */
-
 /* A relative state path (CURLGUARD_STATE, a config file's "state") as an absolute one,
  * against the working directory of now, the process's first guarded call: the path is
  * opened again later (a repair, a host that closed the descriptor, state.c), after a
  * host's chdir(2) that would name another file, made anew in the host's directory.  A
- * working directory that cannot be read (removed, too long) keeps the path as given.
+ * working directory that cannot be read (removed, too long), or a joined path of
+ * PATH_MAX bytes or more, keeps the path as given.
  * NULL when out of memory. */
 static char *cg__absolute(const char *path) {
-  char cwd[4096];
+  char cwd[PATH_MAX];
   char *out;
   size_t n;
 
   if (!getcwd(cwd, sizeof(cwd)) || cwd[0] != '/')
     return strdup(path);
   n = strlen(cwd);
+  if (n + 1 + strlen(path) >= sizeof(cwd))
+    return strdup(path); /* longer than a path may be: open(2) would refuse it */
   if (!(out = malloc(n + 1 + strlen(path) + 1)))
     return NULL;
   memcpy(out, cwd, n);
@@ -434,6 +435,7 @@ static char *cg__absolute(const char *path) {
   return out;
 }
 
+/* Apply one textual value (from the environment or a JSON string) to key `k`. */
 static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const char *s,
                           const char *origin) {
   char *base = (char *) c + k->offset;

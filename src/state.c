@@ -113,6 +113,11 @@ static int cg__bus_installed; /* ours was installed (cg__bus_install) */
  * the file any more, which a fault there would take to the host's handler.  The probe
  * asks fstat(2) for the file's length first, on every call while this is set. */
 static int cg__bus_foreign;
+/* Set when the last probe faulted (a file cut short and not repaired yet): until one
+ * succeeds, the probe asks fstat(2) first too, so the same cut is not touched again
+ * (whatever handler a host put in front meanwhile: cg__bus_recheck only runs once the
+ * file is whole). */
+static int cg__probe_faulted;
 
 /* What would have happened without the guard: the previous handler runs (with its own
  * mask and flags as far as they matter here), or the default action kills the process
@@ -518,15 +523,23 @@ static int cg__probe(const struct cg_state *st, int *magic_ok) {
   uint64_t magic;
 
   *magic_ok = 0;
-  if (__builtin_expect(__atomic_load_n(&cg__bus_foreign, __ATOMIC_RELAXED), 0) &&
-      cg__long_enough(st) == 0)
+  /* Not read unless fstat says it is whole: a descriptor the host took (-1) tells
+   * nothing, and cg_state_get opens the file again. */
+  if (__builtin_expect(__atomic_load_n(&cg__bus_foreign, __ATOMIC_RELAXED) |
+                           __atomic_load_n(&cg__probe_faulted, __ATOMIC_RELAXED),
+                       0) &&
+      cg__long_enough(st) != 1)
     return 0;
-  if (sigsetjmp(g.jb, 0) != 0)
+  if (sigsetjmp(g.jb, 0) != 0) {
+    __atomic_store_n(&cg__probe_faulted, 1, __ATOMIC_RELAXED);
     return 0;
+  }
   cg_state_guard_push(&g, st);
   magic = __atomic_load_n(&st->hdr->magic, __ATOMIC_ACQUIRE);
   (void) __atomic_load_n(last, __ATOMIC_RELAXED);
   cg_state_guard_pop(&g);
+  if (__builtin_expect(__atomic_load_n(&cg__probe_faulted, __ATOMIC_RELAXED), 0))
+    __atomic_store_n(&cg__probe_faulted, 0, __ATOMIC_RELAXED);
   *magic_ok = magic == CG_STATE_MAGIC;
   return 1;
 }
@@ -569,8 +582,6 @@ static int cg__long_enough_now(const struct cg_state *st) {
   int64_t now, at;
   int ok;
 
-  if (__atomic_load_n(&cg__state_kept, __ATOMIC_RELAXED))
-    return 1;
   if (!__atomic_load_n(&cg__state_fstat_short, __ATOMIC_RELAXED)) {
     now = cg_state_now();
     at = __atomic_load_n(&cg__state_fstat_at, __ATOMIC_RELAXED);
@@ -579,6 +590,8 @@ static int cg__long_enough_now(const struct cg_state *st) {
     __atomic_store_n(&cg__state_fstat_at, now, __ATOMIC_RELAXED);
     cg__bus_recheck();
   }
+  if (__atomic_load_n(&cg__state_kept, __ATOMIC_RELAXED))
+    return 1;
   ok = cg__long_enough(st) != 0;
   __atomic_store_n(&cg__state_fstat_short, !ok, __ATOMIC_RELAXED);
   return ok;

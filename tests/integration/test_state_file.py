@@ -209,41 +209,67 @@ print(out)
 
     HOST_HANDLER = r'''
 import faulthandler, os, signal, sys, time, pycurl
-url, state, how = sys.argv[1:4]
+url, state, how, then = sys.argv[1:5]
 c = pycurl.Curl()
 c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
 def one():
     c.setopt(pycurl.URL, url)
     c.perform()
     return c.getinfo(pycurl.RESPONSE_CODE)
+def handler():
+    if how == "faulthandler":
+        faulthandler.enable()       # the host's own, in front of the guard's
+    else:
+        signal.signal(signal.SIGBUS, lambda s, f: print("host handler ran", file=sys.stderr))
 out = [one()]                       # maps the file: the guard's SIGBUS handler
-if how == "faulthandler":
-    faulthandler.enable()           # the host's own, in front of the guard's
+if then == "unrepairable":
+    # cut, and another user's file (refused): the guard goes on without it, then the
+    # host's handler comes while the file is still short
+    os.truncate(state, 0)
+    os.chown(state, 65534, 65534)
+    out += [one()]
+    handler()
+    time.sleep(1.2)
+    out += [one()]
+    os.chown(state, os.getuid(), os.getgid())
+    out += [one()]
 else:
-    signal.signal(signal.SIGBUS, lambda s, f: print("host handler ran", file=sys.stderr))
-time.sleep(1.2)                     # the guard's once-a-second checks come round
-out += [one()]
-os.truncate(state, 0)               # cut under the mapping
-out += [one(), one()]
+    handler()
+    time.sleep(1.2)                 # the guard's once-a-second checks come round
+    out += [one()]
+    if then == "close-fd":          # a host closing descriptors it does not know
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink("/proc/self/fd/" + fd) == state:
+                    os.close(int(fd))
+            except OSError:
+                pass
+    os.truncate(state, 0)           # cut under the mapping
+    out += [one(), one()]
 if how == "signal":
     os.kill(os.getpid(), signal.SIGBUS)  # the host's handler still gets its signals
 print(out)
 '''
 
-    def check_host_handler(self, how):
+    def check_host_handler(self, how, then="cut"):
         if harness.run([harness.PYTHON, "-c", "import pycurl"], None).returncode != 0:
             raise unittest.SkipTest("python3-pycurl is not installed")
-        url = self.mock.url(f"/v1/state/host-bus-{how}")
+        if then == "unrepairable" and os.getuid() != 0:
+            raise unittest.SkipTest("makes the state file another user's: root only")
+        url = self.mock.url(f"/v1/state/host-bus-{how}-{then}")
         env = self.guard_env(CURLGUARD_LOG="off", CURLGUARD_MAX_ATTEMPTS="1",
                              CURLGUARD_STATE=str(self.state))
-        p = harness.run([harness.PYTHON, "-c", self.HOST_HANDLER, url, str(self.state), how],
-                        env, timeout=60)
+        p = harness.run([harness.PYTHON, "-c", self.HOST_HANDLER, url, str(self.state), how,
+                         then], env, timeout=60)
         self.assertEqual(p.returncode, 0, f"host died: {p.returncode} {p.stderr!r}")
         self.assertEqual(p.stdout.strip(), b"[200, 200, 200, 200]")
         lines = p.stderr.decode().splitlines()
-        self.assertRegex(lines[0], r"^curlguard: state file .* was cut short under this "
-                                   r"process \(truncated\?\); re-initialised it")
-        self.assertEqual(lines[1:], ["host handler ran"] if how == "signal" else [], lines)
+        if then != "unrepairable":
+            self.assertRegex(lines[0], r"^curlguard: state file .* was cut short under this "
+                                       r"process \(truncated\?\); re-initialised it")
+            self.assertEqual(lines[1:], ["host handler ran"] if how == "signal" else [],
+                             lines)
+        self.assertFalse([x for x in lines if "Fatal Python error" in x], lines)
         self.assertEqual(os.path.getsize(self.state),
                          os.path.getsize(self.fresh_state()), "repaired")
 
@@ -260,6 +286,23 @@ print(out)
         probe's fault ran again and again (the host hung).  A SIGBUS sent to the host
         still reaches its handler."""
         self.check_host_handler("signal")
+
+    def test_host_handler_after_the_guard_closed_its_descriptor(self):
+        """The same after the host closed the guard's descriptor of the file (its length
+        unknown until the guard opens it again): the mapping is not read meanwhile."""
+        for how in ("faulthandler", "signal"):
+            with self.subTest(how=how):
+                self.state.unlink(missing_ok=True)
+                self.check_host_handler(how, "close-fd")
+
+    def test_host_handler_while_the_file_stays_cut(self):
+        """The file is cut and cannot be repaired (another user's: refused), and only
+        then the host puts its handler in front: the guard, which found the file short,
+        does not read the mapping again until fstat says it is whole."""
+        for how in ("faulthandler", "signal"):
+            with self.subTest(how=how):
+                self.state.unlink(missing_ok=True)
+                self.check_host_handler(how, "unrepairable")
 
     def test_relative_path_and_a_host_chdir(self):
         """A relative CURLGUARD_STATE names the file in the directory the host was in at
