@@ -18,6 +18,18 @@ FIXED = '{"id": "fixed-state", "choices": [{"text": "state file"}]}\n'
 OK = {"action": 200, "body": FIXED}
 
 
+# The pycurl host scripts' one handle: one() fetches `url` (a global of the script) and
+# returns the status.
+ONE_HANDLE = r"""
+c = pycurl.Curl()
+c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
+def one():
+    c.setopt(pycurl.URL, url)
+    c.perform()
+    return c.getinfo(pycurl.RESPONSE_CODE)
+"""
+
+
 class StateFileTestCase(harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
@@ -178,12 +190,7 @@ class UntrustedStateFileTest(StateFileTestCase):
         script = r'''
 import os, subprocess, sys, pycurl
 url, state, cli = sys.argv[1:4]
-c = pycurl.Curl()
-c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-def one():
-    c.setopt(pycurl.URL, url)
-    c.perform()
-    return c.getinfo(pycurl.RESPONSE_CODE)
+''' + ONE_HANDLE + r'''
 out = [one()]                       # maps the file
 os.truncate(state, 0)               # cut under the mapping
 out += [one(), one()]               # unpaced, one line
@@ -206,16 +213,10 @@ print(out)
         admitted = {x["name"]: x for x in self.stat()["pools"]}[harness.mock_pool()]["admitted"]
         self.assertEqual(admitted, 1, "only the call after the file was whole again")
 
-
     HOST_HANDLER = r'''
 import faulthandler, os, signal, sys, time, pycurl
 url, state, how, then = sys.argv[1:5]
-c = pycurl.Curl()
-c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-def one():
-    c.setopt(pycurl.URL, url)
-    c.perform()
-    return c.getinfo(pycurl.RESPONSE_CODE)
+''' + ONE_HANDLE + r'''
 def handler():
     if how == "faulthandler":
         faulthandler.enable()       # the host's own, in front of the guard's
@@ -316,12 +317,7 @@ print(out)
 import os, sys, pycurl
 url, first, then = sys.argv[1:4]
 os.chdir(first)
-c = pycurl.Curl()
-c.setopt(pycurl.WRITEFUNCTION, lambda b: None)
-def one():
-    c.setopt(pycurl.URL, url)
-    c.perform()
-    return c.getinfo(pycurl.RESPONSE_CODE)
+''' + ONE_HANDLE + r'''
 out = [one()]                                  # maps first/rel.state
 os.chdir(then)
 os.truncate(os.path.join(first, "rel.state"), 0)
