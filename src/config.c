@@ -420,19 +420,11 @@ static int cg__switch(const char *v);
 static char *cg__absolute(const char *path) {
   char cwd[PATH_MAX];
   char *out;
-  size_t n;
 
-  if (!getcwd(cwd, sizeof(cwd)) || cwd[0] != '/')
-    return strdup(path);
-  n = strlen(cwd);
-  if (n + 1 + strlen(path) >= sizeof(cwd))
-    return strdup(path); /* longer than a path may be: open(2) would refuse it */
-  if (!(out = malloc(n + 1 + strlen(path) + 1)))
-    return NULL;
-  memcpy(out, cwd, n);
-  out[n] = '/';
-  strcpy(out + n + 1, path);
-  return out;
+  if (!getcwd(cwd, sizeof(cwd)) || cwd[0] != '/' ||
+      strlen(cwd) + 1 + strlen(path) >= sizeof(cwd))
+    return strdup(path); /* a joined path that long open(2) would refuse */
+  return asprintf(&out, "%s/%s", cwd, path) < 0 ? NULL : out;
 }
 
 /* Apply one textual value (from the environment or a JSON string) to key `k`. */
