@@ -93,6 +93,25 @@ LTO_OFF := -fno-lto
 # LTO_OFF before CFLAGS: a -flto of the caller's still applies to everything.
 ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(LTO_OFF) $(CFLAGS)
 
+# The compiler and flags the build tree was made with, in $(FLAGS_FILE): a make with others
+# (CC, CFLAGS, PGO=0 after PGO=1, ...) in the same BUILD rewrites it, and everything
+# compiled from a source is made again (the objects are not newer than the Makefile's
+# variables).  Written when the Makefile is read, only when it differs; never by the
+# training's PGO=gen make, whose objects the training removes, nor, once the file exists,
+# by a make of only install, uninstall, deb or clean: those take the tree as it was built
+# (the tests' `make install` and `make deb` run without the caller's MAKEFLAGS, and must
+# not rebuild the library the other tests are running).
+FLAGS_FILE := $(BUILD)/obj/flags
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) $(LIB_LTO_LINK)
+ifneq ($(PGO),gen)
+ifneq ($(if $(MAKECMDGOALS),$(filter-out clean install uninstall deb deb-lint,$(MAKECMDGOALS)),all)$(if $(wildcard $(FLAGS_FILE)),,none yet),)
+ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
+$(shell mkdir -p $(BUILD)/obj)
+$(file >$(FLAGS_FILE),$(FLAGS_NOW))
+endif
+endif
+endif
+
 LIB_SRCS := src/shim.c src/lib.c src/handle.c src/optval.c src/config.c src/guard.c \
             src/attempt.c src/classify.c src/policy.c src/backoff.c src/record.c \
             src/body.c src/admit.c src/state.c src/limiter.c src/window.c src/breaker.c src/budget.c src/fallback.c src/ratelimit.c src/digest.c src/repeat.c src/usage.c src/rng.c src/url.c src/clock.c src/log.c src/price.c src/price-litellm.c \
@@ -153,7 +172,9 @@ MAN_PAGES := $(BUILD)/curlguard.1 $(BUILD)/libcurlguard.7
 all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost \
   $(BUILD)/tests/cgmulti $(MAN_PAGES)
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) $(PGO_STAMP) | $(BUILD)/obj
+$(FLAGS_FILE): ;
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) $(PGO_STAMP) $(FLAGS_FILE) | $(BUILD)/obj
 	$(say) CC $@
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 # An object without the profile: the next PGO build trains again.
@@ -171,7 +192,7 @@ endif
 # "profile written" in train.log (which .ci/run requires) is make's, once the profiles are
 # beside the objects.
 $(BUILD)/obj/pgo.stamp: $(LIB_SRCS) $(wildcard src/*.h) scripts/pgo-train scripts/mock-provider \
-  $(BUILD)/bench/batch-host | $(BUILD)/obj
+  $(BUILD)/bench/batch-host $(FLAGS_FILE) | $(BUILD)/obj
 	$(say) PGO "$(PGO_DIR)/libcurlguard.so (instrumented; training: scripts/pgo-train)"
 	$(Q)mkdir -p $(PGO_DIR) && touch $(PGO_DIR)/started $(BUILD)/obj/pgo.gen
 	$(Q)rm -f $(LIB_OBJS) $(BUILD)/obj/*.gcda $(PGO_DIR)/train.log
@@ -196,7 +217,7 @@ $(PGO_DIR)/libcurlguard.so: $(LIB_OBJS)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) -shared -fPIC -Wl,-z,defs -Wl,--as-needed \
 	  -Wl,-soname,libcurlguard.so -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
-$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard src/*.h) | $(BUILD)/obj/cli
+$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard src/*.h) $(FLAGS_FILE) | $(BUILD)/obj/cli
 	$(say) CC $@
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
 
@@ -206,29 +227,29 @@ VERSION := $(shell cat $(dir $(lastword $(MAKEFILE_LIST)))VERSION 2>/dev/null)
 $(BUILD)/obj/cli/main.o: VERSION
 $(BUILD)/obj/cli/main.o: ALL_CFLAGS += -DCG_VERSION='"$(VERSION)"'
 
-$(BUILD)/libcurlguard.so: $(LIB_OBJS)
+$(BUILD)/libcurlguard.so: $(LIB_OBJS) $(FLAGS_FILE)
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_PGO_FLAGS) $(LIB_LTO_LINK) -shared -fPIC -Wl,-z,defs -Wl,--as-needed -Wl,-soname,libcurlguard.so \
 	  -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
-$(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE)
+$(BUILD)/curlguard: $(CLI_OBJS) $(CLI_CORE) $(FLAGS_FILE)
 	$(say) CCLD $@
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -lcjson -lpthread -lm $(HIREDIS_A)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(CLI_CORE) -lcjson -lpthread -lm $(HIREDIS_A)
 
-$(BUILD)/tests/cghost: tests/hosts/cghost.c | $(BUILD)/tests
+$(BUILD)/tests/cghost: tests/hosts/cghost.c $(FLAGS_FILE) | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
-$(BUILD)/tests/rsshost: tests/hosts/rsshost.c | $(BUILD)/tests
+$(BUILD)/tests/rsshost: tests/hosts/rsshost.c $(FLAGS_FILE) | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
 
 # The multi-API host (issue 13): an epoll loop over socket_action, or perform + poll.
-$(BUILD)/tests/cgmulti: tests/hosts/cgmulti.c | $(BUILD)/tests
+$(BUILD)/tests/cgmulti: tests/hosts/cgmulti.c $(FLAGS_FILE) | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl
 
-$(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) | $(BUILD)/tests
+$(BUILD)/tests/test-%: tests/unit/test-%.c $(wildcard tests/unit/*.h) $(CORE_OBJS) $(FLAGS_FILE) | $(BUILD)/tests
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) -lcriterion $(LIB_LDLIBS)
 
@@ -361,7 +382,7 @@ $(BUILD)/bench/limiter-bench: bench/limiter-bench.c $(CORE_OBJS)
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJS) $(LIB_LDLIBS)
 
-$(BUILD)/bench/batch-host: bench/batch-host.c
+$(BUILD)/bench/batch-host: bench/batch-host.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	$(say) CCLD $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -lcurl -lpthread
