@@ -7,6 +7,7 @@
 #include "handle.h"
 #include "log.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,10 +49,14 @@ struct cg_multi {
   /* Messages for the host, in order (a ring). */
   CURLMsg *q;
   size_t qhead, qlen, qcap;
+  unsigned pushed;            /* messages queued so far (wrapping) */
+  unsigned pushed_at_wait;    /* `pushed` at the last curl_multi_wait (cg_multi_wait) */
   CURLMsg cur[CG_MSG_RING];   /* the last ones curl_multi_info_read returned for other
                                * transfers (a guarded one's stays in its entry) */
   unsigned ncur;
-  int nreal;                  /* easy handles the host has in the real multi (ours too) */
+  int timer_dead;             /* the host's timer callback returned -1: as libcurl (lib/multi.c
+                               * Curl_update_timer, multi->dead), it is not called again
+                               * until an add starts the multi over */
   /* CURLMOPT_TIMERFUNCTION: the host's, and what libcurl and the host were told. */
   curl_multi_timer_callback host_timer;
   void *host_timer_data;
@@ -161,6 +166,7 @@ static void cg__push(struct cg_multi *cm, const CURLMsg *msg) {
   }
   cm->q[(cm->qhead + cm->qlen) % cm->qcap] = *msg;
   cm->qlen++;
+  cm->pushed++;
 }
 
 static void cg__push_done(struct cg_multi *cm, CURL *e, CURLcode rc) {
@@ -223,6 +229,8 @@ static int cg__timer_cb(CURLM *m, long timeout_ms, void *userp) {
   int r;
 
   cm->lc_abs = timeout_ms < 0 ? -1 : cg_mono_ms() + timeout_ms;
+  if (cm->timer_dead)
+    return -1; /* the host refused the guard's call: libcurl learns it now */
   eff = cg__min_abs(cm->lc_abs, cg__guard_due(cm));
   if (!cm->host_timer || (eff == cm->told_abs && eff != cm->lc_abs))
     return 0;
@@ -230,26 +238,36 @@ static int cg__timer_cb(CURLM *m, long timeout_ms, void *userp) {
   cm->in_host_cb++;
   r = cm->host_timer(m, cg__rel(eff), cm->host_timer_data);
   cm->in_host_cb--;
+  if (r == -1)
+    cm->timer_dead = 1;
   return r;
 }
 
 /* After one of the guard's multi calls: set the host's timer again if the earlier of
  * libcurl's and the guard's time moved (a call entered a backoff, a due call started, or
  * the host's timer fired early for the guard, where libcurl keeps its own and would not
- * say it again). */
-static void cg__sync_timer(struct cg_multi *cm) {
+ * say it again).  Returns `mrc`, the call's own code, or CURLM_ABORTED_BY_CALLBACK when
+ * it was CURLM_OK and the host's callback returned -1: as libcurl's call that sets the
+ * timer returns (lib/multi.c Curl_update_timer), so that the host learns its timer is
+ * gone instead of waiting for it. */
+static CURLMcode cg__sync_timer(struct cg_multi *cm, CURLMcode mrc) {
   int64_t eff;
-  if (!cm->host_timer)
-    return;
+  int r;
+  if (!cm->host_timer || cm->timer_dead)
+    return mrc;
   eff = cg__min_abs(cm->lc_abs, cg__guard_due(cm));
   /* Only an earlier time is told: a later one (a stream's read timeout moving on with
    * every byte) costs the host at most one early wake-up, after which it is told. */
   if (eff < 0 || (cm->told_abs >= 0 && eff >= cm->told_abs))
-    return;
+    return mrc;
   cm->told_abs = eff;
   cm->in_host_cb++;
-  (void) cm->host_timer(cm->m, cg__rel(eff), cm->host_timer_data);
+  r = cm->host_timer(cm->m, cg__rel(eff), cm->host_timer_data);
   cm->in_host_cb--;
+  if (r != -1)
+    return mrc;
+  cm->timer_dead = 1; /* and libcurl's wrapper answers -1 when libcurl asks next */
+  return mrc == CURLM_OK ? CURLM_ABORTED_BY_CALLBACK : mrc;
 }
 
 /* ---- one call ---- */
@@ -259,7 +277,6 @@ static void cg__real_remove(struct cg_multi *cm, struct cg_mentry *en) {
     return;
   cm->lib->multi_remove_handle(cm->m, en->easy);
   en->in_real = 0;
-  cm->nreal--;
 }
 
 /* The call is final with `rc`: queue the host's one CURLMSG_DONE. */
@@ -350,7 +367,7 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
   if (mrc != CURLM_OK)
     return mrc;
   en->in_real = 1;
-  cm->nreal++;
+  cm->timer_dead = 0; /* libcurl took a handle: it was not dead, or started over */
   return CURLM_OK;
 }
 
@@ -498,14 +515,16 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   h = cg_handle_get(e);
   if (!h || h->in_perform || !(call = cg_engine_begin(h))) {
     mrc = cm->lib->multi_add_handle(cm->m, e);
-    cm->nreal += mrc == CURLM_OK;
+    if (mrc == CURLM_OK)
+      cm->timer_dead = 0;
     return mrc;
   }
   if (!(en = calloc(1, sizeof(*en)))) {
     cg_engine_end(call, CURLE_OK);
     cg_warn_once("multi-oom", "out of memory: a transfer runs without the guard");
     mrc = cm->lib->multi_add_handle(cm->m, e);
-    cm->nreal += mrc == CURLM_OK;
+    if (mrc == CURLM_OK)
+      cm->timer_dead = 0;
     return mrc;
   }
   en->cm = cm;
@@ -532,7 +551,7 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
     cg_attempt_free(&en->a);
     cg_engine_end(call, CURLE_FAILED_INIT);
     free(en);
-    cg__sync_timer(cm); /* the calls started or ended just before it may have moved it */
+    mrc = cg__sync_timer(cm, mrc); /* the calls started or ended just before: it may move */
     cm->busy = 0;
     return mrc;
   }
@@ -545,9 +564,9 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   cg__map_add(en);
   if (en->st == CG_MS_DONE)
     cm->kick = 1; /* refused before any attempt: the host reads it at its next call */
-  cg__sync_timer(cm);
+  mrc = cg__sync_timer(cm, CURLM_OK);
   cm->busy = 0;
-  return CURLM_OK;
+  return mrc;
 }
 
 CURLMcode cg_multi_remove(struct cg_multi *cm, CURL *e) {
@@ -560,17 +579,15 @@ CURLMcode cg_multi_remove(struct cg_multi *cm, CURL *e) {
     return cm->lib->multi_remove_handle(cm->m, e);
   if (!en || en->cm != cm) {
     mrc = cm->lib->multi_remove_handle(cm->m, e);
-    if (mrc == CURLM_OK && e) {
-      cm->nreal--;
+    if (mrc == CURLM_OK && e)
       cg__drop_msgs(cm, e);
-    }
     return mrc;
   }
   cm->busy = 1;
   cg__drop(cm, en, "removed_by_host");
-  cg__sync_timer(cm);
+  mrc = cg__sync_timer(cm, CURLM_OK);
   cm->busy = 0;
-  return CURLM_OK;
+  return mrc;
 }
 
 CURLMcode cg_multi_perform(struct cg_multi *cm, int *running) {
@@ -588,7 +605,7 @@ CURLMcode cg_multi_perform(struct cg_multi *cm, int *running) {
   cg__drain(cm);
   if (running)
     *running = r + cg__outside(cm);
-  cg__sync_timer(cm);
+  mrc = cg__sync_timer(cm, mrc);
   cm->busy = 0;
   return mrc;
 }
@@ -634,27 +651,45 @@ CURLMcode cg_multi_timeout(struct cg_multi *cm, long *timeout_ms) {
 }
 
 CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned int nfds,
-                        int timeout_ms, int *numfds, int poll) {
-  long g;
+                        int timeout_ms, int *numfds, int use_poll) {
+  CURLMcode mrc;
+  int64_t t0_us;
+  long g, lt = -1;
+  int n = 0, fresh;
 
-  if (!cm->in_host_cb) {
-    g = cg__rel(cg__guard_due(cm));
-    if (g >= 0 && g < timeout_ms)
-      timeout_ms = (int) g;
-    /* curl_multi_wait returns at once when it has no descriptor to wait on (lib/multi.c
-     * multi_wait: only curl_multi_poll sleeps then): with every guarded call waiting
-     * outside the real multi, the host's loop would spin until the due time.  The wait
-     * the host asked for is slept instead (its timeout, cut to the due time). */
-    if (!poll && cm->nreal <= 0 && nfds == 0 && cg__outside(cm) > 0 && timeout_ms > 0) {
-      cg_sleep_ms(timeout_ms);
-      if (numfds)
-        *numfds = 0;
-      return CURLM_OK;
-    }
+  if (cm->in_host_cb)
+    return use_poll ? cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds)
+                : cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
+  g = cg__rel(cg__guard_due(cm));
+  if (g >= 0 && g < timeout_ms)
+    timeout_ms = (int) g;
+  if (use_poll || timeout_ms <= 0 || cg__outside(cm) == 0)
+    return use_poll ? cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds)
+                : cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
+  /* curl_multi_wait returns at once when it has no descriptor to wait on (lib/multi.c
+   * multi_wait: only curl_multi_poll sleeps then): with the guarded calls waiting
+   * outside the real multi (a backoff, the limiter), and nothing in it but transfers
+   * that ended and the host has not removed yet, the host's loop would spin until the due
+   * time (PHP's curl_multi_select loop: ~3 million turns in a 3 s backoff).  So when it
+   * comes back before the time asked with no event, and libcurl's own timer is not due
+   * (curl_multi_timeout 0: a transfer needs a call now), the rest of that time is slept,
+   * up to libcurl's timer: in one poll(2), which a signal ends, as it ends libcurl's
+   * own waits (lib/select.c Curl_wait_ms).  Not the first time after a transfer's end
+   * was queued: a host that reads its messages after its wait (perform, wait, info_read)
+   * gets it at once, as without the guard; one that reads them only at the end (PHP's
+   * curl_multi_exec + curl_multi_select loop) turns once more, not until the due time. */
+  fresh = cm->pushed != cm->pushed_at_wait && cm->qlen > 0;
+  cm->pushed_at_wait = cm->pushed;
+  t0_us = cg_mono_us();
+  mrc = cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, &n);
+  if (mrc == CURLM_OK && n == 0 && !fresh) {
+    int64_t left_ms = timeout_ms - (cg_mono_us() - t0_us) / 1000;
+    if (left_ms > 0 && cm->lib->multi_timeout(cm->m, &lt) == CURLM_OK && lt != 0)
+      (void) poll(NULL, 0, (int) (lt > 0 && lt < left_ms ? lt : left_ms));
   }
-  if (poll)
-    return cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds);
-  return cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
+  if (numfds)
+    *numfds = n;
+  return mrc;
 }
 
 CURLMcode cg_multi_socket_action(struct cg_multi *cm, curl_socket_t s, int ev, int *running) {
@@ -680,7 +715,7 @@ CURLMcode cg_multi_socket_action(struct cg_multi *cm, curl_socket_t s, int ev, i
   cg__drain(cm);
   if (running)
     *running = r + cg__outside(cm);
-  cg__sync_timer(cm);
+  mrc = cg__sync_timer(cm, mrc);
   cm->busy = 0;
   return mrc;
 }
@@ -700,7 +735,7 @@ CURLMcode cg_multi_socket_all(struct cg_multi *cm, int *running) {
   cg__drain(cm);
   if (running)
     *running = r + cg__outside(cm);
-  cg__sync_timer(cm);
+  mrc = cg__sync_timer(cm, mrc);
   cm->busy = 0;
   return mrc;
 }

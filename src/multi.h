@@ -57,9 +57,9 @@ CURLMcode cg_multi_remove(struct cg_multi *cm, CURL *e);
 CURLMcode cg_multi_perform(struct cg_multi *cm, int *running);
 CURLMsg *cg_multi_info_read(struct cg_multi *cm, int *msgs_in_queue);
 CURLMcode cg_multi_timeout(struct cg_multi *cm, long *timeout_ms);
-/* curl_multi_wait (`poll` 0) or curl_multi_poll (`poll` 1). */
+/* curl_multi_wait (`use_poll` 0) or curl_multi_poll (`use_poll` 1). */
 CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned int nfds,
-                        int timeout_ms, int *numfds, int poll);
+                        int timeout_ms, int *numfds, int use_poll);
 CURLMcode cg_multi_socket_action(struct cg_multi *cm, curl_socket_t s, int ev, int *running);
 CURLMcode cg_multi_socket_all(struct cg_multi *cm, int *running);
 /* curl_multi_setopt with its argument already read by type (`l` for CURLMOPTTYPE_LONG,

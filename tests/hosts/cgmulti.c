@@ -11,6 +11,16 @@
  *
  * Usage: cgmulti [options] URL...   (transfer i fetches the i-th URL, i from 0)
  *   --perform               curl_multi_perform + curl_multi_poll instead of socket_action
+ *   --wait                  --perform with curl_multi_wait instead of curl_multi_poll
+ *   --read-after-wait       --perform: curl_multi_info_read after the wait, not before it
+ *                           (perform, wait, read: as the loops of PHP's manual)
+ *   --keep-done             a finished transfer stays in the multi until all are finished
+ *                           (libcurl gives it no descriptor to wait on)
+ *   --remove-twice          a finished transfer is removed twice (libcurl 7.88 answers the
+ *                           second CURLM_OK: "it is already removed so let's say it is fine")
+ *   --timer-fail N          the timer callback (socket_action loop) returns -1 on its N-th
+ *                           call; a later call prints "cgmulti: timer callback called after
+ *                           it returned -1" (libcurl never calls it again: lib/multi.c)
  *   --post BODY             POSTFIELDS of every transfer (Content-Type: application/json)
  *   --idempotency-key K     header "Idempotency-Key: K-i" on transfer i
  *   --header 'Name: value'  one more request header on every transfer (repeatable)
@@ -104,6 +114,9 @@ struct global {
     long n, next, active, concurrency, finished;
     long pace_ms;                  /* --pace-ms: transfer i not before i * pace_ms */
     FILE *bench_out;
+    bool wait, read_after_wait, keep_done, remove_twice;
+    long timer_fail, timer_calls;  /* --timer-fail N; calls of the timer callback so far */
+    long turns;                    /* turns of the perform loop ("cgmulti: turns=N") */
 };
 
 static struct timespec g_t0;
@@ -186,7 +199,12 @@ static void finish(struct global *g, struct xfer *x, CURLcode result)
     x->result = result;
     x->done_ms = now_ms();
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
-    mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g->multi, x->easy));
+    if (!g->keep_done) {
+        mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g->multi, x->easy));
+        if (g->remove_twice)
+            mcheck("curl_multi_remove_handle (again)",
+                   curl_multi_remove_handle(g->multi, x->easy));
+    }
     g->active--;
     g->finished++;
     if (x->body)
@@ -279,6 +297,11 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
     struct global *g = userp;
     if (multi != g->multi)
         die("CURLMOPT_TIMERFUNCTION", "called with another multi handle");
+    g->timer_calls++;
+    if (g->timer_fail > 0 && g->timer_calls > g->timer_fail)
+        fprintf(stderr, "cgmulti: timer callback called after it returned -1\n");
+    if (g->timer_fail > 0 && g->timer_calls >= g->timer_fail)
+        return -1;
     arm(g->tfd, timeout_ms);
     return 0;
 }
@@ -472,16 +495,24 @@ static int run_perform(struct global *g, long remove_ms, long remove_idx, long m
             timed_event(g, remove_idx);
             continue;
         }
+        g->turns++;
         mcheck("curl_multi_perform", curl_multi_perform(g->multi, &g->running));
-        check_multi_info(g);
-        if (g->finished >= g->n)
-            break;
+        if (!g->read_after_wait) {
+            check_multi_info(g);
+            if (g->finished >= g->n)
+                break;
+        }
         long wait = wait_ms(g, 1000, max_ms);
         if (removal_due && remove_ms - (long)t < wait)
             wait = remove_ms - (long)t;
         if (wait < 0)
             wait = 0;
-        mcheck("curl_multi_poll", curl_multi_poll(g->multi, NULL, 0, (int)wait, NULL));
+        if (g->wait)
+            mcheck("curl_multi_wait", curl_multi_wait(g->multi, NULL, 0, (int)wait, NULL));
+        else
+            mcheck("curl_multi_poll", curl_multi_poll(g->multi, NULL, 0, (int)wait, NULL));
+        if (g->read_after_wait)
+            check_multi_info(g);
     }
     return 0;
 }
@@ -494,6 +525,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
+            "               [--wait] [--read-after-wait] [--keep-done] [--remove-twice]\n"
+            "               [--timer-fail N]\n"
             "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
             "               [--easy-cleanup-after-ms K IDX] [--rewrite-post-at-cleanup]\n"
             "               [--timing FILE] [--max-connections N]\n"
@@ -550,6 +583,8 @@ int main(int argc, char **argv)
     long remove_ms = -1, remove_idx = -1, timeout_ms = -1, max_ms = 45000, calls = -1;
     long concurrency = 0, pace = 0;
     bool cleanup = false, easy_cleanup = false, rewrite_post = false;
+    bool wait = false, read_after_wait = false, keep_done = false, remove_twice = false;
+    long timer_fail = 0;
     long max_conn = 0;
     struct curl_slist *extra = NULL;
     int i = 1;
@@ -558,6 +593,16 @@ int main(int argc, char **argv)
         bool has1 = i + 1 < argc;
         if (!strcmp(a, "--perform"))
             perform = true;
+        else if (!strcmp(a, "--wait"))
+            perform = wait = true;
+        else if (!strcmp(a, "--read-after-wait"))
+            read_after_wait = true;
+        else if (!strcmp(a, "--keep-done"))
+            keep_done = true;
+        else if (!strcmp(a, "--remove-twice"))
+            remove_twice = true;
+        else if (!strcmp(a, "--timer-fail") && has1)
+            timer_fail = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--post") && has1)
             post = argv[++i];
         else if (!strcmp(a, "--idempotency-key") && has1)
@@ -625,6 +670,11 @@ int main(int argc, char **argv)
     g.cleanup = cleanup;
     g.easy_cleanup = easy_cleanup;
     g.rewrite_post = rewrite_post;
+    g.wait = wait;
+    g.read_after_wait = read_after_wait;
+    g.keep_done = keep_done;
+    g.remove_twice = remove_twice;
+    g.timer_fail = timer_fail;
     if (post && !(g.post = strdup(post)))
         die("init", "out of memory");
     if (remove_idx >= g.n)
@@ -710,6 +760,8 @@ int main(int argc, char **argv)
             fclose(x->body);
         if (x->headers)
             fclose(x->headers);
+        if (x->easy && keep_done && x->done)
+            mcheck("curl_multi_remove_handle", curl_multi_remove_handle(g.multi, x->easy));
         if (x->easy)
             curl_easy_cleanup(x->easy);
         curl_slist_free_all(x->hdrs);
@@ -727,6 +779,8 @@ int main(int argc, char **argv)
     free(g.post);
     curl_slist_free_all(extra);
     curl_global_cleanup();
+    if (perform)
+        fprintf(stderr, "cgmulti: turns=%ld\n", g.turns);
     fprintf(stderr, "cgmulti: transfers=%ld ok=%ld removed=%ld\n", g.n, ok, removed);
     return ok == g.n ? 0 : 1;
 }

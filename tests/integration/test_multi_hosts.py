@@ -551,6 +551,102 @@ class CgmultiPerformTest(CgmultiTests, MultiTestCase):
     MODE = ["--perform"]
 
 
+class CgmultiWaitTest(MultiTestCase):
+    """Loops over curl_multi_wait (cgmulti --wait: perform, wait up to 1 s, read), which
+    returns at once when libcurl has no descriptor to wait on: while a guarded transfer
+    waits outside the real multi (a backoff), the guard sleeps the host's wait instead
+    (README "Limitations"), and that must not depend on what else the multi holds."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not CGMULTI.exists():
+            raise unittest.SkipTest(f"{CGMULTI} is not built (make build/tests/cgmulti)")
+
+    def run_both(self, args, gplans, pplans, prefix):
+        """cgmulti ARGS --timing over the plans guarded and plain -> (guarded run, plain
+        run, guarded turns, plain turns, {i: guarded done_ms}, {i: plain done_ms})."""
+        out = []
+        for env, plans, tag in ((self.genv(), gplans, "g"), (harness.plain_env(), pplans, "p")):
+            timing = self.tmp / f"timing-{tag}"
+            run = harness.run([CGMULTI, *args, "--timing", timing,
+                               *self.urls(plans, f"{prefix}-{tag}")], env, timeout=40)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            turns = re.search(rb"cgmulti: turns=(\d+)", run.stderr)
+            self.assertIsNotNone(turns, run.stderr)
+            done = {int(f[0]): float(f[4]) for f in
+                    (line.split() for line in timing.read_text().splitlines())}
+            out.append((run, int(turns.group(1)), done))
+        (g, gt, gd), (p, pt, pd) = out
+        return g, p, gt, pt, gd, pd
+
+    def test_a_finished_transfer_left_in_the_multi_does_not_make_the_host_spin(self):
+        """Transfer 0 gets a 503 with Retry-After: 2; transfer 1 ends at once and stays in
+        the multi until the end (--keep-done: PHP's manual loop removes handles after it).
+        The guarded loop turns a few times during the 2 s backoff (it spun ~2.3 million
+        times when the guard counted the ended transfer as one libcurl waits on), and
+        transfer 1 still ends at once."""
+        g, p, gt, pt, gd, pd = self.run_both(
+            ["--wait", "--keep-done"], [["503:ra=2", fixed(0)], [fixed(1)]],
+            [[fixed(0)], [fixed(1)]], "/v1/cgm-keep")
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertGreaterEqual(gd[0], 2000 - SLACK * 1000, gd)
+        self.assertLess(gt, 50, f"the guarded loop turned {gt} times (plain: {pt})")
+        self.assertLess(gd[1], 500, gd)
+
+    def test_an_ended_transfer_is_read_at_once_when_the_host_reads_after_its_wait(self):
+        """The same with the messages read after the wait (perform, wait, read: the loop of
+        PHP's manual and of libcurl's multi-app.c): transfer 1's end, queued by the
+        perform before the wait, reaches the host at once, not after the wait's full
+        second, and the loop still does not spin."""
+        g, p, gt, pt, gd, pd = self.run_both(
+            ["--wait", "--keep-done", "--read-after-wait"],
+            [["503:ra=2", fixed(0)], [fixed(1)]], [[fixed(0)], [fixed(1)]], "/v1/cgm-rdw")
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertLess(gd[1], 500, gd)
+        self.assertLess(gt, 50, f"the guarded loop turned {gt} times (plain: {pt})")
+
+    def test_a_second_remove_does_not_leave_a_live_transfer_unwaited(self):
+        """Transfer 0 ends and is removed twice (libcurl 7.88 answers CURLM_OK to the second
+        remove), transfer 1 waits out a 503 with Retry-After: 3, transfer 2 is answered
+        after 200 ms: transfer 2 ends at about 200 ms as without the guard (when the second
+        remove was counted, the guard slept the host's whole wait over its socket: about
+        1.2 s)."""
+        late = dict(fixed(2), delay_ms=200)
+        g, p, gt, pt, gd, pd = self.run_both(
+            ["--wait", "--read-after-wait", "--remove-twice"],
+            [[fixed(0)], ["503:ra=3", fixed(1)], [late]], [[fixed(0)], [fixed(1)], [late]],
+            "/v1/cgm-rm2")
+        self.assertEqual(g.stdout, p.stdout)
+        self.assertGreaterEqual(pd[2], 200 - SLACK * 1000, pd)
+        self.assertLess(gd[2], pd[2] + 400, f"guarded {gd}, plain {pd}")
+        self.assertGreaterEqual(gd[1], 3000 - SLACK * 1000, gd)
+
+    def test_a_timer_callback_that_fails_ends_the_host_loop_as_without_the_guard(self):
+        """The host's timer callback returns -1 on its N-th call (socket_action loop).
+        libcurl's call that set the timer then returns CURLM_ABORTED_BY_CALLBACK and never
+        calls the callback again (lib/multi.c Curl_update_timer), and the host ends (cgmulti
+        exits 1).  Under the guard the same, also when the failing call is the guard's own:
+        with CURLGUARD_RPM=60 two of the three transfers wait outside for the limiter and
+        the guard sets the host's timer for them.  (Before, the guard ignored the -1: the
+        callback was called again, the host hung without a timer, or libcurl crashed in
+        curl_multi_socket_action.)"""
+        cases = [(3, [["503:ra=1", fixed(0)], [fixed(1)]], {})]
+        cases += [(n, [[fixed(0)], [fixed(1)], [fixed(2)]], {"CURLGUARD_RPM": "60"})
+                  for n in (3, 4, 5)]
+        for k, (n, plans, extra) in enumerate(cases):
+            with self.subTest(fail=n, **extra):
+                env = self.genv(CURLGUARD_STATE=str(self.tmp / f"{k}.state"), **extra)
+                urls = self.urls(plans, f"/v1/cgm-tf-{k}")
+                p = harness.run([CGMULTI, "--timer-fail", str(n), *urls], harness.plain_env(),
+                                timeout=20)
+                g = harness.run([CGMULTI, "--timer-fail", str(n), *urls], env, timeout=20)
+                for run in (p, g):
+                    self.assertEqual(run.returncode, 1, run.stderr)
+                    self.assertIn(b"aborted by an application callback", run.stderr)
+                    self.assertNotIn(b"called after it returned -1", run.stderr)
+
+
 # ================================================================ curl --parallel
 
 class CurlParallelTest(MultiTestCase):
@@ -707,6 +803,61 @@ PYCURL_MULTI = textwrap.dedent(r'''
                   % (c.index, code, status, b"".join(heads[c.index]), b"".join(bodies[c.index])))
     sys.exit(0 if len(result) == len(handles) else 3)
 ''')
+
+
+PHP = shutil.which("php", path="/usr/bin:/bin")
+
+# The curl_multi_exec example of PHP's manual: curl_multi_select (curl_multi_wait, 1 s)
+# until nothing runs, the handles removed after the loop.  Prints the loop's turns on
+# stderr and each transfer's status on stdout.
+PHP_MANUAL_LOOP = r'''<?php
+$hs = [];
+$mh = curl_multi_init();
+foreach (array_slice($argv, 1) as $url) {
+    $ch = curl_init($url);
+    curl_setopt($ch, CURLOPT_RETURNTRANSFER, true);
+    curl_multi_add_handle($mh, $ch);
+    $hs[] = $ch;
+}
+$turns = 0;
+do {
+    $status = curl_multi_exec($mh, $active);
+    if ($active) {
+        curl_multi_select($mh);
+    }
+    $turns++;
+} while ($active && $status == CURLM_OK);
+fprintf(STDERR, "turns=%d\n", $turns);
+foreach ($hs as $i => $ch) {
+    echo $i, " ", curl_getinfo($ch, CURLINFO_RESPONSE_CODE), " ", strlen(curl_multi_getcontent($ch)), "\n";
+    curl_multi_remove_handle($mh, $ch);
+}
+curl_multi_close($mh);
+'''
+
+
+class PhpMultiLoopTest(MultiTestCase):
+    NEEDS = ([PHP, "-r", "exit(extension_loaded('curl') ? 0 : 1);"],
+             "php with php-curl is not installed (scripts/install-deps)")
+
+    def test_manual_loop_waits_out_a_backoff_without_spinning(self):
+        """PHP's manual loop while transfer 0 waits out a 503's Retry-After: 2 and transfer
+        1, ended, is still in the multi: the loop turns a few times, not ~3 million (100% of
+        a CPU for the whole backoff, as it did), and both transfers end with a 200."""
+        if harness.SAN_PRELOAD:
+            self.skipTest("PHP loads extensions with RTLD_DEEPBIND, which ASan refuses")
+        script = self.tmp / "loop.php"
+        script.write_text(PHP_MANUAL_LOOP)
+        urls = self.urls([["503:ra=2", fixed(0)], [fixed(1)]], "/v1/php-loop")
+        t0 = time.monotonic()
+        g = harness.run([PHP, script, *urls], self.genv(), timeout=40)
+        took = time.monotonic() - t0
+        self.assertEqual(g.returncode, 0, g.stderr)
+        n0, n1 = len(fixed(0)["body"]), len(fixed(1)["body"])
+        self.assertEqual(g.stdout, f"0 200 {n0}\n1 200 {n1}\n".encode())
+        turns = int(re.search(rb"turns=(\d+)", g.stderr).group(1))
+        self.assertGreaterEqual(took, 2 - SLACK)
+        self.assertLess(turns, 50, f"PHP's loop turned {turns} times in {took:.1f} s")
 
 
 class PycurlMultiTest(MultiTestCase):
