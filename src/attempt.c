@@ -532,6 +532,14 @@ static __attribute__((noinline)) int cg__timers_due(struct cg_attempt *a,
    * keeps a timeout from firing early. */
   int64_t last, slack = cg_coarse_tick_ms(), quiet;
 
+  if (a->upload_paused) {
+    /* The host paused its upload (a body of unknown length read as it comes: `curl -T .`
+     * from a pipe, a chunked POST): the request is not sent, and the silence is the
+     * host's, not the server's.  Looked at again at the next call; the clocks start over
+     * with the bytes that follow (cg__timers stamps t_sent_ms). */
+    a->timers_quiet_ms = 0;
+    return 0;
+  }
   if (a->t_last_rx_ms) {
     last = a->t_last_rx_ms > a->t_sent_ms ? a->t_last_rx_ms : a->t_sent_ms;
     if (a->read_timeout_ms > 0 && now - last >= a->read_timeout_ms + slack) {
@@ -606,6 +614,8 @@ static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_
 }
 
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
+  if (a->upload_paused)
+    return -1; /* nothing is due while the host's upload is paused (cg__timers_due) */
   if (a->bytes_header + a->bytes_body != a->rx_at_timers)
     return cg_mono_ms(); /* bytes not stamped yet (cg__timers): look now */
   /* The stamps are coarse (clock.h) and cg__timers waits a tick more than the timeout:
@@ -739,6 +749,7 @@ static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
   const struct cg_handle *h = a->h;
   size_t r = h->read_fn(p, size, nmemb, h->read_data);
 
+  a->upload_paused = r == CURL_READFUNC_PAUSE;
   if (r == CURL_READFUNC_ABORT) {
     a->host_aborted = 1;
   } else if (r != CURL_READFUNC_PAUSE && r > 0 && r <= size * nmemb) {

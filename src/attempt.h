@@ -92,6 +92,9 @@ struct cg_attempt {
                             * not looked at since the last header line (cg__write_cb) */
   struct cg_hints hints;   /* of the last response */
   int host_aborted;        /* a host callback refused data or asked to abort */
+  int upload_paused;       /* the host's read callback's last answer was CURL_READFUNC_PAUSE:
+                            * the request waits for its own body, the server for nothing,
+                            * so neither split timeout runs (cg__timers_due) */
   int delivered;           /* some bytes of this attempt reached a host callback */
   enum cg_guard_stop guard_stop;
 

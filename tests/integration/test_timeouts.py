@@ -224,6 +224,47 @@ class ReadTimeoutTest(TimeoutCase):
         self.assertIn(r["reason"], ("not_idempotent", "response_delivered"))
 
 
+class PausedUploadTest(TimeoutCase):
+    """A body of unknown length that the host streams as it comes (`curl -T .` from a pipe:
+    curl reads stdin without blocking and pauses the upload, CURL_READFUNC_PAUSE, while the
+    pipe is empty).  While the host's upload is paused the request is not sent and the
+    silence is the host's: neither split timeout runs (they ended such an upload with curl
+    code 28 after the first-byte or read timeout; without the guard it completes)."""
+
+    def upload(self, url, *curl_args, **env):
+        """18 bytes through a pipe, with a 2 s pause after the first 10, into `curl -T .`
+        (PUT, chunked): the curl run, guarded."""
+        script = ("(printf '{\"part\":1,'; sleep 2; printf '\"end\":2}') | "
+                  "\"$0\" -sS --noproxy '*' -T . -o /dev/null -w '%{http_code}' \"$@\"")
+        started = time.monotonic()
+        p = harness.run(["/bin/sh", "-c", script, harness.CURL, *curl_args, url],
+                        self.guard_env(extra=FAST, **env), timeout=30)
+        p.elapsed = time.monotonic() - started
+        return p
+
+    def check(self, p, url):
+        self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertGreaterEqual(p.elapsed, 2.0)
+        entry = self.exact_entries(url, 1)[0]
+        self.assertEqual((entry["method"], entry["body_len"]), ("PUT", 18), entry)
+        recs = self.records()
+        self.assertEqual([(r["outcome"], r["decision"]) for r in recs], [("ok", "done")],
+                         self.summary(recs))
+
+    def test_paused_upload_is_not_a_first_byte_timeout(self):
+        """Without Expect: 100-continue nothing comes back before the body ends: a first-byte
+        timeout of 700 ms does not end the paused upload."""
+        url = self.mock.url(PATH, plan="200")
+        self.check(self.upload(url, "-H", "Expect:",
+                               CURLGUARD_FIRST_BYTE_TIMEOUT_MS=TIMEOUT_MS), url)
+
+    def test_paused_upload_after_100_continue_is_not_a_read_timeout(self):
+        """With libcurl's Expect: 100-continue the server's 100 comes first: a read timeout of
+        700 ms does not end the paused upload either."""
+        url = self.mock.url(PATH, plan="200")
+        self.check(self.upload(url, CURLGUARD_READ_TIMEOUT_MS=TIMEOUT_MS), url)
+
+
 class DeadlineTest(TimeoutCase):
 
     def test_retry_after_beyond_host_timeout_gives_up_at_once(self):
