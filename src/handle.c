@@ -655,7 +655,13 @@ const char *cg_handle_body(const struct cg_handle *h, size_t *len) {
   if (h->method != CG_M_POST)
     return NULL;
   if (h->copypostfields) {
-    *len = (size_t) h->copypostfields_len;
+    /* What libcurl sends of its copy: POSTFIELDSIZE bytes when set (a size set after the
+     * copy may be smaller; a larger one dropped it, cg__record_postfieldsize), else up to
+     * its first NUL (lib/http.c: strlen of the post data). */
+    size_t n = (size_t) h->copypostfields_len;
+    *len = h->postfieldsize < 0           ? strnlen(h->copypostfields, n)
+           : (size_t) h->postfieldsize < n ? (size_t) h->postfieldsize
+                                           : n;
     return h->copypostfields;
   }
   if (h->postfields) {

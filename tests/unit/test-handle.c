@@ -569,6 +569,32 @@ Test(handle, copypostfields_with_size_large) {
   cg_handle_remove(FAKE(1));
 }
 
+/* A size set after the copy, smaller than it (allowed: only a larger one drops the copy,
+ * lib/setopt.c): libcurl sends that many bytes of the copy, and so does the body the
+ * guard digests (body_digest, the repeat key) and scans.  Back to -1: up to the first
+ * NUL, as libcurl's strlen. */
+Test(handle, copypostfields_then_a_smaller_size) {
+  struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib);
+  static const char bin[7] = {'a', 'b', 'c', '\0', 'e', 'f', 'g'};
+  size_t len = 0;
+  const char *b;
+
+  set(h, CURLOPT_POSTFIELDSIZE, 7L);
+  set(h, CURLOPT_COPYPOSTFIELDS, bin);
+  set(h, CURLOPT_POSTFIELDSIZE, 5L);
+  b = cg_handle_body(h, &len);
+  cr_assert_not_null(b);
+  cr_assert_eq(len, 5);
+  cr_assert(memcmp(b, bin, 5) == 0);
+  set(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) 2);
+  b = cg_handle_body(h, &len);
+  cr_assert_eq(len, 2);
+  set(h, CURLOPT_POSTFIELDSIZE, -1L);
+  b = cg_handle_body(h, &len);
+  cr_assert_eq(len, 3, "unset size: up to the NUL, as libcurl's strlen");
+  cg_handle_remove(FAKE(1));
+}
+
 Test(handle, postfields_replaces_copypostfields) {
   struct cg_handle *h = cg_handle_add(FAKE(1), &fake_lib);
   static const char mine[] = "host-owned";
