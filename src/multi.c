@@ -367,7 +367,6 @@ static CURLMcode cg__start(struct cg_multi *cm, struct cg_mentry *en) {
   if (mrc != CURLM_OK)
     return mrc;
   en->in_real = 1;
-  cm->timer_dead = 0; /* libcurl took a handle: it was not dead, or started over */
   return CURLM_OK;
 }
 
@@ -564,6 +563,10 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   cg__map_add(en);
   if (en->st == CG_MS_DONE)
     cm->kick = 1; /* refused before any attempt: the host reads it at its next call */
+  /* An add starts a multi whose timer callback failed over, as libcurl does for its own
+   * (lib/multi.c curl_multi_add_handle: a dead multi with no transfer left), also for a
+   * call that waits outside: else the host would never be told its due time. */
+  cm->timer_dead = 0;
   mrc = cg__sync_timer(cm, CURLM_OK);
   cm->busy = 0;
   return mrc;

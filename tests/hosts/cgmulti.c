@@ -18,6 +18,7 @@
  *                           (libcurl gives it no descriptor to wait on)
  *   --remove-twice          a finished transfer is removed twice (libcurl 7.88 answers the
  *                           second CURLM_OK: "it is already removed so let's say it is fine")
+ *   --turns                 --perform: print "cgmulti: turns=N" (the loop's turns) on stderr
  *   --timer-fail N          the timer callback (socket_action loop) returns -1 on its N-th
  *                           call; a later call prints "cgmulti: timer callback called after
  *                           it returned -1" (libcurl never calls it again: lib/multi.c)
@@ -526,7 +527,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: cgmulti [--perform] [--post BODY] [--idempotency-key K] [--header H]...\n"
             "               [--wait] [--read-after-wait] [--keep-done] [--remove-twice]\n"
-            "               [--timer-fail N]\n"
+            "               [--turns] [--timer-fail N]\n"
             "               [--out-dir DIR] [--remove-after-ms K IDX] [--cleanup-after-ms K]\n"
             "               [--easy-cleanup-after-ms K IDX] [--rewrite-post-at-cleanup]\n"
             "               [--timing FILE] [--max-connections N]\n"
@@ -584,6 +585,7 @@ int main(int argc, char **argv)
     long concurrency = 0, pace = 0;
     bool cleanup = false, easy_cleanup = false, rewrite_post = false;
     bool wait = false, read_after_wait = false, keep_done = false, remove_twice = false;
+    bool turns = false;
     long timer_fail = 0;
     long max_conn = 0;
     struct curl_slist *extra = NULL;
@@ -601,6 +603,8 @@ int main(int argc, char **argv)
             keep_done = true;
         else if (!strcmp(a, "--remove-twice"))
             remove_twice = true;
+        else if (!strcmp(a, "--turns"))
+            turns = true;
         else if (!strcmp(a, "--timer-fail") && has1)
             timer_fail = strtol(argv[++i], NULL, 10);
         else if (!strcmp(a, "--post") && has1)
@@ -779,7 +783,7 @@ int main(int argc, char **argv)
     free(g.post);
     curl_slist_free_all(extra);
     curl_global_cleanup();
-    if (perform)
+    if (perform && turns)
         fprintf(stderr, "cgmulti: turns=%ld\n", g.turns);
     fprintf(stderr, "cgmulti: transfers=%ld ok=%ld removed=%ld\n", g.n, ok, removed);
     return ok == g.n ? 0 : 1;

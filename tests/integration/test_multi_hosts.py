@@ -569,7 +569,7 @@ class CgmultiWaitTest(MultiTestCase):
         out = []
         for env, plans, tag in ((self.genv(), gplans, "g"), (harness.plain_env(), pplans, "p")):
             timing = self.tmp / f"timing-{tag}"
-            run = harness.run([CGMULTI, *args, "--timing", timing,
+            run = harness.run([CGMULTI, *args, "--turns", "--timing", timing,
                                *self.urls(plans, f"{prefix}-{tag}")], env, timeout=40)
             self.assertEqual(run.returncode, 0, run.stderr)
             turns = re.search(rb"cgmulti: turns=(\d+)", run.stderr)
