@@ -660,15 +660,15 @@ CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned i
   long g, lt = -1;
   int n = 0, fresh;
 
-  if (cm->in_host_cb)
-    return use_poll ? cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds)
-                : cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
-  g = cg__rel(cg__guard_due(cm));
-  if (g >= 0 && g < timeout_ms)
-    timeout_ms = (int) g;
-  if (use_poll || timeout_ms <= 0 || cg__outside(cm) == 0)
-    return use_poll ? cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds)
-                : cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
+  if (!cm->in_host_cb) {
+    g = cg__rel(cg__guard_due(cm));
+    if (g >= 0 && g < timeout_ms)
+      timeout_ms = (int) g;
+  }
+  if (use_poll)
+    return cm->lib->multi_poll(cm->m, fds, nfds, timeout_ms, numfds);
+  if (cm->in_host_cb || timeout_ms <= 0 || cg__outside(cm) == 0)
+    return cm->lib->multi_wait(cm->m, fds, nfds, timeout_ms, numfds);
   /* curl_multi_wait returns at once when it has no descriptor to wait on (lib/multi.c
    * multi_wait: only curl_multi_poll sleeps then): with the guarded calls waiting
    * outside the real multi (a backoff, the limiter), and nothing in it but transfers
