@@ -27,6 +27,11 @@ int cg_cli_stat(int argc, char **argv);
  * terminal.  Into `buf` (`len` bytes, cut short to fit); returns `buf`. */
 const char *cg_cli_shown(const char *s, char *buf, size_t len);
 
+/* The end of a command whose output went to stdout: `rc`, or, when stdout could not be
+ * written (a full disk, a closed pipe), CG_EXIT_ERROR after one line "`cmd`: writing the
+ * output: <why>" (no silent exit 0 with nothing written). */
+int cg_cli_written(const char *cmd, int rc);
+
 /* `curlguard exporter --listen ADDR [--config F]`: serve the state file's metrics at
  * GET /metrics (exporter.c).  Returns on SIGINT/SIGTERM (0) or a listen error (1; a bad
  * ADDR: 2). */

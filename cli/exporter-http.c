@@ -24,6 +24,10 @@ int cg_exporter_addr(const char *addr, char *host, size_t hostlen, char *port,
     }
     h = addr + 1;
     hl = (size_t) (close - h);
+    if (hl == 0) { /* "[]": no address (getaddrinfo would listen on every interface) */
+      snprintf(why, whylen, "listen address \"%s\": want [IPv6]:PORT, e.g. [::1]:9464", addr);
+      return -1;
+    }
     colon = close + 1;
   } else {
     colon = strrchr(addr, ':');

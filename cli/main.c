@@ -1,6 +1,7 @@
 /* main.c - `curlguard` command dispatch. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,14 @@ static const char cg__usage[] =
     "                                    price (exit 1 if any; CURLGUARD_PRICES honoured)\n"
     "  help                              this text\n"
     "  version                           print the version\n";
+
+int cg_cli_written(const char *cmd, int rc) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    cg_cli_error("%s: writing the output: %s", cmd, errno ? strerror(errno) : "failed");
+    return CG_EXIT_ERROR;
+  }
+  return rc;
+}
 
 void cg_cli_error(const char *fmt, ...) {
   va_list ap;

@@ -89,7 +89,7 @@ int cg_cli_plan(int argc, char **argv) {
       printf("%s{\"attempt\": %d, \"wait_s\": %g, \"end_s\": %g, \"fits\": %s}",
              i ? ", " : "", i + 1, wait[i], end[i], end[i] <= budget + 1e-9 ? "true" : "false");
     printf("]}\n");
-    return CG_EXIT_OK;
+    return cg_cli_written("plan", CG_EXIT_OK);
   }
   printf("attempt  wait_s    end_s  fits\n");
   for (i = 0; i < max_attempts; i++)
@@ -97,5 +97,5 @@ int cg_cli_plan(int argc, char **argv) {
            end[i] <= budget + 1e-9 ? "yes" : "no");
   printf("%d of %ld attempts fit a budget of %g s; all %ld need %g s\n", fit, max_attempts,
          budget, max_attempts, end[max_attempts - 1]);
-  return CG_EXIT_OK;
+  return cg_cli_written("plan", CG_EXIT_OK);
 }

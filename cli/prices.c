@@ -11,6 +11,7 @@
  */
 #include "cli.h"
 #include "price.h"
+#include "report-rec.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 static char shown[1024]; /* a model name as the list shows it (cut short to fit) */
+static char shown_path[1024], shown_date[256]; /* the table's path and date, shown */
 
 static const char cg__prices_usage[] =
     "usage: curlguard prices check [LOG...]\n"
@@ -115,7 +117,7 @@ static int cg__read_log(FILE *f, const char *name, struct cg__models *m, size_t 
     cJSON *rec, *model;
     if (len == 0 || len > CG__LINE_MAX)
       continue;
-    rec = cJSON_ParseWithLength(line, (size_t) len);
+    rec = cg_json_parse_whole(line, (size_t) len);
     model = cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "model") : NULL;
     if (cJSON_IsString(model) && model->valuestring[0]) {
       if (cg__models_add(m, model->valuestring) != 0) {
@@ -227,14 +229,17 @@ static int cg__prices_check(int argc, char **argv) {
     for (size_t i = 0; i < nunknown; i++)
       printf("%s\t%zu\n", cg_cli_shown(unknown[i].name, shown, sizeof(shown)),
              unknown[i].records);
+    /* the path and the table's date as names are shown: one line, no terminal control */
+    cg_cli_shown(path, shown_path, sizeof(shown_path));
+    cg_cli_shown(cg_prices_date(table), shown_date, sizeof(shown_date));
     if (nunknown)
       fprintf(stderr, "curlguard: prices check: %zu of %zu models (%zu of %zu records) have "
-              "no price in %s (dated %s)\n", nunknown, m.n, unknown_records, records, path,
-              cg_prices_date(table));
+              "no price in %s (dated %s)\n", nunknown, m.n, unknown_records, records,
+              shown_path, shown_date);
     else
       fprintf(stderr, "curlguard: prices check: all %zu models (%zu records) are priced by "
-              "%s (dated %s)\n", m.n, records, path, cg_prices_date(table));
-    rc = nunknown ? CG_EXIT_ERROR : CG_EXIT_OK;
+              "%s (dated %s)\n", m.n, records, shown_path, shown_date);
+    rc = cg_cli_written("prices check", nunknown ? CG_EXIT_ERROR : CG_EXIT_OK);
   }
   free(unknown);
   cg__models_free(&m);

@@ -47,37 +47,45 @@ static int cg__open_log(const char *name) {
   return fd;
 }
 
-/* Check that every input opens (without reading it): 0, or -1 after the message. */
-static int cg__check_inputs(char **names, int n) {
+/* Open every input once, before anything is read (a missing one is reported before any
+ * output), into `fds` (-1 for a second "-": stdin is at its end after the first).  Each is
+ * read from the descriptor opened here: opened twice, a FIFO whose writer finished in
+ * between would be waited on for ever, its data gone.  0, or -1 after the message (the
+ * descriptors opened so far closed). */
+static int cg__open_inputs(char **names, int n, int *fds) {
+  int stdin_seen = 0;
+
   for (int i = 0; i < n; i++) {
-    int fd = cg__open_log(names[i]);
-    if (fd < 0)
+    if (strcmp(names[i], "-") == 0 && stdin_seen) {
+      fds[i] = -1;
+      continue;
+    }
+    if ((fds[i] = cg__open_log(names[i])) < 0) {
+      while (i-- > 0)
+        if (fds[i] > STDIN_FILENO)
+          close(fds[i]);
       return -1;
-    if (fd != STDIN_FILENO)
-      close(fd);
+    }
+    stdin_seen |= fds[i] == STDIN_FILENO;
   }
   return 0;
 }
 
-static int cg__read_all(struct cg_report *r, char **names, int n) {
-  int stdin_done = 0;
+static void cg__close_inputs(const int *fds, int n) {
+  for (int i = 0; i < n; i++)
+    if (fds[i] > STDIN_FILENO)
+      close(fds[i]);
+}
 
+static int cg__read_all(struct cg_report *r, char **names, const int *fds, int n) {
   for (int i = 0; i < n; i++) {
-    int fd, rc;
-    if (strcmp(names[i], "-") == 0 && stdin_done)
-      continue; /* stdin twice: it is at its end after the first time */
-    fd = cg__open_log(names[i]);
-    if (fd < 0)
-      return -1;
-    stdin_done |= fd == STDIN_FILENO;
+    if (fds[i] < 0)
+      continue;
     cg_report_source(r, strcmp(names[i], "-") == 0 ? "(stdin)" : names[i]);
-    rc = cg_report_read_fd(r, fd);
-    if (rc != 0)
+    if (cg_report_read_fd(r, fds[i]) != 0) {
       cg_cli_error("report: reading %s: %s", names[i], strerror(errno));
-    if (fd != STDIN_FILENO)
-      close(fd);
-    if (rc != 0)
       return -1;
+    }
   }
   return 0;
 }
@@ -202,11 +210,14 @@ int cg_cli_report(int argc, char **argv) {
   struct cg__page page = {NULL, NULL, NULL, NULL};
   static char *stdin_only[] = {"-"};
   char **names;
-  int json = 0, n = 0, i, only_files = 0, rc = CG_EXIT_OK;
+  int json = 0, n = 0, i, only_files = 0, rc = CG_EXIT_OK, *fds;
   struct cg_report *r;
 
   names = calloc((size_t) argc + 1, sizeof(*names));
-  if (!names) {
+  fds = calloc((size_t) argc + 1, sizeof(*fds));
+  if (!names || !fds) {
+    free(names);
+    free(fds);
     cg_cli_error("report: out of memory");
     return CG_EXIT_ERROR;
   }
@@ -220,17 +231,17 @@ int cg_cli_report(int argc, char **argv) {
       const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
       if (!v || !*v) {
         cg_cli_error("report: --html needs a FILE (%s)", cg__report_usage);
-        free(names);
+        free(names), free(fds);
         return CG_EXIT_USAGE;
       }
       page.path = v;
     } else if (!only_files && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
       puts(cg__report_usage);
-      free(names);
+      free(names), free(fds);
       return CG_EXIT_OK;
     } else if (!only_files && a[0] == '-' && a[1]) {
       cg_cli_error("report: unknown option \"%s\" (%s)", a, cg__report_usage);
-      free(names);
+      free(names), free(fds);
       return CG_EXIT_USAGE;
     } else {
       names[n++] = argv[i];
@@ -238,27 +249,29 @@ int cg_cli_report(int argc, char **argv) {
   }
   if (page.path && json && strcmp(page.path, "-") == 0) {
     cg_cli_error("report: --html - and --json both want stdout (%s)", cg__report_usage);
-    free(names);
+    free(names), free(fds);
     return CG_EXIT_USAGE;
   }
   if (n == 0) {
-    free(names);
-    names = NULL;
+    names[0] = stdin_only[0];
+    n = 1;
   }
-  if (cg__check_inputs(names ? names : stdin_only, names ? n : 1) != 0) {
-    free(names);
+  if (cg__open_inputs(names, n, fds) != 0) {
+    free(names), free(fds);
     return CG_EXIT_ERROR;
   }
-  if (page.path && strcmp(page.path, "-") != 0 && names) {
-    /* The page must not replace a log it is made from (the log would be lost). */
+  if (page.path && strcmp(page.path, "-") != 0) {
+    /* The page must not replace a log it is made from (the log would be lost), given by
+     * its name or on stdin (`report --html LOG < LOG`). */
     struct stat ps, ls;
     if (stat(page.path, &ps) == 0)
       for (i = 0; i < n; i++)
-        if (strcmp(names[i], "-") != 0 && stat(names[i], &ls) == 0 &&
-            ls.st_dev == ps.st_dev && ls.st_ino == ps.st_ino) {
+        if (fds[i] >= 0 && fstat(fds[i], &ls) == 0 && ls.st_dev == ps.st_dev &&
+            ls.st_ino == ps.st_ino) {
           cg_cli_error("report: --html %s is one of the logs read: not overwritten (%s)",
                        page.path, cg__report_usage);
-          free(names);
+          cg__close_inputs(fds, n);
+          free(names), free(fds);
           return CG_EXIT_USAGE;
         }
   }
@@ -269,15 +282,17 @@ int cg_cli_report(int argc, char **argv) {
   }
   if (!r) {
     cg_cli_error("report: out of memory");
-    free(names);
+    cg__close_inputs(fds, n);
+    free(names), free(fds);
     return CG_EXIT_ERROR;
   }
   if (page.path && cg__page_open(&page) != 0) {
     cg_report_free(r);
-    free(names);
+    cg__close_inputs(fds, n);
+    free(names), free(fds);
     return CG_EXIT_ERROR;
   }
-  if (cg__read_all(r, names ? names : stdin_only, names ? n : 1) != 0) {
+  if (cg__read_all(r, names, fds, n) != 0) {
     rc = CG_EXIT_ERROR;
   } else {
     cg_report_finish(r);
@@ -306,7 +321,8 @@ int cg_cli_report(int argc, char **argv) {
   }
   if (page.path && cg__page_close(&page, rc == CG_EXIT_OK) != 0)
     rc = CG_EXIT_ERROR;
+  cg__close_inputs(fds, n);
   cg_report_free(r);
-  free(names);
+  free(names), free(fds);
   return rc;
 }

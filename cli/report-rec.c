@@ -96,6 +96,19 @@ static const char *cg__no_nul_escapes(const char *line, size_t len) {
   return copy ? copy : line;
 }
 
+cJSON *cg_json_parse_whole(const char *s, size_t len) {
+  const char *end = NULL;
+  cJSON *o = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+
+  if (o && end)
+    for (; end < s + len; end++)
+      if ((unsigned char) *end > ' ') {
+        cJSON_Delete(o);
+        return NULL;
+      }
+  return o;
+}
+
 static cJSON *cg__parse(const char *line, size_t len) {
   cJSON_Hooks arena = {cg__arena_alloc, cg__arena_free}, std = {malloc, free};
   cJSON *o = NULL;
@@ -105,7 +118,7 @@ static cJSON *cg__parse(const char *line, size_t len) {
   if (!line)
     return NULL;
   cJSON_InitHooks(&arena);
-  o = cJSON_ParseWithLength(line, len);
+  o = cg_json_parse_whole(line, len);
   cJSON_InitHooks(&std);
   return o;
 }

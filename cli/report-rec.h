@@ -81,4 +81,11 @@ int cg_rfc3339_parse(const char *s, size_t len, int64_t *ms);
 /* Format `ms` since the epoch as RFC 3339 UTC with ms into `buf` (>= 32 bytes). */
 char *cg_rfc3339_format(int64_t ms, char *buf, size_t len);
 
+/* cJSON_ParseWithLength of the `len` bytes at `s` that also refuses anything but blanks
+ * (bytes up to 0x20, as cJSON skips) after the value: cJSON stops at the value's end, so
+ * a line holding two records, or a record and then text, would read as its first record.
+ * Uses the cJSON hooks in force.  NULL when it does not parse. */
+struct cJSON;
+struct cJSON *cg_json_parse_whole(const char *s, size_t len);
+
 #endif

@@ -107,8 +107,9 @@ static int cg__widen(struct cg_series *s) {
 static void cg__add(struct cg_sbucket *b, size_t outcome, const struct cg_rrec *x) {
   b->attempts++;
   b->retries += x->attempt > 1;
-  if (x->total_tokens != CG_RNULL)
-    b->total_tokens += (uint64_t) x->total_tokens;
+  if (x->total_tokens != CG_RNULL &&
+      __builtin_add_overflow(b->total_tokens, (uint64_t) x->total_tokens, &b->total_tokens))
+    b->total_tokens = UINT64_MAX; /* saturates, as report.c's sums */
   if (!isnan(x->cost_usd)) {
     b->priced++;
     b->cost_usd += x->cost_usd;

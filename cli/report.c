@@ -275,9 +275,11 @@ static int cg__billed(const struct cg_rrec *x) {
          cg__unmetered(x);
 }
 
+/* Token sums saturate at UINT64_MAX: a log of hostile counts (each at most 2^53 - 1)
+ * would otherwise wrap to a total smaller than one record's. */
 static void cg__add_tokens(uint64_t *sum, int64_t v) {
-  if (v != CG_RNULL)
-    *sum += (uint64_t) v;
+  if (v != CG_RNULL && __builtin_add_overflow(*sum, (uint64_t) v, sum))
+    *sum = UINT64_MAX;
 }
 
 /* Everything a record adds to one set of counters. */

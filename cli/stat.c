@@ -9,6 +9,7 @@
 #include "config.h"
 #include "limiter.h"
 #include "metrics.h"
+#include "report-rec.h"
 #include "shared.h"
 #include "state.h"
 #include "tally.h"
@@ -282,7 +283,10 @@ static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   int64_t hold = __atomic_load_n(&p->hold_until, __ATOMIC_ACQUIRE) - now;
   int64_t pace = __atomic_load_n(&p->pace_until, __ATOMIC_ACQUIRE) - now;
 
-  cJSON_AddStringToObject(o, "name", p->name);
+  /* as the usage record and the metrics show it: valid UTF-8, U+FFFD for a stray byte */
+  char name[3 * sizeof(p->name) + 1];
+  cg_utf8_repair(p->name, strnlen(p->name, sizeof(p->name)), name);
+  cJSON_AddStringToObject(o, "name", name);
   cJSON_AddNumberToObject(o, "rpm", p->rpm);
   cJSON_AddNumberToObject(o, "tpm", p->tpm);
   cJSON_AddNumberToObject(o, "burst", p->burst_requests);
@@ -352,11 +356,26 @@ int cg_cli_stat(int argc, char **argv) {
     return cg__stat_prometheus(path);
   if (lstat(path, &sb) != 0) {
     /* Nothing has used the guard yet: report an empty state without creating a file. */
-    if (json)
-      printf("{\"path\": \"%s\", \"exists\": false, \"pools\": []}\n", path);
-    else
-      printf("state file %s: not created yet (no guarded call so far)\n", path);
-    return CG_EXIT_OK;
+    if (json) {
+      /* {"path": ..., "exists": false, "pools": []}: the path escaped by cJSON */
+      cJSON *o = cJSON_CreateObject();
+      char *text = NULL;
+      if (o && cJSON_AddStringToObject(o, "path", path) && cJSON_AddFalseToObject(o, "exists") &&
+          cJSON_AddArrayToObject(o, "pools"))
+        text = cJSON_PrintUnformatted(o);
+      cJSON_Delete(o);
+      if (!text) {
+        cg_cli_error("stat: out of memory");
+        return CG_EXIT_ERROR;
+      }
+      puts(text);
+      cJSON_free(text);
+    } else {
+      char shown_path[1024];
+      printf("state file %s: not created yet (no guarded call so far)\n",
+             cg_cli_shown(path, shown_path, sizeof(shown_path)));
+    }
+    return cg_cli_written("stat", CG_EXIT_OK);
   }
   /* Read-only: looking must not re-make a file that a process of another layout, or a
    * moment of truncation, left as it is. */
@@ -541,7 +560,7 @@ int cg_cli_stat(int argc, char **argv) {
   cg_state_guard_pop(&g);
   cJSON_Delete(root);
   cg_state_close(&st);
-  return CG_EXIT_OK;
+  return cg_cli_written("stat", CG_EXIT_OK);
 }
 
 int cg_cli_reset(int argc, char **argv) {

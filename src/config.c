@@ -1,5 +1,6 @@
 /* config.c - environment + JSON config file -> one snapshot per process (see config.h). */
 #include "config.h"
+#include "hot.h"
 
 #include "fallback.h"
 #include "limiter.h"
@@ -791,6 +792,21 @@ static void cg__host_port(const char *host, int port, char *out, size_t len) {
   out[at] = '\0';
 }
 
+/* A name of `n` bytes at `s` cut at the end of `len` - 1 bytes may end inside a UTF-8
+ * character (a host of non-ASCII letters): that character's bytes are dropped, so the
+ * name (records, `stat`) stays valid UTF-8. */
+static void cg__whole_char_end(char *s, size_t n) {
+  size_t i = n;
+  unsigned char c;
+
+  while (i > 0 && n - i < 3 && ((unsigned char) s[i - 1] & 0xC0) == 0x80)
+    i--; /* continuation bytes at the end */
+  if (i == 0 || (c = (unsigned char) s[i - 1]) < 0xC0)
+    return; /* ASCII, or stray continuation bytes: left as they are */
+  if ((size_t) (c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2) > n - (i - 1))
+    s[i - 1] = '\0';
+}
+
 /* Whether `port` is the default of `scheme` (http 80, https 443). */
 static int cg__default_port(const char *scheme, int port) {
   return port < 0 || (scheme && ((strcmp(scheme, "http") == 0 && port == 80) ||
@@ -820,6 +836,8 @@ const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const cha
     scratch->name[at] = '\0';
   } else
     cg__host_port(host, port, scratch->name, sizeof(scratch->name));
+  if (CG_RARE(strnlen(scratch->name, sizeof(scratch->name)) == sizeof(scratch->name) - 1))
+    cg__whole_char_end(scratch->name, sizeof(scratch->name) - 1); /* perhaps cut */
   /* Hashed once here: a call whose URL the spare call memoises keeps this pool (guard.c),
    * and the limiter finds the pool's place by the hash (issue 16). */
   scratch->name_hash = cg_limiter_name_hash(scratch->name);

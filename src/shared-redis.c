@@ -3,7 +3,10 @@
  *
  * One connection per thread (no lock to wait on, no deadlock; a forked child sees the
  * parent's pid in it and connects anew), made with redisConnectWithTimeout and used with
- * redisSetTimeout: no call waits on Redis longer than CG_REDIS_TIMEOUT_MS per round trip.
+ * redisSetTimeout: no call waits on Redis longer than CG_REDIS_TIMEOUT_MS per round trip,
+ * and a reply is read within CG_REDIS_REPLY_MS in all, in at most CG_REDIS_REPLY_READS
+ * reads, with at most CG_REDIS_ELEMENTS elements an array (cg__get_reply): hiredis 0.14
+ * bounds neither the reads of one reply nor its size.
  * Any failure drops the connection, says so once per process per cause and makes the
  * caller fall back on the state file (CG_SHARED_DOWN); the next connect is tried on a
  * later call after a backoff (CG_REDIS_BACKOFF_MIN_MS doubling to _MAX_MS).
@@ -28,6 +31,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,11 @@
 #include <unistd.h>
 
 #define CG_REDIS_TIMEOUT_MS 50      /* connect, and each round trip */
+#define CG_REDIS_REPLY_MS 100       /* one reply, all its reads */
+#define CG_REDIS_REPLY_READS 64     /* reads of one reply (hiredis: 16 KiB each) */
+#define CG_REDIS_ELEMENTS 65536     /* elements of one array of a reply */
+#define CG_REDIS_WAIT_CAP_NS (60 * INT64_C(1000000000)) /* a budget's or learned wait, at most */
+#define CG_REDIS_REFUSED_CAP_NS (86400 * INT64_C(1000000000)) /* a refused reserve's wait */
 #define CG_REDIS_BACKOFF_MIN_MS 100
 #define CG_REDIS_BACKOFF_MAX_MS 5000
 #define CG_REDIS_LEASE_MS 3000      /* an in-flight lease lives this long unless renewed */
@@ -227,6 +236,117 @@ static void cg__conn_free(struct cg__conn *t) {
   t->c = NULL;
 }
 
+/* ---- bounded replies ----
+ *
+ * redisGetReply (hiredis 0.14) reads until a reply is whole: each read is bounded by the
+ * socket timeout, their number and the reply's size are not.  A server that drips a reply
+ * a byte every 30 ms, or announces a 1 GB bulk string or an array of 2^31 elements (which
+ * hiredis callocs, and walks to free), held a host's call past its own CURLOPT_TIMEOUT or
+ * took gigabytes (a helper's review, with a fake Redis).  cg__get_reply is redisGetReply
+ * (hiredis.c) with a deadline and a count of reads, and every reader refuses an array
+ * longer than CG_REDIS_ELEMENTS (its createArray wrapped). */
+
+static pthread_mutex_t cg__fns_mu = PTHREAD_MUTEX_INITIALIZER;
+static redisReplyObjectFunctions cg__fns;
+static void *(*cg__create_array)(const redisReadTask *, int);
+static __thread int cg__array_refused;
+
+static void *cg__array(const redisReadTask *task, int elements) {
+  if (elements < 0 || elements > CG_REDIS_ELEMENTS) {
+    cg__array_refused = 1;
+    return NULL; /* the reader fails ("Out of memory"); cg__get_reply says why */
+  }
+  return cg__create_array(task, elements);
+}
+
+/* Context `c`'s reader with the bounded createArray (hiredis's own functions otherwise). */
+static void cg__bound_reader(redisContext *c) {
+  if (!c || !c->reader || !c->reader->fn || !c->reader->fn->createArray)
+    return;
+  pthread_mutex_lock(&cg__fns_mu);
+  if (!cg__create_array && c->reader->fn != &cg__fns) {
+    cg__fns = *c->reader->fn;
+    cg__create_array = cg__fns.createArray;
+    cg__fns.createArray = cg__array;
+  }
+  if (cg__create_array == c->reader->fn->createArray || c->reader->fn == &cg__fns)
+    c->reader->fn = &cg__fns;
+  pthread_mutex_unlock(&cg__fns_mu);
+}
+
+static void cg__reply_error(redisContext *c, int err, const char *what) {
+  c->err = err;
+  snprintf(c->errstr, sizeof(c->errstr), "%s", what);
+}
+
+/* The reader's next reply into `*aux` (NULL: not whole yet).  REDIS_OK or REDIS_ERR (the
+ * reader's error copied into the context, as hiredis.c redisGetReplyFromReader does). */
+static int cg__reader_reply(redisContext *c, void **aux) {
+  if (redisReaderGetReply(c->reader, aux) == REDIS_OK)
+    return REDIS_OK;
+  if (cg__array_refused)
+    cg__reply_error(c, REDIS_ERR_PROTOCOL, "reply too large (an array of more than 65536)");
+  else
+    cg__reply_error(c, c->reader->err ? c->reader->err : REDIS_ERR_PROTOCOL,
+                    c->reader->errstr[0] ? c->reader->errstr : "protocol error");
+  return REDIS_ERR;
+}
+
+/* redisGetReply, bounded (above).  REDIS_OK with `*out` (never NULL), or REDIS_ERR with
+ * the context's err and errstr set. */
+static int cg__get_reply(redisContext *c, redisReply **out) {
+  void *aux = NULL;
+  int wdone = 0, reads = 0;
+  int64_t end;
+
+  *out = NULL;
+  cg__array_refused = 0;
+  if (cg__reader_reply(c, &aux) != REDIS_OK)
+    return REDIS_ERR;
+  if (!aux) {
+    do {
+      if (redisBufferWrite(c, &wdone) == REDIS_ERR)
+        return REDIS_ERR;
+    } while (!wdone);
+    end = cg_mono_ms() + CG_REDIS_REPLY_MS;
+    do {
+      if (reads++ >= CG_REDIS_REPLY_READS) {
+        cg__reply_error(c, REDIS_ERR_PROTOCOL, "reply too large (over 1 MiB)");
+        return REDIS_ERR;
+      }
+      if (reads > 1 && cg_mono_ms() > end) {
+        cg__reply_error(c, REDIS_ERR_IO, "reply timed out (not whole after 100 ms)");
+        return REDIS_ERR;
+      }
+      if (redisBufferRead(c) == REDIS_ERR || cg__reader_reply(c, &aux) != REDIS_OK)
+        return REDIS_ERR;
+    } while (!aux);
+  }
+  *out = aux;
+  return REDIS_OK;
+}
+
+/* redisCommand and redisCommandArgv with cg__get_reply: the reply, or NULL (the context's
+ * err set). */
+static redisReply *cg__command(redisContext *c, const char *fmt, ...) {
+  redisReply *r = NULL;
+  va_list ap;
+  int rc;
+
+  va_start(ap, fmt);
+  rc = redisvAppendCommand(c, fmt, ap);
+  va_end(ap);
+  return rc == REDIS_OK && cg__get_reply(c, &r) == REDIS_OK ? r : NULL;
+}
+
+static redisReply *cg__command_argv(redisContext *c, int argc, const char **argv) {
+  redisReply *r = NULL;
+  return redisAppendCommandArgv(c, argc, argv, NULL) == REDIS_OK &&
+                 cg__get_reply(c, &r) == REDIS_OK
+             ? r
+             : NULL;
+}
+
 static void cg__tc_free(void *arg) {
   struct cg__conn *t = arg;
   if (t)
@@ -299,7 +419,7 @@ static const char *cg__err(redisContext *c, redisReply *r) {
 static int cg__load_scripts(struct cg__conn *t) {
   int i;
   for (i = 0; i < CG_S_N; i++) {
-    redisReply *r = redisCommand(t->c, "SCRIPT LOAD %s", cg__scripts[i]);
+    redisReply *r = cg__command(t->c, "SCRIPT LOAD %s", cg__scripts[i]);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
       cg__fail(t, "SCRIPT LOAD");
@@ -389,8 +509,9 @@ static int cg__connect(struct cg__conn *t) {
     t->ino = sb.st_ino;
   }
   redisSetTimeout(t->c, tv);
+  cg__bound_reader(t->c);
   if (cg__url.password[0]) {
-    r = redisCommand(t->c, "AUTH %s", cg__url.password);
+    r = cg__command(t->c, "AUTH %s", cg__url.password);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) { /* no answer (a timeout, a lost connection): not the password's fault */
       cg__fail(t, "AUTH");
@@ -406,7 +527,7 @@ static int cg__connect(struct cg__conn *t) {
     freeReplyObject(r);
   }
   if (cg__url.db != 0) {
-    r = redisCommand(t->c, "SELECT %d", cg__url.db);
+    r = cg__command(t->c, "SELECT %d", cg__url.db);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
       cg__fail(t, "SELECT");
@@ -439,7 +560,7 @@ int cg_shared_redis_ready(void) {
 static int cg__drain(struct cg__conn *t) {
   while (t->pending > 0) {
     redisReply *r = NULL;
-    if (redisGetReply(t->c, (void **) &r) != REDIS_OK) {
+    if (cg__get_reply(t->c, &r) != REDIS_OK) {
       cg__fail(t, "an earlier command");
       return -1;
     }
@@ -496,7 +617,7 @@ static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
     argv[argc++] = args[i];
   for (tries = 0; tries < 2; tries++) {
     const char *why;
-    r = redisCommandArgv(t->c, argc, argv, NULL);
+    r = cg__command_argv(t->c, argc, argv);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
       /* Timed out or lost: the connection is out of step (a late reply), drop it. */
@@ -528,6 +649,15 @@ static int64_t cg__int(const redisReply *r, size_t i) {
       r->element[i]->type != REDIS_REPLY_INTEGER)
     return 0;
   return (int64_t) r->element[i]->integer;
+}
+
+/* A wait the server gave in µs, as ns, bounded to [0, `cap_ns`]: a value from the
+ * network never reaches a sleep unbounded, nor overflows (a server that does not run the
+ * guard's script as written, a proxy, a man in the middle of plain-text Redis). */
+static int64_t cg__wait_ns(int64_t us, int64_t cap_ns) {
+  if (us <= 0 || cap_ns <= 0)
+    return 0;
+  return us >= cap_ns / 1000 ? cap_ns : us * 1000;
 }
 
 static int cg__is_array(const redisReply *r, size_t n) {
@@ -658,7 +788,7 @@ static int64_t cg__r_learn_take(struct cg_shared_pool *sp, int64_t now) {
   freeReplyObject(r);
   if (v == CG_LEARN_BUSY)
     return cg__learn_busy(sp);
-  return v > 0 ? v * 1000 : 0;
+  return cg__wait_ns(v, CG_REDIS_WAIT_CAP_NS);
 }
 
 static void cg__r_learn_cut(struct cg_shared_pool *sp) {
@@ -723,12 +853,24 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
     return CG_SHARED_DOWN;
   }
   ret = cg__int(r, 0) != 0;
-  *wait_ns = cg__int(r, 1) * 1000;
+  /* The script admits only within max_wait (it refuses past it): an admission after a
+   * longer wait is not the guard's script answering (a proxy, a man in the middle of
+   * plain-text Redis), and the file decides instead; a refusal's wait (for the record's
+   * text) is bounded too. */
+  if (!ret && cg__int(r, 1) > (max_wait_ns > 0 ? max_wait_ns / 1000 : 0) + 1000) {
+    freeReplyObject(r);
+    cg_warn_once("redis-reply", "redis: unexpected reply (an admission after a wait past "
+                 "the call's deadline); using the local state file");
+    return CG_SHARED_DOWN;
+  }
+  *wait_ns = cg__wait_ns(cg__int(r, 1), ret ? CG_REDIS_REFUSED_CAP_NS : max_wait_ns);
   cg__bc_set(sp->cfg->name, cg__int(r, 2) == 0);
   sp->learn_poll_ms = 0;
   if (cg__int(r, 3) >= 0 || cg__int(r, 3) == CG_LEARN_BUSY) {
     sp->learn_pre_set = 1;
-    sp->learn_pre_ns = cg__int(r, 3) == CG_LEARN_BUSY ? CG_LEARN_BUSY : cg__int(r, 3) * 1000;
+    sp->learn_pre_ns = cg__int(r, 3) == CG_LEARN_BUSY
+                           ? CG_LEARN_BUSY
+                           : cg__wait_ns(cg__int(r, 3), CG_REDIS_WAIT_CAP_NS);
   }
   if (cg__int(r, 5) == 1) {
     sp->pre_lease_set = 1;
@@ -742,8 +884,6 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
     int64_t t = cg_state_now();
     cg_limiter_learn_throttle(sp->state, sp->p, lim, t, t);
   }
-  if (*wait_ns < 0)
-    *wait_ns = 0;
   freeReplyObject(r);
   if (!ret)
     __atomic_add_fetch(&cg__admissions, 1, __ATOMIC_RELAXED);
@@ -820,14 +960,14 @@ static void *cg__renewer(void *arg) {
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     for (i = 0; i < n; i++) {
       redisReply *r = NULL;
-      if (redisGetReply(cg__tc.c, (void **) &r) != REDIS_OK) {
+      if (cg__get_reply(cg__tc.c, &r) != REDIS_OK) {
         cg__fail(&cg__tc, "a lease's renewal");
         break;
       }
       if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* Restarted server: reload on the next round (the leases are gone anyway). */
         freeReplyObject(r);
-        while (++i < n && redisGetReply(cg__tc.c, (void **) &r) == REDIS_OK)
+        while (++i < n && cg__get_reply(cg__tc.c, &r) == REDIS_OK)
           freeReplyObject(r);
         cg__load_scripts(&cg__tc); /* on failure it dropped the connection and said why */
         break;
@@ -1201,7 +1341,7 @@ static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
     return CG_SHARED_DOWN;
   }
   v = (int) cg__int(r, 0);
-  sp->budget_wait_ns = cg__int(r, 1) * 1000;
+  sp->budget_wait_ns = cg__wait_ns(cg__int(r, 1), CG_REDIS_WAIT_CAP_NS);
   sp->budget_bucket = cg__int(r, 2);
   freeReplyObject(r);
   if (v == 0 && c->max_concurrent > 0) {
@@ -1300,9 +1440,10 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
     return -1;
   }
   redisSetTimeout(c, tv);
+  cg__bound_reader(c);
 #define CG_RUN(...)                                                                       \
   do {                                                                                    \
-    r = redisCommand(c, __VA_ARGS__);                                                     \
+    r = cg__command(c, __VA_ARGS__);                                                      \
     if (!r || r->type == REDIS_REPLY_ERROR) {                                             \
       snprintf(err, errn, "%s", r ? r->str : c->errstr);                                  \
       if (r)                                                                              \

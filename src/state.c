@@ -348,6 +348,29 @@ static int cg__open_own(const char *path, int flags, struct stat *sb, char *why,
   return fd;
 }
 
+/* Whether the file open at `fd` (`size` bytes) may be made a state file: it is empty, or
+ * starts with the magic as far as its bytes go (a state file of any layout or boot, or one
+ * cut short), or has the layout's size and either a zero magic (an initialisation that did
+ * not finish: cg__init clears the magic first and writes it last) or this layout's size
+ * and counts in its header (a state file whose magic a stray write changed).  Anything
+ * else is some other file that CURLGUARD_STATE names by mistake (~/.bashrc, a file of
+ * root's): it is never grown or overwritten. */
+static int cg__ours(int fd, off_t size) {
+  struct cg_state_header h;
+  size_t n = size < (off_t) sizeof(h) ? (size_t) size : sizeof(h);
+  uint64_t magic = CG_STATE_MAGIC;
+
+  if (size == 0)
+    return 1;
+  if (pread(fd, &h, n, 0) != (ssize_t) n)
+    return 0;
+  if (memcmp(&h, &magic, n < sizeof(magic) ? n : sizeof(magic)) == 0)
+    return 1;
+  return size == (off_t) CG_STATE_SIZE &&
+         (h.magic == 0 || (h.size == CG_STATE_SIZE && h.npools == CG_STATE_POOLS &&
+                           h.nslots == CG_STATE_SLOTS));
+}
+
 static int cg__open(const char *path, struct cg_state *st, int force_init, char *why,
                     size_t len) {
   struct cg_state_guard g;
@@ -366,8 +389,15 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
     errno = ETIMEDOUT;
     return cg__fail(why, len, fd, "state file %s: cannot lock it (%s)", path);
   }
-  /* Never map past the end: a short (new, truncated or foreign) file is grown first,
-   * and then re-made even when its header survived (as cg__repair does). */
+  if (fstat(fd, &sb) == 0 && !cg__ours(fd, sb.st_size)) {
+    flock(fd, LOCK_UN);
+    close(fd);
+    snprintf(why, len, "state file %s is not a curlguard state file (it does not start with "
+             "CGCGGRD1): not overwritten; name another file, or remove it", path);
+    return -1;
+  }
+  /* Never map past the end: a short (new, or truncated) file is grown first, and then
+   * re-made even when its header survived (as cg__repair does). */
   if (fstat(fd, &sb) != 0 || (sb.st_size < (off_t) CG_STATE_SIZE &&
                               ftruncate(fd, (off_t) CG_STATE_SIZE) != 0)) {
     flock(fd, LOCK_UN);

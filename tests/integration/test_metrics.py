@@ -402,7 +402,7 @@ class MetricsTest(harness.GuardTestCase):
 
     def test_exporter_bad_listen_addresses(self):
         for addr in ("127.0.0.1", "127.0.0.1:65536", "127.0.0.1:http", "::1:9464", "",
-                     "example.invalid:9464", "192.0.2.1:9464"):
+                     "example.invalid:9464", "192.0.2.1:9464", "[]:0"):
             p = self.cli("exporter", "--listen", addr, timeout=30)
             self.assertEqual(p.returncode, 2, (addr, p.stderr))
             self.assertEqual(len(p.stderr.splitlines()), 1, (addr, p.stderr))
@@ -421,6 +421,47 @@ class MetricsTest(harness.GuardTestCase):
             s.close()
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertRegex(p.stderr, rb"^curlguard: exporter: cannot listen on .*in use\n$")
+
+    def test_stat_and_plan_fail_when_their_output_cannot_be_written(self):
+        """stdout on /dev/full: exit 1 and one line, as `report` (they exited 0 with
+        nothing written)."""
+        plan = ["plan", "--budget", "30", "--attempt-timeout", "5", "--base", "1", "--cap", "8"]
+        for args in (["stat"], ["stat", "--json"], plan, plan + ["--json"]):
+            with self.subTest(args=args):
+                p = harness.run(["/bin/sh", "-c", 'exec "$0" "$@" >/dev/full', harness.CLI,
+                                 *args], harness.plain_env(CURLGUARD_STATE=str(self.state)))
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertRegex(p.stderr, rb"^curlguard: (stat|plan): writing the output: "
+                                           rb"No space left on device\n$")
+
+    def test_stat_json_of_a_state_file_not_made_yet_escapes_its_path(self):
+        odd = self.tmp / 'no"pe\\x'
+        p = harness.run([harness.CLI, "stat", "--json"],
+                        harness.plain_env(CURLGUARD_STATE=str(odd)))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), {"path": str(odd), "exists": False, "pools": []})
+
+    def test_a_long_host_name_is_cut_between_characters(self):
+        """A pool is named after its host (47 bytes at most): a cut inside "é" left a lone
+        byte in `stat --json` (not UTF-8) and U+FFFD in the records; now the name ends
+        before the character the cut would split."""
+        port = urllib.parse.urlsplit(self.mock.url("/x")).port
+        names = {}
+        for host, want in (("a" * 46 + "é.test", "a" * 46), ("a" * 45 + "é.test", "a" * 45 + "é"),
+                           ("a" * 44 + "€.test", "a" * 44 + "€")):
+            p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", "--connect-to",
+                             f"::127.0.0.1:{port}", "-d", "{}",
+                             f"http://{host}:{port}/v1/chat/completions"],
+                            self.guard_env(), timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            names[want] = host
+        p = self.cli("stat", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pools = [x["name"] for x in json.loads(p.stdout.decode("utf-8", "strict"))["pools"]]
+        for want in names:
+            self.assertIn(want, pools)
+        recs = self.records()
+        self.assertEqual(sorted(r["pool"] for r in recs), sorted(names), recs)
 
     # -- a real Prometheus scraping the exporter
 

@@ -217,6 +217,20 @@ class PricesTest(harness.GuardTestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stdout, b"x\\x1B[31mred\\nfake\\tline\\\\\t1\n")
 
+    def test_prices_check_shows_the_tables_date_and_path_escaped(self):
+        """The table's date is data too: its summary stays one line, no ESC sequence."""
+        table = self.tmp / "odd.json"
+        table.write_text(json.dumps({"date": "\n\u001b[31mred", "models": [
+            {"match": "gpt-4o", "input": 1, "output": 1}]}))
+        log = self.tmp / "one.jsonl"
+        log.write_text(json.dumps({"model": "mystery"}) + "\n")
+        p = self.cli(["prices", "check", str(log)],
+                     harness.plain_env(extra={"CURLGUARD_PRICES": table}))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertNotIn(b"\x1b", p.stderr)
+        self.assertIn(b"(dated \\n\\x1B[31mred)", p.stderr)
+
     def test_prices_check_errors_and_usage(self):
         for args in (["prices"], ["prices", "list"], ["prices", "check", "--bogus"]):
             with self.subTest(args=args):

@@ -577,7 +577,10 @@ class FleetMultiHostTest(RedisTestCase):
         24 are Redis's admissions.  (A multi host on its state file alone sends 4/s besides
         B's 4/s: twice the rate, and half the admissions missing from Redis.)"""
         n, rate, burst = 24, 4 * 0.97, 4
-        with LimitedMock("--limit-rpm", "240") as mock:
+        # The mock's bucket holds one request more than the guard's burst (as the
+        # single-host test above): requests paced right but delayed on a loaded machine
+        # reach it bunched; two machines each at 4/s would still be refused by the dozen.
+        with LimitedMock("--limit-rpm", "240", "--limit-burst", "5") as mock:
             key = harness.unique_key("fm")
             urls = [mock.url(f"/v1/fleet-multi/{i}", key=key) for i in range(12)]
             env_a = self.machine_env("a", CURLGUARD_RPM="240", CURLGUARD_ADAPTIVE="off")
@@ -867,6 +870,112 @@ class FleetFailOpenTest(RedisTestCase):
         pool = harness.mock_pool()
         self.redis.cli("HSET", self.key(pool, "tat_req"), "a", "b")
         self.one_line(self.redis.url, "WRONGTYPE", CURLGUARD_RPM="600")
+
+
+class HostileRedis:
+    """A server on 127.0.0.1 that speaks enough of Redis's protocol for the guard to
+    connect (SCRIPT LOAD answered with made-up SHA1s), then answers every other command
+    as `mode` says: "drip" (a bulk string of 100 MB announced, then a byte every 30 ms),
+    "bigbulk" (4 MiB of a 1 GB bulk string, fast), "bigarray" (an array of 2^31 - 1
+    elements announced), "admit_late" (an admission after a wait of 9 * 10^12 µs)."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def close(self):
+        self.stop.set()
+        self.sock.close()
+
+    def accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        buf, n = b"", 0
+        try:
+            while not self.stop.is_set():
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+                # one command a RESP array: "*N", then N "$len" + data; only whole ones
+                while buf.startswith(b"*"):
+                    head, _, rest = buf.partition(b"\r\n")
+                    argv, ok = [], True
+                    for _ in range(int(head[1:])):
+                        ln, _, rest = rest.partition(b"\r\n")
+                        size = int(ln[1:]) if ln[:1] == b"$" else -1
+                        if size < 0 or len(rest) < size + 2:
+                            ok = False
+                            break
+                        argv.append(rest[:size])
+                        rest = rest[size + 2:]
+                    if not ok:
+                        break
+                    buf = rest
+                    if argv[0].upper() == b"SCRIPT":
+                        c.sendall(b"$40\r\n" + (b"%02d" % n).ljust(40, b"f") + b"\r\n")
+                        n += 1
+                    elif self.mode == "drip":
+                        c.sendall(b"$100000000\r\n")
+                        while not self.stop.is_set():
+                            c.sendall(b"x")
+                            time.sleep(0.03)
+                    elif self.mode == "bigbulk":
+                        c.sendall(b"$1000000000\r\n" + b"x" * (4 << 20))
+                    elif self.mode == "bigarray":
+                        c.sendall(b"*2147483647\r\n")
+                    else:
+                        c.sendall(b"*6\r\n:0\r\n:9000000000000\r\n:0\r\n:-1\r\n:-1\r\n:0\r\n")
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+
+class HostileRedisTest(harness.GuardTestCase):
+    """A Redis (or something between the guard and it) that answers without end, too much,
+    or a wait past the call's deadline: each call of the host still ends within its own
+    deadline, as plain, with one `curlguard:` line, its memory bounded.  (hiredis 0.14
+    bounds each read, not a reply's reads or size: a dripping reply held `curl -m 3` for
+    25 s and more, 1 GB took 2 GB of memory, an array of 2^31 elements 7 s a call; a
+    reserve's wait from the network was slept whole.)"""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        harness.require_curl()
+
+    def test_each_call_ends_in_time(self):
+        for mode in ("drip", "bigbulk", "bigarray", "admit_late"):
+            with self.subTest(mode):
+                server = HostileRedis(mode)
+                try:
+                    url = self.mock.url(f"/v1/hostile-redis/{mode}", plan="200")
+                    env = self.guard_env(CURLGUARD_REDIS=f"redis://127.0.0.1:{server.port}",
+                                         CURLGUARD_STATE=str(self.tmp / f"{mode}.state"))
+                    t0 = time.monotonic()
+                    p = harness.run([harness.CURL, "-sS", "-m", "5", "-w", "%{http_code}\n",
+                                     "-o", "/dev/null", url, "-o", "/dev/null", url],
+                                    env, timeout=30)
+                    took = time.monotonic() - t0
+                finally:
+                    server.close()
+                self.assertEqual((p.returncode, p.stdout), (0, b"200\n200\n"), p.stderr)
+                self.assertLess(took, 2.5, f"{mode}: {took:.1f} s")
+                lines = [x for x in p.stderr.decode().splitlines() if x]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertTrue(lines[0].startswith("curlguard: redis"), lines)
 
 
 class FleetSymbolsTest(unittest.TestCase):

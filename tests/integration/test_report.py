@@ -18,8 +18,10 @@ import hashlib
 import json
 import math
 import os
+import pathlib
 import re
 import shutil
+import subprocess
 import tempfile
 import textwrap
 import unittest
@@ -566,6 +568,57 @@ class ReportCliTest(harness.GuardTestCase):
         calm = quiet_hour(9) + quiet_hour(10) + quiet_hour(11, cost=0.00125)   # +25 %
         doc = report_json(self, [write_jsonl(self.tmp / "calm.jsonl", calm)])
         self.assertEqual(doc["alerts"], [])
+
+
+class ReportInputTest(harness.GuardTestCase):
+    """Inputs a helper's review found mishandled: each log is read from the descriptor
+    opened when inputs are checked; the page never replaces a log given on stdin; a line
+    is a record only when nothing but blanks follows the JSON value."""
+
+    T = "2026-11-30T08:00:00.000Z"
+
+    def test_a_fifo_is_read_once_and_never_waited_on_for_ever(self):
+        """A FIFO whose writer is done before the report reads it: its records are read
+        (it was opened twice: the second open waited for a writer that never came, and
+        the data was gone; it hung in 8 of 10 runs)."""
+        recs = quiet_hour(9, calls_per_minute=1)
+        data = "".join(json.dumps(r) + "\n" for r in recs).encode()
+        fifo = self.tmp / "log.fifo"
+        for k in range(5):
+            with self.subTest(run=k):
+                os.mkfifo(fifo)
+                writer = subprocess.Popen(["/bin/sh", "-c", 'printf "%s" "$1" >"$0"', str(fifo),
+                                           data.decode()])
+                p = report(["--json", fifo])
+                writer.wait(timeout=10)
+                os.unlink(fifo)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(json.loads(p.stdout)["records"], len(recs))
+
+    def test_html_page_never_replaces_a_log_read_on_stdin(self):
+        log = pathlib.Path(write_jsonl(self.tmp / "usage.jsonl", quiet_hour(9, calls_per_minute=1)))
+        before = log.read_bytes()
+        for extra in ([], ["-"]):
+            with self.subTest(extra=extra):
+                p = harness.run(["/bin/sh", "-c", 'exec "$0" report --html "$@" < "$1"',
+                                 harness.CLI, log, *extra], None, timeout=60)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(b"is one of the logs read: not overwritten", p.stderr)
+                self.assertEqual(log.read_bytes(), before)
+
+    def test_a_line_with_more_than_one_value_is_not_a_record(self):
+        """Two records on one line, or a record and then text: not_json, as Python's
+        json.loads says ("Extra data"); before, the first record counted and the rest of
+        the line (a second record's cost) was dropped without a word."""
+        a = json.dumps(record(self.T, "a", cost=1.0))
+        b = json.dumps(record(self.T, "b", cost=2.0))
+        c = json.dumps(record(self.T, "c", cost=4.0))
+        log = self.tmp / "concat.jsonl"
+        log.write_text(a + b + "\n" + a + " garbage here\n" + c + " \t\r\n")
+        got = report_json(self, [log])
+        self.assertEqual(got["records"], 1, got)
+        self.assertEqual(got["malformed"]["not_json"], 2, got)
+        self.assertEqual(got["totals"]["cost_usd"], 4.0, got)
 
 
 class ReportReviewTest(harness.GuardTestCase):

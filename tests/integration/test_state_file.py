@@ -157,9 +157,26 @@ class UnusableStateFileTest(StateFileTestCase):
 
 
 class UntrustedStateFileTest(StateFileTestCase):
-    def test_garbage_bytes_reinitialised(self):
-        self.state.write_bytes(os.urandom(50000))
-        self.assertReinitialised(self.state)
+    def test_a_file_that_is_not_a_state_file_is_never_overwritten(self):
+        """CURLGUARD_STATE naming some other file of the user's (a typo: ~/.bashrc; as root,
+        any file): the host runs as without the guard, one line says why, and not one
+        byte of the file changes; `curlguard reset` refuses it too.  (It was grown to the
+        layout's size and overwritten without a word: a helper's review lost a file of
+        notes that way, and /etc/passwd as root.)"""
+        for name, data in (("notes.txt", b"my precious notes\nline 2\n"),
+                           ("random.bin", os.urandom(50000)),
+                           ("full-size.bin", b"\x7fELF" + os.urandom(469248 - 4))):
+            with self.subTest(name):
+                self.log.unlink(missing_ok=True)
+                f = self.tmp / name
+                f.write_bytes(data)
+                line = self.assertRefused(f)
+                self.assertIn("is not a curlguard state file", line)
+                self.assertEqual(f.read_bytes(), data, "the file was changed")
+                p = self.cli("reset", state=f)
+                self.assertEqual(p.returncode, 1, p)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertEqual(f.read_bytes(), data, "curlguard reset changed the file")
 
     def test_truncated_file_reinitialised(self):
         self.state.write_bytes(b"CGCGGRD1\x01\x00")        # 10 bytes: the start of a header

@@ -263,7 +263,32 @@ Test(state, wrong_layout_numbers_reinitialised) {
   assert_reinitialised();
 }
 
-Test(state, garbage_full_size_reinitialised) {
+/* A file that is not a state file (no magic where the file has bytes, not a state file's
+ * size and header) is some other file named by mistake: refused, not one byte changed
+ * (it was grown and overwritten: a helper's review wiped a user's notes, and /etc/passwd
+ * as root). */
+static void assert_refused_untouched(const void *bytes, size_t n) {
+  struct cg_state st;
+  char why[512] = "";
+  unsigned char *back = malloc(n + 1);
+  FILE *f;
+
+  cr_assert_not_null(back);
+  write_bytes(path, bytes, n);
+  cr_assert_eq(cg_state_open(path, &st, why, sizeof(why)), -1, "opened a foreign file");
+  cr_assert(strstr(why, "is not a curlguard state file") != NULL, "%s", why);
+  cr_assert_eq(file_size(path), (off_t) n);
+  f = fopen(path, "rb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fread(back, 1, n + 1, f), n);
+  fclose(f);
+  cr_assert(memcmp(back, bytes, n) == 0, "the file was changed");
+  free(back);
+  cr_assert_eq(cg_state_reset(path, why, sizeof(why)), -1, "curlguard reset overwrote it");
+  cr_assert_eq(file_size(path), (off_t) n);
+}
+
+Test(state, garbage_full_size_refused_untouched) {
   static unsigned char junk[CG_STATE_SIZE];
   size_t i;
   uint32_t x = 2463534242u;
@@ -273,18 +298,24 @@ Test(state, garbage_full_size_reinitialised) {
     x ^= x << 5;
     junk[i] = (unsigned char) x;
   }
-  write_bytes(path, junk, sizeof(junk));
-  assert_reinitialised();
+  assert_refused_untouched(junk, sizeof(junk));
 }
 
-Test(state, garbage_short_file_reinitialised) {
+Test(state, other_file_refused_untouched) {
   const char text[] = "this is not a curlguard state file\n";
-  write_bytes(path, text, sizeof(text) - 1);
-  assert_reinitialised();
+  assert_refused_untouched(text, sizeof(text) - 1);
+  assert_refused_untouched("x", 1);
 }
 
 Test(state, truncated_one_byte_grown_not_sigbus) {
-  write_bytes(path, "x", 1);
+  write_bytes(path, "C", 1); /* the first byte of the magic: a state file cut short */
+  assert_reinitialised();
+}
+
+Test(state, full_size_file_with_zero_magic_reinitialised) {
+  /* an initialisation that did not finish: the magic is written last */
+  static const unsigned char zeros[CG_STATE_SIZE];
+  write_bytes(path, zeros, sizeof(zeros));
   assert_reinitialised();
 }
 
