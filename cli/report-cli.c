@@ -47,17 +47,22 @@ static int cg__open_log(const char *name) {
   return fd;
 }
 
-/* Open every input once, before anything is read (a missing one is reported before any
- * output), into `fds` (-1 for a second "-": stdin is at its end after the first).  Each is
- * read from the descriptor opened here: opened twice, a FIFO whose writer finished in
- * between would be waited on for ever, its data gone.  0, or -1 after the message (the
- * descriptors opened so far closed). */
+#define CG__SKIP (-1)   /* fds[i]: a second "-" (stdin is at its end after the first) */
+#define CG__REOPEN (-2) /* fds[i]: a regular file, opened again when it is read */
+
+/* Open every input before anything is read (a missing one is reported before any
+ * output), into `fds`.  Anything but a regular file (stdin, a FIFO, a device) is kept open
+ * and read from that descriptor: opened twice, a FIFO whose writer finished in between
+ * would be waited on for ever, its data gone.  A regular file is closed again (a report
+ * of thousands of rotated logs must not run out of descriptors) and opened at its turn.
+ * 0, or -1 after the message (the descriptors opened so far closed). */
 static int cg__open_inputs(char **names, int n, int *fds) {
   int stdin_seen = 0;
+  struct stat sb;
 
   for (int i = 0; i < n; i++) {
     if (strcmp(names[i], "-") == 0 && stdin_seen) {
-      fds[i] = -1;
+      fds[i] = CG__SKIP;
       continue;
     }
     if ((fds[i] = cg__open_log(names[i])) < 0) {
@@ -67,6 +72,10 @@ static int cg__open_inputs(char **names, int n, int *fds) {
       return -1;
     }
     stdin_seen |= fds[i] == STDIN_FILENO;
+    if (fds[i] != STDIN_FILENO && fstat(fds[i], &sb) == 0 && S_ISREG(sb.st_mode)) {
+      close(fds[i]);
+      fds[i] = CG__REOPEN;
+    }
   }
   return 0;
 }
@@ -79,13 +88,19 @@ static void cg__close_inputs(const int *fds, int n) {
 
 static int cg__read_all(struct cg_report *r, char **names, const int *fds, int n) {
   for (int i = 0; i < n; i++) {
-    if (fds[i] < 0)
+    int fd = fds[i], rc;
+    if (fd == CG__SKIP)
       continue;
-    cg_report_source(r, strcmp(names[i], "-") == 0 ? "(stdin)" : names[i]);
-    if (cg_report_read_fd(r, fds[i]) != 0) {
-      cg_cli_error("report: reading %s: %s", names[i], strerror(errno));
+    if (fd == CG__REOPEN && (fd = cg__open_log(names[i])) < 0)
       return -1;
-    }
+    cg_report_source(r, strcmp(names[i], "-") == 0 ? "(stdin)" : names[i]);
+    rc = cg_report_read_fd(r, fd);
+    if (rc != 0)
+      cg_cli_error("report: reading %s: %s", names[i], strerror(errno));
+    if (fds[i] == CG__REOPEN)
+      close(fd);
+    if (rc != 0)
+      return -1;
   }
   return 0;
 }
@@ -266,8 +281,9 @@ int cg_cli_report(int argc, char **argv) {
     struct stat ps, ls;
     if (stat(page.path, &ps) == 0)
       for (i = 0; i < n; i++)
-        if (fds[i] >= 0 && fstat(fds[i], &ls) == 0 && ls.st_dev == ps.st_dev &&
-            ls.st_ino == ps.st_ino) {
+        if ((fds[i] >= 0 ? fstat(fds[i], &ls) == 0
+                         : fds[i] == CG__REOPEN && stat(names[i], &ls) == 0) &&
+            ls.st_dev == ps.st_dev && ls.st_ino == ps.st_ino) {
           cg_cli_error("report: --html %s is one of the logs read: not overwritten (%s)",
                        page.path, cg__report_usage);
           cg__close_inputs(fds, n);
