@@ -531,6 +531,10 @@ int cg_rfc3339_parse(const char *s, size_t len, int64_t *ms) {
     frac = 999;
   }
   *ms = ((cg__days(y, mo, d) * 24 + h) * 60 + mi - off) * 60000 + (int64_t) sec * 1000 + frac;
+  /* In UTC too within years 0000-9999: an offset must not carry a time out of them
+   * ("0000-01-01T00:00:00+23:59" is in year -1, which no output can write). */
+  if (*ms < cg__days(0, 1, 1) * 86400000 || *ms > cg__days(9999, 12, 31) * 86400000 + 86399999)
+    return -1;
   return 0;
 }
 

@@ -75,7 +75,7 @@ size_t cg_utf8_repair(const char *s, size_t len, char *out);
 /* RFC 3339 date-time ("2026-11-30T06:29:25.483Z", "...+02:00", "t"/space separator,
  * any number of fraction digits, truncated to ms; second 60 counts as 59.999) of `len`
  * bytes -> ms since the epoch in `*ms`.  0 on success, -1 when malformed or out of
- * range (years 0000-9999, real calendar days). */
+ * range (years 0000-9999, as written and in UTC; real calendar days). */
 int cg_rfc3339_parse(const char *s, size_t len, int64_t *ms);
 
 /* Format `ms` since the epoch as RFC 3339 UTC with ms into `buf` (>= 32 bytes). */

@@ -315,7 +315,7 @@ static int cg__get_reply(redisContext *c, redisReply **out) {
         return REDIS_ERR;
       }
       if (reads > 1 && cg_mono_ms() > end) {
-        cg__reply_error(c, REDIS_ERR_IO, "reply timed out (not whole after 100 ms)");
+        cg__reply_error(c, REDIS_ERR_IO, "reply not whole in time");
         return REDIS_ERR;
       }
       if (redisBufferRead(c) == REDIS_ERR || cg__reader_reply(c, &aux) != REDIS_OK)
@@ -389,8 +389,13 @@ static void cg__fail(struct cg__conn *t, const char *during) {
   for (i = 0; es[i]; i++) /* only text, whatever the library left there */
     if ((unsigned char) es[i] < 0x20 || (unsigned char) es[i] > 0x7e)
       es[i] = '?';
-  if (err == REDIS_ERR_IO && (strstr(es, "temporarily unavailable") || strstr(es, "timed out") ||
-                              strstr(es, "would block"))) {
+  if (err == REDIS_ERR_IO && strstr(es, "not whole")) { /* cg__get_reply's deadline */
+    cause = "redis-timeout";
+    snprintf(msg, sizeof(msg), "redis timed out (the reply to %s was not whole after %d ms)",
+             during, CG_REDIS_REPLY_MS);
+  } else if (err == REDIS_ERR_IO &&
+             (strstr(es, "temporarily unavailable") || strstr(es, "timed out") ||
+              strstr(es, "would block"))) {
     cause = "redis-timeout";
     snprintf(msg, sizeof(msg), "redis timed out after %d ms (no answer to %s)",
              CG_REDIS_TIMEOUT_MS, during);

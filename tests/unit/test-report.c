@@ -205,6 +205,12 @@ Test(report_time, rejects_malformed) {
   bad_ts("2026-11-30T06:29:25+0200");
   bad_ts("2026-11-30X06:29:25Z");
   bad_ts("20a6-11-30T06:29:25Z");
+  /* an offset that carries the time out of years 0000-9999 in UTC (a helper's review:
+   * the period printed as "-001-12-31T00:01:00.000Z") */
+  bad_ts("0000-01-01T00:00:00.000+23:59");
+  bad_ts("9999-12-31T23:59:59.999-00:01");
+  cr_expect_eq(ts("0000-01-01T00:00:00Z"), -62167219200000LL);
+  cr_expect_eq(ts("9999-12-31T23:59:59.999Z"), 253402300799999LL);
 }
 
 Test(report_time, format_round_trips) {
