@@ -1226,6 +1226,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       left_ms = ad->max_retry_after_ms;
     nb->hold_shared = 0;
     nb->slot_poll_ms = 0;
+    nb->reclaim_ms = 0;
     if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns,
                        now) != 0) {
       cg_limiter_count(st, p, CG_CNT_REJECTED);
@@ -1273,6 +1274,20 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     if (lim->max_inflight > 0 && nb->slot == -2) {
       /* Asked once, without waiting (left 0): the back end's slot or lease. */
       int s = cg__sh_acquire(ad, lim->max_inflight, 0, &waited_ns);
+      if (s == -1 && ad->sh.ops == &cg_shared_mmap) {
+        /* Slots of processes that died holding them come back as a blocking waiter
+         * takes them (limiter.c, every CG_INFLIGHT_RECHECK_MS): this waiter looks as
+         * often, else it would wait out its deadline behind a kill -9'd holder (and,
+         * never touching the slot table, never find a file cut short there). */
+        int64_t t = cg_mono_ms();
+        if (!nb->reclaim_ms) {
+          nb->reclaim_ms = t;
+        } else if (t - nb->reclaim_ms >= CG_INFLIGHT_RECHECK_MS) {
+          nb->reclaim_ms = t;
+          cg_limiter_reclaim(st, p); /* and the count put back to the live slots */
+          s = cg__sh_acquire(ad, lim->max_inflight, 0, &waited_ns);
+        }
+      }
       if (s == -1) {
         if (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS <= 0) {
           cg_limiter_count(st, p, CG_CNT_REJECTED);

@@ -211,6 +211,8 @@ struct cg_admit_nb {
   int hold_shared;        /* phase 3 asks the back end's 429 hold (after a wait), as
                            * cg_admission_enter does; else the state file's */
   int64_t slot_poll_ms;   /* Redis: the last wait for a lease (doubles to 100 ms) */
+  int64_t reclaim_ms;     /* file: monotonic ms of the last look for dead holders' slots
+                           * (every CG_INFLIGHT_RECHECK_MS, as a blocking waiter), 0 none */
 };
 
 /* What cg_admission_step_nb decided. */

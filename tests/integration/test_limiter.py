@@ -198,6 +198,33 @@ class InflightTest(LimiterTestCase):
         self.assertEqual(pool["inflight"], 0, pool)
 
 
+    def test_slot_of_killed_process_is_taken_back_by_a_multi_host(self):
+        """The same with `curl --parallel` (the multi driver) waiting for the slot: its
+        transfers look for dead holders as a blocking waiter does, every 0.5 s (they never
+        did: three 300 ms calls waited out curl's 600 s deadline, or failed at -m 5 with
+        "rate limit wait exceeds deadline", the dead slot counted for ever)."""
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        slow = self.mock.url("/v1/killed-m", plan="200:delay=5000")
+        holder = self.start_slow_curl(slow, env)
+        try:
+            pool, _ = self.stat_pool(harness.mock_pool())
+            self.assertEqual(pool["inflight"], 1, f"the slow call holds no slot: {pool}")
+        finally:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+        urls = [self.mock.url(f"/v1/after-kill-m/{i}", plan="200:delay=300") for i in range(3)]
+        argv = [harness.CURL, "-sS", "--parallel", "-m", "10", "-w", "%{http_code}\\n"]
+        for u in urls:
+            argv += ["-o", "/dev/null", u]
+        t0 = time.monotonic()
+        p = harness.run(argv, env, timeout=30)
+        took = time.monotonic() - t0
+        self.assertEqual((p.returncode, p.stdout), (0, b"200\n200\n200\n"), p.stderr)
+        self.assertLess(took, 4.0, f"took {took:.2f} s")
+        pool, _ = self.stat_pool(harness.mock_pool())
+        self.assertEqual(pool["inflight"], 0, pool)
+
+
 class FailFastTest(LimiterTestCase):
     def test_wait_past_deadline_fails_at_once(self):
         env = self.guard_env(CURLGUARD_RPM="1")       # one request a minute, burst 1
