@@ -264,12 +264,12 @@ static void cg__bound_reader(redisContext *c) {
   if (!c || !c->reader || !c->reader->fn || !c->reader->fn->createArray)
     return;
   pthread_mutex_lock(&cg__fns_mu);
-  if (!cg__create_array && c->reader->fn != &cg__fns) {
+  if (!cg__create_array) { /* the first context: hiredis's own functions, copied */
     cg__fns = *c->reader->fn;
     cg__create_array = cg__fns.createArray;
     cg__fns.createArray = cg__array;
   }
-  if (cg__create_array == c->reader->fn->createArray || c->reader->fn == &cg__fns)
+  if (c->reader->fn->createArray == cg__create_array)
     c->reader->fn = &cg__fns;
   pthread_mutex_unlock(&cg__fns_mu);
 }

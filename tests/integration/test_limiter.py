@@ -175,10 +175,9 @@ class InflightTest(LimiterTestCase):
                          f"stat counts {pool['waited']} calls that waited; the records say 1 "
                          f"(queue_ms {waited})")
 
-    def test_slot_of_killed_process_is_taken_back(self):
-        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
-        slow = self.mock.url("/v1/killed", plan="200:delay=5000")
-        holder = self.start_slow_curl(slow, env)
+    def kill_slot_holder(self, env, path):
+        """A slow call at `path` takes the only slot; its process is killed with SIGKILL."""
+        holder = self.start_slow_curl(self.mock.url(path, plan="200:delay=5000"), env)
         try:
             pool, _ = self.stat_pool(harness.mock_pool())
             self.assertEqual(pool["inflight"], 1, f"the slow call holds no slot: {pool}")
@@ -186,6 +185,10 @@ class InflightTest(LimiterTestCase):
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait(10)
         self.assertEqual(holder.returncode, -signal.SIGKILL)
+
+    def test_slot_of_killed_process_is_taken_back(self):
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        self.kill_slot_holder(env, "/v1/killed")
 
         fast = self.mock.url("/v1/after-kill", plan="200")
         t0 = time.monotonic()
@@ -204,14 +207,7 @@ class InflightTest(LimiterTestCase):
         did: three 300 ms calls waited out curl's 600 s deadline, or failed at -m 5 with
         "rate limit wait exceeds deadline", the dead slot counted for ever)."""
         env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
-        slow = self.mock.url("/v1/killed-m", plan="200:delay=5000")
-        holder = self.start_slow_curl(slow, env)
-        try:
-            pool, _ = self.stat_pool(harness.mock_pool())
-            self.assertEqual(pool["inflight"], 1, f"the slow call holds no slot: {pool}")
-        finally:
-            os.kill(holder.pid, signal.SIGKILL)
-            holder.wait(10)
+        self.kill_slot_holder(env, "/v1/killed-m")
         urls = [self.mock.url(f"/v1/after-kill-m/{i}", plan="200:delay=300") for i in range(3)]
         argv = [harness.CURL, "-sS", "--parallel", "-m", "10", "-w", "%{http_code}\\n"]
         for u in urls:
