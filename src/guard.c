@@ -75,6 +75,8 @@ struct cg_call {
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
   int held;                   /* an open breaker held one of its attempts (open = wait) */
+  int probes;                 /* attempts sent as the breaker's half-open probe and not
+                               * counted toward max_attempts (cg__attempt_start) */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
 
@@ -232,7 +234,7 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   memset(in, 0, sizeof(*in));
   in->verdict = *v;
   in->idempotent = call->idempotent;
-  in->attempt = call->attempt;
+  in->attempt = call->attempt - call->probes; /* counted: not the breaker's probes */
   in->max_attempts = (int) cfg->max_attempts;
   in->max_retry_after_ms = cfg->max_retry_after_ms;
   in->hint_ms = -1;
@@ -617,6 +619,12 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
 
   call->admission.attempt_start_ns = cg_state_now();
   call->held |= call->admission.breaker_wait_ms > 0;
+  /* An attempt sent as the breaker's half-open probe is the breaker's, not the call's: it
+   * is not counted toward max_attempts (unless retries are off, max_attempts 1).  One
+   * probe at a time goes whichever call carries it, so this adds no load; counted, each
+   * failed probe of an outage ended one held call with most of its deadline left (8
+   * curls, a 20 s run of 503s: 1 to 2 done, against 8 with curl --retry 5). */
+  call->probes += call->admission.probe && call->cfg->max_attempts > 1;
   call->reached = 1;
   /* The same clock (CLOCK_MONOTONIC): one read for both. */
   call->t_attempt_ms = call->admission.attempt_start_ns / 1000000;
@@ -640,7 +648,7 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   a->headers = call->headers;
   /* An idempotent request can be retried when its body is cut: hold the body (up to
    * CG_HOLD_MAX) so a retried attempt's partial body never reaches the host. */
-  a->hold_body = call->idempotent && call->attempt < call->cfg->max_attempts;
+  a->hold_body = call->idempotent && call->attempt - call->probes < call->cfg->max_attempts;
   a->resend_mode = call->idempotent ? CG_RESEND_ALLOW : call->cfg->silent_resend;
   /* The first attempt fed libcurl the host's HSTS entries; its cache keeps them. */
   a->skip_hsts_read = call->attempt > 1;

@@ -50,7 +50,8 @@ struct cg_policy_in {
                               (processed) the request, so a retry sends it again */
   int should_retry;        /* x-should-retry: -1 absent, 0 false, 1 true */
   int body_replayable;     /* the request body can be sent again */
-  int attempt;             /* 1-based number of the attempt just made */
+  int attempt;             /* 1-based number of the attempt just made, counting only
+                              those max_attempts counts (not the breaker's probes) */
   int max_attempts;
   int64_t backoff_ms;      /* computed backoff (jitter applied) before the next attempt */
   int64_t hint_ms;         /* server hint (Retry-After / retry-after-ms), -1 none */

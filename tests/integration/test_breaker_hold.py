@@ -114,6 +114,63 @@ class HoldTest(HoldTestCase):
         self.assertEqual(b["state"], "closed", b)
         self.assertGreaterEqual(b["held"], 12, b)
 
+    def held_at_the_last_attempt(self, launch, n=4):
+        """`n` calls (started by `launch(env)`, which returns the processes) each fail two
+        attempts (1.5 s apart, no jitter); then a one-attempt call opens the breaker, so
+        that every third attempt is held and each probe is some call's last attempt.  The
+        outage lasts three probes; returns (processes, their outputs, requests sent while
+        the breaker was open and the provider down)."""
+        env = self.henv(CURLGUARD_JITTER="none", CURLGUARD_BACKOFF_BASE_MS="1500",
+                        CURLGUARD_BACKOFF_CAP_MS="1500", CURLGUARD_BREAKER_COOLDOWN_S="1",
+                        CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                        CURLGUARD_RETRY_BUDGET_MIN_PER_S="10")
+        procs = launch(env)
+        self.mock.wait_entries(url=self.url, count=2 * n, timeout=20)  # attempts 1 and 2
+        p = self.curl(self.url, dict(env, CURLGUARD_MAX_ATTEMPTS="1"))
+        self.assertEqual(p.stdout, b"503", p.stderr)
+        self.assertEqual(self.stat_breaker()["state"], "open")
+        before = len(self.mock.entries(url=self.url))
+        time.sleep(4.5)                  # probes at about 1, 3 and 5 s after opening fail
+        during = len(self.mock.entries(url=self.url)) - before
+        self.heal()
+        outs = [p.communicate(timeout=60) for p in procs]
+        pids = {p.pid for p in procs}
+        recs = [r for r in self.records() if r["pid"] in pids]
+        self.assertFalse([r for r in recs if r["reason"] == "max_attempts"], recs)
+        done = [r for r in recs if r["final"] and r["status"] == 200]
+        self.assertEqual(len(done), n, recs)
+        self.assertTrue(any(r["attempt"] > 3 for r in done), "a probe went, was not counted")
+        return procs, outs, during
+
+    def test_a_failed_probe_does_not_use_up_the_held_call_s_attempts(self):
+        """The probe is the breaker's attempt, not the call's: a held call sent as the
+        probe, and failing, is held again for the next one (max_attempts does not count
+        it).  Counted, each failed probe ended one held call with its deadline left: 2 of
+        4 were lost here, and 6 or 7 of 8 in a 20 s outage, where curl --retry 5 loses
+        none."""
+        n = 4
+        procs, outs, during = self.held_at_the_last_attempt(
+            lambda env: [self.popen(self.url, env, extra=("-d", "{}")) for _ in range(n)], n)
+        self.assertEqual([o for o, _ in outs], [b"200"] * n, [e for _, e in outs])
+        self.assertLessEqual(during, 3, "one probe at a time, every 1-2 s")
+
+    def test_a_failed_probe_does_not_use_up_the_attempts_in_the_multi_driver(self):
+        n = 4
+
+        def launch(env):
+            argv = [harness.CURL, "-Z", "-sS", "-w", "%{http_code}\n", "-d", "{}"]
+            for _ in range(n):
+                argv += ["-o", "/dev/null", self.url]
+            harness.skip_unsanitizable([harness.CURL], env)
+            return [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)]
+
+        procs, outs, during = self.held_at_the_last_attempt(launch, n)
+        self.assertEqual(outs[0][0].split(), [b"200"] * n, outs[0][1])
+        self.assertEqual(procs[0].returncode, 0, outs[0][1])
+        self.assertLessEqual(during, 3, "one probe at a time, every 1-2 s")
+
     def test_deadline_that_cannot_see_the_probe_fails_fast(self):
         env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="10")
         self.open_it(env)
