@@ -667,6 +667,11 @@ static int cg__repeat_wait(struct cg_admission *ad, cg_wait_fn wait, void *wait_
 
 static void cg__finish(struct cg_admission *ad) {
   int p = ad->state ? ad->pool_index : -1;
+  if (ad->sh.queued) { /* a multi waiter's place in a Redis queue (admit.h) */
+    if (ad->sh.ops && ad->sh.ops->queue_leave)
+      ad->sh.ops->queue_leave(&ad->sh);
+    ad->sh.queued = 0;
+  }
   if (p < 0)
     return;
   if (ad->probe)
@@ -807,6 +812,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
       cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
     if (CG_RARE(slot == -1)) {
       cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
+      ad->slot_refused = 1;
       *wait_ms = waited_ns / 1000000;
       return -1;
     }
@@ -1005,7 +1011,7 @@ static __attribute__((noinline)) void cg__finish_guarded(struct cg_admission *ad
 void cg_admission_finish(struct cg_admission *ad) {
   /* No probe and no retry slot held (the common call): cg__finish has nothing to give
    * back, so the region is not opened. */
-  if (!ad->state || (!ad->probe && ad->retry_slot < 0))
+  if (!ad->state || (!ad->probe && ad->retry_slot < 0 && !ad->sh.queued))
     return;
   cg__finish_guarded(ad);
 }
@@ -1291,6 +1297,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       if (s == -1) {
         if (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS <= 0) {
           cg_limiter_count(st, p, CG_CNT_REJECTED);
+          ad->slot_refused = 1;
           *ms = cg_mono_ms() - nb->queue_since_ms;
           return CG_NB_LIMIT;
         }

@@ -51,6 +51,8 @@ struct cg_admission {
   int waited;                      /* cg_admission_enter waited (the limiter, an in-flight
                                     * slot) or asked Redis: the breaker may have changed
                                     * meanwhile (cg_admission_recheck) */
+  int slot_refused;                /* the last refusal (-1, CG_NB_LIMIT) was for an
+                                    * in-flight slot: its wait_ms is the time waited */
   int probe;                       /* this call holds the breaker's half-open probe */
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */

@@ -829,6 +829,17 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
 
 /* The breaker or the budget refused the attempt before it reached the network: fail
  * fast with a record (breaker.h, budget.h). */
+/* The error text of a call the limiter refused (`ms`: the wait that would not fit, or,
+ * for an in-flight slot, the time waited for one). */
+static void cg__limit_text(const struct cg_call *call, int64_t ms, char *msg, size_t n) {
+  if (call->admission.slot_refused)
+    snprintf(msg, n, "curlguard: no in-flight slot of %.160s free within the deadline "
+             "(waited %.1f s)", call->pool->name, (double) ms / 1000.0);
+  else
+    snprintf(msg, n, "curlguard: rate limit wait %.1f s exceeds deadline",
+             (double) ms / 1000.0);
+}
+
 static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t next_probe_ms) {
   char msg[CURL_ERROR_SIZE];
 
@@ -946,8 +957,7 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
         *rc = CURLE_ABORTED_BY_CALLBACK;
         return 1;
       }
-      snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
-               (double) wait_ms / 1000.0);
+      cg__limit_text(call, wait_ms, msg, sizeof(msg));
       cg__host_errbuf(h, msg);
       *rc = CURLE_OPERATION_TIMEDOUT;
       return 1;
@@ -1021,8 +1031,7 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
     }
     cg__local_record(call, CG_OUT_LOCAL_RATE_LIMITED, CURLE_OPERATION_TIMEDOUT,
                      "rate_limit_wait");
-    snprintf(msg, sizeof(msg), "curlguard: rate limit wait %.1f s exceeds deadline",
-             (double) w / 1000.0);
+    cg__limit_text(call, w, msg, sizeof(msg));
     cg__host_errbuf(call->h, msg);
     *rc = CURLE_OPERATION_TIMEDOUT;
     return CG_STEP_DONE;

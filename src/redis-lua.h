@@ -16,6 +16,44 @@
   "local t = redis.call('TIME')\n"                                                      \
   "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 
+/* The pool's in-flight leases with a fair queue (first come, first served across the
+ * fleet; the state file's slots have theirs in limiter.c).  ik: the leases (id -> expiry,
+ * server ms); qk: the waiters (id -> ticket, the server's us when it first asked); xk:
+ * the waiters' expiry (id -> server ms).  A waiter asks again at least every
+ * CG_SHARED_POLL_MS (100 ms), which moves its expiry 1000 ms on; one that stops asking
+ * (its process died, or it gave up without saying so) is dropped after that, at most 64
+ * a call.  A lease for `id` is taken when one of the mi is free and fewer waiters than
+ * free leases are ahead of it (it then leaves the queue): 1.  Else `id` joins the queue,
+ * keeping its first ticket: 0.  Without it a waiter polled as a newcomer, and a process
+ * making back-to-back calls took each lease it gave back within a millisecond (the
+ * other machine's call waited out its deadline). */
+#define CG_LUA_SLOT_FN                                                                  \
+  "local function slot_take(ik, qk, xk, mi, id, lms)\n"                                 \
+  "  local nms = math.floor(now / 1000)\n"                                              \
+  "  redis.call('ZREMRANGEBYSCORE', ik, '-inf', nms)\n"                                 \
+  "  local dead = redis.call('ZRANGEBYSCORE', xk, '-inf', nms, 'LIMIT', 0, 64)\n"       \
+  "  for _, d in ipairs(dead) do\n"                                                     \
+  "    redis.call('ZREM', qk, d)\n"                                                     \
+  "    redis.call('ZREM', xk, d)\n"                                                     \
+  "  end\n"                                                                             \
+  "  local free = mi - redis.call('ZCARD', ik)\n"                                       \
+  "  local rank = redis.call('ZRANK', qk, id)\n"                                        \
+  "  if free > 0 and (rank or redis.call('ZCARD', qk)) < free then\n"                   \
+  "    if rank then\n"                                                                  \
+  "      redis.call('ZREM', qk, id)\n"                                                  \
+  "      redis.call('ZREM', xk, id)\n"                                                  \
+  "    end\n"                                                                           \
+  "    redis.call('ZADD', ik, nms + lms, id)\n"                                         \
+  "    redis.call('PEXPIRE', ik, lms * 4)\n"                                            \
+  "    return 1\n"                                                                      \
+  "  end\n"                                                                             \
+  "  if not rank then redis.call('ZADD', qk, now, id) end\n"                            \
+  "  redis.call('ZADD', xk, nms + 1000, id)\n"                                          \
+  "  redis.call('PEXPIRE', qk, 4000)\n"                                                 \
+  "  redis.call('PEXPIRE', xk, 4000)\n"                                                 \
+  "  return 0\n"                                                                        \
+  "end\n"
+
 /* The learned rate's place (limiter.c cg_limiter_learn_take and learn_success, on one
  * word for the fleet): learn_tat holds "<tat us>:<T us it was reckoned at>".  A caller
  * whose learned rate is higher than the one the word was last reckoned at (T below it:
@@ -26,7 +64,7 @@
  * slot, nothing taken.  Returns learn (0 taken, > 0 us until it might be, -2 free but
  * no slot: nothing taken), lease (1 taken). */
 #define CG_LUA_LEARN_FN                                                                 \
-  "local function learn_place(lk, tl, tau, ik, mi, id, lms)\n"                          \
+  "local function learn_place(lk, tl, tau, ik, qk, xk, mi, id, lms)\n"                  \
   "  local v = redis.call('GET', lk) or ''\n"                                           \
   "  local lt = tonumber(string.match(v, '^(%d+)')) or 0\n"                             \
   "  local lastt = tonumber(string.match(v, ':([%d%.]+)$')) or 0\n"                     \
@@ -35,11 +73,7 @@
   "  if go > now then return math.floor(go - now), 0 end\n"                             \
   "  local lease = 0\n"                                                                 \
   "  if mi > 0 then\n"                                                                  \
-  "    local nms = math.floor(now / 1000)\n"                                            \
-  "    redis.call('ZREMRANGEBYSCORE', ik, '-inf', nms)\n"                               \
-  "    if redis.call('ZCARD', ik) >= mi then return -2, 0 end\n"                        \
-  "    redis.call('ZADD', ik, nms + lms, id)\n"                                         \
-  "    redis.call('PEXPIRE', ik, lms * 4)\n"                                            \
+  "    if slot_take(ik, qk, xk, mi, id, lms) == 0 then return -2, 0 end\n"              \
   "    lease = 1\n"                                                                     \
   "  end\n"                                                                             \
   "  if lt < now then lt = now end\n"                                                   \
@@ -59,15 +93,18 @@
  * when it is free now (limiter.h cg_limiter_learn_take: 0 taken, else us until it might
  * be; -2 free but no in-flight slot: nothing taken; -1 not asked; CG_LUA_LEARN_FN).
  * `cut_age`: us since a machine last cut the learned rate (-1:
- * none in the last minute).  KEYS[8] inflight, ARGV max_inflight (0: none), lease id,
- * lease_ms: an admission that goes now (no wait, the learned place taken or not asked)
- * also takes its in-flight lease when one is free (with the learned place: both or none) (as CG_LUA_ACQUIRE), saving the
- * acquire's round trip: the 6th element is 1 then.
+ * none in the last minute).  KEYS[8] inflight, KEYS[9] its queue, KEYS[10] the queue's
+ * expiry (CG_LUA_SLOT_FN), ARGV max_inflight (0: none), lease id (the call's place in
+ * the queue), lease_ms: an admission that goes now (no wait, the learned place taken or
+ * not asked) also takes its in-flight lease when its turn has come (with the learned
+ * place: both or none), as CG_LUA_ACQUIRE, saving the acquire's round trip: the 6th
+ * element is 1 then; else it joins the queue.
  * The rule is limiter.c's cg__reserve_one: a request goes when its whole cost fits the
  * burst (a larger cost: when the bucket is full), at max(that, the 429 hold), and moves
  * TAT to max(TAT, now, go) + cost * T. */
 #define CG_LUA_RESERVE                                                                  \
   CG_LUA_NOW                                                                            \
+  CG_LUA_SLOT_FN                                                                        \
   CG_LUA_LEARN_FN                                                                       \
   "local brk = redis.call('EXISTS', KEYS[5])\n"                                        \
   "local floor = now\n"                                                                 \
@@ -116,16 +153,10 @@
   "local tl = tonumber(ARGV[7])\n"                                                      \
   "local mi = tonumber(ARGV[9])\n"                                                      \
   "if tl > 0 and w <= 0 then\n"                                                         \
-  "  learn, lease = learn_place(KEYS[6], tl, tonumber(ARGV[8]), KEYS[8], mi, ARGV[10],\n" \
-  "    tonumber(ARGV[11]))\n"                                                           \
+  "  learn, lease = learn_place(KEYS[6], tl, tonumber(ARGV[8]), KEYS[8], KEYS[9],\n"  \
+  "    KEYS[10], mi, ARGV[10], tonumber(ARGV[11]))\n"                                   \
   "elseif mi > 0 and w <= 0 then\n"                                                     \
-  "  local nms = math.floor(now / 1000)\n"                                              \
-  "  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', nms)\n"                            \
-  "  if redis.call('ZCARD', KEYS[8]) < mi then\n"                                       \
-  "    redis.call('ZADD', KEYS[8], nms + tonumber(ARGV[11]), ARGV[10])\n"               \
-  "    redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[11]) * 4)\n"                        \
-  "    lease = 1\n"                                                                     \
-  "  end\n"                                                                             \
+  "  lease = slot_take(KEYS[8], KEYS[9], KEYS[10], mi, ARGV[10], tonumber(ARGV[11]))\n" \
   "end\n"                                                                               \
   "return {0, math.floor(w), brk, learn, age, lease}\n"
 
@@ -147,17 +178,15 @@
   "if cur > now then return math.floor(cur - now) end\n"                                \
   "return 0\n"
 
-/* An in-flight lease: KEYS inflight (a sorted set: lease id -> expiry, server ms);
- * ARGV id, max, lease_ms.  Expired leases (their machine died) are dropped first.
- * 1: taken, 0: all max are live. */
+/* An in-flight lease: KEYS inflight (a sorted set: lease id -> expiry, server ms), its
+ * queue, the queue's expiry (CG_LUA_SLOT_FN); ARGV id (the waiter's, the same on every
+ * ask), max, lease_ms.  Expired leases (their machine died) are dropped first.  1:
+ * taken, 0: not this caller's turn yet (it holds its place in the queue). */
 #define CG_LUA_ACQUIRE                                                                  \
-  "local t = redis.call('TIME')\n"                                                      \
-  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"             \
-  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"                              \
-  "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end\n"            \
-  "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])\n"                     \
-  "redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) * 4)\n"                             \
-  "return 1\n"
+  CG_LUA_NOW                                                                            \
+  CG_LUA_SLOT_FN                                                                        \
+  "return slot_take(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), ARGV[1],\n"           \
+  "  tonumber(ARGV[3]))\n"
 
 /* Renew a live lease: KEYS inflight; ARGV id, lease_ms.  1 renewed, 0 gone. */
 #define CG_LUA_RENEW                                                                    \
@@ -272,15 +301,17 @@
   "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\n"      \
   "return 0\n"
 
-/* The learned rate's place, fleet-wide (CG_LUA_LEARN_FN): KEYS learn_tat, inflight;
+/* The learned rate's place, fleet-wide (CG_LUA_LEARN_FN): KEYS learn_tat, inflight, its
+ * queue and the queue's expiry (CG_LUA_SLOT_FN);
  * ARGV T us, tau us, max_inflight (0: none), lease id, lease_ms.  {learn, lease}: learn
  * 0 taken, > 0 us until it might be, -2 free but every slot is taken (nothing taken:
  * ask again); lease 1 when an in-flight lease was taken with the place. */
 #define CG_LUA_LEARN_TAKE                                                               \
   CG_LUA_NOW                                                                            \
+  CG_LUA_SLOT_FN                                                                        \
   CG_LUA_LEARN_FN                                                                       \
   "local l, s = learn_place(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), KEYS[2],\n"  \
-  "  tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]))\n"                                  \
+  "  KEYS[3], KEYS[4], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]))\n"                \
   "return {l, s}\n"
 
 /* A machine cut the learned rate (a throttle): KEYS cut, learn_tat.  Every machine sees

@@ -723,6 +723,8 @@ static void cg__gcra_us(double per_minute, double burst, double margin, double *
 
 static int cg__send_eval(int s, int nkeys, const char **keys, int nargs, const char **args);
 static void cg__new_id(char *buf, size_t n);
+static const char *cg__wait_id(struct cg_shared_pool *sp);
+static void cg__queue_taken(struct cg_shared_pool *sp);
 
 /* The learned rate's GCRA (limiter.h cg_limiter_learn_take) in us: T and the burst
  * tolerance (a few at once before the first cut, none after); T 0 when not learning. */
@@ -749,8 +751,9 @@ static int64_t cg__learn_busy(struct cg_shared_pool *sp) {
 }
 
 static int64_t cg__r_learn_take(struct cg_shared_pool *sp, int64_t now) {
-  char k1[160], k2[160], a[5][64];
-  const char *keys[2] = {CG_KEY(k1, sp, "learn_tat"), CG_KEY(k2, sp, "inflight")};
+  char k1[160], k2[160], k3[160], k4[160], a[5][64];
+  const char *keys[4] = {CG_KEY(k1, sp, "learn_tat"), CG_KEY(k2, sp, "inflight"),
+                         CG_KEY(k3, sp, "inq"), CG_KEY(k4, sp, "inqx")};
   const char *args[5] = {a[0], a[1], a[2], a[3], a[4]};
   long mi = sp->cfg->lim.max_inflight > 0 ? sp->cfg->lim.max_inflight : 0;
   double tl, taul;
@@ -769,14 +772,17 @@ static int64_t cg__r_learn_take(struct cg_shared_pool *sp, int64_t now) {
   snprintf(a[0], sizeof(a[0]), "%.3f", tl);
   snprintf(a[1], sizeof(a[1]), "%.3f", taul);
   snprintf(a[2], sizeof(a[2]), "%ld", mi);
-  cg__new_id(a[3], sizeof(a[3]));
-  snprintf(a[4], sizeof(a[4]), "%d", CG_REDIS_LEASE_MS);
   if (sp->pre_lease_set) { /* one taken earlier and not used: back (a new one below) */
     const char *rel[3] = {"ZREM", k2, sp->pre_lease_id};
     sp->pre_lease_set = 0;
     cg__send(3, rel);
   }
-  r = cg__evalv(CG_S_LEARN_TAKE, 2, keys, 5, args);
+  if (mi > 0) /* the call's place in the queue for a lease */
+    snprintf(a[3], sizeof(a[3]), "%s", cg__wait_id(sp));
+  else
+    cg__new_id(a[3], sizeof(a[3]));
+  snprintf(a[4], sizeof(a[4]), "%d", CG_REDIS_LEASE_MS);
+  r = cg__evalv(CG_S_LEARN_TAKE, 4, keys, 5, args);
   if (!r)
     return CG_SHARED_DOWN;
   if (!cg__is_array(r, 2)) {
@@ -789,6 +795,7 @@ static int64_t cg__r_learn_take(struct cg_shared_pool *sp, int64_t now) {
     sp->pre_lease_set = 1;
     sp->pre_lease_ms = cg_mono_ms();
     memcpy(sp->pre_lease_id, a[3], sizeof(sp->pre_lease_id));
+    cg__queue_taken(sp);
   }
   freeReplyObject(r);
   if (v == CG_LEARN_BUSY)
@@ -807,11 +814,13 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   const struct cg_limits *lim = &sp->cfg->lim;
   struct cg_state_pool *pool = &sp->state->pools[sp->p];
   double treq = 0, taureq = 0, ttok = 0, tautok = 0;
-  char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], k8[160], a[11][64];
-  const char *keys[8] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
-                         CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
-                         CG_KEY(k5, sp, "brk"), CG_KEY(k6, sp, "learn_tat"),
-                         CG_KEY(k7, sp, "cut"), CG_KEY(k8, sp, "inflight")};
+  char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], k8[160], k9[160],
+      k10[160], a[11][64];
+  const char *keys[10] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
+                          CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
+                          CG_KEY(k5, sp, "brk"), CG_KEY(k6, sp, "learn_tat"),
+                          CG_KEY(k7, sp, "cut"), CG_KEY(k8, sp, "inflight"),
+                          CG_KEY(k9, sp, "inq"), CG_KEY(k10, sp, "inqx")};
   const char *args[11];
   double tl = 0, taul = 0;
   int64_t now = cg_state_now();
@@ -843,13 +852,16 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   snprintf(a[6], sizeof(a[6]), "%.3f", tl);
   snprintf(a[7], sizeof(a[7]), "%.3f", taul);
   snprintf(a[8], sizeof(a[8]), "%ld", lim->max_inflight > 0 ? lim->max_inflight : 0);
-  cg__new_id(a[9], sizeof(a[9]));
+  if (lim->max_inflight > 0) /* the call's place in the queue for a lease */
+    snprintf(a[9], sizeof(a[9]), "%s", cg__wait_id(sp));
+  else
+    cg__new_id(a[9], sizeof(a[9]));
   snprintf(a[10], sizeof(a[10]), "%d", CG_REDIS_LEASE_MS);
   for (i = 0; i < 11; i++)
     args[i] = a[i];
   sp->learn_pre_set = 0;
   sp->pre_lease_set = 0;
-  r = cg__evalv(CG_S_RESERVE, 8, keys, 11, args);
+  r = cg__evalv(CG_S_RESERVE, 10, keys, 11, args);
   if (!r)
     return CG_SHARED_DOWN;
   if (!cg__is_array(r, 6)) {
@@ -881,6 +893,7 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
     sp->pre_lease_set = 1;
     sp->pre_lease_ms = cg_mono_ms();
     memcpy(sp->pre_lease_id, a[9], sizeof(sp->pre_lease_id));
+    cg__queue_taken(sp);
   }
   /* Another machine cut the learned rate within the quiet period: this one cuts too
    * (limiter.h: at most once per round, so every process that sees it cuts the file's
@@ -1077,10 +1090,44 @@ static void cg__new_id(char *buf, size_t n) {
            (unsigned long long) __atomic_add_fetch(&cg__lease_seq, 1, __ATOMIC_RELAXED));
 }
 
+/* The call's id in its pool's queue for an in-flight lease (CG_LUA_SLOT_FN): made at its
+ * first ask and kept while it waits, so that every ask keeps its first ticket; the
+ * lease's id once one is taken (cg__queue_taken). */
+static const char *cg__wait_id(struct cg_shared_pool *sp) {
+  if (!sp->queued) {
+    cg__new_id(sp->wait_id, sizeof(sp->wait_id));
+    sp->queued = 1;
+  }
+  return sp->wait_id;
+}
+
+/* A lease was taken under the wait id: it left the queue; the next wait gets a new id. */
+static void cg__queue_taken(struct cg_shared_pool *sp) {
+  sp->queued = 0;
+}
+
+/* Give up the call's place in the queue (shared.h queue_leave), sent and not waited for:
+ * one not sent (Redis down) is dropped by the scripts 1 s after its last ask. */
+static void cg__r_queue_leave(struct cg_shared_pool *sp) {
+  char k[160];
+  if (!sp->queued)
+    return;
+  sp->queued = 0;
+  {
+    const char *argv[3] = {"ZREM", CG_KEY(k, sp, "inq"), sp->wait_id};
+    cg__send(3, argv);
+  }
+  {
+    const char *argv[3] = {"ZREM", CG_KEY(k, sp, "inqx"), sp->wait_id};
+    cg__send(3, argv);
+  }
+}
+
 static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
                          int64_t *waited_ns) {
-  char k[160], id[64], amax[24], alease[16];
-  const char *keys[1] = {CG_KEY(k, sp, "inflight")};
+  char k[160], kq[160], kx[160], id[64], amax[24], alease[16];
+  const char *keys[3] = {CG_KEY(k, sp, "inflight"), CG_KEY(kq, sp, "inq"),
+                         CG_KEY(kx, sp, "inqx")};
   const char *args[3] = {id, amax, alease};
   int64_t t0 = cg_mono_ms(), nap = 5;
 
@@ -1100,11 +1147,11 @@ static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
       cg__send(3, rel);
     }
   }
-  cg__new_id(id, sizeof(id));
+  snprintf(id, sizeof(id), "%s", cg__wait_id(sp));
   snprintf(amax, sizeof(amax), "%ld", max);
   snprintf(alease, sizeof(alease), "%d", CG_REDIS_LEASE_MS);
   for (;;) {
-    redisReply *r = cg__evalv(CG_S_ACQUIRE, 1, keys, 3, args);
+    redisReply *r = cg__evalv(CG_S_ACQUIRE, 3, keys, 3, args);
     int64_t el;
     if (!r) {
       *waited_ns = (cg_mono_ms() - t0) * 1000000;
@@ -1113,6 +1160,7 @@ static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
     if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
       int h;
       freeReplyObject(r);
+      cg__queue_taken(sp);
       *waited_ns = (cg_mono_ms() - t0) * 1000000;
       h = cg__lease_add(k, id);
       if (h < 0) { /* the process's table is full: give it back, go without one */
@@ -1125,6 +1173,10 @@ static int cg__r_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,
     freeReplyObject(r);
     el = cg_mono_ms() - t0;
     if (el * 1000000 >= left_ns) {
+      /* A blocking waiter gives its place up; a multi one (asking once, left 0) keeps
+       * it for its next ask, and gives it up when its call ends (queue_leave). */
+      if (left_ns > 0)
+        cg__r_queue_leave(sp);
       *waited_ns = el * 1000000;
       return -1;
     }
@@ -1387,6 +1439,7 @@ const struct cg_shared_ops cg_shared_redis = {
   .hold = cg__r_hold,
   .acquire = cg__r_acquire,
   .release = cg__r_release,
+  .queue_leave = cg__r_queue_leave,
   .breaker_admit = cg__r_admit,
   .breaker_report = cg__r_report,
   .breaker_release = cg__r_brelease,

@@ -55,6 +55,10 @@ struct cg_shared_pool {
   int64_t learn_poll_ms;           /* Redis: the learned place was free but no slot: the
                                     * next ask after this (5 ms doubling to
                                     * CG_SHARED_POLL_MS; 0 after a reserve) */
+  int queued;                      /* the back end may hold a place in a queue for this
+                                    * call: queue_leave gives it up */
+  char wait_id[64];                /* Redis: that place's id in the pool's queue for an
+                                    * in-flight lease (the lease's id once taken) */
 };
 
 /* `now` in reserve, breaker_admit, budget_first and learn_take: cg_state_now() the caller
@@ -83,6 +87,10 @@ struct cg_shared_ops {
   int (*acquire)(struct cg_shared_pool *sp, long max, int64_t left_ns, int64_t *waited_ns);
   /* Give a handle of acquire back. */
   void (*release)(struct cg_shared_pool *sp, int handle);
+  /* The call no longer waits for a slot (it ended, or gave up): give up its place in the
+   * queue for one, if `sp->queued` (then cleared).  NULL: the back end keeps no place
+   * after acquire returns (mmap). */
+  void (*queue_leave)(struct cg_shared_pool *sp);
 
   /* The breaker (breaker.h, same verdicts): may a call go now?  A caller that becomes the
    * probe holds it for `probe_ns` at most; on a reject `*next_ns` says how long until a

@@ -267,7 +267,9 @@ class FailFastTest(LimiterTestCase):
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait(10)
         self.assertEqual(p.returncode, 28, p.stderr)
-        self.assertIn(b"curlguard: rate limit wait", p.stderr)
+        # It says what it waited for (it said "rate limit wait 0.0 s exceeds deadline").
+        self.assertRegex(p.stderr, rb"curlguard: no in-flight slot of \S+ free within the "
+                                   rb"deadline \(waited 0\.\d s\)")
         self.assertGreaterEqual(took, 0.5, "gave up long before the deadline")
         self.assertLess(took, 1.6, f"waited {took:.2f} s for a slot with --max-time 1")
         self.assertEqual(self.mock.entries(url=second), [])

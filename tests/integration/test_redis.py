@@ -414,6 +414,68 @@ class FleetInflightTest(RedisTestCase):
         self.assertLess(took, 6.0, f"slots of the killed machine came back after {took:.1f} s")
 
 
+    def busy_machine(self, env, n=20):
+        """Machine A: one curl making `n` back-to-back 200 ms calls (one lease each,
+        given back and asked for again at once).  Returns it once its first call is in."""
+        slow = self.mock.url("/v1/busy", plan="200:delay=200")
+        argv = [harness.CURL, "-sS", "-w", "%{http_code}\\n"]
+        for i in range(n):
+            argv += ["-o", "/dev/null", slow + f"&i={i}"]
+        harness.skip_unsanitizable([harness.CURL], env)
+        a = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while not self.mock.entries(url=slow):
+            self.assertLess(time.monotonic(), deadline, "machine A never started")
+            time.sleep(0.02)
+        return a
+
+    def waiter_is_served_in_turn(self, args):
+        """MAX_INFLIGHT 1 on Redis: while machine A keeps re-taking the one lease, machine
+        B's call (`args`) waits in the pool's queue and gets the lease A gives back next.
+        Before the queue, B's polls lost every race to A's next call (A asks within a
+        millisecond of giving its lease back; B every 5 to 100 ms) and B's call failed
+        at its deadline: "rate limit wait 0.0 s exceeds deadline"."""
+        env_a = self.machine_env("a", CURLGUARD_MAX_INFLIGHT="1")
+        env_b = self.machine_env("b", CURLGUARD_MAX_INFLIGHT="1", CURLGUARD_DEADLINE_MS="3000")
+        a = self.busy_machine(env_a)
+        try:
+            fast = self.mock.url("/v1/fast", plan="200")
+            t0 = time.monotonic()
+            p = self.curl([fast] * (2 if "-Z" in args else 1), env_b, args)
+            took = time.monotonic() - t0
+            self.assertEqual((p.returncode, p.stdout.split()),
+                             (0, [b"200"] * (2 if "-Z" in args else 1)), p.stderr)
+            self.assertLess(took, 2.0, f"B waited {took:.2f} s for a 200 ms lease")
+            self.assertIsNone(a.poll(), "A was still busy: B got its lease in turn")
+        finally:
+            os.killpg(a.pid, signal.SIGKILL)
+            a.wait(10)
+
+    def test_a_waiter_gets_the_lease_in_turn(self):
+        self.waiter_is_served_in_turn(())
+
+    def test_a_multi_driver_waiter_gets_the_lease_in_turn(self):
+        self.waiter_is_served_in_turn(("-Z",))
+
+    def test_a_waiter_that_gives_up_leaves_the_queue(self):
+        """A call that gives up waiting (its deadline) leaves the queue at once: the
+        lease it was waiting for goes to the next caller without a pause."""
+        env_a = self.machine_env("a", CURLGUARD_MAX_INFLIGHT="1")
+        holder = self.start_slow_curl(self.mock.url("/v1/hold", plan="200:delay=5000"), env_a)
+        try:
+            env_b = self.machine_env("b", CURLGUARD_MAX_INFLIGHT="1",
+                                     CURLGUARD_DEADLINE_MS="500")
+            pool = harness.mock_pool()
+            for args in ((), ("-Z",)):     # the easy driver; the multi driver
+                p = self.curl([self.mock.url("/v1/gives-up", plan="200")] * 2, env_b, args)
+                self.assertEqual(p.returncode, 28, p.stderr)
+                self.assertIn(b"curlguard: no in-flight slot of", p.stderr)
+                self.assertEqual(self.redis.cli("ZCARD", self.key(pool, "inq")), "0", args)
+        finally:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+
 
 # argv: REDIS_PORT OWN URL...; one JSON line on stdout.  Between requests the host closes
 # every descriptor above 2 (a daemon's close loop) and opens files of its own until it
