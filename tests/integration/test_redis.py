@@ -447,6 +447,8 @@ class FleetInflightTest(RedisTestCase):
             self.assertEqual((p.returncode, p.stdout.split()),
                              (0, [b"200"] * (2 if "-Z" in args else 1)), p.stderr)
             self.assertLess(took, 2.0, f"B waited {took:.2f} s for a 200 ms lease")
+            print(f"\n[redis queue] B ({' '.join(args) or 'easy'}) served in {took:.2f} s "
+                  f"while A kept re-taking the lease", flush=True)
             self.assertIsNone(a.poll(), "A was still busy: B got its lease in turn")
         finally:
             os.killpg(a.pid, signal.SIGKILL)
