@@ -1,0 +1,4 @@
+import zlib
+import ssl
+
+dict(zlib=zlib, ssl=ssl)
