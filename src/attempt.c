@@ -481,15 +481,25 @@ static __attribute__((noinline)) int cg__body_complete(struct cg_attempt *a) {
 
 static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
-  size_t n = size * nmemb;
+  size_t n = size * nmemb, fed = a->usage_fed < n ? a->usage_fed : n, r;
   a->bytes_body += (int64_t) n;
-  /* Usage is read from every byte of the body once, as it arrives (a byte libcurl
-   * delivers again after a pause is in dup_skip, and not read twice). */
+  /* Usage is read from every byte of the body once, as it arrives: the bytes of a chunk
+   * libcurl delivers again after a pause (whether the guard held them or the host's
+   * callback paused on them) were read already.  dup_skip cannot say so: it counts
+   * only the bytes the guard holds, and a host's pause re-fed the chunk (a 500-token
+   * prompt split "...prompt_tokens":5|00... read as 5500). */
   if (a->usage && a->usage_ct < 0)
     a->usage_ct = cg__usage_body(&a->hints); /* once a response, not per chunk */
-  if (a->usage && a->dup_skip[CG_KIND_WRITE] < n && a->usage_ct)
-    cg_usage_feed(a->usage, p + a->dup_skip[CG_KIND_WRITE], n - a->dup_skip[CG_KIND_WRITE]);
-  return cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
+  if (a->usage && fed < n && a->usage_ct)
+    cg_usage_feed(a->usage, p + fed, n - fed);
+  r = cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
+  /* Paused: all n were read (and more, if libcurl gave back a larger chunk in pieces);
+   * else the pieces still to come again are what was read beyond these n. */
+  if (r == CURL_WRITEFUNC_PAUSE)
+    a->usage_fed = a->usage_fed > n ? a->usage_fed : n;
+  else
+    a->usage_fed = a->usage_fed > n ? a->usage_fed - n : 0;
+  return r;
 }
 
 static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {

@@ -83,6 +83,8 @@ struct cg_attempt {
   struct cg_held_block *spare;       /* an emptied block kept for reuse, or NULL */
   size_t held_bytes;
   size_t dup_skip[2];      /* bytes libcurl will deliver again after a pause, per kind */
+  size_t usage_fed;        /* bytes of the body chunk a pause gives back that the usage
+                            * parser read already: libcurl delivers them again */
 
   long status;             /* of the last status line seen */
   int saw_location;        /* a Location header line came: libcurl may have followed it */

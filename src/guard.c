@@ -720,8 +720,10 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
   facts.host_aborted = a->host_aborted;
   facts.guard_stop = a->guard_stop;
   cg_classify(&facts, v);
-  /* A 200 whose stream carried an error event failed, whatever libcurl says. */
-  if (v->outcome == CG_OUT_OK && a->usage && call->usage.error_event) {
+  /* A 2xx whose stream carried an error event failed, whatever libcurl says (a 3xx
+   * answer's body is no generation: an error object there is no stream error). */
+  if (v->outcome == CG_OUT_OK && v->status >= 200 && v->status < 300 && a->usage &&
+      call->usage.error_event) {
     v->outcome = CG_OUT_STREAM_ERROR;
     v->sent = 1;
   }

@@ -3,6 +3,9 @@ OpenAI-style JSON and SSE streams (CASES.md "Usage in responses"), priced with t
 table (data/prices.json)."""
 
 import json
+import socket
+import threading
+import time
 import unittest
 
 try:
@@ -11,6 +14,46 @@ except ImportError:          # discovered with tests/integration as the top-leve
     import harness
 
 CHAT = "/v1/chat/completions"
+
+
+def piecewise_server(pieces, gap_s=0.1, status=b"200 OK"):
+    """A one-connection HTTP/1.1 server on 127.0.0.1 that answers the first request with
+    `pieces` of a JSON body, each written on its own `gap_s` apart (so libcurl hands
+    each to the write callback by itself), then closes.  Returns (port, thread)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(20)
+
+    def serve():
+        try:
+            c, _ = srv.accept()
+        except OSError:
+            srv.close()
+            return
+        with c, srv:
+            c.settimeout(20)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += c.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            n = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    n = int(line.split(b":")[1])
+            while len(rest) < n:
+                rest += c.recv(65536)
+            body = b"".join(pieces)
+            c.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+            for p in pieces:
+                time.sleep(gap_s)
+                c.sendall(p)
+            time.sleep(0.1)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return srv.getsockname()[1], t
 
 
 class UsageTest(harness.GuardTestCase):
@@ -274,6 +317,46 @@ class UsageTest(harness.GuardTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn(b"curlguard:", p.stderr)
         self.assertIsNone(self.records()[0]["task_id"])
+
+
+class PausedHostTest(harness.GuardTestCase):
+    """A host whose write callback pauses (CURL_WRITEFUNC_PAUSE, then curl_easy_pause
+    CONT from its progress callback) is handed the same bytes again by libcurl: the usage
+    scanner reads them once.  Before, a POST's paused chunk was read twice: a prompt of
+    500 tokens whose number was split "5" | "00" was recorded as 5500 (cost x11), or the
+    body did not parse and the usage was null."""
+
+    def paused(self, pieces, status=b"200 OK"):
+        if not harness.CGHOST.exists():
+            self.skipTest("cghost is not built")
+        port, t = piecewise_server(pieces, status=status)
+        url = f"http://127.0.0.1:{port}{CHAT}"
+        p = harness.run([str(harness.CGHOST), "--method", "POST", "--post-fields",
+                         json.dumps({"model": "gpt-4o", "messages": []}), "--write", "cb",
+                         "--pause-once", "--progress", "xferinfo", url],
+                        self.guard_env(CURLGUARD_MAX_ATTEMPTS="1"), timeout=30)
+        t.join(10)
+        self.assertIn(b"rc=0", p.stderr, p.stderr)
+        self.assertEqual(p.stdout, b"".join(pieces))       # the host got every byte once
+        recs = self.records()
+        self.assertEqual(len(recs), 1, recs)
+        return recs[0]
+
+    def test_a_paused_chunk_is_read_once(self):
+        rec = self.paused([b'{"model":"gpt-4o","usage":{"prompt_tokens":5',
+                           b'00,"completion_tokens":5,"total_tokens":505}}'])
+        self.assertEqual((rec["prompt_tokens"], rec["completion_tokens"],
+                          rec["total_tokens"]), (500, 5, 505), rec)
+        # gpt-4o: 2.50 USD in, 10.00 USD out per million tokens (data/prices.json)
+        self.assertAlmostEqual(rec["cost_usd"], (500 * 2.5 + 5 * 10.0) / 1e6, places=12)
+
+    def test_an_error_object_in_a_3xx_body_is_no_stream_error(self):
+        """SPEC 7: stream_error is a 2xx stream that carried an error event.  A 307 whose
+        body is an error object was recorded stream_error, possibly_billed."""
+        rec = self.paused([b'{"error":{"message":"moved","type":"redirect"}}'],
+                          status=b"307 Temporary Redirect\r\nLocation: /elsewhere")
+        self.assertEqual((rec["status"], rec["outcome"], rec["possibly_billed"]),
+                         (307, "ok", False), rec)
 
 
 if __name__ == "__main__":
