@@ -75,6 +75,10 @@ struct cg_call {
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
   int held;                   /* an open breaker held one of its attempts (open = wait) */
+  const char *host_url;       /* the URL libcurl goes by: the handle's CURLOPT_URL copy, or
+                               * curlu_url */
+  char *curlu_url;            /* CURLOPT_CURLU's URL (curl_url_get's, freed with curl_free)
+                               * or NULL */
   int probes;                 /* attempts sent as the breaker's half-open probe and not
                                * counted toward max_attempts (cg__attempt_start) */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
@@ -527,7 +531,7 @@ oom:
 }
 
 static void cg__call_init(struct cg_call *call, struct cg_handle *h,
-                          const struct cg_config *cfg) {
+                          const struct cg_config *cfg, const char *url, char *curlu_url) {
   int64_t budget = cfg->deadline_ms, now_ms;
   char key[128];
 
@@ -536,6 +540,8 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   call->h = h;
   call->cfg = cfg;
   call->lib = h->lib;
+  call->host_url = url;
+  call->curlu_url = curlu_url;
   call->method = cg_handle_method(h);
   call->idempotent =
       cg_method_idempotent(call->method) || cg_handle_header(h, "Idempotency-Key", NULL, 0);
@@ -569,7 +575,7 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   cg__prepare_body(call);
   /* Made now, as the digest: at the call's end the host may have changed or freed what
    * it is made of. */
-  call->repeat_key = cg_repeat_key_call(call->method, h->url,
+  call->repeat_key = cg_repeat_key_call(call->method, url,
                                         call->has_digest ? call->body_hash : NULL);
   if (cfg->repeat_window_ms > 0)
     call->repeats = cg_repeat_note(call->repeat_key, now_ms, cfg->repeat_window_ms,
@@ -588,6 +594,9 @@ static void cg__attempt_done(struct cg_call *call, struct cg_attempt *a) {
 }
 
 static void cg__call_free(struct cg_call *call) {
+  if (call->curlu_url)
+    call->lib->free(call->curlu_url);
+  call->curlu_url = NULL;
   if (call->headers)
     call->lib->slist_free_all(call->headers);
   cg_digest_free(call->stream_digest);
@@ -880,7 +889,14 @@ static int cg__divert(struct cg_call *call) {
 
   if (call->fallback_from || !from->fallback_url[0])
     return 0;
-  if (cg_fallback_url(from->fallback_url, call->h->url, call->fallback_url,
+  if (CG_RARE(call->h->curlu != NULL)) {
+    /* libcurl goes by the CURLU handle, not CURLOPT_URL: the call cannot be sent
+     * elsewhere without changing the host's CURLU. */
+    cg_warn_once("fallback-curlu", "a call whose URL is set with CURLOPT_CURLU is not "
+                 "sent to pool %s's fallback; failing fast", from->name);
+    return 0;
+  }
+  if (cg_fallback_url(from->fallback_url, call->host_url, call->fallback_url,
                       sizeof(call->fallback_url)) != 0 ||
       cg_url_parse(call->fallback_url, &u) != 0) {
     call->fallback_url[0] = '\0';
@@ -1296,53 +1312,72 @@ static void cg__call_release(struct cg_call *call) {
 
 /* 1 when the thread's spare call holds the memo for the handle's URL (see memo_key). */
 static int cg__memo_hit(const struct cg_call *spare, const struct cg_handle *h,
-                        const struct cg_config *cfg, size_t n) {
+                        const struct cg_config *cfg, const char *url, size_t n) {
   const char *proto = h->default_protocol ? h->default_protocol : "";
   return spare && spare->memo_cfg == cfg && spare->memo_n == n &&
-         memcmp(spare->memo_key, h->url, n) == 0 && strcmp(spare->memo_proto, proto) == 0;
+         memcmp(spare->memo_key, url, n) == 0 && strcmp(spare->memo_proto, proto) == 0;
 }
 
 /* Keep the memo of the call's url and pool with its memory (see memo_key). */
-static void cg__memo_keep(struct cg_call *call, const struct cg_handle *h, size_t n) {
+static void cg__memo_keep(struct cg_call *call, const struct cg_handle *h, const char *url,
+                          size_t n) {
   const char *proto = h->default_protocol ? h->default_protocol : "";
   size_t np = strlen(proto);
 
   call->memo_cfg = NULL;
   if (n >= sizeof(call->memo_key) || np >= sizeof(call->memo_proto))
     return; /* not kept: parsed again next time */
-  memcpy(call->memo_key, h->url, n);
+  memcpy(call->memo_key, url, n);
   memcpy(call->memo_proto, proto, np + 1);
   call->memo_n = n;
   call->memo_pool = call->pool == &call->pool_scratch ? NULL : call->pool;
   call->memo_cfg = call->cfg;
 }
 
+/* The URL of a handle set with CURLOPT_CURLU (libcurl goes by it, not by CURLOPT_URL),
+ * from curl_url_get (to be freed with curl_free), or NULL: none, or no URL API. */
+static __attribute__((noinline, cold)) char *cg__curlu_url(const struct cg_handle *h) {
+  char *s = NULL;
+  if (!h->lib->url_get || !h->lib->free ||
+      h->lib->url_get((CURLU *) h->curlu, CURLUPART_URL, &s, 0) != CURLUE_OK) {
+    if (s && h->lib->free)
+      h->lib->free(s);
+    return NULL;
+  }
+  return s;
+}
+
 struct cg_call *cg_engine_begin(struct cg_handle *h) {
   const struct cg_config *cfg = cg_config();
   struct cg_call *call;
-  struct cg_url url;
+  struct cg_url u;
+  const char *url = h->url;
+  char *curlu_url = NULL;
   size_t n;
 
-  if (!h->url)
+  if (CG_RARE(h->curlu != NULL))
+    url = curlu_url = cg__curlu_url(h);
+  if (!url)
     return NULL;
-  n = strcspn(h->url, "?#");
-  if (cg__memo_hit(cg__spare_get(), h, cfg, n)) {
+  n = strcspn(url, "?#");
+  if (cg__memo_hit(cg__spare_get(), h, cfg, url, n)) {
     call = cg__call_alloc(); /* the spare, its url and pool those of this URL */
-    cg__call_init(call, h, cfg);
+    cg__call_init(call, h, cfg, url, curlu_url);
     call->pool = call->memo_pool ? call->memo_pool : &call->pool_scratch;
   } else {
-    if (cg_url_parse_default(h->url, h->default_protocol, &url) != 0 ||
-        !cg_url_is_http(&url) || !cg_config_host_guarded(cfg, url.host))
-      return NULL;
-    if (!(call = cg__call_alloc())) {
-      cg_warn_once("call-oom", "out of memory: a call runs without the guard");
+    int guarded = cg_url_parse_default(url, h->default_protocol, &u) == 0 &&
+                  cg_url_is_http(&u) && cg_config_host_guarded(cfg, u.host);
+    if (!guarded || !(call = cg__call_alloc())) {
+      if (guarded)
+        cg_warn_once("call-oom", "out of memory: a call runs without the guard");
+      if (curlu_url)
+        h->lib->free(curlu_url);
       return NULL;
     }
-    cg__call_init(call, h, cfg);
-    call->url = url;
-    call->pool =
-        cg_config_pool_at(cfg, url.host, url.port, url.scheme, &call->pool_scratch);
-    cg__memo_keep(call, h, n);
+    cg__call_init(call, h, cfg, url, curlu_url);
+    call->url = u;
+    call->pool = cg_config_pool_at(cfg, u.host, u.port, u.scheme, &call->pool_scratch);
+    cg__memo_keep(call, h, url, n);
   }
   if (!call->model && cg_body_model_from_path(call->url.path, call->model_buf))
     call->model = call->model_buf; /* Gemini, Vertex AI: in the path */

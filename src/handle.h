@@ -55,6 +55,8 @@ struct cg_handle {
   curl_off_t copypostfields_len;
   curl_off_t postfieldsize;  /* -1 = unset (strlen) */
   struct curl_slist *httpheader; /* host-owned */
+  void *curlu;               /* CURLOPT_CURLU (host-owned CURLU *): libcurl goes by it, not
+                              * by CURLOPT_URL, while it is set (lib/url.c parseurlandfillconn) */
   long followlocation;
 
   /* Callbacks and their data, as the host set them (NULL function = libcurl default). */

@@ -89,6 +89,8 @@ static int cg__load(void *scope, struct cg_lib *out) {
   CG_OPT(multi_socket_all, "curl_multi_socket_all");
   CG_OPT(multi_setopt, "curl_multi_setopt");
   CG_OPT(multi_assign, "curl_multi_assign");
+  CG_OPT(url_get, "curl_url_get");
+  CG_OPT(free, "curl_free");
 #undef CG_OPT
   out->has_multi = out->multi_init && out->multi_add_handle && out->multi_remove_handle &&
                    out->multi_perform && out->multi_info_read && out->multi_timeout &&

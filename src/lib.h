@@ -53,6 +53,10 @@ struct cg_lib {
   CURLMcode (*multi_socket_all)(CURLM *, int *);
   CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
   CURLMcode (*multi_assign)(CURLM *, curl_socket_t, void *);
+  /* The URL API (7.62): the URL of a handle set with CURLOPT_CURLU.  Optional (NULL:
+   * such a handle runs without the guard). */
+  CURLUcode (*url_get)(CURLU *, CURLUPart, char **, unsigned int);
+  void (*free)(void *);
   /* 1 when every multi function the driver needs was found (poll and wakeup apart). */
   int has_multi;
   /* libcurl version as 0xXXYYZZ (curl_version_info()->version_num). */

@@ -80,6 +80,7 @@ struct config {
     bool opensocket_refuse;        /* OPENSOCKETFUNCTION returns CURL_SOCKET_BAD */
     bool closesocket;              /* CLOSESOCKETFUNCTION prints [CLOSE] to stdout */
     bool share_locks;              /* a share (connections) whose lock/unlock print */
+    bool curlu;                    /* the URL through CURLOPT_CURLU, not CURLOPT_URL */
     bool dup_in_callback;          /* duphandle inside the header callback, run the copy
                                       through the multi API afterwards */
 };
@@ -153,6 +154,7 @@ enum { CAP_OUT, CAP_ERR, CAP_BODY_FILE, CAP_HEADER_FILE, CAP_COUNT };
 
 struct scenario {
     const struct config *cfg;
+    CURLU *curlu;                  /* --curlu: the handle's URL, freed after it */
     int thread_no;                 /* 1-based; 0 when not threaded */
     FILE *out;                     /* body (own write callback) */
     FILE *err;                     /* summary lines, diagnostics */
@@ -219,6 +221,7 @@ static void usage(FILE *fp)
 "  --opensocket-refuse      open-socket callback returns CURL_SOCKET_BAD\n"
 "  --closesocket            close-socket callback prints [CLOSE] to stdout\n"
 "  --share-locks            connection share; lock/unlock print to stdout\n"
+"  --curlu                  give the URL with CURLOPT_CURLU (a curl_url handle)\n"
 "  --dup-in-callback        duphandle in the first header callback; the copy is\n"
 "                           then run through the multi API and reported\n",
         fp);
@@ -357,6 +360,7 @@ static bool parse_flag(struct config *cfg, const char *opt)
         { "--closesocket", offsetof(struct config, closesocket) },
         { "--share-locks", offsetof(struct config, share_locks) },
         { "--dup-in-callback", offsetof(struct config, dup_in_callback) },
+        { "--curlu",      offsetof(struct config, curlu) },
     };
     size_t k;
 
@@ -843,7 +847,16 @@ static void set_request(struct scenario *s, CURL *h)
 {
     const struct config *cfg = s->cfg;
 
-    SETOPT(s, h, CURLOPT_URL, cfg->url);
+    if (cfg->curlu) {
+        if (!s->curlu && (!(s->curlu = curl_url()) ||
+                          curl_url_set(s->curlu, CURLUPART_URL, cfg->url, 0) != CURLUE_OK)) {
+            fprintf(stderr, "cghost: curl_url_set failed\n");
+            exit(2);
+        }
+        SETOPT(s, h, CURLOPT_CURLU, s->curlu);
+    } else {
+        SETOPT(s, h, CURLOPT_URL, cfg->url);
+    }
 #if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85.0 */
     if (cfg->protocols_str) /* a refusal is the point of some tests: printed, not fatal */
         printf("protocols_str=%d\n",
@@ -1146,6 +1159,8 @@ static void run_scenario(struct scenario *s)
         perform_and_report(s, h);
     }
     curl_easy_cleanup(h);
+    curl_url_cleanup(s->curlu);          /* NULL: nothing */
+    s->curlu = NULL;
     if (s->hooks.share)
         curl_share_cleanup(s->hooks.share);
     if (s->form)

@@ -89,6 +89,19 @@ class CHostTest(harness.GuardTestCase):
         self.assertEqual(len(entries), count, entries)
         return entries
 
+    def test_a_url_given_with_curlopt_curlu_is_guarded(self):
+        """libcurl goes by CURLOPT_CURLU (a curl_url handle) instead of CURLOPT_URL: such
+        a call is guarded like any (before: never, and no record, since the shadow saw no
+        URL), and its record has the CURLU's path without its query."""
+        g, p, gurl, *_ = self.both(["--curlu", "--headers", "cb"])
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertSame(g, p)
+        self.assertRetried(gurl, 2)                        # the 503, then the 200
+        recs = self.records()
+        self.assertEqual([(r["attempt"], r["status"], r["path"]) for r in recs],
+                         [(1, 503, "/v1/host"), (2, 200, "/v1/host")], recs)
+        self.assertEqual(len({r["request_id"] for r in recs}), 1, recs)
+
     # ------------------------------------------------------------------ delivery modes
 
     def test_own_write_and_header_callbacks(self):
