@@ -254,7 +254,7 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   in->body_replayable = cg__body_replayable(call, a, v);
   in->backoff_ms = preview ? 0
                            : cg_backoff_ms(cfg->jitter, cfg->backoff_base_ms,
-                                           cfg->backoff_cap_ms, call->attempt,
+                                           cfg->backoff_cap_ms, call->attempt - call->probes,
                                            call->prev_sleep_ms, cg_rand_unit());
   in->hint_ms = v->outcome == CG_OUT_HTTP
                     ? cg_hint_ms(a->hints.retry_after_ms, a->hints.retry_after,
