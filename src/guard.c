@@ -838,8 +838,6 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
   cg__local_record2(call, o, rc, reason, 1);
 }
 
-/* The breaker or the budget refused the attempt before it reached the network: fail
- * fast with a record (breaker.h, budget.h). */
 /* The error text of a call the limiter refused (`ms`: the wait that would not fit, or,
  * for an in-flight slot, the time waited for one). */
 static void cg__limit_text(const struct cg_call *call, int64_t ms, char *msg, size_t n) {
@@ -851,6 +849,8 @@ static void cg__limit_text(const struct cg_call *call, int64_t ms, char *msg, si
              (double) ms / 1000.0);
 }
 
+/* The breaker or the budget refused the attempt before it reached the network: fail
+ * fast with a record (breaker.h, budget.h). */
 static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t next_probe_ms) {
   char msg[CURL_ERROR_SIZE];
 
