@@ -160,13 +160,19 @@ void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) 
   }
   if (sleep + in->min_attempt_ms > in->time_left_ms) {
     /* The jittered backoff is a spread, not a floor (a hint is): when it does not fit,
-     * wait what the server asked for, or what is left, rather than give the deadline
-     * away. */
+     * wait what the server asked for, or what leaves the attempt its time and the
+     * admission room for a short wait of the limiter (CG_POLICY_ADMIT_ROOM_MS), rather
+     * than give the deadline away. */
     int64_t fit = in->time_left_ms - in->min_attempt_ms;
-    int64_t floor = in->hint_ms >= 0 ? in->hint_ms + in->hint_jitter_ms : -1;
-    if (fit <= 0 || floor > fit)
-      return cg__set(out, CG_GIVE_UP, "deadline");
-    sleep = floor >= 0 ? floor : fit;
+    if (in->hint_ms >= 0) {
+      if (in->hint_ms + in->hint_jitter_ms > fit)
+        return cg__set(out, CG_GIVE_UP, "deadline");
+      sleep = in->hint_ms + in->hint_jitter_ms;
+    } else {
+      if (fit - CG_POLICY_ADMIT_ROOM_MS <= 0)
+        return cg__set(out, CG_GIVE_UP, "deadline");
+      sleep = fit - CG_POLICY_ADMIT_ROOM_MS;
+    }
   }
   out->decision = CG_RETRY;
   out->reason = in->should_retry == 1 && v->outcome == CG_OUT_HTTP ? "should_retry_true"

@@ -69,6 +69,11 @@ struct cg_policy_out {
   int64_t sleep_ms;        /* before the next attempt, when decision == CG_RETRY */
 };
 
+/* A backoff cut to fit the deadline leaves this much more than the attempt's time, so
+ * that the retry's admission may still wait a little for the limiter: it refuses a
+ * wait that leaves less than CG_MIN_ATTEMPT_MS (admit.h, the same 100 ms). */
+#define CG_POLICY_ADMIT_ROOM_MS 100
+
 /* Decide what to do after one attempt. */
 void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out);
 

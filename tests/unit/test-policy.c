@@ -284,9 +284,11 @@ static const struct {
   int64_t sleep;
 } deadline_cases[] = {
     {1000, -1, 0, 2000, 3000, CG_RETRY, 1000},
-    {1000, -1, 0, 2000, 2999, CG_RETRY, 999}, /* a computed backoff is cut to fit */
+    {1000, -1, 0, 2000, 2999, CG_RETRY, 899}, /* a computed backoff is cut to fit, */
+    {1000, -1, 0, 2000, 2100, CG_GIVE_UP, 0}, /* with room for the admission */
     {1000, -1, 0, 0, 1000, CG_RETRY, 1000},
-    {1000, -1, 0, 0, 999, CG_RETRY, 999},
+    {1000, -1, 0, 0, 999, CG_RETRY, 899},
+    {5000, 1000, 0, 1000, 3000, CG_RETRY, 1000}, /* the hint, not a draw that does not fit */
     {100, 5000, 0, 1000, 6000, CG_RETRY, 5000},
     {100, 5000, 0, 1000, 5999, CG_GIVE_UP, 0}, /* the hint is beyond the deadline */
     {100, 5000, 300, 1000, 6299, CG_GIVE_UP, 0},
