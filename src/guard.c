@@ -629,11 +629,15 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   call->admission.attempt_start_ns = cg_state_now();
   call->held |= call->admission.breaker_wait_ms > 0;
   /* An attempt sent as the breaker's half-open probe is the breaker's, not the call's: it
-   * is not counted toward max_attempts (unless retries are off, max_attempts 1).  One
-   * probe at a time goes whichever call carries it, so this adds no load; counted, each
-   * failed probe of an outage ended one held call with most of its deadline left (8
-   * curls, a 20 s run of 503s: 1 to 2 done, against 8 with curl --retry 5). */
-  call->probes += call->admission.probe && call->cfg->max_attempts > 1;
+   * is not counted toward max_attempts (unless retries are off, max_attempts 1), up to
+   * max_attempts such attempts a call.  One probe at a time goes whichever call carries
+   * it, so this adds no load; counted, each failed probe of an outage ended one held
+   * call with most of its deadline left (8 curls, a 20 s run of 503s: 1 of 8 done,
+   * against 8 with curl --retry 5).  Unbounded, a lone call against a dead endpoint
+   * probed until its deadline (curl's test 1915, connect refused with the breaker
+   * open: killed by runtests after 180 s, where it failed in seconds before). */
+  call->probes += call->admission.probe && call->cfg->max_attempts > 1 &&
+                  call->probes < call->cfg->max_attempts;
   call->reached = 1;
   /* The same clock (CLOCK_MONOTONIC): one read for both. */
   call->t_attempt_ms = call->admission.attempt_start_ns / 1000000;
