@@ -75,8 +75,6 @@ struct cg_call {
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
   int held;                   /* an open breaker held one of its attempts (open = wait) */
-  const char *host_url;       /* the URL libcurl goes by: the handle's CURLOPT_URL copy, or
-                               * curlu_url */
   char *curlu_url;            /* CURLOPT_CURLU's URL (curl_url_get's, freed with curl_free)
                                * or NULL */
   int probes;                 /* attempts sent as the breaker's half-open probe and not
@@ -540,7 +538,6 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
   call->h = h;
   call->cfg = cfg;
   call->lib = h->lib;
-  call->host_url = url;
   call->curlu_url = curlu_url;
   call->method = cg_handle_method(h);
   call->idempotent =
@@ -900,7 +897,7 @@ static int cg__divert(struct cg_call *call) {
                  "sent to pool %s's fallback; failing fast", from->name);
     return 0;
   }
-  if (cg_fallback_url(from->fallback_url, call->host_url, call->fallback_url,
+  if (cg_fallback_url(from->fallback_url, call->h->url, call->fallback_url,
                       sizeof(call->fallback_url)) != 0 ||
       cg_url_parse(call->fallback_url, &u) != 0) {
     call->fallback_url[0] = '\0';
