@@ -956,6 +956,25 @@ int cg_admission_probing(const struct cg_admission *ad) {
   return r;
 }
 
+/* cg_admission_breaker_holds' question, inside the region. */
+static int cg__breaker_holds(struct cg_admission *ad) {
+  int p = ad->state ? ad->pool_index : -1;
+  return p >= 0 && ad->pool->breaker.enabled && ad->pool->breaker.open_wait &&
+         cg__sh_bstate(ad) != CG_BREAKER_CLOSED && !cg__retry_breaker_refuses(ad);
+}
+
+int cg_admission_breaker_holds(struct cg_admission *ad) {
+  int r;
+  if (!ad->state)
+    return 0;
+  {
+    CG_GUARDED(ad, return 0);
+    r = cg__breaker_holds(ad);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
 void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status,
                          int hinted) {
   cg_admission_result2(ad, o, status, hinted, 0, -1);

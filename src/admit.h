@@ -110,6 +110,12 @@ enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
  * a refused call). */
 int cg_admission_probing(const struct cg_admission *ad);
 
+/* Whether the pool's breaker would hold the call's next attempt for its half-open probe
+ * now: it is not closed, the pool holds calls while open (open = wait) and the call's
+ * deadline sees the next probe.  0 without a state file, or when the file is cut short
+ * under the call. */
+int cg_admission_breaker_holds(struct cg_admission *ad);
+
 /* After an attempt with outcome `o` (HTTP `status`; `hinted`: it carried a server hint,
  * so a 429 is left to the limiter, breaker.h): feed the breaker (a probe's result
  * closes or re-opens it) and give back the budget slot of the retry just made. */

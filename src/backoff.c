@@ -45,6 +45,19 @@ int64_t cg_backoff_ms(enum cg_jitter mode, int64_t base_ms, int64_t cap_ms, int 
   return (int64_t) fmin(fmax(v, lo), hi);
 }
 
+int64_t cg_backoff_schedule_ms(int64_t base_ms, int64_t cap_ms, int n) {
+  double sum = 0;
+  int k;
+
+  if (base_ms < 0)
+    base_ms = 0;
+  if (cap_ms < base_ms)
+    cap_ms = base_ms;
+  for (k = 1; k <= n && sum < (double) CG_DURATION_MAX_MS; k++)
+    sum += fmin((double) cap_ms, (double) base_ms * ldexp(1.0, k < 63 ? k - 1 : 62));
+  return sum < (double) CG_DURATION_MAX_MS ? (int64_t) sum : CG_DURATION_MAX_MS;
+}
+
 /* The exponent or infinity forms of a non-negative number ("1e3", "1e309", "inf",
  * "infinity"; not hex, not nan), in units, saturated; -1 for anything else.  `s` has no
  * leading blanks. */

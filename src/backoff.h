@@ -27,6 +27,12 @@
 int64_t cg_backoff_ms(enum cg_jitter mode, int64_t base_ms, int64_t cap_ms, int k,
                       int64_t prev_sleep_ms, double unit);
 
+/* The sum of the sleeps before retries 1 .. `n` without jitter (mode none): how long
+ * the backoffs of a call whose attempts all fail add up to, as curl --retry's fixed
+ * doubling delays do (1 s, 2 s, 4 s ... with base 1000).  0 for n < 1; saturated at
+ * CG_DURATION_MAX_MS. */
+int64_t cg_backoff_schedule_ms(int64_t base_ms, int64_t cap_ms, int n);
+
 /* A curl_getdate()-shaped parser for HTTP-dates: returns seconds since the epoch or -1. */
 typedef time_t (*cg_getdate_fn)(const char *, const time_t *);
 

@@ -65,6 +65,7 @@ struct cg_call {
   const char *model;          /* model_buf, or NULL: none */
   int attempt;                /* 1-based number of the attempt under way */
   int64_t prev_sleep_ms;
+  int64_t slept_ms;           /* the backoffs before this call's retries so far, summed */
   int64_t last_attempt_ms;    /* how long the previous attempt took */
   int64_t t_attempt_ms;       /* monotonic: the attempt under way started */
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
@@ -79,6 +80,8 @@ struct cg_call {
                                * or NULL */
   int probes;                 /* attempts sent as the breaker's half-open probe and not
                                * counted toward max_attempts (cg__attempt_start) */
+  int hold_over;              /* the next attempt is a give-up the open breaker held over
+                               * (cg__after): not counted either */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
 
@@ -254,6 +257,22 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
                            : cg_backoff_ms(cfg->jitter, cfg->backoff_base_ms,
                                            cfg->backoff_cap_ms, call->attempt - call->probes,
                                            call->prev_sleep_ms, cg_rand_unit());
+  if (!preview && call->attempt - call->probes == cfg->max_attempts - 1) {
+    /* The retry before the last (counted) attempt: the backoffs before it add up to at
+     * least those without jitter, as curl --retry's fixed delays do (1 s + 2 s with the
+     * defaults), plus up to 10 % (<= 1 s) so that calls that failed together do not all
+     * come back at once.  Full-jitter draws alone could spend a call's attempts in the
+     * first fraction of a second of a short outage that curl --retry outlasts (2.5 s of
+     * 503s, 4 POSTs: 3 of 4 done, curl --retry 2: 4 of 4).  Still cut to the deadline
+     * (policy.c), as any computed backoff. */
+    int64_t floor_ms = cg_backoff_schedule_ms(cfg->backoff_base_ms, cfg->backoff_cap_ms,
+                                              (int) cfg->max_attempts - 1) -
+                       call->slept_ms;
+    if (floor_ms > in->backoff_ms) {
+      int64_t spread = floor_ms / 10 < 1000 ? floor_ms / 10 : 1000;
+      in->backoff_ms = floor_ms + (spread > 0 ? cg_rand_range(0, spread) : 0);
+    }
+  }
   in->hint_ms = v->outcome == CG_OUT_HTTP
                     ? cg_hint_ms(a->hints.retry_after_ms, a->hints.retry_after,
                                  a->hints.date[0] ? a->hints.date : NULL, cg_wall_ms(),
@@ -273,7 +292,19 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
   in->nrules = call->pool->nretry_on ? call->pool->nretry_on : cfg->nretry_on;
 }
 
-/* Asked by the attempt at the end of a 4xx/5xx response's headers. */
+/* Whether a call whose attempts are used up may still be held over for the breaker's
+ * probe (cg__after): retries are on, it has uncounted attempts left (at most
+ * max_attempts, as the probes it carries), and the pool's breaker holds calls while open
+ * (open = wait). */
+static int cg__may_hold_over(const struct cg_call *call) {
+  const struct cg_pool_cfg *pool = call->admission.pool;
+
+  return call->cfg->max_attempts > 1 && call->probes < call->cfg->max_attempts &&
+         call->admission.state && pool && pool->breaker.enabled && pool->breaker.open_wait;
+}
+
+/* Asked by the attempt at the end of a 4xx/5xx response's headers: 1 holds the answer
+ * (it may be retried), 0 streams it to the host. */
 static int cg__preview(struct cg_attempt *a, void *arg) {
   struct cg_call *call = arg;
   struct cg_verdict v = {CG_OUT_HTTP, a->status, 1};
@@ -284,7 +315,11 @@ static int cg__preview(struct cg_attempt *a, void *arg) {
     return 0;
   cg__policy_in(call, a, &v, &in, 1);
   cg_policy_decide(&in, &out);
-  return out.decision == CG_RETRY;
+  if (out.decision == CG_RETRY)
+    return 1;
+  /* The last attempt's failure may open the breaker, and the call is then held over for
+   * the probe (cg__after): its answer waits until that is known, as a retried one does. */
+  return strcmp(out.reason, "max_attempts") == 0 && cg__may_hold_over(call);
 }
 
 /* ---- after an attempt ---- */
@@ -633,8 +668,9 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
    * against 8 with curl --retry 5).  Unbounded, a lone call against a dead endpoint
    * probed until its deadline (curl's test 1915, connect refused with the breaker
    * open: killed by runtests after 180 s, where it failed in seconds before). */
-  call->probes += call->admission.probe && call->cfg->max_attempts > 1 &&
+  call->probes += (call->admission.probe || call->hold_over) && call->cfg->max_attempts > 1 &&
                   call->probes < call->cfg->max_attempts;
+  call->hold_over = 0;
   call->reached = 1;
   /* The same clock (CLOCK_MONOTONIC): one read for both. */
   call->t_attempt_ms = call->admission.attempt_start_ns / 1000000;
@@ -1104,6 +1140,21 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
     cg_admission_result2(&call->admission, v.outcome, v.status,
                          v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
                          deferred, call->hint_ms);
+    /* A call that used up its attempts while the breaker is open (this failure may have
+     * opened it) is held over for the probe, as a call that came later is: the attempt
+     * it then makes is the breaker's, not counted (cg__attempt_start), and the gate
+     * holds it for the probe's result.  Without it, a call whose full-jitter draws were
+     * short spent its attempts in the outage's first second and failed with most of its
+     * deadline left, where the calls the breaker held succeeded (a 2.5 s outage, 4
+     * POSTs: 3 of 4 done, curl --retry 2: 4 of 4). */
+    if (CG_RARE(out.decision == CG_GIVE_UP) && strcmp(out.reason, "max_attempts") == 0 &&
+        !a->delivered && cg__may_hold_over(call) &&
+        cg_admission_breaker_holds(&call->admission) && cg__rewind_body(call, a) == 0) {
+      out.decision = CG_RETRY;
+      out.reason = "breaker_hold";
+      out.sleep_ms = 0;
+      call->hold_over = 1;
+    }
   }
   if (CG_RARE(out.decision == CG_RETRY)) {
     /* The shared breaker and budget have the last word: a refused retry ends the call
@@ -1143,7 +1194,9 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
     }
     if (refused) {
       out.decision = CG_GIVE_UP;
-      out.reason = refused;
+      /* a give-up held over ends as it was: its attempts are used up */
+      out.reason = call->hold_over ? "max_attempts" : refused;
+      call->hold_over = 0;
       out.sleep_ms = 0;
       /* A deferred failure stays uncounted: the retry budget (or an open breaker) said
        * no, the provider did not say the retry would fail.  An outage is still seen:
@@ -1167,6 +1220,7 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
     cg__emit(call, &rec);
     cg__attempt_done(call, a);
     call->prev_sleep_ms = out.sleep_ms;
+    call->slept_ms += out.sleep_ms + budget_waited;
     call->attempt++;
     *ms = out.sleep_ms;
     return CG_STEP_RETRY;

@@ -405,5 +405,113 @@ class FlakyProviderTest(HoldTestCase):
                          [(2, 503, "circuit_open")], last)
 
 
+
+class OutlastCurlRetryTest(HoldTestCase):
+    """The guide: a guard that completes fewer calls than `curl --retry` on the same faults
+    has a bug.  curl --retry 2 waits 1 s, then 2 s; the guard's 3 attempts with full jitter
+    drew from [0, 1 s] and [0, 2 s], so a call could spend them in a fraction of a second
+    of an outage that curl's outlast."""
+
+    def test_the_backoffs_before_the_last_attempt_add_up_to_the_schedule(self):
+        """The backoff before the last counted attempt is raised so that the call's backoffs
+        add up to at least the schedule without jitter (400 + 800 ms here), plus at most
+        10 %.  Before, the sum was any of [0, 1200] ms."""
+        env = self.henv(CURLGUARD_BACKOFF_BASE_MS="400", CURLGUARD_BACKOFF_CAP_MS="10000",
+                        CURLGUARD_JITTER="full", CURLGUARD_RETRY_BUDGET="off")
+        for i in range(3):
+            url = self.mock.url("/v1/chat/completions", plan="503,503,200")
+            t0 = time.monotonic()
+            p = self.curl(url, env, extra=("-d", "{}"))
+            took = time.monotonic() - t0
+            self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+            self.assertGreaterEqual(took, 1.2)
+            self.exact_entries(url, 3)
+        calls = {}
+        for r in self.records():
+            calls.setdefault(r["request_id"], []).append(r)
+        self.assertEqual(len(calls), 3, calls)
+        for recs in calls.values():
+            self.assertEqual([(r["attempt"], r["decision"]) for r in recs],
+                             [(1, "retry"), (2, "retry"), (3, "done")], recs)
+            slept = recs[0]["backoff_ms"] + recs[1]["backoff_ms"]
+            self.assertLessEqual(recs[0]["backoff_ms"], 400, recs)   # still full jitter
+            self.assertGreaterEqual(slept, 1200, recs)
+            self.assertLessEqual(slept, 1320, recs)
+
+    def test_a_short_outage_loses_no_call_that_curl_retry_completes(self):
+        """4 POSTs at once against 2 s of 503s, the library's defaults (3 attempts, full
+        jitter, 1 s base) and plain curl --retry 2 (3 attempts too): every call completes
+        both ways.  Before, with a 2.5 s outage, 3 of 4 in 5 of 5 runs: the loser's draws
+        spent its attempts in 0.3 to 1.2 s, before the breaker opened."""
+        n = 4
+        got = {}
+        for name, env, extra in (("curl --retry 2", harness.plain_env(), ("--retry", "2")),
+                                 ("guard", self.guard_env(), ())):
+            self.mock.set_plan(self.plan, ["503"])
+            before = len(self.mock.entries(url=self.url))
+            harness.skip_unsanitizable([harness.CURL], env)
+            # each its own file: curl --retry truncates it before a retry (not /dev/null)
+            procs = [subprocess.Popen([harness.CURL, "-sS", "-o", str(self.tmp / f"out{i}"),
+                                       "-w", "%{http_code}", "-d", "{}", *extra, self.url],
+                                      env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, start_new_session=True)
+                     for i in range(n)]
+            time.sleep(2.0)
+            self.heal()
+            outs = [p.communicate(timeout=60) for p in procs]
+            got[name] = ([o for o, _ in outs], len(self.mock.entries(url=self.url)) - before,
+                         [e for _, e in outs])
+        print(f"\n[outage] 2 s of 503s, 4 POSTs: {got['guard'][0].count(b'200')} done, "
+              f"{got['guard'][1]} requests; curl --retry 2: "
+              f"{got['curl --retry 2'][0].count(b'200')} done, "
+              f"{got['curl --retry 2'][1]} requests", flush=True)
+        self.assertEqual(got["curl --retry 2"][0], [b"200"] * n, got)
+        self.assertEqual(got["guard"][0], [b"200"] * n, got)
+
+    def held_over(self, extra=()):
+        """One POST whose three attempts get 503s; its third failure is the second in a row
+        the breaker counts (a first attempt's is deferred), which opens it."""
+        env = self.henv(CURLGUARD_BREAKER_CONSECUTIVE_FAILURES="2", CURLGUARD_JITTER="none")
+        url = self.mock.url("/v1/chat/completions", plan="503,503,503,200")
+        out = self.tmp / "out"
+        argv = [harness.CURL, "-sS", "-o", str(out), "-w", "%{http_code}\n", "-d", "{}",
+                *extra, url]
+        t0 = time.monotonic()
+        p = harness.run(argv, env, timeout=60)
+        return p, time.monotonic() - t0, url, out
+
+    def test_a_call_whose_last_attempt_opens_the_breaker_is_held_over(self):
+        """That call is held for the probe as the calls after it are, and its next attempt
+        is the breaker's (not counted): it completes when the provider is back.  Its third
+        answer was held, not handed to the host.  Before, it ended 503 (max_attempts)."""
+        for extra in ((), ("-Z",)):
+            with self.subTest(extra=extra):
+                try:
+                    os.unlink(self.log)
+                except FileNotFoundError:
+                    pass
+                self.state.unlink(missing_ok=True)
+                p, took, url, out = self.held_over(extra)
+                self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
+                self.exact_entries(url, 4)
+                recs = self.records()
+                self.assertEqual([(r["attempt"], r["status"], r["decision"], r["reason"])
+                                  for r in recs],
+                                 [(1, 503, "retry", "retryable"), (2, 503, "retry", "retryable"),
+                                  (3, 503, "retry", "breaker_hold"),
+                                  (4, 200, "done", "breaker_wait")], recs)
+                self.assertGreaterEqual(took, 0.9, "held for the probe, 1 s after it opened")
+                body = json.loads(out.read_bytes())     # the 200's alone
+                self.assertIn("choices", body)
+
+    def test_open_fail_gives_up_as_before(self):
+        env = self.henv(CURLGUARD_BREAKER_CONSECUTIVE_FAILURES="2", CURLGUARD_JITTER="none",
+                        CURLGUARD_BREAKER_OPEN="fail")
+        url = self.mock.url("/v1/chat/completions", plan="503,503,503,200")
+        p = self.curl(url, env, extra=("-d", "{}"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"503"), p.stderr)
+        self.exact_entries(url, 3)
+        self.assertEqual(self.records()[-1]["reason"], "max_attempts")
+
 if __name__ == "__main__":
     unittest.main()

@@ -235,8 +235,11 @@ class OrdinaryBackoffTest(HintCase):
             self.assertLess(gap, want + 1.0, gaps)
 
     def test_equal_jitter_range(self):
+        # 4 attempts: neither wait is the one before the last attempt, which is raised
+        # to the schedule without jitter (test_breaker_hold.OutlastCurlRetryTest)
         res = self.call("503,503,200", CURLGUARD_BACKOFF_BASE_MS="100",
-                        CURLGUARD_BACKOFF_CAP_MS="1000", CURLGUARD_JITTER="equal")
+                        CURLGUARD_BACKOFF_CAP_MS="1000", CURLGUARD_JITTER="equal",
+                        CURLGUARD_MAX_ATTEMPTS="4")
         t = self.arrivals(res, 3)
         recs = harness.read_records(res["log"])
         b = [r["backoff_ms"] for r in recs]
@@ -245,8 +248,11 @@ class OrdinaryBackoffTest(HintCase):
         self.assertGreaterEqual(t[2] - t[1], 0.1 - 0.002)
 
     def test_full_jitter_range(self):
+        # 4 attempts: neither wait is the one before the last attempt, which is raised
+        # to the schedule without jitter (test_breaker_hold.OutlastCurlRetryTest)
         res = self.call("503,503,200", CURLGUARD_BACKOFF_BASE_MS="100",
-                        CURLGUARD_BACKOFF_CAP_MS="1000", CURLGUARD_JITTER="full")
+                        CURLGUARD_BACKOFF_CAP_MS="1000", CURLGUARD_JITTER="full",
+                        CURLGUARD_MAX_ATTEMPTS="4")
         self.arrivals(res, 3)
         b = [r["backoff_ms"] for r in harness.read_records(res["log"])]
         self.assertTrue(0 <= b[0] <= 100 and 0 <= b[1] <= 200, b)

@@ -140,6 +140,29 @@ Test(backoff, cap_below_base_and_negative_base) {
   cr_expect_eq(cg_backoff_ms(CG_JITTER_NONE, -5, 1000, 3, 0, 0), 0);
 }
 
+/* ---- cg_backoff_schedule_ms ---- */
+
+Test(backoff, schedule_is_the_sum_of_the_unjittered_waits) {
+  int n;
+  int64_t sum = 0;
+  cr_expect_eq(cg_backoff_schedule_ms(1000, 30000, 0), 0);
+  cr_expect_eq(cg_backoff_schedule_ms(1000, 30000, -3), 0);
+  cr_expect_eq(cg_backoff_schedule_ms(1000, 30000, 2), 3000, "curl --retry 2: 1 s + 2 s");
+  for (n = 1; n <= 40; n++) {
+    sum += cg_backoff_ms(CG_JITTER_NONE, 1000, 30000, n, 0, 0);
+    cr_expect_eq(cg_backoff_schedule_ms(1000, 30000, n), sum, "n=%d", n);
+  }
+  cr_expect_eq(cg_backoff_schedule_ms(100, 300, 3), 600);
+  cr_expect_eq(cg_backoff_schedule_ms(0, 30000, 99), 0);
+  cr_expect_eq(cg_backoff_schedule_ms(-5, 1000, 3), 0);
+  cr_expect_eq(cg_backoff_schedule_ms(5000, 1000, 2), 10000, "cap raised to base");
+}
+
+Test(backoff, schedule_saturates) {
+  cr_expect_eq(cg_backoff_schedule_ms(INT64_MAX / 2, INT64_MAX, 100), CG_DURATION_MAX_MS);
+  cr_expect_eq(cg_backoff_schedule_ms(3600000, 3600000, INT_MAX), CG_DURATION_MAX_MS);
+}
+
 /* ---- cg_parse_decimal_ms ---- */
 
 static const struct {
