@@ -144,6 +144,12 @@ void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) 
     cls = CG_RC_IDEMPOTENT;
   if (cls == CG_RC_FINAL)
     return cg__set(out, CG_DONE, v->outcome == CG_OUT_HTTP ? "final_status" : "final_error");
+  /* The call's deadline is spent: its timeout (the host's, or the guard's deadline, which
+   * each attempt gets as libcurl's timeout) ended this attempt, a stream that was still
+   * flowing among them.  Nothing can follow, whatever the method: that is the reason,
+   * not the method the matrix would have asked about. */
+  if (in->time_left_ms <= 0)
+    return cg__set(out, CG_GIVE_UP, "deadline");
   if (cls == CG_RC_IDEMPOTENT && !in->idempotent)
     return cg__set(out, CG_GIVE_UP, "not_idempotent");
   if (!in->body_replayable)

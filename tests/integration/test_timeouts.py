@@ -335,6 +335,24 @@ class DeadlineTest(TimeoutCase):
                                  [("retry", False), ("done", True)], self.summary(recs))
                 self.assertLess(recs[0]["backoff_ms"], 3000, self.summary(recs))
 
+    def test_a_deadline_that_cuts_a_flowing_stream_is_the_reason(self):
+        """--max-time 2 against a POST stream whose events come every 200 ms for about 8 s:
+        libcurl's timeout (the call's deadline) ends it while bytes still flow, not the
+        guard's idle timer.  The record says the deadline ended it (possibly billed: the
+        provider was generating); before, `not_idempotent`, as if a GET could have been
+        retried (a helper's hunt, left open a stop)."""
+        url = self.mock.url(CHAT, plan="200:chunk_ms=200:words=40")
+        p = self.curl(url, "--max-time", "2", "-o", "/dev/null", "--data-binary", STREAM_BODY)
+        self.assertEqual(p.returncode, 28, p.stderr)
+        self.assertGreaterEqual(p.elapsed, 2.0)
+        self.assertLess(p.elapsed, 4.0)
+        self.exact_entries(url, 1)
+        recs = self.records()
+        self.assertEqual([(r["outcome"], r["decision"], r["reason"], r["final"],
+                           r["possibly_billed"], r["curl_code"]) for r in recs],
+                         [("read_timeout", "give_up", "deadline", True, True, 28)],
+                         self.summary(recs))
+
     def test_host_timeout_caps_the_attempt(self):
         """curl --max-time 1.5 against a 5 s silence: the attempt ends at the host's deadline
         (the guard's longer defaults do not extend it) and a GET is not retried past it."""

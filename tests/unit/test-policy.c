@@ -319,6 +319,35 @@ Test(policy, deadline) {
   }
 }
 
+/* A deadline that ended the attempt (its timeout was the time left: a stream still
+ * flowing among them) is the reason, whatever the method; a final answer stays final. */
+Test(policy, a_spent_deadline_is_the_reason) {
+  static const enum cg_outcome outs[] = {CG_OUT_READ_TIMEOUT, CG_OUT_FIRST_BYTE_TIMEOUT,
+                                         CG_OUT_CONNECT_TIMEOUT, CG_OUT_PARTIAL_RESPONSE};
+  size_t i;
+  for (i = 0; i < sizeof(outs) / sizeof(outs[0]); i++) {
+    struct cg_policy_in in = base(outs[i], 0, 1, 0);
+    struct cg_policy_out out;
+    in.time_left_ms = 0;
+    out = decide(&in);
+    cr_expect(out.decision == CG_GIVE_UP && strcmp(out.reason, "deadline") == 0,
+              "outcome %d: %s", (int) outs[i], out.reason);
+    in.time_left_ms = 5000;
+    out = decide(&in);
+    cr_expect(strcmp(out.reason, outs[i] == CG_OUT_CONNECT_TIMEOUT ? "retryable"
+                                                                   : "not_idempotent") == 0,
+              "outcome %d with time left: %s", (int) outs[i], out.reason);
+  }
+  {
+    struct cg_policy_in in = base(CG_OUT_HTTP, 404, 1, 0);
+    struct cg_policy_out out;
+    in.time_left_ms = 0;
+    out = decide(&in);
+    cr_expect(out.decision == CG_DONE && strcmp(out.reason, "final_status") == 0, "%s",
+              out.reason);
+  }
+}
+
 /* The server hint is a floor: sleep = max(backoff, hint + jitter). */
 static const struct {
   int64_t backoff, hint, jitter, sleep;
