@@ -957,19 +957,22 @@ int cg_admission_probing(const struct cg_admission *ad) {
 }
 
 /* cg_admission_breaker_holds' question, inside the region. */
-static int cg__breaker_holds(struct cg_admission *ad) {
+static int cg__breaker_holds(struct cg_admission *ad, int64_t need_ms) {
   int p = ad->state ? ad->pool_index : -1;
+  if (need_ms < CG_MIN_ATTEMPT_MS)
+    need_ms = CG_MIN_ATTEMPT_MS;
   return p >= 0 && ad->pool->breaker.enabled && ad->pool->breaker.open_wait &&
-         cg__sh_bstate(ad) != CG_BREAKER_CLOSED && !cg__retry_breaker_refuses(ad);
+         cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
+         cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - need_ms) * 1000000);
 }
 
-int cg_admission_breaker_holds(struct cg_admission *ad) {
+int cg_admission_breaker_holds(struct cg_admission *ad, int64_t need_ms) {
   int r;
   if (!ad->state)
     return 0;
   {
     CG_GUARDED(ad, return 0);
-    r = cg__breaker_holds(ad);
+    r = cg__breaker_holds(ad, need_ms);
     CG_UNGUARD();
   }
   return r;

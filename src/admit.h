@@ -112,9 +112,11 @@ int cg_admission_probing(const struct cg_admission *ad);
 
 /* Whether the pool's breaker would hold the call's next attempt for its half-open probe
  * now: it is not closed, the pool holds calls while open (open = wait) and the call's
- * deadline sees the next probe.  0 without a state file, or when the file is cut short
- * under the call. */
-int cg_admission_breaker_holds(struct cg_admission *ad);
+ * deadline sees the next probe with `need_ms` (at least CG_MIN_ATTEMPT_MS) left for the
+ * attempt after it.  0 without a state file, or when the file is cut short under the
+ * call.  A snapshot: the gate may still refuse that attempt later (the probe fails and
+ * the next one is past the deadline). */
+int cg_admission_breaker_holds(struct cg_admission *ad, int64_t need_ms);
 
 /* After an attempt with outcome `o` (HTTP `status`; `hinted`: it carried a server hint,
  * so a 429 is left to the limiter, breaker.h): feed the breaker (a probe's result

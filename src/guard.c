@@ -82,6 +82,10 @@ struct cg_call {
                                * counted toward max_attempts (cg__attempt_start) */
   int hold_over;              /* the next attempt is a give-up the open breaker held over
                                * (cg__after): not counted either */
+  struct cg_attempt *over;    /* the held-over give-up's attempt, its answer still held:
+                               * handed to the host if the gate then refuses the call
+                               * (cg_engine_admit), dropped once the next attempt goes */
+  CURLcode over_rc;           /* that attempt's code */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
 
@@ -625,7 +629,16 @@ static void cg__attempt_done(struct cg_call *call, struct cg_attempt *a) {
   cg_attempt_free(a);
 }
 
+static void cg__over_free(struct cg_call *call) {
+  if (call->over) {
+    cg_attempt_free(call->over);
+    free(call->over);
+    call->over = NULL;
+  }
+}
+
 static void cg__call_free(struct cg_call *call) {
+  cg__over_free(call);
   if (call->curlu_url)
     call->lib->free(call->curlu_url);
   call->curlu_url = NULL;
@@ -872,6 +885,12 @@ static void cg__local_record2(struct cg_call *call, enum cg_outcome o, CURLcode 
 
 static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
                              const char *reason) {
+  /* A held-over give-up refused at the gate ends as it was (cg__over_done hands over its
+   * answer): getinfo keeps describing that attempt, and the record says max_attempts. */
+  if (CG_RARE(call->over != NULL) && rc != CURLE_ABORTED_BY_CALLBACK) {
+    cg__local_record2(call, o, call->over_rc, "max_attempts", 0);
+    return;
+  }
   cg__local_record2(call, o, rc, reason, 1);
 }
 
@@ -1149,7 +1168,8 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
      * POSTs: 3 of 4 done, curl --retry 2: 4 of 4). */
     if (CG_RARE(out.decision == CG_GIVE_UP) && strcmp(out.reason, "max_attempts") == 0 &&
         !a->delivered && cg__may_hold_over(call) &&
-        cg_admission_breaker_holds(&call->admission) && cg__rewind_body(call, a) == 0) {
+        cg_admission_breaker_holds(&call->admission, call->last_attempt_ms) &&
+        cg__rewind_body(call, a) == 0) {
       out.decision = CG_RETRY;
       out.reason = "breaker_hold";
       out.sleep_ms = 0;
@@ -1211,7 +1231,20 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
   }
 
   if (out.decision == CG_RETRY) {
-    cg_attempt_discard(a);
+    if (CG_RARE(call->hold_over) && !call->over &&
+        (call->over = malloc(sizeof(*call->over))) != NULL) {
+      /* Keep the give-up's answer: the gate may still refuse the held-over attempt (the
+       * probe another process carries fails and the next is past the deadline, or a
+       * fallback the call cannot take), and the host then gets this answer, as it did
+       * before the hold-over, not a circuit_open error. */
+      *call->over = *a;
+      call->over->usage = NULL;
+      call->over->spare = NULL;
+      call->over_rc = rc;
+      a->head = a->tail = NULL;
+    } else {
+      cg_attempt_discard(a);
+    }
     /* Written before the wait, so a long Retry-After is visible in the log at once. */
     cg__fill_record(call, a, &info, &v, (int) rc, &rec, outcome, sizeof(outcome), digest);
     rec.backoff_ms = out.sleep_ms + budget_waited;
@@ -1462,15 +1495,30 @@ const char *cg_engine_pool(const struct cg_call *call) {
   return call->pool->name;
 }
 
+/* The gate's answer for a held-over call: refused, the give-up's answer it kept is
+ * handed to the host with that attempt's code (the host aborting the wait excepted);
+ * admitted, it is dropped. */
+static enum cg_step cg__over_done(struct cg_call *call, enum cg_step step, CURLcode *rc) {
+  if (!call->over || step == CG_STEP_WAIT)
+    return step;
+  if (step == CG_STEP_DONE && *rc != CURLE_ABORTED_BY_CALLBACK) {
+    CURLcode drc = cg_attempt_deliver(call->over, call->deadline_ms);
+    *rc = drc != CURLE_OK && call->over_rc == CURLE_OK ? drc : call->over_rc;
+    cg__host_errbuf(call->h, call->over->errbuf);
+  }
+  cg__over_free(call);
+  return step;
+}
+
 enum cg_step cg_engine_admit(struct cg_call *call, int nb, int64_t *ms, CURLcode *rc) {
   int slot;
   *ms = 0;
   if (nb)
-    return cg__admit_nb(call, ms, rc);
+    return cg__over_done(call, cg__admit_nb(call, ms, rc), rc);
   if (cg__admit(call, &slot, rc) != 0)
-    return CG_STEP_DONE;
+    return cg__over_done(call, CG_STEP_DONE, rc);
   call->slot = slot;
-  return CG_STEP_GO;
+  return cg__over_done(call, CG_STEP_GO, rc);
 }
 
 CURLcode cg_engine_attempt_start(struct cg_call *call, struct cg_attempt *a) {

@@ -504,6 +504,40 @@ class OutlastCurlRetryTest(HoldTestCase):
                 body = json.loads(out.read_bytes())     # the 200's alone
                 self.assertIn("choices", body)
 
+    def test_a_held_over_call_the_gate_then_refuses_gets_its_answer(self):
+        """A pool with a fallback sends calls there while its breaker is open, but a call
+        whose URL is a CURLOPT_CURLU handle is not diverted (that would change the host's
+        handle): its held-over attempt is refused at the gate.  The host then gets the
+        answer it had, the 503 and code 0, as before the hold-over; the first version
+        dropped it and the host got code 7 and nothing (a helper's hunt; the same when
+        another process's probe fails and the next one is past the deadline)."""
+        if not harness.CGHOST.exists():
+            self.skipTest("cghost is not built")
+        fb = harness.MockProvider()
+        fb.start()
+        self.addCleanup(fb.stop)
+        cfg = self.tmp / "cfg.json"
+        cfg.write_text(json.dumps({"pools": [{"name": "main",
+                                              "hosts": [f"127.0.0.1:{self.mock.port}"],
+                                              "fallback_url": fb.base}]}))
+        env = self.henv(CURLGUARD_CONFIG=str(cfg), CURLGUARD_BREAKER_CONSECUTIVE_FAILURES="2",
+                        CURLGUARD_JITTER="none")
+        url = self.mock.url("/v1/chat/completions", plan="503,503,503,200")
+        p = harness.run([str(harness.CGHOST), "--curlu", "--headers", "cb", "--method", "POST",
+                         "--post-fields", "{}", url], env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stderr, rb"cghost: perform=1 rc=0 status=503 ")
+        self.assertIn(b"H: HTTP/1.1 503 ", p.stderr)
+        self.assertIn(b"error", p.stdout)                  # the 503's body
+        self.exact_entries(url, 3)
+        recs = self.records()
+        self.assertEqual([(r["attempt"], r["status"], r["decision"], r["reason"], r["final"])
+                          for r in recs],
+                         [(1, 503, "retry", "retryable", False),
+                          (2, 503, "retry", "retryable", False),
+                          (3, 503, "retry", "breaker_hold", False),
+                          (4, None, "give_up", "max_attempts", True)], recs)
+
     def test_open_fail_gives_up_as_before(self):
         env = self.henv(CURLGUARD_BREAKER_CONSECUTIVE_FAILURES="2", CURLGUARD_JITTER="none",
                         CURLGUARD_BREAKER_OPEN="fail")
