@@ -434,7 +434,11 @@ cg__ramp_wait(struct cg_admission *ad, int64_t at, int64_t *nowp, int64_t deadli
   int64_t now = *nowp, t1 = now;
   enum cg_gate r = CG_GATE_GO;
   for (;;) {
-    int64_t left_ns = (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000;
+    /* The turn's wait ends early enough to leave the admission that follows its own
+     * CG_MIN_ATTEMPT_MS besides the attempt's: ended at deadline - CG_MIN_ATTEMPT_MS, the
+     * limiter then found less than that left and refused ("rate limit wait 0.0 s exceeds
+     * deadline"), where the call was meant to just go. */
+    int64_t left_ns = (deadline_ms - cg_mono_ms() - 2 * CG_MIN_ATTEMPT_MS) * 1000000;
     int64_t nap = at - now;
     if (nap <= 0 || left_ns <= 0)
       break;
@@ -591,6 +595,8 @@ static int cg__retry_breaker_refuses(struct cg_admission *ad) {
  * CG_BUDGET_RECHECK_MS; with `breaker`, the breaker is asked again before each slice.
  * 0: granted (`*slot` set); 1: it cannot fit; -3: the host aborted the wait; -4: the
  * breaker opened meanwhile and refuses.  `*waited_ms` gets the time waited. */
+static int cg__breaker_holds(struct cg_admission *ad, int64_t need_ms);
+
 static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int64_t sleep_ms,
                            int breaker, cg_wait_fn wait, void *wait_arg, int64_t *waited_ms,
                            int *slot) {
@@ -604,6 +610,13 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
     v = cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
     if (v == CG_BUDGET_GRANTED)
       return 0;
+    /* Refused while the open breaker holds calls: the call is held for its probe like
+     * them (-5, guard.c: breaker_hold); the breaker, not the budget, gates the pool now,
+     * one probe at a time, then its slow start.  Refused, it ended with most of its
+     * deadline left while the held calls completed (16 POSTs, 2.5 s of 503s, --max-time
+     * 5: 7 of 16, curl --retry 2: 16). */
+    if (breaker && cg__breaker_holds(ad, need_ms))
+      return -5;
     ns = cg__sh_bwait(ad, v);
     ms = (ns + 999999) / 1000000;
     /* It must leave room for what follows the wait: the rest of the retry's backoff
@@ -611,8 +624,15 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
     if (!wait || cg_mono_ms() +
                          (sleep_ms - *waited_ms > ms ? sleep_ms - *waited_ms : ms) + need_ms +
                          CG_MIN_ATTEMPT_MS >
-                     ad->deadline_ms) /* and a margin to hand over the answer in hand */
-      return 1;
+                     ad->deadline_ms) { /* and a margin to hand over the answer in hand */
+      /* The window's expiry is not the only way in: a refund (a retry that succeeded)
+       * or a breaker that opens (-5 above) may let it go sooner; ask again while an
+       * attempt still fits. */
+      if (!breaker || !wait || !ad->pool->breaker.enabled || !ad->pool->breaker.open_wait ||
+          cg_mono_ms() + CG_BUDGET_RECHECK_MS + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
+        return 1;
+      ms = CG_BUDGET_RECHECK_MS;
+    }
     t0 = cg_mono_ms();
     if (cg__wait(wait, wait_arg, ms < CG_BUDGET_RECHECK_MS ? ms : CG_BUDGET_RECHECK_MS) != 0)
       return -3;
@@ -642,6 +662,8 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
     return "aborted_by_host";
   if (r == -4)
     return "circuit_open";
+  if (r == -5)
+    return "breaker_hold";
   if (r != 0)
     return "retry_budget_exhausted";
   ad->retry_slot = slot;
@@ -1156,8 +1178,10 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
     nb->held_since_ns = 0;
     if (ramp && !ad->probe) {
       int64_t at = cg_breaker_ramp(ad->state, p, c, now);
-      if (at > now && left_ns > 0) {
-        nb->ramp_at_ns = at - now > left_ns ? now + left_ns : at;
+      /* as cg__ramp_wait: the admission after the turn keeps its CG_MIN_ATTEMPT_MS */
+      int64_t turn_left_ns = left_ns - CG_MIN_ATTEMPT_MS * 1000000;
+      if (at > now && turn_left_ns > 0) {
+        nb->ramp_at_ns = at - now > turn_left_ns ? now + turn_left_ns : at;
         nb->held_since_ns = now;
         nb->phase = 1;
         *ms = cg__ceil_ms(nb->ramp_at_ns - now);
@@ -1401,11 +1425,18 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
     ad->retry_granted_ns = cg_state_now();
     return NULL;
   }
+  if (cg__breaker_holds(ad, need_ms))
+    return "breaker_hold"; /* as cg__budget_take's -5 */
   {
     int64_t ms = cg__ceil_ms(cg__sh_bwait(ad, v));
     int64_t rest = sleep_ms - waited_ms > ms ? sleep_ms - waited_ms : ms;
-    if (cg_mono_ms() + rest + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
-      return "retry_budget_exhausted";
+    if (cg_mono_ms() + rest + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms) {
+      /* as cg__budget_take: ask again while an attempt fits */
+      if (!ad->pool->breaker.enabled || !ad->pool->breaker.open_wait ||
+          cg_mono_ms() + CG_BUDGET_RECHECK_MS + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
+        return "retry_budget_exhausted";
+      ms = CG_BUDGET_RECHECK_MS;
+    }
     /* Asked again at least every CG_BUDGET_RECHECK_MS: the breaker first, as above. */
     *wait_ms = ms <= 0 ? 1 : ms < CG_BUDGET_RECHECK_MS ? ms : CG_BUDGET_RECHECK_MS;
   }

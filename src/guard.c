@@ -1212,6 +1212,19 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
       *out_rc = CURLE_ABORTED_BY_CALLBACK;
       return CG_STEP_DONE;
     }
+    if (refused && strcmp(refused, "breaker_hold") == 0) {
+      /* The budget refused a retry that cannot wait for its window while the breaker
+       * holds calls: the retry is held over for the probe instead (the breaker, not the
+       * budget, gates it now), uncounted as a breaker_hold is. */
+      if (cg__may_hold_over(call) && cg__rewind_body(call, a) == 0) {
+        out.reason = "breaker_hold";
+        out.sleep_ms = 0;
+        call->hold_over = 1;
+        refused = NULL;
+      } else {
+        refused = "retry_budget_exhausted";
+      }
+    }
     if (refused) {
       out.decision = CG_GIVE_UP;
       /* a give-up held over ends as it was: its attempts are used up */

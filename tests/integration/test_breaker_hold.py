@@ -443,30 +443,53 @@ class OutlastCurlRetryTest(HoldTestCase):
         jitter, 1 s base) and plain curl --retry 2 (3 attempts too): every call completes
         both ways.  Before, with a 2.5 s outage, 3 of 4 in 5 of 5 runs: the loser's draws
         spent its attempts in 0.3 to 1.2 s, before the breaker opened."""
-        n = 4
+        self.outage_against_curl_retry(4, 2.0, ())
+
+    def test_retries_the_budget_refuses_are_held_for_the_probe(self):
+        """16 POSTs, 2.5 s of 503s, --max-time 5, both drivers: the retry budget (10 + 20 %
+        of the calls a 10 s window) refuses some retries, and its next grant is past the
+        deadline; while the breaker is open such a retry is held for the probe like the
+        calls it holds, instead of ending.  Before, 7 of 16 in 4 of 4 runs (a helper's
+        hunt); curl --retry 2: 16 of 16."""
+        self.outage_against_curl_retry(16, 2.5, ("--max-time", "5"))
+        self.outage_against_curl_retry(16, 2.5, ("--max-time", "5"), parallel=True)
+
+    def outage_against_curl_retry(self, n, secs, extra_both, parallel=False):
+        """`n` POSTs at once (one curl each, or one `curl -Z`) against `secs` of 503s, the
+        guard's defaults and plain curl --retry 2: every call completes both ways."""
         got = {}
-        for name, env, extra in (("curl --retry 2", harness.plain_env(), ("--retry", "2")),
-                                 ("guard", self.guard_env(), ())):
+        for name, env, extra in (("curl --retry 2", harness.plain_env(),
+                                  ("--retry", "2") + extra_both),
+                                 ("guard", self.guard_env(), extra_both)):
             self.mock.set_plan(self.plan, ["503"])
+            self.state.unlink(missing_ok=True)
             before = len(self.mock.entries(url=self.url))
             harness.skip_unsanitizable([harness.CURL], env)
             # each its own file: curl --retry truncates it before a retry (not /dev/null)
-            procs = [subprocess.Popen([harness.CURL, "-sS", "-o", str(self.tmp / f"out{i}"),
-                                       "-w", "%{http_code}", "-d", "{}", *extra, self.url],
-                                      env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True)
-                     for i in range(n)]
-            time.sleep(2.0)
+            if parallel:
+                argv = [harness.CURL, "-Z", "-sS", "-w", "%{http_code}\n", "-d", "{}", *extra]
+                for i in range(n):
+                    argv += ["-o", str(self.tmp / f"out{i}"), self.url]
+                argvs = [argv]
+            else:
+                argvs = [[harness.CURL, "-sS", "-o", str(self.tmp / f"out{i}"), "-w",
+                          "%{http_code}\n", "-d", "{}", *extra, self.url] for i in range(n)]
+            procs = [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      start_new_session=True) for argv in argvs]
+            time.sleep(secs)
             self.heal()
             outs = [p.communicate(timeout=60) for p in procs]
-            got[name] = ([o for o, _ in outs], len(self.mock.entries(url=self.url)) - before,
-                         [e for _, e in outs])
-        print(f"\n[outage] 2 s of 503s, 4 POSTs: {got['guard'][0].count(b'200')} done, "
+            got[name] = (b"".join(o for o, _ in outs).split(),
+                         len(self.mock.entries(url=self.url)) - before, [e for _, e in outs])
+        print(f"\n[outage] {secs} s of 503s, {n} POSTs{' (-Z)' if parallel else ''} "
+              f"{' '.join(extra_both)}: {got['guard'][0].count(b'200')} done, "
               f"{got['guard'][1]} requests; curl --retry 2: "
               f"{got['curl --retry 2'][0].count(b'200')} done, "
               f"{got['curl --retry 2'][1]} requests", flush=True)
         self.assertEqual(got["curl --retry 2"][0], [b"200"] * n, got)
         self.assertEqual(got["guard"][0], [b"200"] * n, got)
+        self.assertLessEqual(got["guard"][1], got["curl --retry 2"][1], got)
 
     def held_over(self, extra=()):
         """One POST whose three attempts get 503s; its third failure is the second in a row
