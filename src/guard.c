@@ -86,6 +86,9 @@ struct cg_call {
                                * handed to the host if the gate then refuses the call
                                * (cg_engine_admit), dropped once the next attempt goes */
   CURLcode over_rc;           /* that attempt's code */
+  const char *hold_why;       /* why it would have ended without the hold-over:
+                               * max_attempts or retry_budget_exhausted (the record of a
+                               * refusal at the gate says it) */
   struct cg_usage usage;      /* of the attempt being recorded (its model string is used);
                                  finished right after the attempt, before it is judged */
 
@@ -886,9 +889,10 @@ static void cg__local_record2(struct cg_call *call, enum cg_outcome o, CURLcode 
 static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode rc,
                              const char *reason) {
   /* A held-over give-up refused at the gate ends as it was (cg__over_done hands over its
-   * answer): getinfo keeps describing that attempt, and the record says max_attempts. */
+   * answer): getinfo keeps describing that attempt, and the record says why it would
+   * have ended without the hold-over. */
   if (CG_RARE(call->over != NULL) && rc != CURLE_ABORTED_BY_CALLBACK) {
-    cg__local_record2(call, o, call->over_rc, "max_attempts", 0);
+    cg__local_record2(call, o, call->over_rc, call->hold_why, 0);
     return;
   }
   cg__local_record2(call, o, rc, reason, 1);
@@ -1174,6 +1178,7 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
       out.reason = "breaker_hold";
       out.sleep_ms = 0;
       call->hold_over = 1;
+      call->hold_why = "max_attempts";
     }
   }
   if (CG_RARE(out.decision == CG_RETRY)) {
@@ -1219,6 +1224,8 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
       if (cg__may_hold_over(call) && cg__rewind_body(call, a) == 0) {
         out.reason = "breaker_hold";
         out.sleep_ms = 0;
+        if (!call->hold_over)
+          call->hold_why = "retry_budget_exhausted";
         call->hold_over = 1;
         refused = NULL;
       } else {
