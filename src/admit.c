@@ -597,6 +597,15 @@ static int cg__retry_breaker_refuses(struct cg_admission *ad) {
  * breaker opened meanwhile and refuses.  `*waited_ms` gets the time waited. */
 static int cg__breaker_holds(struct cg_admission *ad, int64_t need_ms);
 
+/* A guard retry the budget refused, whose wait for the window does not fit the deadline:
+ * whether to ask again in CG_BUDGET_RECHECK_MS anyway (a refund, or the breaker opening
+ * and holding calls, may let it go sooner): while the pool's breaker holds calls and an
+ * attempt of `need_ms` still fits after that wait. */
+static int cg__budget_reask(const struct cg_admission *ad, int64_t need_ms) {
+  return ad->pool->breaker.enabled && ad->pool->breaker.open_wait &&
+         cg_mono_ms() + CG_BUDGET_RECHECK_MS + need_ms + CG_MIN_ATTEMPT_MS <= ad->deadline_ms;
+}
+
 static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int64_t sleep_ms,
                            int breaker, cg_wait_fn wait, void *wait_arg, int64_t *waited_ms,
                            int *slot) {
@@ -628,8 +637,7 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
       /* The window's expiry is not the only way in: a refund (a retry that succeeded)
        * or a breaker that opens (-5 above) may let it go sooner; ask again while an
        * attempt still fits. */
-      if (!breaker || !wait || !ad->pool->breaker.enabled || !ad->pool->breaker.open_wait ||
-          cg_mono_ms() + CG_BUDGET_RECHECK_MS + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
+      if (!breaker || !wait || !cg__budget_reask(ad, need_ms))
         return 1;
       ms = CG_BUDGET_RECHECK_MS;
     }
@@ -1432,8 +1440,7 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
     int64_t rest = sleep_ms - waited_ms > ms ? sleep_ms - waited_ms : ms;
     if (cg_mono_ms() + rest + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms) {
       /* as cg__budget_take: ask again while an attempt fits */
-      if (!ad->pool->breaker.enabled || !ad->pool->breaker.open_wait ||
-          cg_mono_ms() + CG_BUDGET_RECHECK_MS + need_ms + CG_MIN_ATTEMPT_MS > ad->deadline_ms)
+      if (!cg__budget_reask(ad, need_ms))
         return "retry_budget_exhausted";
       ms = CG_BUDGET_RECHECK_MS;
     }

@@ -1120,6 +1120,23 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
 }
 
 /* Judge the ended attempt `a` and record it (engine.h cg_engine_judge). */
+/* Hold the call over for the open breaker's probe (`why`: how it would end otherwise, for
+ * a refusal at the gate): `out` becomes a retry with no backoff of its own, the gate
+ * holds it, and its next attempt is not counted (cg__attempt_start).  0, `out` left as it
+ * was, when the body cannot be rewound. */
+static int cg__hold_over(struct cg_call *call, const struct cg_attempt *a,
+                         struct cg_policy_out *out, const char *why) {
+  if (cg__rewind_body(call, a) != 0)
+    return 0;
+  out->decision = CG_RETRY;
+  out->reason = "breaker_hold";
+  out->sleep_ms = 0;
+  if (!call->hold_over) /* a give-up held over, then refused by the budget: still that */
+    call->hold_why = why;
+  call->hold_over = 1;
+  return 1;
+}
+
 static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLcode rc, int nb,
                               int64_t *ms, CURLcode *out_rc) {
   struct cg_handle *h = call->h;
@@ -1172,14 +1189,8 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
      * POSTs: 3 of 4 done, curl --retry 2: 4 of 4). */
     if (CG_RARE(out.decision == CG_GIVE_UP) && strcmp(out.reason, "max_attempts") == 0 &&
         !a->delivered && cg__may_hold_over(call) &&
-        cg_admission_breaker_holds(&call->admission, call->last_attempt_ms) &&
-        cg__rewind_body(call, a) == 0) {
-      out.decision = CG_RETRY;
-      out.reason = "breaker_hold";
-      out.sleep_ms = 0;
-      call->hold_over = 1;
-      call->hold_why = "max_attempts";
-    }
+        cg_admission_breaker_holds(&call->admission, call->last_attempt_ms))
+      cg__hold_over(call, a, &out, "max_attempts");
   }
   if (CG_RARE(out.decision == CG_RETRY)) {
     /* The shared breaker and budget have the last word: a refused retry ends the call
@@ -1221,21 +1232,14 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
       /* The budget refused a retry that cannot wait for its window while the breaker
        * holds calls: the retry is held over for the probe instead (the breaker, not the
        * budget, gates it now), uncounted as a breaker_hold is. */
-      if (cg__may_hold_over(call) && cg__rewind_body(call, a) == 0) {
-        out.reason = "breaker_hold";
-        out.sleep_ms = 0;
-        if (!call->hold_over)
-          call->hold_why = "retry_budget_exhausted";
-        call->hold_over = 1;
-        refused = NULL;
-      } else {
-        refused = "retry_budget_exhausted";
-      }
+      refused = cg__may_hold_over(call) && cg__hold_over(call, a, &out, "retry_budget_exhausted")
+                    ? NULL
+                    : "retry_budget_exhausted";
     }
     if (refused) {
       out.decision = CG_GIVE_UP;
       /* a give-up held over ends as it was: its attempts are used up */
-      out.reason = call->hold_over ? "max_attempts" : refused;
+      out.reason = call->hold_over ? call->hold_why : refused;
       call->hold_over = 0;
       out.sleep_ms = 0;
       /* A deferred failure stays uncounted: the retry budget (or an open breaker) said
