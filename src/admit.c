@@ -212,11 +212,55 @@ cg__sh_report_far(struct cg_admission *ad, int failed, int probe, int64_t floor_
 
 static CG__STEP void cg__sh_report(struct cg_admission *ad, int failed, int probe,
                                    int64_t floor_ns, int64_t start_ns) {
-  if (ad->sh.ops != &cg_shared_mmap)
+  if (ad->sh.ops != &cg_shared_mmap || CG_RARE(probe == 2)) /* Redis, or an early probe */
     cg__sh_report_far(ad, failed, probe, floor_ns, start_ns);
   else
     cg_shared_file_report(ad->state, ad->pool_index, ad->pool, failed, probe, floor_ns,
                           start_ns);
+}
+
+#define CG_EARLY_MIN_MS 300 /* an early probe leaves its attempt at least this long */
+
+/* When a held call whose deadline cannot see the next probe may be the probe early
+ * (cg__sh_early): at its last chance, when the deadline leaves its attempt as long as
+ * the call's previous attempt took plus CG_MIN_ATTEMPT_MS, at least CG_EARLY_MIN_MS.
+ * Sent as soon as it is held, the probe would most often find the outage the regular
+ * probe just found, and the calls held with it would spend their attempts on it one
+ * after the other (a 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8); at the last chance
+ * it sees the most of the outage's end.  Returns the ns until then (0: now; -1: too late
+ * for one, less than half of that time left). */
+static int64_t cg__early_in(const struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
+  int64_t need = ad->last_attempt_ms + CG_MIN_ATTEMPT_MS, at;
+  if (need < CG_EARLY_MIN_MS)
+    need = CG_EARLY_MIN_MS;
+  at = (deadline_ms - need) * 1000000 - now; /* `now`: CLOCK_MONOTONIC ns, as ms * 1e6 */
+  if (at > 0)
+    return at;
+  /* Past it by more than half of it (a probe out meanwhile, or the call came late): too
+   * little is left for the attempt, as the deadline rule says (fail fast). */
+  return -at > need * 1000000 / 2 ? -1 : 0;
+}
+
+/* An early probe (shared.h breaker_early): a held call whose deadline cannot see the next
+ * probe takes it at its last chance (cg__early_in) when none is out, instead of failing
+ * fast (principle 2: `curl --retry` would still send its retry).  `left_ns`: to the
+ * call's deadline.  1 when this call became the probe (ad->probe = 2, reported as such).
+ * Out of line: only a refused call asks. */
+static __attribute__((noinline, cold)) int cg__sh_early(struct cg_admission *ad,
+                                                        int64_t left_ns, int64_t now) {
+  struct cg_shared_pool *sp = cg__sp(ad);
+  int r = sp->ops->breaker_early(sp, left_ns, now);
+  if (r == CG_SHARED_DOWN) {
+    cg__sh_down(ad);
+    r = cg_shared_mmap.breaker_early(sp, left_ns, 0);
+  }
+  if (r != 1)
+    return 0;
+  ad->probe = 2;
+  ad->early_probes++;
+  if (ad->state && ad->pool_index >= 0) /* not failed fast: admit's count taken back */
+    cg_breaker_held(ad->state, ad->pool_index, 0);
+  return 1;
 }
 
 static void cg__sh_brelease(struct cg_admission *ad) {
@@ -377,7 +421,7 @@ static __attribute__((noinline, cold)) enum cg_gate
 cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadline_ms,
                     int64_t *next_probe_ms, uint32_t seq, int64_t next_ns) {
   const struct cg_breaker_cfg *c = &ad->pool->breaker;
-  int64_t now = *nowp, t0 = now;
+  int64_t now = *nowp, t0 = now, early;
   int held = 0;
   enum cg_gate r = CG_GATE_GO;
 
@@ -389,13 +433,27 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
     *next_probe_ms = next_ns > 0 ? (next_ns + 999999) / 1000000 : 0;
     /* Fail fast: open = fail, or the deadline cannot see the next probe (a probe under
      * way may answer any moment: waited for while time is left). */
-    if (!c->open_wait || ad->can_divert || left_ns <= 0 || !cg__sh_wait_ok(ad, left_ns)) {
+    if (!c->open_wait || ad->can_divert || left_ns <= 0) {
       r = CG_GATE_CIRCUIT_OPEN;
       break;
+    }
+    early = 0;
+    if (!cg__sh_wait_ok(ad, left_ns)) {
+      /* The next probe is past the deadline: at the call's last chance it is the probe
+       * if none is out (an early probe); until then it is held, as for a probe. */
+      early = cg__early_in(ad, deadline_ms, now);
+      if (!early && cg__sh_early(ad, (deadline_ms - now_ms) * 1000000, now))
+        break;
+      if (early <= 0 && !cg__sh_wait_ok(ad, left_ns)) {
+        r = CG_GATE_CIRCUIT_OPEN;
+        break;
+      }
     }
     cg_breaker_held(ad->state, p, !held);
     held = 1;
     nap = next_ns > 0 ? next_ns : CG_PARK_MAX_NS;
+    if (early > 0 && nap > early)
+      nap = early;
     if (nap > CG_PARK_MAX_NS)
       nap = CG_PARK_MAX_NS;
     if (nap > left_ns)
@@ -582,12 +640,20 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
  * answer in hand, as it would have before the wait. */
 #define CG_BUDGET_RECHECK_MS 250
 
-/* Whether the breaker refuses a retry now: it is not closed, and the pool fails fast
- * while open (open = fail) or the call's deadline cannot see the probe (breaker.h). */
-static int cg__retry_breaker_refuses(struct cg_admission *ad) {
-  return ad->pool->breaker.enabled && cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
-         (!ad->pool->breaker.open_wait ||
-          !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000));
+/* Whether the breaker refuses a retry now, `sleep_ms` before it would go: it is not
+ * closed, and the pool fails fast while open (open = fail), or the call's deadline cannot
+ * see the next probe and the retry would come too late to be an early one (cg__early_in:
+ * the answer in hand is kept, where the gate would refuse the retry with nothing). */
+static int cg__retry_breaker_refuses(struct cg_admission *ad, int64_t sleep_ms) {
+  int64_t at;
+  if (!ad->pool->breaker.enabled || cg__sh_bstate(ad) == CG_BREAKER_CLOSED)
+    return 0;
+  if (!ad->pool->breaker.open_wait)
+    return 1;
+  if (cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000))
+    return 0;
+  at = cg_mono_ms() + (sleep_ms > 0 ? sleep_ms : 0);
+  return cg__early_in(ad, ad->deadline_ms, at * 1000000) < 0;
 }
 
 /* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
@@ -614,7 +680,7 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
   for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
     int64_t ns, ms, t0;
     enum cg_budget_verdict v;
-    if (breaker && rounds > 0 && cg__retry_breaker_refuses(ad))
+    if (breaker && rounds > 0 && cg__retry_breaker_refuses(ad, sleep_ms - *waited_ms))
       return -4;
     v = cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
     if (v == CG_BUDGET_GRANTED)
@@ -658,10 +724,10 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
   if (p < 0)
     return NULL;
   now = cg_state_now();
-  /* open = wait: the retry's gate holds it for the probe if its deadline can see one;
-   * refused here (the answer in hand kept) only when it cannot. */
+  /* open = wait: the retry's gate holds it for the probe if its deadline can see one, or
+   * lets it be an early probe; refused here (the answer in hand kept) only when neither. */
   (void) now;
-  if (cg__retry_breaker_refuses(ad))
+  if (cg__retry_breaker_refuses(ad, sleep_ms))
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
@@ -989,11 +1055,20 @@ int cg_admission_probing(const struct cg_admission *ad) {
 /* cg_admission_breaker_holds' question, inside the region. */
 static int cg__breaker_holds(struct cg_admission *ad, int64_t need_ms) {
   int p = ad->state ? ad->pool_index : -1;
+  int64_t left;
   if (need_ms < CG_MIN_ATTEMPT_MS)
     need_ms = CG_MIN_ATTEMPT_MS;
-  return p >= 0 && ad->pool->breaker.enabled && ad->pool->breaker.open_wait &&
-         cg__sh_bstate(ad) != CG_BREAKER_CLOSED &&
-         cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - need_ms) * 1000000);
+  if (!(p >= 0 && ad->pool->breaker.enabled && ad->pool->breaker.open_wait &&
+        cg__sh_bstate(ad) != CG_BREAKER_CLOSED))
+    return 0;
+  left = ad->deadline_ms - cg_mono_ms();
+  /* It sees the next probe; or not, and the gate lets it be the probe early at its last
+   * chance (cg__early_in), which leaves it the attempt: once a call (at its last chance,
+   * an early probe that failed is not followed by more uncounted ones). */
+  return cg__sh_wait_ok(ad, (left - need_ms) * 1000000) ||
+         (!ad->early_probes &&
+          left >= (need_ms + CG_MIN_ATTEMPT_MS > CG_EARLY_MIN_MS ? need_ms + CG_MIN_ATTEMPT_MS
+                                                                : CG_EARLY_MIN_MS));
 }
 
 int cg_admission_breaker_holds(struct cg_admission *ad, int64_t need_ms) {
@@ -1170,7 +1245,7 @@ static int64_t cg__ceil_ms(int64_t ns) {
 static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p,
                           int64_t deadline_ms, int ramp, int64_t *ms) {
   const struct cg_breaker_cfg *c = &ad->pool->breaker;
-  int64_t now = cg_state_now(), next_ns = 0, nap;
+  int64_t now = cg_state_now(), next_ns = 0, nap, early = 0;
   /* `now` is CLOCK_MONOTONIC too (cg_state_now): ns -> ms without another read. */
   int64_t left_ns = (deadline_ms - now / 1000000 - CG_MIN_ATTEMPT_MS) * 1000000;
   enum cg_breaker_verdict v;
@@ -1199,8 +1274,19 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
     return 0;
   }
   *ms = cg__ceil_ms(next_ns);
-  if (!c->open_wait || ad->can_divert || left_ns <= 0 || !cg__sh_wait_ok(ad, left_ns))
+  if (!c->open_wait || ad->can_divert || left_ns <= 0)
     return 2;
+  if (!cg__sh_wait_ok(ad, left_ns)) { /* as cg__breaker_refused: an early probe */
+    early = cg__early_in(ad, deadline_ms, now);
+    if (!early && cg__sh_early(ad, (deadline_ms - now / 1000000) * 1000000, now)) {
+      if (nb->held && nb->held_since_ns > 0)
+        ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
+      nb->held_since_ns = 0;
+      return 0;
+    }
+    if (early <= 0 && !cg__sh_wait_ok(ad, left_ns))
+      return 2;
+  }
   cg_breaker_held(ad->state, p, !nb->held);
   if (!nb->held)
     nb->held_since_ns = now;
@@ -1208,6 +1294,8 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
   nap = next_ns > 0 ? next_ns : (int64_t) CG_NB_PARK_MAX_MS * 1000000;
   if (nap > (int64_t) CG_NB_PARK_MAX_MS * 1000000)
     nap = (int64_t) CG_NB_PARK_MAX_MS * 1000000;
+  if (early > 0 && nap > early)
+    nap = early;
   if (nap > left_ns)
     nap = left_ns;
   *ms = cg__ceil_ms(nap);
@@ -1423,7 +1511,7 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
   /* As cg__retry: the breaker first, then one ask of the budget. */
   (void) p;
   (void) now;
-  if (cg__retry_breaker_refuses(ad))
+  if (cg__retry_breaker_refuses(ad, sleep_ms - waited_ms))
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;

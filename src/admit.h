@@ -67,6 +67,10 @@ struct cg_admission {
   int can_divert;                  /* the pool has a fallback this call may go to: an open
                                     * breaker sends it there at once, no holding */
   int repeat_granted;              /* a host repeat's retry was granted after a wait */
+  int early_probes;                /* early probes this call made (admit.c cg__sh_early) */
+  int64_t last_attempt_ms;         /* how long the call's previous attempt took (0: none):
+                                    * an early probe goes when the deadline leaves about
+                                    * that much (admit.c cg__early_in) */
   int64_t retry_granted_ns;        /* when the budget granted the current attempt's retry
                                     * (state clock; 0: not a retry): one that succeeds is
                                     * given back (cg_budget_refund) */

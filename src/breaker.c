@@ -279,6 +279,26 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
   return cg__admit_not_closed(b, w, now_ns, probe_deadline_ns, next_probe_ns);
 }
 
+int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                     int64_t now_ns, int64_t probe_deadline_ns, int64_t *open_until_ns) {
+  struct cg_state_breaker *b = &st->breakers[p];
+  uint32_t me = (uint32_t) cg_pid() & CG_PID_MASK;
+  uint64_t w = cg__load(&b->word);
+  int64_t t = cg__time(w);
+
+  if (!c->enabled || cg__state(w) != CG_BREAKER_OPEN || now_ns >= t)
+    return 0;
+  if (probe_deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
+    probe_deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
+  if (!cg__cas(&b->word, &w, cg__word(CG_BREAKER_HALF_OPEN, me, probe_deadline_ns)))
+    return 0;
+  __atomic_store_n(&b->probe_owner, (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
+                   __ATOMIC_RELEASE);
+  __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
+  *open_until_ns = t;
+  return 1;
+}
+
 /* Move half-open held by this process to `next`.  1 when it did. */
 static int cg__probe_end(struct cg_state_breaker *b, uint64_t next) {
   uint64_t w = cg__load(&b->word);
@@ -291,6 +311,11 @@ static int cg__probe_end(struct cg_state_breaker *b, uint64_t next) {
 void cg_breaker_release(struct cg_state *st, int p) {
   /* Open with a cooldown that ends now: the next caller becomes the probe. */
   if (cg__probe_end(&st->breakers[p], cg__word(CG_BREAKER_OPEN, 0, cg_state_now())))
+    cg__wake(&st->breakers[p]);
+}
+
+void cg_breaker_early_end(struct cg_state *st, int p, int64_t open_until_ns) {
+  if (cg__probe_end(&st->breakers[p], cg__word(CG_BREAKER_OPEN, 0, open_until_ns)))
     cg__wake(&st->breakers[p]);
 }
 

@@ -99,6 +99,23 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
                                          const struct cg_breaker_cfg *c, int64_t now_ns,
                                          int64_t probe_deadline_ns, int64_t *next_probe_ns);
 
+/* An early probe (README "Half-open"): while the breaker is open and cooling down, a call
+ * whose deadline cannot see the next probe takes the probe now instead of failing fast,
+ * when no probe is out.  Open and cooling (word OPEN, `now_ns` before its time) -> half-open
+ * held by this process until `probe_deadline_ns` (capped as cg_breaker_admit caps it);
+ * the cooldown's end is kept in `*open_until_ns` for cg_breaker_early_end.  Returns 1
+ * when this call became the probe, 0 otherwise (closed, ready for a regular probe, a
+ * probe out, or a lost race): the caller asks cg_breaker_admit as before.  Its success is
+ * reported as any probe's (cg_breaker_report with probe = 1: it closes the breaker). */
+int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                     int64_t now_ns, int64_t probe_deadline_ns, int64_t *open_until_ns);
+
+/* An early probe that failed, did not count, or went unused: the breaker is open again
+ * until `open_until_ns`, the cooldown cg_breaker_early found, as if the probe had not
+ * been (no doubled interval: the regular probe keeps its time).  Nothing when the probe
+ * was taken over meanwhile. */
+void cg_breaker_early_end(struct cg_state *st, int p, int64_t open_until_ns);
+
 /* Count one attempt's result, `failed` as cg_breaker_counts says (-1: not counted).
  * `probe`: the call held the probe (cg_breaker_admit said CG_BREAKER_PROBE): its success
  * closes the breaker, its failure re-opens it, an uncounted result gives the probe back.

@@ -683,9 +683,11 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
    * call with most of its deadline left (8 curls, a 20 s run of 503s: 1 of 8 done,
    * against 8 with curl --retry 5).  Unbounded, a lone call against a dead endpoint
    * probed until its deadline (curl's test 1915, connect refused with the breaker
-   * open: killed by runtests after 180 s, where it failed in seconds before). */
-  call->probes += (call->admission.probe || call->hold_over) && call->cfg->max_attempts > 1 &&
-                  call->probes < call->cfg->max_attempts;
+   * open: killed by runtests after 180 s, where it failed in seconds before).  An early
+   * probe (admit.c cg__sh_early: the call's last chance, its deadline past the next
+   * probe) is the call's own attempt, counted, unless it was held over. */
+  call->probes += ((call->admission.probe == 1) || call->hold_over) &&
+                  call->cfg->max_attempts > 1 && call->probes < call->cfg->max_attempts;
   call->hold_over = 0;
   call->reached = 1;
   /* The same clock (CLOCK_MONOTONIC): one read for both. */
@@ -736,6 +738,7 @@ static CURLcode cg__attempt_end(struct cg_call *call, struct cg_attempt *a, CURL
     call->lib->easy_setopt(h->curl, CURLOPT_URL, h->url); /* the host's URL back */
   h->in_perform = 0;
   call->last_attempt_ms = cg_mono_ms() - call->t_attempt_ms;
+  call->admission.last_attempt_ms = call->last_attempt_ms;
   /* The in-flight slot first: its word is written in a guarded region (a page cut away
    * faults harmlessly there).  Dropping the state before it would leave the slot counted
    * while this process lives, and every process of the pool waits for it. */

@@ -214,6 +214,21 @@
   "if pt < 0 then pt = 0 end\n"                                                         \
   "return {2, pt * 1000, 1}\n"
 
+/* An early probe (breaker.h cg_breaker_early): KEYS brk, probe; ARGV id, probe_ms.  1 when
+ * the breaker is open and cooling down and this call took the probe (SET NX PX, as
+ * BRK_ADMIT's); 0 otherwise (closed, ready for a regular probe, a probe out).  brk keeps
+ * the cooldown: a failed early probe leaves it as it was (BRK_REPORT with probe 2). */
+#define CG_LUA_BRK_EARLY                                                                \
+  "local v = redis.call('GET', KEYS[1])\n"                                              \
+  "if not v then return 0 end\n"                                                       \
+  CG_LUA_NOW                                                                            \
+  "local nxt = tonumber(string.match(v, '^(%d+):')) or 0\n"                             \
+  "if now >= nxt then return 0 end\n"                                                  \
+  "if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then\n"        \
+  "  return 1\n"                                                                        \
+  "end\n"                                                                               \
+  "return 0\n"
+
 /* The breaker's state: KEYS brk, probe.  {0 closed | 1 open | 2 half-open, us until the
  * next probe may go (open) or the probe expires (half-open)}. */
 #define CG_LUA_BRK_STATE                                                                \
@@ -232,7 +247,9 @@
  * failure_rate, consecutive, cooldown_us, cooldown_max_us, jitter, u (0..1), floor_us.
  * A probe's failure re-opens it with the interval doubled (cooldown * 2^failed probes, at
  * most cooldown_max, times 1 - j + 2 j u, at least floor); its success closes it and
- * empties the window.  Returns 1 when this result opened it. */
+ * empties the window.  An early probe's (probe 2): its success closes it as well; any
+ * other result leaves brk as it was (the cooldown it found).  Returns 1 when this result
+ * opened it. */
 #define CG_LUA_BRK_REPORT                                                               \
   CG_LUA_NOW                                                                            \
   "local failed = tonumber(ARGV[1])\n"                                                  \
@@ -248,6 +265,11 @@
   "  redis.call('SET', KEYS[1], string.format('%.0f:%d', now + iv, fails), 'PX',\n"     \
   "    math.floor(iv / 1000) + 60000)\n"                                                \
   "  redis.call('DEL', KEYS[3], KEYS[4])\n"                                             \
+  "end\n"                                                                               \
+  "if ARGV[2] == '2' then\n"                                                            \
+  "  if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end\n"    \
+  "  if failed == 0 then redis.call('DEL', KEYS[1], KEYS[3], KEYS[4]) end\n"           \
+  "  return 0\n"                                                                        \
   "end\n"                                                                               \
   "if ARGV[2] == '1' then\n"                                                            \
   "  if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end\n"    \

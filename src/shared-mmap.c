@@ -33,12 +33,36 @@ static int cg__m_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   return cg_shared_file_admit(sp->state, sp->p, sp->cfg, probe_ns, next_ns, now);
 }
 
+int cg_shared_file_report_early(struct cg_state *st, int p, const struct cg_pool_cfg *cfg,
+                                int failed, int64_t start_ns, int64_t open_until) {
+  if (failed == 0)
+    return cg_shared_file_report(st, p, cfg, 0, 1, 0, start_ns);
+  cg_breaker_early_end(st, p, open_until);
+  return 0;
+}
+
 static int cg__m_report(struct cg_shared_pool *sp, int failed, int probe, int64_t floor_ns,
                         int64_t start_ns) {
+  if (probe == 2) {
+    int64_t until = sp->early_until;
+    sp->early_until = 0;
+    return cg_shared_file_report_early(sp->state, sp->p, sp->cfg, failed, start_ns, until);
+  }
   return cg_shared_file_report(sp->state, sp->p, sp->cfg, failed, probe, floor_ns, start_ns);
 }
 
+static int cg__m_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now) {
+  now = cg_shared_file_now(now);
+  return cg_breaker_early(sp->state, sp->p, &sp->cfg->breaker, now, now + probe_ns,
+                          &sp->early_until);
+}
+
 static void cg__m_brelease(struct cg_shared_pool *sp) {
+  if (sp->early_until > 0) { /* an early probe, unused: open as before it */
+    cg_breaker_early_end(sp->state, sp->p, sp->early_until);
+    sp->early_until = 0;
+    return;
+  }
   cg_breaker_release(sp->state, sp->p);
 }
 
@@ -98,6 +122,7 @@ const struct cg_shared_ops cg_shared_mmap = {
   .release = cg__m_release,
   .breaker_admit = cg__m_admit,
   .breaker_report = cg__m_report,
+  .breaker_early = cg__m_early,
   .breaker_release = cg__m_brelease,
   .breaker_state = cg__m_bstate,
   .breaker_wait_ok = cg__m_wait_ok,

@@ -191,11 +191,11 @@ static void cg__conf_init(void) {
 /* ---- one connection per thread ---- */
 
 enum { CG_S_RESERVE, CG_S_HOLD, CG_S_HOLD_LEFT, CG_S_ACQUIRE, CG_S_RENEW, CG_S_BRK_ADMIT,
-       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BUD_FIRST, CG_S_BUD_RETRY,
+       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BRK_EARLY, CG_S_BUD_FIRST, CG_S_BUD_RETRY,
        CG_S_BUD_REFUND, CG_S_LEARN_TAKE, CG_S_LEARN_CUT, CG_S_N };
 static const char *const cg__scripts[CG_S_N] = {
   CG_LUA_RESERVE, CG_LUA_HOLD, CG_LUA_HOLD_LEFT, CG_LUA_ACQUIRE, CG_LUA_RENEW,
-  CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE,
+  CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE, CG_LUA_BRK_EARLY,
   CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND, CG_LUA_LEARN_TAKE, CG_LUA_LEARN_CUT,
 };
 
@@ -1230,6 +1230,34 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   return v == 0 ? CG_BREAKER_ALLOW : v == 1 ? CG_BREAKER_PROBE : CG_BREAKER_REJECT;
 }
 
+static int cg__r_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now) {
+  char k1[160], k2[160], ams[24];
+  const char *keys[2] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe")};
+  const char *args[2] = {sp->probe_id, ams};
+  int64_t ms = probe_ns / 1000000;
+  redisReply *r;
+  int v;
+  (void) now; /* the server's TIME (shared.h) */
+
+  if (ms < 1)
+    ms = 1;
+  if (ms > CG_BREAKER_PROBE_MAX_MS)
+    ms = CG_BREAKER_PROBE_MAX_MS;
+  if (!sp->probe_id[0])
+    cg__new_id(sp->probe_id, sizeof(sp->probe_id));
+  snprintf(ams, sizeof(ams), "%lld", (long long) ms);
+  r = cg__evalv(CG_S_BRK_EARLY, 2, keys, 2, args);
+  if (!r)
+    return CG_SHARED_DOWN;
+  if (r->type != REDIS_REPLY_INTEGER) {
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
+  v = r->integer == 1;
+  freeReplyObject(r);
+  return v;
+}
+
 static int cg__r_report(struct cg_shared_pool *sp, int failed, int probe, int64_t floor_ns,
                         int64_t start_ns) {
   const struct cg_breaker_cfg *c = &sp->cfg->breaker;
@@ -1244,7 +1272,7 @@ static int cg__r_report(struct cg_shared_pool *sp, int failed, int probe, int64_
   if (failed < 0 && !probe)
     return 0; /* nothing to count: no round trip */
   snprintf(a[0], sizeof(a[0]), "%d", failed);
-  snprintf(a[1], sizeof(a[1]), "%d", probe ? 1 : 0);
+  snprintf(a[1], sizeof(a[1]), "%d", probe == 2 ? 2 : probe ? 1 : 0);
   snprintf(a[3], sizeof(a[3]), "%.0f", c->window_s * 1e6);
   snprintf(a[4], sizeof(a[4]), "%ld", c->min_requests);
   snprintf(a[5], sizeof(a[5]), "%.6f", c->failure_rate);
@@ -1441,6 +1469,7 @@ const struct cg_shared_ops cg_shared_redis = {
   .release = cg__r_release,
   .queue_leave = cg__r_queue_leave,
   .breaker_admit = cg__r_admit,
+  .breaker_early = cg__r_early,
   .breaker_report = cg__r_report,
   .breaker_release = cg__r_brelease,
   .breaker_state = cg__r_bstate,

@@ -45,6 +45,8 @@ struct cg_shared_pool {
   int p;                           /* the pool's index in the state file */
   const struct cg_pool_cfg *cfg;
   char probe_id[64];               /* Redis: this call's probe lease id ("" none) */
+  int64_t early_until;             /* mmap: an early probe's cooldown end (breaker.h
+                                    * cg_breaker_early), put back when it ends */
   int64_t budget_wait_ns;          /* Redis: the last budget refusal's wait */
   int64_t budget_bucket;           /* Redis: the window bucket of the last granted retry */
   int learn_pre_set;               /* Redis: the last reserve also asked the learned rate: */
@@ -102,7 +104,13 @@ struct cg_shared_ops {
    * state-file time).  0, or CG_SHARED_DOWN. */
   int (*breaker_report)(struct cg_shared_pool *sp, int failed, int probe, int64_t floor_ns,
                         int64_t start_ns);
-  /* Give the probe back unused. */
+  /* An early probe (breaker.h cg_breaker_early): while open and cooling down with no probe
+   * out, this call becomes the probe now, for `probe_ns` at most.  1 it did, 0 not (ask
+   * breaker_admit as before), CG_SHARED_DOWN from Redis.  Its result is reported with
+   * probe = 2: a success closes the breaker as any probe's; a failure, an uncounted
+   * result and breaker_release leave it open until the cooldown it found. */
+  int (*breaker_early)(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now);
+  /* Give the probe back unused (an early one: as its failure). */
   void (*breaker_release)(struct cg_shared_pool *sp);
   /* The breaker's state (CG_SHARED_DOWN as an int from Redis). */
   int (*breaker_state)(struct cg_shared_pool *sp);
@@ -188,6 +196,11 @@ static inline int cg_shared_file_report(struct cg_state *st, int p,
                        start_ns > 0 ? start_ns : now);
   return 0;
 }
+
+/* cg_shared_file_report for an early probe (probe = 2; breaker.h cg_breaker_early): a
+ * success closes the breaker as any probe's; else it is open again until `open_until`. */
+int cg_shared_file_report_early(struct cg_state *st, int p, const struct cg_pool_cfg *cfg,
+                                int failed, int64_t start_ns, int64_t open_until);
 
 static inline void cg_shared_file_bfirst(struct cg_state *st, int p,
                                          const struct cg_pool_cfg *cfg, int64_t now) {

@@ -302,6 +302,40 @@ class FleetBreakerTest(RedisTestCase):
         b = {x["name"]: x for x in json.loads(st.stdout)["pools"]}[harness.mock_pool()]["breaker"]
         self.assertEqual((b["held"], b["rejected"]), (1, 0), b)
 
+    def test_an_early_probe_across_the_fleet(self):
+        """Machine A opens the shared breaker with a 20 s cooldown; two calls on machine B
+        and C (their own state files), deadlines 2 s, cannot see that probe: each is held
+        until its last chance and is the probe then, one at a time across the fleet; the
+        fleet's cooldown stays where it was (a failed early probe leaves it); then the
+        outage ends, and a third call's early probe closes the breaker for every machine.
+        Before, they failed fast without sending."""
+        down = self.mock.url("/v1/down", plan="503:delay=100")
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="20", CURLGUARD_BREAKER_COOLDOWN_MAX_S="20",
+                   CURLGUARD_BREAKER_JITTER="0", CURLGUARD_MAX_ATTEMPTS="1")
+        p = self.curl([down] * 5, self.machine_env("a", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        pool = harness.mock_pool()
+        brk_key = self.key(pool, "brk")
+        opened = self.redis.cli("GET", brk_key)
+        self.assertTrue(opened, "not open in Redis")
+        base = len(self.mock.entries(url=down))
+        t0 = time.monotonic()
+        ps = self.parallel([(down, self.machine_env(m, **brk), ("--max-time", "2"))
+                            for m in ("b", "c")])
+        took = time.monotonic() - t0
+        got = sorted(self.mock.entries(url=down)[base:], key=lambda e: e["t"])
+        self.assertGreater(took, 1.5, "held until the last chance")
+        self.assertGreaterEqual(len(got), 1, [p.stderr for p in ps])
+        self.assertLessEqual(len(got), 2, [p.stderr for p in ps])
+        for x, y in zip(got, got[1:]):
+            self.assertGreaterEqual(y["t"], x["t_end"] - 0.01, got)   # one at a time
+        self.assertEqual(sorted(p.stdout for p in ps).count(b"503\n"), len(got), ps)
+        self.assertEqual(self.redis.cli("GET", brk_key), opened, "the cooldown moved")
+        healed = self.mock.url("/v1/down", plan="200")
+        p = self.curl(healed, self.machine_env("d", **brk), ("--max-time", "2"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
+        self.assertFalse(self.redis.cli("GET", brk_key), "the early probe's success closes it")
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe

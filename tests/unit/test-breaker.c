@@ -207,6 +207,60 @@ Test(breaker, half_open_probe_failure_reopens) {
   cr_assert_eq(st.breakers[0].opened, 2);
 }
 
+/* An early probe (cg_breaker_early): while open and cooling down, a call whose deadline
+ * cannot see the next probe takes it; a failed one leaves the cooldown where it was. */
+Test(breaker, early_probe_keeps_the_cooldown) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  int64_t t = open_it(&c), next, until = 0, until2 = 0;
+  int64_t now = NOW0 + 10 * SEC; /* 20 s of the cooldown left */
+
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, now, now + 2 * SEC, &until), 1);
+  cr_assert_eq(until, t, "the cooldown's end, kept by the caller");
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_HALF_OPEN);
+  cr_assert_eq(st.breakers[0].probe_owner >> 32, (uint64_t) getpid());
+  /* One probe at a time: the others wait for it (its deadline), none takes another. */
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, now + SEC, now + 9 * SEC, &next), CG_BREAKER_REJECT);
+  cr_assert_eq(next, now + 2 * SEC);
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, now + SEC, now + 3 * SEC, &until2), 0);
+  cr_assert_eq(cg_breaker_wait_ok(&st, 0, now + SEC, 0), 1, "a probe out may be waited for");
+  /* Failed: open again until t, neither doubled nor counted as an opening. */
+  cg_breaker_early_end(&st, 0, until);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_OPEN);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, now + SEC, now + 9 * SEC, &next), CG_BREAKER_REJECT);
+  cr_assert_eq(next, t);
+  cr_assert_eq(st.breakers[0].opened, 1);
+  cr_assert_eq(st.breakers[0].probes, 1);
+  cr_assert_eq(st.breakers[0].probe_fails, 0);
+  /* The regular probe goes at t, as planned. */
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+}
+
+Test(breaker, early_probe_success_closes) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  int64_t until = 0, now = NOW0 + SEC, next;
+
+  (void) open_it(&c);
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, now, now + 2 * SEC, &until), 1);
+  cg_breaker_report(&st, 0, &c, 0, 1, now + MS);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, now + 2 * MS, now + SEC, &next), CG_BREAKER_ALLOW);
+}
+
+Test(breaker, early_probe_only_while_cooling_down) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  int64_t until = 0, t, next;
+
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, NOW0, NOW0 + SEC, &until), 0, "closed");
+  t = open_it(&c);
+  /* The cooldown is over: the regular probe (cg_breaker_admit), not an early one. */
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, t, t + SEC, &until), 0);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, t + MS, t + SEC, &until), 0, "a probe out");
+  c.enabled = 0;
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, t + MS, t + SEC, &until), 0, "disabled");
+  cr_assert_eq(until, 0);
+}
+
 Test(breaker, probe_not_made_is_given_back) {
   struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
   int64_t t = open_it(&c), next;
