@@ -222,17 +222,27 @@ static CG__STEP void cg__sh_report(struct cg_admission *ad, int failed, int prob
 #define CG_EARLY_MIN_MS 300 /* an early probe leaves its attempt at least this long */
 
 /* When a held call whose deadline cannot see the next probe may be the probe early
- * (cg__sh_early): at its last chance, when the deadline leaves its attempt as long as
- * the call's previous attempt took plus CG_MIN_ATTEMPT_MS, at least CG_EARLY_MIN_MS.
- * Sent as soon as it is held, the probe would most often find the outage the regular
- * probe just found, and the calls held with it would spend their attempts on it one
- * after the other (a 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8); at the last chance
- * it sees the most of the outage's end.  Returns the ns until then (0: now; -1: too late
- * for one, less than half of that time left). */
-static int64_t cg__early_in(const struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
-  int64_t need = ad->last_attempt_ms + CG_MIN_ATTEMPT_MS, at;
-  if (need < CG_EARLY_MIN_MS)
-    need = CG_EARLY_MIN_MS;
+ * (cg__sh_early): at its last chance, when the deadline leaves its attempt `need`: as long
+ * as a successful attempt of the pool took (cg_breaker_ok_ms) plus a quarter, as long as
+ * the call's previous attempt, plus CG_MIN_ATTEMPT_MS each; with no success seen, at
+ * least a fifth of the call's whole deadline; at least CG_EARLY_MIN_MS.  Sent as soon as
+ * it is held, the probe would most often find the outage the regular probe just found,
+ * and the calls held with it would spend their attempts on it one after the other (a
+ * 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8); at the last chance it sees the most of
+ * the outage's end.  Left less than the pool's answers take, it would be a request sent
+ * to be abandoned (possibly billed: a helper's provider answering in 800 ms, --max-time 2,
+ * 300 ms left: 5 POSTs sent, none done).  Returns the ns until then (0: now; -1: too late
+ * for one, less than half of `need` left, or a deadline shorter than `need`). */
+static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
+  int64_t ok = cg_breaker_ok_ms(ad->state, ad->pool_index), need = CG_EARLY_MIN_MS, at;
+  if (ok > 0 && ok + ok / 4 + CG_MIN_ATTEMPT_MS > need)
+    need = ok + ok / 4 + CG_MIN_ATTEMPT_MS;
+  if (ok <= 0 && ad->span_ms / 5 > need)
+    need = ad->span_ms / 5;
+  if (ad->last_attempt_ms + CG_MIN_ATTEMPT_MS > need)
+    need = ad->last_attempt_ms + CG_MIN_ATTEMPT_MS;
+  if (ad->span_ms > 0 && need > ad->span_ms)
+    return -1; /* the pool's answers take longer than the whole deadline */
   at = (deadline_ms - need) * 1000000 - now; /* `now`: CLOCK_MONOTONIC ns, as ms * 1e6 */
   if (at > 0)
     return at;
@@ -621,6 +631,8 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
   if (ad->pool->breaker.enabled) {
     int counts = cg_breaker_counts(o, status, hinted);
     int64_t floor_ms = hint_ms < ad->max_retry_after_ms ? hint_ms : ad->max_retry_after_ms;
+    if (o == CG_OUT_OK) /* the pool's answer time, for an early probe (cg__early_in) */
+      cg_breaker_note_ok(ad->state, p, ad->last_attempt_ms);
     if (!(defer && counts == 1 && !ad->probe))
       cg__sh_report(ad, counts, ad->probe, floor_ms > 0 ? floor_ms * 1000000 : 0,
                     ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
@@ -640,20 +652,19 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
  * answer in hand, as it would have before the wait. */
 #define CG_BUDGET_RECHECK_MS 250
 
-/* Whether the breaker refuses a retry now, `sleep_ms` before it would go: it is not
- * closed, and the pool fails fast while open (open = fail), or the call's deadline cannot
- * see the next probe and the retry would come too late to be an early one (cg__early_in:
- * the answer in hand is kept, where the gate would refuse the retry with nothing). */
-static int cg__retry_breaker_refuses(struct cg_admission *ad, int64_t sleep_ms) {
-  int64_t at;
+/* Whether the breaker refuses a retry now: it is not closed, and the pool fails fast
+ * while open (open = fail), or the call's deadline cannot see the next probe and it is
+ * past its last chance to be an early one (cg__early_in: the answer in hand is kept,
+ * where the gate would refuse the retry with nothing).  A backoff that would end past
+ * that last chance is cut to it (cg_admission_early_in_ms, guard.c). */
+static int cg__retry_breaker_refuses(struct cg_admission *ad) {
   if (!ad->pool->breaker.enabled || cg__sh_bstate(ad) == CG_BREAKER_CLOSED)
     return 0;
   if (!ad->pool->breaker.open_wait)
     return 1;
   if (cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000))
     return 0;
-  at = cg_mono_ms() + (sleep_ms > 0 ? sleep_ms : 0);
-  return cg__early_in(ad, ad->deadline_ms, at * 1000000) < 0;
+  return cg__early_in(ad, ad->deadline_ms, cg_mono_ms() * 1000000) < 0;
 }
 
 /* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
@@ -680,7 +691,7 @@ static int cg__budget_take(struct cg_admission *ad, int p, int64_t need_ms, int6
   for (rounds = 0; rounds < CG_BUDGET_WAIT_ROUNDS; rounds++) {
     int64_t ns, ms, t0;
     enum cg_budget_verdict v;
-    if (breaker && rounds > 0 && cg__retry_breaker_refuses(ad, sleep_ms - *waited_ms))
+    if (breaker && rounds > 0 && cg__retry_breaker_refuses(ad))
       return -4;
     v = cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, slot);
     if (v == CG_BUDGET_GRANTED)
@@ -727,7 +738,7 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
   /* open = wait: the retry's gate holds it for the probe if its deadline can see one, or
    * lets it be an early probe; refused here (the answer in hand kept) only when neither. */
   (void) now;
-  if (cg__retry_breaker_refuses(ad, sleep_ms))
+  if (cg__retry_breaker_refuses(ad))
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
@@ -1050,6 +1061,34 @@ int cg_admission_probing(const struct cg_admission *ad) {
     CG_UNGUARD();
   }
   return r;
+}
+
+/* cg_admission_early_in_ms's question, inside the region. */
+static int64_t cg__early_in_ms(struct cg_admission *ad) {
+  int64_t now = cg_mono_ms(), r;
+  if (cg__sh_bstate(ad) == CG_BREAKER_CLOSED ||
+      cg__sh_wait_ok(ad, (ad->deadline_ms - now - CG_MIN_ATTEMPT_MS) * 1000000))
+    return -1;
+  r = cg__early_in(ad, ad->deadline_ms, now * 1000000);
+  return r < 0 ? -1 : r / 1000000;
+}
+
+int64_t cg_admission_early_in_ms(struct cg_admission *ad) {
+  int64_t r;
+  if (!ad->state || ad->pool_index < 0 || !ad->pool->breaker.enabled ||
+      !ad->pool->breaker.open_wait)
+    return -1;
+  {
+    CG_GUARDED(ad, return -1);
+    r = cg__early_in_ms(ad);
+    CG_UNGUARD();
+  }
+  return r;
+}
+
+int cg_admission_breaker_waits(const struct cg_admission *ad) {
+  return ad->state && ad->pool_index >= 0 && ad->pool->breaker.enabled &&
+         ad->pool->breaker.open_wait;
 }
 
 /* cg_admission_breaker_holds' question, inside the region. */
@@ -1511,7 +1550,7 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
   /* As cg__retry: the breaker first, then one ask of the budget. */
   (void) p;
   (void) now;
-  if (cg__retry_breaker_refuses(ad, sleep_ms - waited_ms))
+  if (cg__retry_breaker_refuses(ad))
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;

@@ -68,6 +68,7 @@ struct cg_admission {
                                     * breaker sends it there at once, no holding */
   int repeat_granted;              /* a host repeat's retry was granted after a wait */
   int early_probes;                /* early probes this call made (admit.c cg__sh_early) */
+  int64_t span_ms;                 /* the call's whole deadline, ms (cg__early_in) */
   int64_t last_attempt_ms;         /* how long the call's previous attempt took (0: none):
                                     * an early probe goes when the deadline leaves about
                                     * that much (admit.c cg__early_in) */
@@ -121,6 +122,19 @@ int cg_admission_probing(const struct cg_admission *ad);
  * call.  A snapshot: the gate may still refuse that attempt later (the probe fails and
  * the next one is past the deadline). */
 int cg_admission_breaker_holds(struct cg_admission *ad, int64_t need_ms);
+
+/* Whether the call's retries may be held by the pool's breaker (enabled, open = wait; it
+ * may open during a backoff) and then refused at the gate (the next probe, or an early
+ * probe, out of reach by then): the guard keeps the answer in hand for the host then.
+ * Reads the configuration only. */
+int cg_admission_breaker_waits(const struct cg_admission *ad);
+
+/* While the pool's breaker is open (open = wait) and the call's deadline cannot see the
+ * next probe: the ms until the call's last chance to be the probe early (admit.c
+ * cg__early_in; 0: now); -1 otherwise (closed, open = fail, the next probe in sight, too
+ * late, no state file).  A retry's backoff is cut to it: the gate would hold the call
+ * until then, and one that came later could not be the probe. */
+int64_t cg_admission_early_in_ms(struct cg_admission *ad);
 
 /* After an attempt with outcome `o` (HTTP `status`; `hinted`: it carried a server hint,
  * so a 429 is left to the limiter, breaker.h): feed the breaker (a probe's result

@@ -288,6 +288,11 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
 
   if (!c->enabled || cg__state(w) != CG_BREAKER_OPEN || now_ns >= t)
     return 0;
+  /* The lease outlives the call's deadline by a second: the attempt ends at that
+   * deadline and reports a moment later; a waiter that took the probe over meanwhile was
+   * a regular probe sent with next to no time left, and its failure doubled the
+   * interval.  A holder that dies is still taken over at once (cg__probe_gone). */
+  probe_deadline_ns += 1000000000ll;
   if (probe_deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
     probe_deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
   if (!cg__cas(&b->word, &w, cg__word(CG_BREAKER_HALF_OPEN, me, probe_deadline_ns)))

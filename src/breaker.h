@@ -102,7 +102,8 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
 /* An early probe (README "Half-open"): while the breaker is open and cooling down, a call
  * whose deadline cannot see the next probe takes the probe now instead of failing fast,
  * when no probe is out.  Open and cooling (word OPEN, `now_ns` before its time) -> half-open
- * held by this process until `probe_deadline_ns` (capped as cg_breaker_admit caps it);
+ * held by this process until a second after `probe_deadline_ns` (the call's deadline: its
+ * result comes a moment after it; capped as cg_breaker_admit caps it);
  * the cooldown's end is kept in `*open_until_ns` for cg_breaker_early_end.  Returns 1
  * when this call became the probe, 0 otherwise (closed, ready for a regular probe, a
  * probe out, or a lost race): the caller asks cg_breaker_admit as before.  Its success is
@@ -115,6 +116,24 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
  * been (no doubled interval: the regular probe keeps its time).  Nothing when the probe
  * was taken over meanwhile. */
 void cg_breaker_early_end(struct cg_state *st, int p, int64_t open_until_ns);
+
+/* A successful attempt of pool `p` took `ms`: kept for an early probe's timing (admit.c
+ * cg__early_in), machine-wide.  Stored only when it moved by a quarter or more from the
+ * kept value (steady answers write nothing: the line stays shared); a relaxed word, a
+ * torn read impossible. */
+static inline void cg_breaker_note_ok(struct cg_state *st, int p, int64_t ms) {
+  uint64_t *w = &st->breakers[p].ok_ms, old = __atomic_load_n(w, __ATOMIC_RELAXED);
+  uint64_t v = ms > 0 ? (uint64_t) ms : 1;
+  if (v > 600000)
+    v = 600000; /* bounded: ten minutes */
+  if (v < old - old / 4 || v > old + old / 4)
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+
+/* The kept time of pool `p`'s successful attempts, ms (0: none seen). */
+static inline int64_t cg_breaker_ok_ms(struct cg_state *st, int p) {
+  return (int64_t) __atomic_load_n(&st->breakers[p].ok_ms, __ATOMIC_RELAXED);
+}
 
 /* Count one attempt's result, `failed` as cg_breaker_counts says (-1: not counted).
  * `probe`: the call held the probe (cg_breaker_admit said CG_BREAKER_PROBE): its success

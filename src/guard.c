@@ -588,6 +588,7 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
     budget = h->timeout_ms; /* the host's CURLOPT_TIMEOUT is a hard deadline */
   now_ms = cg_mono_ms(); /* also the time of the repeat check below */
   call->deadline_ms = now_ms + budget;
+  call->admission.span_ms = budget;
   call->file_start = -1;
   if (CG_RARE(cfg->request_id_header != NULL) &&
       cg_handle_header(h, cfg->request_id_header, key, sizeof(key))) {
@@ -895,7 +896,7 @@ static void cg__local_record(struct cg_call *call, enum cg_outcome o, CURLcode r
    * answer): getinfo keeps describing that attempt, and the record says why it would
    * have ended without the hold-over. */
   if (CG_RARE(call->over != NULL) && rc != CURLE_ABORTED_BY_CALLBACK) {
-    cg__local_record2(call, o, call->over_rc, call->hold_why, 0);
+    cg__local_record2(call, o, call->over_rc, call->hold_why ? call->hold_why : reason, 0);
     return;
   }
   cg__local_record2(call, o, rc, reason, 1);
@@ -1258,8 +1259,21 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
   }
 
   if (out.decision == CG_RETRY) {
-    if (CG_RARE(call->hold_over) && !call->over &&
-        (call->over = malloc(sizeof(*call->over))) != NULL) {
+    int keep = CG_RARE(call->hold_over);
+    if (CG_RARE(out.sleep_ms > 0) && cg_admission_breaker_waits(&call->admission)) {
+      /* A backoff past the call's last chance to be the breaker's probe early is cut to
+       * it: later, the gate could only refuse the retry (admit.h). */
+      int64_t e = cg_admission_early_in_ms(&call->admission);
+      if (e >= 0 && e < out.sleep_ms)
+        out.sleep_ms = e;
+    }
+    if (!keep && CG_RARE(!call->over && cg_admission_breaker_waits(&call->admission))) {
+      /* A retry while the breaker is open may be held (for the probe or its last chance
+       * as an early probe) and then refused: the host gets this answer, not nothing. */
+      keep = 1;
+      call->hold_why = NULL; /* the refusal's own reason (cg__local_record) */
+    }
+    if (keep && !call->over && (call->over = malloc(sizeof(*call->over))) != NULL) {
       /* Keep the give-up's answer: the gate may still refuse the held-over attempt (the
        * probe another process carries fails and the next is past the deadline, or a
        * fallback the call cannot take), and the host then gets this answer, as it did

@@ -123,7 +123,11 @@ struct cg_state_breaker {
   uint32_t open_wait;        /* last configured (for stat) */
   uint32_t pad;
   int64_t run_start_ns;      /* when the current run of failures began (0: none) */
-  uint64_t reserved[2];
+  /* How long a successful attempt in the pool took, ms (0: none seen; breaker.h
+   * cg_breaker_note_ok): an early probe leaves its attempt about that much.  In the space
+   * that was reserved: files of earlier versions read 0. */
+  uint64_t ok_ms;
+  uint64_t reserved[1];
 };
 
 /* The retry budget of one pool (budget.h): 736 bytes. */

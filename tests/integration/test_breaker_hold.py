@@ -216,6 +216,43 @@ class HoldTest(HoldTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
         self.assertLess(time.monotonic() - t0, 1.0)
 
+    def test_a_retry_the_gate_refuses_after_a_hold_keeps_the_answer(self):
+        """4 POSTs get slow 503s (1.5 s); meanwhile other processes open the breaker (5 s
+        cooldown), so each retry is decided while it is open and its deadline (4 s) cannot
+        see the next probe.  Each is held for its last chance; one is the early probe, the
+        others find it too late and the gate refuses them: each gets the 503 it had (exit 0),
+        not exit 7 and nothing.  Before (a helper's find), 3 of 4 exit 7 in 5 of 5 runs."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="5", CURLGUARD_BREAKER_COOLDOWN_MAX_S="10",
+                        CURLGUARD_BACKOFF_BASE_MS="1000", CURLGUARD_BACKOFF_CAP_MS="2000")
+        slow = self.mock.url("/v1/chat/completions", plan="503:delay=1500")
+        procs = [self.popen(slow, env, ("-d", "{}", "--max-time", "4")) for _ in range(4)]
+        time.sleep(0.3)
+        self.open_it(env)
+        outs = [p.communicate(timeout=30) for p in procs]
+        self.assertEqual([(p.returncode, o) for p, (o, _) in zip(procs, outs)],
+                         [(0, b"503")] * 4, outs)
+
+    def test_an_early_probe_leaves_what_the_pool_s_answers_take(self):
+        """The pool's successful answers took 0.8 s; then the breaker opens (20 s cooldown)
+        and the provider comes back, still answering in 0.8 s.  A call with --max-time 3 is
+        the probe early with about 1.1 s left, time enough for its answer.  Left the bare
+        minimum (0.3 s, or a fifth of the deadline), it would be a request sent to be
+        abandoned: exit 28, and possibly billed."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="20", CURLGUARD_BREAKER_COOLDOWN_MAX_S="20")
+        self.mock.set_plan(self.plan, ["200:delay=800"])
+        for _ in range(2):
+            p = self.curl(self.url, env, extra=("-d", "{}"))
+            self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.mock.set_plan(self.plan, ["503"])
+        self.open_it(env)
+        self.mock.set_plan(self.plan, ["200:delay=800"])
+        t0 = time.monotonic()
+        p = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "3"))
+        took = time.monotonic() - t0
+        self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertGreater(took, 2.5)                    # it went at about 1.9 s
+        self.assertEqual(self.stat_breaker()["state"], "closed")
+
     def test_one_early_probe_at_a_time(self):
         """Four processes held with deadlines that cannot see the next probe reach their
         last chance together: one at a time is the probe (each answer takes 100 ms); the

@@ -218,9 +218,13 @@ Test(breaker, early_probe_keeps_the_cooldown) {
   cr_assert_eq(until, t, "the cooldown's end, kept by the caller");
   cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_HALF_OPEN);
   cr_assert_eq(st.breakers[0].probe_owner >> 32, (uint64_t) getpid());
-  /* One probe at a time: the others wait for it (its deadline), none takes another. */
+  /* One probe at a time: the others wait for it, none takes another.  Its hold lasts a
+   * second past the call's deadline: the attempt ends at that deadline and reports a
+   * moment later, and a waiter must not take it over as a regular probe meanwhile. */
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, now + SEC, now + 9 * SEC, &next), CG_BREAKER_REJECT);
-  cr_assert_eq(next, now + 2 * SEC);
+  cr_assert_eq(next, now + 3 * SEC);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, now + 2 * SEC + 500 * MS, now + 9 * SEC, &next),
+               CG_BREAKER_REJECT);
   cr_assert_eq(cg_breaker_early(&st, 0, &c, now + SEC, now + 3 * SEC, &until2), 0);
   cr_assert_eq(cg_breaker_wait_ok(&st, 0, now + SEC, 0), 1, "a probe out may be waited for");
   /* Failed: open again until t, neither doubled nor counted as an opening. */
