@@ -231,10 +231,15 @@ static CG__STEP void cg__sh_report(struct cg_admission *ad, int failed, int prob
  * 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8); at the last chance it sees the most of
  * the outage's end.  Left less than the pool's answers take, it would be a request sent
  * to be abandoned (possibly billed: a helper's provider answering in 800 ms, --max-time 2,
- * 300 ms left: 5 POSTs sent, none done).  Returns the ns until then (0: now; -1: too late
- * for one, less than half of `need` left, or a deadline shorter than `need`). */
+ * 300 ms left: 5 POSTs sent, none done).  One a call: after a failed one its retries,
+ * cut to the last chance, would follow it at once (4 calls, 12 requests in 10 ms).
+ * Returns the ns until then (0: now; -1: too late for one, less than half of `need` left,
+ * a deadline shorter than `need`, or the call had its early probe). */
 static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
-  int64_t ok = cg_breaker_ok_ms(ad->state, ad->pool_index), need = CG_EARLY_MIN_MS, at;
+  int64_t ok, need = CG_EARLY_MIN_MS, at;
+  if (ad->early_probes)
+    return -1; /* one a call: failed at its last chance, the provider is still down */
+  ok = cg_breaker_ok_ms(ad->state, ad->pool_index);
   if (ok > 0 && ok + ok / 4 + CG_MIN_ATTEMPT_MS > need)
     need = ok + ok / 4 + CG_MIN_ATTEMPT_MS;
   if (ok <= 0 && ad->span_ms / 5 > need)

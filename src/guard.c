@@ -102,6 +102,8 @@ struct cg_call {
   /* The driver's place in the steps (engine.h). */
   int slot;                   /* the in-flight slot of the attempt under way, -2 none */
   int nb_started;             /* nb (below) is under way for call->attempt */
+  int64_t nb_tick_ms;         /* nb: when the host's progress callback last ran during the
+                               * attempt's admission (cg__admit_nb), 0: not yet */
   struct {                    /* an attempt judged "retry" whose retry waits for the
                                * budget (nb only): judged once, recorded once granted */
     int active;
@@ -1082,6 +1084,7 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
     call->nb.slot = -2;
     call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
     call->nb_started = 1;
+    call->nb_tick_ms = cg_mono_ms();
   }
   for (round = 0; round < 4; round++) {
     enum cg_gate gate;
@@ -1098,6 +1101,25 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
       return CG_STEP_GO;
     }
     if (r == CG_NB_WAIT) {
+      /* As the blocking driver's waits (admit.h `tick`): a call held for a second or more
+       * runs the host's progress callback about once a second, which may abort it (libcurl
+       * does not run it: the handle is not in the real multi yet).  Before, a multi host's
+       * abort was seen only at its deadline. */
+      int64_t now = cg_mono_ms();
+      if (CG_RARE(now - call->nb_tick_ms >= 1000)) {
+        call->nb_tick_ms = now;
+        if (cg__tick_fn(call)) {
+          if (call->nb.slot >= 0)
+            cg_admission_leave(&call->admission, call->nb.slot);
+          call->nb.slot = -2;
+          call->nb_started = 0;
+          cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                           "aborted_by_host");
+          cg__host_errbuf(call->h, "Callback aborted");
+          *rc = CURLE_ABORTED_BY_CALLBACK;
+          return CG_STEP_DONE;
+        }
+      }
       *ms = w > 0 ? w : 1;
       return CG_STEP_WAIT;
     }
