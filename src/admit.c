@@ -446,8 +446,10 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
     enum cg_breaker_verdict v;
     /* next_ns: relative (shared.h). */
     *next_probe_ms = next_ns > 0 ? (next_ns + 999999) / 1000000 : 0;
-    /* Fail fast: open = fail, or the deadline cannot see the next probe (a probe under
-     * way may answer any moment: waited for while time is left). */
+    /* Fail fast: open = fail, a fallback to divert to, no time left for an attempt; or
+     * (below) the deadline cannot see the next probe and the call is past its last
+     * chance to be an early one (a probe under way may answer any moment: waited for
+     * while time is left). */
     if (!c->open_wait || ad->can_divert || left_ns <= 0) {
       r = CG_GATE_CIRCUIT_OPEN;
       break;

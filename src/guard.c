@@ -1281,17 +1281,18 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
   }
 
   if (out.decision == CG_RETRY) {
-    int keep = CG_RARE(call->hold_over);
-    if (CG_RARE(out.sleep_ms > 0) && cg_admission_breaker_waits(&call->admission)) {
+    int keep = CG_RARE(call->hold_over), waits = cg_admission_breaker_waits(&call->admission);
+    if (waits && out.sleep_ms > 0) {
       /* A backoff past the call's last chance to be the breaker's probe early is cut to
        * it: later, the gate could only refuse the retry (admit.h). */
       int64_t e = cg_admission_early_in_ms(&call->admission);
       if (e >= 0 && e < out.sleep_ms)
         out.sleep_ms = e;
     }
-    if (!keep && CG_RARE(!call->over && cg_admission_breaker_waits(&call->admission))) {
-      /* A retry while the breaker is open may be held (for the probe or its last chance
-       * as an early probe) and then refused: the host gets this answer, not nothing. */
+    if (!keep && waits && !call->over) {
+      /* The breaker may hold the retry (for the probe, or for its last chance to be an
+       * early one) and the gate then refuse it: the host gets this answer, not nothing
+       * (a helper's find: 3 of 4 POSTs' 503s turned into exit 7). */
       keep = 1;
       call->hold_why = NULL; /* the refusal's own reason (cg__local_record) */
     }

@@ -191,12 +191,12 @@ static void cg__conf_init(void) {
 /* ---- one connection per thread ---- */
 
 enum { CG_S_RESERVE, CG_S_HOLD, CG_S_HOLD_LEFT, CG_S_ACQUIRE, CG_S_RENEW, CG_S_BRK_ADMIT,
-       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BRK_EARLY, CG_S_BUD_FIRST, CG_S_BUD_RETRY,
-       CG_S_BUD_REFUND, CG_S_LEARN_TAKE, CG_S_LEARN_CUT, CG_S_N };
+       CG_S_BRK_STATE, CG_S_BRK_REPORT, CG_S_BRK_RELEASE, CG_S_BRK_EARLY, CG_S_BUD_FIRST,
+       CG_S_BUD_RETRY, CG_S_BUD_REFUND, CG_S_LEARN_TAKE, CG_S_LEARN_CUT, CG_S_N };
 static const char *const cg__scripts[CG_S_N] = {
   CG_LUA_RESERVE, CG_LUA_HOLD, CG_LUA_HOLD_LEFT, CG_LUA_ACQUIRE, CG_LUA_RENEW,
-  CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE, CG_LUA_BRK_EARLY,
-  CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND, CG_LUA_LEARN_TAKE, CG_LUA_LEARN_CUT,
+  CG_LUA_BRK_ADMIT, CG_LUA_BRK_STATE, CG_LUA_BRK_REPORT, CG_LUA_BRK_RELEASE,
+  CG_LUA_BRK_EARLY, CG_LUA_BUD_FIRST, CG_LUA_BUD_RETRY, CG_LUA_BUD_REFUND, CG_LUA_LEARN_TAKE, CG_LUA_LEARN_CUT,
 };
 
 struct cg__conn {
@@ -1234,13 +1234,12 @@ static int cg__r_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now)
   char k1[160], k2[160], ams[24];
   const char *keys[2] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe")};
   const char *args[2] = {sp->probe_id, ams};
-  int64_t ms = probe_ns / 1000000;
+  /* held a second past the call's deadline, as the file's (breaker.c cg_breaker_early) */
+  int64_t ms = probe_ns / 1000000 + 1000;
   redisReply *r;
   int v;
   (void) now; /* the server's TIME (shared.h) */
 
-  if (ms < 1)
-    ms = 1;
   if (ms > CG_BREAKER_PROBE_MAX_MS)
     ms = CG_BREAKER_PROBE_MAX_MS;
   if (!sp->probe_id[0])
