@@ -286,7 +286,8 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
   uint64_t w = cg__load(&b->word);
   int64_t t = cg__time(w);
 
-  if (!c->enabled || cg__state(w) != CG_BREAKER_OPEN || now_ns >= t)
+  if (!c->enabled || cg__state(w) != CG_BREAKER_OPEN || now_ns >= t ||
+      now_ns < cg__load(&b->early_after_ns))
     return 0;
   /* The lease outlives the call's deadline by a second: the attempt ends at that
    * deadline and reports a moment later; a waiter that took the probe over meanwhile was
@@ -300,6 +301,8 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
   __atomic_store_n(&b->probe_owner, (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
                    __ATOMIC_RELEASE);
   __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&b->early_after_ns, now_ns + (int64_t) CG_BREAKER_EARLY_GAP_MS * 1000000,
+                   __ATOMIC_RELEASE);
   *open_until_ns = t;
   return 1;
 }

@@ -67,6 +67,10 @@
 
 #define CG_BREAKER_PROBE_MAX_MS 30000 /* a live probe holds half-open this long at most */
 #define CG_BREAKER_RAMP_STEPS 6 /* the slow start doubles its release this many times */
+/* Early probes (cg_breaker_early) of a pool start at most this often, machine-wide (the
+ * fleet's on Redis): a service whose calls all have short deadlines sends a provider that
+ * stays down about one request a second, not one a call. */
+#define CG_BREAKER_EARLY_GAP_MS 1000
 
 enum cg_breaker_state { CG_BREAKER_CLOSED, CG_BREAKER_OPEN, CG_BREAKER_HALF_OPEN };
 
@@ -106,7 +110,8 @@ enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
  * result comes a moment after it; capped as cg_breaker_admit caps it);
  * the cooldown's end is kept in `*open_until_ns` for cg_breaker_early_end.  Returns 1
  * when this call became the probe, 0 otherwise (closed, ready for a regular probe, a
- * probe out, or a lost race): the caller asks cg_breaker_admit as before.  Its success is
+ * probe out, an early probe begun less than CG_BREAKER_EARLY_GAP_MS ago, or a lost race):
+ * the caller asks cg_breaker_admit as before.  Its success is
  * reported as any probe's (cg_breaker_report with probe = 1: it closes the breaker). */
 int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
                      int64_t now_ns, int64_t probe_deadline_ns, int64_t *open_until_ns);

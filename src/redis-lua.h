@@ -214,8 +214,9 @@
   "if pt < 0 then pt = 0 end\n"                                                         \
   "return {2, pt * 1000, 1}\n"
 
-/* An early probe (breaker.h cg_breaker_early): KEYS brk, probe; ARGV id, probe_ms.  1 when
- * the breaker is open and cooling down and this call took the probe (SET NX PX, as
+/* An early probe (breaker.h cg_breaker_early): KEYS brk, probe, early; ARGV id, probe_ms,
+ * gap_ms.  1 when the breaker is open and cooling down, no early probe began in the last
+ * gap_ms (the key `early`, which this sets) and this call took the probe (SET NX PX, as
  * BRK_ADMIT's); 0 otherwise (closed, ready for a regular probe, a probe out).  brk keeps
  * the cooldown: a failed early probe leaves it as it was (BRK_REPORT with probe 2). */
 #define CG_LUA_BRK_EARLY                                                                \
@@ -224,7 +225,9 @@
   CG_LUA_NOW                                                                            \
   "local nxt = tonumber(string.match(v, '^(%d+):')) or 0\n"                             \
   "if now >= nxt then return 0 end\n"                                                  \
+  "if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end\n"                           \
   "if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then\n"        \
+  "  redis.call('SET', KEYS[3], '1', 'PX', tonumber(ARGV[3]))\n"                        \
   "  return 1\n"                                                                        \
   "end\n"                                                                               \
   "return 0\n"

@@ -1231,9 +1231,10 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
 }
 
 static int cg__r_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now) {
-  char k1[160], k2[160], ams[24];
-  const char *keys[2] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe")};
-  const char *args[2] = {sp->probe_id, ams};
+  char k1[160], k2[160], k3[160], ams[24], gap[24];
+  const char *keys[3] = {CG_KEY(k1, sp, "brk"), CG_KEY(k2, sp, "probe"),
+                         CG_KEY(k3, sp, "early")};
+  const char *args[3] = {sp->probe_id, ams, gap};
   /* held a second past the call's deadline, as the file's (breaker.c cg_breaker_early) */
   int64_t ms = probe_ns / 1000000 + 1000;
   redisReply *r;
@@ -1245,7 +1246,8 @@ static int cg__r_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now)
   if (!sp->probe_id[0])
     cg__new_id(sp->probe_id, sizeof(sp->probe_id));
   snprintf(ams, sizeof(ams), "%lld", (long long) ms);
-  r = cg__evalv(CG_S_BRK_EARLY, 2, keys, 2, args);
+  snprintf(gap, sizeof(gap), "%d", CG_BREAKER_EARLY_GAP_MS);
+  r = cg__evalv(CG_S_BRK_EARLY, 3, keys, 3, args);
   if (!r)
     return CG_SHARED_DOWN;
   if (r->type != REDIS_REPLY_INTEGER) {

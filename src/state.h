@@ -127,7 +127,8 @@ struct cg_state_breaker {
    * cg_breaker_note_ok): an early probe leaves its attempt about that much.  In the space
    * that was reserved: files of earlier versions read 0. */
   uint64_t ok_ms;
-  uint64_t reserved[1];
+  int64_t early_after_ns;    /* no early probe before this (breaker.h CG_BREAKER_EARLY_GAP_MS);
+                              * also in the space that was reserved */
 };
 
 /* The retry budget of one pool (budget.h): 736 bytes. */

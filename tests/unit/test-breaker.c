@@ -235,6 +235,11 @@ Test(breaker, early_probe_keeps_the_cooldown) {
   cr_assert_eq(st.breakers[0].opened, 1);
   cr_assert_eq(st.breakers[0].probes, 1);
   cr_assert_eq(st.breakers[0].probe_fails, 0);
+  /* Another early probe: not within CG_BREAKER_EARLY_GAP_MS of the last one's start. */
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, now + 900 * MS, now + 2 * SEC, &until2), 0);
+  cr_assert_eq(cg_breaker_early(&st, 0, &c, now + 1100 * MS, now + 2 * SEC, &until2), 1);
+  cr_assert_eq(until2, t);
+  cg_breaker_early_end(&st, 0, until2);
   /* The regular probe goes at t, as planned. */
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
 }
