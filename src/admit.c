@@ -640,6 +640,13 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
     int64_t floor_ms = hint_ms < ad->max_retry_after_ms ? hint_ms : ad->max_retry_after_ms;
     if (o == CG_OUT_OK) /* the pool's answer time, for an early probe (cg__early_in) */
       cg_breaker_note_ok(ad->state, p, ad->last_attempt_ms);
+    else if (CG_RARE(ad->probe == 2) && (o == CG_OUT_FIRST_BYTE_TIMEOUT ||
+                                         o == CG_OUT_READ_TIMEOUT || o == CG_OUT_DEADLINE))
+      /* An early probe that ran out of time: the pool's answers take longer than it was
+       * left, whatever the last success took (a helper's find: a provider back at 300 ms
+       * after 20 ms before the outage, early probes sent to be abandoned one after
+       * another).  At least twice that, from now on. */
+      cg_breaker_note_slow(ad->state, p, 2 * ad->last_attempt_ms);
     if (!(defer && counts == 1 && !ad->probe))
       cg__sh_report(ad, counts, ad->probe, floor_ms > 0 ? floor_ms * 1000000 : 0,
                     ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());

@@ -135,6 +135,17 @@ static inline void cg_breaker_note_ok(struct cg_state *st, int p, int64_t ms) {
     __atomic_store_n(w, v, __ATOMIC_RELAXED);
 }
 
+/* An attempt of pool `p` ran out of time after `ms`: the kept time is raised to `ms` when
+ * lower (a lower bound for the pool's answers). */
+static inline void cg_breaker_note_slow(struct cg_state *st, int p, int64_t ms) {
+  uint64_t *w = &st->breakers[p].ok_ms;
+  uint64_t v = ms > 0 ? (uint64_t) ms : 1;
+  if (v > 600000)
+    v = 600000;
+  if (v > __atomic_load_n(w, __ATOMIC_RELAXED))
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+
 /* The kept time of pool `p`'s successful attempts, ms (0: none seen). */
 static inline int64_t cg_breaker_ok_ms(struct cg_state *st, int p) {
   return (int64_t) __atomic_load_n(&st->breakers[p].ok_ms, __ATOMIC_RELAXED);

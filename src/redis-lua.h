@@ -233,15 +233,19 @@
   "return 0\n"
 
 /* The breaker's state: KEYS brk, probe.  {0 closed | 1 open | 2 half-open, us until the
- * next probe may go (open) or the probe expires (half-open)}. */
+ * next probe may go (open) or the probe expires (half-open)}.  The probe is looked at
+ * first: an early one (BRK_EARLY) is out while brk still holds the cooldown, and the
+ * calls held with it wait for its answer (a helper's find: looked at second, they saw
+ * "open, the next probe past the deadline" and ended 3 ms before it closed the breaker:
+ * 4 of 8 in 8 of 21 runs). */
 #define CG_LUA_BRK_STATE                                                                \
   "local v = redis.call('GET', KEYS[1])\n"                                              \
   "if not v then return {0, 0} end\n"                                                   \
   CG_LUA_NOW                                                                            \
   "local nxt = tonumber(string.match(v, '^(%d+):')) or 0\n"                             \
-  "if now < nxt then return {1, math.floor(nxt - now)} end\n"                           \
   "local pt = redis.call('PTTL', KEYS[2])\n"                                            \
   "if pt > 0 then return {2, pt * 1000} end\n"                                          \
+  "if now < nxt then return {1, math.floor(nxt - now)} end\n"                           \
   "return {1, 0}\n"
 
 /* A result for the breaker (breaker.h's rules): KEYS brk, probe, win (a hash of

@@ -299,6 +299,27 @@ print(json.dumps([res[i] for i in range(3)]))
         recs = [r for r in self.records() if r["reason"] == "aborted_by_host"]
         self.assertEqual(len(recs), 1, recs)
 
+    def test_an_early_probe_that_ran_out_of_time_leaves_the_next_more(self):
+        """The pool's answers took 20 ms before the outage and take 0.6 s after it: the
+        first early probe, left 0.3 s, runs out of time (exit 28); the next call's early
+        probe is left at least twice that, and succeeds.  Before (a helper's find), every
+        early probe was left 0.3 s until a regular probe succeeded: requests sent to be
+        abandoned, one after another."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="20", CURLGUARD_BREAKER_COOLDOWN_MAX_S="20",
+                        CURLGUARD_MAX_ATTEMPTS="1")
+        self.mock.set_plan(self.plan, ["200:delay=20"])
+        for _ in range(2):
+            p = self.curl(self.url, env, extra=("-d", "{}"))
+            self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.mock.set_plan(self.plan, ["503"])
+        self.open_it(env)
+        self.mock.set_plan(self.plan, ["200:delay=600"])
+        first = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "2"))
+        self.assertEqual((first.returncode, first.stdout), (28, b"000"), first.stderr)
+        p = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "2"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertEqual(self.stat_breaker()["state"], "closed")
+
     def test_one_early_probe_at_a_time(self):
         """Four processes held with deadlines that cannot see the next probe reach their
         last chance together: one at a time is the probe (each answer takes 100 ms); the

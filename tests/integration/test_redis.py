@@ -336,6 +336,31 @@ class FleetBreakerTest(RedisTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
         self.assertFalse(self.redis.cli("GET", brk_key), "the early probe's success closes it")
 
+    def test_an_early_probe_out_holds_the_fleet_s_other_calls(self):
+        """While machine A's early probe is out (its answer takes 0.3 s), machine B's call,
+        which reaches its last chance then, waits for that answer instead of failing
+        fast: the probe's success closes the breaker and B's call goes.  Before (a
+        helper's find), the fleet's state said "open, the next probe past your deadline"
+        while an early probe was out, and B ended with exit 7 (8 POSTs sharing a last
+        chance: 4 of 8 in 8 of 21 runs)."""
+        down = self.mock.url("/v1/x", plan="503")
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="20", CURLGUARD_BREAKER_COOLDOWN_MAX_S="20",
+                   CURLGUARD_BREAKER_JITTER="0")
+        p = self.curl([down] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        back = self.mock.url("/v1/x", plan="200:delay=300,200")   # the first answer slow
+        env_a, env_b = self.machine_env("a", **brk), self.machine_env("b", **brk)
+        harness.skip_unsanitizable([harness.CURL], env_a)
+        argv = [harness.CURL, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-d", "{}",
+                "--max-time", "2", back]
+        a = subprocess.Popen(argv, env=env_a, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.15)
+        b = subprocess.Popen(argv, env=env_b, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        outs = [x.communicate(timeout=30) for x in (a, b)]
+        self.assertEqual([(a.returncode, outs[0][0]), (b.returncode, outs[1][0])],
+                         [(0, b"200"), (0, b"200")], outs)
+        self.assertEqual(len(self.mock.entries(url=back)), 2)
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe
