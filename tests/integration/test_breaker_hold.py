@@ -73,6 +73,17 @@ class HoldTestCase(harness.GuardTestCase):
         self.assertEqual(b["opened"], 1, b)
         return time.monotonic()
 
+    def answered_then_open(self, env, before, after):
+        """Two calls answered by plan step `before`, then the breaker opened (open_it),
+        then the provider answers `after`: the pool's kept answer time is `before`'s."""
+        self.mock.set_plan(self.plan, [before])
+        for _ in range(2):
+            p = self.curl(self.url, env, extra=("-d", "{}"))
+            self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.mock.set_plan(self.plan, ["503"])
+        self.open_it(env)
+        self.mock.set_plan(self.plan, [after])
+
     def heal(self):
         self.mock.set_plan(self.plan, ["200"])
 
@@ -238,13 +249,7 @@ class HoldTest(HoldTestCase):
         minimum (0.3 s, or a fifth of the deadline), it would be a request sent to be
         abandoned: exit 28, and possibly billed."""
         env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="20", CURLGUARD_BREAKER_COOLDOWN_MAX_S="20")
-        self.mock.set_plan(self.plan, ["200:delay=800"])
-        for _ in range(2):
-            p = self.curl(self.url, env, extra=("-d", "{}"))
-            self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
-        self.mock.set_plan(self.plan, ["503"])
-        self.open_it(env)
-        self.mock.set_plan(self.plan, ["200:delay=800"])
+        self.answered_then_open(env, "200:delay=800", "200:delay=800")
         t0 = time.monotonic()
         p = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "3"))
         took = time.monotonic() - t0
@@ -307,13 +312,7 @@ print(json.dumps([res[i] for i in range(3)]))
         abandoned, one after another."""
         env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="20", CURLGUARD_BREAKER_COOLDOWN_MAX_S="20",
                         CURLGUARD_MAX_ATTEMPTS="1")
-        self.mock.set_plan(self.plan, ["200:delay=20"])
-        for _ in range(2):
-            p = self.curl(self.url, env, extra=("-d", "{}"))
-            self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
-        self.mock.set_plan(self.plan, ["503"])
-        self.open_it(env)
-        self.mock.set_plan(self.plan, ["200:delay=600"])
+        self.answered_then_open(env, "200:delay=20", "200:delay=600")
         first = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "2"))
         self.assertEqual((first.returncode, first.stdout), (28, b"000"), first.stderr)
         p = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "2"))
