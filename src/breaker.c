@@ -223,6 +223,20 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
   return shared;
 }
 
+/* Half-open from word `w`, held by this process (`me`) until `deadline_ns` (capped at
+ * now + CG_BREAKER_PROBE_MAX_MS): 1 when this call took the probe. */
+static int cg__take_probe(struct cg_state_breaker *b, uint64_t *w, uint32_t me,
+                          int64_t now_ns, int64_t deadline_ns) {
+  if (deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
+    deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
+  if (!cg__cas(&b->word, w, cg__word(CG_BREAKER_HALF_OPEN, me, deadline_ns)))
+    return 0;
+  __atomic_store_n(&b->probe_owner, (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
+                   __ATOMIC_RELEASE);
+  __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
 /* cg_breaker_admit once the breaker was found not closed (word `w`): open and cooling
  * down, half-open with a probe under way, or ready for a probe.  Out of line: a breaker
  * that is not closed is not the steady state (hot.h). */
@@ -232,8 +246,6 @@ cg__admit_not_closed(struct cg_state_breaker *b, uint64_t w, int64_t now_ns,
   uint32_t me = (uint32_t) cg_pid() & CG_PID_MASK;
   int tries;
 
-  if (probe_deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
-    probe_deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     enum cg_breaker_state s;
     int64_t t;
@@ -251,13 +263,8 @@ cg__admit_not_closed(struct cg_state_breaker *b, uint64_t w, int64_t now_ns,
       return CG_BREAKER_REJECT;
     }
     /* The cooldown is over, or the probe's holder died or overran: be the probe. */
-    if (cg__cas(&b->word, &w, cg__word(CG_BREAKER_HALF_OPEN, me, probe_deadline_ns))) {
-      __atomic_store_n(&b->probe_owner,
-                       (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
-                       __ATOMIC_RELEASE);
-      __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
+    if (cg__take_probe(b, &w, me, now_ns, probe_deadline_ns))
       return CG_BREAKER_PROBE;
-    }
   }
   /* Lost every race: somebody else moved the state; failing fast is the safe side. */
   *next_probe_ns = now_ns;
@@ -293,14 +300,8 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
    * deadline and reports a moment later; a waiter that took the probe over meanwhile was
    * a regular probe sent with next to no time left, and its failure doubled the
    * interval.  A holder that dies is still taken over at once (cg__probe_gone). */
-  probe_deadline_ns += 1000000000ll;
-  if (probe_deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
-    probe_deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
-  if (!cg__cas(&b->word, &w, cg__word(CG_BREAKER_HALF_OPEN, me, probe_deadline_ns)))
+  if (!cg__take_probe(b, &w, me, now_ns, probe_deadline_ns + 1000000000ll))
     return 0;
-  __atomic_store_n(&b->probe_owner, (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
-                   __ATOMIC_RELEASE);
-  __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&b->early_after_ns, now_ns + (int64_t) CG_BREAKER_EARLY_GAP_MS * 1000000,
                    __ATOMIC_RELEASE);
   *open_until_ns = t;

@@ -126,11 +126,14 @@ void cg_breaker_early_end(struct cg_state *st, int p, int64_t open_until_ns);
  * cg__early_in), machine-wide.  Stored only when it moved by a quarter or more from the
  * kept value (steady answers write nothing: the line stays shared); a relaxed word, a
  * torn read impossible. */
+/* An answer time as kept: 1 ms to ten minutes. */
+static inline uint64_t cg__ok_ms_bound(int64_t ms) {
+  return ms < 1 ? 1 : ms > 600000 ? 600000 : (uint64_t) ms;
+}
+
 static inline void cg_breaker_note_ok(struct cg_state *st, int p, int64_t ms) {
   uint64_t *w = &st->breakers[p].ok_ms, old = __atomic_load_n(w, __ATOMIC_RELAXED);
-  uint64_t v = ms > 0 ? (uint64_t) ms : 1;
-  if (v > 600000)
-    v = 600000; /* bounded: ten minutes */
+  uint64_t v = cg__ok_ms_bound(ms);
   if (v < old - old / 4 || v > old + old / 4)
     __atomic_store_n(w, v, __ATOMIC_RELAXED);
 }
@@ -139,9 +142,7 @@ static inline void cg_breaker_note_ok(struct cg_state *st, int p, int64_t ms) {
  * lower (a lower bound for the pool's answers). */
 static inline void cg_breaker_note_slow(struct cg_state *st, int p, int64_t ms) {
   uint64_t *w = &st->breakers[p].ok_ms;
-  uint64_t v = ms > 0 ? (uint64_t) ms : 1;
-  if (v > 600000)
-    v = 600000;
+  uint64_t v = cg__ok_ms_bound(ms);
   if (v > __atomic_load_n(w, __ATOMIC_RELAXED))
     __atomic_store_n(w, v, __ATOMIC_RELAXED);
 }
