@@ -6,9 +6,10 @@
  * and in-flight slots on one mapped state file), usage records appended to one log (and
  * the log rotated under them), the
  * per-thread rng, host-retry bookkeeping, and the shared circuit breaker (window buckets,
- * open/half-open/closed transitions, never two probes at once) and retry budget (window
- * CAS, concurrency slots, never overdrawn), and a full pool table whose idle pools are
- * given to new names while threads look up, reserve in and age the same pools. */
+ * open/half-open/closed transitions, early probes racing regular ones, never two probes at
+ * once) and retry budget (window CAS, concurrency slots, never overdrawn), and a full pool
+ * table whose idle pools are given to new names while threads look up, reserve in and age
+ * the same pools. */
 #include "breaker.h"
 #include "clock.h"
 #include "budget.h"
@@ -44,24 +45,46 @@ static const struct cg_breaker_cfg bcfg = {.enabled = 1, .failure_rate = 0.5,
                                            .jitter = 0};
 /* A budget with no floor and a window longer than the run: grants <= 20 % of firsts. */
 static const struct cg_budget_cfg ucfg = {1, 0.2, 0, 3600, 4};
-static int probes_now, probes_max, probes_total, retries_granted;
+static int probes_now, probes_max, probes_total, early_total, retries_granted;
+
+/* One more probe out (regular or early): the most ever out at once is kept. */
+static void probe_begin(void) {
+  int n = __atomic_add_fetch(&probes_now, 1, __ATOMIC_ACQ_REL);
+  int m = __atomic_load_n(&probes_max, __ATOMIC_ACQUIRE);
+  while (n > m && !__atomic_compare_exchange_n(&probes_max, &m, n, 0, __ATOMIC_ACQ_REL,
+                                               __ATOMIC_ACQUIRE))
+    ;
+  __atomic_fetch_add(&probes_total, 1, __ATOMIC_RELAXED);
+}
 
 static void breaker_round(int i) {
-  int64_t now = cg_state_now(), next;
+  int64_t now = cg_state_now(), next, until;
   enum cg_breaker_verdict v = cg_breaker_admit(&st, pool, &bcfg, now, now + 10000000000LL, &next);
   int failed = (int) (cg_rand64() % 3 != 0); /* mostly failures: it keeps opening */
 
   if (v == CG_BREAKER_PROBE) {
-    int n = __atomic_add_fetch(&probes_now, 1, __ATOMIC_ACQ_REL);
-    int m = __atomic_load_n(&probes_max, __ATOMIC_ACQUIRE);
-    while (n > m && !__atomic_compare_exchange_n(&probes_max, &m, n, 0, __ATOMIC_ACQ_REL,
-                                                 __ATOMIC_ACQUIRE))
-      ;
-    __atomic_fetch_add(&probes_total, 1, __ATOMIC_RELAXED);
+    probe_begin();
     __atomic_sub_fetch(&probes_now, 1, __ATOMIC_ACQ_REL);
     cg_breaker_report(&st, pool, &bcfg, (i & 7) ? failed : -1, 1, cg_state_now());
   } else if (v == CG_BREAKER_ALLOW) {
     cg_breaker_report(&st, pool, &bcfg, failed, 0, now);
+  } else if ((now / 20000000) % 2 == 0 && i % 2 == 1) {
+    /* Refused while open, in every other 20 ms (in the others the regular probe comes at
+     * the cooldown's end): an early probe (a held call at its last chance, admit.c
+     * cg__sh_early), racing the regular probe and the other threads' early ones.  The gap
+     * between two early probes (CG_BREAKER_EARLY_GAP_MS) is cleared first, as if a second
+     * had passed, so that they race here at all. */
+    __atomic_store_n(&st.breakers[pool].early_after_ns, 0, __ATOMIC_RELEASE);
+    now = cg_state_now();
+    if (cg_breaker_early(&st, pool, &bcfg, now, now + 10000000000LL, &until)) {
+      probe_begin();
+      __atomic_fetch_add(&early_total, 1, __ATOMIC_RELAXED);
+      __atomic_sub_fetch(&probes_now, 1, __ATOMIC_ACQ_REL);
+      if (failed) /* as shared-mmap.c cg_shared_file_report_early */
+        cg_breaker_early_end(&st, pool, until);
+      else
+        cg_breaker_report(&st, pool, &bcfg, 0, 1, cg_state_now());
+    }
   }
 }
 
@@ -289,9 +312,11 @@ int main(void) {
   }
   /* Never two probes at once; the breaker did open and probe; the budget never overdrew
    * and gave every slot back. */
-  if (probes_max != 1 || probes_total < 1 || st.breakers[pool].opened < 1) {
-    fprintf(stderr, "stress: %d probes at once (want 1), %d in all, opened %llu times\n",
-            probes_max, probes_total, (unsigned long long) st.breakers[pool].opened);
+  if (probes_max != 1 || early_total < 1 || probes_total - early_total < 1 ||
+      st.breakers[pool].opened < 1) {
+    fprintf(stderr, "stress: %d probes at once (want 1), %d in all (%d early), opened %llu "
+            "times\n", probes_max, probes_total, early_total,
+            (unsigned long long) st.breakers[pool].opened);
     return 1;
   }
   if (retries_granted > THREADS * ROUNDS / 5 || retries_granted < THREADS * ROUNDS / 5 - THREADS) {
@@ -321,6 +346,9 @@ int main(void) {
     fprintf(stderr, "stress: %d records, want %d\n", lines, THREADS * (ROUNDS / 100));
     return 1;
   }
+  printf("tsan stress: breaker: %d probes (%d early), never two out at once, opened %llu "
+         "times\n",
+         probes_total, early_total, (unsigned long long) st.breakers[pool].opened);
   if (rotation_phase(log, lines) != 0 || reuse_phase() != 0)
     return 1;
   cg_state_close(&st);
