@@ -221,24 +221,13 @@ static CG__STEP void cg__sh_report(struct cg_admission *ad, int failed, int prob
 
 #define CG_EARLY_MIN_MS 300 /* an early probe leaves its attempt at least this long */
 
-/* When a held call whose deadline cannot see the next probe may be the probe early
- * (cg__sh_early): at its last chance, when the deadline leaves its attempt `need`: as long
- * as a successful attempt of the pool took (cg_breaker_ok_ms) plus a quarter, as long as
- * the call's previous attempt, plus CG_MIN_ATTEMPT_MS each; with no success seen, at
- * least a fifth of the call's whole deadline; at least CG_EARLY_MIN_MS.  Sent as soon as
- * it is held, the probe would most often find the outage the regular probe just found,
- * and the calls held with it would spend their attempts on it one after the other (a
- * 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8); at the last chance it sees the most of
- * the outage's end.  Left less than the pool's answers take, it would be a request sent
- * to be abandoned (possibly billed: a helper's provider answering in 800 ms, --max-time 2,
- * 300 ms left: 5 POSTs sent, none done).  One a call: after a failed one its retries,
- * cut to the last chance, would follow it at once (4 calls, 12 requests in 10 ms).
- * Returns the ns until then (0: now; -1: too late for one, less than half of `need` left,
- * a deadline shorter than `need`, or the call had its early probe). */
-static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
-  int64_t ok, need = CG_EARLY_MIN_MS, at;
-  if (ad->early_probes)
-    return -1; /* one a call: failed at its last chance, the provider is still down */
+/* What an attempt of this call sent as the probe needs of its deadline, ms: as long as a
+ * successful attempt of the pool took (cg_breaker_ok_ms) plus a quarter, as long as the
+ * call's previous attempt, plus CG_MIN_ATTEMPT_MS each; with no success seen, a fifth of
+ * the call's whole deadline; at least CG_EARLY_MIN_MS.  -1 when that is longer than the
+ * whole deadline (the pool's answers take longer). */
+static int64_t cg__probe_need(struct cg_admission *ad) {
+  int64_t ok, need = CG_EARLY_MIN_MS;
   ok = cg_breaker_ok_ms(ad->state, ad->pool_index);
   if (ok > 0 && ok + ok / 4 + CG_MIN_ATTEMPT_MS > need)
     need = ok + ok / 4 + CG_MIN_ATTEMPT_MS;
@@ -248,12 +237,66 @@ static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_
     need = ad->last_attempt_ms + CG_MIN_ATTEMPT_MS;
   if (ad->span_ms > 0 && need > ad->span_ms)
     return -1; /* the pool's answers take longer than the whole deadline */
+  return need;
+}
+
+/* The time left, ns, that the next regular probe must start within for this call to be
+ * held for it: the deadline less what the probe's answer needs (cg__probe_need).  Held
+ * for a probe that starts with only CG_MIN_ATTEMPT_MS left, the call was sent as that
+ * probe to be abandoned (exit 28, possibly billed) where its early probe, at its last
+ * chance, would have had the time. */
+static int64_t cg__probe_left_ns(struct cg_admission *ad, int64_t deadline_ms,
+                                 int64_t now_ms) {
+  int64_t need = cg__probe_need(ad);
+  if (need < CG_MIN_ATTEMPT_MS)
+    need = CG_MIN_ATTEMPT_MS;
+  return (deadline_ms - now_ms - need) * 1000000;
+}
+
+/* When a held call whose deadline cannot see the next probe may be the probe early
+ * (cg__sh_early): at its last chance, when the deadline leaves its attempt what it needs
+ * (cg__probe_need).  Sent as soon as it is held, the probe would most often find the
+ * outage the regular probe just found, and the calls held with it would spend their
+ * attempts on it one after the other (a
+ * 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8); at the last chance it sees the most of
+ * the outage's end.  Left less than the pool's answers take, it would be a request sent
+ * to be abandoned (possibly billed: a helper's provider answering in 800 ms, --max-time 2,
+ * 300 ms left: 5 POSTs sent, none done).  One a call: after a failed one its retries,
+ * cut to the last chance, would follow it at once (4 calls, 12 requests in 10 ms).
+ * Returns the ns until then (0: now; -1: too late for one, less than half of `need` left,
+ * a deadline shorter than `need`, or the call had its early probe). */
+static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_t now) {
+  int64_t need, at;
+  if (ad->early_probes)
+    return -1; /* one a call: failed at its last chance, the provider is still down */
+  need = cg__probe_need(ad);
+  if (need < 0)
+    return -1; /* the pool's answers take longer than the whole deadline */
   at = (deadline_ms - need) * 1000000 - now; /* `now`: CLOCK_MONOTONIC ns, as ms * 1e6 */
   if (at > 0)
     return at;
   /* Past it by more than half of it (a probe out meanwhile, or the call came late): too
    * little is left for the attempt, as the deadline rule says (fail fast). */
   return -at > need * 1000000 / 2 ? -1 : 0;
+}
+
+/* A held call the breaker lets go (a probe's success closed it, or the next probe is
+ * its) with less than half of what its attempt is known to need left: sent, it would be
+ * abandoned at the deadline (exit 28, a POST possibly billed); it ends as a call that
+ * came that late does (cg__early_in), with the answer in hand if it has one, and a probe
+ * it was given goes back (a helper's find: 4 POSTs held together, answers of 0.8 s,
+ * --max-time 2.5: the early probe's success let the other 3 go with 0.3 s left, all
+ * abandoned). */
+static int cg__released_late(struct cg_admission *ad, int64_t deadline_ms, int64_t now_ms) {
+  /* Only what is known: the pool's kept answer time and the call's previous attempt (not
+   * cg__probe_need's guesses: a fifth of the deadline, CG_EARLY_MIN_MS; on Redis the
+   * probe's success may have been another machine's, its time not in this file). */
+  int64_t ok = cg_breaker_ok_ms(ad->state, ad->pool_index), need = 0;
+  if (ok > 0)
+    need = ok + ok / 4 + CG_MIN_ATTEMPT_MS;
+  if (ad->last_attempt_ms > 0 && ad->last_attempt_ms + CG_MIN_ATTEMPT_MS > need)
+    need = ad->last_attempt_ms + CG_MIN_ATTEMPT_MS;
+  return need > 0 && (deadline_ms - now_ms) * 2 < need;
 }
 
 /* An early probe (shared.h breaker_early): a held call whose deadline cannot see the next
@@ -455,13 +498,13 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
       break;
     }
     early = 0;
-    if (!cg__sh_wait_ok(ad, left_ns)) {
+    if (!cg__sh_wait_ok(ad, cg__probe_left_ns(ad, deadline_ms, now_ms))) {
       /* The next probe is past the deadline: at the call's last chance it is the probe
        * if none is out (an early probe); until then it is held, as for a probe. */
       early = cg__early_in(ad, deadline_ms, now);
       if (!early && cg__sh_early(ad, (deadline_ms - now_ms) * 1000000, now))
         break;
-      if (early <= 0 && !cg__sh_wait_ok(ad, left_ns)) {
+      if (early <= 0 && !cg__sh_wait_ok(ad, cg__probe_left_ns(ad, deadline_ms, now_ms))) {
         r = CG_GATE_CIRCUIT_OPEN;
         break;
       }
@@ -490,6 +533,12 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
     v = cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns, now);
     if (v != CG_BREAKER_REJECT) {
       ad->probe = v == CG_BREAKER_PROBE;
+      if (cg__released_late(ad, deadline_ms, now_ms)) {
+        if (ad->probe)
+          cg__sh_brelease(ad);
+        ad->probe = 0;
+        r = CG_GATE_CIRCUIT_OPEN;
+      }
       break;
     }
   }
@@ -676,7 +725,7 @@ static int cg__retry_breaker_refuses(struct cg_admission *ad) {
     return 0;
   if (!ad->pool->breaker.open_wait)
     return 1;
-  if (cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000))
+  if (cg__sh_wait_ok(ad, cg__probe_left_ns(ad, ad->deadline_ms, cg_mono_ms())))
     return 0;
   return cg__early_in(ad, ad->deadline_ms, cg_mono_ms() * 1000000) < 0;
 }
@@ -1081,7 +1130,7 @@ int cg_admission_probing(const struct cg_admission *ad) {
 static int64_t cg__early_in_ms(struct cg_admission *ad) {
   int64_t now = cg_mono_ms(), r;
   if (cg__sh_bstate(ad) == CG_BREAKER_CLOSED ||
-      cg__sh_wait_ok(ad, (ad->deadline_ms - now - CG_MIN_ATTEMPT_MS) * 1000000))
+      cg__sh_wait_ok(ad, cg__probe_left_ns(ad, ad->deadline_ms, now)))
     return -1;
   r = cg__early_in(ad, ad->deadline_ms, now * 1000000);
   return r < 0 ? -1 : r / 1000000;
@@ -1309,6 +1358,16 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
   v = cg__sh_admit(ad, (deadline_ms - now / 1000000) * 1000000, &next_ns, now);
   if (v != CG_BREAKER_REJECT) {
     ad->probe = v == CG_BREAKER_PROBE;
+    if (nb->held && cg__released_late(ad, deadline_ms, now / 1000000)) {
+      if (ad->probe)
+        cg__sh_brelease(ad);
+      ad->probe = 0;
+      if (nb->held_since_ns > 0)
+        ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
+      nb->held_since_ns = 0;
+      *ms = 0;
+      return 2;
+    }
     if (nb->held && nb->held_since_ns > 0) /* 0: that hold was counted already */
       ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
     nb->held_since_ns = 0;
@@ -1329,7 +1388,8 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
   *ms = cg__ceil_ms(next_ns);
   if (!c->open_wait || ad->can_divert || left_ns <= 0)
     return 2;
-  if (!cg__sh_wait_ok(ad, left_ns)) { /* as cg__breaker_refused: an early probe */
+  if (!cg__sh_wait_ok(ad, cg__probe_left_ns(ad, deadline_ms, now / 1000000))) {
+    /* as cg__breaker_refused: an early probe */
     early = cg__early_in(ad, deadline_ms, now);
     if (!early && cg__sh_early(ad, (deadline_ms - now / 1000000) * 1000000, now)) {
       if (nb->held && nb->held_since_ns > 0)
@@ -1337,7 +1397,7 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
       nb->held_since_ns = 0;
       return 0;
     }
-    if (early <= 0 && !cg__sh_wait_ok(ad, left_ns))
+    if (early <= 0 && !cg__sh_wait_ok(ad, cg__probe_left_ns(ad, deadline_ms, now / 1000000)))
       return 2;
   }
   cg_breaker_held(ad->state, p, !nb->held);

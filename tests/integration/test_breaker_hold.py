@@ -257,6 +257,50 @@ class HoldTest(HoldTestCase):
         self.assertGreater(took, 2.5)                    # it went at about 1.9 s
         self.assertEqual(self.stat_breaker()["state"], "closed")
 
+    def not_sent_as_a_probe_it_cannot_finish(self, extra=()):
+        """The pool's answers take 0.8 s; the breaker opens (2 s cooldown) and the provider
+        comes back.  A call with --max-time 2.5 could be held for the probe at 2 s, but
+        that probe's answer would not fit in the 0.5 s left: it is the probe early instead,
+        at its last chance (about 1.4 s), and gets its 200.  Before (a helper's find), it
+        was held for the regular probe and sent with 0.5 s left: exit 28, a POST the
+        provider billed and never finished; plain curl --retry gets its 200 at 0.8 s."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="2", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2")
+        self.answered_then_open(env, "200:delay=800", "200:delay=800")
+        sent = len(self.mock.entries(url=self.url))
+        t0 = time.monotonic()
+        p = self.curl(self.url, env, extra=(*extra, "-d", "{}", "--max-time", "2.5"))
+        took = time.monotonic() - t0
+        self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertEqual(len(self.mock.entries(url=self.url)) - sent, 1)
+        self.assertGreater(took, 2.0)  # held until about 1.4 s, then 0.8 s
+        self.assertEqual(self.stat_breaker()["state"], "closed")
+
+    def test_a_held_call_is_not_sent_as_a_probe_it_cannot_finish(self):
+        self.not_sent_as_a_probe_it_cannot_finish()
+
+    def test_a_held_call_is_not_sent_as_a_probe_it_cannot_finish_multi(self):
+        self.not_sent_as_a_probe_it_cannot_finish(("-Z",))
+
+    def test_held_calls_let_go_too_late_for_an_answer_are_not_sent(self):
+        """Four POSTs held together (answers of 0.8 s, a 10 s cooldown, --max-time 2.5):
+        one is the early probe at its last chance and gets its 200; the breaker closes with
+        0.3 s left to the others, too little for an answer.  They end as calls that came
+        that late do (exit 7, circuit_open), without a request.  Before (a helper's find),
+        all three were sent and abandoned at their deadline (exit 28): three POSTs the
+        provider billed and never finished."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="10",
+                        CURLGUARD_BREAKER_COOLDOWN_MAX_S="10")
+        self.answered_then_open(env, "200:delay=800", "200:delay=800")
+        sent = len(self.mock.entries(url=self.url))
+        procs = [self.popen(self.url, env, extra=("-d", "{}", "--max-time", "2.5"))
+                 for _ in range(4)]
+        outs = [p.communicate(timeout=30) for p in procs]
+        codes = sorted((p.returncode, o) for p, (o, _) in zip(procs, outs))
+        self.assertEqual(codes, [(0, b"200")] + [(7, b"000")] * 3, outs)
+        self.assertEqual(len(self.mock.entries(url=self.url)) - sent, 1)
+        recs = [r for r in self.records() if r["outcome"] == "circuit_open"]
+        self.assertEqual(len(recs), 3, recs)
+
     def test_a_multi_host_s_abort_is_seen_while_held(self):
         """pycurl CurlMulti, the breaker open (20 s cooldown), TIMEOUT_MS 4000: the handles
         are held for their last chance; one's progress callback aborts after 0.5 s: that

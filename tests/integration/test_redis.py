@@ -361,6 +361,23 @@ class FleetBreakerTest(RedisTestCase):
                          [(0, b"200"), (0, b"200")], outs)
         self.assertEqual(len(self.mock.entries(url=back)), 2)
 
+    def test_a_cooldown_longer_than_the_cap_is_kept_on_redis(self):
+        """CURLGUARD_BREAKER_COOLDOWN_S=6 with the cap left at its default (shorter): the
+        state file's breaker waits 6 s before its probe (the cap is never below the first
+        cooldown, breaker.c cg__cap_s), and so must the fleet's.  Before (a helper's find),
+        Redis was given the cap alone and probed after 2 s."""
+        down = self.mock.url("/v1/cap", plan="503")
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="6", CURLGUARD_BREAKER_JITTER="0")
+        p = self.curl([down] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        opened = time.monotonic()
+        self.assertTrue(self.redis.cli("GET", self.key(harness.mock_pool(), "brk")),
+                        "not open in Redis")
+        healed = self.mock.url("/v1/cap", plan="200")
+        p = self.curl(healed, self.machine_env("b", **brk), ("--max-time", "30"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
+        self.assertGreater(time.monotonic() - opened, 5.8, "probed before the cooldown")
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe
