@@ -43,10 +43,12 @@ enum cg_step {
   CG_STEP_DONE,  /* the call is over: `*rc` is the host's CURLcode (its record written) */
 };
 
-/* Begin a call on the handle of shadow `h`: NULL when the guard does not cover the
- * request (not http/https, host outside CURLGUARD_HOSTS) or is out of memory (one
- * "curlguard:" line): then the transfer runs as without the guard. */
-struct cg_call *cg_engine_begin(struct cg_handle *h);
+/* Begin a call on the handle of shadow `h`, for the blocking driver (`nb` 0) or the
+ * non-blocking one (1: the call's worker, for noticing a host's own retries, is the
+ * handle, not the thread: repeat.h): NULL when the guard does not cover the request (not
+ * http/https, host outside CURLGUARD_HOSTS) or is out of memory (one "curlguard:" line):
+ * then the transfer runs as without the guard. */
+struct cg_call *cg_engine_begin(struct cg_handle *h, int nb);
 
 /* Before the attempt under way: the breaker, the budget and the limiter (admit.h).
  * Blocking (`nb` 0): waits, returns GO or DONE.  Non-blocking: never sleeps; WAIT with

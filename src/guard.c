@@ -72,6 +72,8 @@ struct cg_call {
   const char *task_id;        /* task_id_header's value (task_id_buf), else the config's */
   int repeats;
   uint64_t repeat_key;
+  uint64_t worker;            /* the repeat table's worker (repeat.h): 0 this thread, or
+                               * the handle for the multi driver */
   int reached;                /* an attempt was made (the call reached the network) */
   int64_t hint_ms;            /* the last answer's Retry-After / retry-after-ms, ms; -1 none */
   int final_ok;               /* the final attempt's outcome was ok */
@@ -573,7 +575,8 @@ oom:
 }
 
 static void cg__call_init(struct cg_call *call, struct cg_handle *h,
-                          const struct cg_config *cfg, const char *url, char *curlu_url) {
+                          const struct cg_config *cfg, const char *url, char *curlu_url,
+                          int nb) {
   int64_t budget = cfg->deadline_ms, now_ms;
   char key[128];
 
@@ -619,8 +622,9 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
    * it is made of. */
   call->repeat_key = cg_repeat_key_call(call->method, url,
                                         call->has_digest ? call->body_hash : NULL);
+  call->worker = nb ? cg_repeat_worker_handle(h->serial) : 0;
   if (cfg->repeat_window_ms > 0)
-    call->repeats = cg_repeat_note(call->repeat_key, now_ms, cfg->repeat_window_ms,
+    call->repeats = cg_repeat_note(call->repeat_key, call->worker, now_ms, cfg->repeat_window_ms,
                                    call->repeat_of, sizeof(call->repeat_of));
 }
 
@@ -1499,7 +1503,7 @@ static __attribute__((noinline, cold)) char *cg__curlu_url(const struct cg_handl
   return s;
 }
 
-struct cg_call *cg_engine_begin(struct cg_handle *h) {
+struct cg_call *cg_engine_begin(struct cg_handle *h, int nb) {
   const struct cg_config *cfg = cg_config();
   struct cg_call *call;
   struct cg_url u;
@@ -1514,7 +1518,7 @@ struct cg_call *cg_engine_begin(struct cg_handle *h) {
   n = strcspn(url, "?#");
   if (cg__memo_hit(cg__spare_get(), h, cfg, url, n)) {
     call = cg__call_alloc(); /* the spare, its url and pool those of this URL */
-    cg__call_init(call, h, cfg, url, curlu_url);
+    cg__call_init(call, h, cfg, url, curlu_url, nb);
     call->pool = call->memo_pool ? call->memo_pool : &call->pool_scratch;
   } else {
     int guarded = cg_url_parse_default(url, h->default_protocol, &u) == 0 &&
@@ -1526,7 +1530,7 @@ struct cg_call *cg_engine_begin(struct cg_handle *h) {
         h->lib->free(curlu_url);
       return NULL;
     }
-    cg__call_init(call, h, cfg, url, curlu_url);
+    cg__call_init(call, h, cfg, url, curlu_url, nb);
     call->url = u;
     call->pool = cg_config_pool_at(cfg, u.host, u.port, u.scheme, &call->pool_scratch);
     cg__memo_keep(call, h, url, n);
@@ -1648,7 +1652,7 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
                                                                 : CG_REPEAT_FAILED;
     /* A chain's id is read only from a failed slot (repeat.h). */
     if (cg_repeat_needs_done(end))
-      cg_repeat_done(call->repeat_key, end, cg_mono_ms(), call->repeats,
+      cg_repeat_done(call->repeat_key, call->worker, end, cg_mono_ms(), call->repeats,
                      call->repeat_of[0]          ? call->repeat_of
                      : end == CG_REPEAT_FAILED ? cg__request_id(call)
                                                : call->request_id);
@@ -1660,7 +1664,7 @@ void cg_engine_end(struct cg_call *call, CURLcode rc) {
 /* ---- the easy driver's entry point (guard.h) ---- */
 
 CURLcode cg_guard_perform(struct cg_handle *h) {
-  struct cg_call *call = cg_engine_begin(h);
+  struct cg_call *call = cg_engine_begin(h, 0);
   CURLcode rc;
 
   if (!call)

@@ -59,6 +59,7 @@ static size_t cg__ntables;              /* tables made so far (mutex) */
 
 CG_TLS struct cg_handle_memo cg_handle_memo;
 uint64_t cg_handle_gen = 1;
+static uint64_t cg__serial; /* the last struct cg_handle serial given */
 
 /* A change of the map: every memo taken before it is void (mutex held). */
 static void cg__gen_bump(void) {
@@ -234,6 +235,7 @@ struct cg_handle *cg_handle_add(CURL *curl, const struct cg_lib *lib) {
   }
   n->h.curl = curl;
   n->h.lib = lib;
+  n->h.serial = __atomic_add_fetch(&cg__serial, 1, __ATOMIC_RELAXED);
   cg__defaults(&n->h);
   cg__map_lock();
   t = cg__table;
@@ -343,12 +345,14 @@ size_t cg_handle_tables(void) {
 void cg_handle_reset(struct cg_handle *h) {
   CURL *curl = h->curl;
   const struct cg_lib *lib = h->lib;
+  uint64_t serial = h->serial; /* the same handle */
   int in_perform = h->in_perform;
 
   cg__free_owned_but_url(h); /* the URL buffer is kept for the next URL */
   cg__zero_but_url(h);
   h->curl = curl;
   h->lib = lib;
+  h->serial = serial;
   h->in_perform = in_perform;
   h->set_in_perform = in_perform; /* libcurl's options are all its defaults now */
   cg__defaults(h);
@@ -397,8 +401,10 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup) {
     CURL *curl = h->curl;
     char *url_buf = h->url_buf; /* its own (a spare node's, or none) */
     size_t url_cap = h->url_cap;
+    uint64_t serial = h->serial; /* its own */
     *h = *src;
     h->curl = curl;
+    h->serial = serial;
     h->in_perform = 0;
     h->set_in_perform = 0;
     h->url_buf = url_buf;

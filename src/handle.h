@@ -34,6 +34,9 @@ enum cg_method { CG_M_GET, CG_M_POST, CG_M_POST_FORM, CG_M_POST_MIME, CG_M_PUT, 
 struct cg_handle {
   CURL *curl;
   const struct cg_lib *lib; /* the libcurl that created the handle, for its whole life */
+  uint64_t serial;          /* unique for the process's life, never 0 (cg_handle_add):
+                             * a handle freed and another made at its address differ
+                             * (the multi driver's repeat worker, repeat.h) */
 
   /* The request. */
   char *url;                 /* copy (in url_buf), NULL = none */

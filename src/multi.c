@@ -512,7 +512,7 @@ CURLMcode cg_multi_add(struct cg_multi *cm, CURL *e) {
   if ((en = cg__find(e)) != NULL)
     return CURLM_ADDED_ALREADY; /* in this multi or another one, as libcurl says */
   h = cg_handle_get(e);
-  if (!h || h->in_perform || !(call = cg_engine_begin(h))) {
+  if (!h || h->in_perform || !(call = cg_engine_begin(h, 1))) {
     mrc = cm->lib->multi_add_handle(cm->m, e);
     if (mrc == CURLM_OK)
       cm->timer_dead = 0;

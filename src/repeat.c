@@ -14,7 +14,7 @@ struct cg__seen {
   int64_t t_ms;
   int repeats;
   int failed; /* the last call with this key did not end ok */
-  uint64_t thread; /* the thread that ended it (cg__thread_id) */
+  uint64_t thread; /* the worker that ended it: a thread (cg__thread_id) or a handle */
   char request_id[64];
 };
 
@@ -88,13 +88,15 @@ uint64_t cg_repeat_key_call(const char *method, const char *url, const uint64_t 
   return XXH3_64bits_withSeed(url, strlen(url), seed);
 }
 
-int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, size_t len) {
+int cg_repeat_note(uint64_t key, uint64_t worker, int64_t now_ms, int64_t window_ms, char *prev,
+                   size_t len) {
   int repeats = 0;
-  uint64_t me = cg__thread_id();
+  uint64_t me;
   size_t i;
 
   if (!__atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE))
     return 0; /* no failed call to repeat */
+  me = worker ? worker : cg__thread_id();
   pthread_mutex_lock(&cg__repeat_mutex);
   for (i = 0; i < CG_REPEAT_SLOTS; i++) {
     const struct cg__seen *s = &cg__seen[i];
@@ -114,8 +116,8 @@ int cg_repeat_needs_done(enum cg_repeat_end end) {
          (end == CG_REPEAT_OK && __atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE));
 }
 
-void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
-                    const char *chain_id) {
+void cg_repeat_done(uint64_t key, uint64_t worker, enum cg_repeat_end end, int64_t now_ms,
+                    int repeats, const char *chain_id) {
   struct cg__seen *hit = NULL;
   size_t i;
 
@@ -137,7 +139,7 @@ void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int re
     hit->t_ms = now_ms;
     hit->failed = end == CG_REPEAT_FAILED;
     __atomic_store_n(&cg__nfailed, nfailed + (size_t) (hit->failed != 0), __ATOMIC_RELEASE);
-    hit->thread = cg__thread_id();
+    hit->thread = worker ? worker : cg__thread_id();
     hit->repeats = hit->failed ? repeats : 0;
     /* A chain of repeats keeps pointing at the call that started it. */
     snprintf(hit->request_id, sizeof(hit->request_id), "%s", chain_id ? chain_id : "");

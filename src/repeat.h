@@ -14,6 +14,12 @@
  * host retries (issue 12).  Other processes' calls are never seen (the table is per
  * process).  A host that retries on another thread than the one that failed is not
  * noticed: its repeats count as first attempts.
+ * A multi host runs its concurrent transfers on one thread: there the worker is the easy
+ * handle (CG_REPEAT_WORKER_HANDLE), not the thread.  `curl --parallel --retry`, which
+ * adds the same handle again, repeats on its worker; 16 identical POSTs in one `curl -Z`
+ * are 16 handles, distinct calls (a helper's find: after an outage, the 8 that followed
+ * the first 8 were taken for host retries and refused by the drained retry budget,
+ * against a healthy provider; plain curl did all 16).
  * Bounded: CG_REPEAT_SLOTS most recent calls.  Thread-safe.
  */
 #ifndef CG_REPEAT_H
@@ -33,19 +39,30 @@ enum cg_repeat_end {
                      * neither starts nor refreshes a chain */
 };
 
-/* Look up a call with `key` at `now_ms` (monotonic); changes nothing.  When the last call
- * with that key failed (cg_repeat_done) within `window_ms`, this call is a host retry:
+/* The worker of a call the multi driver runs on the handle with `serial` (struct
+ * cg_handle's, never 0): for cg_repeat_note and cg_repeat_done's `worker`, where 0 means
+ * the calling thread (the easy driver).  The top bit keeps it apart from thread numbers. */
+static inline uint64_t cg_repeat_worker_handle(uint64_t serial) {
+  return serial | (UINT64_C(1) << 63);
+}
+
+/* Look up a call with `key` of `worker` (0: the calling thread; see above) at `now_ms`
+ * (monotonic); changes nothing.  When the last call with that key failed
+ * (cg_repeat_done) within `window_ms`, and that worker ended it, this call is a host
+ * retry:
  * copies the request id of the call that started the chain into `prev` (NUL-terminated,
  * `len` bytes) and returns how many times in a row it has now been repeated (>= 1); else
  * returns 0.  (Identical calls after a success, such as polls, are not retries.) */
-int cg_repeat_note(uint64_t key, int64_t now_ms, int64_t window_ms, char *prev, size_t len);
+int cg_repeat_note(uint64_t key, uint64_t worker, int64_t now_ms, int64_t window_ms, char *prev,
+                   size_t len);
 
-/* Say how the call with `key` ended, at `now_ms`: a failure starts a chain (`chain_id`:
+/* Say how the call with `key` of `worker` (as for cg_repeat_note) ended, at `now_ms`: a
+ * failure starts a chain (`chain_id`:
  * the call's own request id) or extends it (`repeats` from cg_repeat_note, `chain_id`:
  * the id it returned); a success ends it; a call that never reached the network leaves
  * it as it was, so a refused repeat cannot keep a chain alive. */
-void cg_repeat_done(uint64_t key, enum cg_repeat_end end, int64_t now_ms, int repeats,
-                    const char *chain_id);
+void cg_repeat_done(uint64_t key, uint64_t worker, enum cg_repeat_end end, int64_t now_ms,
+                    int repeats, const char *chain_id);
 
 /* 0 when cg_repeat_done(.., `end`, ..) would change nothing (a local end; a success while
  * no slot holds a failure): the caller may skip it, and reading the clock for it. */

@@ -174,6 +174,39 @@ class HostRetryTest(IdentityCase):
         self.assertEqual(recs[2]["repeat_of"], ids[0],
                          f"the 3rd call should point at the first call {ids[0]}: {s}")
 
+    def test_curl_parallel_retry_marks_repeats(self):
+        """curl --parallel --retry adds the same easy handle again for each retry: in the
+        multi driver, where the handle is the worker (repeat.h), its new calls are still
+        repeats of the first."""
+        url = self.mock.url(PATH, plan="503")
+        p = self.curl("-Z", "--retry", "2", "--retry-delay", "1", "--data-binary", BODY, url,
+                      CURLGUARD_MAX_ATTEMPTS=1)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.exact_entries(url, 3)
+        recs = self.records()
+        s = self.summary(recs)
+        self.assertEqual([r["repeats"] for r in recs], [0, 1, 2], s)
+        self.assertEqual([r["repeat_of"] for r in recs[1:]], [recs[0]["request_id"]] * 2, s)
+
+    def test_identical_parallel_transfers_are_not_repeats(self):
+        """Four identical POSTs in one curl -Z, two at a time: the first two fail (503, one
+        attempt each), then the other two start, on handles of their own.  They are
+        distinct calls, as identical calls of concurrent threads are: a multi host's
+        transfers are its workers.  Before (a helper's find), one thread ran them all, so
+        they counted as host retries of the failed two, and after an outage, with the retry
+        budget drained, they were refused unsent (16 identical POSTs, 8 at a time: 8 of 16
+        done against a healthy provider; plain curl 16 of 16)."""
+        url = self.mock.url(PATH, plan="503,503,200,200")
+        outs = [a for _ in range(4) for a in ("-o", "/dev/null", url)]
+        p = self.curl("-Z", "--parallel-max", "2", "-w", "%{http_code}\n",
+                      "--data-binary", BODY, *outs, CURLGUARD_MAX_ATTEMPTS=1)
+        self.assertEqual(sorted(p.stdout.decode().split()), ["200", "200", "503", "503"],
+                         p.stderr)
+        recs = self.records()
+        s = self.summary(recs)
+        self.assertEqual(len(recs), 4, s)
+        self.assertEqual([(r["repeat_of"], r["repeats"]) for r in recs], [(None, 0)] * 4, s)
+
     def test_different_bodies_are_not_repeats(self):
         # The first call fails (503, one attempt), so the host trying it again is a retry.
         url = self.mock.url(PATH, plan="503,200,200")

@@ -128,8 +128,8 @@ static void *worker(void *arg) {
     budget_round();
 
     cg_uuid4(uuid);
-    cg_repeat_note(cg_rand64() % 16, i, 1000, prev, sizeof(prev));
-    cg_repeat_done(cg_rand64() % 16, (enum cg_repeat_end) (i % 3), i, 1, uuid);
+    cg_repeat_note(cg_rand64() % 16, 0, i, 1000, prev, sizeof(prev));
+    cg_repeat_done(cg_rand64() % 16, 0, (enum cg_repeat_end) (i % 3), i, 1, uuid);
     if (i % 100 == 0) {
       struct cg_record r;
       cg_record_init(&r);

@@ -30,12 +30,12 @@ Test(repeat, failed_call_starts_a_chain_success_ends_it) {
   uint64_t k = cg_repeat_key_call("POST", "http://127.0.0.1/x", b);
   char prev[64];
 
-  cr_assert_eq(cg_repeat_note(k, 1000, 60000, prev, sizeof(prev)), 0);
-  cg_repeat_done(k, CG_REPEAT_FAILED, 1000, 0, "req-1");
-  cr_assert_eq(cg_repeat_note(k, 2000, 60000, prev, sizeof(prev)), 1);
+  cr_assert_eq(cg_repeat_note(k, 0, 1000, 60000, prev, sizeof(prev)), 0);
+  cg_repeat_done(k, 0, CG_REPEAT_FAILED, 1000, 0, "req-1");
+  cr_assert_eq(cg_repeat_note(k, 0, 2000, 60000, prev, sizeof(prev)), 1);
   cr_assert_str_eq(prev, "req-1");
-  cg_repeat_done(k, CG_REPEAT_OK, 2000, 1, "req-1");
-  cr_assert_eq(cg_repeat_note(k, 3000, 60000, prev, sizeof(prev)), 0);
+  cg_repeat_done(k, 0, CG_REPEAT_OK, 2000, 1, "req-1");
+  cr_assert_eq(cg_repeat_note(k, 0, 3000, 60000, prev, sizeof(prev)), 0);
 }
 
 /* What the guard may skip (and its clock read with it): a local end always, a success
@@ -47,8 +47,26 @@ Test(repeat, needs_done_only_when_it_changes_something) {
   cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_LOCAL), 0);
   cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_OK), 0);
   cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_FAILED), 1);
-  cg_repeat_done(k, CG_REPEAT_FAILED, 1000, 0, "req-9");
+  cg_repeat_done(k, 0, CG_REPEAT_FAILED, 1000, 0, "req-9");
   cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_OK), 1); /* it may end that chain */
-  cg_repeat_done(k, CG_REPEAT_OK, 1500, 1, "req-9");
+  cg_repeat_done(k, 0, CG_REPEAT_OK, 1500, 1, "req-9");
   cr_assert_eq(cg_repeat_needs_done(CG_REPEAT_OK), 0);
+}
+
+/* A failure is repeated only by the worker that ended it: another handle of the multi
+ * driver (cg_repeat_worker_handle) or the thread (0) makes a distinct call; the same
+ * handle again (`curl --parallel --retry` adds it again) is a repeat. */
+Test(repeat, a_multi_handle_is_its_own_worker) {
+  const uint64_t b[2] = {9, 10};
+  uint64_t k = cg_repeat_key_call("POST", "http://127.0.0.1/z", b);
+  uint64_t h1 = cg_repeat_worker_handle(1), h2 = cg_repeat_worker_handle(2);
+  char prev[64];
+
+  cg_repeat_done(k, h1, CG_REPEAT_FAILED, 1000, 0, "req-h1");
+  cr_assert_eq(cg_repeat_note(k, h2, 1500, 60000, prev, sizeof(prev)), 0);
+  cr_assert_eq(cg_repeat_note(k, 0, 1500, 60000, prev, sizeof(prev)), 0);
+  cr_assert_eq(cg_repeat_note(k, h1, 1500, 60000, prev, sizeof(prev)), 1);
+  cr_assert_str_eq(prev, "req-h1");
+  cr_assert_neq(cg_repeat_worker_handle(1), 1); /* apart from thread numbers */
+  cg_repeat_done(k, h1, CG_REPEAT_OK, 1600, 1, "req-h1");
 }
