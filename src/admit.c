@@ -280,25 +280,6 @@ static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_
   return -at > need * 1000000 / 2 ? -1 : 0;
 }
 
-/* A held call the breaker lets go (a probe's success closed it, or the next probe is
- * its) with less than half of what its attempt is known to need left: sent, it would be
- * abandoned at the deadline (exit 28, a POST possibly billed); it ends as a call that
- * came that late does (cg__early_in), with the answer in hand if it has one, and a probe
- * it was given goes back (a helper's find: 4 POSTs held together, answers of 0.8 s,
- * --max-time 2.5: the early probe's success let the other 3 go with 0.3 s left, all
- * abandoned). */
-static int cg__released_late(struct cg_admission *ad, int64_t deadline_ms, int64_t now_ms) {
-  /* Only what is known: the pool's kept answer time and the call's previous attempt (not
-   * cg__probe_need's guesses: a fifth of the deadline, CG_EARLY_MIN_MS; on Redis the
-   * probe's success may have been another machine's, its time not in this file). */
-  int64_t ok = cg_breaker_ok_ms(ad->state, ad->pool_index), need = 0;
-  if (ok > 0)
-    need = ok + ok / 4 + CG_MIN_ATTEMPT_MS;
-  if (ad->last_attempt_ms > 0 && ad->last_attempt_ms + CG_MIN_ATTEMPT_MS > need)
-    need = ad->last_attempt_ms + CG_MIN_ATTEMPT_MS;
-  return need > 0 && (deadline_ms - now_ms) * 2 < need;
-}
-
 /* An early probe (shared.h breaker_early): a held call whose deadline cannot see the next
  * probe takes it at its last chance (cg__early_in) when none is out, instead of failing
  * fast (principle 2: `curl --retry` would still send its retry).  `left_ns`: to the
@@ -504,7 +485,12 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
       early = cg__early_in(ad, deadline_ms, now);
       if (!early && cg__sh_early(ad, (deadline_ms - now_ms) * 1000000, now))
         break;
-      if (early <= 0 && !cg__sh_wait_ok(ad, cg__probe_left_ns(ad, deadline_ms, now_ms))) {
+      /* No early probe to be had now (one a call, the 1 s gap, a probe out, too late): a
+       * regular probe that starts before the deadline is still better than failing fast
+       * (a helper's find: with no success seen, the need is a fifth of the deadline, and
+       * 3 of 4 calls held from the start of an outage failed with 2 s left and the next
+       * probe, which succeeded, due in 1 s). */
+      if (early <= 0 && !cg__sh_wait_ok(ad, left_ns)) {
         r = CG_GATE_CIRCUIT_OPEN;
         break;
       }
@@ -533,12 +519,6 @@ cg__breaker_refused(struct cg_admission *ad, int p, int64_t *nowp, int64_t deadl
     v = cg__sh_admit(ad, (deadline_ms - now_ms) * 1000000, &next_ns, now);
     if (v != CG_BREAKER_REJECT) {
       ad->probe = v == CG_BREAKER_PROBE;
-      if (cg__released_late(ad, deadline_ms, now_ms)) {
-        if (ad->probe)
-          cg__sh_brelease(ad);
-        ad->probe = 0;
-        r = CG_GATE_CIRCUIT_OPEN;
-      }
       break;
     }
   }
@@ -727,7 +707,9 @@ static int cg__retry_breaker_refuses(struct cg_admission *ad) {
     return 1;
   if (cg__sh_wait_ok(ad, cg__probe_left_ns(ad, ad->deadline_ms, cg_mono_ms())))
     return 0;
-  return cg__early_in(ad, ad->deadline_ms, cg_mono_ms() * 1000000) < 0;
+  /* No early probe to come: a regular probe before the deadline, as cg__breaker_refused */
+  return cg__early_in(ad, ad->deadline_ms, cg_mono_ms() * 1000000) < 0 &&
+         !cg__sh_wait_ok(ad, (ad->deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) * 1000000);
 }
 
 /* Take a retry from pool `p`'s budget, waiting for it while the wait leaves the call's
@@ -1358,16 +1340,6 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
   v = cg__sh_admit(ad, (deadline_ms - now / 1000000) * 1000000, &next_ns, now);
   if (v != CG_BREAKER_REJECT) {
     ad->probe = v == CG_BREAKER_PROBE;
-    if (nb->held && cg__released_late(ad, deadline_ms, now / 1000000)) {
-      if (ad->probe)
-        cg__sh_brelease(ad);
-      ad->probe = 0;
-      if (nb->held_since_ns > 0)
-        ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
-      nb->held_since_ns = 0;
-      *ms = 0;
-      return 2;
-    }
     if (nb->held && nb->held_since_ns > 0) /* 0: that hold was counted already */
       ad->breaker_wait_ms += (now - nb->held_since_ns) / 1000000;
     nb->held_since_ns = 0;
@@ -1397,7 +1369,7 @@ static int cg__breaker_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int p
       nb->held_since_ns = 0;
       return 0;
     }
-    if (early <= 0 && !cg__sh_wait_ok(ad, cg__probe_left_ns(ad, deadline_ms, now / 1000000)))
+    if (early <= 0 && !cg__sh_wait_ok(ad, left_ns)) /* as cg__breaker_refused */
       return 2;
   }
   cg_breaker_held(ad->state, p, !nb->held);

@@ -119,15 +119,21 @@ int cg_repeat_needs_done(enum cg_repeat_end end) {
 void cg_repeat_done(uint64_t key, uint64_t worker, enum cg_repeat_end end, int64_t now_ms,
                     int repeats, const char *chain_id) {
   struct cg__seen *hit = NULL;
+  uint64_t me;
   size_t i;
 
   if (end == CG_REPEAT_LOCAL)
     return; /* never reached the network: neither a failure nor a refresh of a chain */
   if (end == CG_REPEAT_OK && !__atomic_load_n(&cg__nfailed, __ATOMIC_ACQUIRE))
     return; /* what it would write is read only in a failed slot (cg__nfailed) */
+  me = worker ? worker : cg__thread_id();
   pthread_mutex_lock(&cg__repeat_mutex);
+  /* One chain per key and worker: another worker's end of an identical call (a handle of
+   * the same multi host, another thread) neither takes over nor ends this one's (a
+   * helper's find: 8 identical transfers of one `curl -Z --retry 3`, each overwriting the
+   * others' failure, were seen as repeats 3 times in 24, and the budget bounded nothing). */
   for (i = 0; i < CG_REPEAT_SLOTS && !hit; i++)
-    if (cg__seen[i].key == key)
+    if (cg__seen[i].key == key && cg__seen[i].thread == me)
       hit = &cg__seen[i];
   if (!hit && end == CG_REPEAT_FAILED) {
     hit = &cg__seen[cg__next]; /* a free slot, or the oldest */
@@ -139,7 +145,7 @@ void cg_repeat_done(uint64_t key, uint64_t worker, enum cg_repeat_end end, int64
     hit->t_ms = now_ms;
     hit->failed = end == CG_REPEAT_FAILED;
     __atomic_store_n(&cg__nfailed, nfailed + (size_t) (hit->failed != 0), __ATOMIC_RELEASE);
-    hit->thread = worker ? worker : cg__thread_id();
+    hit->thread = me;
     hit->repeats = hit->failed ? repeats : 0;
     /* A chain of repeats keeps pointing at the call that started it. */
     snprintf(hit->request_id, sizeof(hit->request_id), "%s", chain_id ? chain_id : "");

@@ -56,8 +56,9 @@ static inline uint64_t cg_repeat_worker_handle(uint64_t serial) {
 int cg_repeat_note(uint64_t key, uint64_t worker, int64_t now_ms, int64_t window_ms, char *prev,
                    size_t len);
 
-/* Say how the call with `key` of `worker` (as for cg_repeat_note) ended, at `now_ms`: a
- * failure starts a chain (`chain_id`:
+/* Say how the call with `key` of `worker` (as for cg_repeat_note) ended, at `now_ms`, in
+ * that worker's chain (one a key and worker: another worker's identical call neither ends
+ * nor takes it over): a failure starts a chain (`chain_id`:
  * the call's own request id) or extends it (`repeats` from cg_repeat_note, `chain_id`:
  * the id it returned); a success ends it; a call that never reached the network leaves
  * it as it was, so a refused repeat cannot keep a chain alive. */

@@ -188,6 +188,27 @@ class HostRetryTest(IdentityCase):
         self.assertEqual([r["repeats"] for r in recs], [0, 1, 2], s)
         self.assertEqual([r["repeat_of"] for r in recs[1:]], [recs[0]["request_id"]] * 2, s)
 
+    def test_curl_parallel_retry_of_identical_transfers_marks_repeats(self):
+        """Four identical POSTs in one curl -Z --retry 2, each failing: each handle's own
+        retries are repeats of its first call, not lost because another handle ended an
+        identical call in between (one chain per key and worker).  Before (a second
+        helper's find), each handle's end overwrote the others' failure: 8 identical
+        transfers with --retry 3 had 3 of 24 retries marked, and the budget bounded
+        nothing."""
+        url = self.mock.url(PATH, plan="503")
+        # files of their own: a retry truncates what it wrote (not /dev/null)
+        outs = [a for i in range(4) for a in ("-o", str(self.tmp / f"out{i}"), url)]
+        p = self.curl("-Z", "--retry", "2", "--retry-delay", "1", "--data-binary", BODY, *outs,
+                      CURLGUARD_MAX_ATTEMPTS=1, CURLGUARD_BREAKER="off",
+                      CURLGUARD_RETRY_BUDGET_MIN_PER_S=100)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        recs = self.records()
+        s = self.summary(recs)
+        self.assertEqual(len(recs), 12, s)
+        self.assertEqual(sum(1 for r in recs if r["repeats"] == 0), 4, s)
+        firsts = {r["request_id"] for r in recs if r["repeats"] == 0}
+        self.assertTrue(all(r["repeat_of"] in firsts for r in recs if r["repeats"]), s)
+
     def test_identical_parallel_transfers_are_not_repeats(self):
         """Four identical POSTs in one curl -Z, two at a time: the first two fail (503, one
         attempt each), then the other two start, on handles of their own.  They are
