@@ -103,13 +103,8 @@ static double cg__jitter_unit(int64_t now_ns) {
   return (double) (z >> 11) / 9007199254740992.0;
 }
 
-/* The cap of the probe interval: cooldown_max_s, never below cooldown_s. */
-static double cg__cap_s(const struct cg_breaker_cfg *c) {
-  return c->cooldown_max_s > c->cooldown_s ? c->cooldown_max_s : c->cooldown_s;
-}
-
 int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, double u) {
-  double s = c->cooldown_s, cap = cg__cap_s(c);
+  double s = c->cooldown_s, cap = cg_breaker_cap_s(c);
   uint32_t i;
   for (i = 0; i < fails && s < cap; i++)
     s *= 2;
@@ -209,7 +204,7 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
   __atomic_store_n(&b->cooldown_ns, cool, __ATOMIC_RELAXED);
   __atomic_store_n(&b->consecutive_max, (uint32_t) (c->consecutive > 0 ? c->consecutive : 0),
                    __ATOMIC_RELAXED);
-  __atomic_store_n(&b->cooldown_max_ns, cg__ns(cg__cap_s(c)), __ATOMIC_RELAXED);
+  __atomic_store_n(&b->cooldown_max_ns, cg__ns(cg_breaker_cap_s(c)), __ATOMIC_RELAXED);
   __atomic_store_n(&b->ramp_ns, cg__ns(c->ramp_s), __ATOMIC_RELAXED);
   __atomic_store_n(&b->open_wait, (uint32_t) (c->open_wait != 0), __ATOMIC_RELAXED);
   /* The first process to configure the pool sets its window for everybody.  Set already

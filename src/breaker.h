@@ -74,6 +74,12 @@
 
 enum cg_breaker_state { CG_BREAKER_CLOSED, CG_BREAKER_OPEN, CG_BREAKER_HALF_OPEN };
 
+/* The cap of the probe interval, seconds: cooldown_max_s, never below cooldown_s (both
+ * back ends: breaker.c, shared-redis.c's report script). */
+static inline double cg_breaker_cap_s(const struct cg_breaker_cfg *c) {
+  return c->cooldown_max_s > c->cooldown_s ? c->cooldown_max_s : c->cooldown_s;
+}
+
 enum cg_breaker_verdict {
   CG_BREAKER_ALLOW,  /* closed (or disabled): go */
   CG_BREAKER_PROBE,  /* go, as the one half-open probe: report its result with probe = 1 */
@@ -122,15 +128,15 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
  * was taken over meanwhile. */
 void cg_breaker_early_end(struct cg_state *st, int p, int64_t open_until_ns);
 
-/* A successful attempt of pool `p` took `ms`: kept for an early probe's timing (admit.c
- * cg__early_in), machine-wide.  Stored only when it moved by a quarter or more from the
- * kept value (steady answers write nothing: the line stays shared); a relaxed word, a
- * torn read impossible. */
 /* An answer time as kept: 1 ms to ten minutes. */
 static inline uint64_t cg__ok_ms_bound(int64_t ms) {
   return ms < 1 ? 1 : ms > 600000 ? 600000 : (uint64_t) ms;
 }
 
+/* A successful attempt of pool `p` took `ms`: kept for an early probe's timing (admit.c
+ * cg__early_in), machine-wide.  Stored only when it moved by a quarter or more from the
+ * kept value (steady answers write nothing: the line stays shared); a relaxed word, a
+ * torn read impossible. */
 static inline void cg_breaker_note_ok(struct cg_state *st, int p, int64_t ms) {
   uint64_t *w = &st->breakers[p].ok_ms, old = __atomic_load_n(w, __ATOMIC_RELAXED);
   uint64_t v = cg__ok_ms_bound(ms);

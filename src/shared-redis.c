@@ -17,6 +17,7 @@
  */
 #include "shared.h"
 
+#include "breaker.h"
 #include "clock.h"
 #include "budget.h"
 #include "limiter.h"
@@ -1279,9 +1280,7 @@ static int cg__r_report(struct cg_shared_pool *sp, int failed, int probe, int64_
   snprintf(a[5], sizeof(a[5]), "%.6f", c->failure_rate);
   snprintf(a[6], sizeof(a[6]), "%ld", c->consecutive);
   snprintf(a[7], sizeof(a[7]), "%.0f", c->cooldown_s * 1e6);
-  /* The cap as the file's (breaker.c cg__cap_s): never below cooldown_s. */
-  snprintf(a[8], sizeof(a[8]), "%.0f",
-           (c->cooldown_max_s > c->cooldown_s ? c->cooldown_max_s : c->cooldown_s) * 1e6);
+  snprintf(a[8], sizeof(a[8]), "%.0f", cg_breaker_cap_s(c) * 1e6); /* as the file's */
   snprintf(a[9], sizeof(a[9]), "%.6f", c->jitter);
   snprintf(a[10], sizeof(a[10]), "%.6f", (double) (rand() & 0xffff) / 65535.0);
   snprintf(a[11], sizeof(a[11]), "%lld", (long long) (floor_ns > 0 ? floor_ns / 1000 : 0));
