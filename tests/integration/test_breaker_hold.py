@@ -725,7 +725,12 @@ class OutlastCurlRetryTest(HoldTestCase):
               f"{got['guard'][1]} requests; curl --retry 2: "
               f"{got['curl --retry 2'][0].count(b'200')} done, "
               f"{got['curl --retry 2'][1]} requests", flush=True)
-        self.assertEqual(got["curl --retry 2"][0], [b"200"] * n, got)
+        # Plain curl is the yardstick, not under test: its third attempt lands near the
+        # outage's end (at 3 s, 2.5 s of 503s), and in a fresh clone's `make check` on an
+        # idle machine `curl -Z --retry 2` once got 2 of 16 (the guard 16 of 16, fewer
+        # requests).  The guard completes every call, and never fewer than curl.
+        self.assertGreaterEqual(got["guard"][0].count(b"200"),
+                                got["curl --retry 2"][0].count(b"200"), got)
         calls = {}
         for r in self.records():        # on a failure, what each call did
             calls.setdefault(r["request_id"], []).append(
