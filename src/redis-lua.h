@@ -255,8 +255,9 @@
  * A probe's failure re-opens it with the interval doubled (cooldown * 2^failed probes, at
  * most cooldown_max, times 1 - j + 2 j u, at least floor); its success closes it and
  * empties the window.  An early probe's (probe 2): its success closes it as well; any
- * other result leaves brk as it was (the cooldown it found).  Returns 1 when this result
- * opened it. */
+ * other result leaves brk as it was (the cooldown it found), but a failure's floor moves
+ * the next probe to at least floor_us from now (its fail count kept).  Returns 1 when
+ * this result opened it. */
 #define CG_LUA_BRK_REPORT                                                               \
   CG_LUA_NOW                                                                            \
   "local failed = tonumber(ARGV[1])\n"                                                  \
@@ -276,6 +277,15 @@
   "if ARGV[2] == '2' then\n"                                                            \
   "  if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end\n"    \
   "  if failed == 0 then redis.call('DEL', KEYS[1], KEYS[3], KEYS[4]) end\n"           \
+  "  local fl = tonumber(ARGV[12])\n"                                                   \
+  "  local v = redis.call('GET', KEYS[1])\n"                                            \
+  "  if failed == 1 and fl > 0 and v then\n"                                            \
+  "    local nxt = tonumber(string.match(v, '^(%d+):')) or 0\n"                         \
+  "    if now + fl > nxt then\n"                                                        \
+  "      redis.call('SET', KEYS[1], string.format('%.0f:%s', now + fl,\n"               \
+  "        string.match(v, ':(%d+)$') or '0'), 'PX', math.floor(fl / 1000) + 60000)\n"  \
+  "    end\n"                                                                           \
+  "  end\n"                                                                             \
   "  return 0\n"                                                                        \
   "end\n"                                                                               \
   "if ARGV[2] == '1' then\n"                                                            \

@@ -34,9 +34,17 @@ static int cg__m_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
 }
 
 int cg_shared_file_report_early(struct cg_state *st, int p, const struct cg_pool_cfg *cfg,
-                                int failed, int64_t start_ns, int64_t open_until) {
+                                int failed, int64_t floor_ns, int64_t start_ns,
+                                int64_t open_until) {
   if (failed == 0)
     return cg_shared_file_report(st, p, cfg, 0, 1, 0, start_ns);
+  if (failed > 0 && floor_ns > 0) {
+    /* The provider said when to come back: no probe before that (as a regular probe's
+     * failure, breaker.c cg__report_probe), however early the cooldown it found ends. */
+    int64_t floor_until = cg_state_now() + floor_ns;
+    if (floor_until > open_until)
+      open_until = floor_until;
+  }
   cg_breaker_early_end(st, p, open_until);
   return 0;
 }
@@ -46,7 +54,8 @@ static int cg__m_report(struct cg_shared_pool *sp, int failed, int probe, int64_
   if (probe == 2) {
     int64_t until = sp->early_until;
     sp->early_until = 0;
-    return cg_shared_file_report_early(sp->state, sp->p, sp->cfg, failed, start_ns, until);
+    return cg_shared_file_report_early(sp->state, sp->p, sp->cfg, failed, floor_ns, start_ns,
+                                       until);
   }
   return cg_shared_file_report(sp->state, sp->p, sp->cfg, failed, probe, floor_ns, start_ns);
 }

@@ -108,7 +108,8 @@ struct cg_shared_ops {
    * out, this call becomes the probe now, for `probe_ns` at most.  1 it did, 0 not (ask
    * breaker_admit as before), CG_SHARED_DOWN from Redis.  Its result is reported with
    * probe = 2: a success closes the breaker as any probe's; a failure, an uncounted
-   * result and breaker_release leave it open until the cooldown it found. */
+   * result and breaker_release leave it open until the cooldown it found (a failure's
+   * `floor_ns`, its Retry-After, from now when that is later). */
   int (*breaker_early)(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now);
   /* Give the probe back unused (an early one: as its failure). */
   void (*breaker_release)(struct cg_shared_pool *sp);
@@ -198,9 +199,13 @@ static inline int cg_shared_file_report(struct cg_state *st, int p,
 }
 
 /* cg_shared_file_report for an early probe (probe = 2; breaker.h cg_breaker_early): a
- * success closes the breaker as any probe's; else it is open again until `open_until`. */
+ * success closes the breaker as any probe's; else it is open again until `open_until`
+ * (the cooldown it found), or, for a failure (`failed` 1) whose answer carried a
+ * Retry-After, until `floor_ns` (ns, already capped by the caller) from now when that is
+ * later: the hint is a floor, as for a regular probe (breaker.c). */
 int cg_shared_file_report_early(struct cg_state *st, int p, const struct cg_pool_cfg *cfg,
-                                int failed, int64_t start_ns, int64_t open_until);
+                                int failed, int64_t floor_ns, int64_t start_ns,
+                                int64_t open_until);
 
 static inline void cg_shared_file_bfirst(struct cg_state *st, int p,
                                          const struct cg_pool_cfg *cfg, int64_t now) {

@@ -209,6 +209,23 @@ class HoldTest(HoldTestCase):
         self.assertEqual(recs[-1]["decision"], "give_up", recs)
         self.assertGreater(recs[0]["breaker_wait_ms"], 1400, recs)
 
+    def test_a_failed_early_probe_s_retry_after_is_a_floor(self):
+        """As above, but the early probe's 503 says Retry-After: 30: the next probe comes no
+        sooner than that, as after a regular probe's failure, not at the end of the
+        cooldown the early probe found (10 s from the opening).  Before (a helper's find),
+        the hint was dropped: the next probe came about 8 s after the answer."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_S="10")
+        self.open_it(env)
+        self.mock.set_plan(self.plan, ["503:ra=30"])
+        sent = len(self.mock.entries(url=self.url))
+        p = self.curl(self.url, env, extra=("--max-time", "2"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"503"), p.stderr)
+        self.assertEqual(len(self.mock.entries(url=self.url)) - sent, 1, "the early probe")
+        b = self.stat_breaker()
+        self.assertEqual((b["state"], b["opened"]), ("open", 1), b)
+        self.assertGreater(b["next_probe_s"], 25, b)
+        self.assertLessEqual(b["next_probe_s"], 30, b)
+
     def test_an_early_probe_that_succeeds_closes_the_breaker(self):
         """As above, the outage over while the call is held: its early probe succeeds, the
         breaker closes, and the next call goes at once."""

@@ -378,6 +378,31 @@ class FleetBreakerTest(RedisTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
         self.assertGreater(time.monotonic() - opened, 5.8, "probed before the cooldown")
 
+    def test_a_failed_early_probe_s_retry_after_is_a_floor_on_redis(self):
+        """Machine A opens the fleet's breaker (10 s cooldown); machine B's call (deadline
+        2 s) is the early probe at its last chance and gets a 503 with Retry-After: 30: the
+        fleet's next probe is no sooner than 30 s from then (its fail count kept), as the
+        state file's.  Before (a helper's find), the hint was dropped and the cooldown the
+        early probe found (about 8 s on) was kept."""
+        down = self.mock.url("/v1/floor", plan="503")
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="10", CURLGUARD_BREAKER_JITTER="0")
+        p = self.curl([down] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        brk_key = self.key(harness.mock_pool(), "brk")
+        opened = self.redis.cli("GET", brk_key)
+        self.assertTrue(opened, "not open in Redis")
+        hinted = self.mock.url("/v1/floor", plan="503:ra=30")
+        base = len(self.mock.entries(url=hinted))
+        p = self.curl(hinted, self.machine_env("b", **brk), ("--max-time", "2"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"503\n"), p.stderr)
+        self.assertEqual(len(self.mock.entries(url=hinted)) - base, 1, "the early probe")
+        now_s, now_us = self.redis.cli("TIME").split()
+        nxt, fails = self.redis.cli("GET", brk_key).split(":")
+        left = (int(nxt) - (int(now_s) * 1000000 + int(now_us))) / 1e6
+        self.assertGreater(left, 25, (opened, nxt))
+        self.assertLessEqual(left, 30, (opened, nxt))
+        self.assertEqual(fails, opened.split(":")[1])
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe
