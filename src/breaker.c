@@ -219,11 +219,13 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
 }
 
 /* Half-open from word `w`, held by this process (`me`) until `deadline_ns` (capped at
- * now + CG_BREAKER_PROBE_MAX_MS): 1 when this call took the probe. */
+ * now + cg_breaker_probe_max_ms: a stalled probe is taken over): 1 when this call took
+ * the probe. */
 static int cg__take_probe(struct cg_state_breaker *b, uint64_t *w, uint32_t me,
                           int64_t now_ns, int64_t deadline_ns) {
-  if (deadline_ns > now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000)
-    deadline_ns = now_ns + (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000;
+  int64_t max_ns = cg_breaker_probe_max_ms((int64_t) cg__load(&b->ok_ms)) * 1000000;
+  if (deadline_ns > now_ns + max_ns)
+    deadline_ns = now_ns + max_ns;
   if (!cg__cas(&b->word, w, cg__word(CG_BREAKER_HALF_OPEN, me, deadline_ns)))
     return 0;
   __atomic_store_n(&b->probe_owner, (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),

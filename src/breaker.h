@@ -27,7 +27,8 @@
  *              opens it again.  A probe whose process died (kill -9) is taken over by the
  *              next caller at once (its pid is gone, or belongs to a newer process), or by a
  *              held caller within a second; a probe that overruns its deadline (the probe
- *              call's own deadline, at most CG_BREAKER_PROBE_MAX_MS) likewise.
+ *              call's own deadline, at most CG_BREAKER_PROBE_MAX_MS, or, once the pool's
+ *              answer time is known, cg_breaker_probe_max_ms: a stalled probe) likewise.
  *
  * Which results reach the breaker (issue 12 item 6, admit.c): every attempt's success; the
  * failure of a retry, of a host's repeat, of a probe, and of a call that ends without a
@@ -102,7 +103,7 @@ int cg_breaker_tripped(uint32_t ok, uint32_t failed, const struct cg_breaker_cfg
 int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c);
 
 /* May a call go now (`now_ns`, monotonic)?  A caller that becomes the probe holds
- * half-open until `probe_deadline_ns` (capped at now + CG_BREAKER_PROBE_MAX_MS) or until
+ * half-open until `probe_deadline_ns` (capped at now + cg_breaker_probe_max_ms) or until
  * it reports.  On CG_BREAKER_REJECT, `*next_probe_ns` says when a probe may go next (the
  * end of the cooldown, or of the running probe's deadline). */
 enum cg_breaker_verdict cg_breaker_admit(struct cg_state *st, int p,
@@ -156,6 +157,26 @@ static inline void cg_breaker_note_slow(struct cg_state *st, int p, int64_t ms) 
 /* The kept time of pool `p`'s successful attempts, ms (0: none seen). */
 static inline int64_t cg_breaker_ok_ms(struct cg_state *st, int p) {
   return (int64_t) __atomic_load_n(&st->breakers[p].ok_ms, __ATOMIC_RELAXED);
+}
+
+/* How long a probe holds half-open at most, ms, given its pool's kept answer time `ok_ms`
+ * (cg_breaker_ok_ms; 0 none seen): CG_BREAKER_PROBE_MAX_MS, or, once the pool's answers
+ * are known, four times what an attempt needs (`ok_ms` and a quarter) plus a second, at
+ * least CG_BREAKER_STALL_MIN_MS.  A probe still out after that is stalled (a request that
+ * hangs on a provider coming back, or on one bad backend): a held call takes it over as
+ * the next probe (cg_breaker_admit), where before every call held with it waited for it
+ * until its deadline (8 POSTs, --max-time 6, the outage over and the probe's request hung
+ * for 20 s: 0 of 8 done; `curl --retry`: 8 of 8).  A probe that is only slow costs one
+ * more request then, still one at a time. */
+#define CG_BREAKER_STALL_MIN_MS 2000
+static inline int64_t cg_breaker_probe_max_ms(int64_t ok_ms) {
+  int64_t ms;
+  if (ok_ms <= 0 || ok_ms >= CG_BREAKER_PROBE_MAX_MS)
+    return CG_BREAKER_PROBE_MAX_MS;
+  ms = 4 * (ok_ms + ok_ms / 4) + 1000;
+  return ms < CG_BREAKER_STALL_MIN_MS ? CG_BREAKER_STALL_MIN_MS
+       : ms > CG_BREAKER_PROBE_MAX_MS ? CG_BREAKER_PROBE_MAX_MS
+                                      : ms;
 }
 
 /* Count one attempt's result, `failed` as cg_breaker_counts says (-1: not counted).

@@ -1196,6 +1196,13 @@ static void cg__r_release(struct cg_shared_pool *sp, int handle) {
 
 /* ---- breaker ---- */
 
+/* How long this machine lets a probe lease run (breaker.h cg_breaker_probe_max_ms): by
+ * the pool's answer time kept in the state file, when there is one. */
+static int64_t cg__r_probe_max_ms(struct cg_shared_pool *sp) {
+  return cg_breaker_probe_max_ms(sp->state && sp->p >= 0 ? cg_breaker_ok_ms(sp->state, sp->p)
+                                                          : 0);
+}
+
 static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
                        int64_t now) {
   char k1[160], k2[160], ams[24];
@@ -1208,8 +1215,8 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
 
   if (ms < 1)
     ms = 1;
-  if (ms > CG_BREAKER_PROBE_MAX_MS)
-    ms = CG_BREAKER_PROBE_MAX_MS;
+  if (ms > cg__r_probe_max_ms(sp))
+    ms = cg__r_probe_max_ms(sp);
   if (!sp->probe_id[0])
     cg__new_id(sp->probe_id, sizeof(sp->probe_id));
   if (cg__bc_closed(sp->cfg->name)) {
@@ -1242,8 +1249,8 @@ static int cg__r_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now)
   int v;
   (void) now; /* the server's TIME (shared.h) */
 
-  if (ms > CG_BREAKER_PROBE_MAX_MS)
-    ms = CG_BREAKER_PROBE_MAX_MS;
+  if (ms > cg__r_probe_max_ms(sp))
+    ms = cg__r_probe_max_ms(sp);
   if (!sp->probe_id[0])
     cg__new_id(sp->probe_id, sizeof(sp->probe_id));
   snprintf(ams, sizeof(ams), "%lld", (long long) ms);

@@ -427,6 +427,51 @@ print(json.dumps([res[i] for i in range(3)]))
         self.assertEqual(sum(o == b"503" for o, _ in outs), len(got), outs)
         self.assertEqual(self.stat_breaker()["state"], "open")
 
+    def stalled_probe(self, launch):
+        """The pool's answers took 20 ms; then an outage opens the breaker, 8 POSTs with
+        --max-time 6 are held, and the outage ends with the probe's request hanging for
+        20 s (the first request after it; the others answer in 20 ms).  The probe's lease
+        is cut to its pool's answer time (4 x 25 ms + 1 s, at least 2 s: breaker.h
+        cg_breaker_probe_max_ms): then a held call takes it over, succeeds, and the breaker
+        closes.  Before (a stalled probe held half-open up to 30 s), every call held with
+        it waited until its deadline: 0 of 8, where `curl --retry 3` got 8 of 8 (its
+        --max-time is per attempt).  Returns (exit code, output) of the 8 calls and the
+        requests sent after the outage."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_MAX_S="2")
+        self.answered_then_open(env, "200:delay=20", "503")
+        procs = launch(env)
+        self.wait_held(1)
+        n = len(self.mock.entries(url=self.url))
+        self.mock.set_plan(self.plan, ["503"] * n + ["200:delay=20000", "200:delay=20"])
+        outs = [p.communicate(timeout=60) for p in procs]
+        return [(p.returncode, o) for p, (o, _) in zip(procs, outs)], \
+            len(self.mock.entries(url=self.url)) - n
+
+    def test_a_stalled_probe_is_taken_over(self):
+        codes, sent = self.stalled_probe(
+            lambda env: [self.popen(self.url, env, ("-d", "{}", "--max-time", "6"))
+                         for _ in range(8)])
+        self.assertEqual(sorted(codes), [(0, b"200")] * 7 + [(28, b"000")], codes)
+        self.assertLessEqual(sent, 9, "one request a call, and the stalled probe's")
+        self.assertEqual(self.stat_breaker()["state"], "closed")
+
+    def test_a_stalled_probe_is_taken_over_in_the_multi_driver(self):
+        def launch(env):
+            # --http1.1: else libcurl itself holds a new transfer until the stalled one's
+            # answer says whether its connection can multiplex ("Server doesn't support
+            # multiplex yet, wait"), with or without the guard
+            argv = [harness.CURL, "-Z", "--http1.1", "-sS", "-w", "%{http_code}\n", "-d", "{}",
+                    "--max-time", "6"]
+            for _ in range(8):
+                argv += ["-o", "/dev/null", self.url]
+            harness.skip_unsanitizable([harness.CURL], env)
+            return [subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)]
+        codes, sent = self.stalled_probe(launch)
+        self.assertEqual(sorted(codes[0][1].split()), [b"000"] + [b"200"] * 7, codes)
+        self.assertLessEqual(sent, 9, "one request a call, and the stalled probe's")
+
     def test_a_held_call_never_outlives_its_max_time(self):
         env = self.henv()
         opened = self.open_it(env)

@@ -403,6 +403,34 @@ class FleetBreakerTest(RedisTestCase):
         self.assertLessEqual(left, 30, (opened, nxt))
         self.assertEqual(fails, opened.split(":")[1])
 
+    def test_a_stalled_probe_is_taken_over_across_the_fleet(self):
+        """Machine B's answers took 20 ms (kept in its state file); machine A opens the
+        fleet's breaker; 6 POSTs on B with --max-time 6 are held, and the probe's request
+        hangs for 20 s (the outage is over, the other requests answer in 20 ms).  The
+        probe's lease in Redis is cut to the pool's answer time (2 s here, breaker.h
+        cg_breaker_probe_max_ms): a held call takes it over and closes the breaker.
+        Before, the lease ran to the probe call's deadline and every call waited for it:
+        0 of 6."""
+        key = harness.unique_key("stall")
+        url = self.mock.url("/v1/stall", plan="@" + key)
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                   CURLGUARD_BREAKER_JITTER="0")
+        self.mock.set_plan(key, ["200:delay=20"])
+        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
+        self.mock.set_plan(key, ["503"])
+        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        self.assertTrue(self.redis.cli("GET", self.key(harness.mock_pool(), "brk")),
+                        "not open in Redis")
+        n = len(self.mock.entries(url=url))
+        self.mock.set_plan(key, ["503"] * n + ["200:delay=20000", "200:delay=20"])
+        ps = self.parallel([(url, self.machine_env("b", **brk),
+                             ("-d", "{}", "--max-time", "6")) for _ in range(6)])
+        self.assertEqual(sorted(p.stdout for p in ps), [b"000\n"] + [b"200\n"] * 5,
+                         [p.stderr for p in ps])
+        self.assertLessEqual(len(self.mock.entries(url=url)) - n, 7)
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe

@@ -299,6 +299,29 @@ Test(breaker, probe_deadline_is_capped) {
   cr_assert_eq(next, t + (int64_t) CG_BREAKER_PROBE_MAX_MS * MS);
 }
 
+/* Once the pool's answer time is known (cg_breaker_note_ok), a probe holds half-open for
+ * four times what an attempt needs plus a second, at least CG_BREAKER_STALL_MIN_MS: a
+ * stalled probe is taken over then, not after its call's whole deadline. */
+Test(breaker, stalled_probe_lease_follows_the_answer_time) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  int64_t t = open_it(&c), next;
+  cr_assert_eq(cg_breaker_probe_max_ms(0), CG_BREAKER_PROBE_MAX_MS, "none seen: as before");
+  cr_assert_eq(cg_breaker_probe_max_ms(20), CG_BREAKER_STALL_MIN_MS);
+  cr_assert_eq(cg_breaker_probe_max_ms(800), 5000);
+  cr_assert_eq(cg_breaker_probe_max_ms(10000), CG_BREAKER_PROBE_MAX_MS);
+  cr_assert_eq(cg_breaker_probe_max_ms(600000), CG_BREAKER_PROBE_MAX_MS);
+  cg_breaker_note_ok(&st, 0, 800);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + 60 * SEC, &next), CG_BREAKER_PROBE);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 60 * SEC, &next), CG_BREAKER_REJECT);
+  cr_assert_eq(next, t + 5 * SEC);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 5 * SEC, t + 60 * SEC, &next),
+               CG_BREAKER_PROBE, "taken over");
+  cr_assert_eq(st.breakers[0].probes, 2);
+  /* Its answer: a success closes the breaker as any probe's. */
+  cg_breaker_report(&st, 0, &c, 0, 1, t + 5 * SEC + 30 * MS);
+  cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
+}
+
 Test(breaker, dead_probe_holder_is_released) {
   struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
   int64_t t = open_it(&c), next;
