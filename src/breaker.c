@@ -218,6 +218,20 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
   return shared;
 }
 
+/* A live probe ran past its lease (cg_breaker_probe_max_ms) without an answer: the pool's
+ * answers take at least that long now, and the kept answer time is raised to it, so that
+ * the probe that takes over holds half-open longer (2 s, then 11 s, then 30 s).  Without
+ * it (a helper's find), a slow but healthy probe (a long completion, 8 s, where the kept
+ * time said 50 ms) was taken over every 2 s: 6 requests, up to 4 at once, and the breaker
+ * closed at 18.9 s instead of 9 s.  A stalled probe's taker that answers fast brings the
+ * kept time back down (cg_breaker_note_ok). */
+static void cg__probe_overran(struct cg_state_breaker *b) {
+  uint64_t ok = cg__load(&b->ok_ms);
+  uint64_t v = cg__ok_ms_bound(cg_breaker_probe_max_ms((int64_t) ok));
+  if (v > ok)
+    __atomic_store_n(&b->ok_ms, v, __ATOMIC_RELAXED);
+}
+
 /* Half-open from word `w`, held by this process (`me`) until `deadline_ns` (capped at
  * now + cg_breaker_probe_max_ms: a stalled probe is taken over): 1 when this call took
  * the probe. */
@@ -260,6 +274,8 @@ cg__admit_not_closed(struct cg_state_breaker *b, uint64_t w, int64_t now_ns,
       return CG_BREAKER_REJECT;
     }
     /* The cooldown is over, or the probe's holder died or overran: be the probe. */
+    if (s == CG_BREAKER_HALF_OPEN && now_ns >= t && !cg__probe_gone(b, cg__pid(w)))
+      cg__probe_overran(b);
     if (cg__take_probe(b, &w, me, now_ns, probe_deadline_ns))
       return CG_BREAKER_PROBE;
   }
@@ -303,6 +319,18 @@ int cg_breaker_early(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
                    __ATOMIC_RELEASE);
   *open_until_ns = t;
   return 1;
+}
+
+/* A probe's success that comes after another call took the probe over (its lease ran
+ * out, cg_breaker_probe_max_ms): the provider answers, so the breaker closes, whoever
+ * holds the probe now (its own report then counts as any attempt's).  Before, the
+ * success only counted in the window and the breaker stayed half-open until the taker
+ * answered.  1 when it closed the breaker. */
+static int cg__probe_close_late(struct cg_state_breaker *b) {
+  uint64_t w = cg__load(&b->word);
+  if (cg__state(w) != CG_BREAKER_HALF_OPEN)
+    return 0;
+  return cg__cas(&b->word, &w, cg__word(CG_BREAKER_CLOSED, 0, 0));
 }
 
 /* Move half-open held by this process to `next`.  1 when it did. */
@@ -357,7 +385,7 @@ cg__report_probe(struct cg_state *st, int p, const struct cg_breaker_cfg *c, int
      * it (a lost race below only slows a breaker that closed anyway). */
     __atomic_store_n(&b->ramp_tickets, 1, __ATOMIC_RELEASE); /* the probe was the 1st */
     __atomic_store_n(&b->ramp_start_ns, now_ns, __ATOMIC_RELEASE);
-    if (cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0))) {
+    if (cg__probe_end(b, cg__word(CG_BREAKER_CLOSED, 0, 0)) || cg__probe_close_late(b)) {
       cg_window_clear(b->buckets); /* closed again: the outage's failures are history */
       __atomic_store_n(&b->consecutive, 0, __ATOMIC_RELEASE);
       __atomic_store_n(&b->run_start_ns, 0, __ATOMIC_RELEASE);

@@ -256,8 +256,11 @@
  * most cooldown_max, times 1 - j + 2 j u, at least floor); its success closes it and
  * empties the window.  An early probe's (probe 2): its success closes it as well; any
  * other result leaves brk as it was (the cooldown it found), but a failure's floor moves
- * the next probe to at least floor_us from now (its fail count kept).  Returns 1 when
- * this result opened it. */
+ * the next probe to at least floor_us from now (its fail count kept).  A probe's failure
+ * that comes after its lease ran out and another call took the probe, or after the
+ * breaker closed, counts as any attempt's (a helper's find: a stalled probe's late 504
+ * re-opened a breaker its taker had closed, for the whole fleet); a late success still
+ * closes it.  Returns 1 when this result opened it. */
 #define CG_LUA_BRK_REPORT                                                               \
   CG_LUA_NOW                                                                            \
   "local failed = tonumber(ARGV[1])\n"                                                  \
@@ -288,8 +291,14 @@
   "  end\n"                                                                             \
   "  return 0\n"                                                                        \
   "end\n"                                                                               \
+  "local stale = false\n"                                                               \
   "if ARGV[2] == '1' then\n"                                                            \
-  "  if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end\n"    \
+  "  local cur = redis.call('GET', KEYS[2])\n"                                          \
+  "  if cur == ARGV[3] then redis.call('DEL', KEYS[2]) end\n"                           \
+  "  stale = failed == 1 and cur ~= ARGV[3] and\n"                                      \
+  "    (cur or redis.call('EXISTS', KEYS[1]) == 0)\n"                                   \
+  "end\n"                                                                               \
+  "if ARGV[2] == '1' and not stale then\n"                                              \
   "  if failed == 1 then\n"                                                             \
   "    local v = redis.call('GET', KEYS[1])\n"                                          \
   "    local fails = 0\n"                                                               \

@@ -1213,6 +1213,15 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   int v;
   (void) now; /* the server's TIME (shared.h) */
 
+  if (sp->probe_out_until > 0 && cg_state_now() >= sp->probe_out_until) {
+    /* The probe this call was held for ran past its lease with no answer (or its holder
+     * died): raised here as breaker.c cg__probe_overran raises it in the file, before
+     * this call's own lease is asked for. */
+    if (sp->state && sp->p >= 0)
+      cg_breaker_note_slow(sp->state, sp->p,
+                           cg_breaker_probe_max_ms(cg_breaker_ok_ms(sp->state, sp->p)));
+  }
+  sp->probe_out_until = 0;
   if (ms < 1)
     ms = 1;
   if (ms > cg__r_probe_max_ms(sp))
@@ -1233,6 +1242,9 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   }
   v = (int) cg__int(r, 0);
   *next_ns = cg__int(r, 1) * 1000;
+  if (v == 2 && cg__int(r, 2) == 1 && *next_ns > 0 &&
+      *next_ns <= (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000) /* bounded: from the network */
+    sp->probe_out_until = cg_state_now() + *next_ns; /* a probe out until then */
   freeReplyObject(r);
   cg__bc_set(sp->cfg->name, v == 0);
   return v == 0 ? CG_BREAKER_ALLOW : v == 1 ? CG_BREAKER_PROBE : CG_BREAKER_REJECT;

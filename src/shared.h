@@ -45,6 +45,9 @@ struct cg_shared_pool {
   int p;                           /* the pool's index in the state file */
   const struct cg_pool_cfg *cfg;
   char probe_id[64];               /* Redis: this call's probe lease id ("" none) */
+  int64_t probe_out_until;         /* Redis: a refusal saw a probe out whose lease ends
+                                    * then (cg_state_now() ns; 0 none): asked again past
+                                    * it, that probe overran (cg__r_admit) */
   int64_t early_until;             /* mmap: an early probe's cooldown end (breaker.h
                                     * cg_breaker_early), put back when it ends */
   int64_t budget_wait_ns;          /* Redis: the last budget refusal's wait */

@@ -472,6 +472,29 @@ print(json.dumps([res[i] for i in range(3)]))
         self.assertEqual(sorted(codes[0][1].split()), [b"000"] + [b"200"] * 7, codes)
         self.assertLessEqual(sent, 9, "one request a call, and the stalled probe's")
 
+    def test_a_slow_probe_is_taken_over_once(self):
+        """The pool's answers took 50 ms, then the provider comes back slow but healthy
+        (8 s answers, a long completion): the probe's 2 s lease runs out and a held call
+        takes it over, and the kept answer time is raised to that lease, so the taker holds
+        half-open for 11 s.  The first probe's success closes the breaker although it was
+        taken over.  Two requests while half-open, and the breaker closes with the first
+        answer.  Before (a helper's find), it was taken over every 2 s: 6 requests, up to
+        4 at once, and it closed at 18.9 s instead of 9 s."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_MAX_S="2")
+        self.answered_then_open(env, "200:delay=50", "503")
+        procs = [self.popen(self.url, env, ("-d", "{}", "--max-time", "30")) for _ in range(8)]
+        self.wait_held(1)
+        n = len(self.mock.entries(url=self.url))
+        self.mock.set_plan(self.plan, ["503"] * n + ["200:delay=8000"])
+        outs = [p.communicate(timeout=60) for p in procs]
+        self.assertEqual([(p.returncode, o) for p, (o, _) in zip(procs, outs)],
+                         [(0, b"200")] * 8, outs)
+        got = sorted(self.mock.entries(url=self.url)[n:], key=lambda e: e["t"])
+        first_answer = min(e["t_end"] for e in got)
+        self.assertEqual(len([e for e in got if e["t"] < first_answer]), 2, got)
+        b = self.stat_breaker()
+        self.assertEqual((b["state"], b["probes"], b["opened"]), ("closed", 2, 1), b)
+
     def test_a_held_call_never_outlives_its_max_time(self):
         env = self.henv()
         opened = self.open_it(env)

@@ -431,6 +431,66 @@ class FleetBreakerTest(RedisTestCase):
                          [p.stderr for p in ps])
         self.assertLessEqual(len(self.mock.entries(url=url)) - n, 7)
 
+    def test_a_slow_probe_is_taken_over_once_across_the_fleet(self):
+        """As the state file's test_a_slow_probe_is_taken_over_once: machine B's answers
+        took 50 ms, the fleet's breaker opens, the provider comes back with 8 s answers.
+        The probe's 2 s lease in Redis runs out; the held call that takes it over has seen
+        it out, raises the kept answer time to that lease and holds 11 s.  Two requests
+        while half-open; before, one every 2 s."""
+        key = harness.unique_key("slow")
+        url = self.mock.url("/v1/slow", plan="@" + key)
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                   CURLGUARD_BREAKER_JITTER="0")
+        self.mock.set_plan(key, ["200:delay=50"])
+        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
+        self.mock.set_plan(key, ["503"])
+        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        n = len(self.mock.entries(url=url))
+        self.mock.set_plan(key, ["503"] * n + ["200:delay=8000"])
+        ps = self.parallel([(url, self.machine_env("b", **brk),
+                             ("-d", "{}", "--max-time", "30")) for _ in range(6)])
+        self.assertEqual([p.stdout for p in ps], [b"200\n"] * 6, [p.stderr for p in ps])
+        got = sorted(self.mock.entries(url=url)[n:], key=lambda e: e["t"])
+        first_answer = min(e["t_end"] for e in got)
+        self.assertEqual(len([e for e in got if e["t"] < first_answer]), 2, got)
+
+    def test_a_taken_over_probe_s_late_failure_does_not_reopen(self):
+        """Machine B's answers took 20 ms; the fleet's breaker opens; 6 POSTs on B are held
+        and the probe's request takes 5 s to fail (504).  Its 2 s lease runs out, a held
+        call takes it over and succeeds: the breaker closes at about 3 s.  The stalled
+        probe's 504 at about 6 s then counts as any attempt's and leaves it closed.  Before
+        (a helper's find), it re-opened the closed breaker for the whole fleet."""
+        key = harness.unique_key("stale")
+        url = self.mock.url("/v1/stale", plan="@" + key)
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                   CURLGUARD_BREAKER_JITTER="0", CURLGUARD_BREAKER_RAMP_S="1")
+        brk_key = self.key(harness.mock_pool(), "brk")
+        self.mock.set_plan(key, ["200:delay=20"])
+        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
+        self.mock.set_plan(key, ["503"])
+        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        n = len(self.mock.entries(url=url))
+        self.mock.set_plan(key, ["503"] * n + ["504:delay=5000", "200:delay=20"])
+        res = {}
+        held = threading.Thread(target=lambda: res.setdefault("ps", self.parallel(
+            [(url, self.machine_env("b", **brk), ("-d", "{}", "--max-time", "12"))
+             for _ in range(6)])))
+        held.start()
+        seen, t0 = [], time.monotonic()
+        while time.monotonic() - t0 < 8:
+            v = bool(self.redis.cli("GET", brk_key))
+            if not seen or seen[-1] != v:
+                seen.append(v)
+            time.sleep(0.05)
+        held.join(30)
+        self.assertEqual(sorted(p.stdout for p in res["ps"]), [b"200\n"] * 5 + [b"504\n"],
+                         [p.stderr for p in res["ps"]])
+        self.assertEqual(seen, [True, False], "open, closed, and never open again")
+
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):
         exactly one request reaches the provider while it runs; without Redis, one probe

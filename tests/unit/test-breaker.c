@@ -317,6 +317,10 @@ Test(breaker, stalled_probe_lease_follows_the_answer_time) {
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 5 * SEC, t + 60 * SEC, &next),
                CG_BREAKER_PROBE, "taken over");
   cr_assert_eq(st.breakers[0].probes, 2);
+  /* The taker found the kept time raised to the lease that ran out, and holds longer. */
+  cr_assert_eq(st.breakers[0].ok_ms, 5000);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 6 * SEC, t + 60 * SEC, &next), CG_BREAKER_REJECT);
+  cr_assert_eq(next, t + 5 * SEC + 26 * SEC);
   /* Its answer: a success closes the breaker as any probe's. */
   cg_breaker_report(&st, 0, &c, 0, 1, t + 5 * SEC + 30 * MS);
   cr_assert_eq(cg_breaker_state(&st, 0), CG_BREAKER_CLOSED);
