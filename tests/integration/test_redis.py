@@ -403,6 +403,24 @@ class FleetBreakerTest(RedisTestCase):
         self.assertLessEqual(left, 30, (opened, nxt))
         self.assertEqual(fails, opened.split(":")[1])
 
+    def fleet_answered_then_open(self, name, answer, **extra):
+        """Machine B's answers took `answer` (its state file keeps that time); then machine
+        A opens the fleet's breaker (1 s cooldown, no jitter).  -> (plan key, URL, the
+        breaker's settings, requests so far): the test stores the plan for what follows."""
+        key = harness.unique_key(name)
+        url = self.mock.url(f"/v1/{name}", plan="@" + key)
+        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                   CURLGUARD_BREAKER_JITTER="0", **extra)
+        self.mock.set_plan(key, [answer])
+        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
+        self.mock.set_plan(key, ["503"])
+        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        self.assertTrue(self.redis.cli("GET", self.key(harness.mock_pool(), "brk")),
+                        "not open in Redis")
+        return key, url, brk, len(self.mock.entries(url=url))
+
     def test_a_stalled_probe_is_taken_over_across_the_fleet(self):
         """Machine B's answers took 20 ms (kept in its state file); machine A opens the
         fleet's breaker; 6 POSTs on B with --max-time 6 are held, and the probe's request
@@ -411,19 +429,7 @@ class FleetBreakerTest(RedisTestCase):
         cg_breaker_probe_max_ms): a held call takes it over and closes the breaker.
         Before, the lease ran to the probe call's deadline and every call waited for it:
         0 of 6."""
-        key = harness.unique_key("stall")
-        url = self.mock.url("/v1/stall", plan="@" + key)
-        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
-                   CURLGUARD_BREAKER_JITTER="0")
-        self.mock.set_plan(key, ["200:delay=20"])
-        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
-        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
-        self.mock.set_plan(key, ["503"])
-        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
-        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
-        self.assertTrue(self.redis.cli("GET", self.key(harness.mock_pool(), "brk")),
-                        "not open in Redis")
-        n = len(self.mock.entries(url=url))
+        key, url, brk, n = self.fleet_answered_then_open("stall", "200:delay=20")
         self.mock.set_plan(key, ["503"] * n + ["200:delay=20000", "200:delay=20"])
         ps = self.parallel([(url, self.machine_env("b", **brk),
                              ("-d", "{}", "--max-time", "6")) for _ in range(6)])
@@ -437,17 +443,7 @@ class FleetBreakerTest(RedisTestCase):
         The probe's 2 s lease in Redis runs out; the held call that takes it over has seen
         it out, raises the kept answer time to that lease and holds 11 s.  Two requests
         while half-open; before, one every 2 s."""
-        key = harness.unique_key("slow")
-        url = self.mock.url("/v1/slow", plan="@" + key)
-        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
-                   CURLGUARD_BREAKER_JITTER="0")
-        self.mock.set_plan(key, ["200:delay=50"])
-        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
-        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
-        self.mock.set_plan(key, ["503"])
-        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
-        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
-        n = len(self.mock.entries(url=url))
+        key, url, brk, n = self.fleet_answered_then_open("slow", "200:delay=50")
         self.mock.set_plan(key, ["503"] * n + ["200:delay=8000"])
         ps = self.parallel([(url, self.machine_env("b", **brk),
                              ("-d", "{}", "--max-time", "30")) for _ in range(6)])
@@ -462,18 +458,9 @@ class FleetBreakerTest(RedisTestCase):
         call takes it over and succeeds: the breaker closes at about 3 s.  The stalled
         probe's 504 at about 6 s then counts as any attempt's and leaves it closed.  Before
         (a helper's find), it re-opened the closed breaker for the whole fleet."""
-        key = harness.unique_key("stale")
-        url = self.mock.url("/v1/stale", plan="@" + key)
-        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
-                   CURLGUARD_BREAKER_JITTER="0", CURLGUARD_BREAKER_RAMP_S="1")
+        key, url, brk, n = self.fleet_answered_then_open("stale", "200:delay=20",
+                                                         CURLGUARD_BREAKER_RAMP_S="1")
         brk_key = self.key(harness.mock_pool(), "brk")
-        self.mock.set_plan(key, ["200:delay=20"])
-        p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
-        self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
-        self.mock.set_plan(key, ["503"])
-        p = self.curl([url] * 5, self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", **brk))
-        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
-        n = len(self.mock.entries(url=url))
         self.mock.set_plan(key, ["503"] * n + ["504:delay=5000", "200:delay=20"])
         res = {}
         held = threading.Thread(target=lambda: res.setdefault("ps", self.parallel(
