@@ -226,8 +226,16 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
  * closed at 18.9 s instead of 9 s.  A stalled probe's taker that answers fast brings the
  * kept time back down (cg_breaker_note_ok). */
 static void cg__probe_overran(struct cg_state_breaker *b) {
+  /* Only a lease that ran out says so: a probe that reached its own call's deadline
+   * (shorter than the lease) is ending with a timeout and says nothing of the answer
+   * time beyond that deadline (it had raised 20 ms to 2 s, then 11 s, with --max-time 1.5
+   * calls, and the early probes of every call shorter than that were gone). */
   uint64_t ok = cg__load(&b->ok_ms);
-  uint64_t v = cg__ok_ms_bound(cg_breaker_probe_max_ms((int64_t) ok));
+  uint32_t lease = __atomic_load_n(&b->probe_lease_ms, __ATOMIC_ACQUIRE);
+  uint64_t v;
+  if (!lease)
+    return;
+  v = cg__ok_ms_bound((int64_t) lease);
   if (v > ok)
     __atomic_store_n(&b->ok_ms, v, __ATOMIC_RELAXED);
 }
@@ -237,11 +245,17 @@ static void cg__probe_overran(struct cg_state_breaker *b) {
  * the probe. */
 static int cg__take_probe(struct cg_state_breaker *b, uint64_t *w, uint32_t me,
                           int64_t now_ns, int64_t deadline_ns) {
-  int64_t max_ns = cg_breaker_probe_max_ms((int64_t) cg__load(&b->ok_ms)) * 1000000;
-  if (deadline_ns > now_ns + max_ns)
+  int64_t ok = (int64_t) cg__load(&b->ok_ms);
+  int64_t max_ns = cg_breaker_probe_max_ms(ok) * 1000000;
+  uint32_t lease = 0; /* the lease, when the pool's answer time set it (not the 30 s) */
+  if (deadline_ns > now_ns + max_ns) {
     deadline_ns = now_ns + max_ns;
+    if (ok > 0)
+      lease = (uint32_t) (max_ns / 1000000);
+  }
   if (!cg__cas(&b->word, w, cg__word(CG_BREAKER_HALF_OPEN, me, deadline_ns)))
     return 0;
+  __atomic_store_n(&b->probe_lease_ms, lease, __ATOMIC_RELEASE);
   __atomic_store_n(&b->probe_owner, (uint64_t) me << 32 | (uint32_t) cg_proc_self_start(),
                    __ATOMIC_RELEASE);
   __atomic_fetch_add(&b->probes, 1, __ATOMIC_RELAXED);

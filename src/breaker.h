@@ -168,7 +168,8 @@ static inline int64_t cg_breaker_ok_ms(struct cg_state *st, int p) {
  * until its deadline (8 POSTs, --max-time 6, the outage over and the probe's request hung
  * for 20 s: 0 of 8 done; `curl --retry`: 8 of 8).  A probe that is only slow costs one
  * more request: its taker raises the kept time to the lease that ran out first (breaker.c
- * cg__probe_overran), and the first probe's success closes the breaker. */
+ * cg__probe_overran; not when the probe's own deadline, shorter, ended it), and the first
+ * probe's success closes the breaker. */
 #define CG_BREAKER_STALL_MIN_MS 2000
 static inline int64_t cg_breaker_probe_max_ms(int64_t ok_ms) {
   int64_t ms;

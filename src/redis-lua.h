@@ -199,8 +199,10 @@
 
 /* The breaker's gate: KEYS brk ("<next probe us>:<failed probes>" while open; absent:
  * closed), probe; ARGV id, probe_ms.  {0, 0} go; {1, 0} go as the probe (SET NX PX: one
- * across the fleet; it expires with its holder's deadline); {2, us, probing} refused,
- * us until a probe may go (the cooldown's end, or the running probe's expiry). */
+ * across the fleet; it expires with its holder's deadline or lease); {2, us, probing,
+ * leased} refused, us until a probe may go (the cooldown's end, or the running probe's
+ * expiry), leased 1 when the running probe's value ends in "|L" (its lease, not its
+ * deadline, sets that expiry: shared-redis.c cg__r_probe_val). */
 #define CG_LUA_BRK_ADMIT                                                                \
   "local v = redis.call('GET', KEYS[1])\n"                                              \
   "if not v then return {0, 0, 0} end\n"                                                \
@@ -212,7 +214,10 @@
   "end\n"                                                                               \
   "local pt = redis.call('PTTL', KEYS[2])\n"                                            \
   "if pt < 0 then pt = 0 end\n"                                                         \
-  "return {2, pt * 1000, 1}\n"
+  "local cur = redis.call('GET', KEYS[2])\n"                                            \
+  "local lf = 0\n"                                                                      \
+  "if cur and string.sub(cur, -2) == '|L' then lf = 1 end\n"                            \
+  "return {2, pt * 1000, 1, lf}\n"
 
 /* An early probe (breaker.h cg_breaker_early): KEYS brk, probe, early; ARGV id, probe_ms,
  * gap_ms.  1 when the breaker is open and cooling down, no early probe began in the last

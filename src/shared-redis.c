@@ -1203,6 +1203,34 @@ static int64_t cg__r_probe_max_ms(struct cg_shared_pool *sp) {
                                                           : 0);
 }
 
+/* The probe key's value for this call (sp->probe_id, made on first use): its id, with
+ * "|L" when the lease (cg__r_probe_max_ms, from a kept answer time) and not the call's
+ * deadline sets the key's expiry.  A waiter refused while such a probe is out, and asking
+ * again after the key's expiry, raises the kept answer time (cg__r_admit); one whose
+ * holder only reached its own deadline does not (a helper's find: the waiters of probes
+ * with --max-time 1.5 raised 20 ms to 30 s, and every early probe shorter than that was
+ * gone).  The report and the release send the same value (their ownership tests). */
+static void cg__r_probe_val(struct cg_shared_pool *sp, int leased) {
+  size_t n;
+  if (!sp->probe_id[0])
+    cg__new_id(sp->probe_id, sizeof(sp->probe_id));
+  n = strlen(sp->probe_id);
+  if (n >= 2 && strcmp(sp->probe_id + n - 2, "|L") == 0)
+    sp->probe_id[n -= 2] = '\0';
+  if (leased && n + 3 <= sizeof(sp->probe_id))
+    memcpy(sp->probe_id + n, "|L", 3);
+}
+
+/* Cut `*ms` (a probe key's expiry) to this machine's lease; 1 when the lease cut it and
+ * came from a kept answer time (cg__r_probe_val's "|L"). */
+static int cg__r_lease(struct cg_shared_pool *sp, int64_t *ms) {
+  int64_t cap = cg__r_probe_max_ms(sp);
+  if (*ms <= cap)
+    return 0;
+  *ms = cap;
+  return sp->state && sp->p >= 0 && cg_breaker_ok_ms(sp->state, sp->p) > 0;
+}
+
 static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
                        int64_t now) {
   char k1[160], k2[160], ams[24];
@@ -1224,10 +1252,7 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   sp->probe_out_until = 0;
   if (ms < 1)
     ms = 1;
-  if (ms > cg__r_probe_max_ms(sp))
-    ms = cg__r_probe_max_ms(sp);
-  if (!sp->probe_id[0])
-    cg__new_id(sp->probe_id, sizeof(sp->probe_id));
+  cg__r_probe_val(sp, cg__r_lease(sp, &ms));
   if (cg__bc_closed(sp->cfg->name)) {
     *next_ns = 0;
     return CG_BREAKER_ALLOW;
@@ -1242,9 +1267,9 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
   }
   v = (int) cg__int(r, 0);
   *next_ns = cg__int(r, 1) * 1000;
-  if (v == 2 && cg__int(r, 2) == 1 && *next_ns > 0 &&
+  if (v == 2 && cg__int(r, 2) == 1 && cg__int(r, 3) == 1 && *next_ns > 0 &&
       *next_ns <= (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000) /* bounded: from the network */
-    sp->probe_out_until = cg_state_now() + *next_ns; /* a probe out until then */
+    sp->probe_out_until = cg_state_now() + *next_ns; /* a leased probe out until then */
   freeReplyObject(r);
   cg__bc_set(sp->cfg->name, v == 0);
   return v == 0 ? CG_BREAKER_ALLOW : v == 1 ? CG_BREAKER_PROBE : CG_BREAKER_REJECT;
@@ -1261,10 +1286,7 @@ static int cg__r_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now)
   int v;
   (void) now; /* the server's TIME (shared.h) */
 
-  if (ms > cg__r_probe_max_ms(sp))
-    ms = cg__r_probe_max_ms(sp);
-  if (!sp->probe_id[0])
-    cg__new_id(sp->probe_id, sizeof(sp->probe_id));
+  cg__r_probe_val(sp, cg__r_lease(sp, &ms));
   snprintf(ams, sizeof(ams), "%lld", (long long) ms);
   snprintf(gap, sizeof(gap), "%d", CG_BREAKER_EARLY_GAP_MS);
   r = cg__evalv(CG_S_BRK_EARLY, 3, keys, 3, args);

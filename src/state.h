@@ -121,7 +121,9 @@ struct cg_state_breaker {
   int64_t cooldown_max_ns;   /* last configured (for stat) */
   uint64_t held;             /* calls that waited for a probe's result (open = wait) */
   uint32_t open_wait;        /* last configured (for stat) */
-  uint32_t pad;
+  uint32_t probe_lease_ms;   /* the running probe's lease, ms, when the lease and not its
+                              * call's deadline set its end (breaker.c cg__take_probe); 0
+                              * otherwise.  Was padding: files of earlier versions read 0 */
   int64_t run_start_ns;      /* when the current run of failures began (0: none) */
   /* How long a successful attempt in the pool took, ms (0: none seen; breaker.h
    * cg_breaker_note_ok): an early probe leaves its attempt about that much.  In the space

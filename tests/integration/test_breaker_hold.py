@@ -495,6 +495,32 @@ print(json.dumps([res[i] for i in range(3)]))
         b = self.stat_breaker()
         self.assertEqual((b["state"], b["probes"], b["opened"]), ("closed", 2, 1), b)
 
+    def test_a_probe_that_reaches_its_own_deadline_is_not_slow(self):
+        """The pool's answers took 20 ms; the breaker opens and the provider hangs.  The
+        probe (--max-time 1.5) ends at its own deadline, shorter than its lease: the call
+        that takes over does not raise the kept answer time, which says nothing of answers
+        beyond that deadline (nor do the held calls, --max-time 1.2, that take over after it and
+        reach theirs).  So when the provider then answers 503 at once, a call with
+        --max-time 2 still gets its early probe (the 503, exit 0), the next regular probe
+        being far.  Before (a second helper's find), each takeover raised 20 ms to 2 s and
+        more, and such calls failed fast (circuit_open, exit 7): 13 of 16 calls done after
+        an outage where the build before had 16."""
+        env = self.henv(CURLGUARD_BREAKER_COOLDOWN_MAX_S="8")
+        self.answered_then_open(env, "200:delay=20", "200:delay=60000")
+        probes = self.stat_breaker()["probes"]
+        probe = self.popen(self.url, env, ("-d", "{}", "--max-time", "1.5"))
+        deadline = time.monotonic() + 5
+        while self.stat_breaker()["probes"] == probes:     # it is the probe at about 1 s
+            self.assertLess(time.monotonic(), deadline, "no probe went")
+            time.sleep(0.02)
+        held = [self.popen(self.url, env, ("-d", "{}", "--max-time", "1.2")) for _ in range(3)]
+        outs = [p.communicate(timeout=30) for p in [probe] + held]
+        self.assertEqual(probe.returncode, 28, outs[0])
+        self.mock.set_plan(self.plan, ["503"])
+        self.assertEqual(self.stat_breaker()["state"], "open")
+        p = self.curl(self.url, env, extra=("-d", "{}", "--max-time", "2"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"503"), p.stderr)
+
     def test_a_held_call_never_outlives_its_max_time(self):
         env = self.henv()
         opened = self.open_it(env)

@@ -409,8 +409,8 @@ class FleetBreakerTest(RedisTestCase):
         breaker's settings, requests so far): the test stores the plan for what follows."""
         key = harness.unique_key(name)
         url = self.mock.url(f"/v1/{name}", plan="@" + key)
-        brk = dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
-                   CURLGUARD_BREAKER_JITTER="0", **extra)
+        brk = dict(dict(CURLGUARD_BREAKER_COOLDOWN_S="1", CURLGUARD_BREAKER_COOLDOWN_MAX_S="2",
+                        CURLGUARD_BREAKER_JITTER="0"), **extra)
         self.mock.set_plan(key, [answer])
         p = self.curl([url] * 2, self.machine_env("b", **brk), ("-d", "{}"))
         self.assertEqual(p.stdout.decode().split(), ["200"] * 2, p.stderr)
@@ -477,6 +477,37 @@ class FleetBreakerTest(RedisTestCase):
         self.assertEqual(sorted(p.stdout for p in res["ps"]), [b"200\n"] * 5 + [b"504\n"],
                          [p.stderr for p in res["ps"]])
         self.assertEqual(seen, [True, False], "open, closed, and never open again")
+
+    def test_a_probe_that_reaches_its_own_deadline_is_not_slow_on_redis(self):
+        """As the state file's test: machine B's answers took 20 ms, the fleet's breaker
+        opens and the provider hangs; B's probe (--max-time 1.5) ends at its own deadline,
+        shorter than its lease, so the calls held for it that ask again after its key
+        expired do not raise B's kept answer time (the key's value says whether its lease
+        set the expiry).  A call with --max-time 2 then still gets its early probe when the
+        provider answers 503.  Before (a second helper's find), B's kept time climbed from
+        20 ms to 30 s and such calls failed fast (exit 7)."""
+        key, url, brk, n = self.fleet_answered_then_open("own", "200:delay=20",
+                                                         CURLGUARD_BREAKER_COOLDOWN_MAX_S="8")
+        self.mock.set_plan(key, ["200:delay=60000"])
+        env = self.machine_env("b", **brk)
+        harness.skip_unsanitizable([harness.CURL], env)
+
+        def start(max_time):
+            return subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", "-w",
+                                     "%{http_code}", "-d", "{}", "--max-time", max_time, url],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        probe = start("1.5")
+        deadline = time.monotonic() + 5
+        while len(self.mock.entries(url=url)) == n:        # it is the probe at about 1 s
+            self.assertLess(time.monotonic(), deadline, "no probe went")
+            time.sleep(0.02)
+        held = [start("1.2") for _ in range(3)]
+        outs = [p.communicate(timeout=30) for p in [probe] + held]
+        self.assertEqual(probe.returncode, 28, outs[0])
+        self.mock.set_plan(key, ["503"])
+        p = self.curl(url, env, ("-d", "{}", "--max-time", "2"))
+        self.assertEqual((p.returncode, p.stdout), (0, b"503\n"), p.stderr)
 
     def test_one_probe_across_the_fleet(self):
         """Open, cooldown over: 6 processes on 3 machines at once, the probe slow (1.5 s):

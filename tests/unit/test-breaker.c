@@ -311,12 +311,20 @@ Test(breaker, stalled_probe_lease_follows_the_answer_time) {
   cr_assert_eq(cg_breaker_probe_max_ms(10000), CG_BREAKER_PROBE_MAX_MS);
   cr_assert_eq(cg_breaker_probe_max_ms(600000), CG_BREAKER_PROBE_MAX_MS);
   cg_breaker_note_ok(&st, 0, 800);
+  /* A probe whose own deadline (1 s) ends it before its lease says nothing of the answer
+   * time: taken over at that deadline, the kept time stays. */
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t - 2 * SEC, t - SEC, &next), CG_BREAKER_REJECT);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + SEC, &next), CG_BREAKER_PROBE);
+  cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 60 * SEC, &next), CG_BREAKER_PROBE);
+  cr_assert_eq(st.breakers[0].ok_ms, 800);
+  cg_breaker_report(&st, 0, &c, -1, 1, t + SEC); /* given back unused: open, probe due */
+  t += SEC;
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t, t + 60 * SEC, &next), CG_BREAKER_PROBE);
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + SEC, t + 60 * SEC, &next), CG_BREAKER_REJECT);
   cr_assert_eq(next, t + 5 * SEC);
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 5 * SEC, t + 60 * SEC, &next),
                CG_BREAKER_PROBE, "taken over");
-  cr_assert_eq(st.breakers[0].probes, 2);
+  cr_assert_eq(st.breakers[0].probes, 4);
   /* The taker found the kept time raised to the lease that ran out, and holds longer. */
   cr_assert_eq(st.breakers[0].ok_ms, 5000);
   cr_assert_eq(cg_breaker_admit(&st, 0, &c, t + 6 * SEC, t + 60 * SEC, &next), CG_BREAKER_REJECT);
