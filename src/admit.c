@@ -258,10 +258,11 @@ static int64_t cg__probe_left_ns(struct cg_admission *ad, int64_t deadline_ms,
  * (cg__probe_need).  Sent as soon as it is held, the probe would most often find the
  * outage the regular probe just found, and the calls held with it would spend their
  * attempts on it one after the other (a 2.5 s outage, 8 POSTs, --max-time 3.5: 3 of 8);
- * at the last chance it sees the most of the outage's end.  Left less than the pool's answers take, it would be a request sent
- * to be abandoned (possibly billed: a helper's provider answering in 800 ms, --max-time 2,
- * 300 ms left: 5 POSTs sent, none done).  One a call: after a failed one its retries,
- * cut to the last chance, would follow it at once (4 calls, 12 requests in 10 ms).
+ * at the last chance it sees the most of the outage's end.  Left less than the pool's
+ * answers take, it would be a request sent to be abandoned (possibly billed: a helper's
+ * provider answering in 800 ms, --max-time 2, 300 ms left: 5 POSTs sent, none done).
+ * One a call: after a failed one its retries, cut to the last chance, would follow it at
+ * once (4 calls, 12 requests in 10 ms).
  * Returns the ns until then (0: now; -1: too late for one, less than half of `need` left,
  * a deadline shorter than `need`, or the call had its early probe). */
 static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_t now) {

@@ -230,14 +230,9 @@ static void cg__probe_overran(struct cg_state_breaker *b) {
    * (shorter than the lease) is ending with a timeout and says nothing of the answer
    * time beyond that deadline (it had raised 20 ms to 2 s, then 11 s, with --max-time 1.5
    * calls, and the early probes of every call shorter than that were gone). */
-  uint64_t ok = cg__load(&b->ok_ms);
   uint32_t lease = __atomic_load_n(&b->probe_lease_ms, __ATOMIC_ACQUIRE);
-  uint64_t v;
-  if (!lease)
-    return;
-  v = cg__ok_ms_bound((int64_t) lease);
-  if (v > ok)
-    __atomic_store_n(&b->ok_ms, v, __ATOMIC_RELAXED);
+  if (lease)
+    cg__ok_ms_raise(&b->ok_ms, (int64_t) lease);
 }
 
 /* Half-open from word `w`, held by this process (`me`) until `deadline_ns` (capped at

@@ -134,6 +134,13 @@ static inline uint64_t cg__ok_ms_bound(int64_t ms) {
   return ms < 1 ? 1 : ms > 600000 ? 600000 : (uint64_t) ms;
 }
 
+/* The kept answer time at `w` raised to `ms` (bounded) when lower. */
+static inline void cg__ok_ms_raise(uint64_t *w, int64_t ms) {
+  uint64_t v = cg__ok_ms_bound(ms);
+  if (v > __atomic_load_n(w, __ATOMIC_RELAXED))
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+
 /* A successful attempt of pool `p` took `ms`: kept for an early probe's timing (admit.c
  * cg__early_in), machine-wide.  Stored only when it moved by a quarter or more from the
  * kept value (steady answers write nothing: the line stays shared); a relaxed word, a
@@ -148,10 +155,7 @@ static inline void cg_breaker_note_ok(struct cg_state *st, int p, int64_t ms) {
 /* An attempt of pool `p` ran out of time after `ms`: the kept time is raised to `ms` when
  * lower (a lower bound for the pool's answers). */
 static inline void cg_breaker_note_slow(struct cg_state *st, int p, int64_t ms) {
-  uint64_t *w = &st->breakers[p].ok_ms;
-  uint64_t v = cg__ok_ms_bound(ms);
-  if (v > __atomic_load_n(w, __ATOMIC_RELAXED))
-    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+  cg__ok_ms_raise(&st->breakers[p].ok_ms, ms);
 }
 
 /* The kept time of pool `p`'s successful attempts, ms (0: none seen). */

@@ -1196,15 +1196,13 @@ static void cg__r_release(struct cg_shared_pool *sp, int handle) {
 
 /* ---- breaker ---- */
 
-/* How long this machine lets a probe lease run (breaker.h cg_breaker_probe_max_ms): by
- * the pool's answer time kept in the state file, when there is one. */
-static int64_t cg__r_probe_max_ms(struct cg_shared_pool *sp) {
-  return cg_breaker_probe_max_ms(sp->state && sp->p >= 0 ? cg_breaker_ok_ms(sp->state, sp->p)
-                                                          : 0);
+/* The pool's answer time kept in this machine's state file, ms (0: none, or no file). */
+static int64_t cg__r_ok_ms(struct cg_shared_pool *sp) {
+  return sp->state && sp->p >= 0 ? cg_breaker_ok_ms(sp->state, sp->p) : 0;
 }
 
 /* The probe key's value for this call (sp->probe_id, made on first use): its id, with
- * "|L" when the lease (cg__r_probe_max_ms, from a kept answer time) and not the call's
+ * "|L" when the lease (cg__r_lease, from a kept answer time) and not the call's
  * deadline sets the key's expiry.  A waiter refused while such a probe is out, and asking
  * again after the key's expiry, raises the kept answer time (cg__r_admit); one whose
  * holder only reached its own deadline does not (a helper's find: the waiters of probes
@@ -1221,14 +1219,15 @@ static void cg__r_probe_val(struct cg_shared_pool *sp, int leased) {
     memcpy(sp->probe_id + n, "|L", 3);
 }
 
-/* Cut `*ms` (a probe key's expiry) to this machine's lease; 1 when the lease cut it and
- * came from a kept answer time (cg__r_probe_val's "|L"). */
+/* Cut `*ms` (a probe key's expiry) to this machine's lease (breaker.h
+ * cg_breaker_probe_max_ms, by the kept answer time); 1 when the lease cut it and came
+ * from a kept answer time (cg__r_probe_val's "|L"). */
 static int cg__r_lease(struct cg_shared_pool *sp, int64_t *ms) {
-  int64_t cap = cg__r_probe_max_ms(sp);
+  int64_t ok = cg__r_ok_ms(sp), cap = cg_breaker_probe_max_ms(ok);
   if (*ms <= cap)
     return 0;
   *ms = cap;
-  return sp->state && sp->p >= 0 && cg_breaker_ok_ms(sp->state, sp->p) > 0;
+  return ok > 0;
 }
 
 static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *next_ns,
@@ -1246,8 +1245,7 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
      * died): raised here as breaker.c cg__probe_overran raises it in the file, before
      * this call's own lease is asked for. */
     if (sp->state && sp->p >= 0)
-      cg_breaker_note_slow(sp->state, sp->p,
-                           cg_breaker_probe_max_ms(cg_breaker_ok_ms(sp->state, sp->p)));
+      cg_breaker_note_slow(sp->state, sp->p, cg_breaker_probe_max_ms(cg__r_ok_ms(sp)));
   }
   sp->probe_out_until = 0;
   if (ms < 1)
