@@ -32,7 +32,7 @@ static char cg__warn_keys[CG_WARN_KEYS][32];
 static int cg__warn_nkeys;
 
 /* What descriptor 2 was when the library was loaded (cg__err_learn): a line goes to it
- * while it is still that file (cg__stderr_ok). */
+ * while it is still that file (cg_stderr_usable). */
 static dev_t cg__err_dev;
 static ino_t cg__err_ino;
 static int cg__err_known;
@@ -53,7 +53,7 @@ __attribute__((constructor)) static void cg__err_learn(void) {
  * there itself (freopen(3) of a log, journald's stream) gets the lines, as it gets the
  * host's own stderr.  One fstat(2) per line (and a getsockopt(2) for a socket): lines
  * are rare. */
-static int cg__stderr_ok(void) {
+int cg_stderr_usable(void) {
   struct stat sb;
   int domain;
   socklen_t len = sizeof(domain);
@@ -80,7 +80,7 @@ static void cg__vwarn(const char *fmt, va_list ap) {
     n = (int) (sizeof(line) - pre - 2);
   line[pre + (size_t) n] = '\n';
   /* One write(2): a line never interleaves with another process's line. */
-  if (cg__stderr_ok())
+  if (cg_stderr_usable())
     cg_write_quiet(STDERR_FILENO, line, pre + (size_t) n + 1);
 }
 

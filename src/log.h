@@ -15,6 +15,13 @@ void cg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * prints.  Thread-safe. */
 void cg_warn_once(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Whether descriptor 2 may be written to now: not when it is a network socket that was
+ * not the process's stderr when the library was loaded (a host that closed its stderr,
+ * a daemon run with `2>&-`, hands the number to libcurl's next connection, and a line
+ * would go into a request).  A file, pipe, terminal or Unix socket the host put there
+ * gets what it writes to stderr.  One fstat(2), and a getsockopt(2) for a socket. */
+int cg_stderr_usable(void);
+
 /* write(2) all of `len` bytes to `fd` (retrying short writes and EINTR), without the
  * host ever getting a SIGPIPE for a closed pipe: SIGPIPE is blocked in this thread for
  * the write and a SIGPIPE the write raised is consumed (the technique of libcurl's

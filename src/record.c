@@ -859,6 +859,11 @@ static __attribute__((noinline)) int cg__record_emit(const struct cg_config *c,
 
   if (CG_RARE((fd = cg__log_get(c, 0, &gen)) < 0))
     return -1;
+  /* CURLGUARD_LOG=-: a record follows the rule of a `curlguard:` line (log.h), so that it
+   * never goes into a connection of libcurl's that took descriptor 2 after the host closed
+   * its stderr; it is lost then, as the host's own stderr output is. */
+  if (CG_RARE(fd == STDERR_FILENO) && !cg_stderr_usable())
+    return -1;
   /* On the stack; only a record with very long strings (a 5000-byte task id) needs more. */
   if (CG_RARE(!(line = cg__record_write(r, small, sizeof(small), &len)))) {
     cg_warn_once("record-oom", "out of memory writing a usage record; record dropped");

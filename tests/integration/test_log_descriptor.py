@@ -215,6 +215,23 @@ class NoStdioTest(harness.GuardTestCase):
             entries = self.mock.wait_entries(url=u)
             self.assertEqual(len(entries), 1, u)
 
+    def test_a_record_never_goes_into_the_connection_on_descriptor_2(self):
+        """The same host with CURLGUARD_LOG=- (records to stderr): the records follow the
+        lines' rule (log.c cg_stderr_usable), so none goes into the connection that took
+        descriptor 2; they are lost, as the host's own stderr output is.  Before, each
+        record went into the keep-alive connection and the next request got a 400."""
+        script = self.tmp / "nostdio.py"
+        script.write_text(NO_STDIO)
+        urls = [self.mock.url(f"/v1/fd/nostdio-rec/{i}", plan=[OK]) for i in range(3)]
+        result = self.tmp / "result.json"
+        p = harness.run([harness.PYTHON, script, str(result), *urls],
+                        self.guard_env(log_path="-"), timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(json.loads(result.read_text())["answers"], [200] * 3)
+        for u in urls:
+            entries = self.mock.wait_entries(url=u)
+            self.assertEqual(len(entries), 1, u)
+
 
 if __name__ == "__main__":
     unittest.main()
