@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -100,22 +101,27 @@ static int cg__write_all(int fd, const void *buf, size_t len) {
 }
 
 ssize_t cg_write_quiet(int fd, const void *buf, size_t len) {
-  sigset_t pipe_set, old, pending;
-  int was_pending = 0, err;
+  sigset_t set, old, pending;
+  int pipe_was = 0, xfsz_was = 0, err;
 
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  /* A SIGPIPE can only be pending already if the thread had it blocked: only then ask
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  sigaddset(&set, SIGXFSZ);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  /* A signal can only be pending already if the thread had it blocked: only then ask
    * (one system call saved on every other write). */
-  if (sigismember(&old, SIGPIPE) == 1) {
+  if (sigismember(&old, SIGPIPE) == 1 || sigismember(&old, SIGXFSZ) == 1) {
     sigpending(&pending);
-    was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pipe_was = sigismember(&pending, SIGPIPE) == 1;
+    xfsz_was = sigismember(&pending, SIGXFSZ) == 1;
   }
   err = cg__write_all(fd, buf, len);
-  if (err == EPIPE && !was_pending) {
+  if ((err == EPIPE && !pipe_was) || (err == EFBIG && !xfsz_was)) {
     const struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, NULL, &zero); /* ours: take it back */
+    sigset_t ours;
+    sigemptyset(&ours);
+    sigaddset(&ours, err == EPIPE ? SIGPIPE : SIGXFSZ);
+    sigtimedwait(&ours, NULL, &zero); /* ours: take it back */
   }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (err) {
@@ -123,6 +129,17 @@ ssize_t cg_write_quiet(int fd, const void *buf, size_t len) {
     return -1;
   }
   return (ssize_t) len;
+}
+
+int cg_fsize_fits(off_t size) {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+         (size >= 0 && (rlim_t) size <= rl.rlim_cur);
+}
+
+int cg_fsize_limited(void) {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
 }
 
 ssize_t cg_write_regular(int fd, const void *buf, size_t len) {

@@ -23,12 +23,21 @@ void cg_warn_once(const char *key, const char *fmt, ...) __attribute__((format(p
 int cg_stderr_usable(void);
 
 /* write(2) all of `len` bytes to `fd` (retrying short writes and EINTR), without the
- * host ever getting a SIGPIPE for a closed pipe: SIGPIPE is blocked in this thread for
- * the write and a SIGPIPE the write raised is consumed (the technique of libcurl's
- * lib/sigpipe.h and git's).  Returns `len`, or -1 with errno set. */
+ * host ever getting a SIGPIPE for a closed pipe or a SIGXFSZ for a file grown past the
+ * process's file size limit (`ulimit -f`, systemd's LimitFSIZE=; both kill by default):
+ * the two are blocked in this thread for the write and one the write raised is consumed
+ * (the technique of libcurl's lib/sigpipe.h and git's).  Returns `len`, or -1 with errno
+ * set (EPIPE, EFBIG: setrlimit(2), write(2)). */
 #include <stddef.h>
 #include <sys/types.h>
 ssize_t cg_write_quiet(int fd, const void *buf, size_t len);
+
+/* Whether a file of `size` bytes fits the process's RLIMIT_FSIZE: growing a file past it
+ * (ftruncate(2), write(2)) raises SIGXFSZ.  1 when it fits or the limit is unknown. */
+int cg_fsize_fits(off_t size);
+
+/* Whether the process has a finite RLIMIT_FSIZE (one getrlimit(2)). */
+int cg_fsize_limited(void);
 
 /* The same for a descriptor the caller knows is a regular file (fstat(2) S_ISREG when it
  * opened it, and still that file): a write to a regular file never raises SIGPIPE, so

@@ -524,6 +524,11 @@ static dev_t cg__log_dir_dev; /* identity of the directory the log was opened in
 static ino_t cg__log_dir_ino; /* path is looked at again only while it is the same one */
 static int cg__log_watched; /* the path is looked at again (cg__log_watchable) */
 static int cg__log_moved_failing; /* reopening a moved log failed, and was reported */
+/* The process has a file size limit (RLIMIT_FSIZE, `ulimit -f`): records are written with
+ * SIGXFSZ blocked (cg_write_quiet).  Asked when the log is opened, and again with each
+ * look at its path (CG__LOG_PATH_CHECK_MS): a host that lowers its limit later is seen
+ * within a second for an absolute path, and at the next opening for any other. */
+static int cg__log_fsize_limited;
 
 /* mkdir -p of the directory part of `path` (mode 0700 for what we create). */
 static int cg__mkdirs(const char *path) {
@@ -646,6 +651,7 @@ static __attribute__((noinline, cold)) int cg__log_open(const struct cg_config *
   cg__log_watched = cg__log_watchable(c->log_path, &st) && cg__dir_stat(c->log_path, &st) == 0;
   cg__log_dir_dev = st.st_dev;
   cg__log_dir_ino = st.st_ino;
+  __atomic_store_n(&cg__log_fsize_limited, cg_fsize_limited(), __ATOMIC_RELAXED);
   fd = cg__log_move_up(fd);
   if (fd < 0 && !quiet)
     cg_warn("usage log %s: no descriptor above 2 for it (%s); records are not written "
@@ -700,11 +706,14 @@ static __attribute__((noinline, cold)) ssize_t cg__write_rest(int fd, const char
 
 /* The whole line with write(2) (cg__write_rest when one does not take it).  A regular
  * file or a character device never raises SIGPIPE, so only stderr ("-", which may be a
- * pipe) needs cg_write_quiet's signal mask.  Inline: one call fewer per record. */
+ * pipe) needs cg_write_quiet's signal mask, and a process with a file size limit
+ * (cg__log_fsize_limited): a write past it raises SIGXFSZ, which kills the host by
+ * default.  Inline: one call fewer per record. */
 static inline __attribute__((always_inline)) ssize_t cg__write_line(int fd, const char *line,
                                                                     size_t len) {
   ssize_t w;
-  if (fd == STDERR_FILENO)
+  if (fd == STDERR_FILENO ||
+      CG_RARE(__atomic_load_n(&cg__log_fsize_limited, __ATOMIC_RELAXED)))
     return cg_write_quiet(fd, line, len);
   w = write(fd, line, len);
   return w == (ssize_t) len ? w : cg__write_rest(fd, line, len, w);
@@ -832,9 +841,11 @@ static int cg__log_get(const struct cg_config *c, unsigned closed, unsigned *gen
     cg__log_disturbed = 1;
   }
   if (CG_RARE(cg__log_fd >= 0 && cg__log_watched &&
-              cg__log_due(&cg__log_path_checked_ms, CG__LOG_PATH_CHECK_MS)) &&
-      cg__log_moved(c))
-    cg__log_reopen_moved(c);
+              cg__log_due(&cg__log_path_checked_ms, CG__LOG_PATH_CHECK_MS))) {
+    __atomic_store_n(&cg__log_fsize_limited, cg_fsize_limited(), __ATOMIC_RELAXED);
+    if (cg__log_moved(c))
+      cg__log_reopen_moved(c);
+  }
   if (CG_RARE(cg__log_fd == -1) && cg__log_retry_due())
     cg__log_fd = -2; /* unusable at the last try: once more (CG__LOG_RETRY_MS) */
   if (CG_RARE(cg__log_fd == -2))

@@ -397,10 +397,18 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
     return -1;
   }
   /* Never map past the end: a short (new, or truncated) file is grown first, and then
-   * re-made even when its header survived (as cg__repair does). */
+   * re-made even when its header survived (as cg__repair does).  Not past the process's
+   * file size limit: ftruncate(2) would raise SIGXFSZ, which kills the host. */
   if (fstat(fd, &sb) != 0 || (sb.st_size < (off_t) CG_STATE_SIZE &&
-                              ftruncate(fd, (off_t) CG_STATE_SIZE) != 0)) {
+                              (!cg_fsize_fits((off_t) CG_STATE_SIZE) ? (errno = EFBIG, 1)
+                               : ftruncate(fd, (off_t) CG_STATE_SIZE) != 0))) {
     flock(fd, LOCK_UN);
+    if (errno == EFBIG) {
+      snprintf(why, len, "state file %s: cannot size it: the process's file size limit "
+               "(ulimit -f) is below its %zu bytes", path, (size_t) CG_STATE_SIZE);
+      close(fd);
+      return -1;
+    }
     return cg__fail(why, len, fd, "state file %s: cannot size it: %s", path);
   }
   grown = sb.st_size < (off_t) CG_STATE_SIZE;
@@ -699,7 +707,8 @@ static int cg__repair(struct cg_state *st, const char *path) {
     return -1;
   }
   if (fstat(fd, &sb) != 0 ||
-      (sb.st_size < (off_t) CG_STATE_SIZE && ftruncate(fd, (off_t) CG_STATE_SIZE) != 0)) {
+      (sb.st_size < (off_t) CG_STATE_SIZE &&
+       (!cg_fsize_fits((off_t) CG_STATE_SIZE) || ftruncate(fd, (off_t) CG_STATE_SIZE) != 0))) {
     rc = -1;
   } else if (sigsetjmp(g.jb, 0) != 0) {
     rc = -1; /* cut again meanwhile: the next call tries again */

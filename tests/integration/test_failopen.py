@@ -3,6 +3,7 @@ and exactly one line starting "curlguard:" says why (SPEC section 3, README "How
 invisible"). Every case runs one curl process with two requests, so "once" is checked too."""
 
 import os
+import shutil
 import unittest
 
 try:
@@ -22,16 +23,19 @@ class FailOpenTest(harness.GuardTestCase):
         if not harness.CURL:
             raise unittest.SkipTest("curl is not installed")
 
-    def curl(self, urls, env):
-        return harness.run([harness.CURL, "-sS", *urls], env, timeout=30)
+    def curl(self, urls, env, fsize=None):
+        """curl -sS URLS; with `fsize`, under that file size limit in bytes (RLIMIT_FSIZE,
+        as `ulimit -f` or systemd's LimitFSIZE= set it), through prlimit(1)."""
+        pre = ["prlimit", f"--fsize={fsize}", "--"] if fsize else []
+        return harness.run([*pre, harness.CURL, "-sS", *urls], env, timeout=30)
 
-    def compare(self, gplan=(OK,), pplan=(OK,), **env):
+    def compare(self, gplan=(OK,), pplan=(OK,), fsize=None, **env):
         """Two requests in one guarded curl vs the same plainly. Returns (g, p, gurls, line)."""
         as_plan = lambda plan: plan if isinstance(plan, str) else list(plan)
         gurls = [self.mock.url(f"/v1/fo/{i}", plan=as_plan(gplan)) for i in range(2)]
         purls = [self.mock.url(f"/v1/fo/{i}", plan=as_plan(pplan)) for i in range(2)]
-        g = self.curl(gurls, self.guard_env(extra=FAST, **env))
-        p = self.curl(purls, harness.plain_env())
+        g = self.curl(gurls, self.guard_env(extra=FAST, **env), fsize)
+        p = self.curl(purls, harness.plain_env(), fsize)
         self.assertEqual(p.stderr, b"")
         self.assertEqual(g.returncode, p.returncode, g.stderr)
         self.assertEqual(g.stdout, p.stdout)
@@ -95,6 +99,37 @@ class FailOpenTest(harness.GuardTestCase):
         recs = self.records()
         self.assertEqual(len(recs), 2, "the guard still runs, without the limiter")
         self.assertEqual([r["queue_ms"] for r in recs], [0, 0], "no limiter: RPM 60 not applied")
+
+    def test_a_file_size_limit_too_low_for_the_state_file(self):
+        """A process whose file size limit is below the state file's size: growing the
+        new file would raise SIGXFSZ, which kills the host (before: curl died, exit 153,
+        and the file was left empty).  The state file is not grown, and the requests run
+        without the limiter."""
+        if not shutil.which("prlimit"):
+            self.skipTest("prlimit (util-linux) is not installed")
+        g, p, gurls, line = self.compare(fsize=100 * 1024, CURLGUARD_RPM="60")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout, FIXED.encode() * 2)
+        self.assertIn("state file", line)
+        self.assertIn("file size limit", line)
+        self.assertEqual([r["queue_ms"] for r in self.records()], [0, 0])
+
+    def test_a_log_past_the_file_size_limit(self):
+        """A usage log already longer than the process's file size limit: the record's
+        write fails with EFBIG instead of killing the host with SIGXFSZ (before: curl
+        died, exit 153, at the first record)."""
+        if not shutil.which("prlimit"):
+            self.skipTest("prlimit (util-linux) is not installed")
+        warm = self.curl([self.mock.url("/v1/fo/warm", plan=[OK])], self.guard_env())
+        self.assertEqual(warm.returncode, 0, warm.stderr)   # the state file, full size
+        self.assertGreater(os.path.getsize(self.state), 200 * 1024)
+        limit = os.path.getsize(self.state)                  # the state file fits it
+        self.log.write_bytes(b"\n" * (limit + 4096))          # the log does not
+        g, p, gurls, line = self.compare(fsize=limit)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual(g.stdout, FIXED.encode() * 2)
+        self.assertIn("usage log write failed", line)
+        self.assertEqual(os.path.getsize(self.log), limit + 4096, "nothing written past it")
 
 
 if __name__ == "__main__":
