@@ -870,6 +870,11 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
     cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
     return CG_SHARED_DOWN;
   }
+  if (cg__int(r, 0) != 0 && cg__int(r, 0) != 1) { /* not the guard's script answering */
+    freeReplyObject(r);
+    cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
+    return CG_SHARED_DOWN;
+  }
   ret = cg__int(r, 0) != 0;
   /* The script admits only within max_wait (it refuses past it): an admission after a
    * longer wait is not the guard's script answering (a proxy, a man in the middle of
@@ -899,7 +904,7 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   /* Another machine cut the learned rate within the quiet period: this one cuts too
    * (limiter.h: at most once per round, so every process that sees it cuts the file's
    * rate once; the machine that cut sees its own cut as a throttle of the same round). */
-  if (lim->adaptive && cg__int(r, 4) >= 0 && cg__int(r, 4) * 1000 < CG_LEARN_QUIET_NS) {
+  if (lim->adaptive && cg__int(r, 4) >= 0 && cg__int(r, 4) < CG_LEARN_QUIET_NS / 1000) {
     int64_t t = cg_state_now();
     cg_limiter_learn_throttle(sp->state, sp->p, lim, t, t);
   }
@@ -916,8 +921,8 @@ static int64_t cg__r_hold_left(struct cg_shared_pool *sp) {
   int64_t v = 0;
   if (!r)
     return 0;
-  if (r->type == REDIS_REPLY_INTEGER)
-    v = (int64_t) r->integer * 1000;
+  if (r->type == REDIS_REPLY_INTEGER) /* bounded: from the network */
+    v = cg__wait_ns((int64_t) r->integer, CG_REDIS_REFUSED_CAP_NS);
   freeReplyObject(r);
   return v;
 }
@@ -1263,8 +1268,13 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
     freeReplyObject(r);
     return CG_SHARED_DOWN;
   }
+  if (cg__int(r, 0) < 0 || cg__int(r, 0) > 2) { /* not our script */
+    freeReplyObject(r);
+    cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
+    return CG_SHARED_DOWN;
+  }
   v = (int) cg__int(r, 0);
-  *next_ns = cg__int(r, 1) * 1000;
+  *next_ns = cg__wait_ns(cg__int(r, 1), CG_REDIS_REFUSED_CAP_NS);
   if (v == 2 && cg__int(r, 2) == 1 && cg__int(r, 3) == 1 && *next_ns > 0 &&
       *next_ns <= (int64_t) CG_BREAKER_PROBE_MAX_MS * 1000000) /* bounded: from the network */
     sp->probe_out_until = cg_state_now() + *next_ns; /* a leased probe out until then */
@@ -1370,8 +1380,12 @@ static int cg__r_state2(struct cg_shared_pool *sp, int64_t *us) {
     freeReplyObject(r);
     return CG_SHARED_DOWN;
   }
+  if (cg__int(r, 0) < 0 || cg__int(r, 0) > 2) { /* not our script */
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
   v = (int) cg__int(r, 0);
-  *us = cg__int(r, 1);
+  *us = cg__wait_ns(cg__int(r, 1), CG_REDIS_REFUSED_CAP_NS) / 1000;
   freeReplyObject(r);
   return v == 0 ? CG_BREAKER_CLOSED : v == 1 ? CG_BREAKER_OPEN : CG_BREAKER_HALF_OPEN;
 }
@@ -1463,6 +1477,10 @@ static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
   if (!r)
     return CG_SHARED_DOWN;
   if (!cg__is_array(r, 3)) {
+    freeReplyObject(r);
+    return CG_SHARED_DOWN;
+  }
+  if (cg__int(r, 0) < 0 || cg__int(r, 0) > 2) { /* not our script */
     freeReplyObject(r);
     return CG_SHARED_DOWN;
   }
@@ -1589,10 +1607,14 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
     freeReplyObject(r);
   }
   CG_RUN("TIME");
-  now_us = r->type == REDIS_REPLY_ARRAY && r->elements == 2
-               ? strtoll(r->element[0]->str, NULL, 10) * 1000000 +
-                     strtoll(r->element[1]->str, NULL, 10)
+  now_us = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                   r->element[0]->type == REDIS_REPLY_STRING &&
+                   r->element[1]->type == REDIS_REPLY_STRING
+               ? strtoll(r->element[0]->str, NULL, 10) % 100000000000LL * 1000000 +
+                     strtoll(r->element[1]->str, NULL, 10) % 1000000
                : 0;
+  if (now_us < 0) /* not a Redis clock: what is "ahead" below is then from 0 */
+    now_us = 0;
   now_ms = now_us / 1000;
   freeReplyObject(r);
   CG_RUN("ZCOUNT %s (%lld +inf", cg_redis_key(k, sizeof(k), prefix, name, "inflight"),
@@ -1636,8 +1658,10 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   if (r->type == REDIS_REPLY_ARRAY) {
     size_t i;
     for (i = 0; i + 1 < r->elements; i += 2) {
-      const char *f = r->element[i]->str;
-      long n = strtol(r->element[i + 1]->str, NULL, 10);
+      const char *f = r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : NULL;
+      long n = r->element[i + 1]->type == REDIS_REPLY_STRING
+                   ? strtol(r->element[i + 1]->str, NULL, 10)
+                   : 0;
       if (f && strchr(f, ':') && strchr(f, ':')[1] == 'f')
         v->window_failed += n;
       else

@@ -1148,7 +1148,9 @@ class HostileRedis:
     connect (SCRIPT LOAD answered with made-up SHA1s), then answers every other command
     as `mode` says: "drip" (a bulk string of 100 MB announced, then a byte every 30 ms),
     "bigbulk" (4 MiB of a 1 GB bulk string, fast), "bigarray" (an array of 2^31 - 1
-    elements announced), "admit_late" (an admission after a wait of 9 * 10^12 µs)."""
+    elements announced), "admit_late" (an admission after a wait of 9 * 10^12 µs),
+    "int64max" and "int64min" (every script's answer 8 integers of that value), "ints"
+    (every command's answer an array of 4 small integers, where Redis gives strings)."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -1206,6 +1208,12 @@ class HostileRedis:
                         c.sendall(b"$1000000000\r\n" + b"x" * (4 << 20))
                     elif self.mode == "bigarray":
                         c.sendall(b"*2147483647\r\n")
+                    elif self.mode in ("int64max", "int64min"):
+                        v = b"9223372036854775807" if self.mode == "int64max" \
+                            else b"-9223372036854775808"
+                        c.sendall(b"*8\r\n" + (b":" + v + b"\r\n") * 8)
+                    elif self.mode == "ints":
+                        c.sendall(b"*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n")
                     else:
                         c.sendall(b"*6\r\n:0\r\n:9000000000000\r\n:0\r\n:-1\r\n:-1\r\n:0\r\n")
         except OSError:
@@ -1228,7 +1236,10 @@ class HostileRedisTest(harness.GuardTestCase):
         harness.require_curl()
 
     def test_each_call_ends_in_time(self):
-        for mode in ("drip", "bigbulk", "bigarray", "admit_late"):
+        # int64max, int64min: before, every call was held as "circuit open, probe in
+        # flight" until its deadline (int64max), or refused at once with "rate limit wait
+        # 0.0 s exceeds deadline" (int64min): verdicts and waits out of range were used
+        for mode in ("drip", "bigbulk", "bigarray", "admit_late", "int64max", "int64min"):
             with self.subTest(mode):
                 server = HostileRedis(mode)
                 try:
@@ -1247,6 +1258,26 @@ class HostileRedisTest(harness.GuardTestCase):
                 lines = [x for x in p.stderr.decode().splitlines() if x]
                 self.assertEqual(len(lines), 1, lines)
                 self.assertTrue(lines[0].startswith("curlguard: redis"), lines)
+
+    def test_stat_survives_replies_of_the_wrong_type(self):
+        """`curlguard stat` against a server that answers with integers where Redis gives
+        strings (TIME, HGETALL): it shows what it can, as for any reply it cannot use.
+        Before, it died of SIGSEGV (strtol of a NULL string)."""
+        url = self.mock.url("/v1/hostile-redis/stat", plan="200")
+        p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", url],
+                        self.guard_env(), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        server = HostileRedis("ints")
+        try:
+            for args in (["stat"], ["stat", "--json"]):
+                with self.subTest(args):
+                    st = harness.run([harness.CLI, *args], harness.plain_env(
+                        CURLGUARD_STATE=str(self.state),
+                        CURLGUARD_REDIS=f"redis://127.0.0.1:{server.port}"), timeout=30)
+                    self.assertEqual(st.returncode, 0, st.stderr)
+                    self.assertIn(harness.mock_pool().encode(), st.stdout)
+        finally:
+            server.close()
 
 
 class FleetSymbolsTest(unittest.TestCase):
