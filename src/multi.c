@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 /* Where one guarded call of a multi handle stands. */
 enum cg_mstate {
@@ -65,6 +68,8 @@ struct cg_multi {
   int kick;                   /* a message was queued outside perform: wake the host */
   int busy;                   /* inside one of the guard's multi functions */
   int in_host_cb;             /* the guard is calling a host callback */
+  int wake_fd;                /* timerfd armed to the guard's next due time for hosts that
+                               * select on curl_multi_fdset, -1 none (made when needed) */
 };
 
 /* A call whose due time is this close is started: host timers are set in whole ms
@@ -492,6 +497,7 @@ CURLM *cg_multi_init(const struct cg_lib *lib) {
   cm->lib = lib;
   cm->lc_abs = -1;
   cm->told_abs = -1;
+  cm->wake_fd = -1;
   pthread_mutex_lock(&cg__mutex);
   cm->next = cg__multis;
   __atomic_store_n(&cg__multis, cm, __ATOMIC_RELEASE);
@@ -695,6 +701,41 @@ CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned i
   return mrc;
 }
 
+/* curl_multi_fdset: libcurl's descriptors, and, when libcurl has none to offer while
+ * guarded calls wait outside the real multi (a backoff, the limiter, a breaker or budget
+ * hold, a held answer), a timerfd that becomes readable at the guard's next due time.
+ * Without it a host that selects only when there is a descriptor spins through every such
+ * wait: pycurl's CurlMulti.select returns at once on max_fd -1 (curl_multi_fdset(3): "wait
+ * a while before you proceed"), ~1.9 million turns of its loop and a core busy in a 2 s
+ * Retry-After.  timerfd_settime(2) clears the expirations of a timer it arms, so the
+ * descriptor is readable only once the time it was last armed for has come. */
+CURLMcode cg_multi_fdset(struct cg_multi *cm, fd_set *r, fd_set *w, fd_set *x, int *max_fd) {
+  CURLMcode mrc = cm->lib->multi_fdset(cm->m, r, w, x, max_fd);
+  struct itimerspec its;
+  int64_t due, left;
+
+  if (mrc != CURLM_OK || !r || !max_fd || *max_fd >= 0 || cm->in_host_cb ||
+      cg__outside(cm) == 0 || (due = cg__guard_due(cm)) < 0)
+    return mrc;
+  if (cm->wake_fd < 0) /* never on 0, 1 or 2: the host's stderr must stay its own */
+    cm->wake_fd = cg_fd_off_stdio(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (cm->wake_fd < 0 || cm->wake_fd >= FD_SETSIZE)
+    return mrc; /* as before: the host's loop turns until the due time */
+  left = due - cg_mono_ms();
+  memset(&its, 0, sizeof(its));
+  if (left <= 0)
+    its.it_value.tv_nsec = 1; /* due now: readable at once (0 would disarm it) */
+  else {
+    its.it_value.tv_sec = (time_t) (left / 1000);
+    its.it_value.tv_nsec = (long) (left % 1000) * 1000000L;
+  }
+  if (timerfd_settime(cm->wake_fd, 0, &its, NULL) != 0)
+    return mrc;
+  FD_SET(cm->wake_fd, r);
+  *max_fd = cm->wake_fd;
+  return mrc;
+}
+
 CURLMcode cg_multi_socket_action(struct cg_multi *cm, curl_socket_t s, int ev, int *running) {
   CURLMcode mrc;
   int r = 0;
@@ -791,6 +832,8 @@ CURLMcode cg_multi_cleanup(struct cg_multi *cm) {
     }
   pthread_mutex_unlock(&cg__mutex);
   mrc = cm->lib->multi_cleanup(cm->m);
+  if (cm->wake_fd >= 0)
+    close(cm->wake_fd);
   free(cm->q);
   free(cm);
   return mrc;

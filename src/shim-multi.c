@@ -155,9 +155,11 @@ CG_EXPORT CURLMcode curl_multi_wakeup(CURLM *m) {
 
 CG_EXPORT CURLMcode curl_multi_fdset(CURLM *m, fd_set *r, fd_set *w, fd_set *x, int *max_fd) {
   const struct cg_lib *lib;
+  struct cg_multi *cm = cg__cm(m, CG_CALLER(), &lib);
 
-  cg__cm(m, CG_CALLER(), &lib);
   CG_REAL(lib, multi_fdset, CURLM_INTERNAL_ERROR);
+  if (cm)
+    return cg_multi_fdset(cm, r, w, x, max_fd);
   return lib->multi_fdset(m, r, w, x, max_fd);
 }
 

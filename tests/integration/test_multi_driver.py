@@ -407,9 +407,12 @@ class MultiDriverTest(harness.GuardTestCase):
         if not have_pycurl():
             self.skipTest("python3-pycurl is not installed")
         # /p's 503 is held for a retry the budget then refuses (no retry fits the deadline):
-        # the answer in hand goes to the host after the transfer ended.  The host pauses at
-        # its first byte and resumes 300 ms later from its own loop (curl_easy_pause); /q
-        # must finish meanwhile.
+        # the answer in hand goes to the host after the transfer ended, about 0.25 s before
+        # the deadline.  The host pauses at its first byte and resumes 100 ms later from its
+        # own loop (curl_easy_pause); /q must finish meanwhile.  (A pause past the deadline
+        # ends the call with 28, attempt.c cg__paused; with 300 ms it did, and the test
+        # passed only while no wake-up of the guard's fell between the deadline and the
+        # host's resume.)
         script = self.tmp / "pause.py"
         script.write_text(textwrap.dedent(r'''
             import io, pycurl, sys, time
@@ -419,7 +422,7 @@ class MultiDriverTest(harness.GuardTestCase):
                     return pycurl.WRITEFUNC_PAUSE
                 if st["resume_at"] is None:
                     st["paused"] = True
-                    st["resume_at"] = time.monotonic() + 0.3
+                    st["resume_at"] = time.monotonic() + 0.1
                     return pycurl.WRITEFUNC_PAUSE
                 st["body"] += data
             m = pycurl.CurlMulti()
@@ -459,6 +462,41 @@ class MultiDriverTest(harness.GuardTestCase):
         recs = [r for r in self.records() if r["path"] == "/p"]
         self.assertEqual([(r["outcome"], r["decision"], r["final"]) for r in recs],
                          [("http_503", "give_up", True)])
+
+    def test_a_select_loop_sleeps_through_a_backoff(self):
+        """pycurl's own loop (perform, info_read, CurlMulti.select) while the only call
+        waits out a Retry-After of 1 s outside the real multi: libcurl has no descriptor
+        then, and pycurl's select returns at once on max_fd -1, so the guard offers one of
+        its own (multi.c cg_multi_fdset) that becomes readable when the call is due.
+        Before, the loop turned about a million times a second (a core busy for the whole
+        wait); now a few times."""
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        script = self.tmp / "spin.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); c = pycurl.Curl()
+            c.setopt(pycurl.URL, sys.argv[1]); c.setopt(pycurl.PROXY, "")
+            c.setopt(pycurl.WRITEDATA, io.BytesIO())
+            m.add_handle(c); turns, n, t0 = 0, 1, time.monotonic()
+            while n and time.monotonic() - t0 < 20:
+                turns += 1
+                while True:
+                    r, n = m.perform()
+                    if r != pycurl.E_CALL_MULTI_PERFORM:
+                        break
+                m.info_read()
+                if n:
+                    m.select(1.0)
+            print(c.getinfo(pycurl.RESPONSE_CODE), turns, round(time.monotonic() - t0, 3))
+        '''))
+        url = self.mock.url("/spin", plan="503:ra=1,200")
+        p = harness.run([harness.PYTHON, str(script), url], self.genv(), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        code, turns, took = p.stdout.split()
+        self.assertEqual(code, b"200")
+        self.assertGreaterEqual(float(took), 0.95)           # the Retry-After was waited
+        self.assertLess(int(turns), 100, f"the loop turned {int(turns)} times in {float(took)} s")
 
 
 class GitSmartHttpMultiTest(harness.GitTestMixin, harness.GuardTestCase):
