@@ -192,7 +192,7 @@ int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg 
 /* The pool's window (ns): the shared one, or this process's until one is stored. */
 static int64_t cg__window(struct cg_state_breaker *b, const struct cg_breaker_cfg *c) {
   int64_t w = cg__load(&b->window_ns);
-  return w > 0 ? w : cg__ns(c->window_s);
+  return cg_window_ns_ok(w, CG_BREAKER_WINDOW_MAX_S) ? w : cg__ns(c->window_s);
 }
 
 int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker_cfg *c) {
@@ -211,11 +211,11 @@ int64_t cg_breaker_configure(struct cg_state *st, int p, const struct cg_breaker
    * (every call after the pool's first): the exchange would fail and return it, so it is
    * read without the locked write. */
   shared = cg__load(&b->window_ns);
-  if (shared != 0)
+  if (shared != 0 && cg_window_ns_ok(shared, CG_BREAKER_WINDOW_MAX_S))
     return shared;
-  if (cg__cas(&b->window_ns, &shared, win))
+  if (cg__cas(&b->window_ns, &shared, win)) /* unset, or garbage (window.h): ours */
     return win;
-  return shared;
+  return cg_window_ns_ok(shared, CG_BREAKER_WINDOW_MAX_S) ? shared : win;
 }
 
 /* A live probe ran past its lease (cg_breaker_probe_max_ms) without an answer: the pool's

@@ -34,17 +34,17 @@ int64_t cg_budget_configure(struct cg_state *st, int p, const struct cg_budget_c
    * (every call after the pool's first): read without the locked write, as in
    * cg_breaker_configure. */
   shared = cg__load(&b->window_ns);
-  if (shared != 0)
+  if (shared != 0 && cg_window_ns_ok(shared, CG_BUDGET_WINDOW_MAX_S))
     return shared;
-  if (cg__cas(&b->window_ns, &shared, win))
+  if (cg__cas(&b->window_ns, &shared, win)) /* unset, or garbage (window.h): ours */
     return win;
-  return shared;
+  return cg_window_ns_ok(shared, CG_BUDGET_WINDOW_MAX_S) ? shared : win;
 }
 
 /* The pool's window (ns): the shared one, or this process's until one is stored. */
 static int64_t cg__window(struct cg_state_budget *b, const struct cg_budget_cfg *c) {
   int64_t w = cg__load(&b->window_ns);
-  return w > 0 ? w : cg__ns(c->window_s);
+  return cg_window_ns_ok(w, CG_BUDGET_WINDOW_MAX_S) ? w : cg__ns(c->window_s);
 }
 
 void cg_budget_first(struct cg_state *st, int p, const struct cg_budget_cfg *c, int64_t now_ns) {

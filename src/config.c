@@ -5,6 +5,7 @@
 #include "fallback.h"
 #include "limiter.h"
 #include "log.h"
+#include "window.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -82,7 +83,7 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_BREAKER_MIN_REQUESTS", "breaker_min_requests", CG_T_LONG,
    CG_OFF(breaker.min_requests), 1, 1000000},
   {"CURLGUARD_BREAKER_WINDOW_S", "breaker_window_s", CG_T_DOUBLE, CG_OFF(breaker.window_s),
-   0.1, 86400},
+   CG_WINDOW_MIN_S, CG_BREAKER_WINDOW_MAX_S},
   {"CURLGUARD_BREAKER_COOLDOWN_S", "breaker_cooldown_s", CG_T_DOUBLE,
    CG_OFF(breaker.cooldown_s), 0.01, 86400},
   {"CURLGUARD_BREAKER_OPEN_CODE", "breaker_open_code", CG_T_LONG, CG_OFF(breaker.open_code),
@@ -101,7 +102,7 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_RETRY_BUDGET_MIN_PER_S", "retry_budget_min_per_s", CG_T_DOUBLE,
    CG_OFF(budget.min_per_s), 0, 1000000},
   {"CURLGUARD_RETRY_BUDGET_WINDOW_S", "retry_budget_window_s", CG_T_DOUBLE,
-   CG_OFF(budget.window_s), 0.1, 3600},
+   CG_OFF(budget.window_s), CG_WINDOW_MIN_S, CG_BUDGET_WINDOW_MAX_S},
   {"CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT", "retry_budget_max_concurrent", CG_T_LONG,
    CG_OFF(budget.max_concurrent), 0, CG_BUDGET_MAX_CONCURRENT},
 };
@@ -129,7 +130,7 @@ static const struct cg__sub cg__brk_keys[] = {
   {"enabled", CG_BRK(enabled), CG_SUB_BOOL, 0, 1},
   {"failure_rate", CG_BRK(failure_rate), CG_SUB_DOUBLE, 0.01, 1},
   {"min_requests", CG_BRK(min_requests), CG_SUB_LONG, 1, 1000000},
-  {"window_s", CG_BRK(window_s), CG_SUB_DOUBLE, 0.1, 86400},
+  {"window_s", CG_BRK(window_s), CG_SUB_DOUBLE, CG_WINDOW_MIN_S, CG_BREAKER_WINDOW_MAX_S},
   {"cooldown_s", CG_BRK(cooldown_s), CG_SUB_DOUBLE, 0.01, 86400},
   {"open_code", CG_BRK(open_code), CG_SUB_LONG, 1, 99},
   {"open", CG_BRK(open_wait), CG_SUB_OPENMODE, 0, 1},
@@ -143,7 +144,7 @@ static const struct cg__sub cg__bud_keys[] = {
   {"enabled", CG_BUD(enabled), CG_SUB_BOOL, 0, 1},
   {"ratio", CG_BUD(ratio), CG_SUB_DOUBLE, 0, 100},
   {"min_per_s", CG_BUD(min_per_s), CG_SUB_DOUBLE, 0, 1000000},
-  {"window_s", CG_BUD(window_s), CG_SUB_DOUBLE, 0.1, 3600},
+  {"window_s", CG_BUD(window_s), CG_SUB_DOUBLE, CG_WINDOW_MIN_S, CG_BUDGET_WINDOW_MAX_S},
   {"max_concurrent", CG_BUD(max_concurrent), CG_SUB_LONG, 0, CG_BUDGET_MAX_CONCURRENT},
   /* The older name, kept: both set the same value (the variable is
    * CURLGUARD_RETRY_BUDGET_MAX_CONCURRENT, stat says max_concurrent). */

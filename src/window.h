@@ -18,6 +18,19 @@
 
 #define CG_WINDOW_COUNT_MAX 0xFFFFu
 
+/* The bounds of a configured window, s (config.c: breaker_window_s, retry_budget_window_s).
+ * A pool's shared window_ns outside them was written by no process of the guard (garbage
+ * over the state file's body behind a valid header): it is not used, and the first process
+ * to configure the pool stores its own (breaker.c, budget.c). */
+#define CG_WINDOW_MIN_S 0.1
+#define CG_BREAKER_WINDOW_MAX_S 86400
+#define CG_BUDGET_WINDOW_MAX_S 3600
+
+/* Whether `ns` is a window a process of the guard may have stored (at most `max_s`). */
+static inline int cg_window_ns_ok(int64_t ns, double max_s) {
+  return ns >= (int64_t) (CG_WINDOW_MIN_S * 1e9) && ns <= (int64_t) (max_s * 1e9);
+}
+
 /* The bucket width (ns) of a window of `window_ns`: window / CG_STATE_BUCKETS, >= 1 ms. */
 int64_t cg_window_width(int64_t window_ns);
 

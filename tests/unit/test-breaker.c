@@ -826,3 +826,23 @@ Test(fallback, ports) {
   cr_assert_not(cg_fallback_base_ok("http://127.0.0.1:000080"), "six digits");
   cr_assert_not(cg_fallback_base_ok("http://[::1]:70000"));
 }
+
+/* A window no process of the guard writes (garbage over the state file's body behind a
+ * valid header: a helper wrote random bytes over a live file and every process then used a
+ * breaker window of 7 years, and reported a negative one it did not use): replaced by the
+ * configured one (window.h cg_window_ns_ok). */
+Test(breaker, a_garbage_window_is_replaced) {
+  struct cg_breaker_cfg c = cfg(0.5, 4, 60, 30);
+  const int64_t bad[] = {-5491430000000000000LL, 1, 99 * MS, 86401 * SEC,
+                         232025000 * SEC};
+  size_t i;
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    __atomic_store_n(&st.breakers[0].window_ns, bad[i], __ATOMIC_RELAXED);
+    cr_assert_eq(cg_breaker_configure(&st, 0, &c), 60 * SEC, "window %lld",
+                 (long long) bad[i]);
+    cr_assert_eq(__atomic_load_n(&st.breakers[0].window_ns, __ATOMIC_RELAXED), 60 * SEC);
+  }
+  /* One a process stored (another process's configuration): kept. */
+  __atomic_store_n(&st.breakers[0].window_ns, 10 * SEC, __ATOMIC_RELAXED);
+  cr_assert_eq(cg_breaker_configure(&st, 0, &c), 10 * SEC);
+}

@@ -285,3 +285,17 @@ Test(budget, grant_in_never_without_floor_or_first_attempts) {
   cr_assert_eq(cg_budget_wait_ns(&st, 0, &c, CG_BUDGET_WINDOW, NOW0), width);
   cr_assert_eq(cg_budget_wait_ns(&st, 0, &c, CG_BUDGET_CONCURRENCY, NOW0), CG_BUDGET_POLL_NS);
 }
+
+/* As breaker's a_garbage_window_is_replaced: a shared window no process writes is not used. */
+Test(budget, a_garbage_window_is_replaced) {
+  struct cg_budget_cfg c = cfg(0.2, 1, 10, 16);
+  const int64_t bad[] = {-5491430000000000000LL, 1, 3601 * SEC};
+  size_t i;
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    __atomic_store_n(&st.budgets[0].window_ns, bad[i], __ATOMIC_RELAXED);
+    cr_assert_eq(cg_budget_configure(&st, 0, &c), 10 * SEC, "window %lld",
+                 (long long) bad[i]);
+  }
+  __atomic_store_n(&st.budgets[0].window_ns, 20 * SEC, __ATOMIC_RELAXED);
+  cr_assert_eq(cg_budget_configure(&st, 0, &c), 20 * SEC);
+}
