@@ -397,11 +397,37 @@ static int cg__header_name_ok(const char *s) {
   return 1;
 }
 
+/* Whether `s` is a decimal number and nothing else: [+-]digits[.digits][e[+-]digits], a
+ * digit on one side of the point at least.  strtod(3) also takes leading white space,
+ * hexadecimal ("0x10": 16), "inf" and "nan", which no setting means. */
+static int cg__decimal(const char *s) {
+  const char *p = s + (*s == '+' || *s == '-');
+  size_t digits = 0;
+
+  for (; isdigit((unsigned char) *p); p++)
+    digits++;
+  if (*p == '.')
+    for (p++; isdigit((unsigned char) *p); p++)
+      digits++;
+  if (!digits)
+    return 0;
+  if (*p == 'e' || *p == 'E') {
+    p += 1 + (p[1] == '+' || p[1] == '-');
+    if (!isdigit((unsigned char) *p))
+      return 0;
+    while (isdigit((unsigned char) *p))
+      p++;
+  }
+  return *p == '\0';
+}
+
 /* Parse a decimal number filling the whole string, within [min, max]. */
 static int cg__parse_number(const char *s, double min, double max, double *out) {
   char *end;
   double v;
 
+  if (!cg__decimal(s))
+    return -1;
   errno = 0;
   v = strtod(s, &end);
   if (errno || end == s || *end != '\0' || !isfinite(v) || v < min || v > max)

@@ -165,7 +165,7 @@ Test(config, environment_values) {
   env_set("CURLGUARD_BACKOFF_CAP_MS", "8000");
   env_set("CURLGUARD_JITTER", "decorrelated");
   env_set("CURLGUARD_RPM", "60");
-  env_set("CURLGUARD_TPM", "150000.5");
+  env_set("CURLGUARD_TPM", "1.500005e5");
   env_set("CURLGUARD_MAX_INFLIGHT", "4");
   env_set("CURLGUARD_TASK_ID", "nightly-42");
   env_set("CURLGUARD_PRICES", "/etc/prices.json");
@@ -255,7 +255,10 @@ static const char *const numeric_vars[] = {
     "CURLGUARD_TPM",                "CURLGUARD_MAX_INFLIGHT",
 };
 static const char *const bad_numbers[] = {"abc", "-5", "1e99", "12ms", "", "nan", "inf",
-                                          "5 0", "99999999999999999999999"};
+                                          "5 0", "99999999999999999999999",
+                                          /* strtod(3) takes these; no setting means them */
+                                          "0x10", " 5", "\t5", "5 ", ".", "1e", "1e+",
+                                          "+", "0x1p4", "infinity"};
 
 Test(config, malformed_numbers_reported_default_kept) {
   size_t v, b;
