@@ -919,6 +919,28 @@ static void cg__limit_text(const struct cg_call *call, int64_t ms, char *msg, si
              (double) ms / 1000.0);
 }
 
+/* The limiter's wait (or an in-flight slot's) does not fit what is left of the deadline
+ * (`ms`: the wait): fail fast with a record and CURLE_OPERATION_TIMEDOUT.  With no wait
+ * asked and the deadline already past when the call came to its attempt, the deadline is
+ * the reason instead (SPEC 7's `deadline`): a multi host that calls back late, after a
+ * backoff it slept through (its select(2) of 1 s, say), was recorded
+ * `local_rate_limited`, "rate limit wait 0.0 s", with no limit set. */
+static CURLcode cg__limit_refused(struct cg_call *call, int64_t ms) {
+  char msg[CURL_ERROR_SIZE];
+
+  if (ms <= 0 && !call->admission.slot_refused && cg_mono_ms() >= call->deadline_ms) {
+    cg__local_record(call, CG_OUT_DEADLINE, CURLE_OPERATION_TIMEDOUT, "deadline");
+    snprintf(msg, sizeof(msg), "curlguard: the deadline passed before attempt %d",
+             call->attempt);
+  } else {
+    cg__local_record(call, CG_OUT_LOCAL_RATE_LIMITED, CURLE_OPERATION_TIMEDOUT,
+                     "rate_limit_wait");
+    cg__limit_text(call, ms, msg, sizeof(msg));
+  }
+  cg__host_errbuf(call->h, msg);
+  return CURLE_OPERATION_TIMEDOUT;
+}
+
 /* The breaker or the budget refused the attempt before it reached the network: fail
  * fast with a record (breaker.h, budget.h). */
 static CURLcode cg__refused(struct cg_call *call, enum cg_gate gate, int64_t next_probe_ms) {
@@ -996,7 +1018,6 @@ static int cg__divert(struct cg_call *call) {
  * with the in-flight `*slot` to go, or 1 with the call's final code in `*rc`. */
 static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   struct cg_handle *h = call->h;
-  char msg[CURL_ERROR_SIZE];
   int round;
 
   call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
@@ -1034,20 +1055,15 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
       return 1;
     }
     s = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
-    if (s == -1 || s == -3) {
-      /* Fail fast: the limiter's wait does not fit what is left of the deadline. */
-      int host = s == -3;
-      cg__local_record(call, host ? CG_OUT_ABORTED_BY_HOST : CG_OUT_LOCAL_RATE_LIMITED,
-                       host ? CURLE_ABORTED_BY_CALLBACK : CURLE_OPERATION_TIMEDOUT,
-                       host ? "aborted_by_host" : "rate_limit_wait");
-      if (host) {
-        cg__host_errbuf(h, "Callback aborted");
-        *rc = CURLE_ABORTED_BY_CALLBACK;
-        return 1;
-      }
-      cg__limit_text(call, wait_ms, msg, sizeof(msg));
-      cg__host_errbuf(h, msg);
-      *rc = CURLE_OPERATION_TIMEDOUT;
+    if (s == -3) {
+      cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
+                       "aborted_by_host");
+      cg__host_errbuf(h, "Callback aborted");
+      *rc = CURLE_ABORTED_BY_CALLBACK;
+      return 1;
+    }
+    if (s == -1) { /* fail fast: the limiter's wait does not fit what is left */
+      *rc = cg__limit_refused(call, wait_ms);
       return 1;
     }
     /* Asked again only after a wait: with none, the breaker's answer above is as new
@@ -1080,7 +1096,6 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
 /* The non-blocking form of cg__admit (the multi driver): the same gates in the same
  * order, every wait handed back as CG_STEP_WAIT with `*ms` (admit.h, cg_admission_step_nb). */
 static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc) {
-  char msg[CURL_ERROR_SIZE];
   int round;
 
   if (!call->nb_started) {
@@ -1137,11 +1152,7 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
       *rc = cg__refused(call, gate, w);
       return CG_STEP_DONE;
     }
-    cg__local_record(call, CG_OUT_LOCAL_RATE_LIMITED, CURLE_OPERATION_TIMEDOUT,
-                     "rate_limit_wait");
-    cg__limit_text(call, w, msg, sizeof(msg));
-    cg__host_errbuf(call->h, msg);
-    *rc = CURLE_OPERATION_TIMEDOUT;
+    *rc = cg__limit_refused(call, w);
     return CG_STEP_DONE;
   }
   call->nb_started = 0;

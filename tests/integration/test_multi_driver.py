@@ -498,6 +498,45 @@ class MultiDriverTest(harness.GuardTestCase):
         self.assertGreaterEqual(float(took), 0.95)           # the Retry-After was waited
         self.assertLess(int(turns), 100, f"the loop turned {int(turns)} times in {float(took)} s")
 
+    def test_a_retry_the_host_comes_back_to_after_the_deadline_is_recorded_as_deadline(self):
+        """A multi host that sleeps through a call's backoff (Retry-After 0.5 s) and comes
+        back after the call's deadline (TIMEOUT_MS 800): the retry is not sent, the host
+        gets the 503 in hand, and the record says `deadline`.  Before, it said
+        `local_rate_limited` / "rate_limit_wait", with no limit set."""
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        script = self.tmp / "late.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); c = pycurl.Curl()
+            c.setopt(pycurl.URL, sys.argv[1]); c.setopt(pycurl.PROXY, "")
+            c.setopt(pycurl.TIMEOUT_MS, 800); c.setopt(pycurl.WRITEDATA, io.BytesIO())
+            m.add_handle(c); n, t0, res = 1, time.monotonic(), None
+            while n and time.monotonic() - t0 < 20:
+                while True:
+                    r, n = m.perform()
+                    if r != pycurl.E_CALL_MULTI_PERFORM:
+                        break
+                q, ok, err = m.info_read()
+                for x in ok: res = [0, x.getinfo(pycurl.RESPONSE_CODE)]
+                for x, e, msg in err: res = [e, 0]
+                if n:
+                    if time.monotonic() - t0 < 0.2:
+                        m.select(0.02)
+                    else:
+                        time.sleep(1.0)              # past the deadline, the retry due
+            print(*res)
+        '''))
+        url = self.mock.url("/late", plan="503:ra=0.5,200")
+        p = harness.run([harness.PYTHON, str(script), url], self.genv(), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split(), [b"0", b"503"])
+        self.assertEqual(len(self.mock.entries(url=url)), 1)
+        recs = [(r["attempt"], r["outcome"], r["reason"], r["decision"])
+                for r in self.records()]
+        self.assertEqual(recs, [(1, "http_503", "retry_after", "retry"),
+                                (2, "deadline", "deadline", "give_up")])
+
 
 class GitSmartHttpMultiTest(harness.GitTestMixin, harness.GuardTestCase):
     @classmethod
