@@ -713,10 +713,17 @@ CURLMcode cg_multi_fdset(struct cg_multi *cm, fd_set *r, fd_set *w, fd_set *x, i
   CURLMcode mrc = cm->lib->multi_fdset(cm->m, r, w, x, max_fd);
   struct itimerspec its;
   int64_t due, left;
+  long lt = -1;
 
   if (mrc != CURLM_OK || !r || !max_fd || *max_fd >= 0 || cm->in_host_cb ||
       cg__outside(cm) == 0 || (due = cg__guard_due(cm)) < 0)
     return mrc;
+  /* libcurl's own timer too: a transfer in the real multi may have no descriptor yet and
+   * need a call now (a handle just added, curl_multi_timeout 0: pycurl's select would
+   * have returned at once on max_fd -1, and now slept its whole timeout, 1 s in its
+   * documented loop), or soon (a rate-limited transfer, CURLOPT_MAX_RECV_SPEED_LARGE). */
+  if (cm->lib->multi_timeout(cm->m, &lt) == CURLM_OK && lt >= 0)
+    due = cg__min_abs(due, cg_mono_ms() + lt);
   if (cm->wake_fd < 0) /* never on 0, 1 or 2: the host's stderr must stay its own */
     cm->wake_fd = cg_fd_off_stdio(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
   if (cm->wake_fd < 0 || cm->wake_fd >= FD_SETSIZE)

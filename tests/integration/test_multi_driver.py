@@ -498,6 +498,53 @@ class MultiDriverTest(harness.GuardTestCase):
         self.assertGreaterEqual(float(took), 0.95)           # the Retry-After was waited
         self.assertLess(int(turns), 100, f"the loop turned {int(turns)} times in {float(took)} s")
 
+    def test_a_select_loop_starts_a_new_transfer_while_another_call_waits(self):
+        """The same loop while a call waits out a Retry-After of 3 s: each time a quick
+        transfer ends the host adds the next (a worker queue).  A handle just added has no
+        descriptor yet and libcurl's timer says "now", so the guard's descriptor is armed
+        to libcurl's timer too (multi.c cg_multi_fdset).  In the first version it was armed
+        to the waiting call's due time only, and each new transfer waited out the host's
+        select timeout: 1002 ms instead of a few."""
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        script = self.tmp / "chain.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); t0 = time.monotonic()
+            def add(url, name):
+                c = pycurl.Curl(); c.setopt(pycurl.URL, url); c.setopt(pycurl.PROXY, "")
+                c.setopt(pycurl.WRITEDATA, io.BytesIO()); c.name = name
+                c.added = time.monotonic(); m.add_handle(c)
+            add(sys.argv[1], "a"); add(sys.argv[2] % 0, "q")
+            chained, active, took = 1, 2, []
+            while active and time.monotonic() - t0 < 30:
+                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                    pass
+                while True:
+                    q, ok, err = m.info_read()
+                    for c in ok + [e[0] for e in err]:
+                        active -= 1
+                        m.remove_handle(c)
+                        if c.name == "q":
+                            took.append(round((time.monotonic() - c.added) * 1000))
+                            if chained < 5:
+                                add(sys.argv[2] % chained, "q"); chained += 1; active += 1
+                    if not q:
+                        break
+                if active:
+                    m.select(1.0)
+            print(*took)
+        '''))
+        slow = self.mock.url("/chain/a", plan="503:ra=3,200")
+        quick = self.mock.url("/chain/q", plan="200")
+        # another pool (localhost, not 127.0.0.1): the quick ones are not held with /a's
+        quick = quick.replace("127.0.0.1", "localhost") + "&i=%d"
+        p = harness.run([harness.PYTHON, str(script), slow, quick], self.genv(), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        took = [int(x) for x in p.stdout.split()]
+        self.assertEqual(len(took), 5, p.stdout)
+        self.assertLess(max(took), 500, f"ms from add to end of each quick transfer: {took}")
+
     def test_a_retry_the_host_comes_back_to_after_the_deadline_is_recorded_as_deadline(self):
         """A multi host that sleeps through a call's backoff (Retry-After 0.5 s) and comes
         back after the call's deadline (TIMEOUT_MS 800): the retry is not sent, the host
