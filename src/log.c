@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/un.h>
+#include <stddef.h>
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,13 +49,9 @@ __attribute__((constructor)) static void cg__err_learn(void) {
   }
 }
 
-/* Whether a line may be written to descriptor 2 now: not when it is a network socket
- * that was not the process's stderr when the library was loaded.  A host that closed its
- * stderr (a daemon run with `2>&-`) hands that number to libcurl's next connection, and
- * a line would go into the request.  A file, pipe, terminal or Unix socket the host put
- * there itself (freopen(3) of a log, journald's stream) gets the lines, as it gets the
- * host's own stderr.  One fstat(2) per line (and a getsockopt(2) for a socket): lines
- * are rare. */
+/* Whether a line may be written to descriptor 2 now (log.h).  A file, pipe or terminal
+ * the host put there itself (freopen(3) of a log) gets the lines, as it gets the host's
+ * own stderr.  One fstat(2) per line (more for a socket): lines are rare. */
 int cg_stderr_usable(void) {
   struct stat sb;
   int domain;
@@ -64,8 +62,22 @@ int cg_stderr_usable(void) {
   if (!S_ISSOCK(sb.st_mode) ||
       (cg__err_known && sb.st_dev == cg__err_dev && sb.st_ino == cg__err_ino))
     return 1;
-  return getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
-         domain != AF_INET && domain != AF_INET6;
+  if (getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 ||
+      domain != AF_UNIX)
+    return 0;
+  /* A Unix socket put there after load is libcurl's connection as much as a TCP one
+   * (CURLOPT_UNIX_SOCKET_PATH: Docker's API, a local proxy): only journald's stream
+   * socket, which a host may connect its stderr to itself (sd_journal_stream_fd), is
+   * taken for a stderr. */
+  {
+    struct sockaddr_un sa;
+    socklen_t sl = sizeof(sa);
+    static const char journal[] = "/run/systemd/journal/stdout";
+    memset(&sa, 0, sizeof(sa));
+    return getpeername(STDERR_FILENO, (struct sockaddr *) &sa, &sl) == 0 &&
+           sl >= offsetof(struct sockaddr_un, sun_path) + sizeof(journal) - 1 &&
+           strncmp(sa.sun_path, journal, sizeof(sa.sun_path)) == 0;
+  }
 }
 
 static void cg__vwarn(const char *fmt, va_list ap) {

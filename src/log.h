@@ -15,11 +15,12 @@ void cg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * prints.  Thread-safe. */
 void cg_warn_once(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Whether descriptor 2 may be written to now: not when it is a network socket that was
- * not the process's stderr when the library was loaded (a host that closed its stderr,
- * a daemon run with `2>&-`, hands the number to libcurl's next connection, and a line
- * would go into a request).  A file, pipe, terminal or Unix socket the host put there
- * gets what it writes to stderr.  One fstat(2), and a getsockopt(2) for a socket. */
+/* Whether descriptor 2 may be written to now: not when it is a socket that was not the
+ * process's stderr when the library was loaded (a host that closed its stderr, a daemon
+ * run with `2>&-`, hands the number to libcurl's next connection, TCP or Unix, and a line
+ * would go into a request), unless it is journald's stream socket.  A file, pipe or
+ * terminal the host put there gets what it writes to stderr.  One fstat(2), and for a
+ * socket getsockopt(2) and getpeername(2). */
 int cg_stderr_usable(void);
 
 /* write(2) all of `len` bytes to `fd` (retrying short writes and EINTR), without the

@@ -8,8 +8,11 @@ with fstat(2) when 10 ms have passed since the last check (before every record w
 could not be moved up, and once the host has closed or replaced it). Each case
 is one unmodified python3 + pycurl host doing three requests."""
 
+import http.server
 import json
+import socketserver
 import textwrap
+import threading
 import unittest
 from urllib.parse import urlsplit
 
@@ -231,6 +234,55 @@ class NoStdioTest(harness.GuardTestCase):
         for u in urls:
             entries = self.mock.wait_entries(url=u)
             self.assertEqual(len(entries), 1, u)
+
+    def test_a_record_never_goes_into_a_unix_socket_connection_on_descriptor_2(self):
+        """The same host talking HTTP over a Unix socket (CURLOPT_UNIX_SOCKET_PATH, as a
+        Docker API client does): libcurl's connection on descriptor 2 is a Unix socket,
+        which is no stderr either (log.c cg_stderr_usable: only journald's stream socket
+        is, when put there after load).  Before, two records went into the connection as
+        request lines, and the second request failed."""
+        sock = self.tmp / "http.sock"
+        seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def address_string(self):
+                return "unix"
+
+            def log_message(self, fmt, *args):
+                seen.append(self.requestline)
+
+            def do_GET(self):
+                body = FIXED.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        server = Server(str(sock), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        script = self.tmp / "nostdio-unix.py"
+        script.write_text(NO_STDIO.replace(
+            "answers.append(fetch(url, handle=c)[0])",
+            "c.setopt(pycurl.UNIX_SOCKET_PATH, os.environ['SOCK'])\n"
+            "        answers.append(fetch(url, handle=c)[0])"))
+        result = self.tmp / "result.json"
+        try:
+            p = harness.run([harness.PYTHON, script, str(result),
+                             *[f"http://localhost/v1.41/containers/json?i={i}"
+                               for i in range(3)]],
+                            self.guard_env(log_path="-", SOCK=str(sock)), timeout=60)
+        finally:
+            server.shutdown()
+            server.server_close()
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(json.loads(result.read_text())["answers"], [200] * 3)
+        self.assertEqual(len(seen), 3, seen)
+        self.assertTrue(all(x.startswith("GET /v1.41/containers/json") for x in seen), seen)
 
 
 if __name__ == "__main__":
