@@ -704,16 +704,33 @@ static __attribute__((noinline, cold)) ssize_t cg__write_rest(int fd, const char
   }
 }
 
+/* A record in a process with a file size limit (cg__log_fsize_limited): a write past it
+ * raises SIGXFSZ, which kills the host by default, so it runs with the signal blocked
+ * (cg_write_quiet); and a line that would cross the limit is not written at all, rather
+ * than the part that fits (write(2) takes what fits, then fails with EFBIG), which left
+ * a torn line that the next record, after a rotation or a raised limit, was glued to.
+ * Another process's append between the fstat(2) and the write can still cross it. */
+static __attribute__((noinline, cold)) ssize_t cg__write_limited(int fd, const char *line,
+                                                                 size_t len) {
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      !cg_fsize_fits(st.st_size + (off_t) len)) {
+    errno = EFBIG;
+    return -1;
+  }
+  return cg_write_quiet(fd, line, len);
+}
+
 /* The whole line with write(2) (cg__write_rest when one does not take it).  A regular
  * file or a character device never raises SIGPIPE, so only stderr ("-", which may be a
  * pipe) needs cg_write_quiet's signal mask, and a process with a file size limit
- * (cg__log_fsize_limited): a write past it raises SIGXFSZ, which kills the host by
- * default.  Inline: one call fewer per record. */
+ * (cg__write_limited).  Inline: one call fewer per record. */
 static inline __attribute__((always_inline)) ssize_t cg__write_line(int fd, const char *line,
                                                                     size_t len) {
   ssize_t w;
-  if (fd == STDERR_FILENO ||
-      CG_RARE(__atomic_load_n(&cg__log_fsize_limited, __ATOMIC_RELAXED)))
+  if (CG_RARE(__atomic_load_n(&cg__log_fsize_limited, __ATOMIC_RELAXED)))
+    return cg__write_limited(fd, line, len);
+  if (fd == STDERR_FILENO)
     return cg_write_quiet(fd, line, len);
   w = write(fd, line, len);
   return w == (ssize_t) len ? w : cg__write_rest(fd, line, len, w);

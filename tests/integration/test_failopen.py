@@ -115,21 +115,22 @@ class FailOpenTest(harness.GuardTestCase):
         self.assertEqual([r["queue_ms"] for r in self.records()], [0, 0])
 
     def test_a_log_past_the_file_size_limit(self):
-        """A usage log already longer than the process's file size limit: the record's
-        write fails with EFBIG instead of killing the host with SIGXFSZ (before: curl
-        died, exit 153, at the first record)."""
+        """A usage log 100 bytes short of the process's file size limit: a record would
+        cross it, and is not written (no torn line the next record would be glued to),
+        instead of killing the host with SIGXFSZ (before: curl died, exit 153, at the
+        first record)."""
         if not shutil.which("prlimit"):
             self.skipTest("prlimit (util-linux) is not installed")
         warm = self.curl([self.mock.url("/v1/fo/warm", plan=[OK])], self.guard_env())
         self.assertEqual(warm.returncode, 0, warm.stderr)   # the state file, full size
         self.assertGreater(os.path.getsize(self.state), 200 * 1024)
         limit = os.path.getsize(self.state)                  # the state file fits it
-        self.log.write_bytes(b"\n" * (limit + 4096))          # the log does not
+        self.log.write_bytes(b"\n" * (limit - 100))           # a record does not
         g, p, gurls, line = self.compare(fsize=limit)
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertEqual(g.stdout, FIXED.encode() * 2)
         self.assertIn("usage log write failed", line)
-        self.assertEqual(os.path.getsize(self.log), limit + 4096, "nothing written past it")
+        self.assertEqual(os.path.getsize(self.log), limit - 100, "no part of a record")
 
 
 if __name__ == "__main__":

@@ -430,6 +430,21 @@ class ReportHtmlTest(harness.GuardTestCase):
         self.assertEqual(json.loads(p.stdout)["totals"], self.json["totals"])
         self.assertTrue(out.read_text().startswith("<!DOCTYPE html>"))
 
+    def test_a_page_past_the_file_size_limit_is_one_line(self):
+        """Under a file size limit (`ulimit -f`) smaller than the page: one line and exit
+        1, no page and no temporary file left (SPEC 6).  Before, SIGXFSZ killed the CLI
+        (exit 153, no reason, FILE.tmp-XXXXXX left behind)."""
+        if not shutil.which("prlimit"):
+            self.skipTest("prlimit (util-linux) is not installed")
+        out = self.tmp / "limited.html"
+        p = harness.run(["prlimit", "--fsize=10000", "--", harness.CLI, "report", "--html",
+                         str(out), self.run_log], None, timeout=30)
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual((p.returncode, len(err.splitlines())), (1, 1), err)
+        self.assertIn("File too large", err)
+        self.assertFalse(out.exists())
+        self.assertEqual([f for f in os.listdir(self.tmp) if ".tmp-" in f], [])
+
     def test_only_regular_files_are_replaced_and_never_a_log(self):
         """A device, a FIFO or a LOG of the run is never replaced by the page; a symlink is
         written through and a replaced file keeps its mode (found by a new-user review: as
