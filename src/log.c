@@ -5,9 +5,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <sys/un.h>
-#include <stddef.h>
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,9 +49,24 @@ __attribute__((constructor)) static void cg__err_learn(void) {
   }
 }
 
+/* Whether the Unix socket `fd` is connected to journald's stream socket, which a host may
+ * connect its stderr to itself (sd_journal_stream_fd(3)). */
+static int cg__journal_stream(int fd) {
+  static const char journal[] = "/run/systemd/journal/stdout";
+  struct sockaddr_un sa;
+  socklen_t sl = sizeof(sa);
+
+  memset(&sa, 0, sizeof(sa));
+  return getpeername(fd, (struct sockaddr *) &sa, &sl) == 0 &&
+         sl >= offsetof(struct sockaddr_un, sun_path) + sizeof(journal) - 1 &&
+         strncmp(sa.sun_path, journal, sizeof(sa.sun_path)) == 0;
+}
+
 /* Whether a line may be written to descriptor 2 now (log.h).  A file, pipe or terminal
  * the host put there itself (freopen(3) of a log) gets the lines, as it gets the host's
- * own stderr.  One fstat(2) per line (more for a socket): lines are rare. */
+ * own stderr; a Unix socket put there after load is libcurl's connection as much as a TCP
+ * one (CURLOPT_UNIX_SOCKET_PATH: Docker's API, a local proxy), unless it is journald's.
+ * One fstat(2) per line (more for a socket): lines are rare. */
 int cg_stderr_usable(void) {
   struct stat sb;
   int domain;
@@ -62,22 +77,8 @@ int cg_stderr_usable(void) {
   if (!S_ISSOCK(sb.st_mode) ||
       (cg__err_known && sb.st_dev == cg__err_dev && sb.st_ino == cg__err_ino))
     return 1;
-  if (getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 ||
-      domain != AF_UNIX)
-    return 0;
-  /* A Unix socket put there after load is libcurl's connection as much as a TCP one
-   * (CURLOPT_UNIX_SOCKET_PATH: Docker's API, a local proxy): only journald's stream
-   * socket, which a host may connect its stderr to itself (sd_journal_stream_fd), is
-   * taken for a stderr. */
-  {
-    struct sockaddr_un sa;
-    socklen_t sl = sizeof(sa);
-    static const char journal[] = "/run/systemd/journal/stdout";
-    memset(&sa, 0, sizeof(sa));
-    return getpeername(STDERR_FILENO, (struct sockaddr *) &sa, &sl) == 0 &&
-           sl >= offsetof(struct sockaddr_un, sun_path) + sizeof(journal) - 1 &&
-           strncmp(sa.sun_path, journal, sizeof(sa.sun_path)) == 0;
-  }
+  return getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+         domain == AF_UNIX && cg__journal_stream(STDERR_FILENO);
 }
 
 static void cg__vwarn(const char *fmt, va_list ap) {
