@@ -21,14 +21,19 @@
 static pthread_mutex_t cg__warn_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 /* A forked child must not inherit cg__warn_mutex held by a thread it does not have: hold it
- * across fork() (pthread_atfork(3)). */
+ * across fork() (pthread_atfork(3)).  It is the innermost lock (cg_warn_once is called with
+ * cg__state_mutex and cg__log_mutex held), so it must be taken last: prepare handlers run
+ * in the reverse order of registration, hence this one is registered first (a constructor
+ * priority runs before the plain constructors of the other files).  Registered after them,
+ * fork() took it first and then waited for cg__state_mutex held by a thread that was
+ * waiting for it: the whole process hung. */
 static void cg__fork_prepare(void) {
   pthread_mutex_lock(&cg__warn_mutex);
 }
 static void cg__fork_release(void) {
   pthread_mutex_unlock(&cg__warn_mutex);
 }
-__attribute__((constructor)) static void cg__fork_register(void) {
+__attribute__((constructor(101))) static void cg__fork_register(void) {
   pthread_atfork(cg__fork_prepare, cg__fork_release, cg__fork_release);
 }
 static char cg__warn_keys[CG_WARN_KEYS][32];
