@@ -1391,6 +1391,19 @@ deliver:
   return CG_STEP_DONE;
 }
 
+/* A thread cancelled (pthread_cancel(3)) or ended (pthread_exit(3), from a host callback)
+ * inside the real curl_easy_perform: the in-flight slot goes back (a cleanup handler).
+ * Its owner, this process, lives on, so no waiter takes it back as a dead holder's, and
+ * every call of the pool, in every process, waited for it until its deadline (a helper's
+ * find: curl -m 5 of another process, exit 28 after 4.9 s, while plain libcurl goes on). */
+static void cg__attempt_abandoned(void *arg) {
+  struct cg_call *call = arg;
+  if (call->slot >= 0) {
+    cg_admission_leave(&call->admission, call->slot);
+    call->slot = -2;
+  }
+}
+
 /* The easy driver: the steps in a loop, every wait slept (engine.h). */
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
@@ -1403,8 +1416,11 @@ static CURLcode cg__run(struct cg_call *call) {
     if (cg_engine_admit(call, 0, &ms, &rc) == CG_STEP_DONE)
       return rc;
     rc = cg__attempt_start(call, &a);
-    if (rc == CURLE_OK)
+    if (rc == CURLE_OK) {
+      pthread_cleanup_push(cg__attempt_abandoned, call);
       rc = call->lib->easy_perform(h->curl);
+      pthread_cleanup_pop(0);
+    }
     rc = cg__attempt_end(call, &a, rc);
     if (cg__after(call, &a, rc, 0, &ms, &rc) == CG_STEP_DONE)
       return rc;

@@ -61,6 +61,68 @@ int main(int argc, char **argv) {
 }
 '''
 
+# argv: SLOW_URL MODE(cancel|exit) NEXT_URL.  A worker performs SLOW_URL; the main thread
+# cancels it after 1 s (MODE cancel), or the worker's write callback ends its thread at the
+# first byte (MODE exit).  Then the main thread performs NEXT_URL twice with a 5 s timeout.
+CANCEL_C = r'''
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static const char *slow;
+static int end_thread;
+static size_t sink(char *p, size_t s, size_t n, void *u) {
+  (void) p; (void) u;
+  if (end_thread)
+    pthread_exit(NULL);
+  return s * n;
+}
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+static void *worker(void *arg) {
+  CURL *c = curl_easy_init();
+  (void) arg;
+  curl_easy_setopt(c, CURLOPT_URL, slow);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+  curl_easy_perform(c);
+  printf("worker not stopped\n");
+  return NULL;
+}
+int main(int argc, char **argv) {
+  pthread_t t;
+  void *r;
+  int k;
+  (void) argc;
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  slow = argv[1];
+  end_thread = strcmp(argv[2], "exit") == 0;
+  pthread_create(&t, NULL, worker, NULL);
+  sleep(1);
+  if (!end_thread)
+    pthread_cancel(t);
+  pthread_join(t, &r);
+  end_thread = 0;
+  printf("worker %s\n", r == PTHREAD_CANCELED ? "cancelled" : "ended");
+  for (k = 0; k < 2; k++) {
+    CURL *c = curl_easy_init();
+    double t0 = now();
+    CURLcode rc;
+    curl_easy_setopt(c, CURLOPT_URL, argv[3]);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+    rc = curl_easy_perform(c);
+    printf("next: rc=%d%s\n", (int) rc, now() - t0 < 2 ? "" : " (slow)");
+    curl_easy_cleanup(c);
+  }
+  return 0;
+}
+'''
+
 
 class ThreadExitTest(harness.GuardTestCase):
     def test_a_call_from_a_key_destructor_at_thread_exit(self):
@@ -79,6 +141,32 @@ class ThreadExitTest(harness.GuardTestCase):
         recs = self.records()
         self.assertEqual(len(recs), 6, recs)
         self.assertEqual({r["status"] for r in recs}, {200})
+
+    def test_a_thread_stopped_inside_a_call_gives_its_in_flight_slot_back(self):
+        """A worker thread cancelled (pthread_cancel) inside a guarded call, or ended by its
+        own write callback (pthread_exit), with CURLGUARD_MAX_INFLIGHT=1: the slot it held
+        goes back (guard.c cg__attempt_abandoned), and the next calls run at once, as
+        without the guard.  Before, the slot stayed counted for the process's whole life
+        (its owner lives on): each next call waited for it and failed with 28 after 4.9 s,
+        in this process and in every other process of the pool."""
+        if not CC:
+            self.skipTest("no C compiler")
+        src, exe = self.tmp / "cancel.c", self.tmp / "cancel"
+        src.write_text(CANCEL_C)
+        subprocess.run([CC, "-O2", "-o", str(exe), str(src), "-lcurl", "-lpthread"],
+                       check=True, timeout=60, capture_output=True)
+        for mode, plan, said in (("cancel", "200:delay=3000", b"cancelled"),
+                                 ("exit", "stall:ms=3000", b"ended")):
+            with self.subTest(mode):
+                slow = self.mock.url(f"/v1/thread-stop/{mode}", plan=plan)
+                nxt = self.mock.url(f"/v1/thread-stop/{mode}/next", plan="200")
+                p = harness.run([str(exe), slow, mode, nxt],
+                                self.guard_env(CURLGUARD_MAX_INFLIGHT="1",
+                                               CURLGUARD_STATE=str(self.tmp / f"{mode}.state")),
+                                timeout=60)
+                self.assertEqual(p.returncode, 0, (p.stdout, p.stderr))
+                self.assertEqual(p.stdout, b"worker " + said + b"\nnext: rc=0\nnext: rc=0\n",
+                                 p.stderr)
 
 
 if __name__ == "__main__":
