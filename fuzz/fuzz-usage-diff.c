@@ -116,8 +116,9 @@ static void cg__usage(struct cg_usage_parser *p, const cJSON *u, int anthropic) 
   if (!cJSON_IsObject(u))
     return;
   p->stale = 0; /* a usage report after any skipped event */
-  if (cJSON_GetObjectItemCaseSensitive(u, "cache_read_input_tokens") ||
-      cJSON_GetObjectItemCaseSensitive(u, "cache_creation_input_tokens"))
+  if ((cJSON_GetObjectItemCaseSensitive(u, "cache_read_input_tokens") ||
+       cJSON_GetObjectItemCaseSensitive(u, "cache_creation_input_tokens")) &&
+      !cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens"))
     anthropic = 1;
   if (anthropic)
     p->anthropic = 1;

@@ -271,11 +271,16 @@ static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, 
   /* the slots of cache_read_input_tokens and cache_creation_input_tokens: present at
    * all (any value) marks Anthropic */
   uint64_t cache_keys = (uint64_t) 3 << (18 + u * 15 + CG__N_CREAD);
+  /* ... unless the object counts its input as OpenAI does ("prompt_tokens", cached and
+   * cache-written tokens included): a gateway's OpenAI-format usage that also carries
+   * Anthropic's cache keys (LiteLLM: "cache_creation_input_tokens",
+   * "cache_read_input_tokens" beside "prompt_tokens_details.cached_tokens") */
+  uint64_t prompt_key = (uint64_t) 1 << (18 + u * 15 + CG__N_PROMPT);
   uint64_t m = f->nset >> n & ((UINT64_C(1) << CG__N_PER_USAGE) - 1);
   if (!(f->objs & (UINT32_C(1) << (CG__CX_USAGE + u))))
     return;
   a->stale = 0; /* a usage report after any skipped event */
-  if (f->seen & cache_keys)
+  if ((f->seen & cache_keys) && !(f->seen & prompt_key))
     anthropic = 1;
   if (anthropic)
     a->anthropic = 1;

@@ -83,6 +83,21 @@ static const struct usage_case cases[] = {
    "\"usage\":{\"input_tokens\":20,\"cache_creation_input_tokens\":5,"
    "\"cache_read_input_tokens\":100,\"output_tokens\":7}}",
    125, 100, 5, 7, -1, 132, "claude-x", 0},
+  /* A gateway's OpenAI-format usage (LiteLLM) that also carries Anthropic's cache keys:
+   * its prompt_tokens already hold the cached and cache-written tokens.  Read as
+   * Anthropic's, they were added again (3926 of 2306 total; the cost x2 to x2.5). */
+  {"gateway openai usage with anthropic cache keys",
+   "{\"id\":\"c\",\"object\":\"chat.completion\",\"model\":\"claude-sonnet-4-20250514\","
+   "\"choices\":[{\"message\":{\"content\":\"x\"}}],\"usage\":{\"prompt_tokens\":2006,"
+   "\"completion_tokens\":300,\"total_tokens\":2306,"
+   "\"prompt_tokens_details\":{\"cached_tokens\":1920},"
+   "\"cache_creation_input_tokens\":0}}",
+   2006, 1920, 0, 300, -1, 2306, "claude-sonnet-4-20250514", 0},
+  {"gateway openai usage with a cache read and a cache write",
+   "{\"model\":\"claude-sonnet-4-20250514\",\"usage\":{\"cache_read_input_tokens\":1000,"
+   "\"cache_creation_input_tokens\":400,\"prompt_tokens\":1500,\"completion_tokens\":50,"
+   "\"total_tokens\":1550,\"prompt_tokens_details\":{\"cached_tokens\":1000}}}",
+   1500, 1000, 400, 50, -1, 1550, "claude-sonnet-4-20250514", 0},
   {"gemini generateContent",
    "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}]}}],"
    "\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":20,"
