@@ -212,6 +212,8 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
   X("date", date)                                                                          \
   X("content-type", content_type)                                                          \
   X("content-length", content_length)                                                      \
+  X("www-authenticate", auth_challenge)                                                    \
+  X("proxy-authenticate", proxy_challenge)                                                 \
   X("x-ratelimit-limit-requests", rl_limit_req)                                            \
   X("x-ratelimit-remaining-requests", rl_remaining_req)                                    \
   X("x-ratelimit-reset-requests", rl_reset_req)                                            \
@@ -347,6 +349,15 @@ static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of
      * guard. */
     return !a->hold_body || !cg__holdable_body(&a->hints) || cg__bodiless(a);
   }
+  /* A 401 (407) with a challenge that libcurl answers itself with the host's credentials
+   * (CURLOPT_HTTPAUTH, CURLOPT_PROXYAUTH beyond Basic: Digest, NTLM, "any"; lib/http.c
+   * Curl_http_auth_act) is a hop like a followed redirect: the answer to the
+   * authenticated request follows in the same transfer.  Taken for the final answer, a
+   * 503 to that request went to a host with no header callback as the call's answer,
+   * not retried (a helper's find). */
+  if ((s == 401 && a->hints.auth_challenge[0] && (a->h->httpauth & ~(long) CURLAUTH_BASIC)) ||
+      (s == 407 && a->hints.proxy_challenge[0] && (a->h->proxyauth & ~(long) CURLAUTH_BASIC)))
+    return CG_READY_HOP;
   return !(a->preview && a->preview(a, a->preview_arg));
 }
 

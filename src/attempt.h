@@ -64,6 +64,9 @@ struct cg_hints {
   char content_type[64];
   char content_length[24];
   int has_location;
+  /* WWW-Authenticate, Proxy-Authenticate: non-empty when the response carries one (the
+   * value's first byte only). */
+  char auth_challenge[2], proxy_challenge[2];
   /* Provider rate-limit headers (ratelimit.h). */
   char rl_limit_req[24], rl_remaining_req[24], rl_reset_req[40];
   char rl_limit_tok[24], rl_remaining_tok[24], rl_reset_tok[40];

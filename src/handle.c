@@ -466,6 +466,7 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
 /* The options whose argument is stored as it is, with their field (cg_handle_keep). */
 #define CG__STORED(X)                                                                      \
   X(CURLOPT_HTTPHEADER, httpheader) X(CURLOPT_FOLLOWLOCATION, followlocation)              \
+  X(CURLOPT_HTTPAUTH, httpauth) X(CURLOPT_PROXYAUTH, proxyauth)                            \
   X(CURLOPT_CURLU, curlu)                                                                  \
   X(CURLOPT_WRITEFUNCTION, write_fn) X(CURLOPT_WRITEDATA, write_data)                      \
   X(CURLOPT_HEADERFUNCTION, header_fn) X(CURLOPT_HEADERDATA, header_data)                  \

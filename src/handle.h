@@ -61,6 +61,9 @@ struct cg_handle {
   void *curlu;               /* CURLOPT_CURLU (host-owned CURLU *): libcurl goes by it, not
                               * by CURLOPT_URL, while it is set (lib/url.c parseurlandfillconn) */
   long followlocation;
+  long httpauth;             /* CURLOPT_HTTPAUTH: the schemes libcurl may answer a 401 with
+                              * (0, unset: Basic only) */
+  long proxyauth;            /* CURLOPT_PROXYAUTH, for a 407 */
 
   /* Callbacks and their data, as the host set them (NULL function = libcurl default). */
   curl_write_callback write_fn;

@@ -89,6 +89,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(307, b"again\n", [("Location", base + "/form")])
         elif self.path == "/close":
             self._answer(200, b"closing body\n", close=True)
+        elif self.path.startswith("/digest/"):
+            # a Digest challenge to a request without credentials; the first request with
+            # them (libcurl's answer to the challenge) gets a 503, the next ones a 200
+            if not self.headers.get("Authorization", "").startswith("Digest "):
+                return self._answer(401, b"who are you\n", [(
+                    "WWW-Authenticate",
+                    'Digest realm="r", nonce="abc123", qop="auth", algorithm=MD5')])
+            with self.server.lock:
+                n = self.server.authed.get(self.path, 0)
+                self.server.authed[self.path] = n + 1
+            if n == 0:
+                self._answer(503, b"busy\n", [("Retry-After", "0")])
+            else:
+                self._answer(200, b"authenticated\n")
         else:
             self._answer(404, b"no\n")
 
@@ -177,7 +191,7 @@ class CallbackTest(harness.GuardTestCase):
         cls.http = _Server(("127.0.0.1", 0), _Handler)
         cls.http.ftp_port = cls.ftp.server_address[1]
         cls.http.seen, cls.http.lock = set(), threading.Lock()
-        cls.http.posts = {}
+        cls.http.posts, cls.http.authed = {}, {}
         for srv in (cls.ftp, cls.http):
             threading.Thread(target=srv.serve_forever, daemon=True).start()
         cls.base = f"http://127.0.0.1:{cls.http.server_address[1]}"
@@ -254,6 +268,30 @@ class CallbackTest(harness.GuardTestCase):
         self.assertEqual(len(self.mock.entries(url=gtarget)), 2)
         self.assertEqual([(r["attempt"], r["decision"]) for r in self.records()],
                          [(1, "retry"), (2, "done")])
+
+    def test_digest_challenge_then_503_retried_when_host_takes_no_headers(self):
+        """A 401 with a Digest challenge that libcurl answers itself (CURLOPT_HTTPAUTH) is a
+        hop like a followed redirect: a 503 to the authenticated request is retried for a
+        host that takes no headers (pycurl without HEADERFUNCTION).  Before, the 401 was
+        taken for the final answer, the 503 then streamed to the host, not retried."""
+        harness.require_pycurl()
+        script = self.tmp / "digest.py"
+        script.write_text(
+            "import io, sys, pycurl\n"
+            "c = pycurl.Curl(); b = io.BytesIO()\n"
+            "c.setopt(pycurl.URL, sys.argv[1]); c.setopt(pycurl.PROXY, '')\n"
+            "c.setopt(pycurl.HTTPAUTH, pycurl.HTTPAUTH_DIGEST)\n"
+            "c.setopt(pycurl.USERPWD, 'a:b'); c.setopt(pycurl.WRITEDATA, b)\n"
+            "c.perform()\n"
+            "print(c.getinfo(pycurl.RESPONSE_CODE), b.getvalue().decode().strip())\n")
+        g = harness.run([harness.PYTHON, script, self.base + "/digest/g"], self.genv(),
+                        timeout=30)
+        p = harness.run([harness.PYTHON, script, self.base + "/digest/p"],
+                        harness.plain_env(), timeout=30)
+        self.assertEqual((p.returncode, p.stdout), (0, b"503 busy\n"))
+        self.assertEqual((g.returncode, g.stdout), (0, b"200 authenticated\n"), g.stderr)
+        self.assertEqual([(r["attempt"], r["status"], r["decision"]) for r in self.records()],
+                         [(1, 503, "retry"), (2, 200, "done")])
 
     def test_post_redirected_then_429_is_not_sent_again(self):
         """A POST answered 302, then a 429 on the GET it led to: a retry would start over

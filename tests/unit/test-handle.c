@@ -1150,8 +1150,10 @@ Test(handle, untracked_options_change_nothing) {
       cr_assert(memcmp(&before, h, sizeof(before)) == 0, "untracked option %ld changed the shadow",
                 opt);
     }
-  cr_assert_eq(tracked, 44, "%ld options tracked", tracked);
-  cr_assert_eq(stored, 23, "%ld options stored as they are", stored);
+  cr_assert_eq(tracked, 46, "%ld options tracked", tracked);
+  cr_assert_eq(stored, 25, "%ld options stored as they are", stored);
+  cr_assert_eq(cg_handle_keeps(CURLOPT_HTTPAUTH),
+               offsetof(struct cg_handle, httpauth) / sizeof(void *));
   cr_assert(cg_handle_keeps(CURLOPT_URL) >= CG_KEEP_SWITCH);
   cr_assert(cg_handle_keeps(CURLOPT_POSTFIELDSIZE_LARGE) >= CG_KEEP_SWITCH);
   cr_assert_eq(cg_handle_keeps(CURLOPT_WRITEFUNCTION),
