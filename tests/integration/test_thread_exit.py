@@ -125,13 +125,18 @@ int main(int argc, char **argv) {
 
 
 class ThreadExitTest(harness.GuardTestCase):
-    def test_a_call_from_a_key_destructor_at_thread_exit(self):
+    def compile(self, name, text):
+        """The C host `text`, built as `name` in the test's directory -> its path."""
         if not CC:
             self.skipTest("no C compiler")
-        src, exe = self.tmp / "host.c", self.tmp / "host"
-        src.write_text(HOST_C)
+        src, exe = self.tmp / f"{name}.c", self.tmp / name
+        src.write_text(text)
         subprocess.run([CC, "-O2", "-o", str(exe), str(src), "-lcurl", "-lpthread"],
                        check=True, timeout=60, capture_output=True)
+        return exe
+
+    def test_a_call_from_a_key_destructor_at_thread_exit(self):
+        exe = self.compile("host", HOST_C)
         url = self.mock.url("/v1/thread-exit", plan="200", key=True)
         want = b"in the thread: rc=0 status=200\nfrom a key destructor: rc=0 status=200\n"
         for env in (harness.plain_env(), self.guard_env()):
@@ -149,12 +154,7 @@ class ThreadExitTest(harness.GuardTestCase):
         without the guard.  Before, the slot stayed counted for the process's whole life
         (its owner lives on): each next call waited for it and failed with 28 after 4.9 s,
         in this process and in every other process of the pool."""
-        if not CC:
-            self.skipTest("no C compiler")
-        src, exe = self.tmp / "cancel.c", self.tmp / "cancel"
-        src.write_text(CANCEL_C)
-        subprocess.run([CC, "-O2", "-o", str(exe), str(src), "-lcurl", "-lpthread"],
-                       check=True, timeout=60, capture_output=True)
+        exe = self.compile("cancel", CANCEL_C)
         for mode, plan, said in (("cancel", "200:delay=3000", b"cancelled"),
                                  ("exit", "stall:ms=3000", b"ended")):
             with self.subTest(mode):
