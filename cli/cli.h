@@ -38,8 +38,9 @@ int cg_cli_written(const char *cmd, int rc);
 int cg_cli_exporter(int argc, char **argv);
 
 /* The state file the guard would use (CURLGUARD_STATE, else config file `config` (NULL:
- * CURLGUARD_CONFIG) "state", else the default) into `out`.  0, or -1 when none. */
-int cg_cli_state_path(const char *config, char *out, size_t len);
+ * CURLGUARD_CONFIG) "state", else the default) into `out`.  0; or -1 when none, -2 when
+ * the config file cannot be used (either said in one line starting with `cmd`). */
+int cg_cli_state_path(const char *cmd, const char *config, char *out, size_t len);
 
 /* `curlguard report [--json] [--html FILE] [LOG...]`: usage-log totals per pool and
  * model, latency percentiles and alerts (report.h has the definitions), as text, JSON or

@@ -265,10 +265,8 @@ int cg_cli_exporter(int argc, char **argv) {
     cg_cli_error("exporter: %s (%s)", why, cg__usage);
     return CG_EXIT_USAGE;
   }
-  if (cg_cli_state_path(config, path, sizeof(path)) != 0) {
-    cg_cli_error("exporter: no state file configured");
+  if (cg_cli_state_path("exporter", config, path, sizeof(path)) != 0)
     return CG_EXIT_ERROR;
-  }
   if (!(m = malloc(sizeof(*m)))) {
     cg_cli_error("exporter: out of memory");
     return CG_EXIT_ERROR;

@@ -74,6 +74,15 @@ int main(int argc, char **argv) {
     fputs(cg__usage, stderr);
     return CG_EXIT_USAGE;
   }
+  /* `curlguard CMD --help` for the commands without a help of their own (report and
+   * prices have theirs): the usage of all, on stdout, exit 0. */
+  if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) &&
+      (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "plan") == 0 ||
+       strcmp(argv[1], "stat") == 0 || strcmp(argv[1], "reset") == 0 ||
+       strcmp(argv[1], "exporter") == 0)) {
+    fputs(cg__usage, stdout);
+    return CG_EXIT_OK;
+  }
   if (strcmp(argv[1], "run") == 0)
     return cg_cli_run(argc - 1, argv + 1);
   /* Not for run (an ignored signal stays ignored across execve(2)): under a file size

@@ -18,7 +18,8 @@
 static int cg__seconds(const char *flag, const char *s, double *out) {
   char *end;
   double v = strtod(s, &end);
-  if (end == s || *end || !isfinite(v) || v < 0 || v > 1e7) {
+  if (end == s || *end || !isfinite(v) || v < 0 || v > 1e7 || s[0] == '-' ||
+      strpbrk(s, "xX")) { /* not "-0", not hex */
     cg_cli_error("plan: %s wants a number of seconds >= 0, not \"%s\"", flag, s);
     return -1;
   }
@@ -83,19 +84,19 @@ int cg_cli_plan(int argc, char **argv) {
   }
 
   if (json) {
-    printf("{\"attempts_fit\": %d, \"needed_s\": %g, \"budget_s\": %g, \"timeline\": [", fit,
+    printf("{\"attempts_fit\": %d, \"needed_s\": %.15g, \"budget_s\": %.15g, \"timeline\": [", fit,
            end[max_attempts - 1], budget);
     for (i = 0; i < max_attempts; i++)
-      printf("%s{\"attempt\": %d, \"wait_s\": %g, \"end_s\": %g, \"fits\": %s}",
+      printf("%s{\"attempt\": %d, \"wait_s\": %.15g, \"end_s\": %.15g, \"fits\": %s}",
              i ? ", " : "", i + 1, wait[i], end[i], end[i] <= budget + 1e-9 ? "true" : "false");
     printf("]}\n");
     return cg_cli_written("plan", CG_EXIT_OK);
   }
   printf("attempt  wait_s    end_s  fits\n");
   for (i = 0; i < max_attempts; i++)
-    printf("%7d %7g %8g  %s\n", i + 1, wait[i], end[i],
+    printf("%7d %7.15g %8.15g  %s\n", i + 1, wait[i], end[i],
            end[i] <= budget + 1e-9 ? "yes" : "no");
-  printf("%d of %ld attempts fit a budget of %g s; all %ld need %g s\n", fit, max_attempts,
+  printf("%d of %ld attempts fit a budget of %.15g s; all %ld need %.15g s\n", fit, max_attempts,
          budget, max_attempts, end[max_attempts - 1]);
   return cg_cli_written("plan", CG_EXIT_OK);
 }

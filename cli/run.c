@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -362,7 +363,11 @@ int cg_cli_run(int argc, char **argv) {
       i++;
       break;
     }
-    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--config") == 0 && i + 1 == argc) {
+      cg_cli_error("run: --config needs a FILE (usage: curlguard run [--config F] -- CMD "
+                   "ARGS...)");
+      return CG_EXIT_USAGE;
+    } else if (strcmp(argv[i], "--config") == 0) {
       config = argv[++i];
     } else if (strncmp(argv[i], "--config=", 9) == 0) {
       config = argv[i] + 9;
@@ -380,7 +385,7 @@ int cg_cli_run(int argc, char **argv) {
   }
   if (config && access(config, R_OK) != 0) {
     cg_cli_error("run: config file %s: %s", config, strerror(errno));
-    return CG_EXIT_USAGE;
+    return CG_EXIT_ERROR; /* curlguard(1): 1 when the configuration file cannot be read */
   }
   if (cg__find_lib(lib, sizeof(lib)) != 0) {
     cg_cli_error("run: cannot find libcurlguard.so next to this program or in "
@@ -408,8 +413,11 @@ int cg_cli_run(int argc, char **argv) {
   /* Paths relative to here would move with every child that changes directory. */
   if (config)
     cg__setenv_abs("CURLGUARD_CONFIG", config);
+  else if (getenv("CURLGUARD_CONFIG") && getenv("CURLGUARD_CONFIG")[0])
+    cg__setenv_abs("CURLGUARD_CONFIG", getenv("CURLGUARD_CONFIG"));
+  /* "off" in any case means no log (src/config.c: strcasecmp), not a file named OFF. */
   if (getenv("CURLGUARD_LOG") && strcmp(getenv("CURLGUARD_LOG"), "-") != 0 &&
-      strcmp(getenv("CURLGUARD_LOG"), "off") != 0)
+      strcasecmp(getenv("CURLGUARD_LOG"), "off") != 0)
     cg__setenv_abs("CURLGUARD_LOG", getenv("CURLGUARD_LOG"));
   if (getenv("CURLGUARD_STATE"))
     cg__setenv_abs("CURLGUARD_STATE", getenv("CURLGUARD_STATE"));

@@ -50,12 +50,23 @@ static int cg__config_option(int argc, char **argv, int *i) {
   return 0;
 }
 
-/* The configured state path into `out`.  0 on success. */
-static int cg__state_path(char *out, size_t len) {
+/* The configured state path into `out` for command `cmd`: 0; -1 when none is configured
+ * (said in one line); -2 when the config file named cannot be used (said in one line):
+ * the defaults' state file is never the one acted on then (before, `reset --config
+ * typo.json` re-initialised the default file, exit 0). */
+static int cg__state_path(const char *cmd, char *out, size_t len) {
+  const char *cfg = cg__getenv_with_config("CURLGUARD_CONFIG");
   struct cg_config c;
+  char why[128];
+
+  if (cfg && cfg[0] && cg_config_file_usable(cfg, why, sizeof(why)) != 0) {
+    cg_cli_error("%s: config file %s: %s", cmd, cfg, why);
+    return -2;
+  }
   cg_config_load(&c, cg__getenv_with_config);
   if (!c.state_path) {
     cg_config_free(&c);
+    cg_cli_error("%s: no state file configured", cmd);
     return -1;
   }
   snprintf(out, len, "%s", c.state_path);
@@ -348,10 +359,8 @@ int cg_cli_stat(int argc, char **argv) {
                  "[--config F] [--json | --prometheus])");
     return CG_EXIT_USAGE;
   }
-  if (cg__state_path(path, sizeof(path)) != 0) {
-    cg_cli_error("stat: no state file configured");
+  if (cg__state_path("stat", path, sizeof(path)) != 0)
     return CG_EXIT_ERROR;
-  }
   if (prometheus)
     return cg__stat_prometheus(path);
   if (lstat(path, &sb) != 0) {
@@ -574,10 +583,8 @@ int cg_cli_reset(int argc, char **argv) {
       return CG_EXIT_USAGE;
     }
   }
-  if (cg__state_path(path, sizeof(path)) != 0) {
-    cg_cli_error("reset: no state file configured");
+  if (cg__state_path("reset", path, sizeof(path)) != 0)
     return CG_EXIT_ERROR;
-  }
   if (cg_state_reset(path, why, sizeof(why)) != 0) {
     cg_cli_error("reset: %s", why);
     return CG_EXIT_ERROR;
@@ -586,7 +593,7 @@ int cg_cli_reset(int argc, char **argv) {
   return CG_EXIT_OK;
 }
 
-int cg_cli_state_path(const char *config, char *out, size_t len) {
+int cg_cli_state_path(const char *cmd, const char *config, char *out, size_t len) {
   cg__config_flag = config;
-  return cg__state_path(out, len);
+  return cg__state_path(cmd, out, len);
 }

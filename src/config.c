@@ -883,41 +883,61 @@ const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *
   return cg_config_pool_at(c, host, -1, NULL, scratch);
 }
 
-/* Read the JSON config file at `path` into `c`.  Returns the number of problems. */
-static int cg__load_file(struct cg_config *c, const char *path) {
+/* The JSON object of the config file at `path`, or NULL with the reason in `why` (`n`
+ * bytes): unreadable, not a regular file under CG_CONFIG_FILE_MAX bytes, out of memory,
+ * or not a JSON object.  The caller frees it with cJSON_Delete. */
+static cJSON *cg__read_file(const char *path, char *why, size_t n) {
   /* O_NONBLOCK: a FIFO without a writer must fail the check below, not hang the host. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
   struct stat st;
-  char *text = NULL;
-  cJSON *root = NULL, *item;
-  int problems = 0;
-  size_t n;
+  char *text;
+  cJSON *root;
+  size_t got;
 
   if (!f) {
-    cg_warn("config %s: %s; using defaults", path, strerror(errno));
+    snprintf(why, n, "%s", strerror(errno));
     if (fd >= 0)
       close(fd);
-    return 1;
+    return NULL;
   }
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CG_CONFIG_FILE_MAX) {
-    cg_warn("config %s: not a regular file under 1 MiB; using defaults", path);
+    snprintf(why, n, "not a regular file under 1 MiB");
     fclose(f);
-    return 1;
+    return NULL;
   }
-  text = malloc((size_t) st.st_size + 1);
-  if (!text) {
+  if (!(text = malloc((size_t) st.st_size + 1))) {
+    snprintf(why, n, "out of memory");
     fclose(f);
-    return 1;
+    return NULL;
   }
-  n = fread(text, 1, (size_t) st.st_size, f);
-  text[n] = '\0';
+  got = fread(text, 1, (size_t) st.st_size, f);
+  text[got] = '\0';
   fclose(f);
-  root = cJSON_ParseWithLength(text, n);
+  root = cJSON_ParseWithLength(text, got);
   free(text);
   if (!cJSON_IsObject(root)) {
-    cg_warn("config %s: not a JSON object; using defaults", path);
+    snprintf(why, n, "not a JSON object");
     cJSON_Delete(root);
+    return NULL;
+  }
+  return root;
+}
+
+int cg_config_file_usable(const char *path, char *why, size_t n) {
+  cJSON *root = cg__read_file(path, why, n);
+  cJSON_Delete(root);
+  return root ? 0 : -1;
+}
+
+/* Read the JSON config file at `path` into `c`.  Returns the number of problems. */
+static int cg__load_file(struct cg_config *c, const char *path) {
+  char why[128];
+  cJSON *root = cg__read_file(path, why, sizeof(why)), *item;
+  int problems = 0;
+
+  if (!root) {
+    cg_warn("config %s: %s; using defaults", path, why);
     return 1;
   }
   cJSON_ArrayForEach(item, root) {

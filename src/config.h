@@ -150,6 +150,11 @@ typedef const char *(*cg_getenv_fn)(const char *name);
  * were reported (each once, on stderr); `c` is always usable afterwards. */
 int cg_config_load(struct cg_config *c, cg_getenv_fn env);
 
+/* Whether the config file at `path` can be used at all (readable, a regular file under
+ * 1 MiB, a JSON object): 0, or -1 with the reason in `why` (`n` bytes).  Says nothing
+ * (for the CLI, which must not act on the defaults when its config cannot be read). */
+int cg_config_file_usable(const char *path, char *why, size_t n);
+
 /* Free what cg_config_load allocated. */
 void cg_config_free(struct cg_config *c);
 

@@ -150,6 +150,18 @@ class PlanTest(harness.GuardTestCase):
         text = p.stdout.decode()
         self.assertIn("5 of 8 attempts fit a budget of 30 s; all 8 need 87 s", text)
 
+    def test_plan_keeps_every_digit(self):
+        """Times to the millisecond and beyond 10^6 s as given (%g printed 3600.12 for
+        3600.125, and 1e+07)."""
+        p = self.plan("--budget", "7201", "--attempt-timeout", "3600.125", "--base", ".25",
+                      "--cap", ".25", "--max-attempts", "2", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([t["end_s"] for t in json.loads(p.stdout)["timeline"]],
+                         [3600.125, 7200.5])
+        p = self.plan("--budget", "9999999", "--attempt-timeout", "1234567", "--base", "1",
+                      "--cap", "1", "--max-attempts", "1")
+        self.assertIn(b"fit a budget of 9999999 s; all 1 need 1234567 s", p.stdout)
+
 
 class CliErrorsTest(harness.GuardTestCase):
     def cli(self, *args, env=None):
@@ -165,6 +177,11 @@ class CliErrorsTest(harness.GuardTestCase):
                                    "--base", "1"],
             "plan with a bad number": ["plan", "--budget", "abc", "--attempt-timeout", "2",
                                        "--base", "1", "--cap", "20"],
+            "plan with -0": ["plan", "--budget", "-0", "--attempt-timeout", "2",
+                             "--base", "1", "--cap", "20"],
+            "plan with hexadecimal": ["plan", "--budget", "30", "--attempt-timeout", "0x10",
+                                      "--base", "1", "--cap", "20"],
+            "run --config without its file": ["run", "--config"],
             "unknown command": ["frobnicate"],
         }
         for what, args in cases.items():
@@ -173,6 +190,45 @@ class CliErrorsTest(harness.GuardTestCase):
                 self.assertEqual(p.returncode, 2, f"{what}: {p.stderr!r}")
                 self.assertEqual(p.stdout, b"")
                 _one_curlguard_line(self, p.stderr, what)
+
+    def test_help_of_every_command(self):
+        """`curlguard CMD --help` prints the usage and exits 0 (run, plan, stat, reset and
+        exporter took it for an unknown option: exit 2)."""
+        for cmd in ("run", "plan", "stat", "reset", "exporter", "report", "prices"):
+            with self.subTest(cmd):
+                p = self.cli(cmd, "--help")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn(b"usage:", p.stdout.lower())
+
+    def test_a_config_file_that_cannot_be_used_is_an_error(self):
+        """stat, reset and exporter with a config file they cannot use (missing, not a
+        JSON object): one line, exit 1, the state file untouched.  Before, they warned
+        "using defaults" and went on with the default state file: `reset --config
+        typo.json` re-initialised it, exit 0.  run: 1 for a file it cannot read."""
+        state = self.tmp / "state"
+        warm = harness.run([harness.CURL, "-sS", "-o", "/dev/null",
+                            self.mock.url("/v1/cli-config", plan="200")],
+                           self.guard_env(), timeout=30)
+        self.assertEqual(warm.returncode, 0, warm.stderr)
+        before = state.read_bytes()
+        bad = self.tmp / "bad.json"
+        bad.write_text("{bad")
+        env = harness.plain_env(CURLGUARD_STATE=str(state))
+        for cfg in (self.tmp / "missing.json", bad):
+            for args in (["reset"], ["stat"], ["stat", "--json"],
+                         ["exporter", "--listen", "127.0.0.1:0"]):
+                with self.subTest(cfg=cfg.name, args=args):
+                    p = self.cli(*args, "--config", str(cfg), env=env)
+                    self.assertEqual(p.returncode, 1, p.stderr)
+                    line = _one_curlguard_line(self, p.stderr, args[0])
+                    self.assertIn(cfg.name, line)
+            with self.subTest(cfg=cfg.name, env="CURLGUARD_CONFIG"):
+                p = self.cli("reset", env=dict(env, CURLGUARD_CONFIG=str(cfg)))
+                self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(state.read_bytes(), before, "the state file was re-initialised")
+        p = self.cli("run", "--config", str(self.tmp / "missing.json"), "--", "/bin/true")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        _one_curlguard_line(self, p.stderr, "run")
 
     def test_unrunnable_command_exit_1(self):
         not_exec = self.tmp / "not-executable"
