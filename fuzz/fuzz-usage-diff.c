@@ -116,14 +116,18 @@ static void cg__usage(struct cg_usage_parser *p, const cJSON *u, int anthropic) 
   if (!cJSON_IsObject(u))
     return;
   p->stale = 0; /* a usage report after any skipped event */
+  /* Anthropic's cache keys mark Anthropic, unless prompt_tokens is a number: a gateway's
+   * OpenAI-format usage (src/usage.c cg__usage), whose prompt_tokens then win. */
   if ((cJSON_GetObjectItemCaseSensitive(u, "cache_read_input_tokens") ||
        cJSON_GetObjectItemCaseSensitive(u, "cache_creation_input_tokens")) &&
-      !cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens"))
+      !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens")))
     anthropic = 1;
   if (anthropic)
     p->anthropic = 1;
   cg__num(u, "prompt_tokens", &p->prompt);
   cg__num(u, "input_tokens", &p->prompt);
+  if (!anthropic)
+    cg__num(u, "prompt_tokens", &p->prompt);
   cg__num(u, "completion_tokens", &p->completion);
   cg__num(u, "output_tokens", &p->completion);
   cg__num(u, "total_tokens", &p->total);

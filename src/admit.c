@@ -598,10 +598,25 @@ static enum cg_gate cg__breaker_gate(struct cg_admission *ad, int p, int64_t *no
 static enum cg_gate cg__gate_repeat(struct cg_admission *ad, int64_t deadline_ms,
                                     int64_t now);
 
+/* The longest the limiter may make an attempt wait (ms) with the deadline at
+ * `deadline_ms` and the clock at `now_ms`: what leaves the attempt CG_MIN_ATTEMPT_MS.  A
+ * call's first attempt with less than that left still goes when it need not wait (0):
+ * the host chose that deadline, and without the guard the request would be sent (before,
+ * `curl -m 0.05` failed at once with "rate limit wait 0.0 s exceeds deadline", no limit
+ * set).  A retry with less left is not started. */
+static int64_t cg__wait_room_ms(const struct cg_admission *ad, int64_t deadline_ms,
+                                int64_t now_ms) {
+  int64_t left = deadline_ms - now_ms - CG_MIN_ATTEMPT_MS;
+  return left < 0 && ad->first_attempt && now_ms < deadline_ms ? 0 : left;
+}
+
 static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repeat,
                              int64_t deadline_ms, int64_t *next_probe_ms) {
-  int p = cg__pool(ad);
+  int p;
   int64_t now;
+
+  ad->first_attempt = attempt == 1;
+  p = cg__pool(ad);
 
   *next_probe_ms = 0;
   if (p < 0)
@@ -929,7 +944,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     return -2;
   /* A Redis step takes a round trip: as good as a wait for cg_admission_recheck. */
   ad->waited = ad->sh.ops != &cg_shared_mmap;
-  left_ms = deadline_ms - now / 1000000 - CG_MIN_ATTEMPT_MS; /* now: CLOCK_MONOTONIC too */
+  left_ms = cg__wait_room_ms(ad, deadline_ms, now / 1000000); /* now: CLOCK_MONOTONIC too */
   /* A pool held by a server's hint waits no longer than such a hint may ask of the
    * process that got it (max_retry_after): longer means give up now. */
   if (left_ms > ad->max_retry_after_ms &&
@@ -1399,6 +1414,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
 
   if (p < 0)
     return CG_NB_GO;
+  ad->first_attempt = attempt == 1;
   switch (nb->phase) {
   case 0:
     b = cg__breaker_nb(ad, nb, p, deadline_ms, 1, ms);
@@ -1452,7 +1468,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     now = cg_state_now();
     nb->queue_since_ms = now / 1000000; /* CLOCK_MONOTONIC, as cg_mono_ms() */
     nb->slot = -2;
-    left_ms = deadline_ms - nb->queue_since_ms - CG_MIN_ATTEMPT_MS;
+    left_ms = cg__wait_room_ms(ad, deadline_ms, nb->queue_since_ms);
     if (left_ms > ad->max_retry_after_ms &&
         __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE) - now >
             ad->max_retry_after_ms * 1000000)

@@ -76,6 +76,9 @@ struct cg_admission {
                                     * (state clock; 0: not a retry): one that succeeds is
                                     * given back (cg_budget_refund) */
   int64_t sent_ns;                 /* when the current attempt was admitted (state clock) */
+  int first_attempt;               /* the attempt asked for is the call's first
+                                    * (cg_admission_gate): it may go with less than
+                                    * CG_MIN_ATTEMPT_MS left, if it need not wait */
   /* The pool behind the shared-state interface (shared.h): the back end this call uses,
    * chosen when the pool is first used (Redis when CURLGUARD_REDIS is set and reachable,
    * else the state file), and switched to the state file for the rest of the call when

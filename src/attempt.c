@@ -357,7 +357,10 @@ static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of
    * not retried (a helper's find). */
   if ((s == 401 && a->hints.auth_challenge[0] && (a->h->httpauth & ~(long) CURLAUTH_BASIC)) ||
       (s == 407 && a->hints.proxy_challenge[0] && (a->h->proxyauth & ~(long) CURLAUTH_BASIC)))
-    return CG_READY_HOP;
+    /* Unless it would be retried: libcurl may not answer it after all (no credentials,
+     * a scheme the host did not allow, a second 401 to a Digest answer).  Held, it goes
+     * to the host with the next response if libcurl does answer it. */
+    return a->preview && a->preview(a, a->preview_arg) ? 0 : CG_READY_HOP;
   return !(a->preview && a->preview(a, a->preview_arg));
 }
 

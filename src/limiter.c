@@ -8,6 +8,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <math.h>
 #include <sched.h>
@@ -563,6 +564,11 @@ int cg_limiter_reclaim(struct cg_state *st, int p) {
   return n;
 }
 
+/* A waiter's count taken back by a thread cancelled in its wait (pthread_cleanup_push). */
+static void cg__waiter_gone(void *w) {
+  cg__count_down((uint32_t *) w);
+}
+
 int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t deadline_ns,
                                 int64_t *waited_ns) {
   struct cg_state_pool *pool = &st->pools[p];
@@ -591,16 +597,21 @@ int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t de
     {
       int64_t left = deadline_ns - now, nap = (int64_t) CG_INFLIGHT_RECHECK_MS * 1000000;
       struct timespec ts;
+      int timed_out;
       if (left < nap)
         nap = left;
       ts.tv_sec = (time_t) (nap / 1000000000);
       ts.tv_nsec = (long) (nap % 1000000000);
       __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
-      if (cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT)
-        cg_limiter_reclaim(st, p); /* a holder may have died without releasing */
+      /* A thread cancelled in the wait takes its count back too (a cleanup handler):
+       * left, the pool showed a waiter for good. */
+      pthread_cleanup_push(cg__waiter_gone, &pool->waiters);
+      timed_out = cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT;
       /* Never below 0: the file may have been re-initialised (reset, or repaired after a
        * truncation) while we slept, and a wrapped count is what state.c takes for garbage. */
-      cg__count_down(&pool->waiters);
+      pthread_cleanup_pop(1);
+      if (timed_out)
+        cg_limiter_reclaim(st, p); /* a holder may have died without releasing */
     }
   }
 }

@@ -275,12 +275,12 @@ static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, 
    * cache-written tokens included): a gateway's OpenAI-format usage that also carries
    * Anthropic's cache keys (LiteLLM: "cache_creation_input_tokens",
    * "cache_read_input_tokens" beside "prompt_tokens_details.cached_tokens") */
-  uint64_t prompt_key = (uint64_t) 1 << (18 + u * 15 + CG__N_PROMPT);
+  uint64_t prompt_num = (uint64_t) 1 << (n + CG__N_PROMPT); /* a number, not null */
   uint64_t m = f->nset >> n & ((UINT64_C(1) << CG__N_PER_USAGE) - 1);
   if (!(f->objs & (UINT32_C(1) << (CG__CX_USAGE + u))))
     return;
   a->stale = 0; /* a usage report after any skipped event */
-  if ((f->seen & cache_keys) && !(f->seen & prompt_key))
+  if ((f->seen & cache_keys) && !(f->nset & prompt_num))
     anthropic = 1;
   if (anthropic)
     a->anthropic = 1;
@@ -288,6 +288,9 @@ static void cg__usage(struct cg__acc *a, const struct cg__facts *f, unsigned u, 
     unsigned k = (unsigned) __builtin_ctzll(m);
     cg__set((int64_t *) (void *) ((char *) a + cg__usage_dst[k]), f->num[n + k]);
   }
+  /* Read as OpenAI's, its prompt_tokens is the input, whatever input_tokens says. */
+  if (!anthropic && (f->nset & prompt_num))
+    cg__set(&a->prompt, f->num[n + CG__N_PROMPT]);
 }
 
 static int cg__is(const struct cg__facts *f, int s, const char *lit, size_t len) {

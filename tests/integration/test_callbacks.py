@@ -89,6 +89,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(307, b"again\n", [("Location", base + "/form")])
         elif self.path == "/close":
             self._answer(200, b"closing body\n", close=True)
+        elif self.path == "/digest-unanswered":
+            # a challenge libcurl cannot answer (no credentials), marked retryable
+            self._answer(401, b"who are you\n", [
+                ("WWW-Authenticate", 'Digest realm="r", nonce="abc123", qop="auth"'),
+                ("x-should-retry", "true")])
         elif self.path.startswith("/digest/"):
             # a Digest challenge to a request without credentials; the first request with
             # them (libcurl's answer to the challenge) gets a 503, the next ones a 200
@@ -292,6 +297,27 @@ class CallbackTest(harness.GuardTestCase):
         self.assertEqual((g.returncode, g.stdout), (0, b"200 authenticated\n"), g.stderr)
         self.assertEqual([(r["attempt"], r["status"], r["decision"]) for r in self.records()],
                          [(1, 503, "retry"), (2, 200, "done")])
+
+    def test_a_challenge_libcurl_does_not_answer_is_not_a_hop(self):
+        """HTTPAUTH Digest but no credentials: libcurl does not answer the 401, which is
+        the answer, and one marked `x-should-retry: true` is retried, header callback or
+        not.  Taken for a hop, its headers went to the host and committed the call (the
+        first version of the auth hop: one record, `response_delivered`)."""
+        harness.require_pycurl()
+        script = self.tmp / "digest-unanswered.py"
+        script.write_text(
+            "import io, sys, pycurl\n"
+            "c = pycurl.Curl(); b = io.BytesIO(); h = io.BytesIO()\n"
+            "c.setopt(pycurl.URL, sys.argv[1]); c.setopt(pycurl.PROXY, '')\n"
+            "c.setopt(pycurl.HTTPAUTH, pycurl.HTTPAUTH_DIGEST)\n"
+            "c.setopt(pycurl.WRITEDATA, b); c.setopt(pycurl.HEADERFUNCTION, h.write)\n"
+            "c.perform()\n"
+            "print(c.getinfo(pycurl.RESPONSE_CODE), h.getvalue().count(b'HTTP/1.1 401'))\n")
+        g = harness.run([harness.PYTHON, script, self.base + "/digest-unanswered"],
+                        self.genv(), timeout=30)
+        self.assertEqual((g.returncode, g.stdout), (0, b"401 1\n"), g.stderr)
+        self.assertEqual([(r["attempt"], r["decision"]) for r in self.records()],
+                         [(1, "retry"), (2, "retry"), (3, "give_up")])
 
     def test_post_redirected_then_429_is_not_sent_again(self):
         """A POST answered 302, then a 429 on the GET it led to: a retry would start over

@@ -8,6 +8,7 @@ over HTTP when a worker thread ends.  Such a call must neither reuse the freed s
 A small C host, compiled here, does one call in a thread, then one from a key destructor.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -123,6 +124,39 @@ int main(int argc, char **argv) {
 }
 '''
 
+# argv: SLOW_URL NEXT_URL.  Thread A holds the only in-flight slot (SLOW_URL answers late);
+# thread B waits for a slot and is cancelled there after 500 ms.
+CANCEL_WAITER_C = r'''
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static size_t sink(char *p, size_t s, size_t n, void *u) { (void) p; (void) u; return s * n; }
+static void *one(void *url) {
+  CURL *c = curl_easy_init();
+  curl_easy_setopt(c, CURLOPT_URL, (const char *) url);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+  curl_easy_perform(c);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+int main(int argc, char **argv) {
+  pthread_t a, b;
+  void *r;
+  (void) argc;
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  pthread_create(&a, NULL, one, argv[1]);
+  usleep(300000);
+  pthread_create(&b, NULL, one, argv[2]);
+  usleep(500000);
+  pthread_cancel(b);
+  pthread_join(b, &r);
+  pthread_join(a, NULL);
+  printf("B %s\n", r == PTHREAD_CANCELED ? "cancelled" : "ended");
+  return 0;
+}
+'''
+
 
 class ThreadExitTest(harness.GuardTestCase):
     def compile(self, name, text):
@@ -167,6 +201,22 @@ class ThreadExitTest(harness.GuardTestCase):
                 self.assertEqual(p.returncode, 0, (p.stdout, p.stderr))
                 self.assertEqual(p.stdout, b"worker " + said + b"\nnext: rc=0\nnext: rc=0\n",
                                  p.stderr)
+
+    def test_a_thread_cancelled_while_waiting_for_a_slot_is_no_waiter_any_more(self):
+        """A thread cancelled while it waits for the pool's only in-flight slot takes its
+        count of waiters back (a cleanup handler in limiter.c): `curlguard stat` showed
+        `waiters 1` for good, and every release made one more futex wake."""
+        exe = self.compile("cancel-waiter", CANCEL_WAITER_C)
+        slow = self.mock.url("/v1/thread-stop/holder", plan="200:delay=2000")
+        waiter = self.mock.url("/v1/thread-stop/waiter", plan="200")
+        p = harness.run([str(exe), slow, waiter],
+                        self.guard_env(CURLGUARD_MAX_INFLIGHT="1"), timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, b"B cancelled\n"), p.stderr)
+        st = harness.run([harness.CLI, "stat", "--json"],
+                         harness.plain_env(CURLGUARD_STATE=str(self.state)), timeout=30)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        pool = {x["name"]: x for x in json.loads(st.stdout)["pools"]}[harness.mock_pool()]
+        self.assertEqual((pool["inflight"], pool["waiters"]), (0, 0))
 
 
 if __name__ == "__main__":

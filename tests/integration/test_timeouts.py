@@ -366,6 +366,19 @@ class DeadlineTest(TimeoutCase):
         self.assertEqual([(r["decision"], r["reason"], r["final"], r["curl_code"]) for r in recs],
                          [("give_up", "deadline", True, 28)], self.summary(recs))
 
+    def test_a_deadline_under_100_ms_still_sends_the_first_attempt(self):
+        """curl --max-time 0.05 (and -Z, the multi driver) to a server that answers at once:
+        the first attempt goes, as without the guard; only a wait for the limiter needs the
+        100 ms an attempt is left (admit.c cg__wait_room_ms).  Before, every such call
+        failed at once: exit 28, "rate limit wait 0.0 s exceeds deadline", no limit set."""
+        for parallel in ((), ("-Z",)):
+            with self.subTest(parallel=parallel):
+                url = self.mock.url(PATH, plan="200")
+                p = self.curl(url, *parallel, "--max-time", "0.05", "-o", "/dev/null",
+                              "-w", "%{http_code}")
+                self.assertEqual((p.returncode, p.stdout), (0, b"200"), p.stderr)
+        self.assertEqual([r["outcome"] for r in self.records()], ["ok", "ok"])
+
     def test_deadline_variable(self):
         """CURLGUARD_DEADLINE_MS alone plays the same role as the host's timeout."""
         url = self.mock.url(PATH, plan="503:ra=5,200")

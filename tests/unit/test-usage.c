@@ -98,6 +98,18 @@ static const struct usage_case cases[] = {
    "\"cache_creation_input_tokens\":400,\"prompt_tokens\":1500,\"completion_tokens\":50,"
    "\"total_tokens\":1550,\"prompt_tokens_details\":{\"cached_tokens\":1000}}}",
    1500, 1000, 400, 50, -1, 1550, "claude-sonnet-4-20250514", 0},
+  /* prompt_tokens decides only as a number, and then wins over input_tokens (a null, or
+   * input_tokens beside it, read as 100 with cached 300 over it). */
+  {"gateway usage with input_tokens beside prompt_tokens",
+   "{\"model\":\"m\",\"usage\":{\"input_tokens\":100,\"prompt_tokens\":600,"
+   "\"cache_read_input_tokens\":300,\"cache_creation_input_tokens\":200,"
+   "\"output_tokens\":50}}",
+   600, 300, 200, 50, -1, 650, "m", 0},
+  {"anthropic usage with a null prompt_tokens",
+   "{\"model\":\"m\",\"usage\":{\"prompt_tokens\":null,\"input_tokens\":100,"
+   "\"cache_read_input_tokens\":300,\"cache_creation_input_tokens\":200,"
+   "\"output_tokens\":50}}",
+   600, 300, 200, 50, -1, 650, "m", 0},
   {"gemini generateContent",
    "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}]}}],"
    "\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":20,"
