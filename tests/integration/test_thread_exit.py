@@ -206,6 +206,11 @@ class ThreadExitTest(harness.GuardTestCase):
         """A thread cancelled while it waits for the pool's only in-flight slot takes its
         count of waiters back (a cleanup handler in limiter.c): `curlguard stat` showed
         `waiters 1` for good, and every release made one more futex wake."""
+        if harness.SAN_PRELOAD:
+            # pthread_cancel's forced unwinding leaves the ASan redzones of the frames it
+            # skips poisoned, and GCC 12's libasan then reports its own sigaltstack() write
+            # at the thread's exit (stack-buffer-underflow in AsanThread::Destroy)
+            self.skipTest("a thread cancelled in instrumented code trips ASan at its exit")
         exe = self.compile("cancel-waiter", CANCEL_WAITER_C)
         slow = self.mock.url("/v1/thread-stop/holder", plan="200:delay=2000")
         waiter = self.mock.url("/v1/thread-stop/waiter", plan="200")
