@@ -676,6 +676,13 @@ static int cg__is_array(const redisReply *r, size_t n) {
   return 1;
 }
 
+/* cg__is_array, and its first element a verdict of the guard's script, 0 to `max`: any
+ * other answer is not the script as written (a proxy, a man in the middle, another
+ * server), and the caller takes Redis for down. */
+static int cg__is_verdict(const redisReply *r, size_t n, int64_t max) {
+  return cg__is_array(r, n) && cg__int(r, 0) >= 0 && cg__int(r, 0) <= max;
+}
+
 /* ---- the breaker's "closed", cached per thread ----
  *
  * A closed breaker is the common case: a thread that saw it closed less than
@@ -865,12 +872,7 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   r = cg__evalv(CG_S_RESERVE, 10, keys, 11, args);
   if (!r)
     return CG_SHARED_DOWN;
-  if (!cg__is_array(r, 6)) {
-    freeReplyObject(r);
-    cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
-    return CG_SHARED_DOWN;
-  }
-  if (cg__int(r, 0) != 0 && cg__int(r, 0) != 1) { /* not the guard's script answering */
+  if (!cg__is_verdict(r, 6, 1)) {
     freeReplyObject(r);
     cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
     return CG_SHARED_DOWN;
@@ -1268,7 +1270,7 @@ static int cg__r_admit(struct cg_shared_pool *sp, int64_t probe_ns, int64_t *nex
     freeReplyObject(r);
     return CG_SHARED_DOWN;
   }
-  if (cg__int(r, 0) < 0 || cg__int(r, 0) > 2) { /* not our script */
+  if (!cg__is_verdict(r, 2, 2)) {
     freeReplyObject(r);
     cg_warn_once("redis-reply", "redis: unexpected reply; using the local state file");
     return CG_SHARED_DOWN;
@@ -1376,11 +1378,7 @@ static int cg__r_state2(struct cg_shared_pool *sp, int64_t *us) {
   int v;
   if (!r)
     return CG_SHARED_DOWN;
-  if (!cg__is_array(r, 2)) {
-    freeReplyObject(r);
-    return CG_SHARED_DOWN;
-  }
-  if (cg__int(r, 0) < 0 || cg__int(r, 0) > 2) { /* not our script */
+  if (!cg__is_verdict(r, 2, 2)) {
     freeReplyObject(r);
     return CG_SHARED_DOWN;
   }
@@ -1476,11 +1474,7 @@ static int cg__r_bretry(struct cg_shared_pool *sp, int64_t left_ns, int *slot) {
   r = cg__evalv(CG_S_BUD_RETRY, 2, keys, 6, args);
   if (!r)
     return CG_SHARED_DOWN;
-  if (!cg__is_array(r, 3)) {
-    freeReplyObject(r);
-    return CG_SHARED_DOWN;
-  }
-  if (cg__int(r, 0) < 0 || cg__int(r, 0) > 2) { /* not our script */
+  if (!cg__is_verdict(r, 3, 2)) {
     freeReplyObject(r);
     return CG_SHARED_DOWN;
   }

@@ -315,6 +315,19 @@ static void cg__init(struct cg_state *st, const char *boot) {
   __atomic_store_n(&h->magic, CG_STATE_MAGIC, __ATOMIC_RELEASE);
 }
 
+/* Grow the file `fd` (its stat in `*sb`) to the layout's size when it is shorter.  Not
+ * past the process's file size limit: ftruncate(2) would raise SIGXFSZ, which kills the
+ * host; -1 with errno EFBIG then.  0, or -1 with errno. */
+static int cg__grow(int fd, const struct stat *sb) {
+  if (sb->st_size >= (off_t) CG_STATE_SIZE)
+    return 0;
+  if (!cg_fsize_fits((off_t) CG_STATE_SIZE)) {
+    errno = EFBIG;
+    return -1;
+  }
+  return ftruncate(fd, (off_t) CG_STATE_SIZE);
+}
+
 static int cg__fail(char *why, size_t len, int fd, const char *fmt, const char *path) {
   snprintf(why, len, fmt, path, strerror(errno));
   if (fd >= 0)
@@ -397,11 +410,8 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
     return -1;
   }
   /* Never map past the end: a short (new, or truncated) file is grown first, and then
-   * re-made even when its header survived (as cg__repair does).  Not past the process's
-   * file size limit: ftruncate(2) would raise SIGXFSZ, which kills the host. */
-  if (fstat(fd, &sb) != 0 || (sb.st_size < (off_t) CG_STATE_SIZE &&
-                              (!cg_fsize_fits((off_t) CG_STATE_SIZE) ? (errno = EFBIG, 1)
-                               : ftruncate(fd, (off_t) CG_STATE_SIZE) != 0))) {
+   * re-made even when its header survived (as cg__repair does). */
+  if (fstat(fd, &sb) != 0 || cg__grow(fd, &sb) != 0) {
     flock(fd, LOCK_UN);
     if (errno == EFBIG) {
       snprintf(why, len, "state file %s: cannot size it: the process's file size limit "
@@ -706,9 +716,7 @@ static int cg__repair(struct cg_state *st, const char *path) {
     close(fd);
     return -1;
   }
-  if (fstat(fd, &sb) != 0 ||
-      (sb.st_size < (off_t) CG_STATE_SIZE &&
-       (!cg_fsize_fits((off_t) CG_STATE_SIZE) || ftruncate(fd, (off_t) CG_STATE_SIZE) != 0))) {
+  if (fstat(fd, &sb) != 0 || cg__grow(fd, &sb) != 0) {
     rc = -1;
   } else if (sigsetjmp(g.jb, 0) != 0) {
     rc = -1; /* cut again meanwhile: the next call tries again */
