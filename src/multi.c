@@ -701,22 +701,25 @@ CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned i
   return mrc;
 }
 
-/* curl_multi_fdset: libcurl's descriptors, and, when libcurl has none to offer while
- * guarded calls wait outside the real multi (a backoff, the limiter, a breaker or budget
- * hold, a held answer), a timerfd that becomes readable at the guard's next due time.
- * Without it a host that selects only when there is a descriptor spins through every such
- * wait: pycurl's CurlMulti.select returns at once on max_fd -1 (curl_multi_fdset(3): "wait
- * a while before you proceed"), ~1.9 million turns of its loop and a core busy in a 2 s
- * Retry-After.  timerfd_settime(2) clears the expirations of a timer it arms, so the
- * descriptor is readable only once the time it was last armed for has come. */
+/* curl_multi_fdset: libcurl's descriptors, and, while guarded calls wait outside the real
+ * multi (a backoff, the limiter, a breaker or budget hold, a held answer), a timerfd that
+ * becomes readable at the guard's next due time.  Without it a host that selects only
+ * when there is a descriptor spins through every such wait: pycurl's CurlMulti.select
+ * returns at once on max_fd -1 (curl_multi_fdset(3): "wait a while before you proceed"),
+ * ~1.9 million turns of its loop and a core busy in a 2 s Retry-After.  And while libcurl
+ * has descriptors with nothing to read (another transfer waiting for its first byte), a
+ * host that selects with its own timeout (pycurl's documented loop: 1 s) would send the
+ * waiting call only when that timeout ends.  timerfd_settime(2) clears the expirations of
+ * a timer it arms, so the descriptor is readable only once the time it was last armed for
+ * has come. */
 CURLMcode cg_multi_fdset(struct cg_multi *cm, fd_set *r, fd_set *w, fd_set *x, int *max_fd) {
   CURLMcode mrc = cm->lib->multi_fdset(cm->m, r, w, x, max_fd);
   struct itimerspec its;
   int64_t due, left;
   long lt = -1;
 
-  if (mrc != CURLM_OK || !r || !max_fd || *max_fd >= 0 || cm->in_host_cb ||
-      cg__outside(cm) == 0 || (due = cg__guard_due(cm)) < 0)
+  if (mrc != CURLM_OK || !r || !max_fd || cm->in_host_cb || cg__outside(cm) == 0 ||
+      (due = cg__guard_due(cm)) < 0)
     return mrc;
   /* libcurl's own timer too: a transfer in the real multi may have no descriptor yet and
    * need a call now (a handle just added, curl_multi_timeout 0: pycurl's select would
@@ -739,7 +742,8 @@ CURLMcode cg_multi_fdset(struct cg_multi *cm, fd_set *r, fd_set *w, fd_set *x, i
   if (timerfd_settime(cm->wake_fd, 0, &its, NULL) != 0)
     return mrc;
   FD_SET(cm->wake_fd, r);
-  *max_fd = cm->wake_fd;
+  if (cm->wake_fd > *max_fd)
+    *max_fd = cm->wake_fd;
   return mrc;
 }
 

@@ -545,6 +545,51 @@ class MultiDriverTest(harness.GuardTestCase):
         self.assertEqual(len(took), 5, p.stdout)
         self.assertLess(max(took), 500, f"ms from add to end of each quick transfer: {took}")
 
+    def test_a_select_loop_with_a_quiet_transfer_sends_a_retry_when_due(self):
+        """The same loop with a long select timeout while another transfer sits in the real
+        multi with nothing to read (a long completion before its first byte): libcurl
+        offers its connection's descriptor, and the call backing off a Retry-After of 1 s
+        must still be sent at its due time.  Before, the guard's descriptor was offered only
+        when libcurl had none, and the retry waited for the host's select timeout (3 s
+        here, up to 1 s in pycurl's documented loop)."""
+        if not have_pycurl():
+            self.skipTest("python3-pycurl is not installed")
+        script = self.tmp / "quiet.py"
+        script.write_text(textwrap.dedent(r'''
+            import io, pycurl, sys, time
+            m = pycurl.CurlMulti(); t0 = time.monotonic(); done = {}
+            for name, url in (("a", sys.argv[1]), ("slow", sys.argv[2])):
+                c = pycurl.Curl(); c.setopt(pycurl.URL, url); c.setopt(pycurl.PROXY, "")
+                c.setopt(pycurl.WRITEDATA, io.BytesIO()); c.name = name; m.add_handle(c)
+            active = 2
+            while active and time.monotonic() - t0 < 30:
+                while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
+                    pass
+                while True:
+                    q, ok, err = m.info_read()
+                    for c in ok + [e[0] for e in err]:
+                        active -= 1
+                        done[c.name] = (c.getinfo(pycurl.RESPONSE_CODE),
+                                        round(time.monotonic() - t0, 3))
+                        m.remove_handle(c)
+                    if not q:
+                        break
+                if active:
+                    m.select(3.0)
+            print(*done["a"], *done["slow"])
+        '''))
+        a = self.mock.url("/quiet/a", plan="503:ra=1,200")
+        # another pool (localhost): the slow call is not held with /a's
+        slow = self.mock.url("/quiet/slow", plan="200:delay=4500").replace("127.0.0.1",
+                                                                            "localhost")
+        p = harness.run([harness.PYTHON, str(script), a, slow], self.genv(), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        code_a, took_a, code_s, took_s = p.stdout.split()
+        self.assertEqual((code_a, code_s), (b"200", b"200"), p.stdout)
+        self.assertGreaterEqual(float(took_a), 0.95)         # the Retry-After was waited
+        self.assertLess(float(took_a), 2.0, f"/a ended at {float(took_a)} s")
+        self.assertGreaterEqual(float(took_s), 4.4)
+
     def test_a_retry_the_host_comes_back_to_after_the_deadline_is_recorded_as_deadline(self):
         """A multi host that sleeps through a call's backoff (Retry-After 0.5 s) and comes
         back after the call's deadline (TIMEOUT_MS 800): the retry is not sent, the host
