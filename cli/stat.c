@@ -50,10 +50,15 @@ static int cg__config_option(int argc, char **argv, int *i) {
   return 0;
 }
 
+/* The configured Redis (CURLGUARD_REDIS, README "Fleets") as cg__state_path read it with
+ * the rest of the configuration: loaded once, so its warnings are said once. */
+static char cg__conf_redis_url[4096], cg__conf_redis_prefix[256];
+
 /* The configured state path into `out` for command `cmd`: 0; -1 when none is configured
  * (said in one line); -2 when the config file named cannot be used (said in one line):
  * the defaults' state file is never the one acted on then (before, `reset --config
- * typo.json` re-initialised the default file, exit 0). */
+ * typo.json` re-initialised the default file, exit 0).  Keeps the configured Redis for
+ * cg__redis_conf. */
 static int cg__state_path(const char *cmd, char *out, size_t len) {
   const char *cfg = cg__getenv_with_config("CURLGUARD_CONFIG");
   struct cg_config c;
@@ -70,23 +75,24 @@ static int cg__state_path(const char *cmd, char *out, size_t len) {
     return -1;
   }
   snprintf(out, len, "%s", c.state_path);
+  cg__conf_redis_url[0] = '\0';
+  if (c.redis_url && c.redis_url[0]) {
+    snprintf(cg__conf_redis_url, sizeof(cg__conf_redis_url), "%s", c.redis_url);
+    snprintf(cg__conf_redis_prefix, sizeof(cg__conf_redis_prefix), "%s",
+             c.redis_prefix ? c.redis_prefix : "curlguard:");
+  }
   cg_config_free(&c);
   return 0;
 }
 
-/* The configured Redis (CURLGUARD_REDIS, README "Fleets"): URL and prefix into `url` and
- * `prefix`; 0 when one is configured. */
+/* The configured Redis (CURLGUARD_REDIS, README "Fleets") of the last cg__state_path: URL
+ * and prefix into `url` and `prefix`; 0 when one is configured. */
 static int cg__redis_conf(char *url, size_t ulen, char *prefix, size_t plen) {
-  struct cg_config c;
-  int r = -1;
-  cg_config_load(&c, cg__getenv_with_config);
-  if (c.redis_url && c.redis_url[0]) {
-    snprintf(url, ulen, "%s", c.redis_url);
-    snprintf(prefix, plen, "%s", c.redis_prefix ? c.redis_prefix : "curlguard:");
-    r = 0;
-  }
-  cg_config_free(&c);
-  return r;
+  if (!cg__conf_redis_url[0])
+    return -1;
+  snprintf(url, ulen, "%s", cg__conf_redis_url);
+  snprintf(prefix, plen, "%s", cg__conf_redis_prefix);
+  return 0;
 }
 
 /* `url` as shown: a password replaced by "***". */
@@ -341,7 +347,7 @@ int cg_cli_stat(int argc, char **argv) {
   cJSON *root, *pools;
   int64_t now;
   static char rurl[4096], rprefix[256], rerr[256];
-  volatile int redis_ok = 1;
+  volatile int redis_ok = 1, redis_asked = 0;
 
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
@@ -431,6 +437,7 @@ int cg_cli_stat(int argc, char **argv) {
       cJSON_AddItemToObject(o, "tally", cg__tally_json(&st, i));
       if (rurl[0]) {
         cJSON *f = cg__fleet_json(rurl, rprefix, p->name, p, rerr, sizeof(rerr));
+        redis_asked = 1;
         cJSON_AddItemToObject(o, "fleet", f);
         if (cJSON_IsNull(f))
           redis_ok = 0;
@@ -446,6 +453,11 @@ int cg_cli_stat(int argc, char **argv) {
   }
   if (rurl[0]) {
     cJSON *ro = cJSON_GetObjectItem(root, "redis");
+    if (!redis_asked) { /* no pool yet: whether Redis answers at all */
+      struct cg_redis_view v;
+      if (cg_redis_view(rurl, rprefix, "", &v, rerr, sizeof(rerr)) != 0)
+        redis_ok = 0;
+    }
     cJSON_AddBoolToObject(ro, "reachable", redis_ok);
     if (!redis_ok)
       cJSON_AddStringToObject(ro, "error", rerr);

@@ -6,6 +6,7 @@ starting at once agree on one file; `curlguard stat` and `curlguard reset`."""
 import concurrent.futures
 import json
 import os
+import socket
 import threading
 import unittest
 
@@ -521,6 +522,34 @@ class CliTest(StateFileTestCase):
         self.assertEqual(st["exists"], False)
         self.assertEqual(st["pools"], [])
         self.assertFalse(os.path.lexists(missing), "stat created the state file")
+
+    def test_stat_says_a_config_warning_once_and_whether_redis_answers(self):
+        """`stat` read the configuration twice (the state path, then Redis) and said each
+        of its warnings twice; with no pool yet it called an unreachable Redis reachable
+        (nothing had asked it)."""
+        p = self.curl([self.mock.url("/v1/state/cfg", plan="200")], self.guard_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cfg = self.tmp / "warn.json"
+        cfg.write_text('{"rpm": "abc", "bogus": 1}')
+        for args in (("stat",), ("stat", "--json"), ("stat", "--prometheus")):
+            r = self.cli(*args, "--config", str(cfg))
+            self.assertEqual(r.returncode, 0, r)
+            self.assertEqual(r.stderr.count(b"rpm"), 1, r.stderr)
+            self.assertEqual(r.stderr.count(b"bogus"), 1, r.stderr)
+        with socket.socket() as sk:                 # a port nobody listens on
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        self.state.unlink()
+        self.assertEqual(self.cli("reset").returncode, 0)   # a state file with no pool
+        r = harness.run([harness.CLI, "stat", "--json"],
+                        harness.plain_env(CURLGUARD_STATE=str(self.state),
+                                          CURLGUARD_REDIS=f"redis://127.0.0.1:{port}"),
+                        timeout=30)
+        self.assertEqual(r.returncode, 0, r)
+        st = json.loads(r.stdout)
+        self.assertEqual(st["pools"], [])
+        self.assertIs(st["redis"]["reachable"], False, st)
+        self.assertTrue(st["redis"]["error"], st)
 
     def test_stat_usage_error(self):
         p = self.cli("stat", "--bogus")
