@@ -47,7 +47,8 @@ static int cg__open_log(const char *name) {
   return fd;
 }
 
-#define CG__SKIP (-1)   /* fds[i]: a second "-" (stdin is at its end after the first) */
+#define CG__SKIP (-1)   /* fds[i]: a second "-" (stdin is at its end after the first), or
+                         * a regular file named before (the same device and inode) */
 #define CG__REOPEN (-2) /* fds[i]: a regular file, opened again when it is read */
 
 /* Open every input before anything is read (a missing one is reported before any
@@ -55,11 +56,21 @@ static int cg__open_log(const char *name) {
  * and read from that descriptor: opened twice, a FIFO whose writer finished in between
  * would be waited on for ever, its data gone.  A regular file is closed again (a report
  * of thousands of rotated logs must not run out of descriptors) and opened at its turn.
+ * A regular file named again (`report usage.jsonl *.jsonl`, a link to it) is read once,
+ * and a line says so: its calls and costs are not counted twice.
  * 0, or -1 after the message (the descriptors opened so far closed). */
 static int cg__open_inputs(char **names, int n, int *fds) {
   int stdin_seen = 0;
   struct stat sb;
+  dev_t *devs = calloc((size_t) n + 1, sizeof(*devs));
+  ino_t *inos = calloc((size_t) n + 1, sizeof(*inos));
 
+  if (!devs || !inos) {
+    free(devs);
+    free(inos);
+    cg_cli_error("report: out of memory");
+    return -1;
+  }
   for (int i = 0; i < n; i++) {
     if (strcmp(names[i], "-") == 0 && stdin_seen) {
       fds[i] = CG__SKIP;
@@ -69,14 +80,28 @@ static int cg__open_inputs(char **names, int n, int *fds) {
       while (i-- > 0)
         if (fds[i] > STDIN_FILENO)
           close(fds[i]);
+      free(devs);
+      free(inos);
       return -1;
     }
     stdin_seen |= fds[i] == STDIN_FILENO;
     if (fds[i] != STDIN_FILENO && fstat(fds[i], &sb) == 0 && S_ISREG(sb.st_mode)) {
+      int j;
       close(fds[i]);
       fds[i] = CG__REOPEN;
+      for (j = 0; j < i; j++)
+        if (fds[j] == CG__REOPEN && devs[j] == sb.st_dev && inos[j] == sb.st_ino)
+          break;
+      if (j < i) {
+        cg_cli_error("report: %s is %s again: read once", names[i], names[j]);
+        fds[i] = CG__SKIP;
+      }
+      devs[i] = sb.st_dev;
+      inos[i] = sb.st_ino;
     }
   }
+  free(devs);
+  free(inos);
   return 0;
 }
 

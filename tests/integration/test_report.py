@@ -486,6 +486,23 @@ class ReportCliTest(harness.GuardTestCase):
         self.assertRegex(text, r"\nTOTAL +%d " % (len(a) + len(b)))
         self.assertIn("0 alerts", text)
 
+    def test_a_file_named_twice_is_read_once(self):
+        """`report a.jsonl *.jsonl`, or a link to a log beside it, counted each call (and
+        its cost) twice; the same file is now read once and a line says so."""
+        a = quiet_hour(9, calls_per_minute=1)
+        b = quiet_hour(10, calls_per_minute=2, cost=0.0005)
+        fa, fb = write_jsonl(self.tmp / "a.jsonl", a), write_jsonl(self.tmp / "b.jsonl", b)
+        link = self.tmp / "latest.jsonl"
+        os.symlink(fa, link)
+        both = report_json(self, [fa, fb])
+        for args in ([fa, fb, fa], [fa, fb, link], [link, fa, fb, fb]):
+            self.assertEqual(report_json(self, args), both, args)
+            p = report(args)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertRegex(p.stderr, rb"^curlguard: report: \S+ is \S+ again: read once\n")
+            self.assertIn(f"{len(a) + len(b)} records from {len(a) + len(b)} lines",
+                          p.stdout.decode())
+
     def test_json_shape(self):
         f = write_jsonl(self.tmp / "x.jsonl", quiet_hour(9, calls_per_minute=1) + ["oops"])
         doc = report_json(self, [f])
