@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int cg_exporter_addr(const char *addr, char *host, size_t hostlen, char *port,
                      size_t portlen, char *why, size_t whylen) {
@@ -76,7 +77,7 @@ enum cg_route cg_exporter_route(const char *head, size_t len, int *head_only) {
   char line[1024];
   const char *eol = memchr(head, '\n', len);
   size_t n = eol ? (size_t) (eol - head) : len, i;
-  char *method, *target, *version, *sp, *q;
+  char *method, *target, *version, *sp, *q, root[] = "/";
 
   *head_only = 0;
   if (n && head[n - 1] == '\r')
@@ -98,6 +99,15 @@ enum cg_route cg_exporter_route(const char *head, size_t len, int *head_only) {
     return CG_ROUTE_BAD_REQUEST;
   *sp = '\0';
   version = sp + 1;
+  /* absolute-form (RFC 9112 section 3.2.2: "a server MUST accept the absolute-form in
+   * requests"), as a client sends it to a proxy, or some do anyway: its path is the
+   * target ("http://host:9100" alone asks for "/") */
+  if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
+    char *auth = strstr(target, "://") + 3, *slash = auth + strcspn(auth, "/?");
+    if (slash == auth)
+      return CG_ROUTE_BAD_REQUEST; /* no host */
+    target = *slash == '/' ? slash : root; /* "http://host", "http://host?q": "/" */
+  }
   if (!*method || strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method) ||
       target[0] != '/' || strncmp(version, "HTTP/1.", 7) != 0 || version[7] < '0' ||
       version[7] > '9' || version[8])

@@ -1,13 +1,16 @@
 /* exporter.h - `curlguard exporter --listen ADDR`: the state file's metrics over HTTP.
  *
- * A small blocking HTTP/1.1 server in the CLI only (the guard never starts one inside a
- * host): one connection at a time, each answered and closed (Connection: close).  GET or
- * HEAD /metrics reads the state file read-only (metrics.h) and answers in the text
+ * A small HTTP/1.1 server in the CLI only (the guard never starts one inside a host): one
+ * thread, one poll(2) loop over up to CG_EXPORTER_CONNS connections at once, every socket
+ * non-blocking; each request answered and its connection closed (Connection: close).  GET
+ * or HEAD /metrics reads the state file read-only (metrics.h) and answers in the text
  * exposition format 0.0.4; / says where the metrics are; any other path 404, any other
  * method 405.  A client gets CG_EXPORTER_TIMEOUT_MS for its request head, at most
  * CG_EXPORTER_HEAD_MAX bytes of it (else 408 or 431, then the connection is closed), and
- * as long again to take the answer, so a slow or malformed client delays the next
- * scrape by that much at most and never stops the server.
+ * as long again to take the answer.  A slow, silent or malformed client delays no other
+ * (before, connections were served one at a time, and five silent clients held a scrape
+ * 10 s); with CG_EXPORTER_CONNS of them open, new connections wait in the listen backlog
+ * until one ends.
  */
 #ifndef CG_EXPORTER_H
 #define CG_EXPORTER_H
@@ -16,6 +19,7 @@
 
 #define CG_EXPORTER_TIMEOUT_MS 2000 /* to send the request head; again to read the answer */
 #define CG_EXPORTER_HEAD_MAX 8192   /* bytes of request line and headers */
+#define CG_EXPORTER_CONNS 64        /* connections served at once */
 
 /* Split a listen address: "HOST:PORT", "[IPv6]:PORT" or ":PORT" (every interface) into
  * `host` ("" for every interface) and `port` (digits, 0-65535; 0 = any free port).  0, or

@@ -373,6 +373,42 @@ class MetricsTest(harness.GuardTestCase):
         err = (self.tmp / "exporter.err").read_bytes()
         self.assertEqual(err, b"", err)
 
+    def test_exporter_serves_a_scrape_beside_silent_clients(self):
+        """Connections were served one at a time: five clients that connected and said
+        nothing (or sent half a head) held a scrape behind them 2 s each, past a 10 s
+        scrape timeout.  Now each waits out its own 2 s beside the others; a request in
+        absolute-form (RFC 9112 section 3.2.2) is served too (it was a 400)."""
+        self.traffic()
+        proc, port = self.start_exporter()
+        silent = []
+        try:
+            for i in range(8):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                if i % 2:
+                    s.sendall(b"GET /metr")
+                silent.append(s)
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            status, _, body = self.get(port)
+            waited = time.monotonic() - t0
+            self.assertEqual(status, 200)
+            self.assertIn(b"curlguard_calls_total", body)
+            self.assertLess(waited, 1.5, "silent clients held the scrape")
+            answer = self.raw(port, f"GET http://127.0.0.1:{port}/metrics HTTP/1.1\r\n"
+                                    f"Host: 127.0.0.1:{port}\r\n\r\n".encode())
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200 "), answer[:80])
+            self.assertIn(b"curlguard_calls_total", answer)
+            self.assertLess(time.monotonic() - t0, 1.5)
+            for s in silent:                      # each gets its 408 after its own 2 s
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 408 "))
+            self.assertLess(time.monotonic() - t0, 4.0)
+        finally:
+            for s in silent:
+                s.close()
+        self.assertIsNone(proc.poll(), "the exporter died")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(5), 0)
+
     def test_exporter_survives_a_state_file_cut_short(self):
         """Truncated under it (any process of the user may): curlguard_state_ready 0 and
         one stderr line, no SIGBUS; the next guarded call re-makes the file and the

@@ -332,6 +332,22 @@ Test(prom, request_routes) {
                CG_ROUTE_BAD_REQUEST);
 }
 
+/* absolute-form, RFC 9112 section 3.2.2 (was a 400) */
+Test(prom, request_routes_absolute_form) {
+  int h;
+  cr_assert_eq(route("GET http://127.0.0.1:9464/metrics HTTP/1.1\r\n\r\n", &h),
+               CG_ROUTE_METRICS);
+  cr_assert_eq(route("HEAD HTTP://host/metrics?x=1 HTTP/1.1\r\n\r\n", &h), CG_ROUTE_METRICS);
+  cr_assert_eq(h, 1);
+  cr_assert_eq(route("GET https://[::1]:9464/ HTTP/1.1\r\n\r\n", &h), CG_ROUTE_INDEX);
+  cr_assert_eq(route("GET http://host:9464 HTTP/1.1\r\n\r\n", &h), CG_ROUTE_INDEX);
+  cr_assert_eq(route("GET http://host?q=/metrics HTTP/1.1\r\n\r\n", &h), CG_ROUTE_INDEX);
+  cr_assert_eq(route("GET http://host/nope HTTP/1.1\r\n\r\n", &h), CG_ROUTE_NOT_FOUND);
+  cr_assert_eq(route("GET http:///metrics HTTP/1.1\r\n\r\n", &h), CG_ROUTE_BAD_REQUEST);
+  cr_assert_eq(route("GET http:/metrics HTTP/1.1\r\n\r\n", &h), CG_ROUTE_BAD_REQUEST);
+  cr_assert_eq(route("GET ftp://host/metrics HTTP/1.1\r\n\r\n", &h), CG_ROUTE_BAD_REQUEST);
+}
+
 Test(prom, request_head_end) {
   cr_assert_eq(cg_exporter_head_end("GET / HTTP/1.1\r\n\r\nrest", 22), 18);
   cr_assert_eq(cg_exporter_head_end("GET / HTTP/1.1\n\n", 16), 16);
