@@ -45,9 +45,9 @@ struct cg_held_block {
 static void cg__host_refused(struct cg_attempt *a, enum cg_kind k) {
   a->host_aborted = 1;
   /* libcurl's own wording (lib/sendf.c), so the host sees the usual text. */
-  snprintf(a->errbuf, sizeof(a->errbuf), "%s",
-           k == CG_KIND_WRITE ? "Failure writing output to destination"
-                              : "Failed writing header");
+  a->refused_msg = k == CG_KIND_WRITE ? "Failure writing output to destination"
+                                      : "Failed writing header";
+  snprintf(a->errbuf, sizeof(a->errbuf), "%s", a->refused_msg);
 }
 
 /* Hand `n` bytes of kind `k` to the host: body bytes to its write function (fwrite to
@@ -981,6 +981,10 @@ static void cg__put_back(const struct cg_handle *h, CURL *c, const struct cg_att
 }
 
 void cg_attempt_restore(struct cg_attempt *a) {
+  /* A refusal inside the transfer: libcurl's own failf for the callback it called (the
+   * write callback, when held header lines were handed over from it) came after ours. */
+  if (CG_RARE(a->refused_msg != NULL))
+    snprintf(a->errbuf, sizeof(a->errbuf), "%s", a->refused_msg);
   /* The host set one of the overridden options meanwhile (the shim only recorded it,
    * cg_handle_overridden), or reset the handle: all of them. */
   cg__put_back(a->h, a->h->curl, a->h->set_in_perform ? NULL : a);

@@ -97,6 +97,10 @@ struct cg_attempt {
                             * not looked at since the last header line (cg__write_cb) */
   struct cg_hints hints;   /* of the last response */
   int host_aborted;        /* a host callback refused data or asked to abort */
+  const char *refused_msg; /* libcurl's wording of that refusal (cg__host_refused): a
+                            * header line refused while held bytes are handed over from
+                            * the write callback is reported by libcurl as a write error,
+                            * so cg_attempt_restore puts the host's wording back */
   int upload_paused;       /* the host's read callback's last answer was CURL_READFUNC_PAUSE:
                             * the request waits for its own body, the server for nothing,
                             * so neither split timeout runs (cg__timers_due) */

@@ -298,6 +298,40 @@ class CallbackTest(harness.GuardTestCase):
         self.assertEqual([(r["attempt"], r["status"], r["decision"]) for r in self.records()],
                          [(1, 503, "retry"), (2, 200, "done")])
 
+    def test_header_callback_refusal_keeps_libcurls_wording(self):
+        """A header callback that refuses the first line: libcurl says "Failed writing
+        header" (error 23).  The held answer of a GET (announced length) is handed over
+        from the write callback, where libcurl then wrote its own "Failure writing output
+        to destination" over the guard's text.  Easy and multi (pycurl), no fault."""
+        harness.require_pycurl()
+        script = self.tmp / "refuse.py"
+        script.write_text(
+            "import io, sys, pycurl\n"
+            "c = pycurl.Curl()\n"
+            "c.setopt(pycurl.URL, sys.argv[1]); c.setopt(pycurl.PROXY, '')\n"
+            "c.setopt(pycurl.WRITEDATA, io.BytesIO())\n"
+            "c.setopt(pycurl.HEADERFUNCTION, lambda line: 0)\n"
+            "if sys.argv[2] == 'easy':\n"
+            "    try:\n"
+            "        c.perform(); print('no error')\n"
+            "    except pycurl.error as e:\n"
+            "        print(e.args[0], e.args[1])\n"
+            "else:\n"
+            "    m = pycurl.CurlMulti(); m.add_handle(c); n = 1\n"
+            "    for _ in range(2000):\n"
+            "        while m.perform()[0] == pycurl.E_CALL_MULTI_PERFORM: pass\n"
+            "        q, ok, err = m.info_read()\n"
+            "        if ok or err: break\n"
+            "        m.select(0.1)\n"
+            "    print(*(err[0][1:] if err else ['no error']))\n")
+        for how in ("easy", "multi"):
+            g = harness.run([harness.PYTHON, script, self.mock.url(f"/v1/refuse/{how}"), how],
+                            self.genv(), timeout=30)
+            p = harness.run([harness.PYTHON, script, self.mock.url(f"/v1/refuse/{how}p"), how],
+                            harness.plain_env(), timeout=30)
+            self.assertEqual(p.stdout, b"23 Failed writing header\n", p.stderr)
+            self.assertEqual((g.returncode, g.stdout), (p.returncode, p.stdout), g.stderr)
+
     def test_a_challenge_libcurl_does_not_answer_is_not_a_hop(self):
         """HTTPAUTH Digest but no credentials: libcurl does not answer the 401, which is
         the answer, and one marked `x-should-retry: true` is retried, header callback or
