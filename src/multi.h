@@ -57,9 +57,10 @@ CURLMcode cg_multi_remove(struct cg_multi *cm, CURL *e);
 CURLMcode cg_multi_perform(struct cg_multi *cm, int *running);
 CURLMsg *cg_multi_info_read(struct cg_multi *cm, int *msgs_in_queue);
 CURLMcode cg_multi_timeout(struct cg_multi *cm, long *timeout_ms);
-/* curl_multi_fdset (curl_multi_fdset(3)): libcurl's descriptors; when libcurl has none
- * and guarded calls wait outside the real multi, one timerfd of the guard's (in the read
- * set, readable at their next due time), so that a host's select(2) sleeps until then. */
+/* curl_multi_fdset (curl_multi_fdset(3)): libcurl's descriptors; while guarded calls wait
+ * outside the real multi, also one timerfd of the guard's (in the read set, readable at
+ * their next due time or libcurl's own timer), so that a host's select(2) sleeps until
+ * then, and no longer. */
 CURLMcode cg_multi_fdset(struct cg_multi *cm, fd_set *r, fd_set *w, fd_set *x, int *max_fd);
 /* curl_multi_wait (`use_poll` 0) or curl_multi_poll (`use_poll` 1). */
 CURLMcode cg_multi_wait(struct cg_multi *cm, struct curl_waitfd *fds, unsigned int nfds,
