@@ -544,6 +544,8 @@ static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb,
     if (a->mode == CG_MODE_HOLD)
       ready = cg__ready_to_stream(a, status_line, end);
   }
+  if (CG_RARE(a->status >= 100 && a->status < 200 && a->status != 101))
+    a->bytes_interim += (int64_t) n;
   return cg__on_data(a, CG_KIND_HEADER, p, n, ready);
 }
 
@@ -606,7 +608,7 @@ static __attribute__((noinline)) int cg__timers_due(struct cg_attempt *a,
  * callback runs it about 12 times a request (issue 16). */
 static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
                              int64_t now) {
-  int64_t rx = a->bytes_header + a->bytes_body;
+  int64_t rx = a->bytes_header - a->bytes_interim + a->bytes_body;
 
   /* Response bytes came since the last look: that is the last activity.  Stamped here,
    * not in the write and header callbacks (a clock read for each of a response's ten or
@@ -640,7 +642,7 @@ static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
   if (a->upload_paused)
     return -1; /* nothing is due while the host's upload is paused (cg__timers_due) */
-  if (a->bytes_header + a->bytes_body != a->rx_at_timers)
+  if (a->bytes_header - a->bytes_interim + a->bytes_body != a->rx_at_timers)
     return cg_mono_ms(); /* bytes not stamped yet (cg__timers): look now */
   /* The stamps are coarse (clock.h) and cg__timers waits a tick more than the timeout:
    * due at stamp + timeout + tick, when cg_attempt_timers_check (on the fine clock) fires

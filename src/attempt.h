@@ -116,6 +116,8 @@ struct cg_attempt {
   struct cg_digest *digest;/* of the body read through the callback, or NULL */
 
   int64_t bytes_header, bytes_body;
+  int64_t bytes_interim;   /* header bytes of interim (1xx but 101) responses: a 100 Continue
+                            * is no answer, so neither the first byte nor activity */
   char errbuf[CURL_ERROR_SIZE];
 
   /* Split timeouts, checked in the progress callback (no helper thread): libcurl calls

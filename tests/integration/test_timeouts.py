@@ -121,6 +121,32 @@ class FirstByteTimeoutTest(TimeoutCase):
                           (2, "ok", "done", True, False)], self.summary(recs))
         self.assertEqual(recs[0]["curl_code"], 28)
 
+    def test_100_continue_is_not_the_first_byte(self):
+        """curl sends `Expect: 100-continue` for a body over 1 MiB (an LLM request with
+        images): the server's 100 Continue is no answer.  It counted as the first byte, so
+        the answer that came 2 s later was cut by the 1 s read timeout (exit 28, a billed
+        answer lost, recorded read_timeout with status 100); and a timeout with no byte of
+        a final answer was recorded read_timeout (libcurl sets STARTTRANSFER_TIME when a
+        large upload starts)."""
+        body = self.tmp / "big.json"
+        body.write_text('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"'
+                        + "x" * (2 << 20) + '"}]}')
+        url = self.mock.url(PATH, plan="200:delay=2000")
+        p = self.curl(url, "--data-binary", f"@{body}", "-H", "Content-Type: application/json",
+                      CURLGUARD_FIRST_BYTE_TIMEOUT_MS="10000", CURLGUARD_READ_TIMEOUT_MS="1000")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"\"body_len\": 2097", p.stdout)
+        (r,) = self.records()
+        self.assertEqual((r["outcome"], r["status"], r["attempt"]), ("ok", 200, 1), r)
+        # No final answer within a first-byte timeout of 1 s: first_byte_timeout, not read.
+        url = self.mock.url(PATH + "/fb", plan="200:delay=3000")
+        p = self.curl(url, "--data-binary", f"@{body}", "-H", "Content-Type: application/json",
+                      CURLGUARD_FIRST_BYTE_TIMEOUT_MS="1000", CURLGUARD_READ_TIMEOUT_MS="500")
+        self.assertEqual(p.returncode, 28, p.stderr)
+        r = self.records()[-1]
+        self.assertEqual((r["outcome"], r["reason"], r["possibly_billed"]),
+                         ("first_byte_timeout", "not_idempotent", True), r)
+
     def test_precision_three_runs(self):
         """Three POSTs cut by the first-byte timeout: 0 <= cut - configured < 1.5 s."""
         harness.skip_unsanitizable([harness.CURL], self.guard_env())
