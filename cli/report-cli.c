@@ -62,12 +62,9 @@ static int cg__open_log(const char *name) {
 static int cg__open_inputs(char **names, int n, int *fds) {
   int stdin_seen = 0;
   struct stat sb;
-  dev_t *devs = calloc((size_t) n + 1, sizeof(*devs));
-  ino_t *inos = calloc((size_t) n + 1, sizeof(*inos));
+  struct { dev_t dev; ino_t ino; } *ids = calloc((size_t) n + 1, sizeof(*ids));
 
-  if (!devs || !inos) {
-    free(devs);
-    free(inos);
+  if (!ids) {
     cg_cli_error("report: out of memory");
     return -1;
   }
@@ -80,8 +77,7 @@ static int cg__open_inputs(char **names, int n, int *fds) {
       while (i-- > 0)
         if (fds[i] > STDIN_FILENO)
           close(fds[i]);
-      free(devs);
-      free(inos);
+      free(ids);
       return -1;
     }
     stdin_seen |= fds[i] == STDIN_FILENO;
@@ -90,18 +86,17 @@ static int cg__open_inputs(char **names, int n, int *fds) {
       close(fds[i]);
       fds[i] = CG__REOPEN;
       for (j = 0; j < i; j++)
-        if (fds[j] == CG__REOPEN && devs[j] == sb.st_dev && inos[j] == sb.st_ino)
+        if (fds[j] == CG__REOPEN && ids[j].dev == sb.st_dev && ids[j].ino == sb.st_ino)
           break;
       if (j < i) {
         cg_cli_error("report: %s is %s again: read once", names[i], names[j]);
         fds[i] = CG__SKIP;
       }
-      devs[i] = sb.st_dev;
-      inos[i] = sb.st_ino;
+      ids[i].dev = sb.st_dev;
+      ids[i].ino = sb.st_ino;
     }
   }
-  free(devs);
-  free(inos);
+  free(ids);
   return 0;
 }
 

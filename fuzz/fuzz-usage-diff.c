@@ -124,10 +124,9 @@ static void cg__usage(struct cg_usage_parser *p, const cJSON *u, int anthropic) 
     anthropic = 1;
   if (anthropic)
     p->anthropic = 1;
-  cg__num(u, "prompt_tokens", &p->prompt);
-  cg__num(u, "input_tokens", &p->prompt);
-  if (!anthropic)
-    cg__num(u, "prompt_tokens", &p->prompt);
+  /* both may be there: Anthropic's input_tokens wins, or an OpenAI-format prompt_tokens */
+  cg__num(u, anthropic ? "prompt_tokens" : "input_tokens", &p->prompt);
+  cg__num(u, anthropic ? "input_tokens" : "prompt_tokens", &p->prompt);
   cg__num(u, "completion_tokens", &p->completion);
   cg__num(u, "output_tokens", &p->completion);
   cg__num(u, "total_tokens", &p->total);

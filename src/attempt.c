@@ -608,7 +608,7 @@ static __attribute__((noinline)) int cg__timers_due(struct cg_attempt *a,
  * callback runs it about 12 times a request (issue 16). */
 static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_t ulnow,
                              int64_t now) {
-  int64_t rx = a->bytes_header - a->bytes_interim + a->bytes_body;
+  int64_t rx = cg_attempt_answer_bytes(a);
 
   /* Response bytes came since the last look: that is the last activity.  Stamped here,
    * not in the write and header callbacks (a clock read for each of a response's ten or
@@ -642,7 +642,7 @@ static inline int cg__timers(struct cg_attempt *a, curl_off_t ultotal, curl_off_
 int64_t cg_attempt_timers_next(const struct cg_attempt *a) {
   if (a->upload_paused)
     return -1; /* nothing is due while the host's upload is paused (cg__timers_due) */
-  if (a->bytes_header - a->bytes_interim + a->bytes_body != a->rx_at_timers)
+  if (cg_attempt_answer_bytes(a) != a->rx_at_timers)
     return cg_mono_ms(); /* bytes not stamped yet (cg__timers): look now */
   /* The stamps are coarse (clock.h) and cg__timers waits a tick more than the timeout:
    * due at stamp + timeout + tick, when cg_attempt_timers_check (on the fine clock) fires

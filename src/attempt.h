@@ -117,7 +117,8 @@ struct cg_attempt {
 
   int64_t bytes_header, bytes_body;
   int64_t bytes_interim;   /* header bytes of interim (1xx but 101) responses: a 100 Continue
-                            * is no answer, so neither the first byte nor activity */
+                            * is no answer, so neither the first byte nor activity
+                            * (cg_attempt_answer_bytes) */
   char errbuf[CURL_ERROR_SIZE];
 
   /* Split timeouts, checked in the progress callback (no helper thread): libcurl calls
@@ -151,6 +152,13 @@ struct cg_attempt {
    * NULL to leave the host's. */
   struct curl_slist *headers;
 };
+/* Bytes of answers the attempt received so far, headers and body: all but the interim
+ * responses' (a 100 Continue), which end neither the wait for the first byte nor count
+ * as activity. */
+static inline int64_t cg_attempt_answer_bytes(const struct cg_attempt *a) {
+  return a->bytes_header - a->bytes_interim + a->bytes_body;
+}
+
 
 /* Prepare `a` for an attempt on `h`.  `digest` may be NULL. */
 void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn preview,

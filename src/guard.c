@@ -788,8 +788,7 @@ static void cg__judge(struct cg_call *call, const struct cg_attempt *a, CURLcode
   facts.pretransfer_us = info->pretransfer_us;
   /* libcurl 7.88 sets STARTTRANSFER when a large upload starts, and a 100 Continue is
    * no answer: a timeout with no byte of a final response is a first-byte timeout. */
-  facts.starttransfer_us =
-      a->bytes_header - a->bytes_interim + a->bytes_body > 0 ? info->starttransfer_us : 0;
+  facts.starttransfer_us = cg_attempt_answer_bytes(a) > 0 ? info->starttransfer_us : 0;
   facts.request_size = info->request_size;
   facts.redirects = info->redirects;
   facts.host_aborted = a->host_aborted;
