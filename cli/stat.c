@@ -320,6 +320,21 @@ static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   cJSON_AddNumberToObject(o, "inflight", __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE));
   cJSON_AddNumberToObject(o, "waiters", __atomic_load_n(&p->waiters, __ATOMIC_ACQUIRE));
   cJSON_AddNumberToObject(o, "hold_ms", cg__ms(hold));
+  {
+    /* Limit keys held on their own (limiter.h keyed holds): how many, and the longest. */
+    int64_t key_hold = 0;
+    int i, keys = 0;
+    for (i = 0; i < CG_STATE_KEYED_HOLDS; i++) {
+      int64_t end = cg_limiter_keyed_end(__atomic_load_n(&p->keyed[i], __ATOMIC_ACQUIRE));
+      if (end > now) {
+        keys++;
+        if (end - now > key_hold)
+          key_hold = end - now;
+      }
+    }
+    cJSON_AddNumberToObject(o, "held_keys", keys);
+    cJSON_AddNumberToObject(o, "key_hold_ms", cg__ms(key_hold));
+  }
   cJSON_AddNumberToObject(o, "pace_ms", pace > 0 ? cg__ms(p->pace_interval) : 0);
   cJSON_AddNumberToObject(o, "admitted", (double) p->admitted);
   cJSON_AddNumberToObject(o, "waited", (double) p->waited);

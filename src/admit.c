@@ -84,12 +84,24 @@ static void cg__sh_down(struct cg_admission *ad) {
   ad->sh.ops = &cg_shared_mmap;
 }
 
+/* The call's limit key (admit.h), made on first use.  Out of line: asked only after a
+ * 429 or in a pool some key of which is held. */
+static __attribute__((noinline, cold)) uint32_t cg__key(struct cg_admission *ad) {
+  if (!ad->key_made) {
+    ad->key = ad->key_fn ? ad->key_fn(ad->key_arg) : 0;
+    ad->key_made = 1;
+  }
+  return ad->key;
+}
+
 /* cg__sh_reserve on Redis. */
 static __attribute__((noinline, cold)) int
 cg__sh_reserve_far(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
                    int64_t *wait_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns, now);
+  int r;
+  sp->key = cg__key(ad); /* the fleet's hold of it comes with the reservation */
+  r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns, now);
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns, 0);
@@ -111,19 +123,28 @@ static CG__STEP int cg__sh_reserve(struct cg_admission *ad, int64_t tokens,
                                 wait_ns, now);
 }
 
-/* ns of 429 hold left (the Redis back end's, else the file's). */
+/* When this call may go (the file's holds: the pool's, and its key's; ns). */
+static CG__STEP int64_t cg__held_until(struct cg_admission *ad, int64_t now) {
+  struct cg_state_pool *pool = &ad->state->pools[ad->pool_index];
+  if (CG_RARE(__atomic_load_n(&pool->keyed_until, __ATOMIC_ACQUIRE) > now))
+    return cg_limiter_held_until(ad->state, ad->pool_index, cg__key(ad), now);
+  return __atomic_load_n(&pool->hold_until, __ATOMIC_ACQUIRE);
+}
+
+/* ns of 429 hold left for this call (the Redis back end's, else the file's). */
 static int64_t cg__sh_hold_left(struct cg_admission *ad) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int64_t local = cg_shared_mmap.hold_left(sp), r;
+  int64_t now = cg_state_now(), local = cg__held_until(ad, now) - now, r;
   if (sp->ops == &cg_shared_mmap)
     return local;
-  r = sp->ops->hold_left(sp);
+  r = sp->ops->hold_left(sp, cg__key(ad));
   return r > local ? r : local;
 }
 
+/* Hold the calls of this call's limit key (limiter.h keyed holds) for `for_ns`. */
 static void cg__sh_hold(struct cg_admission *ad, int64_t for_ns) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  sp->ops->hold(sp, for_ns);
+  sp->ops->hold(sp, cg__key(ad), for_ns);
 }
 
 /* cg__sh_acquire on Redis. */
@@ -896,7 +917,7 @@ cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
     int64_t ms;
     if (rounds > 0) {
       int64_t now2 = cg_state_now();
-      hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
+      hold = cg__held_until(ad, now2) - now2;
       /* A 429 hold that began while we waited here holds us too (as above). */
       w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
       if (w <= 0)
@@ -964,7 +985,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
    * Nothing waited yet, and the reserve was the file's (µs, not a Redis round trip):
    * `now` still is (a read of the clock saved per call). */
   now2 = wait_ns <= 0 && ad->sh.ops == &cg_shared_mmap ? now : cg_state_now();
-  hold = cg_limiter_hold_until(st, ad->pool_index) - now2;
+  hold = cg__held_until(ad, now2) - now2;
   w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
   if (CG_RARE(w > 0) &&
       (r = cg__enter_paced(ad, deadline_ms, wait, wait_arg, wait_ns, hold, w, wait_ms)) != 0)
@@ -995,6 +1016,10 @@ static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
   if (p < 0 || !ad->pool->lim.adaptive)
     return;
   now = cg_state_now();
+  /* A 429 of one limit key among several cuts nothing (limiter.h cg_limiter_learn_key). */
+  if (CG_RARE(throttle == CG_THROTTLE_429) &&
+      !cg_limiter_learn_key(ad->state, p, cg__key(ad), now))
+    return;
   if (throttle) {
     int64_t before = __atomic_load_n(&ad->state->pools[p].learn_last, __ATOMIC_ACQUIRE);
     cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);
@@ -1501,7 +1526,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     }
     /* As cg__enter: the shared hold after a wait (the back end's and the file's), the
      * file's otherwise. */
-    hold = nb->hold_shared ? cg__sh_hold_left(ad) : cg_limiter_hold_until(st, p) - now;
+    hold = nb->hold_shared ? cg__sh_hold_left(ad) : cg__held_until(ad, now) - now;
     if (hold > 0) {
       if (hold / 1000000 > deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS ||
           hold / 1000000 > ad->max_retry_after_ms) {

@@ -79,6 +79,13 @@ struct cg_admission {
   int first_attempt;               /* the attempt asked for is the call's first
                                     * (cg_admission_gate): it may go with less than
                                     * CG_MIN_ATTEMPT_MS left, if it need not wait */
+  /* The call's limit key (limiter.h keyed holds): whose 429s hold it besides the pool's
+   * own, and which calls its 429s hold.  Made when first needed (a 429, or a pool with a
+   * keyed hold) by key_fn(key_arg), NULL: 0 (none); key_made: made. */
+  uint32_t (*key_fn)(void *arg);
+  void *key_arg;
+  uint32_t key;
+  int key_made;
   /* The pool behind the shared-state interface (shared.h): the back end this call uses,
    * chosen when the pool is first used (Redis when CURLGUARD_REDIS is set and reachable,
    * else the state file), and switched to the state file for the rest of the call when
@@ -182,9 +189,11 @@ void cg_admission_finish(struct cg_admission *ad);
 int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                        void *wait_arg, int64_t *wait_ms);
 
-/* Teach the pool's learned rate (limiter.h) the attempt's answer: `throttle` (429, 529,
- * 503 with a Retry-After above 0, an overloaded_error event) lowers it once per round; another answer
- * that reached the provider (`answered`) raises it. */
+/* Teach the pool's learned rate (limiter.h) the attempt's answer: `throttle` (529, 503
+ * with a Retry-After above 0, an overloaded_error event; CG_THROTTLE_429 for a 429, which
+ * may be one limit key's among several: limiter.h cg_limiter_learn_key) lowers it once per
+ * round; another answer that reached the provider (`answered`) raises it. */
+#define CG_THROTTLE_429 2
 void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered);
 
 /* Give back the slot cg_admission_enter returned (no-op for -2). */

@@ -71,6 +71,7 @@ static const struct cg__key cg__keys[] = {
   {"CURLGUARD_TPM", "tpm", CG_T_DOUBLE, CG_OFF(tpm), 0, 1e12},
   {"CURLGUARD_MAX_INFLIGHT", "max_inflight", CG_T_LONG, CG_OFF(max_inflight), 0, 1000000},
   {"CURLGUARD_ADAPTIVE", "adaptive", CG_T_SWITCH, CG_OFF(adaptive), 0, 0},
+  {"CURLGUARD_LIMIT_KEYS", "limit_keys", CG_T_SWITCH, CG_OFF(limit_keys), 0, 0},
   {"CURLGUARD_SILENT_RESEND", "silent_resend", CG_T_RESEND, CG_OFF(silent_resend), 0, 0},
   {"CURLGUARD_RETRY_ON", "retry_on", CG_T_RETRY_ON, CG_OFF(retry_on), 0, 0},
   {"CURLGUARD_REPEAT_WINDOW_MS", "repeat_window_ms", CG_T_LONG, CG_OFF(repeat_window_ms), 0,
@@ -659,6 +660,7 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
   memset(pc, 0, sizeof(*pc));
   pc->lim.margin = CG_RATE_MARGIN;
   pc->lim.adaptive = -1; /* not set by the pool: the top level's (cg_config_load) */
+  pc->lim.limit_keys = -1; /* likewise */
   cJSON_ArrayForEach(item, o) {
     const char *k = item->string;
     if (strcmp(k, "name") == 0 && cJSON_IsString(item)) {
@@ -688,12 +690,12 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
       pc->nhosts = tmp.nhosts;
     } else if (cg__pool_limit(pc, k, item, &problems)) {
       /* one of the numeric limits, taken or reported */
-    } else if (strcmp(k, "adaptive") == 0) {
+    } else if (strcmp(k, "adaptive") == 0 || strcmp(k, "limit_keys") == 0) {
       if (cJSON_IsBool(item)) {
-        pc->lim.adaptive = cJSON_IsTrue(item);
+        *(k[0] == 'a' ? &pc->lim.adaptive : &pc->lim.limit_keys) = cJSON_IsTrue(item);
       } else {
-        cg_warn("config: pool \"%.40s\": \"adaptive\" must be true or false; ignored",
-                pc->name);
+        cg_warn("config: pool \"%.40s\": \"%s\" must be true or false; ignored", pc->name,
+                k);
         problems++;
       }
     } else if (strcmp(k, "retry_on") == 0) {
@@ -873,6 +875,7 @@ const struct cg_pool_cfg *cg_config_pool_at(const struct cg_config *c, const cha
   scratch->lim.max_inflight = c->max_inflight;
   scratch->lim.margin = CG_RATE_MARGIN;
   scratch->lim.adaptive = c->adaptive;
+  scratch->lim.limit_keys = c->limit_keys;
   scratch->breaker = c->breaker;
   scratch->budget = c->budget;
   return scratch;
@@ -994,6 +997,7 @@ static void cg__defaults(struct cg_config *c, cg_getenv_fn env) {
   c->silent_resend = CG_RESEND_AUTO;
   c->repeat_window_ms = 60000;
   c->adaptive = 1;
+  c->limit_keys = 1;
   c->breaker.enabled = 1;
   c->breaker.failure_rate = 0.5;
   c->breaker.min_requests = 10;
@@ -1093,6 +1097,8 @@ int cg_config_load(struct cg_config *c, cg_getenv_fn env) {
                     c->pools[i].budget_set & ~env_bud);
     if (c->pools[i].lim.adaptive < 0)
       c->pools[i].lim.adaptive = c->adaptive;
+    if (c->pools[i].lim.limit_keys < 0)
+      c->pools[i].lim.limit_keys = c->limit_keys;
   }
   return problems;
 }

@@ -49,6 +49,8 @@ struct cg_limits {
   long max_inflight;
   double margin;         /* pace at this fraction of rpm/tpm; 0 = exactly (limiter.h) */
   int adaptive;          /* learn the request rate from throttles (limiter.h), default on */
+  int limit_keys;        /* a 429 holds its limit key's calls only (limiter.h keyed holds),
+                          * default on; off: the whole pool's */
 };
 
 /* The circuit breaker of one pool (breaker.h).  Issue 12: open on 5 consecutive failed
@@ -129,6 +131,7 @@ struct cg_config {
   double rpm, tpm;           /* default pool limits, 0 = unlimited */
   long max_inflight;         /* 0 = unlimited */
   int adaptive;              /* CURLGUARD_ADAPTIVE: learn the rate from throttles, default 1 */
+  int limit_keys;            /* CURLGUARD_LIMIT_KEYS: 429s hold their limit key only, default 1 */
   enum cg_resend silent_resend; /* CURLGUARD_SILENT_RESEND: auto (default), allow, block */
   /* CURLGUARD_RETRY_ON / "retry_on": "outcome=any|idempotent|never,..." over the
    * default matrix of SPEC section 7. */

@@ -191,6 +191,41 @@ static void cg__prepare_body(struct cg_call *call) {
   }
 }
 
+/* The call's limit key (limiter.h keyed holds; admit.h key_fn): whose rate limit a 429
+ * to it speaks for.  Providers limit per account and model (OpenAI, Anthropic, Gemini:
+ * "rate limits are applied per model"), and a service that calls for its tenants sends
+ * each tenant's API key: the key is a digest of the first credential header the request
+ * carries (Authorization, x-api-key, api-key, x-goog-api-key) and of the model of its
+ * body or path.  0 (the pool's own hold) when it has neither, or when the pool's
+ * limit_keys is off.  Out of line: made once a call at most, after a 429 or in a pool
+ * some key of which is held. */
+static __attribute__((noinline, cold)) uint32_t cg__limit_key(void *arg) {
+  static const char *const names[] = {"Authorization", "x-api-key", "api-key",
+                                      "x-goog-api-key"};
+  struct cg_call *call = arg;
+  char buf[512 + CG_BODY_MODEL_SIZE + 1];
+  size_t n = 0, i, m;
+  uint64_t h[2];
+
+  if (!call->pool->lim.limit_keys)
+    return 0; /* CURLGUARD_LIMIT_KEYS off: every 429 the pool's */
+  buf[0] = '\0';
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (cg_handle_header(call->h, names[i], buf, 512)) /* longer: its first 511 bytes */
+      break;
+  n = strlen(buf);
+  if (call->model) {
+    buf[n++] = '\n';
+    m = strnlen(call->model, CG_BODY_MODEL_SIZE - 1);
+    memcpy(buf + n, call->model, m);
+    n += m;
+  }
+  if (n == 0)
+    return 0;
+  cg_digest128(buf, n, h);
+  return (uint32_t) (h[0] ^ h[1]) | 1u;
+}
+
 /* ---- classification and decision ---- */
 
 static int cg__should_retry_header(const struct cg_hints *hints) {
@@ -1211,9 +1246,9 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
     /* The learned rate: a throttle lowers it; any other answer, a 5xx too (the provider
      * kept up with the rate; failures are the breaker's), raises it. */
     cg_admission_adapt(&call->admission,
-                       (v.outcome == CG_OUT_HTTP &&
-                        (v.status == 429 || v.status == 529 ||
-                         (v.status == 503 && call->hint_ms > 0))) ||
+                       v.outcome == CG_OUT_HTTP && v.status == 429 ? CG_THROTTLE_429
+                       : (v.outcome == CG_OUT_HTTP &&
+                          (v.status == 529 || (v.status == 503 && call->hint_ms > 0))) ||
                            v.outcome == CG_OUT_STREAM_ERROR,
                        a->status > 0);
     /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
@@ -1577,6 +1612,8 @@ struct cg_call *cg_engine_begin(struct cg_handle *h, int nb) {
     (void) cg__price_table(cfg);
   call->admission.pool = call->pool;
   call->admission.pool_index = -1;
+  call->admission.key_fn = cg__limit_key;
+  call->admission.key_arg = call;
   call->admission.max_retry_after_ms = cfg->max_retry_after_ms;
   call->admission.state = cg_state_get(cfg->state_path);
   call->admission.retry_slot = -1;

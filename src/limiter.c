@@ -92,7 +92,8 @@ static int cg__pool_holds_slot(struct cg_state *st, int p) {
  * count left after 10 minutes is one a killed waiter never took back. */
 static int cg__pool_ahead(const struct cg_state *st, int p, int64_t now_ns) {
   const struct cg_state_pool *q = &st->pools[p];
-  return cg__load(&q->hold_until) > now_ns || cg__load(&q->pace_until) > now_ns ||
+  return cg__load(&q->hold_until) > now_ns || cg__load(&q->keyed_until) > now_ns ||
+         cg__load(&q->pace_until) > now_ns ||
          cg__load(&q->tat_requests) > now_ns || cg__load(&q->tat_tokens) > now_ns ||
          cg__load(&q->learn_tat) > now_ns;
 }
@@ -644,6 +645,97 @@ void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns) {
   cg__store_max(&st->pools[p].hold_until, until_ns);
   /* New reservations line up behind the hold, paced, instead of all waking at its end. */
   cg__store_max(&st->pools[p].tat_requests, until_ns);
+}
+
+/* A key's 24 bits: never 0 (a free word) nor all set (cg_limiter_learn_key's "several"). */
+static uint64_t cg__key24(uint32_t key) {
+  uint64_t k = key & CG_KEYED_MASK;
+  return k == 0 ? 1 : k == CG_KEYED_MASK ? k - 1 : k;
+}
+
+void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until_ns,
+                         int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  uint64_t k, end, want;
+  int round, i;
+
+  if (!key) {
+    cg_limiter_hold(st, p, until_ns);
+    return;
+  }
+  if (until_ns <= now)
+    return;
+  k = cg__key24(key);
+  end = (uint64_t) (until_ns / 1000000 + 1);
+  want = end << CG_KEYED_BITS | k;
+  /* Raised first: a reader that finds it passed reads no word (cg_limiter_held_until). */
+  cg__store_max(&pool->keyed_until, until_ns);
+  /* A few rounds at most: each lost compare-and-swap is another process's hold taking a
+   * word.  A table full of live keys (or such a race, unresolved) holds the whole pool,
+   * as before keyed holds: more held than needed, never less. */
+  for (round = 0; round < 4; round++) {
+    int free_at = -1;
+    uint64_t free_w = 0;
+    for (i = 0; i < CG_STATE_KEYED_HOLDS; i++) {
+      uint64_t w = cg__load(&pool->keyed[i]);
+      int live = cg_limiter_keyed_end(w) > now;
+      if (live && (w & CG_KEYED_MASK) == k) {
+        /* This key's live hold: moved forward (holds only move forward). */
+        while ((w >> CG_KEYED_BITS) < end && (w & CG_KEYED_MASK) == k &&
+               !cg__cas(&pool->keyed[i], &w, want))
+          ;
+        if ((w & CG_KEYED_MASK) != k)
+          break; /* the word went to another key meanwhile: look again */
+        return;
+      }
+      if (!live && free_at < 0) {
+        free_at = i;
+        free_w = w;
+      }
+    }
+    if (i < CG_STATE_KEYED_HOLDS)
+      continue;
+    if (free_at < 0)
+      break;
+    if (cg__cas(&pool->keyed[free_at], &free_w, want))
+      return;
+  }
+  cg_limiter_hold(st, p, until_ns);
+}
+
+int64_t cg_limiter_key_until_far(struct cg_state *st, int p, uint32_t key) {
+  const struct cg_state_pool *pool = &st->pools[p];
+  uint64_t k = cg__key24(key);
+  int64_t until = 0;
+  int i;
+  for (i = 0; i < CG_STATE_KEYED_HOLDS; i++) {
+    uint64_t w = cg__load(&pool->keyed[i]);
+    if ((w & CG_KEYED_MASK) == k && cg_limiter_keyed_end(w) > until)
+      until = cg_limiter_keyed_end(w);
+  }
+  return until;
+}
+
+int cg_limiter_learn_key(struct cg_state *st, int p, uint32_t key, int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  int64_t now_ms = now / 1000000;
+  uint64_t k, w;
+  int tries;
+  if (!key)
+    return 1;
+  k = cg__key24(key);
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    uint64_t was, is;
+    int recent;
+    w = cg__load(&pool->throttle_key);
+    was = w & CG_KEYED_MASK;
+    recent = w && (int64_t) (w >> CG_KEYED_BITS) + CG_LEARN_KEYS_MS > now_ms;
+    /* Another key's 429 within CG_LEARN_KEYS_MS: several keys (kept while they last). */
+    is = recent && was != k ? CG_KEYED_MASK : k;
+    if (cg__cas(&pool->throttle_key, &w, (uint64_t) now_ms << CG_KEYED_BITS | is))
+      return recent && was == k; /* the key's second 429 in a row: its limit, the pool's */
+  }
+  return 0;
 }
 
 void cg_limiter_pace(struct cg_state *st, int p, int64_t limit, int64_t remaining,

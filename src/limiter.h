@@ -82,6 +82,53 @@ static inline int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
   return __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE);
 }
 
+/* Keyed holds (version 6 of the state file).  A provider may limit each API key, or each
+ * model, on its own behind one host and port (OpenAI, Anthropic and Gemini limit per
+ * model; a service calling for its tenants uses a key each).  A 429 of one such limit
+ * says nothing of the others: holding the whole pool for it, every other key's call waits
+ * out a hint that was not meant for it, and while the 429s of several keys keep re-arming
+ * one hold, the pool sends one request a hint (a helper's oracle: 4 calls of 4 keys, each
+ * answered 429 with Retry-After: 2 twice, -m 10: `curl --retry 3` 4 of 4, the guard 0
+ * to 1).  So a call's 429 holds the calls of its own limit key (`key`, guard.c
+ * cg__limit_key: a hash of its credential header and its model; 0: it has neither) until
+ * `until_ns`: up to CG_STATE_KEYED_HOLDS keys a pool at once, each in a compare-and-swap
+ * word; with no word free, or `key` 0, the whole pool (cg_limiter_hold), as before.  Two
+ * keys whose 24 bits meet share their holds (more held than needed, never less).
+ * `now`: cg_state_now(). */
+void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until_ns,
+                         int64_t now);
+/* A keyed hold's word (state.h `keyed`): its end in ms << CG_KEYED_BITS | the key's low
+ * CG_KEYED_BITS bits.  Its end in ns (0: a free word); at most 2^40 ms: no overflow. */
+#define CG_KEYED_BITS 24
+#define CG_KEYED_MASK ((1ull << CG_KEYED_BITS) - 1)
+static inline int64_t cg_limiter_keyed_end(uint64_t w) {
+  return (int64_t) (w >> CG_KEYED_BITS) * 1000000;
+}
+/* The end of `key`'s hold in pool `p` (ns; 0 or passed: none).  Out of line. */
+int64_t cg_limiter_key_until_far(struct cg_state *st, int p, uint32_t key);
+/* When the calls of `key` may go in pool `p`: the later of the pool's hold and the key's
+ * (ns; <= now: not held).  Inline: with no keyed hold in the pool, two loads (issue 16). */
+static inline int64_t cg_limiter_held_until(struct cg_state *st, int p, uint32_t key,
+                                            int64_t now) {
+  int64_t pool = __atomic_load_n(&st->pools[p].hold_until, __ATOMIC_ACQUIRE), k;
+  if (__builtin_expect(__atomic_load_n(&st->pools[p].keyed_until, __ATOMIC_ACQUIRE) <= now, 1) ||
+      !key)
+    return pool;
+  k = cg_limiter_key_until_far(st, p, key);
+  return k > pool ? k : pool;
+}
+
+/* Whether a 429 of limit key `key` (0: none) may cut pool `p`'s learned rate (limiter.h
+ * "learning"): 1 for key 0; for a key, 1 when the pool's last 429, within
+ * CG_LEARN_KEYS_MS, was the same key's (the pool's 429s come from one limit, which may
+ * be the pool's); 0 for a key's first 429 (which key's limit it was is not known yet),
+ * and once another key's came within that time, until CG_LEARN_KEYS_MS pass with no 429
+ * (several limits).  One rate for the pool is right when one limit is behind it; with a
+ * limit per key (keyed holds, above) a rate cut for every key's 429 starves all keys.
+ * Such 429s still hold their key; a 529 or a 503 (the provider's own overload, every
+ * key's) still cuts. */
+int cg_limiter_learn_key(struct cg_state *st, int p, uint32_t key, int64_t now);
+
 /* Spread the next requests of pool `p` so the `remaining` of them last the `reset_ns`
  * until the provider's window refills (its rate-limit headers).  The reset is when the
  * window is full again, not a wait (CASES.md): with nothing remaining the next request
@@ -145,6 +192,7 @@ double cg_limiter_available(int64_t tat, double per_minute, double burst, int64_
 #define CG_LEARN_QUIET_NS 500000000LL  /* after a cut, throttles of requests sent
                                          * within this do not cut again */
 #define CG_LEARN_POLL_MS 100       /* a waiter for the learned rate asks again this often */
+#define CG_LEARN_KEYS_MS 10000     /* 429s of two keys this close: several limits (cg_limiter_learn_key) */
 
 /* Pure parts (unit-tested): the ceiling of `lim` in requests/s; a rate clamped to
  * [floor, ceiling]; the rate after a cut; CUBIC's rate t_s after a cut from W_max; the

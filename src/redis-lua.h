@@ -98,7 +98,9 @@
  * the queue), lease_ms: an admission that goes now (no wait, the learned place taken or
  * not asked) also takes its in-flight lease when its turn has come (with the learned
  * place: both or none), as CG_LUA_ACQUIRE, saving the acquire's round trip: the 6th
- * element is 1 then; else it joins the queue.
+ * element is 1 then; else it joins the queue.  KEYS[11], when given: the call's limit
+ * key's hold (limiter.h keyed holds); the 7th element is how long it still holds (us, 0:
+ * none), and a call it holds takes neither the learned place nor a lease.
  * The rule is limiter.c's cg__reserve_one: a request goes when its whole cost fits the
  * burst (a larger cost: when the bucket is full), at max(that, the 429 hold), and moves
  * TAT to max(TAT, now, go) + cost * T. */
@@ -149,16 +151,21 @@
   "local cut = tonumber(redis.call('GET', KEYS[7]) or '0') or 0\n"                     \
   "local age = -1\n"                                                                    \
   "if cut > 0 and cut <= now then age = math.floor(now - cut) end\n"                    \
-  "local learn, lease = -1, 0\n"                                                      \
+  "local learn, lease, khold = -1, 0, 0\n"                                             \
+  "if KEYS[11] then\n"                                                                  \
+  "  local kh = tonumber(redis.call('GET', KEYS[11]) or '0') or 0\n"                    \
+  "  if kh > now then khold = math.floor(kh - now) end\n"                               \
+  "end\n"                                                                               \
   "local tl = tonumber(ARGV[7])\n"                                                      \
   "local mi = tonumber(ARGV[9])\n"                                                      \
-  "if tl > 0 and w <= 0 then\n"                                                         \
+  "if khold > 0 then\n"                                                                 \
+  "elseif tl > 0 and w <= 0 then\n"                                                     \
   "  learn, lease = learn_place(KEYS[6], tl, tonumber(ARGV[8]), KEYS[8], KEYS[9],\n"  \
   "    KEYS[10], mi, ARGV[10], tonumber(ARGV[11]))\n"                                   \
   "elseif mi > 0 and w <= 0 then\n"                                                     \
   "  lease = slot_take(KEYS[8], KEYS[9], KEYS[10], mi, ARGV[10], tonumber(ARGV[11]))\n" \
   "end\n"                                                                               \
-  "return {0, math.floor(w), brk, learn, age, lease}\n"
+  "return {0, math.floor(w), brk, learn, age, lease, khold}\n"
 
 /* A 429 hold: KEYS hold; ARGV for_us.  Holds only move forward; PX = its length. */
 #define CG_LUA_HOLD                                                                     \
@@ -171,12 +178,16 @@
   "end\n"                                                                               \
   "return 0\n"
 
-/* The hold left, us (0: none).  KEYS hold. */
+/* The hold left, us (0: none): the longest of KEYS (the pool's hold, and a limit key's,
+ * limiter.h keyed holds). */
 #define CG_LUA_HOLD_LEFT                                                                \
   CG_LUA_NOW                                                                            \
-  "local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0\n"                      \
-  "if cur > now then return math.floor(cur - now) end\n"                                \
-  "return 0\n"
+  "local left = 0\n"                                                                    \
+  "for i = 1, #KEYS do\n"                                                               \
+  "  local cur = tonumber(redis.call('GET', KEYS[i]) or '0') or 0\n"                    \
+  "  if cur - now > left then left = cur - now end\n"                                   \
+  "end\n"                                                                               \
+  "return math.floor(left)\n"
 
 /* An in-flight lease: KEYS inflight (a sorted set: lease id -> expiry, server ms), its
  * queue, the queue's expiry (CG_LUA_SLOT_FN); ARGV id (the waiter's, the same on every

@@ -11,12 +11,14 @@ static int cg__m_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   return cg_shared_file_reserve(sp->state, sp->p, sp->cfg, tokens, max_wait_ns, wait_ns, now);
 }
 
-static int64_t cg__m_hold_left(struct cg_shared_pool *sp) {
-  return cg_limiter_hold_until(sp->state, sp->p) - cg_state_now();
+static int64_t cg__m_hold_left(struct cg_shared_pool *sp, uint32_t key) {
+  int64_t now = cg_state_now();
+  return cg_limiter_held_until(sp->state, sp->p, key, now) - now;
 }
 
-static void cg__m_hold(struct cg_shared_pool *sp, int64_t for_ns) {
-  cg_limiter_hold(sp->state, sp->p, cg_state_now() + for_ns);
+static void cg__m_hold(struct cg_shared_pool *sp, uint32_t key, int64_t for_ns) {
+  int64_t now = cg_state_now();
+  cg_limiter_hold_key(sp->state, sp->p, key, now + for_ns, now);
 }
 
 static int cg__m_acquire(struct cg_shared_pool *sp, long max, int64_t left_ns,

@@ -606,11 +606,13 @@ static int cg__send(int argc, const char **argv) {
 static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
                              const char **args) {
   struct cg__conn *t = &cg__tc;
-  const char *argv[24];
+  const char *argv[32]; /* the reserve's: 3 + 11 keys + 11 arguments */
   char nk[8];
   int argc = 0, i, tries;
   redisReply *r = NULL;
 
+  if (nkeys < 0 || nargs < 0 || 3 + nkeys + nargs > (int) (sizeof(argv) / sizeof(argv[0])))
+    return NULL; /* a caller's mistake: the file decides */
   if (!cg_shared_redis_ready() || cg__drain(t) != 0)
     return NULL;
   snprintf(nk, sizeof(nk), "%d", nkeys);
@@ -718,6 +720,16 @@ static int cg__bc_closed(const char *pool) {
 #define CG_KEY(buf, sp, what)                                                             \
   cg_redis_key(buf, sizeof(buf), cg__prefix, (sp)->cfg->name, what)
 
+/* A limit key's hold (limiter.h keyed holds) in Redis: the pool's "hold:" and the key's
+ * 24 bits in hex. */
+static const char *cg__key_hold(char *buf, size_t n, struct cg_shared_pool *sp,
+                                uint32_t key) {
+  char what[16];
+  uint32_t k = key & 0xFFFFFFu;
+  snprintf(what, sizeof(what), "hold:%06x", k ? k : 1u);
+  return cg_redis_key(buf, n, cg__prefix, sp->cfg->name, what);
+}
+
 /* ---- rate ---- */
 
 /* limiter.c's cg__gcra, in us: emission interval and burst tolerance of one limit. */
@@ -823,12 +835,13 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   struct cg_state_pool *pool = &sp->state->pools[sp->p];
   double treq = 0, taureq = 0, ttok = 0, tautok = 0;
   char k1[160], k2[160], k3[160], k4[160], k5[160], k6[160], k7[160], k8[160], k9[160],
-      k10[160], a[11][64];
-  const char *keys[10] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
+      k10[160], k11[160], a[11][64];
+  const char *keys[11] = {CG_KEY(k1, sp, "tat_req"), CG_KEY(k2, sp, "tat_tok"),
                           CG_KEY(k3, sp, "hold"), CG_KEY(k4, sp, "admitted"),
                           CG_KEY(k5, sp, "brk"), CG_KEY(k6, sp, "learn_tat"),
                           CG_KEY(k7, sp, "cut"), CG_KEY(k8, sp, "inflight"),
-                          CG_KEY(k9, sp, "inq"), CG_KEY(k10, sp, "inqx")};
+                          CG_KEY(k9, sp, "inq"), CG_KEY(k10, sp, "inqx"),
+                          sp->key ? cg__key_hold(k11, sizeof(k11), sp, sp->key) : NULL};
   const char *args[11];
   double tl = 0, taul = 0;
   int64_t now = cg_state_now();
@@ -869,7 +882,7 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
     args[i] = a[i];
   sp->learn_pre_set = 0;
   sp->pre_lease_set = 0;
-  r = cg__evalv(CG_S_RESERVE, 10, keys, 11, args);
+  r = cg__evalv(CG_S_RESERVE, sp->key ? 11 : 10, keys, 11, args);
   if (!r)
     return CG_SHARED_DOWN;
   if (!cg__is_verdict(r, 6, 1)) {
@@ -889,6 +902,12 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
     return CG_SHARED_DOWN;
   }
   *wait_ns = cg__wait_ns(cg__int(r, 1), ret ? CG_REDIS_REFUSED_CAP_NS : max_wait_ns);
+  /* The fleet holds this call's limit key (another machine's 429): the machine's file
+   * holds it too, where the admission looks next (admit.c cg__held_until). */
+  if (!ret && sp->key && r->elements >= 7 && r->element[6]->type == REDIS_REPLY_INTEGER &&
+      r->element[6]->integer > 0)
+    cg_limiter_hold_key(sp->state, sp->p, sp->key,
+                        now + cg__wait_ns(r->element[6]->integer, CG_REDIS_WAIT_CAP_NS), now);
   cg__bc_set(sp->cfg->name, cg__int(r, 2) == 0);
   sp->learn_poll_ms = 0;
   if (cg__int(r, 3) >= 0 || cg__int(r, 3) == CG_LEARN_BUSY) {
@@ -916,11 +935,14 @@ static int cg__r_reserve(struct cg_shared_pool *sp, int64_t tokens, int64_t max_
   return ret;
 }
 
-static int64_t cg__r_hold_left(struct cg_shared_pool *sp) {
-  char k[160];
-  const char *keys[1] = {CG_KEY(k, sp, "hold")};
-  redisReply *r = cg__evalv(CG_S_HOLD_LEFT, 1, keys, 0, NULL);
+static int64_t cg__r_hold_left(struct cg_shared_pool *sp, uint32_t key) {
+  char k[160], k2[160];
+  const char *keys[2] = {CG_KEY(k, sp, "hold"), NULL};
+  redisReply *r;
   int64_t v = 0;
+  if (key)
+    keys[1] = cg__key_hold(k2, sizeof(k2), sp, key);
+  r = cg__evalv(CG_S_HOLD_LEFT, key ? 2 : 1, keys, 0, NULL);
   if (!r)
     return 0;
   if (r->type == REDIS_REPLY_INTEGER) /* bounded: from the network */
@@ -929,11 +951,12 @@ static int64_t cg__r_hold_left(struct cg_shared_pool *sp) {
   return v;
 }
 
-static void cg__r_hold(struct cg_shared_pool *sp, int64_t for_ns) {
+static void cg__r_hold(struct cg_shared_pool *sp, uint32_t key, int64_t for_ns) {
   char k[160], a[32];
-  const char *keys[1] = {CG_KEY(k, sp, "hold")};
+  const char *keys[1] = {key ? cg__key_hold(k, sizeof(k), sp, key) : CG_KEY(k, sp, "hold")};
   const char *args[1] = {a};
   redisReply *r;
+  int64_t now;
   if (for_ns <= 0)
     return;
   snprintf(a, sizeof(a), "%lld", (long long) (for_ns / 1000));
@@ -941,7 +964,8 @@ static void cg__r_hold(struct cg_shared_pool *sp, int64_t for_ns) {
   if (r)
     freeReplyObject(r);
   /* The machine's own file holds too: its next calls may fall back on it. */
-  cg_limiter_hold(sp->state, sp->p, cg_state_now() + for_ns);
+  now = cg_state_now();
+  cg_limiter_hold_key(sp->state, sp->p, key, now + for_ns, now);
 }
 
 /* ---- in-flight leases ---- */

@@ -52,6 +52,8 @@ struct cg_shared_pool {
                                     * cg_breaker_early), put back when it ends */
   int64_t budget_wait_ns;          /* Redis: the last budget refusal's wait */
   int64_t budget_bucket;           /* Redis: the window bucket of the last granted retry */
+  uint32_t key;                    /* Redis: the call's limit key (limiter.h keyed holds;
+                                    * 0 none), asked by the admission's script */
   int learn_pre_set;               /* Redis: the last reserve also asked the learned rate: */
   int64_t learn_pre_ns;            /* ... 0 taken, else ns until it might be */
   int pre_lease_set;               /* Redis: the last reserve also took an in-flight lease */
@@ -79,12 +81,13 @@ struct cg_shared_ops {
    * long it would have been); CG_SHARED_DOWN. */
   int (*reserve)(struct cg_shared_pool *sp, int64_t tokens, int64_t max_wait_ns,
                  int64_t *wait_ns, int64_t now);
-  /* How long the pool is still held by a 429 (ns, <= 0: not held); CG_SHARED_DOWN is
+  /* How long the calls of limit key `key` (limiter.h keyed holds; 0: none) are still
+   * held by a 429, the pool's hold or the key's (ns, <= 0: not held); CG_SHARED_DOWN is
    * returned as 0 by the Redis back end (no hold known). */
-  int64_t (*hold_left)(struct cg_shared_pool *sp);
-  /* A 429 (or a quota with nothing left): hold every caller of the pool for `for_ns`;
-   * holds only move forward. */
-  void (*hold)(struct cg_shared_pool *sp, int64_t for_ns);
+  int64_t (*hold_left)(struct cg_shared_pool *sp, uint32_t key);
+  /* A 429 (or a quota with nothing left): hold the pool's callers of limit key `key`
+   * (0: every caller) for `for_ns`; holds only move forward. */
+  void (*hold)(struct cg_shared_pool *sp, uint32_t key, int64_t for_ns);
 
   /* Take an in-flight slot (limit `max`), waiting up to `left_ns`: a handle >= 0, -1 on
    * timeout, -2 when the slot table is full (the call goes without one),

@@ -30,6 +30,9 @@
  * Version 5: each pool says when it was last used (`used_ms`), so that a full table can
  * give a pool idle for CG_POOL_IDLE_MS to a new name (limiter.c): 1768 bytes a pool,
  * 469248 bytes in all.
+ * Version 6: each pool keeps the 429 holds of its limit keys (`keyed`, limiter.h "keyed
+ * holds": a provider's limit per API key or model behind one host and port holds only
+ * the calls of that key and model): 1848 bytes a pool, 489728 bytes in all.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -40,12 +43,13 @@
 #include <sys/types.h>
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
-#define CG_STATE_VERSION 5u
+#define CG_STATE_VERSION 6u
 #define CG_STATE_POOLS 256  /* pools per file: a host per port, for a test suite of many servers */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
 #define CG_STATE_RETRY_SLOTS 64 /* retries outstanding at once per pool, at most */
 #define CG_STATE_OUTCOMES 40 /* outcome counters per pool (tally.h has the names) */
+#define CG_STATE_KEYED_HOLDS 8 /* limit keys a pool holds at once (limiter.h keyed holds) */
 
 struct cg_state_header {
   uint64_t magic;            /* CG_STATE_MAGIC, written last when the file is ready */
@@ -90,6 +94,15 @@ struct cg_state_pool {
   uint64_t learn_clock;      /* measurement: half-second epoch << 32 | answers in it */
   double learn_measured;     /* answers/s, smoothed (0.8 new, 0.2 old) */
   int64_t learn_tat;         /* GCRA time of the next request at the learned rate (ns) */
+  /* 429 holds of one limit key each (version 6; limiter.h "keyed holds"): the end in ms
+   * << 24 | the key's 24 bits (never 0), one compare-and-swap word each; 0 or an end
+   * passed = free.  keyed_until: the latest end of them all (ns), so that a call of a
+   * pool without one reads one word. */
+  int64_t keyed_until;
+  uint64_t keyed[CG_STATE_KEYED_HOLDS];
+  /* The limit key of the pool's last 429 and when (ms << 24 | key, as a keyed word; the
+   * key's bits all set: 429s of several keys), limiter.h cg_limiter_learn_key. */
+  uint64_t throttle_key;
 };
 
 /* One in-flight call: who holds it, so a dead holder's slot can be taken back. */

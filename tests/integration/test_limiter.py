@@ -342,6 +342,76 @@ class ProviderSignalsTest(LimiterTestCase):
                 pool, _ = self.stat_pool(harness.mock_pool(), state)
                 self.assertEqual(pool["seen_429"], 1, pool)
 
+    def keyed_post(self, url, env, key, model="gpt-4o-mini", args=()):
+        """One curl POST of a chat body for `model` with `key` as its API key."""
+        body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+        return self.curl(url, env, ["-H", f"Authorization: Bearer {key}", "-H",
+                                    "Content-Type: application/json", "-d", body, *args],
+                         timeout=30)
+
+    def test_a_429_holds_its_own_limit_key_not_another(self):
+        """limiter.h keyed holds: providers limit per key and model, so a 429 holds the calls
+        of its API key and model only (calls of another key or model go at once); with
+        CURLGUARD_LIMIT_KEYS=off it holds the whole pool, as before."""
+        for limit_keys in ("on", "off"):
+            with self.subTest(limit_keys=limit_keys):
+                state = self.tmp / f"state-keys-{limit_keys}"
+                env = self.guard_env(CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_STATE=str(state),
+                                     CURLGUARD_LIMIT_KEYS=limit_keys)
+                k = harness.unique_key("lk")
+                a_url = self.mock.url(CHAT, plan="429:ra=2", key=k + "a")
+                self.assertEqual(self.keyed_post(a_url, env, "sk-tenant-a").returncode, 0)
+                (ea,) = self.mock.wait_entries(url=a_url)
+                self.assertEqual(ea["status"], 429)
+                pool, _ = self.stat_pool(harness.mock_pool(), state)
+                if limit_keys == "on":
+                    self.assertEqual(pool["held_keys"], 1, pool)
+                    self.assertEqual(pool["hold_ms"], 0, pool)
+                    self.assertGreater(pool["key_hold_ms"], 1000, pool)
+                else:
+                    self.assertEqual(pool["held_keys"], 0, pool)
+                    self.assertGreater(pool["hold_ms"], 1000, pool)
+                # Another key, the same key with another model, the same key and model.
+                calls = [("c", "sk-tenant-c", "gpt-4o-mini"), ("d", "sk-tenant-a", "gpt-4o"),
+                         ("b", "sk-tenant-a", "gpt-4o-mini")]
+                for name, key, model in calls:
+                    u = self.mock.url(CHAT, plan="200", key=k + name)
+                    self.assertOk(self.keyed_post(u, env, key, model))
+                    (e,) = self.mock.wait_entries(url=u)
+                    gap = e["t"] - ea["t"]
+                    if name == "b" or limit_keys == "off":
+                        self.assertGreaterEqual(gap, 1.9, f"{name} went {gap:.3f} s after the 429")
+                        self.assertLess(gap, 5.0)
+                    else:
+                        self.assertLess(gap, 1.0, f"{name} ({key}, {model}) was held {gap:.3f} s "
+                                                  f"by another key's 429")
+
+    def test_429s_of_several_keys_finish_like_curl_retry(self):
+        """A helper's oracle: 6 processes, each with its own API key (a service calling for
+        its tenants), each answered 429 Retry-After: 2 twice and then 200. curl --retry 3
+        gets 6 of 6 in 4.1 s. The guard held the whole pool for every key's 429 and cut the
+        learned rate for each: one request a hint for all of them, 0 to 1 of 4 within -m 10.
+        Now each 429 holds its key, and 429s of several keys cut no rate (limiter.h)."""
+        env = self.guard_env()
+        k = harness.unique_key("keys6")
+        jobs = [(self.mock.url(CHAT, plan="429:ra=2,429:ra=2,200", key=f"{k}-{i}"), env, i)
+                for i in range(6)]
+        barrier = threading.Barrier(len(jobs))
+
+        def one(job):
+            url, env, i = job
+            barrier.wait(10)
+            return self.keyed_post(url, env, f"sk-tenant-{i}", args=("-m", "12", "-w",
+                                                                      "%{http_code}"))
+
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
+            done = list(ex.map(one, jobs))
+        codes = [p.stdout.decode() for p in done]
+        self.assertEqual(codes, ["200"] * 6, f"{[p.stderr for p in done]}")
+        for i in range(6):
+            self.assertEqual([e["status"] for e in self.mock.entries(key=f"{k}-{i}")],
+                             [429, 429, 200])
+
     def test_rate_limit_headers_pace_other_processes(self):
         plan = ("200:h.x-ratelimit-remaining-requests=2:h.x-ratelimit-reset-requests=3s"
                 ":h.x-ratelimit-limit-requests=60")

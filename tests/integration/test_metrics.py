@@ -278,7 +278,7 @@ class MetricsTest(harness.GuardTestCase):
             f.write(b"\0" * 300)
         p = self.cli("stat", "--prometheus")
         self.assertEqual(p.returncode, 1)
-        self.assertRegex(p.stderr, rb"^curlguard: stat: state file .* shorter than layout 5")
+        self.assertRegex(p.stderr, rb"^curlguard: stat: state file .* shorter than layout 6")
         self.assertEqual(p.stdout, b"")
 
     # -- the exporter
@@ -433,7 +433,7 @@ class MetricsTest(harness.GuardTestCase):
         self.stop(proc)
         err = (self.tmp / "exporter.err").read_text().splitlines()
         self.assertEqual(len(err), 1, err)
-        self.assertRegex(err[0], r"^curlguard: exporter: state file .* shorter than layout 5.*"
+        self.assertRegex(err[0], r"^curlguard: exporter: state file .* shorter than layout 6.*"
                                  r"serving curlguard_state_ready 0 until it can be read$")
 
     def test_exporter_bad_listen_addresses(self):

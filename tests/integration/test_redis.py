@@ -589,6 +589,36 @@ class FleetLearnedRateTest(RedisTestCase):
         self.assertIsNone(run(False), "control: B cut without Redis")
 
 
+class FleetKeyedHoldTest(RedisTestCase):
+    def test_a_429_holds_its_limit_key_across_the_fleet(self):
+        """limiter.h keyed holds through Redis: machine A's 429 for one API key holds
+        machine B's calls of that key (B never saw a 429), not B's calls of another key."""
+        k = harness.unique_key("kh")
+        body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]})
+
+        def post(url, env, key):
+            return self.curl(url, env, ("-H", f"Authorization: Bearer {key}", "-H",
+                                        "Content-Type: application/json", "-d", body))
+
+        env_a = self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1")
+        env_b = self.machine_env("b")
+        a_url = self.mock.url(CHAT, plan="429:ra=2", key=k + "a")
+        self.assertEqual(post(a_url, env_a, "sk-one").stdout, b"429\n")
+        (ea,) = self.mock.wait_entries(url=a_url)
+        for name, key in (("other", "sk-two"), ("same", "sk-one")):
+            u = self.mock.url(CHAT, plan="200", key=k + name)
+            p = post(u, env_b, key)
+            self.assertEqual((p.returncode, p.stdout), (0, b"200\n"), p.stderr)
+            (e,) = self.mock.wait_entries(url=u)
+            gap = e["t"] - ea["t"]
+            if name == "same":
+                self.assertGreaterEqual(gap, 1.9, f"B's call of A's key went {gap:.3f} s after "
+                                                  "A's 429")
+                self.assertLess(gap, 5.0)
+            else:
+                self.assertLess(gap, 1.0, f"B's call of another key was held {gap:.3f} s")
+
+
 class FleetInflightTest(RedisTestCase):
     def test_kill9_returns_slots(self):
         """MAX_INFLIGHT 2 across the fleet: machine A's two slow calls hold both slots

@@ -81,8 +81,8 @@ class StateFileTestCase(harness.GuardTestCase):
         self.assertEqual(lines, [], "a re-initialised file needs no message")
         st = self.stat(state)
         self.assertTrue(st["exists"])
-        self.assertEqual(st["layout_version"], 5)   # 2: breaker and budget; 3: issue 12; 4: learned rate; 5: used_ms
-        self.assertEqual(st["size"], 469248)        # state.h: 5, with the tallies (issue 17), 256 pools
+        self.assertEqual(st["layout_version"], 6)   # 2: breaker and budget; 3: issue 12; 4: learned rate; 5: used_ms; 6: keyed holds
+        self.assertEqual(st["size"], 489728)        # state.h: 6, with the tallies (issue 17), 256 pools
         self.assertGreaterEqual(os.path.getsize(state), st["size"],
                                 "the file was not grown to its layout")
         pools = {p["name"]: p for p in st["pools"]}
@@ -166,7 +166,7 @@ class UntrustedStateFileTest(StateFileTestCase):
         notes that way, and /etc/passwd as root.)"""
         for name, data in (("notes.txt", b"my precious notes\nline 2\n"),
                            ("random.bin", os.urandom(50000)),
-                           ("full-size.bin", b"\x7fELF" + os.urandom(469248 - 4))):
+                           ("full-size.bin", b"\x7fELF" + os.urandom(489728 - 4))):
             with self.subTest(name):
                 self.log.unlink(missing_ok=True)
                 f = self.tmp / name
@@ -502,8 +502,8 @@ class CliTest(StateFileTestCase):
         good = self.state.read_bytes()
         old = bytearray(good)
         old[8] = 1                              # layout 1 in the header
-        for content, why in ((bytes(old), rb"not a ready layout-5 file of this boot \(layout 1"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 5")):
+        for content, why in ((bytes(old), rb"not a ready layout-6 file of this boot \(layout 1"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 6")):
             self.state.write_bytes(content)
             for args in (("stat",), ("stat", "--json")):
                 r = self.cli(*args)
@@ -572,9 +572,9 @@ class CliTest(StateFileTestCase):
 
 
 class FullFileTest(StateFileTestCase):
-    # state.h, version 5: struct cg_state_pool at 256 + i * 232; name_hash at 0, name at 8
+    # state.h, version 6: struct cg_state_pool at 256 + i * 312; name_hash at 0, name at 8
     # (48 bytes), used_ms at 96.
-    POOLS_OFF, POOL_SIZE, NAME_OFF, USED_OFF = 256, 232, 8, 96
+    POOLS_OFF, POOL_SIZE, NAME_OFF, USED_OFF = 256, 312, 8, 96
 
     def age_pool(self, name):
         """Make pool `name` look unused for a long time (its used_ms far in the past), as

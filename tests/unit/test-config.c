@@ -755,6 +755,33 @@ Test(config, globs_match_host_or_host_and_port) {
   unlink(path);
 }
 
+/* limit_keys (limiter.h keyed holds): on by default; the variable, the top level and a
+ * pool's own key, which wins. */
+Test(config, limit_keys_switch) {
+  struct cg_config c;
+  struct cg_pool_cfg s;
+  char *path = cg_test_write_tmp("config", "{\"limit_keys\": false, \"pools\": ["
+                          "{\"name\": \"own\", \"hosts\": [\"own.example\"], \"limit_keys\": true},"
+                          "{\"name\": \"bad\", \"hosts\": [\"bad.example\"], \"limit_keys\": 1}]}");
+  base_env();
+  cg_config_load(&c, fake_getenv);
+  cr_assert_eq(c.limit_keys, 1);
+  cr_assert_eq(cg_config_pool_at(&c, "api.example", 443, "https", &s)->lim.limit_keys, 1);
+  cg_config_free(&c);
+  env_set("CURLGUARD_CONFIG", path);
+  cg_config_load(&c, fake_getenv);
+  cr_assert_eq(c.limit_keys, 0);
+  cr_assert_eq(cg_config_pool_at(&c, "api.example", 443, "https", &s)->lim.limit_keys, 0);
+  cr_assert_eq(cg_config_pool_at(&c, "own.example", 443, "https", &s)->lim.limit_keys, 1);
+  cr_assert_eq(cg_config_pool_at(&c, "bad.example", 443, "https", &s)->lim.limit_keys, 0);
+  cg_config_free(&c);
+  env_set("CURLGUARD_LIMIT_KEYS", "on");
+  cg_config_load(&c, fake_getenv);
+  cr_assert_eq(c.limit_keys, 1, "the variable wins over the file");
+  cg_config_free(&c);
+  unlink(path);
+}
+
 Test(config, adaptive_switch) {
   struct cg_config c;
   base_env();

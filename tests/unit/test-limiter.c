@@ -240,6 +240,58 @@ Test(limiter, hold_until_floors_the_wait) {
   cr_assert_eq(st.pools[pool("c", &l)].hold_until, 0);
 }
 
+/* Keyed holds (limiter.h): a 429 of one limit key holds that key's calls only; the pool's
+ * own hold still holds every key; key 0 holds the pool. */
+Test(limiter, keyed_hold_holds_its_key_only) {
+  struct cg_limits none = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &none), i;
+  cg_limiter_hold_key(&st, p, 0x111111, NOW0 + 2 * SEC, NOW0);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x111111, NOW0) / MS, (NOW0 + 2 * SEC) / MS + 1);
+  cr_assert_leq(cg_limiter_held_until(&st, p, 0x222222, NOW0), NOW0, "another key is held");
+  cr_assert_leq(cg_limiter_held_until(&st, p, 0, NOW0), NOW0, "a call without a key is held");
+  cr_assert_eq(st.pools[p].hold_until, 0, "the pool is held");
+  cr_assert_eq(reserve(p, &none, 0, NOW0), 0, "the pool's reservations wait");
+  /* Only forward; the key's 24 bits decide (0x1111111 is 0x111111's). */
+  cg_limiter_hold_key(&st, p, 0x1111111, NOW0 + 5 * SEC, NOW0);
+  cg_limiter_hold_key(&st, p, 0x111111, NOW0 + 3 * SEC, NOW0);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x111111, NOW0) / MS, (NOW0 + 5 * SEC) / MS + 1);
+  /* The pool's hold holds every key, a held key the later of the two. */
+  cg_limiter_hold(&st, p, NOW0 + 4 * SEC);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x222222, NOW0), NOW0 + 4 * SEC);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x111111, NOW0) / MS, (NOW0 + 5 * SEC) / MS + 1);
+  /* Key 0: the pool's hold. */
+  cg_limiter_hold_key(&st, p, 0, NOW0 + 6 * SEC, NOW0);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 6 * SEC);
+  /* A passed hold holds nobody, and its word is taken again. */
+  cr_assert_leq(cg_limiter_held_until(&st, p, 0x111111, NOW0 + 7 * SEC), NOW0 + 7 * SEC);
+  for (i = 0; i < CG_STATE_KEYED_HOLDS; i++)
+    cg_limiter_hold_key(&st, p, 0x300000 + (uint32_t) i, NOW0 + 9 * SEC, NOW0 + 7 * SEC);
+  for (i = 0; i < CG_STATE_KEYED_HOLDS; i++)
+    cr_assert_gt(cg_limiter_held_until(&st, p, 0x300000 + (uint32_t) i, NOW0 + 7 * SEC),
+                 NOW0 + 8 * SEC, "key %d not held", i);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 6 * SEC, "the pool held for a table not full");
+  /* A full table: the next key holds the whole pool (more held, never less). */
+  cg_limiter_hold_key(&st, p, 0x400000, NOW0 + 10 * SEC, NOW0 + 7 * SEC);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 10 * SEC);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x222222, NOW0 + 7 * SEC), NOW0 + 10 * SEC);
+}
+
+/* A 429 cuts the learned rate only when the pool's 429s come from one limit key
+ * (limiter.h cg_limiter_learn_key). */
+Test(limiter, learn_key_cuts_for_one_key_not_several) {
+  struct cg_limits none = limits(0, 0, 0, 0, 0);
+  int p = pool("a", &none);
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 0, NOW0), 1, "no key: the pool's 429");
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 7, NOW0), 0, "a key's first 429 cut");
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 7, NOW0 + SEC), 1, "the key's second 429 did not");
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 9, NOW0 + 2 * SEC), 0, "another key's cut");
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 7, NOW0 + 3 * SEC), 0, "several keys: cut");
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 7, NOW0 + 4 * SEC), 0, "several keys: cut");
+  /* CG_LEARN_KEYS_MS with no 429: one key again. */
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 7, NOW0 + 4 * SEC + CG_LEARN_KEYS_MS * MS), 0);
+  cr_assert_eq(cg_limiter_learn_key(&st, p, 7, NOW0 + 5 * SEC + CG_LEARN_KEYS_MS * MS), 1);
+}
+
 Test(limiter, pace_interval_widens_spacing_until_pace_until) {
   struct cg_limits l = limits(600, 0, 0, 0, 0); /* 10/s, burst 10 */
   int p = pool("a", &l), i;

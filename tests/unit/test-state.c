@@ -79,7 +79,7 @@ static void assert_no_pools(const struct cg_state *st) {
 /* A file with one pool "p" (TAT 12345, admitted 7) and one slot taken. */
 static void make_used_file(void) {
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 1, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 1, 0, 0, 0};
   int p, s;
   int64_t w;
   open_ok(&st);
@@ -136,8 +136,9 @@ Test(state, creates_new_file) {
   cr_assert_null(st.hdr);
 }
 
-/* state.h's layout: the offsets and sizes its comment gives (version 5: the tallies of
- * issue 17 and each pool's used_ms), and every part mapped where the offsets say. */
+/* state.h's layout: the offsets and sizes its comment gives (version 6: the tallies of
+ * issue 17, each pool's used_ms and keyed holds), and every part mapped where the
+ * offsets say. */
 Test(state, layout_offsets_and_sizes) {
   struct cg_state st;
   cr_assert_eq(sizeof(struct cg_state_pool) * CG_STATE_POOLS + CG_STATE_POOLS_OFF,
@@ -146,8 +147,8 @@ Test(state, layout_offsets_and_sizes) {
   cr_assert_eq(sizeof(struct cg_state_budget), 736);
   cr_assert_eq(sizeof(struct cg_state_tally), 480);
   cr_assert_eq(CG_STATE_TALLIES_OFF, CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * 736);
-  cr_assert_eq(sizeof(struct cg_state_pool), 232);
-  cr_assert_eq(CG_STATE_SIZE, 469248);
+  cr_assert_eq(sizeof(struct cg_state_pool), 312);
+  cr_assert_eq(CG_STATE_SIZE, 489728);
   cr_assert_eq(CG_STATE_SIZE - CG_STATE_TALLIES_OFF, CG_STATE_POOLS * 480);
   open_ok(&st);
   cr_assert_eq((char *) st.tallies - (char *) st.hdr, (ptrdiff_t) CG_STATE_TALLIES_OFF);
@@ -169,7 +170,7 @@ Test(state, mode_0600_whatever_the_umask) {
 
 Test(state, reopen_keeps_pools) {
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0, 0};
   int64_t created;
   int p;
 
@@ -192,7 +193,7 @@ Test(state, reopen_keeps_pools) {
 
 Test(state, two_mappings_share_words) {
   struct cg_state a, b;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0, 0};
   int pa, pb;
   open_ok(&a);
   open_ok(&b);
@@ -327,7 +328,7 @@ Test(state, empty_file_grown) {
 Test(state, truncated_valid_file_grown_not_sigbus) {
   /* A good file cut short after its header: every word past the end would SIGBUS. */
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0, 0};
   int p;
   make_used_file();
   cr_assert_eq(truncate(path, CG_STATE_POOLS_OFF + 8), 0);
@@ -486,7 +487,7 @@ Test(state, reset_clears_pools) {
 
 Test(state, reset_while_mapped_is_seen_by_the_mapping) {
   struct cg_state st;
-  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0};
+  struct cg_limits l = {60, 0, 0, 0, 0, 0, 0, 0};
   char why[512] = "";
   int p;
   open_ok(&st);
@@ -515,7 +516,7 @@ Test(state, many_processes_agree_on_one_new_file) {
   int go[2], status, i, ok = 0, p;
   pid_t pids[NPROC];
   struct cg_state st;
-  struct cg_limits l = {0, 0, 0, 0, 0, 0, 0};
+  struct cg_limits l = {0, 0, 0, 0, 0, 0, 0, 0};
   char c;
 
   cr_assert_eq(pipe(go), 0);
