@@ -9,7 +9,9 @@
  * open/half-open/closed transitions, early probes racing regular ones, never two probes at
  * once) and retry budget (window CAS, concurrency slots, never overdrawn), and a full pool
  * table whose idle pools are given to new names while threads look up, reserve in and age
- * the same pools. */
+ * the same pools; and keyed 429 holds (limiter.h) of 12 keys racing for a pool's 8 words,
+ * short holds running out and their words taken again: a hold, once set, holds its key at
+ * least as long as asked (by its word or by the whole pool's hold), never less. */
 #include "breaker.h"
 #include "clock.h"
 #include "budget.h"
@@ -46,6 +48,7 @@ static const struct cg_breaker_cfg bcfg = {.enabled = 1, .failure_rate = 0.5,
 /* A budget with no floor and a window longer than the run: grants <= 20 % of firsts. */
 static const struct cg_budget_cfg ucfg = {1, 0.2, 0, 3600, 4};
 static int probes_now, probes_max, probes_total, early_total, retries_granted;
+static int keyed_pool;
 
 /* One more probe out (regular or early): the most ever out at once is kept. */
 static void probe_begin(void) {
@@ -126,6 +129,17 @@ static void *worker(void *arg) {
 
     breaker_round(i);
     budget_round();
+    {
+      /* One hold in four lasts a second, the others 1 ms (their words soon free again). */
+      uint32_t key = (uint32_t) ((id * 7 + (uintptr_t) i) % 12 + 1) * 0x10101u;
+      int64_t now = cg_state_now(), until = now + (i % 4 == 0 ? 1000000000 : 1000000);
+      cg_limiter_hold_key(&st, keyed_pool, key, until, now);
+      if (i % 4 == 0 && cg_limiter_held_until(&st, keyed_pool, key, now) < until) {
+        fprintf(stderr, "stress: key %x held until %lld, asked %lld\n", key,
+                (long long) cg_limiter_held_until(&st, keyed_pool, key, now), (long long) until);
+        abort();
+      }
+    }
 
     cg_uuid4(uuid);
     cg_repeat_note(cg_rand64() % 16, 0, i, 1000, prev, sizeof(prev));
@@ -297,12 +311,19 @@ int main(void) {
     return 1;
   }
   pool = cg_limiter_pool(&st, "stress", &lim);
+  keyed_pool = cg_limiter_pool(&st, "keyed", &lim);
   cfg.log_path = log;
   for (i = 0; i < THREADS; i++)
     pthread_create(&t[i], NULL, worker, (void *) (uintptr_t) (i + 1));
   for (i = 0; i < THREADS; i++)
     pthread_join(t[i], NULL);
 
+  /* 12 keys of second-long holds for 8 words: the table did fill, and the pool's hold
+   * took the keys that found no word. */
+  if (st.pools[keyed_pool].hold_until == 0) {
+    fprintf(stderr, "stress: keyed holds never filled the pool's words\n");
+    return 1;
+  }
   /* Every reservation moved the account by exactly one interval: no lost update. */
   tat = __atomic_load_n(&st.pools[pool].tat_requests, __ATOMIC_ACQUIRE);
   if (tat != 1000000 + (int64_t) THREADS * ROUNDS * 10) {
