@@ -1016,10 +1016,12 @@ static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
   if (p < 0 || !ad->pool->lim.adaptive)
     return;
   now = cg_state_now();
-  /* A 429 of one limit key among several cuts nothing (limiter.h cg_limiter_learn_key). */
+  /* A 429 of one limit key among several (or a key's first) cuts nothing: the provider
+   * answered, and the limit that refused was not the pool's (limiter.h
+   * cg_limiter_learn_key); an answer as any other, it lets the slow start grow. */
   if (CG_RARE(throttle == CG_THROTTLE_429) &&
       !cg_limiter_learn_key(ad->state, p, cg__key(ad), now))
-    return;
+    throttle = 0;
   if (throttle) {
     int64_t before = __atomic_load_n(&ad->state->pools[p].learn_last, __ATOMIC_ACQUIRE);
     cg_limiter_learn_throttle(ad->state, p, &ad->pool->lim, ad->sent_ns, now);

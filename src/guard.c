@@ -195,8 +195,8 @@ static void cg__prepare_body(struct cg_call *call) {
  * to it speaks for.  Providers limit per account and model (OpenAI, Anthropic, Gemini:
  * "rate limits are applied per model"), and a service that calls for its tenants sends
  * each tenant's API key: the key is a digest of the first credential header the request
- * carries (Authorization, x-api-key, api-key, x-goog-api-key) and of the model of its
- * body or path.  0 (the pool's own hold) when it has neither, or when the pool's
+ * carries (Authorization, x-api-key, api-key, x-goog-api-key; of a signed Authorization
+ * only the identity in it, handle.h cg_auth_identity) and of the model of its body or path.  0 (the pool's own hold) when it has neither, or when the pool's
  * limit_keys is off.  Out of line: made once a call at most, after a 429 or in a pool
  * some key of which is held. */
 static __attribute__((noinline, cold)) uint32_t cg__limit_key(void *arg) {
@@ -213,6 +213,8 @@ static __attribute__((noinline, cold)) uint32_t cg__limit_key(void *arg) {
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (cg_handle_header(call->h, names[i], buf, 512)) /* longer: its first 511 bytes */
       break;
+  if (i == 0)
+    cg_auth_identity(buf);
   n = strlen(buf);
   if (call->model) {
     buf[n++] = '\n';

@@ -730,3 +730,56 @@ void cg_handle_protocols_unknown(struct cg_handle *h) {
   h->protocols_str = NULL;
   h->protocols_kind = 2; /* no copy: cannot be put back, so never touched */
 }
+
+/* handle.h.  Parameters as RFC 7235 section 2.1 auth-params (a token or a quoted string,
+ * comma-separated); a quoted value's escapes are kept as they are. */
+void cg_auth_identity(char *v) {
+  static const struct {
+    const char *scheme, *param;
+  } signed_[] = {{"AWS4-", "Credential"}, {"Digest ", "username"}, {"Signature ", "keyId"}};
+  size_t i, sl, pl;
+  char *p, *name, *val, *end;
+
+  for (i = 0; i < sizeof(signed_) / sizeof(signed_[0]); i++)
+    if (strncasecmp(v, signed_[i].scheme, strlen(signed_[i].scheme)) == 0)
+      break;
+  if (i == sizeof(signed_) / sizeof(signed_[0]))
+    return;
+  sl = strlen(signed_[i].scheme);
+  pl = strlen(signed_[i].param);
+  p = v + sl;
+  if (signed_[i].scheme[sl - 1] != ' ') /* "AWS4-HMAC-SHA256 ": the algorithm's name */
+    p += strcspn(p, " ");
+  for (;;) {
+    p += strspn(p, " ,\t");
+    if (!*p)
+      break;
+    name = p;
+    p += strcspn(p, "=, \t");
+    if (*p != '=')
+      continue; /* a parameter without a value */
+    val = ++p;
+    if (*val == '"') {
+      val++;
+      end = strchr(val, '"');
+      if (!end)
+        end = val + strlen(val);
+      p = *end ? end + 1 : end;
+    } else {
+      end = val + strcspn(val, ", \t");
+      p = end;
+    }
+    if ((size_t) (val - name) >= pl + 1 && strncasecmp(name, signed_[i].param, pl) == 0 &&
+        (name[pl] == '=')) {
+      if (i == 0) { /* SigV4: the access key id, not the date, region and service */
+        char *slash = memchr(val, '/', (size_t) (end - val));
+        if (slash)
+          end = slash;
+      }
+      memmove(v, val, (size_t) (end - val));
+      v[end - val] = '\0';
+      return;
+    }
+  }
+  v[0] = '\0';
+}

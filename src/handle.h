@@ -243,6 +243,16 @@ const char *cg_handle_method(const struct cg_handle *h);
  * NUL-terminated) is copied into `val` of `vlen` bytes when given. */
 int cg_handle_header(const struct cg_handle *h, const char *name, char *val, size_t vlen);
 
+/* An Authorization value signed per request names its account only by the identity in
+ * it: AWS SigV4 (Bedrock; curl --aws-sigv4) by the access key id of `Credential=` (before
+ * the scope's first '/'), HTTP Digest (RFC 7616 section 3.4) by `username`, a draft-cavage
+ * HTTP signature by `keyId`.  Their whole value differs on every request, and every call
+ * would be a limit key of its own (an account's 429 holding no other call, cutting no
+ * rate: a helper's repro, 16 SigV4 processes into a 60 rpm limit, 2 of 16 where the whole
+ * pool's hold made 10).  `v` (NUL-terminated) is cut to that identity, "" when such a
+ * value has none; any other value is kept whole. */
+void cg_auth_identity(char *v);
+
 /* Number of shadows alive (for tests and stats). */
 size_t cg_handle_count(void);
 

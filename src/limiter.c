@@ -671,11 +671,14 @@ void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until
   /* Raised first: a reader that finds it passed reads no word (cg_limiter_held_until). */
   cg__store_max(&pool->keyed_until, until_ns);
   /* A few rounds at most: each lost compare-and-swap is another process's hold taking a
-   * word.  A table full of live keys (or such a race, unresolved) holds the whole pool,
-   * as before keyed holds: more held than needed, never less. */
+   * word.  A table full of live keys gives the word of the hold that ends first: that
+   * key's calls may go early and meet a 429 of their own, as plain curl's do (holding the
+   * whole pool instead, as before keyed holds, made 12 tenants' 429s hold each other: 9
+   * of 12 calls where curl --retry 3 made 12, a helper's repro).  Lost rounds, unresolved:
+   * no hold (the call that got the 429 still waits out its hint). */
   for (round = 0; round < 4; round++) {
-    int free_at = -1;
-    uint64_t free_w = 0;
+    int free_at = -1, soonest = 0;
+    uint64_t free_w = 0, soonest_w = UINT64_MAX;
     for (i = 0; i < CG_STATE_KEYED_HOLDS; i++) {
       uint64_t w = cg__load(&pool->keyed[i]);
       int live = cg_limiter_keyed_end(w) > now;
@@ -692,15 +695,22 @@ void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until
         free_at = i;
         free_w = w;
       }
+      if (live && w >> CG_KEYED_BITS < soonest_w >> CG_KEYED_BITS) {
+        soonest = i;
+        soonest_w = w;
+      }
     }
     if (i < CG_STATE_KEYED_HOLDS)
       continue;
-    if (free_at < 0)
-      break;
+    if (free_at < 0) {
+      if (soonest_w >> CG_KEYED_BITS >= end)
+        return; /* every word holds longer than this hold would */
+      free_at = soonest;
+      free_w = soonest_w;
+    }
     if (cg__cas(&pool->keyed[free_at], &free_w, want))
       return;
   }
-  cg_limiter_hold(st, p, until_ns);
 }
 
 int64_t cg_limiter_key_until_far(struct cg_state *st, int p, uint32_t key) {

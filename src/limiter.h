@@ -92,8 +92,9 @@ static inline int64_t cg_limiter_hold_until(struct cg_state *st, int p) {
  * to 1).  So a call's 429 holds the calls of its own limit key (`key`, guard.c
  * cg__limit_key: a hash of its credential header and its model; 0: it has neither) until
  * `until_ns`: up to CG_STATE_KEYED_HOLDS keys a pool at once, each in a compare-and-swap
- * word; with no word free, or `key` 0, the whole pool (cg_limiter_hold), as before.  Two
- * keys whose 24 bits meet share their holds (more held than needed, never less).
+ * word; with no word free, the word of the hold that ends first (its key's other calls
+ * may then go early and meet their own 429); `key` 0: the whole pool (cg_limiter_hold),
+ * as before.  Two keys whose 24 bits meet share their holds.
  * `now`: cg_state_now(). */
 void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until_ns,
                          int64_t now);

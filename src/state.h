@@ -32,7 +32,7 @@
  * 469248 bytes in all.
  * Version 6: each pool keeps the 429 holds of its limit keys (`keyed`, limiter.h "keyed
  * holds": a provider's limit per API key or model behind one host and port holds only
- * the calls of that key and model): 1848 bytes a pool, 489728 bytes in all.
+ * the calls of that key and model): 1912 bytes a pool, 506112 bytes in all.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -49,7 +49,7 @@
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
 #define CG_STATE_RETRY_SLOTS 64 /* retries outstanding at once per pool, at most */
 #define CG_STATE_OUTCOMES 40 /* outcome counters per pool (tally.h has the names) */
-#define CG_STATE_KEYED_HOLDS 8 /* limit keys a pool holds at once (limiter.h keyed holds) */
+#define CG_STATE_KEYED_HOLDS 16 /* limit keys a pool holds at once (limiter.h keyed holds) */
 
 struct cg_state_header {
   uint64_t magic;            /* CG_STATE_MAGIC, written last when the file is ready */

@@ -386,6 +386,40 @@ class ProviderSignalsTest(LimiterTestCase):
                         self.assertLess(gap, 1.0, f"{name} ({key}, {model}) was held {gap:.3f} s "
                                                   f"by another key's 429")
 
+    def test_a_signed_authorization_counts_by_its_access_key(self):
+        """An SDK that signs each request with AWS SigV4 itself (the AWS SDK for PHP over
+        libcurl, for Bedrock) sends an Authorization that differs on every call; as a whole
+        it made every call a limit key of its own (an account's 429 held none of its other
+        calls: a helper's repro, 16 processes into a 60 rpm limit, 2 of 16 where the whole
+        pool's hold made 10). Its access key id (Credential=...) is the key now: the same
+        access key is held, another is not (handle.h cg_auth_identity)."""
+        env = self.guard_env(CURLGUARD_MAX_ATTEMPTS="1")
+        k = harness.unique_key("sigv4")
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+
+        def post(url, akid):
+            auth = (f"AWS4-HMAC-SHA256 Credential={akid}/20261206/us-east-1/bedrock/"
+                    f"aws4_request, SignedHeaders=host;x-amz-date, "
+                    f"Signature={os.urandom(32).hex()}")
+            return self.curl(url, env, ["-H", f"Authorization: {auth}", "-H",
+                                        "Content-Type: application/json", "-d", body],
+                             timeout=30)
+
+        a_url = self.mock.url("/model/m1/invoke", plan="429:ra=2", key=k + "a")
+        self.assertEqual(post(a_url, "AKIDTENANTONE").returncode, 0)
+        (ea,) = self.mock.wait_entries(url=a_url)
+        for name, akid in (("other", "AKIDTENANTTWO"), ("same", "AKIDTENANTONE")):
+            u = self.mock.url("/model/m1/invoke", plan="200", key=k + name)
+            self.assertOk(post(u, akid))
+            (e,) = self.mock.wait_entries(url=u)
+            gap = e["t"] - ea["t"]
+            if name == "same":
+                self.assertGreaterEqual(gap, 1.9, f"the same access key went {gap:.3f} s after "
+                                                  "its 429")
+                self.assertLess(gap, 5.0)
+            else:
+                self.assertLess(gap, 1.0, f"another access key was held {gap:.3f} s")
+
     def test_429s_of_several_keys_finish_like_curl_retry(self):
         """A helper's oracle: 6 processes, each with its own API key (a service calling for
         its tenants), each answered 429 Retry-After: 2 twice and then 200. curl --retry 3

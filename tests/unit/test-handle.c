@@ -1300,3 +1300,36 @@ Test(handle, memo_across_threads) {
   cr_assert_null(memo_get_in_thread(FAKE(11)));
   cr_assert_null(cg_handle_get(FAKE(11)));
 }
+
+/* handle.h cg_auth_identity: a value signed per request is cut to the identity in it
+ * (SigV4's access key id, Digest's username, a draft-cavage keyId), any other is kept. */
+Test(handle, auth_identity_of_signed_values) {
+  static const struct {
+    const char *in, *out;
+  } t[] = {
+      {"Bearer sk-proj-abc", "Bearer sk-proj-abc"},
+      {"Basic dXNlcjpwYXNz", "Basic dXNlcjpwYXNz"},
+      {"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261206/us-east-1/bedrock/aws4_request, "
+       "SignedHeaders=host;x-amz-date, Signature=5d672d79c15b13162d9279b0855cfba6789a8edb4c82",
+       "AKIDEXAMPLE"},
+      {"aws4-hmac-sha256 SignedHeaders=host,Credential=AKID2/x", "AKID2"},
+      {"AWS4-HMAC-SHA256 Credential=NOSCOPE, Signature=ab", "NOSCOPE"},
+      {"AWS4-HMAC-SHA256 Signature=ab", ""},
+      {"AWS4-", ""},
+      {"Digest username=\"alice\", realm=\"api\", nonce=\"n1\", response=\"6629fae4\"", "alice"},
+      {"Digest realm=\"a, b\", USERNAME=\"bob\"", "bob"},
+      {"Digest realm=\"username=eve\", username=carol", "carol"},
+      {"Digest usernam=\"x\", username*=UTF-8''%C3%A4", ""},
+      {"Digest username=\"unterminated", "unterminated"},
+      {"Digest abc==", ""},
+      {"Signature keyId=\"tenant-7\",algorithm=\"hs2019\",signature=\"c2ln\"", "tenant-7"},
+      {"Signature ,,, ==", ""},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", t[i].in);
+    cg_auth_identity(buf);
+    cr_assert_str_eq(buf, t[i].out, "%s", t[i].in);
+  }
+}

@@ -264,16 +264,26 @@ Test(limiter, keyed_hold_holds_its_key_only) {
   cr_assert_eq(st.pools[p].hold_until, NOW0 + 6 * SEC);
   /* A passed hold holds nobody, and its word is taken again. */
   cr_assert_leq(cg_limiter_held_until(&st, p, 0x111111, NOW0 + 7 * SEC), NOW0 + 7 * SEC);
+  /* Keys 0 .. 15 held until 9 s, 10 s, ... (a full table). */
   for (i = 0; i < CG_STATE_KEYED_HOLDS; i++)
-    cg_limiter_hold_key(&st, p, 0x300000 + (uint32_t) i, NOW0 + 9 * SEC, NOW0 + 7 * SEC);
+    cg_limiter_hold_key(&st, p, 0x300000 + (uint32_t) i, NOW0 + (9 + i) * SEC, NOW0 + 7 * SEC);
   for (i = 0; i < CG_STATE_KEYED_HOLDS; i++)
     cr_assert_gt(cg_limiter_held_until(&st, p, 0x300000 + (uint32_t) i, NOW0 + 7 * SEC),
-                 NOW0 + 8 * SEC, "key %d not held", i);
+                 NOW0 + (9 + i) * SEC, "key %d not held", i);
   cr_assert_eq(st.pools[p].hold_until, NOW0 + 6 * SEC, "the pool held for a table not full");
-  /* A full table: the next key holds the whole pool (more held, never less). */
-  cg_limiter_hold_key(&st, p, 0x400000, NOW0 + 10 * SEC, NOW0 + 7 * SEC);
-  cr_assert_eq(st.pools[p].hold_until, NOW0 + 10 * SEC);
-  cr_assert_eq(cg_limiter_held_until(&st, p, 0x222222, NOW0 + 7 * SEC), NOW0 + 10 * SEC);
+  /* A full table: the next key takes the word of the hold that ends first (key 0's), never
+   * the whole pool. */
+  cg_limiter_hold_key(&st, p, 0x400000, NOW0 + 20 * SEC, NOW0 + 7 * SEC);
+  cr_assert_gt(cg_limiter_held_until(&st, p, 0x400000, NOW0 + 7 * SEC), NOW0 + 20 * SEC);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x300000, NOW0 + 7 * SEC), NOW0 + 6 * SEC,
+               "the soonest hold kept its word");
+  cr_assert_gt(cg_limiter_held_until(&st, p, 0x300001, NOW0 + 7 * SEC), NOW0 + 10 * SEC);
+  cr_assert_eq(st.pools[p].hold_until, NOW0 + 6 * SEC, "a full table held the whole pool");
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x222222, NOW0 + 7 * SEC), NOW0 + 6 * SEC);
+  /* A hold shorter than every word's: not taken (its own call still waits its hint). */
+  cg_limiter_hold_key(&st, p, 0x500000, NOW0 + 8 * SEC, NOW0 + 7 * SEC);
+  cr_assert_eq(cg_limiter_held_until(&st, p, 0x500000, NOW0 + 7 * SEC), NOW0 + 6 * SEC);
+  cr_assert_gt(cg_limiter_held_until(&st, p, 0x300001, NOW0 + 7 * SEC), NOW0 + 10 * SEC);
 }
 
 /* A 429 cuts the learned rate only when the pool's 429s come from one limit key

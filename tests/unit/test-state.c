@@ -147,8 +147,8 @@ Test(state, layout_offsets_and_sizes) {
   cr_assert_eq(sizeof(struct cg_state_budget), 736);
   cr_assert_eq(sizeof(struct cg_state_tally), 480);
   cr_assert_eq(CG_STATE_TALLIES_OFF, CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * 736);
-  cr_assert_eq(sizeof(struct cg_state_pool), 312);
-  cr_assert_eq(CG_STATE_SIZE, 489728);
+  cr_assert_eq(sizeof(struct cg_state_pool), 376);
+  cr_assert_eq(CG_STATE_SIZE, 506112);
   cr_assert_eq(CG_STATE_SIZE - CG_STATE_TALLIES_OFF, CG_STATE_POOLS * 480);
   open_ok(&st);
   cr_assert_eq((char *) st.tallies - (char *) st.hdr, (ptrdiff_t) CG_STATE_TALLIES_OFF);
