@@ -823,6 +823,8 @@ static const char *cg__retry(struct cg_admission *ad, int64_t need_ms, int64_t s
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot); /* never two: one retry at a time */
   ad->retry_slot = -1;
+  if (ad->retry_scheduled)
+    return NULL; /* a 429's Retry-After: the provider's schedule (admit.h) */
   r = cg__budget_take(ad, p, need_ms, sleep_ms, 1, wait, wait_arg, waited_ms, &slot);
   if (r == -3)
     return "aborted_by_host";
@@ -1643,6 +1645,8 @@ static const char *cg__retry_nb(struct cg_admission *ad, int p, int64_t need_ms,
     return "circuit_open";
   cg__sh_bdone(ad, ad->retry_slot);
   ad->retry_slot = -1;
+  if (ad->retry_scheduled)
+    return NULL; /* as cg__retry */
   v = cg__sh_bretry(ad, (ad->deadline_ms - cg_mono_ms()) * 1000000, &slot);
   if (v == CG_BUDGET_GRANTED) {
     ad->retry_slot = slot;

@@ -1278,6 +1278,9 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
     int64_t need = call->last_attempt_ms > CG_MIN_ATTEMPT_MS ? call->last_attempt_ms
                                                               : CG_MIN_ATTEMPT_MS, waited;
     const char *refused;
+    /* A 429 that said when: its retry is the provider's schedule, not the budget's. */
+    call->admission.retry_scheduled =
+        v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0;
     if (nb) {
       int64_t wait_ms, already = call->pend.active ? cg_mono_ms() - call->pend.since_ms : 0;
       refused = cg_admission_retry_nb(&call->admission, need, out.sleep_ms, already, &wait_ms);

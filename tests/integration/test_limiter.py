@@ -421,28 +421,30 @@ class ProviderSignalsTest(LimiterTestCase):
                 self.assertLess(gap, 1.0, f"another access key was held {gap:.3f} s")
 
     def test_429s_of_several_keys_finish_like_curl_retry(self):
-        """A helper's oracle: 6 processes, each with its own API key (a service calling for
-        its tenants), each answered 429 Retry-After: 2 twice and then 200. curl --retry 3
-        gets 6 of 6 in 4.1 s. The guard held the whole pool for every key's 429 and cut the
-        learned rate for each: one request a hint for all of them, 0 to 1 of 4 within -m 10.
-        Now each 429 holds its key, and 429s of several keys cut no rate (limiter.h)."""
+        """A helper's oracle: 12 processes, each with its own API key (a service calling
+        for its tenants), each answered 429 Retry-After: 2 twice and then 200. curl --retry
+        3 gets 12 of 12 in 4.3 s. The guard held the whole pool for every key's 429 and cut
+        the learned rate for each: one request a hint for all of them, 0 to 1 of them within
+        -m 10. Now each 429 holds its key, 429s of several keys cut no rate (limiter.h),
+        and a retry that waits out a 429's Retry-After is not drawn from the retry budget
+        (which refused the third attempts of all 12 once: 0 of 12)."""
         env = self.guard_env()
         k = harness.unique_key("keys6")
         jobs = [(self.mock.url(CHAT, plan="429:ra=2,429:ra=2,200", key=f"{k}-{i}"), env, i)
-                for i in range(6)]
+                for i in range(12)]
         barrier = threading.Barrier(len(jobs))
 
         def one(job):
             url, env, i = job
             barrier.wait(10)
-            return self.keyed_post(url, env, f"sk-tenant-{i}", args=("-m", "12", "-w",
+            return self.keyed_post(url, env, f"sk-tenant-{i}", args=("-m", "10", "-w",
                                                                       "%{http_code}"))
 
         with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
             done = list(ex.map(one, jobs))
         codes = [p.stdout.decode() for p in done]
-        self.assertEqual(codes, ["200"] * 6, f"{[p.stderr for p in done]}")
-        for i in range(6):
+        self.assertEqual(codes, ["200"] * 12, f"{[p.stderr for p in done]}")
+        for i in range(12):
             self.assertEqual([e["status"] for e in self.mock.entries(key=f"{k}-{i}")],
                              [429, 429, 200])
 
