@@ -647,12 +647,6 @@ void cg_limiter_hold(struct cg_state *st, int p, int64_t until_ns) {
   cg__store_max(&st->pools[p].tat_requests, until_ns);
 }
 
-/* A key's 24 bits: never 0 (a free word) nor all set (cg_limiter_learn_key's "several"). */
-static uint64_t cg__key24(uint32_t key) {
-  uint64_t k = key & CG_KEYED_MASK;
-  return k == 0 ? 1 : k == CG_KEYED_MASK ? k - 1 : k;
-}
-
 void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until_ns,
                          int64_t now) {
   struct cg_state_pool *pool = &st->pools[p];
@@ -665,7 +659,7 @@ void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until
   }
   if (until_ns <= now)
     return;
-  k = cg__key24(key);
+  k = cg_limiter_key24(key);
   end = (uint64_t) (until_ns / 1000000 + 1);
   want = end << CG_KEYED_BITS | k;
   /* Raised first: a reader that finds it passed reads no word (cg_limiter_held_until). */
@@ -715,7 +709,7 @@ void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until
 
 int64_t cg_limiter_key_until_far(struct cg_state *st, int p, uint32_t key) {
   const struct cg_state_pool *pool = &st->pools[p];
-  uint64_t k = cg__key24(key);
+  uint64_t k = cg_limiter_key24(key);
   int64_t until = 0;
   int i;
   for (i = 0; i < CG_STATE_KEYED_HOLDS; i++) {
@@ -733,7 +727,7 @@ int cg_limiter_learn_key(struct cg_state *st, int p, uint32_t key, int64_t now) 
   int tries;
   if (!key)
     return 1;
-  k = cg__key24(key);
+  k = cg_limiter_key24(key);
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     uint64_t was, is;
     int recent;

@@ -105,6 +105,12 @@ void cg_limiter_hold_key(struct cg_state *st, int p, uint32_t key, int64_t until
 static inline int64_t cg_limiter_keyed_end(uint64_t w) {
   return (int64_t) (w >> CG_KEYED_BITS) * 1000000;
 }
+/* The bits of `key` a keyed word (and Redis's {pool}:hold:XXXXXX) holds: never 0 (a free
+ * word) nor all set (cg_limiter_learn_key's "several keys"). */
+static inline uint32_t cg_limiter_key24(uint32_t key) {
+  uint32_t k = key & (uint32_t) CG_KEYED_MASK;
+  return k == 0 ? 1 : k == (uint32_t) CG_KEYED_MASK ? k - 1 : k;
+}
 /* The end of `key`'s hold in pool `p` (ns; 0 or passed: none).  Out of line. */
 int64_t cg_limiter_key_until_far(struct cg_state *st, int p, uint32_t key);
 /* When the calls of `key` may go in pool `p`: the later of the pool's hold and the key's

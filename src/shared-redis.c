@@ -725,8 +725,7 @@ static int cg__bc_closed(const char *pool) {
 static const char *cg__key_hold(char *buf, size_t n, struct cg_shared_pool *sp,
                                 uint32_t key) {
   char what[16];
-  uint32_t k = key & 0xFFFFFFu;
-  snprintf(what, sizeof(what), "hold:%06x", k ? k : 1u);
+  snprintf(what, sizeof(what), "hold:%06x", (unsigned) cg_limiter_key24(key));
   return cg_redis_key(buf, n, cg__prefix, sp->cfg->name, what);
 }
 
