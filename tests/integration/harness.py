@@ -415,13 +415,16 @@ def plain_env(extra=None, **overrides):
 
 
 class RunTimeout(subprocess.TimeoutExpired, AssertionError):
-    """run() hit its timeout: the whole process group was killed. Fails (not errors) a test."""
+    """run() hit its timeout: the whole process group was killed. Fails (not errors) a test.
+    `stacks`: the stacks of the group's newest processes just before the kill (_stacks)."""
+    stacks = b""
 
     def __str__(self):
-        def tail(b):
-            return (b or b"")[-1500:].decode("utf-8", "replace")
+        def tail(b, n=1500):
+            return (b or b"")[-n:].decode("utf-8", "replace")
         return (f"command timed out after {self.timeout}s and was killed: {self.cmd}\n"
-                f"--- stdout (tail)\n{tail(self.output)}\n--- stderr (tail)\n{tail(self.stderr)}")
+                f"--- stdout (tail)\n{tail(self.output)}\n--- stderr (tail)\n{tail(self.stderr)}"
+                + (f"\n--- stacks before the kill{tail(self.stacks, 24000)}" if self.stacks else ""))
 
 
 # Programs that hang in glibc's setlocale() when an ASan runtime is preloaded into them
@@ -461,13 +464,41 @@ def run(argv, env, timeout=60, input=None):
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
+        stacks = _stacks(proc.pid)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             proc.kill()
         out, err = proc.communicate()
-        raise RunTimeout(argv, timeout, out, err) from None
+        exc = RunTimeout(argv, timeout, out, err)
+        exc.stacks = stacks
+        raise exc from None
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _stacks(pgid, most=4):
+    """The threads' stacks (gdb, when installed) of at most `most` processes of the process
+    group `pgid`, newest first: what a hung host was waiting for, for the failure's text."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return b""
+    try:
+        pids = subprocess.run(["pgrep", "-g", str(pgid)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=10).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+    out = b""
+    for pid in sorted(pids, key=int, reverse=True)[:most]:
+        try:
+            bt = subprocess.run([gdb, "-p", pid.decode(), "-batch", "-ex",
+                                 "thread apply all bt 24"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        lines = [ln for ln in bt.splitlines() if ln.startswith((b"#", b"Thread"))]
+        out += b"\n--- stacks of pid " + pid + b"\n" + b"\n".join(lines)[-6000:] + b"\n"
+    return out
 
 
 def read_records(path):
