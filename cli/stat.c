@@ -486,9 +486,9 @@ int cg_cli_stat(int argc, char **argv) {
   } else {
     const cJSON *p;
     printf("state file %s (layout %u, %u bytes)\n", path, st.hdr->version, st.hdr->size);
-    printf("%-24s %8s %10s %6s %9s %10s %8s %7s %7s %9s %7s %8s %8s %5s\n", "pool", "rpm",
-           "tpm", "maxinf", "req_avail", "tok_avail", "inflight", "waiters", "hold_ms",
-           "admitted", "waited", "rejected", "pace_ms", "429s");
+    printf("%-24s %8s %10s %6s %9s %10s %8s %7s %7s %4s %9s %7s %8s %8s %5s\n", "pool",
+           "rpm", "tpm", "maxinf", "req_avail", "tok_avail", "inflight", "waiters", "hold_ms",
+           "keys", "admitted", "waited", "rejected", "pace_ms", "429s");
     cJSON_ArrayForEach(p, pools) {
       char rpm[32], tpm[32], mi[32], ra[32], ta[32];
       const cJSON *rav = cJSON_GetObjectItem(p, "requests_available");
@@ -498,12 +498,13 @@ int cg_cli_stat(int argc, char **argv) {
       cg__limit(mi, sizeof(mi), cJSON_GetObjectItem(p, "max_inflight")->valuedouble);
       snprintf(ra, sizeof(ra), cJSON_IsNull(rav) ? "-" : "%g", rav->valuedouble);
       snprintf(ta, sizeof(ta), cJSON_IsNull(tav) ? "-" : "%g", tav->valuedouble);
-      printf("%-24s %8s %10s %6s %9s %10s %8g %7g %7.0f %9g %7g %8g %8.1f %5g\n",
+      printf("%-24s %8s %10s %6s %9s %10s %8g %7g %7.0f %4g %9g %7g %8g %8.1f %5g\n",
              cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown, sizeof(shown)),
              rpm, tpm, mi, ra, ta,
              cJSON_GetObjectItem(p, "inflight")->valuedouble,
              cJSON_GetObjectItem(p, "waiters")->valuedouble,
              cJSON_GetObjectItem(p, "hold_ms")->valuedouble,
+             cJSON_GetObjectItem(p, "held_keys")->valuedouble,
              cJSON_GetObjectItem(p, "admitted")->valuedouble,
              cJSON_GetObjectItem(p, "waited")->valuedouble,
              cJSON_GetObjectItem(p, "rejected")->valuedouble,

@@ -364,11 +364,20 @@ class ProviderSignalsTest(LimiterTestCase):
                 (ea,) = self.mock.wait_entries(url=a_url)
                 self.assertEqual(ea["status"], 429)
                 pool, _ = self.stat_pool(harness.mock_pool(), state)
+                # stat's table: the pool's row, its `keys` column.
+                text = harness.run([harness.CLI, "stat"],
+                                   harness.plain_env(CURLGUARD_STATE=str(state)), timeout=30)
+                head = text.stdout.decode().splitlines()[1].split()
+                row = next(ln.split() for ln in text.stdout.decode().splitlines()
+                           if ln.startswith(harness.mock_pool() + " "))
+                keys_shown = row[head.index("keys")]
                 if limit_keys == "on":
                     self.assertEqual(pool["held_keys"], 1, pool)
                     self.assertEqual(pool["hold_ms"], 0, pool)
                     self.assertGreater(pool["key_hold_ms"], 1000, pool)
+                    self.assertEqual(keys_shown, "1", text.stdout)
                 else:
+                    self.assertEqual(keys_shown, "0", text.stdout)
                     self.assertEqual(pool["held_keys"], 0, pool)
                     self.assertGreater(pool["hold_ms"], 1000, pool)
                 # Another key, the same key with another model, the same key and model.
