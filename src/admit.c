@@ -910,10 +910,25 @@ cg__enter_reserved(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait
  * the provider's word: past the deadline it fails fast, as in cg__enter_reserved.
  * `wait_ns`: the reservation's wait (> 0: WAITED is counted already).  0: go on; -1
  * (`*wait_ms` set) or -3 as cg__enter returns.  Out of line: rare in a steady state. */
+/* Until when (monotonic ms) a call whose admission began at `start_ms` may wait for its
+ * pool's learned rate: while the rate is the slow start's guess from nothing (no
+ * throttle ever cut it, cg_limiter_learn_unproven), 1/CG_GUESS_SHARE of the time it had
+ * then; once a throttle backed it, as long as the deadline allows (INT64_MAX).  Without
+ * this, 8 calls of 3 s started at once with curl -m 4 and no fault at all: the slow
+ * start's 2 requests/s (burst 4) held calls 5 to 8 for 0.5 to 2.0 s, and 3 of them ran
+ * out of time where plain curl finished all 8 (guide: "Finish the job"). */
+static int64_t cg__guess_until(struct cg_admission *ad, int64_t start_ms, int64_t deadline_ms) {
+  if (!cg_limiter_learn_unproven(ad->state, ad->pool_index) || deadline_ms <= start_ms)
+    return INT64_MAX;
+  return start_ms + (deadline_ms - start_ms) / CG_GUESS_SHARE;
+}
+
 static __attribute__((noinline, cold)) int
 cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                 void *wait_arg, int64_t wait_ns, int64_t hold, int64_t w, int64_t *wait_ms) {
   struct cg_state *st = ad->state;
+  /* The admission began before any wait already done (the reservation's, in queue_ms). */
+  int64_t guess_until = cg__guess_until(ad, cg_mono_ms() - ad->queue_ms, deadline_ms);
   int rounds;
   for (rounds = 0; rounds < 100000; rounds++) {
     int64_t ms;
@@ -936,6 +951,14 @@ cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
       cg_limiter_count(st, ad->pool_index, CG_CNT_REJECTED);
       *wait_ms = ms;
       return -1;
+    }
+    if (hold <= 0) {
+      /* The slow start's share of the call's time is spent: go now (cg__guess_until). */
+      int64_t share = guess_until - cg_mono_ms();
+      if (share <= 0)
+        break;
+      if (ms > share)
+        ms = share;
     }
     if (rounds == 0 && wait_ns <= 0)
       cg_limiter_count(st, ad->pool_index, CG_CNT_WAITED);
@@ -1543,11 +1566,16 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     }
     w = cg__sh_learn_take(ad, now);
     if (w > 0 && cg__ceil_ms(w) <= deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
-      if (!nb->waited_counted)
-        cg_limiter_count(st, p, CG_CNT_WAITED);
-      nb->waited_counted = 1;
-      *ms = cg__ceil_ms(w) < CG_LEARN_POLL_MS ? cg__ceil_ms(w) : CG_LEARN_POLL_MS;
-      return CG_NB_WAIT;
+      /* As cg__enter_paced: the slow start's guess waits out its share, no more. */
+      int64_t share = cg__guess_until(ad, nb->queue_since_ms, deadline_ms) - cg_mono_ms();
+      if (share > 0) {
+        int64_t m = cg__ceil_ms(w) < CG_LEARN_POLL_MS ? cg__ceil_ms(w) : CG_LEARN_POLL_MS;
+        if (!nb->waited_counted)
+          cg_limiter_count(st, p, CG_CNT_WAITED);
+        nb->waited_counted = 1;
+        *ms = m < share ? m : share;
+        return CG_NB_WAIT;
+      }
     }
     if (lim->max_inflight > 0 && nb->slot == -2) {
       /* Asked once, without waiting (left 0): the back end's slot or lease. */

