@@ -213,6 +213,59 @@ Test(admit, learned_rate_wait_never_fails_a_call) {
   cr_assert_eq(s, -1);
 }
 
+/* A wait that sleeps for real; the first one can stand for a throttle that another
+ * process saw meanwhile (it cuts the pool's rate: W_max set, the next place 1 s away). */
+static int real_sleeps;
+static int cut_on_first_sleep;
+static int real_sleep(void *arg, int64_t ms) {
+  struct timespec ts = {(time_t) (ms / 1000), (long) (ms % 1000) * 1000000L};
+  int p = *(int *) arg;
+  if (real_sleeps++ == 0 && cut_on_first_sleep) {
+    st.pools[p].learn_wmax = 1;
+    st.pools[p].learn_tat = cg_state_now() + SEC;
+  }
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+/* The slow start (never cut: W_max 0) is a guess from nothing: a call waits for it at
+ * most 1/CG_GUESS_SHARE of its time, then goes (8 calls of 3 s with curl -m 4 and no
+ * fault: 3 ran out of time).  A cut during the wait ends the guess: the call then waits
+ * for the learned rate's place (a helper's find: with the share kept, every waiter went
+ * at once at its end, into the limit just learned). */
+Test(admit, slow_start_guess_waits_a_share_until_a_cut) {
+  struct cg_pool_cfg pc;
+  struct cg_admission ad;
+  int64_t wait_ms, t0, took;
+  int s, p, cut;
+
+  for (cut = 0; cut <= 1; cut++) {
+    learned_pool(&pc, &ad, cut ? "guess-cut" : "guess");
+    cr_assert_eq(cg_admission_gate(&ad, 1, 0, ad.deadline_ms, &wait_ms), CG_GATE_GO);
+    p = ad.pool_index;
+    cr_assert_geq(p, 0);
+    /* 2 requests/s, burst 4 (slow start): the next place 2 s away. */
+    st.pools[p].learn_rate = 2;
+    st.pools[p].learn_wmax = 0;
+    st.pools[p].learn_tat = cg_state_now() + 3500 * (SEC / 1000);
+    real_sleeps = 0;
+    cut_on_first_sleep = cut;
+    t0 = cg_mono_ms();
+    s = cg_admission_enter(&ad, t0 + 4000, real_sleep, &p, &wait_ms);
+    took = cg_mono_ms() - t0;
+    cr_assert_neq(s, -1);
+    cg_admission_leave(&ad, s);
+    if (!cut) {
+      /* The share of a 4 s deadline: 400 ms, not the 2 s to the place. */
+      cr_assert_geq(took, 380, "went after %lld ms", (long long) took);
+      cr_assert_lt(took, 1500, "waited %lld ms for a guess", (long long) took);
+    } else {
+      cr_assert_geq(took, 950, "went after %lld ms, before the cut rate's place",
+                    (long long) took);
+    }
+  }
+}
+
 /* A retry that succeeds is given back to the budget; one that fails stays counted. */
 Test(admit, successful_retry_is_given_back_to_the_budget) {
   struct cg_pool_cfg pc;
