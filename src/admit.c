@@ -901,15 +901,6 @@ cg__enter_reserved(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait
   return 0;
 }
 
-/* cg__enter's wait for a 429 hold or the learned rate (limiter.h), once its first round
- * found one (`hold` > 0, or `w` > 0 from the learned rate).  The learned rate is a
- * ceiling nobody reserves ahead of, so waiters follow it as it changes; asked again at
- * least every CG_LEARN_POLL_MS.  It is the guard's guess, not the provider's word: it
- * delays a call, never fails one.  A wait for it that would pass the deadline ends, and
- * the call goes (the provider decides; a 429 is retried by the matrix).  A 429 hold is
- * the provider's word: past the deadline it fails fast, as in cg__enter_reserved.
- * `wait_ns`: the reservation's wait (> 0: WAITED is counted already).  0: go on; -1
- * (`*wait_ms` set) or -3 as cg__enter returns.  Out of line: rare in a steady state. */
 /* Until when (monotonic ms) a call whose admission began at `start_ms` may wait for its
  * pool's learned rate: while the rate is the slow start's guess from nothing (no
  * throttle ever cut it, cg_limiter_learn_unproven), 1/CG_GUESS_SHARE of the time it had
@@ -923,6 +914,15 @@ static int64_t cg__guess_until(struct cg_admission *ad, int64_t start_ms, int64_
   return start_ms + (deadline_ms - start_ms) / CG_GUESS_SHARE;
 }
 
+/* cg__enter's wait for a 429 hold or the learned rate (limiter.h), once its first round
+ * found one (`hold` > 0, or `w` > 0 from the learned rate).  The learned rate is a
+ * ceiling nobody reserves ahead of, so waiters follow it as it changes; asked again at
+ * least every CG_LEARN_POLL_MS.  It is the guard's guess, not the provider's word: it
+ * delays a call, never fails one.  A wait for it that would pass the deadline ends, and
+ * the call goes (the provider decides; a 429 is retried by the matrix).  A 429 hold is
+ * the provider's word: past the deadline it fails fast, as in cg__enter_reserved.
+ * `wait_ns`: the reservation's wait (> 0: WAITED is counted already).  0: go on; -1
+ * (`*wait_ms` set) or -3 as cg__enter returns.  Out of line: rare in a steady state. */
 static __attribute__((noinline, cold)) int
 cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                 void *wait_arg, int64_t wait_ns, int64_t hold, int64_t w, int64_t *wait_ms) {

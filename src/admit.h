@@ -39,9 +39,9 @@
 #include <stdint.h>
 
 #define CG_MIN_ATTEMPT_MS 100 /* an attempt with less time left is not started */
-/* Before a pool's first throttle its learned rate is a guess from nothing (the slow
- * start, limiter.h): a call waits for it at most 1/CG_GUESS_SHARE of the time it had
- * when its admission began, then goes (cg__guess_until). */
+/* Until a throttle cuts a pool's learned rate, the rate is a guess from nothing (the
+ * slow start, limiter.h): a call waits for it at most 1/CG_GUESS_SHARE of the time it
+ * had when its admission began, then goes (admit.c cg__guess_until). */
 #define CG_GUESS_SHARE 10
 
 /* One call's place in the limiter. */
