@@ -928,7 +928,7 @@ cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                 void *wait_arg, int64_t wait_ns, int64_t hold, int64_t w, int64_t *wait_ms) {
   struct cg_state *st = ad->state;
   /* The admission began before any wait already done (the reservation's, in queue_ms). */
-  int64_t guess_until = cg__guess_until(ad, cg_mono_ms() - ad->queue_ms, deadline_ms);
+  int64_t start_ms = cg_mono_ms() - ad->queue_ms;
   int rounds;
   for (rounds = 0; rounds < 100000; rounds++) {
     int64_t ms;
@@ -954,13 +954,11 @@ cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
     }
     if (hold <= 0) {
       /* The slow start's share of the call's time is spent: go now (cg__guess_until).
-       * A throttle that cut the rate meanwhile ends the guess: no share any more (else
-       * every waiter went at once at its share's end, into a limit the pool had learned:
-       * 32 processes, -m 30, 120 rpm: 22 requests within 20 ms, 35 429s against 14). */
-      int64_t share;
-      if (guess_until != INT64_MAX && !cg_limiter_learn_unproven(st, ad->pool_index))
-        guess_until = INT64_MAX;
-      share = guess_until - cg_mono_ms();
+       * Asked every round: a throttle that cut the rate meanwhile ends the guess (asked
+       * once, every waiter went at once at its share's end, into a limit the pool had
+       * learned: 32 processes, -m 30, 120 rpm: 22 requests within 20 ms, 35 429s
+       * against 14). */
+      int64_t share = cg__guess_until(ad, start_ms, deadline_ms) - cg_mono_ms();
       if (share <= 0)
         break;
       if (ms > share)

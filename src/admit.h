@@ -83,14 +83,14 @@ struct cg_admission {
   int first_attempt;               /* the attempt asked for is the call's first
                                     * (cg_admission_gate): it may go with less than
                                     * CG_MIN_ATTEMPT_MS left, if it need not wait */
-  /* The call's limit key (limiter.h keyed holds): whose 429s hold it besides the pool's
-   * own, and which calls its 429s hold.  Made when first needed (a 429, or a pool with a
-   * keyed hold) by key_fn(key_arg), NULL: 0 (none); key_made: made. */
   /* The retry asked for next (cg_admission_retry, _nb) waits out a 429's Retry-After:
    * the provider's schedule, kept by the hold of its limit key, not a retry an
    * overloaded provider multiplies: not drawn from the retry budget (README "Circuit
    * breaker and retry budget").  Set by the caller before asking. */
   int retry_scheduled;
+  /* The call's limit key (limiter.h keyed holds): whose 429s hold it besides the pool's
+   * own, and which calls its 429s hold.  Made when first needed (a 429, or a pool with a
+   * keyed hold) by key_fn(key_arg), NULL: 0 (none); key_made: made. */
   uint32_t (*key_fn)(void *arg);
   void *key_arg;
   uint32_t key;

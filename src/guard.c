@@ -196,8 +196,9 @@ static void cg__prepare_body(struct cg_call *call) {
  * "rate limits are applied per model"), and a service that calls for its tenants sends
  * each tenant's API key: the key is a digest of the first credential header the request
  * carries (Authorization, x-api-key, api-key, x-goog-api-key; of a signed Authorization
- * only the identity in it, handle.h cg_auth_identity) and of the model of its body or path.  0 (the pool's own hold) when it has neither, or when the pool's
- * limit_keys is off.  Out of line: made once a call at most, after a 429 or in a pool
+ * only the identity in it, handle.h cg_auth_identity) and of the model of its body or
+ * path.  0 (the pool's own hold) when it has neither, or when the pool's limit_keys is
+ * off.  Out of line: made once a call at most, after a 429 or in a pool
  * some key of which is held. */
 static __attribute__((noinline, cold)) uint32_t cg__limit_key(void *arg) {
   static const char *const names[] = {"Authorization", "x-api-key", "api-key",

@@ -960,7 +960,7 @@ int64_t cg_limiter_learn_take(struct cg_state *st, int p, const struct cg_limits
   t_ns = 1e9 / r;
   /* Before the first cut (slow start) a few requests may go at once: a fresh pool's
    * first calls are not spaced; after it, no burst. */
-  tau = cg__loadd(&pool->learn_wmax) > 0 ? 0 : (CG_LEARN_START_BURST - 1) * t_ns;
+  tau = cg_limiter_learn_unproven(st, p) ? (CG_LEARN_START_BURST - 1) * t_ns : 0;
   for (tries = 0; tries < CG_CAS_TRIES; tries++) {
     int64_t tat = cg__load(&pool->learn_tat), next, go;
     if (tat > now + (int64_t) 4e18 / 2)

@@ -227,7 +227,7 @@ void cg_limiter_learn_success(struct cg_state *st, int p, const struct cg_limits
  * throttle: CUBIC's W_max is 0), a guess no answer of the provider has backed yet. */
 static inline int cg_limiter_learn_unproven(struct cg_state *st, int p) {
   double wmax;
-  __atomic_load(&st->pools[p].learn_wmax, &wmax, __ATOMIC_RELAXED);
+  __atomic_load(&st->pools[p].learn_wmax, &wmax, __ATOMIC_ACQUIRE);
   return !(wmax > 0);
 }
 

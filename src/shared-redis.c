@@ -749,13 +749,12 @@ static void cg__queue_taken(struct cg_shared_pool *sp);
  * tolerance (a few at once before the first cut, none after); T 0 when not learning. */
 static void cg__learn_t(struct cg_shared_pool *sp, double *t_us, double *tau_us) {
   const struct cg_limits *lim = &sp->cfg->lim;
-  double r = lim->adaptive ? cg_limiter_learned(sp->state, sp->p, lim) : 0, wmax;
+  double r = lim->adaptive ? cg_limiter_learned(sp->state, sp->p, lim) : 0;
   *t_us = *tau_us = 0;
   if (r <= 0 || r >= CG_LEARN_MAX_RPS)
     return;
-  __atomic_load(&sp->state->pools[sp->p].learn_wmax, &wmax, __ATOMIC_ACQUIRE);
   *t_us = 1e6 / r;
-  *tau_us = wmax > 0 ? 0 : (CG_LEARN_START_BURST - 1) * *t_us;
+  *tau_us = cg_limiter_learn_unproven(sp->state, sp->p) ? (CG_LEARN_START_BURST - 1) * *t_us : 0;
 }
 
 #define CG_LEARN_BUSY (-2) /* the script's "place free, but no in-flight slot" */
