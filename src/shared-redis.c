@@ -98,13 +98,22 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
   at = strrchr(p, '@');
   slash = strchr(at ? at + 1 : p, '/');
   if (at) {
-    /* [user]:password@ ; the user (Redis 6 ACL) is ignored. */
+    /* [[user]:]password@ : a user (Redis 6 ACL) before the first ':'; "default" is
+     * Redis's own, which AUTH with the password alone names too (cg_redis_auth) */
     const char *c = memchr(p, ':', (size_t) (at - p));
     const char *pw = c ? c + 1 : p;
     n = (size_t) (at - pw);
     if (n >= sizeof(u->password))
       return -1;
     memcpy(u->password, pw, n);
+    if (c && c > p) {
+      n = (size_t) (c - p);
+      if (n >= sizeof(u->user))
+        return -1;
+      memcpy(u->user, p, n);
+      if (strcmp(u->user, "default") == 0)
+        u->user[0] = '\0';
+    }
     p = at + 1;
   }
   n = slash ? (size_t) (slash - p) : strlen(p);
@@ -178,7 +187,7 @@ static void cg__conf_init(void) {
     return;
   }
   if (r != 0) {
-    cg_warn("CURLGUARD_REDIS: not a redis://[:password@]host[:port][/db] or unix:///path "
+    cg_warn("CURLGUARD_REDIS: not a redis://[[user]:password@]host[:port][/db] or unix:///path "
             "URL; using the local state");
     return;
   }
@@ -517,7 +526,8 @@ static int cg__connect(struct cg__conn *t) {
   redisSetTimeout(t->c, tv);
   cg__bound_reader(t->c);
   if (cg__url.password[0]) {
-    r = cg__command(t->c, "AUTH %s", cg__url.password);
+    r = cg__url.user[0] ? cg__command(t->c, "AUTH %s %s", cg__url.user, cg__url.password)
+                        : cg__command(t->c, "AUTH %s", cg__url.password);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) { /* no answer (a timeout, a lost connection): not the password's fault */
       cg__fail(t, "AUTH");
@@ -1614,7 +1624,10 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
       return -1;                                                                          \
     }                                                                                     \
   } while (0)
-  if (u.password[0]) {
+  if (u.password[0] && u.user[0]) {
+    CG_RUN("AUTH %s %s", u.user, u.password);
+    freeReplyObject(r);
+  } else if (u.password[0]) {
     CG_RUN("AUTH %s", u.password);
     freeReplyObject(r);
   }

@@ -231,13 +231,16 @@ struct cg_redis_url {
   char host[256];
   int port;            /* default 6379 */
   char path[108];
+  char user[128];      /* "" = the default user (AUTH password); else AUTH user password */
   char password[256];  /* "" = none (no AUTH) */
   int db;              /* SELECT db; 0 by default */
 };
 
-/* Parse `s`: redis://[:password@]host[:port][/db] (also redis://user:password@...: the
- * user is ignored, as Redis before 6 has none), or unix:///path[?db=N].  0; -1 malformed;
- * -2 rediss:// (TLS: not in Debian's hiredis 0.14, which has no hiredis_ssl).  Pure. */
+/* Parse `s`: redis://[[user]:password@]host[:port][/db], or unix:///path[?db=N].  A user
+ * other than "default" is an ACL user of Redis 6 and later (AUTH user password, Redis's
+ * AUTH command page); none, or "default", sends AUTH password, which Redis before 6 also
+ * takes.  0; -1 malformed; -2 rediss:// (TLS: not in Debian's hiredis 0.14, which has no
+ * hiredis_ssl).  Pure. */
 int cg_redis_url_parse(const char *s, struct cg_redis_url *u);
 
 /* Whether the calling thread may use Redis now: configured (CURLGUARD_REDIS, parsed and

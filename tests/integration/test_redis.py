@@ -1167,6 +1167,28 @@ class FleetFailOpenTest(RedisTestCase):
         finally:
             r.stop()
 
+    def test_an_acl_user_logs_in_as_itself(self):
+        # Redis 6 ACL: alice with her own password; the default user has another.  Before,
+        # the user was dropped: alice was refused (AUTH with her password as the default
+        # user's) and a user that does not exist got in with the default user's password.
+        r = Redis("--requirepass", "defpw", "--user", "alice", "on", ">alicepw", "~*",
+                  "+@all").start()
+        try:
+            url = self.mock.url("/v1/acl", plan="200")
+            env = self.machine_env("m", CURLGUARD_REDIS=f"redis://alice:alicepw@127.0.0.1:{r.port}")
+            p = self.curl(url, env)
+            self.assertEqual(p.stdout.strip(), b"200")
+            self.assertEqual(self.redis_lines(p), [])
+            self.assertEqual(r.cli("--user", "alice", "--pass", "alicepw", "--no-auth-warning",
+                                   "GET", self.key(harness.mock_pool(), "admitted")), "1")
+            self.one_line(f"redis://nobody:defpw@127.0.0.1:{r.port}", "redis refused the password")
+            # "default" is Redis's own user: the password alone, as before.
+            env = self.machine_env("d", CURLGUARD_REDIS=f"redis://default:defpw@127.0.0.1:{r.port}")
+            p = self.curl(url, env)
+            self.assertEqual(self.redis_lines(p), [])
+        finally:
+            r.stop()
+
     def test_key_of_wrong_type(self):
         pool = harness.mock_pool()
         self.redis.cli("HSET", self.key(pool, "tat_req"), "a", "b")

@@ -21,12 +21,32 @@ Test(redis_url, tcp_forms) {
   cr_assert_str_eq(u.password, "s3cret");
   cr_assert_str_eq(u.host, "h");
   cr_assert_eq(u.db, 0);
-  /* A Redis 6 user is ignored; a password may hold '@', ':' and '/'. */
+  /* Redis's own user "default" is AUTH with the password alone; a password may hold '@',
+   * ':' and '/'. */
   cr_assert_eq(cg_redis_url_parse("redis://default:p@s:s/w@h:7/3", &u), 0);
+  cr_assert_str_eq(u.user, "");
   cr_assert_str_eq(u.password, "p@s:s/w");
   cr_assert_str_eq(u.host, "h");
   cr_assert_eq(u.port, 7);
   cr_assert_eq(u.db, 3);
+  /* An ACL user (Redis 6): named to AUTH with its password. */
+  cr_assert_eq(cg_redis_url_parse("redis://alice:a:b@c@h", &u), 0);
+  cr_assert_str_eq(u.user, "alice");
+  cr_assert_str_eq(u.password, "a:b@c");
+  cr_assert_str_eq(u.host, "h");
+  cr_assert_eq(cg_redis_url_parse("redis://:s3cret@h", &u), 0);
+  cr_assert_str_eq(u.user, "");
+  cr_assert_eq(cg_redis_url_parse("redis://s3cret@h", &u), 0); /* no ':': a password */
+  cr_assert_str_eq(u.user, "");
+  cr_assert_str_eq(u.password, "s3cret");
+  {
+    char url[200];
+    memset(url, 0, sizeof(url));
+    memcpy(url, "redis://", 8);
+    memset(url + 8, 'u', 140); /* a user longer than the field: malformed */
+    memcpy(url + 148, ":pw@h", 5);
+    cr_assert_eq(cg_redis_url_parse(url, &u), -1);
+  }
   cr_assert_eq(cg_redis_url_parse("redis://[::1]:6390", &u), 0);
   cr_assert_str_eq(u.host, "::1");
   cr_assert_eq(u.port, 6390);
