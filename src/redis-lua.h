@@ -8,13 +8,45 @@
  * carry the pool's hash tag `{pool}`, so they live in one slot (Redis Cluster).
  * Scripts that call TIME and then write are allowed since Redis 5 (effects replication;
  * the only mode from Redis 7).
+ *
+ * TIME is the server's wall clock, which an NTP correction or a resumed virtual machine
+ * may step back: every time stored ahead of it would then lie that much further ahead,
+ * and every call of the fleet would wait out the step (or, past its deadline, fail at
+ * once).  So the scripts' `now` never goes back: the pool's clock key ("<prefix>{pool}:
+ * clock", in the slot of its other keys) keeps "<the last now>:<offset>", and a TIME more
+ * than CG_LUA_STEP_US behind the last now adds the difference to the offset, which every
+ * later TIME gets: the pool's time goes on from where it was.  A step forward is taken as
+ * it comes (stored times fall behind: holds and places end early, the way of failing
+ * open).  The key is written at most every 100 ms and lives a day from then (PX), longer
+ * than any time stored in the pool's other keys, which have expired by the time it does.
  */
 #ifndef CG_REDIS_LUA_H
 #define CG_REDIS_LUA_H
 
+/* A step back of the server's clock larger than this (us) is taken out of `now`. */
+#define CG_LUA_STEP_US "1000000"
+
 #define CG_LUA_NOW                                                                      \
   "local t = redis.call('TIME')\n"                                                      \
-  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                             \
+  "do\n"                                                                                \
+  "  local ck = string.match(KEYS[1] or '', '^(.*}):')\n"                               \
+  "  if ck then\n"                                                                      \
+  "    ck = ck .. ':clock'\n"                                                           \
+  "    local v = redis.call('GET', ck) or ''\n"                                         \
+  "    local last = tonumber(string.match(v, '^(%d+):')) or 0\n"                        \
+  "    local off = tonumber(string.match(v, ':(%d+)$')) or 0\n"                         \
+  "    now = now + off\n"                                                               \
+  "    if now < last - " CG_LUA_STEP_US " then\n"                                        \
+  "      off = off + last - now\n"                                                      \
+  "      now = last\n"                                                                  \
+  "      last = 0\n"                                                                    \
+  "    end\n"                                                                           \
+  "    if now > last + 100000 then\n"                                                   \
+  "      redis.call('SET', ck, string.format('%.0f:%.0f', now, off), 'PX', 86400000)\n"  \
+  "    end\n"                                                                           \
+  "  end\n"                                                                             \
+  "end\n"
 
 /* The pool's in-flight leases with a fair queue (first come, first served across the
  * fleet; the state file's slots have theirs in limiter.c).  ik: the leases (id -> expiry,
@@ -201,10 +233,9 @@
 
 /* Renew a live lease: KEYS inflight; ARGV id, lease_ms.  1 renewed, 0 gone. */
 #define CG_LUA_RENEW                                                                    \
-  "local t = redis.call('TIME')\n"                                                      \
-  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"             \
+  CG_LUA_NOW                                                                            \
   "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end\n"                   \
-  "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"                     \
+  "redis.call('ZADD', KEYS[1], math.floor(now / 1000) + tonumber(ARGV[2]), ARGV[1])\n"  \
   "redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)\n"                             \
   "return 1\n"
 

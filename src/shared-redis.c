@@ -1644,8 +1644,20 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
                : 0;
   if (now_us < 0) /* not a Redis clock: what is "ahead" below is then from 0 */
     now_us = 0;
-  now_ms = now_us / 1000;
   freeReplyObject(r);
+  /* The pool's time, as the scripts reckon it after a step back of the server's clock
+   * (redis-lua.h CG_LUA_NOW: "<last now>:<offset>"). */
+  CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "clock"));
+  if (r->type == REDIS_REPLY_STRING) {
+    char *colon = strchr(r->str, ':');
+    long long last = strtoll(r->str, NULL, 10), off = colon ? strtoll(colon + 1, NULL, 10) : 0;
+    if (off > 0 && off < INT64_C(1) << 50)
+      now_us += off;
+    if (last > 0 && now_us < last - atoll(CG_LUA_STEP_US))
+      now_us = last;
+  }
+  freeReplyObject(r);
+  now_ms = now_us / 1000;
   CG_RUN("ZCOUNT %s (%lld +inf", cg_redis_key(k, sizeof(k), prefix, name, "inflight"),
          now_ms);
   v->inflight = (long) cg__reply_ll(r);

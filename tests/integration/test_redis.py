@@ -28,6 +28,68 @@ except ImportError:          # discovered with tests/integration as the top-leve
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
 CHAT = "/v1/chat/completions"
+CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+
+# Preloaded into redis-server: its wall clock (clock_gettime REALTIME, gettimeofday, time)
+# shifted by the seconds in $CLOCKSHIFT_FILE, read again at most every 10 ms: an NTP step on
+# the Redis host, the machine's own clock untouched.
+CLOCKSHIFT_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+static double off;
+static long long last_ms;
+static int (*real)(clockid_t, struct timespec *);
+static void update(void) {
+  struct timespec m;
+  long long t;
+  const char *f = getenv("CLOCKSHIFT_FILE");
+  int fd;
+  char b[64] = {0};
+  if (!real)
+    real = (int (*)(clockid_t, struct timespec *)) dlsym(RTLD_NEXT, "clock_gettime");
+  real(CLOCK_MONOTONIC, &m);
+  t = m.tv_sec * 1000LL + m.tv_nsec / 1000000;
+  if (t - last_ms < 10)
+    return;
+  last_ms = t;
+  if (f && (fd = open(f, O_RDONLY)) >= 0) {
+    if (read(fd, b, sizeof(b) - 1) > 0)
+      off = strtod(b, NULL);
+    close(fd);
+  }
+}
+int clock_gettime(clockid_t c, struct timespec *ts) {
+  int r;
+  update();
+  r = real(c, ts);
+  if (!r && (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE)) {
+    long long ns = ts->tv_sec * 1000000000LL + ts->tv_nsec + (long long) (off * 1e9);
+    ts->tv_sec = ns / 1000000000LL;
+    ts->tv_nsec = ns % 1000000000LL;
+  }
+  return r;
+}
+int gettimeofday(struct timeval *tv, void *tz) {
+  struct timespec ts;
+  (void) tz;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  tv->tv_sec = ts.tv_sec;
+  tv->tv_usec = ts.tv_nsec / 1000;
+  return 0;
+}
+time_t time(time_t *t) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (t)
+    *t = ts.tv_sec;
+  return ts.tv_sec;
+}
+"""
 
 
 def free_port():
@@ -39,8 +101,9 @@ def free_port():
 class Redis:
     """A redis-server of the test's own on a free loopback port."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.args = args
+        self.env = env
         self.port = None
         self.proc = None
         self.dir = tempfile.mkdtemp(prefix="cg-redis-")
@@ -52,7 +115,8 @@ class Redis:
              "--appendonly", "no", "--dir", self.dir, "--enable-debug-command", "local",
              *self.args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=harness._die_with_parent)
+            start_new_session=True, preexec_fn=harness._die_with_parent,
+            env=dict(os.environ, **self.env) if self.env else None)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -1065,6 +1129,49 @@ class FleetFailOpenTest(RedisTestCase):
             self.assertIn("local state", l)
         admitted = self.redis.cli("GET", self.key(harness.mock_pool(), "admitted"))
         self.assertTrue(admitted and int(admitted) >= 1, "never back on Redis after the restart")
+
+    def test_a_step_back_of_the_redis_clock_holds_no_call(self):
+        """The Redis host's wall clock (TIME, which the scripts reckon in) steps back 120 s
+        during 40 calls paced at 600 rpm, each with its own 10 s deadline (-m): every call
+        gets its 200 and none waits out the step.  Before, every time stored ahead of the
+        server's clock lay 120 s further ahead after the step: each call after it failed at
+        once with 28 ("rate limit wait 117 s exceeds deadline"), nothing said about Redis."""
+        if not CC:
+            self.skipTest("no C compiler")
+        shim = self.tmp / "clockshift.so"
+        src = self.tmp / "clockshift.c"
+        src.write_text(CLOCKSHIFT_C)
+        subprocess.run([CC, "-shared", "-fPIC", "-O2", "-o", str(shim), str(src), "-ldl"],
+                       check=True, capture_output=True, timeout=60)
+        shift = self.tmp / "shift.txt"
+        shift.write_text("0")
+        r = Redis(env={"LD_PRELOAD": str(shim), "CLOCKSHIFT_FILE": str(shift)}).start()
+        try:
+            env = self.machine_env("m", CURLGUARD_REDIS=r.url, CURLGUARD_RPM="600")
+            url = self.mock.url("/v1/clockstep", plan="200")
+            holder = {}
+            harness.skip_unsanitizable([harness.CURL], env)
+
+            def go():
+                holder["p"] = self.curl([url] * 40, env, args=("-m", "10"), timeout=90)
+            t = threading.Thread(target=go)
+            t.start()
+            time.sleep(1.5)
+            shift.write_text("-120")
+            t.join(100)
+            p = holder["p"]
+            self.assertEqual(p.stdout.decode().split(), ["200"] * 40, p.stderr)
+            times = sorted(e["t"] for e in self.mock.entries(url=url))
+            gap = max(b - a for a, b in zip(times, times[1:]))
+            self.assertLess(gap, 1.0, f"a call waited {gap:.2f} s after the clock's step")
+            self.assertEqual(self.redis_lines(p), [])
+            # Paced by Redis all along (40 at 600 rpm: 10 a second after the burst), and
+            # the pool's clock key says how far the server's clock went back.
+            self.assertGreaterEqual(times[-1] - times[0], 2.0)
+            clock = r.cli("GET", self.key(harness.mock_pool(), "clock"))
+            self.assertGreaterEqual(int(clock.split(":")[1]), 118 * 1000000, clock)
+        finally:
+            r.stop()
 
     def test_redis_stopped_midrun_no_hang(self):
         """SIGSTOP of redis-server for 1.5 s during 20 calls: no call waits on it (the largest
