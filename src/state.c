@@ -430,14 +430,16 @@ static int cg__open(const char *path, struct cg_state *st, int force_init, char 
   cg__map_parts(st, base);
   cg_state_sigbus_install();
   if (sigsetjmp(g.jb, 0) != 0) {
-    /* Cut short again while we looked at it or cleared it. */
+    /* Cut short again while we looked at it or cleared it, or no room for its pages (a
+     * full file system: the file is sparse, and a page with no block to go to raises
+     * SIGBUS as a cut does). */
     flock(fd, LOCK_UN);
     munmap(base, CG_STATE_SIZE);
     memset(st, 0, sizeof(*st));
     st->fd = -1;
     errno = EIO;
-    return cg__fail(why, len, fd, "state file %s: truncated while it was initialised (%s)",
-                    path);
+    return cg__fail(why, len, fd, "state file %s: cut short, or out of space on its file "
+                    "system, while it was initialised (%s)", path);
   }
   cg_state_guard_push(&g, st);
   /* Garbage behind a good header (a stray write, a file of another program) would make
@@ -537,6 +539,15 @@ static int cg__nstates;
 static struct cg_state *cg__state_cur;
 static int cg__state_tried;
 static int cg__state_bad; /* the last check found the file unusable (said once) */
+/* A file that could not be opened (cg__state_cur NULL once tried) is tried again, at most
+ * once every CG__STATE_RETRY_MS, on the calls that come meanwhile, as the usage log is
+ * (record.c CG__LOG_RETRY_MS): what failed may pass later (a full disk freed, a directory
+ * made, a permission fixed), and a long-running host ran without the limiter for the rest
+ * of its life after one bad moment (helper-55: a full tmpfs freed 0.5 s after the start,
+ * 30 calls in 3 s at RPM 60).  The first failure is said; the tries after it are silent
+ * until one succeeds, which says so. */
+#define CG__STATE_RETRY_MS 1000
+static int64_t cg__state_failed_ns; /* cg_state_now() of the last failed opening */
 
 /* A forked child must not inherit cg__state_mutex held by a thread it does not have. */
 static void cg__fork_prepare(void) {
@@ -802,26 +813,42 @@ struct cg_state *cg_state_get(const char *path) {
    * system call (cg__usable: a guarded probe, an fstat at most once a second). */
   if (__atomic_load_n(&cg__state_tried, __ATOMIC_ACQUIRE)) {
     st = __atomic_load_n(&cg__state_cur, __ATOMIC_ACQUIRE);
-    if (!st)
-      return NULL; /* never opened: said once, when it was tried */
-    if (cg__usable(st, 0, &short_file) &&
+    if (!st) {
+      /* never opened: said once, when it was tried; tried again once a second */
+      if (!path || cg_state_now() - __atomic_load_n(&cg__state_failed_ns, __ATOMIC_RELAXED) <
+                       (int64_t) CG__STATE_RETRY_MS * 1000000)
+        return NULL;
+    } else if (cg__usable(st, 0, &short_file) &&
         !__atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {
       if (__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
       return st;
+    } else {
+      fast_short = short_file;
     }
-    fast_short = short_file;
   }
   pthread_mutex_lock(&cg__state_mutex);
   if (!cg__state_tried) {
     if (!path || cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
-      cg_warn("%s; requests run without the shared limiter",
-              path ? why : "no state file configured");
+      cg_warn("%s; requests run without the shared limiter%s",
+              path ? why : "no state file configured",
+              path ? " (tried again once a second)" : "");
+      __atomic_store_n(&cg__state_failed_ns, cg_state_now(), __ATOMIC_RELAXED);
     } else {
       cg__nstates = 1;
       __atomic_store_n(&cg__state_cur, &cg__states[0], __ATOMIC_RELEASE);
     }
     __atomic_store_n(&cg__state_tried, 1, __ATOMIC_RELEASE);
+  } else if (!cg__state_cur && path && cg__nstates == 0 &&
+             cg_state_now() - cg__state_failed_ns >= (int64_t) CG__STATE_RETRY_MS * 1000000) {
+    if (cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
+      __atomic_store_n(&cg__state_failed_ns, cg_state_now(), __ATOMIC_RELAXED);
+    } else {
+      cg__nstates = 1;
+      __atomic_store_n(&cg__state_cur, &cg__states[0], __ATOMIC_RELEASE);
+      cg_warn("state file %s opened now; requests are paced by the shared limiter again",
+              path);
+    }
   }
   st = cg__state_cur;
   if (st && __atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {

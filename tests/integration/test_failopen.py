@@ -1,9 +1,12 @@
 """Fail open: when the guard cannot do its job as configured, the host's result is unchanged
 and exactly one line starting "curlguard:" says why (SPEC section 3, README "How it stays
-invisible"). Every case runs one curl process with two requests, so "once" is checked too."""
+invisible"). Every case but one runs one curl process with two requests, so "once" is checked too;
+the state file tried again runs a long-lived pycurl host."""
 
 import os
 import shutil
+import subprocess
+import time
 import unittest
 
 try:
@@ -99,6 +102,46 @@ class FailOpenTest(harness.GuardTestCase):
         recs = self.records()
         self.assertEqual(len(recs), 2, "the guard still runs, without the limiter")
         self.assertEqual([r["queue_ms"] for r in recs], [0, 0], "no limiter: RPM 60 not applied")
+
+    def test_a_state_file_that_could_not_be_opened_is_tried_again(self):
+        """A long-running host (pycurl, a call every 50 ms for 4 s, RPM 60) whose state
+        file cannot be made at its start (its directory is a file), made possible 0.5 s
+        later: the host is paced by the limiter from then on, and says so in one line.
+        Before, the one failed opening left it unpaced for the rest of its life (helper-55:
+        a full tmpfs freed 0.5 s after the start, 30 calls in 3 s at RPM 60)."""
+        harness.require_pycurl()
+        blocker = self.tmp / "statedir"
+        blocker.write_text("a file where the state file's directory should be")
+        state = blocker / "state"
+        url = self.mock.url("/v1/fo/retry", plan="200", key=harness.unique_key("rt"))
+        script = (
+            "import sys, time, pycurl\n"
+            "c = pycurl.Curl(); c.setopt(pycurl.URL, sys.argv[1])\n"
+            "c.setopt(pycurl.WRITEFUNCTION, lambda b: None)\n"
+            "end = time.monotonic() + 4\n"
+            "while time.monotonic() < end:\n"
+            "    c.perform(); time.sleep(0.05)\n")
+        env = self.guard_env(CURLGUARD_STATE=str(state), CURLGUARD_RPM="60",
+                             CURLGUARD_ADAPTIVE="off")
+        proc = subprocess.Popen([harness.PYTHON, "-c", script, url], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        time.sleep(0.5)
+        blocker.unlink()
+        blocker.mkdir()
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        times = sorted(e["t"] for e in self.mock.entries(url=url))
+        late = [t for t in times if t > times[0] + 2.0]
+        # Paced from the second try on (at most ~1.5 s in): a place a second after that.
+        self.assertLessEqual(len(late), 3, f"{len(late)} calls in the last 2 s: not paced")
+        self.assertGreaterEqual(len(late), 1)
+        self.assertTrue(state.exists())
+        lines = err.decode(errors="replace").splitlines()
+        self.assertEqual(len(lines), 2, lines)
+        self.assertIn("tried again once a second", lines[0])
+        self.assertIn(f"state file {state} opened now", lines[1])
 
     def test_a_file_size_limit_too_low_for_the_state_file(self):
         """A process whose file size limit is below the state file's size: growing the
