@@ -891,8 +891,9 @@ static int cg__rereserve(struct cg_admission *ad, int64_t deadline_ms, int64_t *
 }
 
 /* cg__enter after a reservation that must wait `wait_ns` (> 0): the wait, then any 429
- * hold another process learnt of meanwhile, and a new place behind it (cg__rereserve).  0: go on; -1 (`*wait_ms` set) or -3 as
- * cg__enter returns.  Out of line: a paced call is not the common request. */
+ * hold another process learnt of meanwhile, and a new place behind it (cg__rereserve).
+ * 0: go on; -1 (`*wait_ms` set) or -3 as cg__enter returns.  Out of line: a paced call
+ * is not the common request. */
 static __attribute__((noinline, cold)) int
 cg__enter_reserved(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                    void *wait_arg, int64_t wait_ns, int64_t *wait_ms) {
