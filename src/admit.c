@@ -871,29 +871,9 @@ static void cg__finish(struct cg_admission *ad) {
   ad->retry_slot = -1;
 }
 
-/* A call that waited out a 429 hold found at its reserved place: that place lay inside
- * the hold (reserved before the 429 came), and every call with such a place would go at
- * the hold's end at once (7 processes at RPM 60, a 429 with Retry-After: 5: 5 requests
- * within 8 ms at its end, helper-55).  A new place, behind the hold and the places taken
- * since (the file moves the next place to the hold's end, cg_limiter_hold; Redis's
- * reservation starts no place before it, CG_LUA_RESERVE): requests only, the call's
- * tokens are reserved already.  0 with `*wait_ns` the new place's wait (0: now); -1 when
- * it does not fit the deadline (counted as refused, `*wait_ns` how long it was). */
-static int cg__rereserve(struct cg_admission *ad, int64_t deadline_ms, int64_t *wait_ns) {
-  int64_t now = cg_state_now();
-  *wait_ns = 0;
-  if (cg__sh_reserve(ad, 0, cg__wait_room_ms(ad, deadline_ms, now / 1000000) * 1000000,
-                     wait_ns, now) != 0) {
-    cg_limiter_count(ad->state, ad->pool_index, CG_CNT_REJECTED);
-    return -1;
-  }
-  return 0;
-}
-
 /* cg__enter after a reservation that must wait `wait_ns` (> 0): the wait, then any 429
- * hold another process learnt of meanwhile, and a new place behind it (cg__rereserve).
- * 0: go on; -1 (`*wait_ms` set) or -3 as cg__enter returns.  Out of line: a paced call
- * is not the common request. */
+ * hold another process learnt of meanwhile.  0: go on; -1 (`*wait_ms` set) or -3 as
+ * cg__enter returns.  Out of line: a paced call is not the common request. */
 static __attribute__((noinline, cold)) int
 cg__enter_reserved(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                    void *wait_arg, int64_t wait_ns, int64_t *wait_ms) {
@@ -917,15 +897,6 @@ cg__enter_reserved(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait
     if (cg__enter_wait(ad, wait, wait_arg, (hold + 999999) / 1000000) != 0)
       return -3;
     ad->queue_ms += hold / 1000000;
-    if (cg__rereserve(ad, deadline_ms, &wait_ns) != 0) {
-      *wait_ms = wait_ns / 1000000;
-      return -1;
-    }
-    if (wait_ns > 0) {
-      if (cg__enter_wait(ad, wait, wait_arg, (wait_ns + 999999) / 1000000) != 0)
-        return -3;
-      ad->queue_ms += wait_ns / 1000000;
-    }
   }
   return 0;
 }
@@ -1559,7 +1530,6 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
             ad->max_retry_after_ms * 1000000)
       left_ms = ad->max_retry_after_ms;
     nb->hold_shared = 0;
-    nb->rereserve = nb->rereserved = 0;
     nb->slot_poll_ms = 0;
     nb->reclaim_ms = 0;
     if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns,
@@ -1596,23 +1566,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       }
       *ms = cg__ceil_ms(hold);
       nb->hold_shared = 1;
-      nb->rereserve = 1;
       return CG_NB_WAIT;
-    }
-    if (nb->rereserve && nb->rereserved < 4) {
-      /* As cg__enter_reserved: the hold is over, and the place lay inside it. */
-      int64_t w2;
-      nb->rereserve = 0;
-      nb->rereserved++;
-      if (cg__rereserve(ad, deadline_ms, &w2) != 0) {
-        *ms = w2 / 1000000;
-        return CG_NB_LIMIT;
-      }
-      if (w2 > 0) {
-        nb->go_at_ns = cg_state_now() + w2;
-        *ms = cg__ceil_ms(w2);
-        return CG_NB_WAIT;
-      }
     }
     w = cg__sh_learn_take(ad, now);
     if (w > 0 && cg__ceil_ms(w) <= deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {

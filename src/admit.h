@@ -259,9 +259,6 @@ struct cg_admit_nb {
   int slot;               /* the in-flight slot taken in phase 3, -2 none */
   int hold_shared;        /* phase 3 asks the back end's 429 hold (after a wait), as
                            * cg_admission_enter does; else the state file's */
-  int rereserve;          /* phase 3 waits out a 429 hold its reserved place lay inside:
-                           * a new place once it ends (admit.c cg__rereserve) */
-  int rereserved;         /* new places taken so far (at most 4) */
   int64_t slot_poll_ms;   /* Redis: the last wait for a lease (doubles to 100 ms) */
   int64_t reclaim_ms;     /* file: monotonic ms of the last look for dead holders' slots
                            * (every CG_INFLIGHT_RECHECK_MS, as a blocking waiter), 0 none */
