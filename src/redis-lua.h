@@ -13,18 +13,19 @@
  * may step back: every time stored ahead of it would then lie that much further ahead,
  * and every call of the fleet would wait out the step (or, past its deadline, fail at
  * once).  So the scripts' `now` never goes back: the pool's clock key ("<prefix>{pool}:
- * clock", in the slot of its other keys) keeps "<the last now>:<offset>", and a TIME more
- * than CG_LUA_STEP_US behind the last now adds the difference to the offset, which every
- * later TIME gets: the pool's time goes on from where it was.  A step forward is taken as
- * it comes (stored times fall behind: holds and places end early, the way of failing
- * open).  The key is written at most every 100 ms and lives a day from then (PX), longer
- * than any time stored in the pool's other keys, which have expired by the time it does.
+ * clock", in the slot of its other keys) keeps "<the last now>:<offset>", written by every
+ * script whose now is later, and a TIME behind the last now (scripts run one at a time,
+ * so only a step does that) adds the difference to the offset, which every later TIME
+ * gets: the pool's time goes on from the last now.  What passed between the last script
+ * and the step is lost (the pool's time stood still for it): when the fleet was silent
+ * for a while (every call asleep in a long hold), its places and holds move that much
+ * later; a step seen without such a silence costs nothing.  A step forward is taken as it
+ * comes (stored times fall behind: holds and places end early, the way of failing open).
+ * The key lives a day from its last write (PX), longer than any time stored in the pool's
+ * other keys, which have expired by the time it does.
  */
 #ifndef CG_REDIS_LUA_H
 #define CG_REDIS_LUA_H
-
-/* A step back of the server's clock larger than this (us) is taken out of `now`. */
-#define CG_LUA_STEP_US "1000000"
 
 #define CG_LUA_NOW                                                                      \
   "local t = redis.call('TIME')\n"                                                      \
@@ -37,12 +38,12 @@
   "    local last = tonumber(string.match(v, '^(%d+):')) or 0\n"                        \
   "    local off = tonumber(string.match(v, ':(%d+)$')) or 0\n"                         \
   "    now = now + off\n"                                                               \
-  "    if now < last - " CG_LUA_STEP_US " then\n"                                        \
+  "    if now < last then\n"                                                            \
   "      off = off + last - now\n"                                                      \
   "      now = last\n"                                                                  \
   "      last = 0\n"                                                                    \
   "    end\n"                                                                           \
-  "    if now > last + 100000 then\n"                                                   \
+  "    if now > last then\n"                                                            \
   "      redis.call('SET', ck, string.format('%.0f:%.0f', now, off), 'PX', 86400000)\n"  \
   "    end\n"                                                                           \
   "  end\n"                                                                             \

@@ -1653,7 +1653,7 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
     long long last = strtoll(r->str, NULL, 10), off = colon ? strtoll(colon + 1, NULL, 10) : 0;
     if (off > 0 && off < INT64_C(1) << 50)
       now_us += off;
-    if (last > 0 && now_us < last - atoll(CG_LUA_STEP_US))
+    if (last > 0 && now_us < last)
       now_us = last;
   }
   freeReplyObject(r);
