@@ -99,7 +99,7 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
   slash = strchr(at ? at + 1 : p, '/');
   if (at) {
     /* [[user]:]password@ : a user (Redis 6 ACL) before the first ':'; "default" is
-     * Redis's own, which AUTH with the password alone names too (cg_redis_auth) */
+     * Redis's own, which AUTH with the password alone names too (cg__connect) */
     const char *c = memchr(p, ':', (size_t) (at - p));
     const char *pw = c ? c + 1 : p;
     n = (size_t) (at - pw);
