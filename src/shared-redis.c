@@ -99,7 +99,7 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
   slash = strchr(at ? at + 1 : p, '/');
   if (at) {
     /* [[user]:]password@ : a user (Redis 6 ACL) before the first ':'; "default" is
-     * Redis's own, which AUTH with the password alone names too (cg__connect) */
+     * Redis's own, which AUTH with the password alone names too (cg__auth) */
     const char *c = memchr(p, ':', (size_t) (at - p));
     const char *pw = c ? c + 1 : p;
     n = (size_t) (at - pw);
@@ -349,6 +349,13 @@ static redisReply *cg__command(redisContext *c, const char *fmt, ...) {
   return rc == REDIS_OK && cg__get_reply(c, &r) == REDIS_OK ? r : NULL;
 }
 
+/* AUTH with the password of URL `u`: as its user (a Redis 6 ACL user), or, with none,
+ * as the default user (cg_redis_url_parse leaves "default" out). */
+static redisReply *cg__auth(redisContext *c, const struct cg_redis_url *u) {
+  return u->user[0] ? cg__command(c, "AUTH %s %s", u->user, u->password)
+                    : cg__command(c, "AUTH %s", u->password);
+}
+
 static redisReply *cg__command_argv(redisContext *c, int argc, const char **argv) {
   redisReply *r = NULL;
   return redisAppendCommandArgv(c, argc, argv, NULL) == REDIS_OK &&
@@ -526,8 +533,7 @@ static int cg__connect(struct cg__conn *t) {
   redisSetTimeout(t->c, tv);
   cg__bound_reader(t->c);
   if (cg__url.password[0]) {
-    r = cg__url.user[0] ? cg__command(t->c, "AUTH %s %s", cg__url.user, cg__url.password)
-                        : cg__command(t->c, "AUTH %s", cg__url.password);
+    r = cg__auth(t->c, &cg__url);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) { /* no answer (a timeout, a lost connection): not the password's fault */
       cg__fail(t, "AUTH");
@@ -1613,9 +1619,9 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   }
   redisSetTimeout(c, tv);
   cg__bound_reader(c);
-#define CG_RUN(...)                                                                       \
+#define CG_CHECK(reply)                                                                   \
   do {                                                                                    \
-    r = cg__command(c, __VA_ARGS__);                                                      \
+    r = (reply);                                                                          \
     if (!r || r->type == REDIS_REPLY_ERROR) {                                             \
       snprintf(err, errn, "%s", r ? r->str : c->errstr);                                  \
       if (r)                                                                              \
@@ -1624,11 +1630,9 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
       return -1;                                                                          \
     }                                                                                     \
   } while (0)
-  if (u.password[0] && u.user[0]) {
-    CG_RUN("AUTH %s %s", u.user, u.password);
-    freeReplyObject(r);
-  } else if (u.password[0]) {
-    CG_RUN("AUTH %s", u.password);
+#define CG_RUN(...) CG_CHECK(cg__command(c, __VA_ARGS__))
+  if (u.password[0]) {
+    CG_CHECK(cg__auth(c, &u));
     freeReplyObject(r);
   }
   if (u.db) {
@@ -1711,6 +1715,7 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   }
   freeReplyObject(r);
 #undef CG_RUN
+#undef CG_CHECK
   redisFree(c);
   return 0;
 }

@@ -828,27 +828,25 @@ struct cg_state *cg_state_get(const char *path) {
     }
   }
   pthread_mutex_lock(&cg__state_mutex);
-  if (!cg__state_tried) {
+  /* The first opening, or a try again of a file never opened (CG__STATE_RETRY_MS). */
+  if (!cg__state_tried ||
+      (!cg__state_cur && path &&
+       cg_state_now() - cg__state_failed_ns >= (int64_t) CG__STATE_RETRY_MS * 1000000)) {
+    int first = !cg__state_tried;
     if (!path || cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
-      cg_warn("%s; requests run without the shared limiter%s",
-              path ? why : "no state file configured",
-              path ? " (tried again once a second)" : "");
+      if (first)
+        cg_warn("%s; requests run without the shared limiter%s",
+                path ? why : "no state file configured",
+                path ? " (tried again once a second)" : "");
       __atomic_store_n(&cg__state_failed_ns, cg_state_now(), __ATOMIC_RELAXED);
     } else {
       cg__nstates = 1;
       __atomic_store_n(&cg__state_cur, &cg__states[0], __ATOMIC_RELEASE);
+      if (!first)
+        cg_warn("state file %s opened now; requests are paced by the shared limiter again",
+                path);
     }
     __atomic_store_n(&cg__state_tried, 1, __ATOMIC_RELEASE);
-  } else if (!cg__state_cur && path && cg__nstates == 0 &&
-             cg_state_now() - cg__state_failed_ns >= (int64_t) CG__STATE_RETRY_MS * 1000000) {
-    if (cg_state_open(path, &cg__states[0], why, sizeof(why)) != 0) {
-      __atomic_store_n(&cg__state_failed_ns, cg_state_now(), __ATOMIC_RELAXED);
-    } else {
-      cg__nstates = 1;
-      __atomic_store_n(&cg__state_cur, &cg__states[0], __ATOMIC_RELEASE);
-      cg_warn("state file %s opened now; requests are paced by the shared limiter again",
-              path);
-    }
   }
   st = cg__state_cur;
   if (st && __atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {
