@@ -1649,6 +1649,21 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   if (now_us < 0) /* not a Redis clock: what is "ahead" below is then from 0 */
     now_us = 0;
   freeReplyObject(r);
+  /* What every guarded call runs: the scripts (EVALSHA) on the pool's keys.  An ACL user
+   * without +evalsha, or whose key patterns leave the pool's keys out, gets NOPERM, which
+   * Redis checks before it looks for the script (a SHA1 of zeros: NOSCRIPT otherwise);
+   * the calls of such a user fall back to the file, so it is not a fleet Redis. */
+  r = cg__command(c, "EVALSHA %s 1 %s", "0000000000000000000000000000000000000000",
+                  cg_redis_key(k, sizeof(k), prefix, name, "hold"));
+  if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0) {
+    snprintf(err, errn, "the guard's scripts are refused: %s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return -1;
+  }
+  if (!r)
+    CG_CHECK(r); /* no answer: the connection's error */
+  freeReplyObject(r);
   /* The pool's time, as the scripts reckon it after a step back of the server's clock
    * (redis-lua.h CG_LUA_NOW: "<last now>:<offset>"). */
   CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "clock"));

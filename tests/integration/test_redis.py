@@ -1481,6 +1481,41 @@ class FleetStatTest(RedisTestCase):
                                             CURLGUARD_REDIS_PREFIX=self.prefix), timeout=30)
         self.assertIn(b"shared through redis", txt.stdout)
 
+    def test_stat_says_when_the_user_may_not_run_the_scripts(self):
+        # An ACL user that may connect but not run EVALSHA, or whose key patterns leave
+        # the pool's keys out: every guarded call falls back to the local file (one line),
+        # and stat called that Redis reachable.  Now it says why it is not usable.
+        r = Redis("--user", "noeval", "on", ">pw1", "~*", "+@all", "-evalsha", "-eval",
+                  "--user", "nokeys", "on", ">pw2", "~other:*", "+@all").start()
+        try:
+            url = self.mock.url("/v1/stat-acl", plan="200")
+            for user, why in (("noeval:pw1", "'evalsha' command"), ("nokeys:pw2", "keys")):
+                redis_url = f"redis://{user}@127.0.0.1:{r.port}"
+                env = self.machine_env("a" + user[:3], CURLGUARD_REDIS=redis_url)
+                p = self.curl(url, env)
+                self.assertEqual(p.stdout.strip(), b"200")
+                (line,) = self.redis_lines(p)
+                self.assertIn("NOPERM", line)
+                self.assertIn("local state file", line)
+                for args in (("stat", "--json"), ("stat",)):
+                    st = harness.run([harness.CLI, *args],
+                                     harness.plain_env(CURLGUARD_STATE=env["CURLGUARD_STATE"],
+                                                       CURLGUARD_REDIS=redis_url,
+                                                       CURLGUARD_REDIS_PREFIX=self.prefix),
+                                     timeout=30)
+                    self.assertEqual(st.returncode, 0, st.stderr)
+                    if args[-1] == "--json":
+                        j = json.loads(st.stdout)
+                        self.assertIs(j["redis"]["reachable"], False, j)
+                        self.assertIn("NOPERM", j["redis"]["error"])
+                        self.assertIn(why, j["redis"]["error"])
+                        pool = {x["name"]: x for x in j["pools"]}[harness.mock_pool()]
+                        self.assertIsNone(pool["fleet"], pool)
+                    else:
+                        self.assertIn(b"scripts are refused: NOPERM", st.stdout)
+        finally:
+            r.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
