@@ -57,6 +57,38 @@
 
 /* ---- the URL ---- */
 
+static int cg__hex(int c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* The `n` bytes at `s` with each %XX (hex, either case) decoded into `dst` of `dn` bytes,
+ * NUL-terminated, as RFC 3986 (3.2.1) has a userinfo's '@', ':', '/', '%' or '#' written
+ * and as redis-cli -u and redis-py's from_url read them.  0; -1 the value does not fit;
+ * -3 a '%' not followed by two hex digits, or %00 (a NUL would cut the value short). */
+static int cg__pct_decode(char *dst, size_t dn, const char *s, size_t n) {
+  size_t i, o = 0;
+
+  for (i = 0; i < n; i++) {
+    int c = (unsigned char) s[i];
+    if (c == '%') {
+      int hi = i + 2 < n ? cg__hex((unsigned char) s[i + 1]) : -1;
+      int lo = hi >= 0 ? cg__hex((unsigned char) s[i + 2]) : -1;
+      if (lo < 0 || (hi | lo) == 0)
+        return -3;
+      c = hi << 4 | lo;
+      i += 2;
+    }
+    if (o + 1 >= dn)
+      return -1;
+    dst[o++] = (char) c;
+  }
+  dst[o] = '\0';
+  return 0;
+}
+
 int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
   const char *p, *at, *slash, *colon;
   size_t n;
@@ -99,18 +131,18 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u) {
   slash = strchr(at ? at + 1 : p, '/');
   if (at) {
     /* [[user]:]password@ : a user (Redis 6 ACL) before the first ':'; "default" is
-     * Redis's own, which AUTH with the password alone names too (cg__auth) */
+     * Redis's own, which AUTH with the password alone names too (cg__auth).  Both are
+     * percent-decoded after the split, so an encoded ':' (%3A) stays in the user; the
+     * bounds are the decoded value's. */
     const char *c = memchr(p, ':', (size_t) (at - p));
     const char *pw = c ? c + 1 : p;
-    n = (size_t) (at - pw);
-    if (n >= sizeof(u->password))
-      return -1;
-    memcpy(u->password, pw, n);
+    int r = cg__pct_decode(u->password, sizeof(u->password), pw, (size_t) (at - pw));
+    if (r != 0)
+      return r;
     if (c && c > p) {
-      n = (size_t) (c - p);
-      if (n >= sizeof(u->user))
-        return -1;
-      memcpy(u->user, p, n);
+      r = cg__pct_decode(u->user, sizeof(u->user), p, (size_t) (c - p));
+      if (r != 0)
+        return r;
       if (strcmp(u->user, "default") == 0)
         u->user[0] = '\0';
     }
@@ -184,6 +216,11 @@ static void cg__conf_init(void) {
   if (r == -2) {
     cg_warn("rediss:// not supported by this build (its hiredis has no TLS); using the "
             "local state");
+    return;
+  }
+  if (r == -3) {
+    cg_warn("CURLGUARD_REDIS: a '%%' in the user or password that is not %%XX (two hex "
+            "digits, not %%00; a '%%' itself is %%25); using the local state");
     return;
   }
   if (r != 0) {
@@ -1606,7 +1643,10 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
 
   memset(v, 0, sizeof(*v));
   if (pr != 0) {
-    snprintf(err, errn, pr == -2 ? "rediss:// not supported by this build" : "bad URL");
+    snprintf(err, errn, "%s",
+             pr == -2   ? "rediss:// not supported by this build"
+             : pr == -3 ? "bad URL: a '%' in the user or password that is not %XX"
+                        : "bad URL");
     return -1;
   }
   c = u.unix_socket ? redisConnectUnixWithTimeout(u.path, tv)

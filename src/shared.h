@@ -239,8 +239,11 @@ struct cg_redis_url {
 /* Parse `s`: redis://[[user]:password@]host[:port][/db], or unix:///path[?db=N].  A user
  * other than "default" is an ACL user of Redis 6 and later (AUTH user password, Redis's
  * AUTH command page); none, or "default", sends AUTH password, which Redis before 6 also
- * takes.  0; -1 malformed; -2 rediss:// (TLS: not in Debian's hiredis 0.14, which has no
- * hiredis_ssl).  Pure. */
+ * takes.  The user and the password are percent-decoded (%XX, RFC 3986 3.2.1), after
+ * the split on the last '@' and the userinfo's first ':'.  0; -1 malformed (a decoded
+ * user or password too long for its field too); -2 rediss:// (TLS: not in Debian's
+ * hiredis 0.14, which has no hiredis_ssl); -3 a '%' in the user or password not followed
+ * by two hex digits, or %00.  Pure. */
 int cg_redis_url_parse(const char *s, struct cg_redis_url *u);
 
 /* Whether the calling thread may use Redis now: configured (CURLGUARD_REDIS, parsed and

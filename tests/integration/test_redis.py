@@ -1298,6 +1298,41 @@ class FleetFailOpenTest(RedisTestCase):
         finally:
             r.stop()
 
+    def test_a_percent_encoded_user_and_password_log_in(self):
+        # RFC 3986 3.2.1: a userinfo's '@', ':', '/', '%' and '#' are written %XX, as
+        # redis-cli -u and redis-py's from_url read them.  Before, the user and the password
+        # were sent as written: the encoded forms were refused.
+        pw, user, upw = "p@ss:w/rd%#1", "ops:a@b/%#", "u@s:e/r%#2"
+        r = Redis("--requirepass", pw, "--user", user, "on", ">" + upw, "~*",
+                  "+@all").start()
+        try:
+            url = self.mock.url("/v1/pct", plan="200")
+            admitted = self.key(harness.mock_pool(), "admitted")
+            env = self.machine_env("m", CURLGUARD_REDIS="redis://ops%3Aa%40b%2F%25%23:"
+                                   f"u%40s%3Ae%2Fr%25%232@127.0.0.1:{r.port}")
+            p = self.curl(url, env)
+            self.assertEqual(p.stdout.strip(), b"200")
+            self.assertEqual(self.redis_lines(p), [])
+            self.assertEqual(r.cli("--user", user, "--pass", upw, "--no-auth-warning",
+                                   "GET", admitted), "1")
+            # The default user's, lower-case hex, db 2.
+            env = self.machine_env("d", CURLGUARD_REDIS="redis://:p%40ss%3aw%2frd%25%231"
+                                   f"@127.0.0.1:{r.port}/2")
+            p = self.curl(url, env)
+            self.assertEqual(p.stdout.strip(), b"200")
+            self.assertEqual(self.redis_lines(p), [])
+            self.assertEqual(r.cli("-n", "2", "GET", admitted, password=pw), "1")
+            # Written raw: a '%' that is not %XX is said in one line, the calls go on with
+            # the local state and none is admitted through Redis.
+            self.one_line(f"redis://{user}:{upw}@127.0.0.1:{r.port}", "not %XX")
+            self.one_line(f"redis://:{pw}@127.0.0.1:{r.port}", "not %XX")
+            # A raw ':' splits the user: "ops", the rest its password, refused by Redis.
+            self.one_line("redis://ops:a%40b%2F%25%23:u%40s%3Ae%2Fr%25%232"
+                          f"@127.0.0.1:{r.port}", "redis refused the password")
+            self.assertEqual(r.cli("GET", admitted, password=pw), "1")
+        finally:
+            r.stop()
+
     def test_key_of_wrong_type(self):
         pool = harness.mock_pool()
         self.redis.cli("HSET", self.key(pool, "tat_req"), "a", "b")

@@ -3,6 +3,7 @@
 #include "shared.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 Test(redis_url, tcp_forms) {
@@ -73,6 +74,98 @@ Test(redis_url, refused) {
     cr_expect_eq(cg_redis_url_parse(bad[i], &u), -1, "%s", bad[i]);
   cr_assert_eq(cg_redis_url_parse("rediss://h:6380", &u), -2);
   cr_assert_eq(cg_redis_url_parse(NULL, &u), -1);
+}
+
+/* The user and the password are percent-decoded (RFC 3986 3.2.1) after the split on the
+ * last '@' and the first ':': an encoded ':' or '@' stays in its part. */
+Test(redis_url, percent_decoded) {
+  struct cg_redis_url u;
+  cr_assert_eq(cg_redis_url_parse("redis://ops%3Aa%40b:p%40ss%3Aw%2Frd%25%231@h:7/2", &u), 0);
+  cr_assert_str_eq(u.user, "ops:a@b");
+  cr_assert_str_eq(u.password, "p@ss:w/rd%#1");
+  cr_assert_str_eq(u.host, "h");
+  cr_assert_eq(u.port, 7);
+  cr_assert_eq(u.db, 2);
+  /* Either case of hex; a password alone, and after an empty user. */
+  cr_assert_eq(cg_redis_url_parse("redis://a%2fb%2Fc%3a%3A@h", &u), 0);
+  cr_assert_str_eq(u.user, "");
+  cr_assert_str_eq(u.password, "a/b/c::");
+  cr_assert_eq(cg_redis_url_parse("redis://:%25%2525@h", &u), 0); /* decoded once */
+  cr_assert_str_eq(u.password, "%%25");
+  cr_assert_eq(cg_redis_url_parse("redis://%C3%A9t%C3%A9:%7e%20x@h", &u), 0);
+  cr_assert_str_eq(u.user, "\xc3\xa9t\xc3\xa9");
+  cr_assert_str_eq(u.password, "~ x");
+  /* Raw forms accepted before still are: '@', ':' and '/' in the password; '#' too. */
+  cr_assert_eq(cg_redis_url_parse("redis://u:a:b@c/d#e@h", &u), 0);
+  cr_assert_str_eq(u.user, "u");
+  cr_assert_str_eq(u.password, "a:b@c/d#e");
+  cr_assert_str_eq(u.host, "h");
+  /* "default", however written, is Redis's own user: the password alone. */
+  cr_assert_eq(cg_redis_url_parse("redis://%64efault:pw@h", &u), 0);
+  cr_assert_str_eq(u.user, "");
+  cr_assert_str_eq(u.password, "pw");
+  cr_assert_eq(cg_redis_url_parse("redis://%44efault:pw@h", &u), 0); /* "Default": a user */
+  cr_assert_str_eq(u.user, "Default");
+}
+
+Test(redis_url, bad_escapes) {
+  struct cg_redis_url u;
+  const char *bad[] = {"redis://:%@h",       "redis://:%4@h",    "redis://:%zz@h",
+                       "redis://:ab%@h",     "redis://:ab%4@h",  "redis://:%g1@h",
+                       "redis://:%1g@h",     "redis://:%00@h",   "redis://:a%00b@h",
+                       "redis://%@h",        "redis://u%:pw@h",  "redis://u%0:pw@h",
+                       "redis://u%00:pw@h",  "redis://%zz:pw@h", "redis://u:p%#1@h",
+                       NULL};
+  int i;
+  for (i = 0; bad[i]; i++)
+    cr_expect_eq(cg_redis_url_parse(bad[i], &u), -3, "%s", bad[i]);
+}
+
+/* The fields bound the decoded value: an encoded one may be three times as long. */
+Test(redis_url, decoded_lengths) {
+  struct cg_redis_url u;
+  char url[1200], *q;
+  size_t i;
+
+  /* A user of 127 bytes (the most user[128] holds), all encoded: 381 bytes in the URL. */
+  q = url + sprintf(url, "redis://");
+  for (i = 0; i < sizeof(u.user) - 1; i++)
+    q += sprintf(q, "%%3A");
+  sprintf(q, ":pw@h");
+  cr_assert_eq(cg_redis_url_parse(url, &u), 0);
+  cr_assert_eq(strlen(u.user), sizeof(u.user) - 1);
+  cr_assert_eq(u.user[0], ':');
+  cr_assert_str_eq(u.password, "pw");
+  /* One more: refused, as a raw one too long is. */
+  q = url + sprintf(url, "redis://");
+  for (i = 0; i < sizeof(u.user); i++)
+    q += sprintf(q, "%%3a");
+  sprintf(q, ":pw@h");
+  cr_assert_eq(cg_redis_url_parse(url, &u), -1);
+  /* The password likewise (password[256]). */
+  q = url + sprintf(url, "redis://u:");
+  for (i = 0; i < sizeof(u.password) - 1; i++)
+    q += sprintf(q, "%%40");
+  sprintf(q, "@h:9");
+  cr_assert_eq(cg_redis_url_parse(url, &u), 0);
+  cr_assert_eq(strlen(u.password), sizeof(u.password) - 1);
+  cr_assert_eq(u.password[sizeof(u.password) - 2], '@');
+  cr_assert_str_eq(u.host, "h");
+  cr_assert_eq(u.port, 9);
+  q = url + sprintf(url, "redis://u:");
+  for (i = 0; i < sizeof(u.password); i++)
+    q += sprintf(q, "%%40");
+  sprintf(q, "@h:9");
+  cr_assert_eq(cg_redis_url_parse(url, &u), -1);
+  /* A raw password of 255 bytes still fits, and 256 still does not. */
+  q = url + sprintf(url, "redis://:");
+  memset(q, 'x', sizeof(u.password) - 1);
+  strcpy(q + sizeof(u.password) - 1, "@h");
+  cr_assert_eq(cg_redis_url_parse(url, &u), 0);
+  cr_assert_eq(strlen(u.password), sizeof(u.password) - 1);
+  memset(q, 'x', sizeof(u.password));
+  strcpy(q + sizeof(u.password), "@h");
+  cr_assert_eq(cg_redis_url_parse(url, &u), -1);
 }
 
 Test(redis_key, one_slot_per_pool) {
