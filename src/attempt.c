@@ -493,9 +493,27 @@ static __attribute__((noinline)) int cg__body_complete(struct cg_attempt *a) {
          got >= want;
 }
 
+/* A header line the write function got (the host's CURLOPT_HEADER, a->hdr_lines): a
+ * status line says whether its response is an interim one; the blank line that ends a
+ * final response's header ends them (the body follows).  Out of line: only for hosts
+ * that ask for the header in the body. */
+static __attribute__((noinline, cold)) void cg__write_header_line(struct cg_attempt *a,
+                                                                 const char *p, size_t n) {
+  long s = cg__status_line(p, n);
+  if (s != 0)
+    a->hdr_1xx = s < 200;
+  else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n'))
+    a->hdr_lines = a->hdr_1xx; /* an interim response's: the next header follows */
+}
+
 static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
   size_t n = size * nmemb, fed = a->usage_fed < n ? a->usage_fed : n, r;
+  if (CG_RARE(a->hdr_lines)) {
+    /* A header line, seen here before the header function gets it: not the body. */
+    cg__write_header_line(a, p, n);
+    return cg__on_data(a, CG_KIND_WRITE, p, n, 0);
+  }
   a->bytes_body += (int64_t) n;
   /* Usage is read from every byte of the body once, as it arrives: the bytes of a chunk
    * libcurl delivers again after a pause (whether the guard held them or the host's
@@ -724,6 +742,7 @@ static CG__LINE_ALIGNED int cg__prereq_cb(void *arg, char *ip, char *local_ip, i
   }
   a->requests_sent++;
   a->rx_at_prereq = rx;
+  a->hdr_lines = h->include_header != 0; /* a new response's header comes first */
   a->t_prereq_ms = now;
   if (h->prereq_fn) {
     int r = h->prereq_fn(h->prereq_data, ip, local_ip, port, local_port);
@@ -815,6 +834,7 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
   a->wrap_read = h->read_fn != NULL && a->reads_body;
   a->watch_resend = h->lib->version_num >= 0x075000; /* PREREQFUNCTION: 7.80.0 */
   a->resend_mode = CG_RESEND_ALLOW;
+  a->hdr_lines = h->include_header != 0;
 }
 
 /* When an option of cg__opts is set: bits of the mask cg__set_opts is given. */

@@ -147,6 +147,12 @@ struct cg_attempt {
   /* Token usage read from the response body as it passes (JSON and SSE bodies only),
    * or NULL. */
   struct cg_usage_parser *usage;
+  /* With the host's CURLOPT_HEADER the write function gets each response's header lines
+   * first: 1 while the next bytes it gets are header lines (from the attempt's start, and
+   * from each request's prereq call on: a followed redirect's next response), which are
+   * neither read for usage nor counted as body; 1xx: the last status line was an interim
+   * response's, whose blank line another response's header follows. */
+  unsigned char hdr_lines, hdr_1xx;
 
   /* A request header list the guard installs for the attempt (host's + its own), or
    * NULL to leave the host's. */

@@ -479,7 +479,8 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
   X(CURLOPT_HSTSREADFUNCTION, hstsread_fn)                                                 \
   X(CURLOPT_XFERINFODATA, progress_data) /* == CURLOPT_PROGRESSDATA */                     \
   X(CURLOPT_ERRORBUFFER, errorbuffer) X(CURLOPT_TIMEOUT_MS, timeout_ms)                    \
-  X(CURLOPT_CONNECTTIMEOUT_MS, connecttimeout_ms) X(CURLOPT_VERBOSE, verbose)
+  X(CURLOPT_CONNECTTIMEOUT_MS, connecttimeout_ms) X(CURLOPT_VERBOSE, verbose)           \
+  X(CURLOPT_HEADER, include_header)
 
 /* The options cg_handle_record_switch has a case for, with the case's name (CG__K_...).
  * The cases host tools set on every transfer come first (curl's: NOPROGRESS, URL,

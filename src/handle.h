@@ -100,6 +100,10 @@ struct cg_handle {
   long protocols;            /* CURLOPT_PROTOCOLS */
   char *protocols_str;       /* copy of CURLOPT_PROTOCOLS_STR */
   long verbose;              /* CURLOPT_VERBOSE */
+  long include_header;       /* CURLOPT_HEADER: libcurl hands the header lines to the write
+                              * function too, before the body (lib/http.c: the header's
+                              * CLIENTWRITE_BODY bit), each whole, before the header
+                              * function gets it */
 
   /* Non-zero while a guarded perform runs: options the guard overrides are then only
    * recorded here, and the attempt picks the new value up from the shadow. */

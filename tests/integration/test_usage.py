@@ -359,5 +359,96 @@ class PausedHostTest(harness.GuardTestCase):
                          (307, "ok", False), rec)
 
 
+class HeaderInBodyTest(harness.GuardTestCase):
+    HEADER_HOST = r"""
+import json, sys, pycurl
+out = []
+for spec in json.loads(sys.argv[1]):
+    c = pycurl.Curl()
+    body = []
+    c.setopt(pycurl.URL, spec["url"])
+    c.setopt(pycurl.HTTPHEADER, spec["headers"])
+    c.setopt(pycurl.POSTFIELDS, spec["body"])
+    c.setopt(pycurl.HEADER, spec["header"])
+    c.setopt(pycurl.FOLLOWLOCATION, 1)
+    c.setopt(pycurl.WRITEFUNCTION, body.append)
+    c.perform()
+    text = b"".join(body).decode()
+    out.append({"code": c.getinfo(pycurl.RESPONSE_CODE), "text": text,
+                "header_size": c.getinfo(pycurl.HEADER_SIZE)})
+    c.close()
+print(json.dumps(out))
+"""
+
+    def test_header_lines_in_the_body_are_not_read_as_the_body(self):
+        """CURLOPT_HEADER (PHP's CURLOPT_HEADER => true, then a split at
+        CURLINFO_HEADER_SIZE; pycurl HEADER): libcurl hands each header line to the write
+        function too, before the body.  The usage reader took the status line for the
+        start of the body, read the JSON answer as an SSE stream and found nothing: every
+        such call had no tokens and no cost (a helper's repro).  Now the header lines go
+        to the host as before and the body alone is read, also after an interim 100
+        Continue, a followed 307 and a retried 503 (whose header the host never sees)."""
+        harness.require_pycurl()
+        model = "gpt-4o-mini"
+        chat = json.dumps({"model": model, "messages": [{"role": "user",
+                                                          "content": "hello there, how are you?"}]})
+        stream = json.dumps({"model": model, "stream": True,
+                             "stream_options": {"include_usage": True},
+                             "messages": [{"role": "user", "content": "tell me a story"}]})
+        ct = "Content-Type: application/json"
+        cases = []
+        for header in (0, 1):
+            u = harness.unique_key("hb")
+            cases += [
+                ("json", header, self.mock.url(CHAT, plan="200", key=f"{u}j"), [ct], chat),
+                ("sse", header, self.mock.url(CHAT, plan="200", key=f"{u}s"), [ct], stream),
+                ("continue", header, self.mock.url(CHAT, plan="200", key=f"{u}c"),
+                 [ct, "Expect: 100-continue"], chat),
+                ("retried", header, self.mock.url(CHAT, plan="503,200", key=f"{u}r"), [ct], chat),
+                ("redirect", header, self.mock.base + CHAT,
+                 [ct, f"X-Mock-Plan: 307:h.location={CHAT}:h.x-case={u},200"], chat)]
+        specs = [{"url": url, "header": header, "headers": hs, "body": body}
+                 for _, header, url, hs, body in cases]
+        script = self.tmp / "header_host.py"
+        script.write_text(self.HEADER_HOST)
+        p = harness.run([harness.PYTHON, str(script), json.dumps(specs)], self.guard_env(),
+                        timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        finals = [r for r in self.records() if r["final"]]
+        self.assertEqual(len(finals), len(cases), finals)
+        billed = {}
+        for e in self.mock.entries():
+            if e["status"] == 200 and e.get("usage"):
+                billed[e["seq"]] = e["usage"]
+        by_case = {}
+        for (name, header, *_), host, rec in zip(cases, got, finals):
+            with self.subTest(case=name, header=header):
+                self.assertEqual(host["code"], 200)
+                self.assertEqual(rec["status"], 200, rec)
+                self.assertEqual(rec["model"], model, rec)
+                self.assertIsNotNone(rec["total_tokens"], rec)
+                self.assertIsNotNone(rec["cost_usd"], rec)
+                self.assertEqual(rec["total_tokens"],
+                                 rec["prompt_tokens"] + rec["completion_tokens"], rec)
+                # The host's body is the answer's, after the header lines libcurl gives
+                # with CURLOPT_HEADER: one block a response it saw (not the 503's).
+                statuses = [ln.split()[1] for ln in host["text"].split("\r\n")
+                            if ln.startswith("HTTP/1.1 ")]
+                want = {"continue": ["100", "200"], "redirect": ["307", "200"]}.get(
+                    name, ["200"])
+                self.assertEqual(statuses, want if header else [], host["text"][:300])
+                by_case[(name, header)] = rec
+        for name, *_ in cases[:5]:
+            off, on = by_case[(name, 0)], by_case[(name, 1)]
+            with self.subTest(case=name):
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd",
+                          "bytes_received", "outcome"):
+                    self.assertEqual(on[k], off[k], (k, on, off))
+        # Against what the provider billed: every 200 of the run, in order.
+        self.assertEqual(sorted(r["total_tokens"] for r in finals),
+                         sorted(u["total_tokens"] for u in billed.values()))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1150,8 +1150,8 @@ Test(handle, untracked_options_change_nothing) {
       cr_assert(memcmp(&before, h, sizeof(before)) == 0, "untracked option %ld changed the shadow",
                 opt);
     }
-  cr_assert_eq(tracked, 46, "%ld options tracked", tracked);
-  cr_assert_eq(stored, 25, "%ld options stored as they are", stored);
+  cr_assert_eq(tracked, 47, "%ld options tracked", tracked);
+  cr_assert_eq(stored, 26, "%ld options stored as they are", stored);
   cr_assert_eq(cg_handle_keeps(CURLOPT_HTTPAUTH),
                offsetof(struct cg_handle, httpauth) / sizeof(void *));
   cr_assert(cg_handle_keeps(CURLOPT_URL) >= CG_KEEP_SWITCH);
@@ -1160,6 +1160,8 @@ Test(handle, untracked_options_change_nothing) {
                offsetof(struct cg_handle, write_fn) / sizeof(void *));
   cr_assert_eq(cg_handle_keeps(CURLOPT_VERBOSE),
                offsetof(struct cg_handle, verbose) / sizeof(void *));
+  cr_assert_eq(cg_handle_keeps(CURLOPT_HEADER), /* the write function's header lines */
+               offsetof(struct cg_handle, include_header) / sizeof(void *));
   cr_assert(!cg_handle_keeps(CURLOPT_SSL_VERIFYPEER));
   cr_assert(!cg_handle_keeps(CURLOPT_USERAGENT));
   cr_assert(!cg_handle_keeps(-1));
