@@ -4,16 +4,28 @@
  * into chunks, as a network would deliver it.  Invariants: counts are -1 (unknown) or
  * >= 0; the model is a NUL-terminated string; and the result does not depend on the
  * chunking (the same body fed whole, in uneven chunks and one byte at a time gives the
- * same usage) nor on a parser's earlier use (cg_usage_reset).  fuzz-usage-diff.c
- * compares the results with the parser it replaced. */
+ * same usage) nor on a parser's earlier use (cg_usage_reset).  Each input is read twice:
+ * as a body whose type the parser tells by its first byte, and as application/x-ndjson
+ * (cg_usage_lines: a document a line).  fuzz-usage-diff.c compares the results with the
+ * parser it replaced. */
 #include "fuzz.h"
 #include "usage.h"
 
-static void run(const uint8_t *data, size_t size, size_t step, struct cg_usage *out) {
+static int lines; /* this round reads the input as x-ndjson */
+
+/* A new parser, in this round's mode. */
+static struct cg_usage_parser *parser(void) {
   struct cg_usage_parser *p = cg_usage_new();
-  size_t off = 0;
   if (!p)
     abort();
+  if (lines)
+    cg_usage_lines(p);
+  return p;
+}
+
+static void run(const uint8_t *data, size_t size, size_t step, struct cg_usage *out) {
+  struct cg_usage_parser *p = parser();
+  size_t off = 0;
   while (off < size) {
     size_t n = step && step < size - off ? step : size - off;
     cg_usage_feed(p, (const char *) data + off, n);
@@ -40,21 +52,17 @@ static void check(const struct cg_usage *u) {
   CG_FUZZ_CHECK(memchr(u->model, '\0', sizeof(u->model)) != NULL, "model not terminated");
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static void one(const uint8_t *data, size_t size) {
   struct cg_usage whole, cut, bytes;
   size_t step;
-  if (size < 1)
-    return 0;
   step = data[0] % 64; /* 0: one chunk */
   run(data + 1, size - 1, 0, &whole);
   run(data + 1, size - 1, step ? step : 1, &cut);
   check(&whole);
   check(&cut);
   if (step == 1) { /* one byte at a time: the scanner resumes at every byte */
-    struct cg_usage_parser *p = cg_usage_new();
+    struct cg_usage_parser *p = parser();
     size_t i;
-    if (!p)
-      abort();
     for (i = 1; i < size; i++)
       cg_usage_feed(p, (const char *) data + i, 1);
     cg_usage_finish(p, &bytes);
@@ -73,19 +81,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 whole.model, cut.model, whole.error_event, cut.error_event);
   { /* A parser reset after this input (cut short at a point the input picks) reads it
      * again as a fresh one does (cg_usage_reset: a thread's next attempt). */
-    struct cg_usage_parser *p = cg_usage_new();
+    struct cg_usage_parser *p = parser();
     struct cg_usage again;
     size_t part = (size - 1) * (data[0] >> 6) / 3;
-    if (!p)
-      abort();
     cg_usage_feed(p, (const char *) data + 1, part);
     if (data[0] & 0x40)
       cg_usage_finish(p, &again);
     cg_usage_reset(p);
+    if (lines)
+      cg_usage_lines(p);
     cg_usage_feed(p, (const char *) data + 1, size - 1);
     cg_usage_finish(p, &again);
     cg_usage_free(p);
     CG_FUZZ_CHECK(same(&whole, &again), "a reset parser read the input differently");
   }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return 0;
+  for (lines = 0; lines < 2; lines++)
+    one(data, size);
   return 0;
 }

@@ -364,11 +364,13 @@ static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of
   return !(a->preview && a->preview(a, a->preview_arg));
 }
 
-/* 1 for a body that can carry token usage: JSON or Server-Sent Events. */
+/* Whether a body can carry token usage: 1 JSON or Server-Sent Events, 2 newline-delimited
+ * JSON (a document a line, cg_usage_lines), 0 neither. */
 static int cg__usage_body(const struct cg_hints *hints) {
-  return strncasecmp(hints->content_type, "application/json", 16) == 0 ||
-         strncasecmp(hints->content_type, "text/event-stream", 17) == 0 ||
-         strncasecmp(hints->content_type, "application/x-ndjson", 20) == 0;
+  if (strncasecmp(hints->content_type, "application/json", 16) == 0 ||
+      strncasecmp(hints->content_type, "text/event-stream", 17) == 0)
+    return 1;
+  return strncasecmp(hints->content_type, "application/x-ndjson", 20) == 0 ? 2 : 0;
 }
 
 /* ---- libcurl-facing callbacks ---- */
@@ -520,8 +522,11 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
    * callback paused on them) were read already.  dup_skip cannot say so: it counts
    * only the bytes the guard holds, and a host's pause re-fed the chunk (a 500-token
    * prompt split "...prompt_tokens":5|00... read as 5500). */
-  if (a->usage && a->usage_ct < 0)
+  if (a->usage && a->usage_ct < 0) {
     a->usage_ct = cg__usage_body(&a->hints); /* once a response, not per chunk */
+    if (CG_RARE(a->usage_ct == 2))
+      cg_usage_lines(a->usage); /* x-ndjson: a document a line */
+  }
   if (a->usage && fed < n && a->usage_ct)
     cg_usage_feed(a->usage, p + fed, n - fed);
   r = cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));

@@ -1193,7 +1193,7 @@ static int cg__js_end(const struct cg__js *j) {
 
 /* ---- the parser ---- */
 
-enum { CG__MODE_START, CG__MODE_JSON, CG__MODE_SSE };
+enum { CG__MODE_START, CG__MODE_JSON, CG__MODE_SSE, CG__MODE_LINES };
 
 /* The SSE pre-check's prefix cache (cg__may_matter): an earlier event that said nothing. */
 #define CG__MM_KEEP 512 /* kept when at most this long (an OpenAI chunk: ~290) */
@@ -2094,10 +2094,47 @@ static void cg__sse_feed(struct cg_usage_parser *p, const char *s, size_t n) {
   }
 }
 
+void cg_usage_lines(struct cg_usage_parser *p) {
+  if (p && p->mode == CG__MODE_START && !p->bom)
+    p->mode = CG__MODE_LINES;
+}
+
+/* An x-ndjson body's bytes (cg_usage_lines): each line's document read where it lies
+ * when the line is whole here, else gathered as an SSE event's data is (cg__sse_data:
+ * over CG_USAGE_EVENT_MAX, dropped, and a later report is then the only one trusted). */
+static __attribute__((noinline)) void cg__lines_feed(struct cg_usage_parser *p, const char *s,
+                                                     size_t n) {
+  while (n) {
+    const char *nl = memchr(s, '\n', n);
+    size_t k = nl ? (size_t) (nl - s) : n;
+    if (nl && !p->has_data) { /* a whole line here */
+      if (k <= CG_USAGE_EVENT_MAX) {
+        cg__sse_event(p, s, k, 0);
+      } else {
+        p->skipped = 1;
+        p->acc.stale = 1;
+      }
+    } else {
+      p->has_data = 1;
+      cg__sse_data(p, s, k);
+      if (nl)
+        cg__sse_dispatch(p);
+    }
+    if (!nl)
+      return;
+    s = nl + 1;
+    n -= k + 1;
+  }
+}
+
 __attribute__((aligned(64))) void cg_usage_feed(struct cg_usage_parser *p, const char *buf,
                                                 size_t len) {
   if (!p || !buf)
     return;
+  if (CG_RARE(p->mode == CG__MODE_LINES)) {
+    cg__lines_feed(p, buf, len);
+    return;
+  }
   if (p->mode == CG__MODE_START) {
     /* A leading UTF-8 byte order mark is not part of the body (SSE: WHATWG HTML 9.2.6),
      * even when it arrives split across writes. */
@@ -2153,10 +2190,13 @@ __attribute__((aligned(64))) void cg_usage_finish(struct cg_usage_parser *p,
       cg__sse_eol(p); /* the last line had no newline */
     cg__sse_dispatch(p); /* the last event had no blank line */
     cg__release(p);
+  } else if (CG_RARE(p->mode == CG__MODE_LINES)) {
+    cg__sse_dispatch(p); /* the last line had no newline */
+    cg__release(p);
   }
   a = &p->acc;
 
-  if (CG_RARE(p->mode == CG__MODE_SSE && a->stale)) {
+  if (CG_RARE(p->mode >= CG__MODE_SSE && a->stale)) {
     /* An event over the bound came after the last usage report and may have carried a
      * newer one: every number stays unknown rather than an older, smaller count. */
     out->input = out->cached_input = out->cache_write = out->output = out->reasoning =
@@ -2185,5 +2225,5 @@ __attribute__((aligned(64))) void cg_usage_finish(struct cg_usage_parser *p,
   memcpy(out->model, a->model, sizeof(out->model));
   out->error_event = a->error_event;
   /* A stream whose oversized events all came before a later usage report lost nothing. */
-  out->skipped = p->mode == CG__MODE_SSE ? 0 : p->skipped;
+  out->skipped = p->mode >= CG__MODE_SSE ? 0 : p->skipped;
 }

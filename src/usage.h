@@ -80,6 +80,11 @@ struct cg_usage_parser *cg_usage_new(void);
 /* Response body bytes as they arrive (any split, down to one byte at a time; `buf` need
  * not be NUL-terminated).  NULL `p` or `buf`: nothing. */
 void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len);
+/* Before the first byte of an `application/x-ndjson` body: each line is one document,
+ * read as an SSE event's data is (bounded alike; the last report wins), where a JSON
+ * body is one document, whatever follows it ignored as cJSON ignores it.  Nothing once
+ * bytes were fed, or for NULL `p`. */
+void cg_usage_lines(struct cg_usage_parser *p);
 /* After the last byte: fills `out` (an unterminated last event still counts; a JSON body
  * counts only when it parsed whole).  Call once.  NULL `p`: every field unknown. */
 void cg_usage_finish(struct cg_usage_parser *p, struct cg_usage *out);

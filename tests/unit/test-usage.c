@@ -1378,3 +1378,95 @@ Test(usage, sse_prefix_cache_boundaries) {
     }
   }
 }
+
+/* application/x-ndjson (cg_usage_lines): each line one document, the last report wins, at
+ * every cut into two buffers and a byte at a time.  A JSON parser reads only the first
+ * line of the same body (cJSON: what follows a document is ignored), so the lines mode
+ * must be asked for; once bytes were fed it is not taken. */
+static void lines_run(const char *body, size_t len, size_t cut, size_t piece, int lines,
+                      struct cg_usage *u) {
+  struct cg_usage_parser *p = cg_usage_new();
+  size_t off = 0;
+  cr_assert_not_null(p);
+  if (lines)
+    cg_usage_lines(p);
+  if (cut <= len) {
+    cg_usage_feed(p, body, cut);
+    cg_usage_feed(p, body + cut, len - cut);
+  } else {
+    while (off < len) {
+      size_t n = len - off < piece ? len - off : piece;
+      cg_usage_feed(p, body + off, n);
+      off += n;
+    }
+  }
+  cg_usage_finish(p, u);
+  cg_usage_free(p);
+}
+
+Test(usage, ndjson_lines_last_report_wins) {
+  static const struct {
+    const char *body;
+    int64_t in, out, total;
+    const char *model;
+  } nd[] = {
+    {"{\"model\":\"gemini-2.5-flash\",\"usageMetadata\":{\"promptTokenCount\":7,"
+     "\"candidatesTokenCount\":1,\"totalTokenCount\":8}}\n"
+     "{\"model\":\"gemini-2.5-flash\",\"usageMetadata\":{\"promptTokenCount\":7,"
+     "\"candidatesTokenCount\":50,\"totalTokenCount\":57}}\n", 7, 50, 57, "gemini-2.5-flash"},
+    /* CRLF, blank lines, the usage on the last line only, which has no newline */
+    {"{\"model\":\"gpt-4o-mini\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],"
+     "\"usage\":null}\r\n\r\n"
+     "{\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":308,"
+     "\"completion_tokens\":68,\"total_tokens\":376}}", 308, 68, 376, "gpt-4o-mini"},
+    /* a line that does not parse says nothing; the others count */
+    {"{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n"
+     "{\"usage\":{\"prompt_tokens\":9,\n", 1, 2, 3, ""},
+  };
+  size_t i, cut;
+  for (i = 0; i < sizeof(nd) / sizeof(nd[0]); i++) {
+    size_t len = strlen(nd[i].body);
+    for (cut = 0; cut <= len + 1; cut++) { /* len + 1: a byte at a time */
+      struct cg_usage u;
+      lines_run(nd[i].body, len, cut, 1, 1, &u);
+      cr_assert_eq(u.input, nd[i].in, "case %zu cut %zu: input %lld", i, cut,
+                   (long long) u.input);
+      cr_assert_eq(u.output, nd[i].out, "case %zu cut %zu", i, cut);
+      cr_assert_eq(u.total, nd[i].total, "case %zu cut %zu", i, cut);
+      cr_assert_str_eq(u.model, nd[i].model, "case %zu cut %zu", i, cut);
+      cr_assert_eq(u.skipped, 0);
+    }
+  }
+  { /* the same first body read as one JSON document: its first line only */
+    struct cg_usage u;
+    lines_run(nd[0].body, strlen(nd[0].body), 0, 1, 0, &u);
+    cr_assert_eq(u.total, 8);
+  }
+}
+
+Test(usage, ndjson_line_over_the_bound) {
+  /* A line over CG_USAGE_EVENT_MAX is dropped: after the last report, every number is
+   * unknown (it may have carried a newer one); before a later report, that one counts. */
+  static const char first[] = "{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,"
+                              "\"total_tokens\":3}}\n";
+  size_t big = CG_USAGE_EVENT_MAX + 10, n = strlen(first), k;
+  char *body = malloc(n + big + 2 + n);
+  struct cg_usage u;
+  cr_assert_not_null(body);
+  memcpy(body, first, n);
+  memcpy(body + n, "{\"x\":\"", 6);
+  memset(body + n + 6, 'a', big - 8);
+  memcpy(body + n + big - 2, "\"}\n", 3);
+  k = n + big + 1;
+  for (size_t piece = 4096; piece <= k; piece = piece == 4096 ? k : k + 1) {
+    lines_run(body, k, (size_t) -1, piece, 1, &u);
+    cr_assert_eq(u.total, -1, "piece %zu: %lld", piece, (long long) u.total);
+    cr_assert_eq(u.skipped, 1);
+  }
+  memcpy(body + k, first, n); /* a report after it */
+  lines_run(body, k + n, (size_t) -1, 4096, 1, &u);
+  cr_assert_eq(u.total, 3);
+  lines_run(body, k + n, (size_t) -1, k + n, 1, &u);
+  cr_assert_eq(u.total, 3);
+  free(body);
+}
