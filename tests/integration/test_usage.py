@@ -16,7 +16,7 @@ except ImportError:          # discovered with tests/integration as the top-leve
 CHAT = "/v1/chat/completions"
 
 
-def piecewise_server(pieces, gap_s=0.1, status=b"200 OK"):
+def piecewise_server(pieces, gap_s=0.1, status=b"200 OK", ctype=b"application/json"):
     """A one-connection HTTP/1.1 server on 127.0.0.1 that answers the first request with
     `pieces` of a JSON body, each written on its own `gap_s` apart (so libcurl hands
     each to the write callback by itself), then closes.  Returns (port, thread)."""
@@ -44,7 +44,7 @@ def piecewise_server(pieces, gap_s=0.1, status=b"200 OK"):
             while len(rest) < n:
                 rest += c.recv(65536)
             body = b"".join(pieces)
-            c.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+            c.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\n"
                       b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
             for p in pieces:
                 time.sleep(gap_s)
@@ -357,6 +357,23 @@ class PausedHostTest(harness.GuardTestCase):
                           status=b"307 Temporary Redirect\r\nLocation: /elsewhere")
         self.assertEqual((rec["status"], rec["outcome"], rec["possibly_billed"]),
                          (307, "ok", False), rec)
+
+    def test_ndjson_is_read_a_line_at_a_time(self):
+        """application/x-ndjson: a document a line, the last report wins (it was read as
+        one JSON document: the first line's 7/1/8 where the last said 7/50/57)."""
+        pieces = [b'{"model":"gemini-2.5-flash","usageMetadata":{"promptTokenCount":7,',
+                  b'"candidatesTokenCount":1,"totalTokenCount":8}}\n{"model":"gemini-2.5-fl',
+                  b'ash","usageMetadata":{"promptTokenCount":7,"candidatesTokenCount":50,'
+                  b'"totalTokenCount":57}}\n']
+        port, t = piecewise_server(pieces, ctype=b"application/x-ndjson")
+        p = harness.run([harness.CURL, "-sS", "-d", '{"model":"gemini-2.5-flash"}',
+                         f"http://127.0.0.1:{port}/v1/stream"], self.guard_env(), timeout=30)
+        t.join(10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"".join(pieces))
+        (rec,) = self.records()
+        self.assertEqual((rec["prompt_tokens"], rec["completion_tokens"], rec["total_tokens"],
+                          rec["model"]), (7, 50, 57, "gemini-2.5-flash"), rec)
 
 
 class HeaderInBodyTest(harness.GuardTestCase):
