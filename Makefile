@@ -126,7 +126,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 # Everything but the shims: linked into the unit tests.
 # ... and without loader.c too: its dlopen/dlsym would interpose the test programs' own.
 CORE_OBJS := $(filter-out $(BUILD)/obj/shim.o $(BUILD)/obj/shim-multi.o $(BUILD)/obj/loader.o,$(LIB_OBJS))
-LIB_LDLIBS := -ldl -lpthread -lcjson -lm
+LIB_LDLIBS := -ldl -lpthread -lcjson -lm -lz
 LIB_LDLIBS += -Wl,--exclude-libs,libhiredis.a $(HIREDIS_A)
 
 # `curlguard report` without its command line: also linked into tests/unit/test-report.c.

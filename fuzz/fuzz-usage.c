@@ -4,22 +4,25 @@
  * into chunks, as a network would deliver it.  Invariants: counts are -1 (unknown) or
  * >= 0; the model is a NUL-terminated string; and the result does not depend on the
  * chunking (the same body fed whole, in uneven chunks and one byte at a time gives the
- * same usage) nor on a parser's earlier use (cg_usage_reset).  Each input is read twice:
- * as a body whose type the parser tells by its first byte, and as application/x-ndjson
- * (cg_usage_lines: a document a line).  fuzz-usage-diff.c compares the results with the
- * parser it replaced. */
+ * same usage) nor on a parser's earlier use (cg_usage_reset).  Each input is read four
+ * times: as a body whose type the parser tells by its first byte, as application/x-ndjson
+ * (cg_usage_lines: a document a line), and as a deflate and a gzip body compressed past
+ * libcurl (cg_usage_encoding: the inflater, with its restart as raw deflate, before the
+ * reader).  fuzz-usage-diff.c compares the results with the parser it replaced. */
 #include "fuzz.h"
 #include "usage.h"
 
-static int lines; /* this round reads the input as x-ndjson */
+static int round_; /* 0 as it is, 1 x-ndjson, 2 deflate, 3 gzip */
 
 /* A new parser, in this round's mode. */
 static struct cg_usage_parser *parser(void) {
   struct cg_usage_parser *p = cg_usage_new();
   if (!p)
     abort();
-  if (lines)
+  if (round_ == 1)
     cg_usage_lines(p);
+  if (round_ >= 2)
+    cg_usage_encoding(p, round_ == 2 ? CG_USAGE_DEFLATE : CG_USAGE_GZIP);
   return p;
 }
 
@@ -88,8 +91,10 @@ static void one(const uint8_t *data, size_t size) {
     if (data[0] & 0x40)
       cg_usage_finish(p, &again);
     cg_usage_reset(p);
-    if (lines)
+    if (round_ == 1)
       cg_usage_lines(p);
+    if (round_ >= 2)
+      cg_usage_encoding(p, round_ == 2 ? CG_USAGE_DEFLATE : CG_USAGE_GZIP);
     cg_usage_feed(p, (const char *) data + 1, size - 1);
     cg_usage_finish(p, &again);
     cg_usage_free(p);
@@ -100,7 +105,7 @@ static void one(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
-  for (lines = 0; lines < 2; lines++)
+  for (round_ = 0; round_ < 4; round_++)
     one(data, size);
   return 0;
 }

@@ -212,6 +212,7 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
   X("date", date)                                                                          \
   X("content-type", content_type)                                                          \
   X("content-length", content_length)                                                      \
+  X("content-encoding", content_encoding)                                                  \
   X("www-authenticate", auth_challenge)                                                    \
   X("proxy-authenticate", proxy_challenge)                                                 \
   X("x-ratelimit-limit-requests", rl_limit_req)                                            \
@@ -526,6 +527,8 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
     a->usage_ct = cg__usage_body(&a->hints); /* once a response, not per chunk */
     if (CG_RARE(a->usage_ct == 2))
       cg_usage_lines(a->usage); /* x-ndjson: a document a line */
+    if (CG_RARE(a->hints.content_encoding[0]))
+      cg_usage_encoding(a->usage, cg_attempt_body_coding(a)); /* compressed past libcurl */
   }
   if (a->usage && fed < n && a->usage_ct)
     cg_usage_feed(a->usage, p + fed, n - fed);

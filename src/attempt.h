@@ -63,6 +63,7 @@ struct cg_hints {
   char date[64];
   char content_type[64];
   char content_length[24];
+  char content_encoding[24];
   int has_location;
   /* WWW-Authenticate, Proxy-Authenticate: non-empty when the response carries one (the
    * value's first byte only). */
@@ -158,6 +159,25 @@ struct cg_attempt {
    * NULL to leave the host's. */
   struct curl_slist *headers;
 };
+/* How the body the attempt reads for usage came when compressed past libcurl (a
+ * Content-Encoding other than identity, and the handle without CURLOPT_ACCEPT_ENCODING
+ * or with CURLOPT_HTTP_CONTENT_DECODING 0, so libcurl handed the encoded bytes on: a host
+ * that sends its own Accept-Encoding and decodes them itself): CG_USAGE_GZIP or
+ * CG_USAGE_DEFLATE, which the usage reader inflates (cg_usage_encoding); CG_ATTEMPT_CODED
+ * for any other coding (br, zstd, several), which it cannot read (the record says so:
+ * guard.c, reason usage_encoded); 0 when the body is not compressed or libcurl decodes
+ * it (lib/http.c builds its decoders only with CURLOPT_ACCEPT_ENCODING set). */
+#define CG_ATTEMPT_CODED 3
+static inline int cg_attempt_body_coding(const struct cg_attempt *a) {
+  const char *ce = a->hints.content_encoding;
+  if (a->usage_ct <= 0 || !ce[0] || strcasecmp(ce, "identity") == 0 ||
+      (a->h->accept_encoding && a->h->content_decoding))
+    return 0;
+  if (strcasecmp(ce, "gzip") == 0 || strcasecmp(ce, "x-gzip") == 0)
+    return CG_USAGE_GZIP;
+  return strcasecmp(ce, "deflate") == 0 ? CG_USAGE_DEFLATE : CG_ATTEMPT_CODED;
+}
+
 /* Bytes of answers the attempt received so far, headers and body: all but the interim
  * responses' (a 100 Continue), which end neither the wait for the first byte nor count
  * as activity. */

@@ -1427,6 +1427,10 @@ deliver:
   /* The body (or one event) was over the parser's bounds: tokens are null, and say why. */
   if (a->usage && CG_RARE(call->usage.skipped) && v.outcome == CG_OUT_OK)
     rec.reason = "usage_too_large";
+  /* ... or came compressed past libcurl in a coding the reader cannot inflate. */
+  else if (CG_RARE(a->usage && a->hints.content_encoding[0]) && v.outcome == CG_OUT_OK &&
+           rec.total_tokens < 0 && cg_attempt_body_coding(a) == CG_ATTEMPT_CODED)
+    rec.reason = "usage_encoded";
   cg__emit(call, &rec);
   cg__host_errbuf(h, a->errbuf);
   cg__attempt_done(call, a);

@@ -165,6 +165,7 @@ static void cg__defaults(struct cg_handle *h) {
   h->write_data = stdout;
   h->read_data = stdin;
   h->noprogress = 1;
+  h->content_decoding = 1;
 }
 
 /* Free the strings the shadow owns, but its URL buffer (kept by a reset and a spare). */
@@ -480,7 +481,8 @@ int cg_handle_overridden(const struct cg_handle *h, long opt) {
   X(CURLOPT_XFERINFODATA, progress_data) /* == CURLOPT_PROGRESSDATA */                     \
   X(CURLOPT_ERRORBUFFER, errorbuffer) X(CURLOPT_TIMEOUT_MS, timeout_ms)                    \
   X(CURLOPT_CONNECTTIMEOUT_MS, connecttimeout_ms) X(CURLOPT_VERBOSE, verbose)           \
-  X(CURLOPT_HEADER, include_header)
+  X(CURLOPT_HEADER, include_header) X(CURLOPT_ACCEPT_ENCODING, accept_encoding)            \
+  X(CURLOPT_HTTP_CONTENT_DECODING, content_decoding)
 
 /* The options cg_handle_record_switch has a case for, with the case's name (CG__K_...).
  * The cases host tools set on every transfer come first (curl's: NOPROGRESS, URL,

@@ -100,6 +100,9 @@ struct cg_handle {
   long protocols;            /* CURLOPT_PROTOCOLS */
   char *protocols_str;       /* copy of CURLOPT_PROTOCOLS_STR */
   long verbose;              /* CURLOPT_VERBOSE */
+  void *accept_encoding;     /* CURLOPT_ACCEPT_ENCODING as the host gave it, never read
+                              * through: NULL, libcurl decodes no Content-Encoding */
+  long content_decoding;     /* CURLOPT_HTTP_CONTENT_DECODING, default 1 */
   long include_header;       /* CURLOPT_HEADER: libcurl hands the header lines to the write
                               * function too, before the body (lib/http.c: the header's
                               * CLIENTWRITE_BODY bit), each whole, before the header

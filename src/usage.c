@@ -15,6 +15,7 @@
 #include "hot.h"
 
 #include <locale.h>
+#include <zlib.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1207,8 +1208,23 @@ struct cg__mm {
   char buf[CG__MM_KEEP];
 };
 
+/* An encoded body's inflater (cg_usage_encoding), made at its first byte. */
+struct cg__z {
+  z_stream zs;
+  unsigned char head[2];  /* the body's first bytes: zlib's header, which zlib reads before
+                           * anything else (a restart as raw deflate begins with them) */
+  size_t head_n;
+  uint64_t fed;           /* bytes given to the inflater before this chunk */
+  int raw_tried; /* deflate: restarted as raw deflate (its first bytes were not zlib's) */
+  int done;      /* the stream ended, failed, or passed CG_USAGE_INFLATED_MAX */
+  uint64_t out;  /* bytes inflated */
+};
+
 struct cg_usage_parser {
   int mode;
+  int coding;         /* CG_USAGE_GZIP, CG_USAGE_DEFLATE, 0, or -1: no inflater (out of
+                       * memory), nothing read */
+  struct cg__z *z;    /* its inflater, NULL until the first byte (or out of memory) */
   struct cg__acc acc;  /* what the documents read so far say (JSON: the body, as read) */
   int bom;             /* bytes of a leading UTF-8 byte order mark consumed (3: done) */
   int skipped;
@@ -1264,9 +1280,19 @@ struct cg_usage_parser *cg_usage_new(void) {
   return p;
 }
 
+/* The inflater's end (cg_usage_encoding). */
+static void cg__z_free(struct cg_usage_parser *p) {
+  if (CG_RARE(p->z != NULL)) {
+    inflateEnd(&p->z->zs);
+    free(p->z);
+    p->z = NULL;
+  }
+}
+
 void cg_usage_reset(struct cg_usage_parser *p) {
   char *buf = p->buf;
   size_t cap = p->cap;
+  cg__z_free(p);
   if (cap > (size_t) 64 * 1024) { /* a large event's buffer is not kept */
     free(buf);
     buf = NULL;
@@ -1279,6 +1305,7 @@ void cg_usage_reset(struct cg_usage_parser *p) {
 void cg_usage_free(struct cg_usage_parser *p) {
   if (!p)
     return;
+  cg__z_free(p);
   free(p->buf);
   cg__js_num_release(&p->js);
   free(p);
@@ -2127,10 +2154,113 @@ static __attribute__((noinline)) void cg__lines_feed(struct cg_usage_parser *p, 
   }
 }
 
+void cg_usage_encoding(struct cg_usage_parser *p, int coding) {
+  if (p && p->mode == CG__MODE_START && !p->bom && !p->z &&
+      (coding == CG_USAGE_GZIP || coding == CG_USAGE_DEFLATE))
+    p->coding = coding;
+}
+
+static void cg__feed(struct cg_usage_parser *p, const char *buf, size_t len);
+
+/* An encoded body's bytes (cg_usage_encoding): inflated 4 KiB at a time (a host's thread
+ * may have a small stack) and read as they come out. */
+static __attribute__((noinline)) void cg__z_feed(struct cg_usage_parser *p, const char *buf,
+                                                 size_t len) {
+  unsigned char out[4096];
+  struct cg__z *z = p->z;
+  const char *tail = NULL; /* a restart's input after the header bytes: the rest */
+  size_t tail_n = 0;
+  int r;
+
+  if (!z) {
+    if (p->coding < 0) /* out of memory at the first byte: nothing is read */
+      return;
+    z = p->z = calloc(1, sizeof(*z));
+    /* 15 + 32: a gzip or a zlib header, told apart by zlib (gzip's "x-gzip" too) */
+    if (!z || inflateInit2(&z->zs, p->coding == CG_USAGE_GZIP ? 15 + 32 : 15) != Z_OK) {
+      free(z);
+      p->z = NULL;
+      p->coding = -1;
+      return;
+    }
+  }
+  if (z->head_n < sizeof(z->head)) { /* kept for a restart as raw deflate */
+    size_t k = len < sizeof(z->head) - z->head_n ? len : sizeof(z->head) - z->head_n;
+    memcpy(z->head + z->head_n, buf, k);
+    z->head_n += k;
+  }
+  z->zs.next_in = (unsigned char *) (uintptr_t) buf;
+  z->zs.avail_in = (uInt) len; /* a write callback's chunk: far below 4 GiB */
+  while (!z->done) {
+    size_t got;
+    z->zs.next_out = out;
+    z->zs.avail_out = sizeof(out);
+    r = inflate(&z->zs, Z_NO_FLUSH);
+    got = sizeof(out) - z->zs.avail_out;
+    if (r == Z_DATA_ERROR && p->coding == CG_USAGE_DEFLATE && !z->raw_tried && !got &&
+        z->zs.total_in <= sizeof(z->head) && z->fed <= z->head_n) {
+      /* Its first 2 bytes are no zlib header: "deflate" sent as raw deflate, which
+       * libcurl also reads (lib/content_encoding.c).  Again as that, from the body's
+       * start: the header bytes kept (every byte fed before this chunk among them), then
+       * the rest of this chunk.  Only here, where zlib tells it at the same byte however
+       * the body was cut. */
+      size_t in_head = z->head_n - (size_t) z->fed; /* this chunk's bytes in head */
+      z->raw_tried = 1;
+      if (inflateReset2(&z->zs, -15) != Z_OK) {
+        z->done = 1;
+        break;
+      }
+      z->zs.next_in = z->head;
+      z->zs.avail_in = (uInt) z->head_n;
+      tail = buf + in_head;
+      tail_n = len - in_head;
+      continue;
+    }
+    if (got) {
+      if (got > CG_USAGE_INFLATED_MAX - z->out) {
+        z->done = 1; /* a body that inflates past the bound: the rest is not read */
+        p->skipped = 1;
+        p->acc.stale = 1;
+        p->drop = 1;
+        break;
+      }
+      z->out += got;
+      cg__feed(p, (const char *) out, got);
+      if (p->mode == CG__MODE_JSON && p->drop) {
+        z->done = 1; /* a JSON body over its bound: no more of it is read anyway */
+        break;
+      }
+    }
+    if (r == Z_STREAM_END || (r != Z_OK && r != Z_BUF_ERROR)) {
+      z->done = 1; /* its end (what follows is not read), or bytes zlib cannot read */
+      break;
+    }
+    if (tail && z->zs.avail_in == 0) { /* the header bytes are in: now the rest */
+      z->zs.next_in = (unsigned char *) (uintptr_t) tail;
+      z->zs.avail_in = (uInt) tail_n;
+      tail = NULL;
+      continue;
+    }
+    if (!tail &&
+        ((z->zs.avail_in == 0 && z->zs.avail_out != 0) || (r == Z_BUF_ERROR && !got)))
+      break; /* all of this chunk in, all it gave out (or no progress): the next chunk */
+  }
+  z->fed += len;
+}
+
 __attribute__((aligned(64))) void cg_usage_feed(struct cg_usage_parser *p, const char *buf,
                                                 size_t len) {
   if (!p || !buf)
     return;
+  if (CG_RARE(p->coding != 0)) {
+    cg__z_feed(p, buf, len);
+    return;
+  }
+  cg__feed(p, buf, len);
+}
+
+/* cg_usage_feed of the body as it is (decoded, when it came encoded). */
+static void cg__feed(struct cg_usage_parser *p, const char *buf, size_t len) {
   if (CG_RARE(p->mode == CG__MODE_LINES)) {
     cg__lines_feed(p, buf, len);
     return;

@@ -80,6 +80,18 @@ struct cg_usage_parser *cg_usage_new(void);
 /* Response body bytes as they arrive (any split, down to one byte at a time; `buf` need
  * not be NUL-terminated).  NULL `p` or `buf`: nothing. */
 void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len);
+/* The body's Content-Encoding as libcurl hands it on undecoded (the host sent its own
+ * Accept-Encoding, or set CURLOPT_HTTP_CONTENT_DECODING 0): CG_USAGE_GZIP (gzip, x-gzip)
+ * or CG_USAGE_DEFLATE (deflate: zlib's format, or raw deflate as some servers send it,
+ * as libcurl's lib/content_encoding.c reads both).  Called before the first byte; the
+ * bytes fed are then inflated (zlib) before they are read, at most CG_USAGE_INFLATED_MAX
+ * of them (past it, or on a stream zlib cannot read, the rest is not read: the numbers
+ * stay what was read, `skipped` set past the bound).  Out of memory: nothing is read.
+ * Nothing once bytes were fed, or for NULL `p`. */
+#define CG_USAGE_GZIP 1
+#define CG_USAGE_DEFLATE 2
+#define CG_USAGE_INFLATED_MAX ((uint64_t) 64 << 20) /* a 100k-token SSE answer: ~25 MiB */
+void cg_usage_encoding(struct cg_usage_parser *p, int coding);
 /* Before the first byte of an `application/x-ndjson` body: each line is one document,
  * read as an SSE event's data is (bounded alike; the last report wins), where a JSON
  * body is one document, whatever follows it ignored as cJSON ignores it.  Nothing once

@@ -16,7 +16,8 @@ except ImportError:          # discovered with tests/integration as the top-leve
 CHAT = "/v1/chat/completions"
 
 
-def piecewise_server(pieces, gap_s=0.1, status=b"200 OK", ctype=b"application/json"):
+def piecewise_server(pieces, gap_s=0.1, status=b"200 OK", ctype=b"application/json",
+                     extra=b""):
     """A one-connection HTTP/1.1 server on 127.0.0.1 that answers the first request with
     `pieces` of a JSON body, each written on its own `gap_s` apart (so libcurl hands
     each to the write callback by itself), then closes.  Returns (port, thread)."""
@@ -44,7 +45,7 @@ def piecewise_server(pieces, gap_s=0.1, status=b"200 OK", ctype=b"application/js
             while len(rest) < n:
                 rest += c.recv(65536)
             body = b"".join(pieces)
-            c.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\n"
+            c.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\n" + extra +
                       b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
             for p in pieces:
                 time.sleep(gap_s)
@@ -374,6 +375,40 @@ class PausedHostTest(harness.GuardTestCase):
         (rec,) = self.records()
         self.assertEqual((rec["prompt_tokens"], rec["completion_tokens"], rec["total_tokens"],
                           rec["model"]), (7, 50, 57, "gemini-2.5-flash"), rec)
+
+    def test_a_body_compressed_past_libcurl_is_inflated(self):
+        """A host that asks for gzip itself (-H 'Accept-Encoding: gzip', no --compressed:
+        libcurl hands the compressed bytes on) got null usage for every answer (a
+        helper's repro).  gzip and deflate (zlib's format, or raw) are inflated for the
+        reader; a coding it cannot read (br) says so in the record's reason."""
+        import zlib
+        body = (b'{"model":"gpt-4o-mini","choices":[{"message":{"content":"hi"}}],'
+                b'"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}')
+        gz = zlib.compressobj(9, zlib.DEFLATED, 31)
+        raw = zlib.compressobj(9, zlib.DEFLATED, -15)
+        forms = [("gzip", gz.compress(body) + gz.flush()), ("deflate", zlib.compress(body)),
+                 ("deflate", raw.compress(body) + raw.flush()), ("br", b"\x0b\x02\x80")]
+        for coding, data in forms:
+            with self.subTest(coding=coding, size=len(data)):
+                self.log.unlink(missing_ok=True)
+                pieces = [data[:5], data[5:]]
+                port, t = piecewise_server(pieces, gap_s=0.05,
+                                           extra=b"Content-Encoding: " + coding.encode() + b"\r\n")
+                p = harness.run([harness.CURL, "-sS", "-H", f"Accept-Encoding: {coding}", "-d",
+                                 '{"model":"gpt-4o-mini"}', f"http://127.0.0.1:{port}{CHAT}"],
+                                self.guard_env(), timeout=30)
+                t.join(10)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stdout, data)          # the host got the bytes as sent
+                (rec,) = self.records()
+                if coding == "br":
+                    self.assertEqual((rec["total_tokens"], rec["reason"]),
+                                     (None, "usage_encoded"), rec)
+                else:
+                    self.assertEqual((rec["prompt_tokens"], rec["completion_tokens"],
+                                      rec["total_tokens"], rec["reason"]),
+                                     (11, 7, 18, "ok"), rec)
+                    self.assertIsNotNone(rec["cost_usd"], rec)
 
 
 class HeaderInBodyTest(harness.GuardTestCase):

@@ -1150,8 +1150,8 @@ Test(handle, untracked_options_change_nothing) {
       cr_assert(memcmp(&before, h, sizeof(before)) == 0, "untracked option %ld changed the shadow",
                 opt);
     }
-  cr_assert_eq(tracked, 47, "%ld options tracked", tracked);
-  cr_assert_eq(stored, 26, "%ld options stored as they are", stored);
+  cr_assert_eq(tracked, 49, "%ld options tracked", tracked);
+  cr_assert_eq(stored, 28, "%ld options stored as they are", stored);
   cr_assert_eq(cg_handle_keeps(CURLOPT_HTTPAUTH),
                offsetof(struct cg_handle, httpauth) / sizeof(void *));
   cr_assert(cg_handle_keeps(CURLOPT_URL) >= CG_KEEP_SWITCH);

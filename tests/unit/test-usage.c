@@ -1470,3 +1470,129 @@ Test(usage, ndjson_line_over_the_bound) {
   cr_assert_eq(u.total, 3);
   free(body);
 }
+
+/* A body compressed past libcurl (cg_usage_encoding): gzip, zlib-wrapped and raw deflate
+ * ("deflate" as some servers send it), JSON and SSE, cut at every byte offset and fed a
+ * byte at a time, read as the plain body is. */
+#include <zlib.h>
+
+static size_t squeeze(const char *in, size_t n, unsigned char *out, size_t cap, int bits) {
+  z_stream zs;
+  size_t got;
+  memset(&zs, 0, sizeof(zs));
+  cr_assert_eq(deflateInit2(&zs, 9, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  zs.next_in = (unsigned char *) (uintptr_t) in;
+  zs.avail_in = (uInt) n;
+  zs.next_out = out;
+  zs.avail_out = (uInt) cap;
+  cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  got = cap - zs.avail_out;
+  deflateEnd(&zs);
+  return got;
+}
+
+static void coded_run(const unsigned char *body, size_t len, size_t cut, int coding,
+                      struct cg_usage *u) {
+  struct cg_usage_parser *p = cg_usage_new();
+  cr_assert_not_null(p);
+  cg_usage_encoding(p, coding);
+  if (cut <= len) {
+    cg_usage_feed(p, (const char *) body, cut);
+    cg_usage_feed(p, (const char *) body + cut, len - cut);
+  } else {
+    for (size_t i = 0; i < len; i++)
+      cg_usage_feed(p, (const char *) body + i, 1);
+  }
+  cg_usage_finish(p, u);
+  cg_usage_free(p);
+}
+
+Test(usage, compressed_bodies_are_inflated) {
+  static const char *plain[] = {
+    "{\"model\":\"gpt-4o-mini\",\"choices\":[{\"message\":{\"content\":\"hi\"}}],"
+    "\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}}",
+    "data: {\"model\":\"gpt-4o-mini\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+    "data: {\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":308,"
+    "\"completion_tokens\":68,\"total_tokens\":376}}\n\ndata: [DONE]\n\n"};
+  static const struct {
+    int bits, coding;
+  } forms[] = {{15 + 16, CG_USAGE_GZIP}, {15, CG_USAGE_GZIP}, {15, CG_USAGE_DEFLATE},
+               {-15, CG_USAGE_DEFLATE}};
+  unsigned char z[1024];
+  for (size_t b = 0; b < 2; b++)
+    for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+      size_t n = squeeze(plain[b], strlen(plain[b]), z, sizeof(z), forms[f].bits);
+      struct cg_usage want;
+      run(plain[b], strlen(plain[b]), strlen(plain[b]), &want);
+      cr_assert_geq(want.total, 18);
+      for (size_t cut = 0; cut <= n + 1; cut++) { /* n + 1: a byte at a time */
+        struct cg_usage u;
+        coded_run(z, n, cut, forms[f].coding, &u);
+        cr_assert_eq(u.input, want.input, "body %zu form %zu cut %zu: %lld", b, f, cut,
+                     (long long) u.input);
+        cr_assert_eq(u.output, want.output, "body %zu form %zu cut %zu", b, f, cut);
+        cr_assert_eq(u.total, want.total, "body %zu form %zu cut %zu", b, f, cut);
+        cr_assert_str_eq(u.model, want.model);
+        cr_assert_eq(u.skipped, 0);
+      }
+    }
+}
+
+Test(usage, compressed_bodies_that_do_not_inflate) {
+  static const char body[] = "{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,"
+                             "\"total_tokens\":3}}";
+  unsigned char z[256];
+  size_t n = squeeze(body, strlen(body), z, sizeof(z), 15 + 16);
+  struct cg_usage u;
+  /* corrupt in the middle of the stream: what cannot be read counts for nothing */
+  z[n / 2] ^= 0x55;
+  coded_run(z, n, n, CG_USAGE_GZIP, &u);
+  cr_assert_eq(u.total, -1);
+  /* plain text announced as gzip: not read */
+  coded_run((const unsigned char *) body, strlen(body), 7, CG_USAGE_GZIP, &u);
+  cr_assert_eq(u.total, -1);
+  /* an unknown coding number is ignored: the body is read as it is */
+  coded_run((const unsigned char *) body, strlen(body), 7, 9, &u);
+  cr_assert_eq(u.total, 3);
+  /* asked once bytes were fed: too late, the body is read as it is */
+  {
+    struct cg_usage_parser *p = cg_usage_new();
+    cg_usage_feed(p, body, 3);
+    cg_usage_encoding(p, CG_USAGE_GZIP);
+    cg_usage_feed(p, body + 3, strlen(body) - 3);
+    cg_usage_finish(p, &u);
+    cg_usage_free(p);
+    cr_assert_eq(u.total, 3);
+  }
+}
+
+Test(usage, compressed_body_inflating_past_the_bound, .timeout = 60) {
+  /* Bodies that inflate far beyond what they were (a zip bomb).  JSON: over
+   * CG_USAGE_BODY_MAX it is skipped, as a plain one is, and no more is inflated.  SSE:
+   * read up to CG_USAGE_INFLATED_MAX, then nothing more, and a report before the bound
+   * is not trusted (a later one may have been cut off). */
+  size_t big = (size_t) CG_USAGE_INFLATED_MAX + (1 << 20), cap = big / 500, n;
+  char *plain = malloc(big);
+  unsigned char *z = malloc(cap);
+  static const char ev[] = "data: {\"usage\":{\"total_tokens\":3}}\n\n";
+  struct cg_usage u;
+  cr_assert(plain && z);
+  memset(plain, ' ', big);
+  memcpy(plain, "{\"usage\":{\"total_tokens\":3}}", 28);
+  n = squeeze(plain, big, z, cap, 15 + 16);
+  coded_run(z, n, n / 3, CG_USAGE_GZIP, &u);
+  cr_assert_eq(u.total, -1);
+  cr_assert_eq(u.skipped, 1);
+  memset(plain, '\n', big); /* blank lines, as many as it takes */
+  memcpy(plain, ev, sizeof(ev) - 1);
+  n = squeeze(plain, big, z, cap, 15 + 16);
+  coded_run(z, n, n / 3, CG_USAGE_GZIP, &u);
+  cr_assert_eq(u.total, -1);
+  cr_assert_eq(u.skipped, 1);
+  n = squeeze(plain, big - (2 << 20), z, cap, 15 + 16); /* under the bound: read */
+  coded_run(z, n, n / 3, CG_USAGE_GZIP, &u);
+  cr_assert_eq(u.total, 3);
+  cr_assert_eq(u.skipped, 0);
+  free(plain);
+  free(z);
+}
