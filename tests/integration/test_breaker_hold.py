@@ -423,7 +423,7 @@ print(json.dumps([res[i] for i in range(3)]))
             self.assertIsNotNone(x["t_end"], got)
             self.assertGreaterEqual(y["t"], x["t_end"] - 0.01, got)   # never two at once
         for p, (o, e) in zip(procs, outs):
-            self.assertIn((p.returncode, o), ((0, b"503"), (7, b"000")), e)
+            self.assertIn((p.returncode, o), ((0, b"503"), (28, b"000")), e)
         self.assertEqual(sum(o == b"503" for o, _ in outs), len(got), outs)
         self.assertEqual(self.stat_breaker()["state"], "open")
 
@@ -531,7 +531,8 @@ print(json.dumps([res[i] for i in range(3)]))
             t0 = time.monotonic()
             p = self.curl(self.url, env, extra=("--max-time", "2"))
             took = time.monotonic() - t0
-            self.assertEqual(p.returncode, 7, p.stderr)
+            # A timeout (open: wait), which curl --retry tries again; 7 ended its loop.
+            self.assertEqual(p.returncode, 28, p.stderr)
             self.assertIn(b"probe in flight", p.stderr)
             self.assertGreater(took, 1.0, "a probe was out: it waited for its answer")
             self.assertLess(took, 2.5, f"held {took:.2f} s past --max-time 2")
@@ -849,6 +850,42 @@ class OutlastCurlRetryTest(HoldTestCase):
                  r["breaker_wait_ms"], r["duration_ms"], r["ts"][-9:]))
         self.assertEqual(got["guard"][0], [b"200"] * n, (got, calls))
         self.assertLessEqual(got["guard"][1], got["curl --retry 2"][1], got)
+
+    def test_curl_retry_on_top_finishes_an_outage_as_plain_curl_retry(self):
+        """helper-59: 8 POSTs, each `curl --retry 3 -m 2`, started 0.1 s apart into 6 s of
+        503s.  Plain curl: 8 of 8 (its retries at 1, 3 and 7 s).  Under the guard every
+        call failed fast once the breaker was open or the retry budget refused curl's
+        repeat, with CURLE_COULDNT_CONNECT, which curl does not retry: 0 of 8.  Those
+        fail-fasts are timeouts now (28), which curl retries after its own backoff, and
+        the repeat asks the breaker and the budget again."""
+        n, secs = 8, 6.0
+        got = {}
+        for name, env in (("plain", harness.plain_env()), ("guard", self.guard_env())):
+            self.mock.set_plan(self.plan, ["503"])
+            self.state.unlink(missing_ok=True)
+            harness.skip_unsanitizable([harness.CURL], env)
+            before = len(self.mock.entries(url=self.url))
+            procs = []
+            t0 = time.monotonic()
+            for i in range(n):
+                time.sleep(max(0.0, t0 + 0.1 * i - time.monotonic()))
+                procs.append(subprocess.Popen(
+                    [harness.CURL, "-sS", "-o", str(self.tmp / f"o{i}"), "-w", "%{http_code}\n",
+                     "--retry", "3", "-m", "2", "-d", "{}", self.url], env=env,
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True))
+            time.sleep(max(0.0, t0 + secs - time.monotonic()))
+            self.heal()
+            outs = [p.communicate(timeout=60) for p in procs]
+            got[name] = ([o.strip() for o, _ in outs], [p.returncode for p in procs],
+                         len(self.mock.entries(url=self.url)) - before, [e for _, e in outs])
+        print(f"\n[outage] {secs} s of 503s, {n} x curl --retry 3 -m 2: guarded "
+              f"{got['guard'][0].count(b'200')} done, {got['guard'][2]} requests; plain "
+              f"{got['plain'][0].count(b'200')} done, {got['plain'][2]} requests", flush=True)
+        self.assertGreaterEqual(got["guard"][0].count(b"200"), got["plain"][0].count(b"200"),
+                                got)
+        self.assertEqual(got["guard"][0], [b"200"] * n, got)
+        self.assertLessEqual(got["guard"][2], got["plain"][2], got)
 
     def held_over(self, extra=()):
         """One POST whose three attempts get 503s; its third failure is the second in a row
