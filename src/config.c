@@ -529,6 +529,7 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
   case CG_T_LONG:
     if (cg__parse_number(s, k->min, k->max, &v) == 0 && v == floor(v)) {
       *(long *) base = (long) v;
+      c->deadline_set |= k->offset == CG_OFF(deadline_ms);
       return 0;
     }
     break;

@@ -123,6 +123,9 @@ struct cg_config {
   long first_byte_timeout_ms;/* request sent -> first byte, default 120000 */
   long read_timeout_ms;      /* longest gap between bytes, default 120000 */
   long deadline_ms;          /* whole call incl. retries, default 600000 */
+  int deadline_set;          /* deadline_ms was configured (environment or file): it cuts
+                              * an attempt under way too; the default only bounds the
+                              * retries and waits (guard.c cg__limits) */
   long max_attempts;         /* upper bound on attempts per call, default 3 */
   long backoff_base_ms;      /* default 1000 */
   long backoff_cap_ms;       /* default 30000 */
@@ -185,6 +188,18 @@ const struct cg_pool_cfg *cg_config_pool(const struct cg_config *c, const char *
 
 /* "wait" 1, "fail" 0 (CURLGUARD_BREAKER_OPEN, a breaker object's "open"), else -1. */
 int cg_breaker_open_parse(const char *s);
+
+/* How long after a call's start an attempt under way may be cut (ms; 0: never), given the
+ * host's CURLOPT_TIMEOUT(_MS) (0: none): the host's timeout, as it cuts the transfer
+ * without the guard, or a deadline configured for the guard (deadline_set) when smaller.
+ * The default deadline only bounds the retries and waits: a healthy transfer plain
+ * libcurl finishes (a long download or stream) is never cut by a limit nobody set
+ * (helper-59: the default 10 minutes cut such a transfer with exit 28). */
+static inline long cg_config_cut_ms(const struct cg_config *c, long host_timeout_ms) {
+  if (host_timeout_ms > 0 && (!c->deadline_set || host_timeout_ms <= c->deadline_ms))
+    return host_timeout_ms;
+  return c->deadline_set ? c->deadline_ms : 0;
+}
 /* The same for a request to `host` on `port` (-1: unknown) over `scheme`: a glob matches
  * the host or "host:port"; a host no glob matches gets the pool "host" when the port is
  * the scheme's default (http 80, https 443), else "host:port" ("[v6]:port" for IPv6), so

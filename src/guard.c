@@ -57,6 +57,8 @@ struct cg_call {
   const char *method;         /* the shadow's idea, before the first attempt */
   int idempotent;
   int64_t deadline_ms;        /* monotonic */
+  int64_t cut_ms;             /* monotonic: an attempt under way ends by then (the host's
+                               * CURLOPT_TIMEOUT, a configured deadline); 0: none */
   enum cg_body body;
   long file_start;            /* CG_BODY_READ_FILE: position to rewind to */
   int has_digest;             /* body_hash holds the body's digest */
@@ -631,6 +633,10 @@ static void cg__call_init(struct cg_call *call, struct cg_handle *h,
     budget = h->timeout_ms; /* the host's CURLOPT_TIMEOUT is a hard deadline */
   now_ms = cg_mono_ms(); /* also the time of the repeat check below */
   call->deadline_ms = now_ms + budget;
+  {
+    long cut = cg_config_cut_ms(cfg, h->timeout_ms); /* what may cut an attempt (cg__limits) */
+    call->cut_ms = cut ? now_ms + cut : 0;
+  }
   call->admission.span_ms = budget;
   call->file_start = -1;
   if (CG_RARE(cfg->request_id_header != NULL) &&
@@ -699,16 +705,19 @@ static void cg__call_free(struct cg_call *call) {
  * connect timeout. */
 static void cg__limits(const struct cg_call *call, int64_t now_ms, long *timeout_ms,
                        long *connect_ms) {
-  int64_t left = call->deadline_ms - now_ms;
+  int64_t left = call->deadline_ms - now_ms, cut = call->cut_ms - now_ms;
   long conn = call->cfg->connect_timeout_ms;
 
   if (left < 1)
     left = 1;
+  if (cut < 1)
+    cut = 1;
   if (call->h->connecttimeout_ms > 0 && call->h->connecttimeout_ms < conn)
     conn = call->h->connecttimeout_ms;
   if (conn > left)
     conn = (long) left;
-  *timeout_ms = (long) left;
+  /* No cut (call->cut_ms 0): none set, as the host set none (libcurl's default). */
+  *timeout_ms = call->cut_ms ? (long) (cut < LONG_MAX ? cut : LONG_MAX) : 0;
   *connect_ms = conn;
 }
 

@@ -794,3 +794,31 @@ Test(config, adaptive_switch) {
   cr_assert_eq(c.adaptive, 1); /* the default, with one line */
   cg_config_free(&c);
 }
+
+/* cg_config_cut_ms: what may cut an attempt under way.  The default deadline does not
+ * (only retries and waits are bound by it); the host's CURLOPT_TIMEOUT does, and so does
+ * a deadline configured for the guard, the smaller of the two. */
+Test(config, deadline_cuts_an_attempt_only_when_someone_set_it) {
+  struct cg_config c;
+  base_env();
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.deadline_set, 0);
+  cr_assert_eq(cg_config_cut_ms(&c, 0), 0, "the default 10 minutes cut nothing");
+  cr_assert_eq(cg_config_cut_ms(&c, 2500), 2500, "the host's own timeout");
+  cr_assert_eq(cg_config_cut_ms(&c, 3600000), 3600000, "larger than the default: the host's");
+  cg_config_free(&c);
+  base_env();
+  env_set("CURLGUARD_DEADLINE_MS", "30000");
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.deadline_set, 1);
+  cr_assert_eq(cg_config_cut_ms(&c, 0), 30000);
+  cr_assert_eq(cg_config_cut_ms(&c, 2500), 2500);
+  cr_assert_eq(cg_config_cut_ms(&c, 60000), 30000);
+  cg_config_free(&c);
+  base_env();
+  env_set("CURLGUARD_DEADLINE_MS", "abc"); /* malformed: the default, not set */
+  cr_assert_neq(cg_config_load(&c, fake_getenv), 0); /* said: one problem */
+  cr_assert_eq(c.deadline_set, 0);
+  cr_assert_eq(cg_config_cut_ms(&c, 0), 0);
+  cg_config_free(&c);
+}
