@@ -500,24 +500,41 @@ static __attribute__((noinline)) int cg__body_complete(struct cg_attempt *a) {
  * status line says whether its response is an interim one; the blank line that ends a
  * final response's header ends them (the body follows).  Out of line: only for hosts
  * that ask for the header in the body. */
-static __attribute__((noinline, cold)) void cg__write_header_line(struct cg_attempt *a,
-                                                                 const char *p, size_t n) {
-  long s = cg__status_line(p, n);
-  if (s != 0)
-    a->hdr_1xx = s < 200;
-  else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n'))
-    a->hdr_lines = a->hdr_1xx; /* an interim response's: the next header follows */
+static __attribute__((noinline, cold)) size_t cg__write_header_lines(struct cg_attempt *a,
+                                                                    const char *p, size_t n) {
+  size_t i = 0;
+  /* One line a call as a rule, but lines libcurl held while the host paused come back
+   * together in one (lib/sendf.c: a paused transfer's data of one type is kept as one
+   * buffer), so each line is looked at (helper-60: a pause on the status line, and the
+   * blank line never came alone: the body was taken for header). */
+  while (i < n && a->hdr_lines) {
+    const char *nl = memchr(p + i, '\n', n - i);
+    size_t len = nl ? (size_t) (nl - (p + i)) + 1 : n - i;
+    long s = cg__status_line(p + i, len);
+    if (s != 0)
+      a->hdr_1xx = s < 200;
+    else if (len <= 2 && p[i + len - 1] == '\n' && (len == 1 || p[i] == '\r'))
+      a->hdr_lines = a->hdr_1xx; /* an interim response's: the next header follows */
+    i += len;
+  }
+  return i; /* the header's bytes; any after them are the body's */
 }
 
 static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
-  size_t n = size * nmemb, fed = a->usage_fed < n ? a->usage_fed : n, r;
+  size_t n = size * nmemb, fed = a->usage_fed < n ? a->usage_fed : n, r, hdr = 0;
   if (CG_RARE(a->hdr_lines)) {
-    /* A header line, seen here before the header function gets it: not the body. */
-    cg__write_header_line(a, p, n);
-    return cg__on_data(a, CG_KIND_WRITE, p, n, 0);
+    /* Header lines, seen here before the header function gets them: not the body. */
+    hdr = cg__write_header_lines(a, p, n);
+    if (hdr == n) {
+      r = cg__on_data(a, CG_KIND_WRITE, p, n, 0);
+      a->paused |= r == CURL_WRITEFUNC_PAUSE;
+      return r;
+    }
+    if (fed < hdr)
+      fed = hdr; /* the body starts after them */
   }
-  a->bytes_body += (int64_t) n;
+  a->bytes_body += (int64_t) (n - hdr);
   /* Usage is read from every byte of the body once, as it arrives: the bytes of a chunk
    * libcurl delivers again after a pause (whether the guard held them or the host's
    * callback paused on them) were read already.  dup_skip cannot say so: it counts
@@ -525,14 +542,17 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
    * prompt split "...prompt_tokens":5|00... read as 5500). */
   if (a->usage && a->usage_ct < 0) {
     a->usage_ct = cg__usage_body(&a->hints); /* once a response, not per chunk */
-    if (CG_RARE(a->usage_ct == 2))
-      cg_usage_lines(a->usage); /* x-ndjson: a document a line */
+    /* Both before the first byte, the coding first (usage.h; helper-60: the other way a
+     * gzip x-ndjson body was left unread). */
     if (CG_RARE(a->hints.content_encoding[0]))
       cg_usage_encoding(a->usage, cg_attempt_body_coding(a)); /* compressed past libcurl */
+    if (CG_RARE(a->usage_ct == 2))
+      cg_usage_lines(a->usage); /* x-ndjson: a document a line */
   }
   if (a->usage && fed < n && a->usage_ct)
     cg_usage_feed(a->usage, p + fed, n - fed);
   r = cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
+  a->paused |= r == CURL_WRITEFUNC_PAUSE; /* header lines may come back together */
   /* Paused: all n were read (and more, if libcurl gave back a larger chunk in pieces);
    * else the pieces still to come again are what was read beyond these n. */
   if (r == CURL_WRITEFUNC_PAUSE)
@@ -542,37 +562,65 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
   return r;
 }
 
+/* One fresh header line (not the repeat of a paused one), [p, p + n): the status, the end
+ * of the header, or a hint.  Returns whether the held response is ready to stream
+ * (cg__ready_to_stream), 0 when nothing is held. */
+static inline __attribute__((always_inline)) int cg__header_line(struct cg_attempt *a,
+                                                                const char *p, size_t n) {
+  int status_line = 0, end = 0;
+  long s;
+
+  if ((s = cg__status_line(p, n)) != 0) {
+    a->status = s;
+    /* Zero since cg_attempt_init's memset, or cleared here: set only when a response
+     * came before this one in the transfer (1xx, a followed redirect). */
+    if (CG_RARE(a->hints_set))
+      memset(&a->hints, 0, sizeof(a->hints));
+    a->hints_set = 0;
+    status_line = 1;
+    a->in_body = 0;
+  } else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n')) {
+    end = 1;
+    a->in_body = a->status >= 200;
+  } else {
+    cg__parse_header(a, p, n);
+  }
+  return a->mode == CG_MODE_HOLD ? cg__ready_to_stream(a, status_line, end) : 0;
+}
+
+/* Header lines given together: after a pause, libcurl hands the lines it kept meanwhile
+ * back in one call (lib/sendf.c: a paused transfer's data of one type is one buffer), to
+ * the header function as to the write one.  Each is looked at as if it came alone
+ * (helper-60: paused on the status line, the guard read only the first of the rest, and
+ * the Content-Type after it went unseen: no usage).  Returns the last readiness. */
+static __attribute__((noinline, cold)) int cg__header_lines(struct cg_attempt *a,
+                                                           const char *p, size_t n) {
+  int ready = 0, r;
+  size_t i = 0;
+  while (i < n) {
+    const char *nl = memchr(p + i, '\n', n - i);
+    size_t len = nl ? (size_t) (nl - (p + i)) + 1 : n - i;
+    if ((r = cg__header_line(a, p + i, len)) != 0)
+      ready = r;
+    i += len;
+  }
+  return ready;
+}
+
 static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg) {
   struct cg_attempt *a = arg;
-  size_t n = size * nmemb;
-  int status_line = 0, end = 0, ready = 0;
-  long s;
+  size_t n = size * nmemb, r;
+  int ready = 0;
 
   a->bytes_header += (int64_t) n;
   a->usage_ct = -1; /* a header line may set or reset the content type */
-  if (a->dup_skip[CG_KIND_HEADER] == 0) {
-    /* A fresh line (not the repeat of a paused one): look at it. */
-    if ((s = cg__status_line(p, n)) != 0) {
-      a->status = s;
-      /* Zero since cg_attempt_init's memset, or cleared here: set only when a response
-       * came before this one in the transfer (1xx, a followed redirect). */
-      if (CG_RARE(a->hints_set))
-        memset(&a->hints, 0, sizeof(a->hints));
-      a->hints_set = 0;
-      status_line = 1;
-      a->in_body = 0;
-    } else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n')) {
-      end = 1;
-      a->in_body = a->status >= 200;
-    } else {
-      cg__parse_header(a, p, n);
-    }
-    if (a->mode == CG_MODE_HOLD)
-      ready = cg__ready_to_stream(a, status_line, end);
-  }
+  if (a->dup_skip[CG_KIND_HEADER] == 0) /* fresh (not the repeat of a paused line) */
+    ready = CG_RARE(a->paused) ? cg__header_lines(a, p, n) : cg__header_line(a, p, n);
   if (CG_RARE(a->status >= 100 && a->status < 200 && a->status != 101))
     a->bytes_interim += (int64_t) n;
-  return cg__on_data(a, CG_KIND_HEADER, p, n, ready);
+  r = cg__on_data(a, CG_KIND_HEADER, p, n, ready);
+  a->paused |= r == CURL_WRITEFUNC_PAUSE;
+  return r;
 }
 
 /* The part of cg__timers that runs once its quiet time has come: whether a split timeout

@@ -154,6 +154,9 @@ struct cg_attempt {
    * neither read for usage nor counted as body; 1xx: the last status line was an interim
    * response's, whose blank line another response's header follows. */
   unsigned char hdr_lines, hdr_1xx;
+  /* The attempt returned CURL_WRITEFUNC_PAUSE to libcurl (the host paused): header lines
+   * may then come back several in one call (cg__header_lines). */
+  unsigned char paused;
 
   /* A request header list the guard installs for the attempt (host's + its own), or
    * NULL to leave the host's. */
@@ -169,13 +172,30 @@ struct cg_attempt {
  * it (lib/http.c builds its decoders only with CURLOPT_ACCEPT_ENCODING set). */
 #define CG_ATTEMPT_CODED 3
 static inline int cg_attempt_body_coding(const struct cg_attempt *a) {
-  const char *ce = a->hints.content_encoding;
-  if (a->usage_ct <= 0 || !ce[0] || strcasecmp(ce, "identity") == 0 ||
-      (a->h->accept_encoding && a->h->content_decoding))
+  const char *s = a->hints.content_encoding;
+  int coding = 0, n = 0;
+  if (a->usage_ct <= 0 || !s[0] || (a->h->accept_encoding && a->h->content_decoding))
     return 0;
-  if (strcasecmp(ce, "gzip") == 0 || strcasecmp(ce, "x-gzip") == 0)
-    return CG_USAGE_GZIP;
-  return strcasecmp(ce, "deflate") == 0 ? CG_USAGE_DEFLATE : CG_ATTEMPT_CODED;
+  /* A list of codings in the order applied (RFC 9110 8.4): identity changes nothing. */
+  while (*s) {
+    size_t k;
+    while (*s == ' ' || *s == '\t' || *s == ',')
+      s++;
+    for (k = 0; s[k] && s[k] != ',' && s[k] != ' ' && s[k] != '\t'; k++)
+      ;
+    if (!k)
+      break;
+    if (!(k == 8 && strncasecmp(s, "identity", 8) == 0)) {
+      n++;
+      coding = (k == 4 && strncasecmp(s, "gzip", 4) == 0) ||
+                       (k == 6 && strncasecmp(s, "x-gzip", 6) == 0)
+                   ? CG_USAGE_GZIP
+               : k == 7 && strncasecmp(s, "deflate", 7) == 0 ? CG_USAGE_DEFLATE
+                                                              : CG_ATTEMPT_CODED;
+    }
+    s += k;
+  }
+  return n == 0 ? 0 : n == 1 ? coding : CG_ATTEMPT_CODED;
 }
 
 /* Bytes of answers the attempt received so far, headers and body: all but the interim

@@ -1689,12 +1689,18 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   if (now_us < 0) /* not a Redis clock: what is "ahead" below is then from 0 */
     now_us = 0;
   freeReplyObject(r);
-  /* What every guarded call runs: the scripts (EVALSHA) on the pool's keys.  An ACL user
-   * without +evalsha, or whose key patterns leave the pool's keys out, gets NOPERM, which
-   * Redis checks before it looks for the script (a SHA1 of zeros: NOSCRIPT otherwise);
-   * the calls of such a user fall back to the file, so it is not a fleet Redis. */
-  r = cg__command(c, "EVALSHA %s 1 %s", "0000000000000000000000000000000000000000",
-                  cg_redis_key(k, sizeof(k), prefix, name, "hold"));
+  /* What every guarded connection and call runs: SCRIPT LOAD of the scripts, then the
+   * scripts (EVALSHA) on the pool's keys.  An ACL user without +script|load or +evalsha,
+   * or whose key patterns leave the pool's keys out, gets NOPERM, which Redis checks
+   * before it looks for the script (a SHA1 of zeros: NOSCRIPT otherwise); the calls of
+   * such a user fall back to the file, so it is not a fleet Redis (helper-55, helper-60).
+   * The script loaded is one line that returns 0: nothing else is written. */
+  r = cg__command(c, "SCRIPT LOAD %s", "return 0");
+  if (r && r->type != REDIS_REPLY_ERROR) {
+    freeReplyObject(r);
+    r = cg__command(c, "EVALSHA %s 1 %s", "0000000000000000000000000000000000000000",
+                    cg_redis_key(k, sizeof(k), prefix, name, "hold"));
+  }
   if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0) {
     snprintf(err, errn, "the guard's scripts are refused: %s", r->str);
     freeReplyObject(r);

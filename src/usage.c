@@ -2132,8 +2132,14 @@ void cg_usage_lines(struct cg_usage_parser *p) {
 static __attribute__((noinline)) void cg__lines_feed(struct cg_usage_parser *p, const char *s,
                                                      size_t n) {
   while (n) {
-    const char *nl = memchr(s, '\n', n);
-    size_t k = nl ? (size_t) (nl - s) : n;
+    /* A line ends at '\n' or '\r' (CRLF: an empty line between, which says nothing):
+     * x-ndjson's lines end in '\n', and a body cut by bare CRs is not read as one line
+     * whose first document alone counts (helper-60: an older, smaller count). */
+    size_t k = 0;
+    const char *nl;
+    while (k < n && s[k] != '\n' && s[k] != '\r')
+      k++;
+    nl = k < n ? s + k : NULL;
     if (nl && !p->has_data) { /* a whole line here */
       if (k <= CG_USAGE_EVENT_MAX) {
         cg__sse_event(p, s, k, 0);
@@ -2155,7 +2161,7 @@ static __attribute__((noinline)) void cg__lines_feed(struct cg_usage_parser *p, 
 }
 
 void cg_usage_encoding(struct cg_usage_parser *p, int coding) {
-  if (p && p->mode == CG__MODE_START && !p->bom && !p->z &&
+  if (p && p->mode == CG__MODE_START && !p->bom && !p->z && !p->coding &&
       (coding == CG_USAGE_GZIP || coding == CG_USAGE_DEFLATE))
     p->coding = coding;
 }

@@ -87,12 +87,13 @@ void cg_usage_feed(struct cg_usage_parser *p, const char *buf, size_t len);
  * bytes fed are then inflated (zlib) before they are read, at most CG_USAGE_INFLATED_MAX
  * of them (past it, or on a stream zlib cannot read, the rest is not read: the numbers
  * stay what was read, `skipped` set past the bound).  Out of memory: nothing is read.
- * Nothing once bytes were fed, or for NULL `p`. */
+ * Nothing once bytes were fed or cg_usage_lines was called, or for NULL `p`. */
 #define CG_USAGE_GZIP 1
 #define CG_USAGE_DEFLATE 2
 #define CG_USAGE_INFLATED_MAX ((uint64_t) 64 << 20) /* a 100k-token SSE answer: ~25 MiB */
 void cg_usage_encoding(struct cg_usage_parser *p, int coding);
-/* Before the first byte of an `application/x-ndjson` body: each line is one document,
+/* Before the first byte of an `application/x-ndjson` body (after cg_usage_encoding, when
+ * it came compressed): each line is one document,
  * read as an SSE event's data is (bounded alike; the last report wins), where a JSON
  * body is one document, whatever follows it ignored as cJSON ignores it.  Nothing once
  * bytes were fed, or for NULL `p`. */

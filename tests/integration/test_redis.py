@@ -1521,10 +1521,12 @@ class FleetStatTest(RedisTestCase):
         # the pool's keys out: every guarded call falls back to the local file (one line),
         # and stat called that Redis reachable.  Now it says why it is not usable.
         r = Redis("--user", "noeval", "on", ">pw1", "~*", "+@all", "-evalsha", "-eval",
-                  "--user", "nokeys", "on", ">pw2", "~other:*", "+@all").start()
+                  "--user", "nokeys", "on", ">pw2", "~other:*", "+@all",
+                  "--user", "noload", "on", ">pw3", "~*", "+@all", "-script", "-eval").start()
         try:
             url = self.mock.url("/v1/stat-acl", plan="200")
-            for user, why in (("noeval:pw1", "'evalsha' command"), ("nokeys:pw2", "keys")):
+            for user, why in (("noeval:pw1", "'evalsha' command"), ("nokeys:pw2", "keys"),
+                              ("noload:pw3", "'script|load' command")):
                 redis_url = f"redis://{user}@127.0.0.1:{r.port}"
                 env = self.machine_env("a" + user[:3], CURLGUARD_REDIS=redis_url)
                 p = self.curl(url, env)

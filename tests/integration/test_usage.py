@@ -423,7 +423,18 @@ for spec in json.loads(sys.argv[1]):
     c.setopt(pycurl.POSTFIELDS, spec["body"])
     c.setopt(pycurl.HEADER, spec["header"])
     c.setopt(pycurl.FOLLOWLOCATION, 1)
-    c.setopt(pycurl.WRITEFUNCTION, body.append)
+    paused = [0]
+    def write(b, c=c, body=body, paused=paused, want=spec.get("pause", 0)):
+        # pause on the first write (the status line) `want` times; the progress callback
+        # lifts it: libcurl then gives the lines it held back together in one write
+        if paused[0] < want:
+            paused[0] += 1
+            return pycurl.WRITEFUNC_PAUSE
+        body.append(b)
+    c.setopt(pycurl.WRITEFUNCTION, write)
+    if spec.get("pause"):
+        c.setopt(pycurl.NOPROGRESS, 0)
+        c.setopt(pycurl.XFERINFOFUNCTION, lambda *a, c=c: c.pause(pycurl.PAUSE_CONT) or 0)
     c.perform()
     text = b"".join(body).decode()
     out.append({"code": c.getinfo(pycurl.RESPONSE_CODE), "text": text,
@@ -458,9 +469,12 @@ print(json.dumps(out))
                  [ct, "Expect: 100-continue"], chat),
                 ("retried", header, self.mock.url(CHAT, plan="503,200", key=f"{u}r"), [ct], chat),
                 ("redirect", header, self.mock.base + CHAT,
-                 [ct, f"X-Mock-Plan: 307:h.location={CHAT}:h.x-case={u},200"], chat)]
-        specs = [{"url": url, "header": header, "headers": hs, "body": body}
-                 for _, header, url, hs, body in cases]
+                 [ct, f"X-Mock-Plan: 307:h.location={CHAT}:h.x-case={u},200"], chat),
+                # helper-60: paused on the status line, the lines came back in one write
+                ("paused", header, self.mock.url(CHAT, plan="200", key=f"{u}p"), [ct], chat)]
+        specs = [{"url": url, "header": header, "headers": hs, "body": body,
+                  "pause": 1 if name == "paused" else 0}
+                 for name, header, url, hs, body in cases]
         script = self.tmp / "header_host.py"
         script.write_text(self.HEADER_HOST)
         p = harness.run([harness.PYTHON, str(script), json.dumps(specs)], self.guard_env(),
@@ -491,7 +505,7 @@ print(json.dumps(out))
                     name, ["200"])
                 self.assertEqual(statuses, want if header else [], host["text"][:300])
                 by_case[(name, header)] = rec
-        for name, *_ in cases[:5]:
+        for name, *_ in cases[:6]:
             off, on = by_case[(name, 0)], by_case[(name, 1)]
             with self.subTest(case=name):
                 for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd",

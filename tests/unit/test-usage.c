@@ -1419,6 +1419,10 @@ Test(usage, ndjson_lines_last_report_wins) {
      "\"usage\":null}\r\n\r\n"
      "{\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":308,"
      "\"completion_tokens\":68,\"total_tokens\":376}}", 308, 68, 376, "gpt-4o-mini"},
+    /* bare CRs end lines too (helper-60: read as one line, the first document counted) */
+    {"{\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":1,\"total_tokens\":8}}\r"
+     "{\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":50,\"total_tokens\":57}}\r",
+     7, 50, 57, ""},
     /* a line that does not parse says nothing; the others count */
     {"{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n"
      "{\"usage\":{\"prompt_tokens\":9,\n", 1, 2, 3, ""},
@@ -1536,6 +1540,26 @@ Test(usage, compressed_bodies_are_inflated) {
         cr_assert_eq(u.skipped, 0);
       }
     }
+}
+
+Test(usage, compressed_ndjson) {
+  /* gzip x-ndjson: the coding is told first, then the lines (attempt.c does so). */
+  static const char body[] = "{\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":1,"
+                             "\"total_tokens\":8}}\n{\"usage\":{\"prompt_tokens\":7,"
+                             "\"completion_tokens\":50,\"total_tokens\":57}}\n";
+  unsigned char z[512];
+  size_t n = squeeze(body, strlen(body), z, sizeof(z), 15 + 16), cut;
+  for (cut = 0; cut <= n; cut++) {
+    struct cg_usage_parser *p = cg_usage_new();
+    struct cg_usage u;
+    cg_usage_encoding(p, CG_USAGE_GZIP);
+    cg_usage_lines(p);
+    cg_usage_feed(p, (const char *) z, cut);
+    cg_usage_feed(p, (const char *) z + cut, n - cut);
+    cg_usage_finish(p, &u);
+    cg_usage_free(p);
+    cr_assert_eq(u.total, 57, "cut %zu: %lld", cut, (long long) u.total);
+  }
 }
 
 Test(usage, compressed_bodies_that_do_not_inflate) {
