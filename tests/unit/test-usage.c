@@ -229,27 +229,39 @@ static const struct usage_case cases[] = {
    -1, -1, 7, "c", 0},
 };
 
-static void run(const char *body, size_t len, size_t piece, struct cg_usage *u) {
+/* `body` through a new parser told its coding (cg_usage_encoding, 0: none) and then
+ * whether it is x-ndjson (cg_usage_lines): in two buffers cut at `cut`, or, with `cut`
+ * past the end, in pieces of `piece` bytes. */
+static void feed_run(const char *body, size_t len, size_t cut, size_t piece, int lines,
+                     int coding, struct cg_usage *u) {
   struct cg_usage_parser *p = cg_usage_new();
   size_t off = 0;
   cr_assert_not_null(p);
-  while (off < len) {
-    size_t n = len - off < piece ? len - off : piece;
-    cg_usage_feed(p, body + off, n);
-    off += n;
+  if (coding)
+    cg_usage_encoding(p, coding);
+  if (lines)
+    cg_usage_lines(p);
+  if (cut <= len) {
+    cg_usage_feed(p, body, cut);
+    cg_usage_feed(p, body + cut, len - cut);
+  } else {
+    while (off < len) {
+      size_t n = len - off < piece ? len - off : piece;
+      cg_usage_feed(p, body + off, n);
+      off += n;
+    }
   }
   cg_usage_finish(p, u);
   cg_usage_free(p);
 }
 
+static void run(const char *body, size_t len, size_t piece, struct cg_usage *u) {
+  feed_run(body, len, (size_t) -1, piece, 0, 0, u);
+}
+
 /* `body` in two buffers, cut at `cut`. */
 static void run_cut(const char *body, size_t len, size_t cut, struct cg_usage *u) {
-  struct cg_usage_parser *p = cg_usage_new();
-  cr_assert_not_null(p);
-  cg_usage_feed(p, body, cut);
-  cg_usage_feed(p, body + cut, len - cut);
-  cg_usage_finish(p, u);
-  cg_usage_free(p);
+  feed_run(body, len, cut, 1, 0, 0, u);
 }
 
 /* The SSE data line fast path (usage.c cg__sse_line_avx2): events after a kept one
@@ -1385,23 +1397,7 @@ Test(usage, sse_prefix_cache_boundaries) {
  * must be asked for; once bytes were fed it is not taken. */
 static void lines_run(const char *body, size_t len, size_t cut, size_t piece, int lines,
                       struct cg_usage *u) {
-  struct cg_usage_parser *p = cg_usage_new();
-  size_t off = 0;
-  cr_assert_not_null(p);
-  if (lines)
-    cg_usage_lines(p);
-  if (cut <= len) {
-    cg_usage_feed(p, body, cut);
-    cg_usage_feed(p, body + cut, len - cut);
-  } else {
-    while (off < len) {
-      size_t n = len - off < piece ? len - off : piece;
-      cg_usage_feed(p, body + off, n);
-      off += n;
-    }
-  }
-  cg_usage_finish(p, u);
-  cg_usage_free(p);
+  feed_run(body, len, cut, piece, lines, 0, u);
 }
 
 Test(usage, ndjson_lines_last_report_wins) {
@@ -1497,18 +1493,7 @@ static size_t squeeze(const char *in, size_t n, unsigned char *out, size_t cap, 
 
 static void coded_run(const unsigned char *body, size_t len, size_t cut, int coding,
                       struct cg_usage *u) {
-  struct cg_usage_parser *p = cg_usage_new();
-  cr_assert_not_null(p);
-  cg_usage_encoding(p, coding);
-  if (cut <= len) {
-    cg_usage_feed(p, (const char *) body, cut);
-    cg_usage_feed(p, (const char *) body + cut, len - cut);
-  } else {
-    for (size_t i = 0; i < len; i++)
-      cg_usage_feed(p, (const char *) body + i, 1);
-  }
-  cg_usage_finish(p, u);
-  cg_usage_free(p);
+  feed_run((const char *) body, len, cut, 1, 0, coding, u); /* past the end: a byte a time */
 }
 
 Test(usage, compressed_bodies_are_inflated) {
@@ -1550,14 +1535,8 @@ Test(usage, compressed_ndjson) {
   unsigned char z[512];
   size_t n = squeeze(body, strlen(body), z, sizeof(z), 15 + 16), cut;
   for (cut = 0; cut <= n; cut++) {
-    struct cg_usage_parser *p = cg_usage_new();
     struct cg_usage u;
-    cg_usage_encoding(p, CG_USAGE_GZIP);
-    cg_usage_lines(p);
-    cg_usage_feed(p, (const char *) z, cut);
-    cg_usage_feed(p, (const char *) z + cut, n - cut);
-    cg_usage_finish(p, &u);
-    cg_usage_free(p);
+    feed_run((const char *) z, n, cut, 1, 1, CG_USAGE_GZIP, &u);
     cr_assert_eq(u.total, 57, "cut %zu: %lld", cut, (long long) u.total);
   }
 }
