@@ -193,7 +193,8 @@ static int cg__flush(struct cg_attempt *a) {
 
 /* ---- response headers the guard reads ---- */
 
-static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
+static inline __attribute__((always_inline)) void cg__hint_copy(char *dst, size_t cap,
+                                                               const char *v, size_t n) {
   while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ' || v[n - 1] == '\t'))
     n--;
   if (n >= cap)
@@ -229,7 +230,8 @@ static void cg__hint_copy(char *dst, size_t cap, const char *v, size_t n) {
   X("anthropic-ratelimit-tokens-reset", a_reset_tok)                                       \
   X("ratelimit", ietf)
 
-static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
+static inline __attribute__((always_inline)) void cg__parse_header(struct cg_attempt *a,
+                                                                  const char *p, size_t n) {
   /* Each wanted name's length and first letter, 2 bytes a name on one cache line: the
    * loop reads these, and a name's entry below only when both match (issue 16: data
    * lines a request touches). */
@@ -280,7 +282,7 @@ static void cg__parse_header(struct cg_attempt *a, const char *p, size_t n) {
 }
 
 /* "HTTP/1.1 503 Service Unavailable" -> 503; 0 if not a status line. */
-static long cg__status_line(const char *p, size_t n) {
+static inline __attribute__((always_inline)) long cg__status_line(const char *p, size_t n) {
   size_t i = 5;
   long s = 0;
   int digits = 0;
@@ -331,7 +333,8 @@ static int cg__bodiless(const struct cg_attempt *a) {
  * the following hops stream and are not retried (a retry would show the host the earlier
  * hops twice).  A host that takes no headers is given nothing, so the call stays
  * retryable. */
-static int cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of_headers) {
+static inline __attribute__((always_inline)) int
+cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of_headers) {
   long s = a->status;
   int follows = a->h->followlocation && s >= 300 && s < 400 && s != 304;
 
@@ -592,7 +595,9 @@ static inline __attribute__((always_inline)) int cg__header_line(struct cg_attem
  * back in one call (lib/sendf.c: a paused transfer's data of one type is one buffer), to
  * the header function as to the write one.  Each is looked at as if it came alone
  * (helper-60: paused on the status line, the guard read only the first of the rest, and
- * the Content-Type after it went unseen: no usage).  Returns the last readiness. */
+ * the Content-Type after it went unseen: no usage).  Returns the last readiness.  Out of
+ * line, with its own copy of cg__header_line: only after a pause, and the one-line path
+ * of every request stays as it was (issue 16). */
 static __attribute__((noinline, cold)) int cg__header_lines(struct cg_attempt *a,
                                                            const char *p, size_t n) {
   int ready = 0, r;
