@@ -273,8 +273,20 @@ static inline __attribute__((always_inline)) void cg__parse_header(struct cg_att
   key = (uint16_t) (nl | (unsigned) (unsigned char) (p[0] | 0x20) << 8);
   for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
     if (keys[i] == key && strncasecmp(p, wanted[i].name, nl) == 0) {
-      cg__hint_copy((char *) &a->hints + wanted[i].off, wanted[i].cap, v,
-                    (size_t) (p + n - v));
+      char *dst = (char *) &a->hints + wanted[i].off;
+      size_t cap = wanted[i].cap;
+      if (CG_RARE(wanted[i].off == offsetof(struct cg_hints, content_encoding) && dst[0])) {
+        /* Content-Encoding twice: one list, in order (RFC 9110 5.3), not the last alone
+         * (helper-61: "gzip" then "identity" read the gzip body as JSON).  Cut short, the
+         * list names a coding no reader has, as it should. */
+        size_t have = strlen(dst);
+        if (have + 2 < cap) {
+          memcpy(dst + have, ", ", 2);
+          dst += have + 2;
+          cap -= have + 2;
+        }
+      }
+      cg__hint_copy(dst, cap, v, (size_t) (p + n - v));
       a->hints_set = 1;
       return;
     }
@@ -620,7 +632,8 @@ static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb,
   a->bytes_header += (int64_t) n;
   a->usage_ct = -1; /* a header line may set or reset the content type */
   if (a->dup_skip[CG_KIND_HEADER] == 0) /* fresh (not the repeat of a paused line) */
-    ready = CG_RARE(a->paused) ? cg__header_lines(a, p, n) : cg__header_line(a, p, n);
+    ready = CG_RARE(a->paused | a->h->host_paused) ? cg__header_lines(a, p, n)
+                                                   : cg__header_line(a, p, n);
   if (CG_RARE(a->status >= 100 && a->status < 200 && a->status != 101))
     a->bytes_interim += (int64_t) n;
   r = cg__on_data(a, CG_KIND_HEADER, p, n, ready);

@@ -118,6 +118,10 @@ struct cg_handle {
   /* Non-zero while the guard hands a held response to the host after its transfer
    * ended: curl_easy_pause() then answers for libcurl (see shim.c). */
   int replaying;
+  /* The host called curl_easy_pause() to pause receiving on this handle (from a callback,
+   * or between calls): header lines may then come back several in one call (attempt.c
+   * cg__header_lines), as after a pause the guard returned.  Kept for the handle's life. */
+  int host_paused;
 };
 
 /* Create the shadow of a new handle (all defaults) and add it to the map, replacing a

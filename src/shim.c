@@ -287,6 +287,8 @@ CG_EXPORT CURLcode curl_easy_pause(CURL *curl, int bitmask) {
 
   if (!lib)
     return CURLE_FAILED_INIT;
+  if (h && (bitmask & CURLPAUSE_RECV))
+    h->host_paused = 1; /* what libcurl kept meanwhile may come back in one piece */
   /* The guard is handing a held response to the host after the transfer ended: the
    * pause is the guard's to lift, and the transfer the host paused is, to the host,
    * still running.  The guard offers the bytes again right away. */

@@ -386,15 +386,19 @@ class PausedHostTest(harness.GuardTestCase):
                 b'"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}')
         gz = zlib.compressobj(9, zlib.DEFLATED, 31)
         raw = zlib.compressobj(9, zlib.DEFLATED, -15)
-        forms = [("gzip", gz.compress(body) + gz.flush()), ("deflate", zlib.compress(body)),
-                 ("deflate", raw.compress(body) + raw.flush()), ("br", b"\x0b\x02\x80")]
+        gzdata = gz.compress(body) + gz.flush()
+        forms = [("gzip", gzdata), ("deflate", zlib.compress(body)),
+                 ("deflate", raw.compress(body) + raw.flush()), ("br", b"\x0b\x02\x80"),
+                 # helper-61: the field twice is one list (gzip, then identity)
+                 ("gzip\r\nContent-Encoding: identity", gzdata)]
         for coding, data in forms:
             with self.subTest(coding=coding, size=len(data)):
                 self.log.unlink(missing_ok=True)
                 pieces = [data[:5], data[5:]]
                 port, t = piecewise_server(pieces, gap_s=0.05,
                                            extra=b"Content-Encoding: " + coding.encode() + b"\r\n")
-                p = harness.run([harness.CURL, "-sS", "-H", f"Accept-Encoding: {coding}", "-d",
+                p = harness.run([harness.CURL, "-sS", "-H",
+                                 f"Accept-Encoding: {coding.split(chr(13))[0]}", "-d",
                                  '{"model":"gpt-4o-mini"}', f"http://127.0.0.1:{port}{CHAT}"],
                                 self.guard_env(), timeout=30)
                 t.join(10)
@@ -432,7 +436,16 @@ for spec in json.loads(sys.argv[1]):
             return pycurl.WRITEFUNC_PAUSE
         body.append(b)
     c.setopt(pycurl.WRITEFUNCTION, write)
-    if spec.get("pause"):
+    if spec.get("easy_pause"):
+        # pause by calling curl_easy_pause() from the header function on the status line
+        # (libcurl allows it), not by returning CURL_WRITEFUNC_PAUSE
+        hp = [0]
+        def header(b, c=c, hp=hp):
+            if not hp[0]:
+                hp[0] = 1
+                c.pause(pycurl.PAUSE_RECV)
+        c.setopt(pycurl.HEADERFUNCTION, header)
+    if spec.get("pause") or spec.get("easy_pause"):
         c.setopt(pycurl.NOPROGRESS, 0)
         c.setopt(pycurl.XFERINFOFUNCTION, lambda *a, c=c: c.pause(pycurl.PAUSE_CONT) or 0)
     c.perform()
@@ -471,9 +484,13 @@ print(json.dumps(out))
                 ("redirect", header, self.mock.base + CHAT,
                  [ct, f"X-Mock-Plan: 307:h.location={CHAT}:h.x-case={u},200"], chat),
                 # helper-60: paused on the status line, the lines came back in one write
-                ("paused", header, self.mock.url(CHAT, plan="200", key=f"{u}p"), [ct], chat)]
+                ("paused", header, self.mock.url(CHAT, plan="200", key=f"{u}p"), [ct], chat),
+                # helper-61: the same by curl_easy_pause() from the header function
+                ("easy_paused", header, self.mock.url(CHAT, plan="200", key=f"{u}e"), [ct],
+                 chat)]
         specs = [{"url": url, "header": header, "headers": hs, "body": body,
-                  "pause": 1 if name == "paused" else 0}
+                  "pause": 1 if name == "paused" else 0,
+                  "easy_pause": 1 if name == "easy_paused" else 0}
                  for name, header, url, hs, body in cases]
         script = self.tmp / "header_host.py"
         script.write_text(self.HEADER_HOST)
@@ -505,7 +522,7 @@ print(json.dumps(out))
                     name, ["200"])
                 self.assertEqual(statuses, want if header else [], host["text"][:300])
                 by_case[(name, header)] = rec
-        for name, *_ in cases[:6]:
+        for name, *_ in cases[:7]:
             off, on = by_case[(name, 0)], by_case[(name, 1)]
             with self.subTest(case=name):
                 for k in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd",
