@@ -634,6 +634,9 @@ static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb,
   if (a->dup_skip[CG_KIND_HEADER] == 0) /* fresh (not the repeat of a paused line) */
     ready = CG_RARE(a->paused | a->h->host_paused) ? cg__header_lines(a, p, n)
                                                    : cg__header_line(a, p, n);
+  else if (a->dup_skip[CG_KIND_HEADER] < n) /* the repeat, and lines kept after it */
+    ready = cg__header_lines(a, p + a->dup_skip[CG_KIND_HEADER],
+                             n - a->dup_skip[CG_KIND_HEADER]);
   if (CG_RARE(a->status >= 100 && a->status < 200 && a->status != 101))
     a->bytes_interim += (int64_t) n;
   r = cg__on_data(a, CG_KIND_HEADER, p, n, ready);
