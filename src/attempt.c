@@ -515,6 +515,18 @@ static __attribute__((noinline)) int cg__body_complete(struct cg_attempt *a) {
  * status line says whether its response is an interim one; the blank line that ends a
  * final response's header ends them (the body follows).  Out of line: only for hosts
  * that ask for the header in the body. */
+/* The length of the line that starts [p, p + n), its '\n' included (all of it without
+ * one). */
+static inline size_t cg__line_len(const char *p, size_t n) {
+  const char *nl = memchr(p, '\n', n);
+  return nl ? (size_t) (nl - p) + 1 : n;
+}
+
+/* Whether the line [p, p + n) is the blank one that ends a header. */
+static inline int cg__blank_line(const char *p, size_t n) {
+  return (n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n');
+}
+
 static __attribute__((noinline, cold)) size_t cg__write_header_lines(struct cg_attempt *a,
                                                                     const char *p, size_t n) {
   size_t i = 0;
@@ -523,12 +535,11 @@ static __attribute__((noinline, cold)) size_t cg__write_header_lines(struct cg_a
    * buffer), so each line is looked at (helper-60: a pause on the status line, and the
    * blank line never came alone: the body was taken for header). */
   while (i < n && a->hdr_lines) {
-    const char *nl = memchr(p + i, '\n', n - i);
-    size_t len = nl ? (size_t) (nl - (p + i)) + 1 : n - i;
+    size_t len = cg__line_len(p + i, n - i);
     long s = cg__status_line(p + i, len);
     if (s != 0)
       a->hdr_1xx = s < 200;
-    else if (len <= 2 && p[i + len - 1] == '\n' && (len == 1 || p[i] == '\r'))
+    else if (cg__blank_line(p + i, len))
       a->hdr_lines = a->hdr_1xx; /* an interim response's: the next header follows */
     i += len;
   }
@@ -543,7 +554,7 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
     hdr = cg__write_header_lines(a, p, n);
     if (hdr == n) {
       r = cg__on_data(a, CG_KIND_WRITE, p, n, 0);
-      a->paused |= r == CURL_WRITEFUNC_PAUSE;
+      a->h->host_paused |= r == CURL_WRITEFUNC_PAUSE;
       return r;
     }
     if (fed < hdr)
@@ -567,7 +578,7 @@ static CG__LINE_ALIGNED size_t cg__write_cb(char *p, size_t size, size_t nmemb, 
   if (a->usage && fed < n && a->usage_ct)
     cg_usage_feed(a->usage, p + fed, n - fed);
   r = cg__on_data(a, CG_KIND_WRITE, p, n, a->mode == CG_MODE_HOLD && cg__body_complete(a));
-  a->paused |= r == CURL_WRITEFUNC_PAUSE; /* header lines may come back together */
+  a->h->host_paused |= r == CURL_WRITEFUNC_PAUSE; /* header lines may come back together */
   /* Paused: all n were read (and more, if libcurl gave back a larger chunk in pieces);
    * else the pieces still to come again are what was read beyond these n. */
   if (r == CURL_WRITEFUNC_PAUSE)
@@ -594,7 +605,7 @@ static inline __attribute__((always_inline)) int cg__header_line(struct cg_attem
     a->hints_set = 0;
     status_line = 1;
     a->in_body = 0;
-  } else if ((n == 2 && p[0] == '\r' && p[1] == '\n') || (n == 1 && p[0] == '\n')) {
+  } else if (cg__blank_line(p, n)) {
     end = 1;
     a->in_body = a->status >= 200;
   } else {
@@ -615,8 +626,7 @@ static __attribute__((noinline, cold)) int cg__header_lines(struct cg_attempt *a
   int ready = 0, r;
   size_t i = 0;
   while (i < n) {
-    const char *nl = memchr(p + i, '\n', n - i);
-    size_t len = nl ? (size_t) (nl - (p + i)) + 1 : n - i;
+    size_t len = cg__line_len(p + i, n - i);
     if ((r = cg__header_line(a, p + i, len)) != 0)
       ready = r;
     i += len;
@@ -632,15 +642,14 @@ static CG__LINE_ALIGNED size_t cg__header_cb(char *p, size_t size, size_t nmemb,
   a->bytes_header += (int64_t) n;
   a->usage_ct = -1; /* a header line may set or reset the content type */
   if (a->dup_skip[CG_KIND_HEADER] == 0) /* fresh (not the repeat of a paused line) */
-    ready = CG_RARE(a->paused | a->h->host_paused) ? cg__header_lines(a, p, n)
-                                                   : cg__header_line(a, p, n);
+    ready = CG_RARE(a->h->host_paused) ? cg__header_lines(a, p, n) : cg__header_line(a, p, n);
   else if (a->dup_skip[CG_KIND_HEADER] < n) /* the repeat, and lines kept after it */
     ready = cg__header_lines(a, p + a->dup_skip[CG_KIND_HEADER],
                              n - a->dup_skip[CG_KIND_HEADER]);
   if (CG_RARE(a->status >= 100 && a->status < 200 && a->status != 101))
     a->bytes_interim += (int64_t) n;
   r = cg__on_data(a, CG_KIND_HEADER, p, n, ready);
-  a->paused |= r == CURL_WRITEFUNC_PAUSE;
+  a->h->host_paused |= r == CURL_WRITEFUNC_PAUSE;
   return r;
 }
 

@@ -154,9 +154,6 @@ struct cg_attempt {
    * neither read for usage nor counted as body; 1xx: the last status line was an interim
    * response's, whose blank line another response's header follows. */
   unsigned char hdr_lines, hdr_1xx;
-  /* The attempt returned CURL_WRITEFUNC_PAUSE to libcurl (the host paused): header lines
-   * may then come back several in one call (cg__header_lines). */
-  unsigned char paused;
 
   /* A request header list the guard installs for the attempt (host's + its own), or
    * NULL to leave the host's. */

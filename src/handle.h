@@ -118,9 +118,9 @@ struct cg_handle {
   /* Non-zero while the guard hands a held response to the host after its transfer
    * ended: curl_easy_pause() then answers for libcurl (see shim.c). */
   int replaying;
-  /* The host called curl_easy_pause() to pause receiving on this handle (from a callback,
-   * or between calls): header lines may then come back several in one call (attempt.c
-   * cg__header_lines), as after a pause the guard returned.  Kept for the handle's life. */
+  /* The host paused receiving on this handle, by curl_easy_pause() (shim.c) or by a
+   * callback's CURL_WRITEFUNC_PAUSE the guard passed on (attempt.c): header lines may then
+   * come back several in one call (cg__header_lines).  Kept until curl_easy_reset. */
   int host_paused;
 };
 
