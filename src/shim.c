@@ -188,19 +188,30 @@ static __attribute__((noinline)) CURLcode cg__setopt_slow(CURL *curl, CURLoption
   return cg__setopt_known(h, curl, opt, arg);
 }
 
+/* cg__easy_setopt_reg before the guard is known to be on: off (or a duplicate copy), or
+ * the process's first call into the guard (cg_lib_guarding finds out). */
+static __attribute__((noinline)) CURLcode cg__setopt_unsure(CURL *curl, CURLoption opt,
+                                                            uintptr_t arg, const void *caller) {
+  if (!cg_lib_guarding())
+    return cg__setopt_pass(curl, opt, arg, caller); /* off */
+  return cg__setopt_slow(curl, opt, arg, caller);
+}
+
 CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg)
     __asm__("curl_easy_setopt");
-/* Every path ends in a tail call, so the common ones run without a stack frame: the
- * handle is this thread's last (cg_handle_memo_hit), and an option the shadow does not
- * keep (some 60 of curl's tool's 85 a transfer) goes straight on to libcurl (issue 16).
+/* Every path ends in a tail call, so none runs with a stack frame: the handle is this
+ * thread's last (cg_handle_memo_hit), and an option the shadow does not keep (some 60 of
+ * curl's tool's 85 a transfer) goes straight on to libcurl (issue 16).  The rare paths
+ * are functions of their own, not CG_RARE's cold parts: a call from here to cg_rare_path
+ * or cg_lib_active_first would keep `arg` in a saved register, a frame on every call.
  * CURLOPT_PROTOCOLS(_STR), whose refusal cg__setopt_refused notes, are kept. */
 CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
   struct cg_handle *h;
 
-  if (CG_RARE(!cg_lib_guarding()))
-    return cg__setopt_pass(curl, opt, arg, CG_CALLER()); /* off */
+  if (__builtin_expect(__atomic_load_n(&cg_lib_active, __ATOMIC_ACQUIRE) <= 0, 0))
+    return cg__setopt_unsure(curl, opt, arg, CG_CALLER()); /* cg_lib_guarding's rare side */
   h = cg_handle_memo_hit(curl);
-  if (CG_RARE(!h || h->in_perform))
+  if (__builtin_expect(!h || h->in_perform, 0))
     return cg__setopt_slow(curl, opt, arg, CG_CALLER());
   return cg__setopt_known(h, curl, opt, arg);
 }
