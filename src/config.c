@@ -546,6 +546,47 @@ bad_value:
   return 1;
 }
 
+/* The members of JSON array or object `v` joined into one malloc'd text, as the
+ * environment variable would spell it: "a,b,c" for an array of strings, "k=v,k2=v2" for an
+ * object of strings (`pairs`).  The length is bounded only by the file's
+ * (CG_CONFIG_FILE_MAX): a fixed buffer cut a long list without a word, which could widen
+ * what is guarded (a host pattern cut to "1*") or narrow it (the last host dropped;
+ * helper-62).  Returns NULL with `*why` set: "wrong type" (a member that is not a string)
+ * or "out of memory". */
+static char *cg__json_join(const cJSON *v, int pairs, const char **why) {
+  const cJSON *e;
+  size_t len = 1, at = 0;
+  char *out;
+
+  cJSON_ArrayForEach(e, v) {
+    if (!cJSON_IsString(e)) {
+      *why = "a member that is not a string";
+      return NULL;
+    }
+    len += strlen(e->valuestring) + 1 + (pairs ? strlen(e->string) + 1 : 0);
+  }
+  if (!(out = malloc(len))) {
+    *why = "out of memory";
+    return NULL;
+  }
+  cJSON_ArrayForEach(e, v) {
+    size_t n;
+    if (at)
+      out[at++] = ',';
+    if (pairs) {
+      n = strlen(e->string);
+      memcpy(out + at, e->string, n);
+      at += n;
+      out[at++] = '=';
+    }
+    n = strlen(e->valuestring);
+    memcpy(out + at, e->valuestring, n);
+    at += n;
+  }
+  out[at] = '\0';
+  return out;
+}
+
 /* Apply one JSON value to key `k`. */
 static int cg__apply_json(struct cg_config *c, const struct cg__key *k, const cJSON *v,
                           const char *origin) {
@@ -557,34 +598,23 @@ static int cg__apply_json(struct cg_config *c, const struct cg__key *k, const cJ
     snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
     return cg__apply_text(c, k, buf, origin);
   }
-  if (cJSON_IsArray(v) && k->type == CG_T_HOSTS) {
-    char joined[4096] = "";
-    const cJSON *e;
-    cJSON_ArrayForEach(e, v) {
-      if (!cJSON_IsString(e))
-        goto bad;
-      if (joined[0])
-        strncat(joined, ",", sizeof(joined) - strlen(joined) - 1);
-      strncat(joined, e->valuestring, sizeof(joined) - strlen(joined) - 1);
+  if ((cJSON_IsArray(v) && k->type == CG_T_HOSTS) ||
+      (cJSON_IsObject(v) && k->type == CG_T_RETRY_ON)) {
+    const char *why = NULL;
+    char *joined = cg__json_join(v, k->type == CG_T_RETRY_ON, &why);
+    int r;
+    if (!joined) {
+      cg_warn("%s: \"%s\": %s; using the default", origin, k->json, why);
+      return 1;
     }
-    return cg__apply_text(c, k, joined, origin);
-  }
-  if (cJSON_IsObject(v) && k->type == CG_T_RETRY_ON) {
-    char joined[2048] = "";
-    const cJSON *e;
-    cJSON_ArrayForEach(e, v) {
-      if (!cJSON_IsString(e))
-        goto bad;
-      snprintf(joined + strlen(joined), sizeof(joined) - strlen(joined), "%s%s=%s",
-               joined[0] ? "," : "", e->string, e->valuestring);
-    }
-    return cg__apply_text(c, k, joined, origin);
+    r = cg__apply_text(c, k, joined, origin);
+    free(joined);
+    return r;
   }
   if (cJSON_IsBool(v) && k->type == CG_T_SWITCH)
     return cg__apply_text(c, k, cJSON_IsTrue(v) ? "on" : "off", origin);
   if (cJSON_IsNull(v))
     return 0;
-bad:
   cg_warn("%s: wrong type for \"%s\"; using the default", origin, k->json);
   return 1;
 }
@@ -677,14 +707,17 @@ static int cg__parse_pool(struct cg_config *c, const cJSON *o, struct cg_pool_cf
       if (cJSON_IsString(item)) {
         problems += cg__set_hosts(&tmp, item->valuestring) != 0;
       } else {
-        char joined[4096] = "";
-        const cJSON *e;
-        cJSON_ArrayForEach(e, item) {
-          if (cJSON_IsString(e))
-            snprintf(joined + strlen(joined), sizeof(joined) - strlen(joined), "%s%s",
-                     joined[0] ? "," : "", e->valuestring);
+        const char *why = NULL;
+        char *joined = cg__json_join(item, 0, &why);
+        if (!joined) {
+          /* as a malformed list (cg__set_hosts' failure): the pool has no hosts, and is
+           * ignored (cg__load_pools says so) */
+          cg_warn("config: pool \"%.40s\": \"hosts\": %s", pc->name, why);
+          problems++;
+        } else {
+          problems += cg__set_hosts(&tmp, joined) != 0;
+          free(joined);
         }
-        problems += cg__set_hosts(&tmp, joined) != 0;
       }
       cg__free_pool_hosts(pc); /* "hosts" given twice: the last one wins */
       pc->hosts = tmp.hosts;
@@ -897,6 +930,7 @@ static cJSON *cg__read_file(const char *path, char *why, size_t n) {
   struct stat st;
   char *text;
   cJSON *root;
+  const char *end = NULL;
   size_t got;
 
   if (!f) {
@@ -918,7 +952,19 @@ static cJSON *cg__read_file(const char *path, char *why, size_t n) {
   got = fread(text, 1, (size_t) st.st_size, f);
   text[got] = '\0';
   fclose(f);
-  root = cJSON_ParseWithLength(text, got);
+  root = cJSON_ParseWithLengthOpts(text, got, &end, 0);
+  if (cJSON_IsObject(root)) {
+    /* cJSON stops at the object's end: what follows it, blanks aside, makes the file
+     * malformed as a whole ("{...} trailing text" was applied without a word) */
+    while (end < text + got && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+      end++;
+    if (end < text + got) {
+      snprintf(why, n, "text after the JSON object (at byte %zu)", (size_t) (end - text));
+      cJSON_Delete(root);
+      free(text);
+      return NULL;
+    }
+  }
   free(text);
   if (!cJSON_IsObject(root)) {
     snprintf(why, n, "not a JSON object");

@@ -822,3 +822,87 @@ Test(config, deadline_cuts_an_attempt_only_when_someone_set_it) {
   cr_assert_eq(cg_config_cut_ms(&c, 0), 0);
   cg_config_free(&c);
 }
+
+/* A "hosts" list (top level or a pool's) is joined whole, however long: a fixed 4 KiB
+ * buffer cut it without a word, "1*.example.org" at the cut becoming "1*" (127.0.0.1
+ * guarded) or the last host dropped (helper-62).  6,000+ bytes each way. */
+Test(config, long_host_lists_are_read_whole) {
+  struct cg_config c;
+  struct cg_pool_cfg s;
+  size_t cap = 64 * 1024, at = 0;
+  char *text = malloc(cap), *path;
+  int i;
+
+  cr_assert_not_null(text);
+  at += (size_t) snprintf(text + at, cap - at, "{\"hosts\": [");
+  for (i = 0; i < 400; i++)
+    at += (size_t) snprintf(text + at, cap - at, "\"h%05d.internal.example\", ", i);
+  at += (size_t) snprintf(text + at, cap - at, "\"1*.example.org\"], \"pools\": [{\"name\": "
+                                               "\"narrow\", \"hosts\": [");
+  for (i = 0; i < 400; i++)
+    at += (size_t) snprintf(text + at, cap - at, "\"p%05d.internal.example\", ", i);
+  at += (size_t) snprintf(text + at, cap - at, "\"last.example\"]}]}");
+  cr_assert_lt(at, cap - 1);
+  path = cg_test_write_tmp("config", text);
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.nhosts, 401);
+  cr_assert(cg_config_host_guarded(&c, "1a.example.org"));
+  cr_assert_not(cg_config_host_guarded(&c, "127.0.0.1"));
+  cr_assert(cg_config_host_guarded(&c, "h00399.internal.example"));
+  cr_assert_str_eq(cg_config_pool_at(&c, "last.example", 443, "https", &s)->name, "narrow");
+  cr_assert_str_eq(cg_config_pool_at(&c, "p00000.internal.example", 443, "https", &s)->name,
+                   "narrow");
+  cr_assert_str_neq(cg_config_pool_at(&c, "127.0.0.1", 443, "https", &s)->name, "narrow");
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+  free(text);
+}
+
+/* A member that is not a string spoils the list: the top level's is reported and the
+ * default kept; a pool's leaves the pool without hosts, ignored (before, a pool's
+ * non-string members were skipped without a word). */
+Test(config, a_host_list_with_a_non_string_is_reported) {
+  struct cg_config c;
+  char *path = cg_test_write_tmp("config", "{\"hosts\": [\"a.example\", 7], \"pools\": [{\"name\": "
+                                           "\"p\", \"hosts\": [\"b.example\", null]}]}");
+  base_env();
+  env_set("CURLGUARD_CONFIG", path);
+  cr_assert_geq(cg_config_load(&c, fake_getenv), 2);
+  {
+    struct cg_config d; /* the default list, not a.example alone */
+    base_env();
+    cg_config_load(&d, fake_getenv);
+    cr_assert_eq(c.nhosts, d.nhosts);
+    cr_assert_str_eq(c.hosts[0], d.hosts[0]);
+    cg_config_free(&d);
+  }
+  cr_assert_eq(c.npools, 0);
+  cg_config_free(&c);
+  unlink(path);
+  free(path);
+}
+
+/* Text after the top-level object makes the file malformed (cJSON stops at the object's
+ * end: "{...} trailing garbage" was applied without a word, helper-62); blanks after it
+ * are fine. */
+Test(config, text_after_the_object_is_malformed) {
+  struct cg_config c;
+  char *bad = cg_test_write_tmp("config", "{\"max_attempts\": 1} trailing garbage");
+  char *ok = cg_test_write_tmp("config", "{\"max_attempts\": 1}\n \t\r\n");
+  base_env();
+  env_set("CURLGUARD_CONFIG", bad);
+  cr_assert_gt(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.max_attempts, 3);
+  cg_config_free(&c);
+  env_set("CURLGUARD_CONFIG", ok);
+  cr_assert_eq(cg_config_load(&c, fake_getenv), 0);
+  cr_assert_eq(c.max_attempts, 1);
+  cg_config_free(&c);
+  unlink(bad);
+  unlink(ok);
+  free(bad);
+  free(ok);
+}
