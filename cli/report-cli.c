@@ -134,6 +134,24 @@ struct cg__page {
 };
 
 /* Create the temporary file of the page: 0, or -1 after the message. */
+/* Whether the file at `path` looks like an HTML page (what --html may replace): its first
+ * byte past a UTF-8 byte order mark and blanks is '<'.  A usage log's is '{'. */
+static int cg__page_like(const char *path) {
+  unsigned char buf[256];
+  size_t n, i = 0;
+  FILE *f = fopen(path, "rb");
+
+  if (!f)
+    return 0;
+  n = fread(buf, 1, sizeof(buf), f);
+  fclose(f);
+  if (n >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF)
+    i = 3;
+  while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+    i++;
+  return i < n && buf[i] == '<';
+}
+
 static int cg__page_open(struct cg__page *p) {
   struct stat st;
   size_t n;
@@ -158,6 +176,14 @@ static int cg__page_open(struct cg__page *p) {
   }
   if (exists && access(p->path, W_OK) != 0) {
     cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
+    return -1;
+  }
+  /* Only a page is replaced: `--html usage.jsonl`, `--html` taken for a switch like
+   * `--json` with the log as its FILE, read stdin and renamed the page over the log
+   * (helper-62), and a guard still writing to it wrote on into the removed file. */
+  if (exists && st.st_size > 0 && !cg__page_like(p->path)) {
+    cg_cli_error("report: %s exists and is not an HTML page (a usage log?); not replaced "
+                 "(usage: report --html FILE [LOG...])", p->path);
     return -1;
   }
   /* A symlink is written through: the page replaces the file it leads to. */

@@ -424,7 +424,7 @@ class ReportHtmlTest(harness.GuardTestCase):
         self.assertEqual(p.returncode, 0)
         self.assertTrue(p.stdout.startswith(b"<!DOCTYPE html>"))
         out = self.tmp / "again.html"
-        out.write_text("old")
+        out.write_text("<!DOCTYPE html>\n<p>an older page</p>\n")
         p = harness.run([harness.CLI, "report", f"--html={out}", "--json", log], None, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["totals"], self.json["totals"])
@@ -465,7 +465,7 @@ class ReportHtmlTest(harness.GuardTestCase):
         self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
         self.assertEqual(log.read_bytes(), before, "the log was overwritten")
         target, link = self.tmp / "target.html", self.tmp / "link.html"
-        target.write_text("old")
+        target.write_text("\n<html><p>an older page</p></html>\n")
         os.chmod(target, 0o640)
         os.symlink(target.name, link)
         p = harness.run([harness.CLI, "report", "--html", str(link), str(log)], None, timeout=30)
@@ -473,6 +473,36 @@ class ReportHtmlTest(harness.GuardTestCase):
         self.assertTrue(os.path.islink(link), "the symlink was replaced")
         self.assertTrue(target.read_text().startswith("<!DOCTYPE html>"))
         self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o640)
+
+    def test_a_file_that_is_not_a_page_is_not_replaced(self):
+        """`report --html usage.jsonl` (--html taken for a switch like --json, the log as
+        its FILE; no LOG, so stdin is read) renamed the page over the log, rc 0 and not a
+        word (helper-62).  Only an empty file or one that starts with '<' (a page) is
+        replaced now; anything else is one line, exit 1, and the file as it was."""
+        log = self.tmp / "usage.jsonl"
+        shutil.copy(self.run_log, log)
+        before = log.read_bytes()
+        for args in (["--html", str(log)], ["--html", str(log), self.run_log],
+                     [f"--html={log}", "-"]):
+            p = harness.run([harness.CLI, "report"] + args, None, timeout=30)
+            err = p.stderr.decode(errors="replace")
+            self.assertEqual((p.returncode, len(err.splitlines())), (1, 1), (args, err))
+            self.assertIn("is not an HTML page", err)
+            self.assertEqual(log.read_bytes(), before, "the log was replaced")
+        self.assertEqual([f for f in os.listdir(self.tmp) if ".tmp-" in f], [])
+        notes = self.tmp / "notes.txt"
+        notes.write_text("plain text\n")
+        p = harness.run([harness.CLI, "report", "--html", str(notes), self.run_log], None,
+                        timeout=30)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(notes.read_text(), "plain text\n")
+        for name, text in (("empty.html", ""), ("bom.html", "\ufeff <!doctype html><p>x")):
+            out = self.tmp / name
+            out.write_text(text, encoding="utf-8")
+            p = harness.run([harness.CLI, "report", "--html", str(out), self.run_log], None,
+                            timeout=30)
+            self.assertEqual(p.returncode, 0, (name, p.stderr))
+            self.assertTrue(out.read_text().startswith("<!DOCTYPE html>"), name)
 
     def test_chromium_renders_the_page(self):
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
