@@ -474,6 +474,13 @@ int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, siz
   fd = cg__open_own(path, O_RDONLY, &sb, why, len);
   if (fd < 0)
     return -1;
+  /* Another program's file is never re-made (cg__open refuses it): no such advice. */
+  if (!cg__ours(fd, sb.st_size)) {
+    snprintf(why, len, "state file %s is not a curlguard state file (it does not start with "
+             "CGCGGRD1): not read; name another file, or remove it", path);
+    close(fd);
+    return -1;
+  }
   if (sb.st_size < (off_t) CG_STATE_SIZE) {
     snprintf(why, len, "state file %s is %lld bytes, shorter than layout %u (%u bytes): not "
              "read (the next guarded call, or curlguard reset, re-makes it)", path,
@@ -499,10 +506,17 @@ int cg_state_open_readonly(const char *path, struct cg_state *st, char *why, siz
   valid = cg__valid(st, boot);
   version = st->hdr->version;
   cg_state_guard_pop(&g);
+  if (!valid && version != CG_STATE_VERSION) {
+    snprintf(why, len, "state file %s has layout %u in its header, not %u: not read (the "
+             "next guarded call, or curlguard reset, re-makes it)", path, version,
+             CG_STATE_VERSION);
+    cg_state_close(st);
+    return -1;
+  }
   if (!valid) {
-    snprintf(why, len, "state file %s is not a ready layout-%u file of this boot (layout %u "
-             "in its header): not read (the next guarded call, or curlguard reset, re-makes "
-             "it)", path, CG_STATE_VERSION, version);
+    snprintf(why, len, "state file %s is a layout-%u file not made ready since this boot: "
+             "not read (the next guarded call, or curlguard reset, re-makes it)", path,
+             CG_STATE_VERSION);
     cg_state_close(st);
     return -1;
   }

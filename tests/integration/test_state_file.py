@@ -502,8 +502,13 @@ class CliTest(StateFileTestCase):
         good = self.state.read_bytes()
         old = bytearray(good)
         old[8] = 1                              # layout 1 in the header
-        for content, why in ((bytes(old), rb"not a ready layout-6 file of this boot \(layout 1"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 6")):
+        # another program's file: stat gave reset's advice, which reset then refused
+        # (helper-62); it says what reset says now
+        foreign = bytes((i * 131 + 7) % 251 for i in range(len(good)))
+        for content, why in ((bytes(old), rb"has layout 1 in its header, not 6: not read"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 6"),
+                             (foreign, rb"is not a curlguard state file \(it does not start "
+                                       rb"with CGCGGRD1\): not read; name another file")):
             self.state.write_bytes(content)
             for args in (("stat",), ("stat", "--json")):
                 r = self.cli(*args)
