@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
        strcmp(argv[1], "stat") == 0 || strcmp(argv[1], "reset") == 0 ||
        strcmp(argv[1], "exporter") == 0)) {
     fputs(cg__usage, stdout);
-    return CG_EXIT_OK;
+    return cg_cli_written(argv[1], CG_EXIT_OK);
   }
   if (strcmp(argv[1], "run") == 0)
     return cg_cli_run(argc - 1, argv + 1);
@@ -105,11 +105,11 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
     fputs(cg__usage, stdout);
-    return CG_EXIT_OK;
+    return cg_cli_written("help", CG_EXIT_OK); /* > /dev/full: exit 1, as every command */
   }
   if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
     printf("curlguard %s\n", CG_VERSION);
-    return CG_EXIT_OK;
+    return cg_cli_written("version", CG_EXIT_OK);
   }
   cg_cli_error("unknown command \"%s\" (try: curlguard help)", argv[1]);
   return CG_EXIT_USAGE;

@@ -22,6 +22,7 @@
  * like one that does not link libcurl (the same note then covers it).
  */
 #include "cli.h"
+#include "config.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -35,7 +36,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Locate libcurlguard.so into `out`.  0 on success. */
+/* Whether `item` is one of the entries of LD_PRELOAD value `list` (NULL: none), which
+ * ld.so splits at spaces and colons (ld.so(8)). */
+static int cg__in_list(const char *list, const char *item) {
+  size_t n = strlen(item);
+
+  while (list && *list) {
+    size_t k = strcspn(list, " :");
+    if (k == n && strncmp(list, item, n) == 0)
+      return 1;
+    list += k;
+    list += strspn(list, " :");
+  }
+  return 0;
+}
+
+/* Whether the file at `path` starts as an ELF file does (elf(5): 0x7f 'E' 'L' 'F'). */
+static int cg__is_elf(const char *path) {
+  unsigned char m[4];
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(m, 1, sizeof(m), f) : 0;
+
+  if (f)
+    fclose(f);
+  return n == sizeof(m) && m[0] == 0x7f && m[1] == 'E' && m[2] == 'L' && m[3] == 'F';
+}
+
+/* Locate libcurlguard.so into `out`.  0 on success (errno set otherwise). */
 static int cg__find_lib(char *out, size_t len) {
   const char *env = getenv("CURLGUARD_LIB");
   char exe[PATH_MAX - 64];
@@ -353,7 +380,7 @@ static void cg__setenv_abs(const char *name, const char *path) {
 int cg_cli_run(int argc, char **argv) {
   const char *config = NULL;
   const char *old;
-  char lib[PATH_MAX];
+  char lib[PATH_MAX], why[160];
   char *preload;
   int i;
   size_t need;
@@ -383,13 +410,23 @@ int cg_cli_run(int argc, char **argv) {
     cg_cli_error("run: no command given (usage: curlguard run [--config F] -- CMD ARGS...)");
     return CG_EXIT_USAGE;
   }
-  if (config && access(config, R_OK) != 0) {
-    cg_cli_error("run: config file %s: %s", config, strerror(errno));
+  /* Read as stat and reset read it: a directory or malformed JSON is refused here, not
+   * found by the first guarded call inside the command (helper-62). */
+  if (config && cg_config_file_usable(config, why, sizeof(why)) != 0) {
+    cg_cli_error("run: config file %s: %s", config, why);
     return CG_EXIT_ERROR; /* curlguard(1): 1 when the configuration file cannot be read */
   }
   if (cg__find_lib(lib, sizeof(lib)) != 0) {
-    cg_cli_error("run: cannot find libcurlguard.so next to this program or in "
-                 "../lib/curlguard/ (set CURLGUARD_LIB)");
+    if (getenv("CURLGUARD_LIB") && getenv("CURLGUARD_LIB")[0])
+      cg_cli_error("run: CURLGUARD_LIB=%s: %s", getenv("CURLGUARD_LIB"), strerror(errno));
+    else
+      cg_cli_error("run: cannot find libcurlguard.so next to this program or in "
+                   "../lib/curlguard/ (set CURLGUARD_LIB)");
+    return CG_EXIT_ERROR;
+  }
+  if (!cg__is_elf(lib)) {
+    /* ld.so would print its own errors and run the command unguarded (ld.so(8)) */
+    cg_cli_error("run: cannot preload %s: not a shared library (an ELF file)", lib);
     return CG_EXIT_ERROR;
   }
   if (strpbrk(lib, " :\t\n")) {
@@ -407,7 +444,10 @@ int cg_cli_run(int argc, char **argv) {
     cg_cli_error("run: out of memory");
     return CG_EXIT_ERROR;
   }
-  snprintf(preload, need, "%s%s%s", lib, old && old[0] ? ":" : "", old ? old : "");
+  if (cg__in_list(old, lib))
+    snprintf(preload, need, "%s", old); /* a run inside a run: preloaded once already */
+  else
+    snprintf(preload, need, "%s%s%s", lib, old && old[0] ? ":" : "", old ? old : "");
   setenv("LD_PRELOAD", preload, 1);
   setenv("CURLGUARD", "1", 1);
   /* Paths relative to here would move with every child that changes directory. */

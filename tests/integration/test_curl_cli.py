@@ -357,6 +357,38 @@ class CliRunTest(CurlTestCase):
         self.assertEqual([r["attempt"] for r in self.records()], [1, 2, 3])
 
 
+    def test_run_refuses_what_would_leave_the_command_unguarded(self):
+        """A config file stat and reset refuse (a directory, malformed JSON, text after
+        the object), a CURLGUARD_LIB that is missing or not a shared library: one line,
+        exit 1, the command not run.  Before, run ran it (exit 0): the config was found
+        bad only by a guarded call inside it, and ld.so printed its own errors for
+        /etc/passwd (helper-62).  A run inside a run preloads the library once."""
+        bad = self.tmp / "bad.json"
+        bad.write_text("{")
+        tail = self.tmp / "tail.json"
+        tail.write_text('{"max_attempts": 1} trailing')
+        marker = self.tmp / "ran"
+        cmd = ["--", "/bin/sh", "-c", f'touch "{marker}"']
+        for args, env, why in (
+                (["--config", str(self.tmp)], {}, rb"not a regular file"),
+                (["--config", str(bad)], {}, rb"not a JSON object"),
+                ([f"--config={tail}"], {}, rb"text after the JSON object"),
+                ([], {"CURLGUARD_LIB": "/nonexistent/libcurlguard.so"},
+                 rb"CURLGUARD_LIB=/nonexistent/libcurlguard.so: No such file"),
+                ([], {"CURLGUARD_LIB": "/etc/passwd"}, rb"not a shared library")):
+            with self.subTest(args=args, env=env):
+                p = harness.run([harness.CLI, "run", *args, *cmd], harness.plain_env(**env),
+                                timeout=30)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertRegex(p.stderr, rb"^curlguard: run: .*" + why)
+                self.assertFalse(marker.exists(), "the command ran")
+        p = harness.run([harness.CLI, "run", "--", harness.CLI, "run", "--", "/bin/sh", "-c",
+                         'printf %s "$LD_PRELOAD"'], harness.plain_env(), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(":").count(str(harness.LIB)), 1, p.stdout)
+
+
 class ParallelTest(CurlTestCase):
     def test_eight_parallel_curls(self):
         n = 8

@@ -275,10 +275,17 @@ class MetricsTest(harness.GuardTestCase):
         self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
         self.assertTrue(p.stderr.startswith(b"curlguard: stat: "), p.stderr)
         with open(self.state, "wb") as f:
-            f.write(b"\0" * 300)
+            f.write(b"CGCGGRD1" + b"\0" * 292)   # a state file cut short
         p = self.cli("stat", "--prometheus")
         self.assertEqual(p.returncode, 1)
         self.assertRegex(p.stderr, rb"^curlguard: stat: state file .* shorter than layout 6")
+        self.assertEqual(p.stdout, b"")
+        with open(self.state, "wb") as f:
+            f.write(b"\0" * 300)                  # not one: the guard would not re-make it
+        p = self.cli("stat", "--prometheus")
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, rb"^curlguard: stat: state file .* is not a curlguard state "
+                                   rb"file")
         self.assertEqual(p.stdout, b"")
 
     # -- the exporter
@@ -462,13 +469,14 @@ class MetricsTest(harness.GuardTestCase):
         """stdout on /dev/full: exit 1 and one line, as `report` (they exited 0 with
         nothing written)."""
         plan = ["plan", "--budget", "30", "--attempt-timeout", "5", "--base", "1", "--cap", "8"]
-        for args in (["stat"], ["stat", "--json"], plan, plan + ["--json"]):
+        for args in (["stat"], ["stat", "--json"], plan, plan + ["--json"], ["version"],
+                     ["help"], ["run", "--help"]):
             with self.subTest(args=args):
                 p = harness.run(["/bin/sh", "-c", 'exec "$0" "$@" >/dev/full', harness.CLI,
                                  *args], harness.plain_env(CURLGUARD_STATE=str(self.state)))
                 self.assertEqual(p.returncode, 1, p.stderr)
-                self.assertRegex(p.stderr, rb"^curlguard: (stat|plan): writing the output: "
-                                           rb"No space left on device\n$")
+                self.assertRegex(p.stderr, rb"^curlguard: (stat|plan|version|help|run): writing "
+                                           rb"the output: No space left on device\n$")
 
     def test_stat_json_of_a_state_file_not_made_yet_escapes_its_path(self):
         odd = self.tmp / 'no"pe\\x'
