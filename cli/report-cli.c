@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,19 @@ struct cg__page {
 };
 
 /* Create the temporary file of the page: 0, or -1 after the message. */
+/* The temporary page while it exists, for cg__page_signal: a report killed while it
+ * reads (SIGTERM, ^C while it waits on stdin) left FILE.tmp-XXXXXX behind (helper-62). */
+static char *volatile cg__page_tmp;
+
+/* SIGINT, SIGTERM, SIGHUP: the temporary page removed, then the signal's own end. */
+static void cg__page_signal(int sig) {
+  char *tmp = cg__page_tmp;
+  if (tmp)
+    unlink(tmp); /* async-signal-safe (signal-safety(7)) */
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 /* Whether the file at `path` looks like an HTML page (what --html may replace): its first
  * byte past a UTF-8 byte order mark and blanks is '<'.  A usage log's is '{'. */
 static int cg__page_like(const char *path) {
@@ -210,6 +224,10 @@ static int cg__page_open(struct cg__page *p) {
     p->target = NULL;
     return -1;
   }
+  cg__page_tmp = p->tmp;
+  signal(SIGINT, cg__page_signal);
+  signal(SIGTERM, cg__page_signal);
+  signal(SIGHUP, cg__page_signal);
   mask = umask(0);
   umask(mask);
   /* A page like any other file, not mkstemp's 0600; a replaced file keeps its mode. */
@@ -219,6 +237,7 @@ static int cg__page_open(struct cg__page *p) {
     cg_cli_error("report: cannot write %s: %s", p->path, strerror(errno));
     close(fd);
     unlink(p->tmp);
+    cg__page_tmp = NULL;
     free(p->tmp);
     p->tmp = NULL;
     free(p->target);
@@ -250,6 +269,7 @@ static int cg__page_close(struct cg__page *p, int ok) {
   }
   if (!ok)
     unlink(p->tmp);
+  cg__page_tmp = NULL; /* before the free: a signal now finds nothing to remove */
   free(p->tmp);
   p->tmp = NULL;
   free(p->target);

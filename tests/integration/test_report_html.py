@@ -30,6 +30,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import time
 import unittest
 import zlib
 
@@ -503,6 +504,29 @@ class ReportHtmlTest(harness.GuardTestCase):
                             timeout=30)
             self.assertEqual(p.returncode, 0, (name, p.stderr))
             self.assertTrue(out.read_text().startswith("<!DOCTYPE html>"), name)
+
+    def test_a_report_killed_while_it_reads_leaves_no_temporary_page(self):
+        """SIGTERM, SIGINT or SIGHUP while the report waits on stdin: it ends by the signal
+        and FILE.tmp-XXXXXX is gone (it was left behind, helper-62)."""
+        import signal
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            out = self.tmp / f"killed-{sig}.html"
+            proc = subprocess.Popen([str(harness.CLI), "report", "--html", str(out)],
+                                    env=harness.plain_env(), stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                for _ in range(200):  # the temporary page exists once FILE is checked
+                    if [f for f in os.listdir(self.tmp) if f.startswith(out.name + ".tmp-")]:
+                        break
+                    time.sleep(0.02)
+                proc.send_signal(sig)
+                self.assertEqual(proc.wait(timeout=10), -sig)
+            finally:
+                proc.kill()
+                proc.wait()
+                proc.stdin.close()
+            self.assertEqual([f for f in os.listdir(self.tmp) if ".tmp-" in f], [], sig)
+            self.assertFalse(out.exists())
 
     def test_chromium_renders_the_page(self):
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
