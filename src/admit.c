@@ -84,6 +84,11 @@ static void cg__sh_down(struct cg_admission *ad) {
   ad->sh.ops = &cg_shared_mmap;
 }
 
+/* The Redis steps before a send are bounded by the call's deadline (shared.h
+ * cg_shared_redis_within): CG__WITHIN(ad) before one, CG__WITHIN_END after it. */
+#define CG__WITHIN(ad) cg_shared_redis_within((ad)->deadline_ms)
+#define CG__WITHIN_END() cg_shared_redis_within(0)
+
 /* The call's limit key (admit.h), made on first use.  Out of line: asked only after a
  * 429 or in a pool some key of which is held. */
 static __attribute__((noinline, cold)) uint32_t cg__key(struct cg_admission *ad) {
@@ -101,7 +106,9 @@ cg__sh_reserve_far(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
   struct cg_shared_pool *sp = cg__sp(ad);
   int r;
   sp->key = cg__key(ad); /* the fleet's hold of it comes with the reservation */
+  CG__WITHIN(ad);
   r = sp->ops->reserve(sp, tokens, max_wait_ns, wait_ns, now);
+  CG__WITHIN_END();
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.reserve(sp, tokens, max_wait_ns, wait_ns, 0);
@@ -137,7 +144,9 @@ static int64_t cg__sh_hold_left(struct cg_admission *ad) {
   int64_t now = cg_state_now(), local = cg__held_until(ad, now) - now, r;
   if (sp->ops == &cg_shared_mmap)
     return local;
+  CG__WITHIN(ad);
   r = sp->ops->hold_left(sp, cg__key(ad));
+  CG__WITHIN_END();
   return r > local ? r : local;
 }
 
@@ -151,7 +160,10 @@ static void cg__sh_hold(struct cg_admission *ad, int64_t for_ns) {
 static __attribute__((noinline, cold)) int
 cg__sh_acquire_far(struct cg_admission *ad, long max, int64_t left_ns, int64_t *waited_ns) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->acquire(sp, max, left_ns, waited_ns);
+  int r;
+  CG__WITHIN(ad);
+  r = sp->ops->acquire(sp, max, left_ns, waited_ns);
+  CG__WITHIN_END();
   if (r == CG_SHARED_DOWN) {
     int64_t w = *waited_ns;
     cg__sh_down(ad);
@@ -186,7 +198,10 @@ static CG__STEP void cg__sh_release(struct cg_admission *ad, int slot) {
 static __attribute__((noinline, cold)) enum cg_breaker_verdict
 cg__sh_admit_far(struct cg_admission *ad, int64_t probe_ns, int64_t *next_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->breaker_admit(sp, probe_ns, next_ns, now);
+  int r;
+  CG__WITHIN(ad);
+  r = sp->ops->breaker_admit(sp, probe_ns, next_ns, now);
+  CG__WITHIN_END();
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.breaker_admit(sp, probe_ns, next_ns, 0);
@@ -309,7 +324,10 @@ static int64_t cg__early_in(struct cg_admission *ad, int64_t deadline_ms, int64_
 static __attribute__((noinline, cold)) int cg__sh_early(struct cg_admission *ad,
                                                         int64_t left_ns, int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->breaker_early(sp, left_ns, now);
+  int r;
+  CG__WITHIN(ad);
+  r = sp->ops->breaker_early(sp, left_ns, now);
+  CG__WITHIN_END();
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.breaker_early(sp, left_ns, 0);
@@ -348,7 +366,10 @@ static int cg__sh_wait_ok(struct cg_admission *ad, int64_t left_ns) {
 static __attribute__((noinline, cold)) int64_t cg__sh_learn_take_far(struct cg_admission *ad,
                                                                      int64_t now) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int64_t w = sp->ops->learn_take(sp, now);
+  int64_t w;
+  CG__WITHIN(ad);
+  w = sp->ops->learn_take(sp, now);
+  CG__WITHIN_END();
   if (w == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     w = cg_shared_mmap.learn_take(sp, 0);
@@ -379,7 +400,10 @@ static CG__STEP void cg__sh_bfirst(struct cg_admission *ad, int64_t now) {
 static enum cg_budget_verdict cg__sh_bretry(struct cg_admission *ad, int64_t left_ns,
                                             int *slot) {
   struct cg_shared_pool *sp = cg__sp(ad);
-  int r = sp->ops->budget_retry(sp, left_ns, slot);
+  int r;
+  CG__WITHIN(ad);
+  r = sp->ops->budget_retry(sp, left_ns, slot);
+  CG__WITHIN_END();
   if (r == CG_SHARED_DOWN) {
     cg__sh_down(ad);
     r = cg_shared_mmap.budget_retry(sp, left_ns, slot);
@@ -452,7 +476,9 @@ static int cg__pool(struct cg_admission *ad) {
     cg__windows(ad, cg_breaker_configure(ad->state, ad->pool_index, &ad->pool->breaker),
                 cg_budget_configure(ad->state, ad->pool_index, &ad->pool->budget));
     cg_limiter_learn_start(ad->state, ad->pool_index, &ad->pool->lim);
+    CG__WITHIN(ad); /* a connect (and its set-up) fits the call's deadline */
     ad->sh.ops = cg_shared_redis_ready() ? &cg_shared_redis : &cg_shared_mmap;
+    CG__WITHIN_END();
   }
   return ad->pool_index < 0 ? -1 : ad->pool_index;
 }

@@ -54,6 +54,7 @@
 #define CG_REDIS_RENEW_MS 1000      /* ... and the renewer renews them this often */
 #define CG_REDIS_LEASES 4096        /* leases one process may hold at once */
 #define CG_REDIS_BRK_CACHE_MS 100   /* a thread trusts a "closed" breaker this long */
+#define CG_REDIS_MIN_MS 2           /* a round trip bounded by a call's deadline: at least */
 
 /* ---- the URL ---- */
 
@@ -255,8 +256,34 @@ struct cg__conn {
   int pending;             /* replies of commands sent without waiting (cg__send) */
   dev_t dev;               /* the socket's identity (fstat(2) of c->fd once connected): */
   ino_t ino;               /* cg__conn_ours */
+  int64_t tmo_ms;          /* the socket's timeout now (cg__arm) */
 };
 static __thread struct cg__conn cg__tc;
+
+/* The deadline (monotonic ms) of the call whose step before a send the calling thread
+ * runs, 0 none (cg_shared_redis_within): each of the step's round trips waits at most
+ * half of what it leaves, so that the call, should Redis not answer, still has the other
+ * half to go by the file. */
+static __thread int64_t cg__step_deadline_ms;
+
+void cg_shared_redis_within(int64_t deadline_ms) {
+  cg__step_deadline_ms = deadline_ms;
+}
+
+/* The ms the next round trip may wait on Redis, at most `cap`: `cap` outside a bounded
+ * step, else half of what the call's deadline leaves when less, and CG_REDIS_MIN_MS at
+ * least (a healthy Redis answers well within it: a call near its deadline still asks,
+ * and does not move to the file, whose limits are this machine's only, for lack of
+ * time). */
+static int64_t cg__step_ms(int64_t cap) {
+  int64_t left;
+  if (!cg__step_deadline_ms)
+    return cap;
+  left = (cg__step_deadline_ms - cg_mono_ms()) / 2;
+  if (left < CG_REDIS_MIN_MS)
+    left = CG_REDIS_MIN_MS;
+  return left < cap ? left : cap;
+}
 static pthread_key_t cg__tc_key;
 static pthread_once_t cg__key_once = PTHREAD_ONCE_INIT;
 
@@ -355,7 +382,7 @@ static int cg__get_reply(redisContext *c, redisReply **out) {
       if (redisBufferWrite(c, &wdone) == REDIS_ERR)
         return REDIS_ERR;
     } while (!wdone);
-    end = cg_mono_ms() + CG_REDIS_REPLY_MS;
+    end = cg_mono_ms() + cg__step_ms(CG_REDIS_REPLY_MS);
     do {
       if (reads++ >= CG_REDIS_REPLY_READS) {
         cg__reply_error(c, REDIS_ERR_PROTOCOL, "reply too large (over 1 MiB)");
@@ -416,6 +443,23 @@ static struct timeval cg__tv(int64_t ms) {
   return tv;
 }
 
+/* The connection's socket timeout for its next round trip: CG_REDIS_TIMEOUT_MS, or less
+ * in a step bounded by a call's deadline (cg__step_ms; cg_shared_redis_within: a call
+ * with a short deadline waited the whole 50 ms on a hung Redis, then failed with 28
+ * where it should have gone by the file; helper-64).  0; -1 when setsockopt(2) refused
+ * it: nothing is sent, the connection stays as it is, the caller falls back on the
+ * file. */
+static int cg__arm(struct cg__conn *t) {
+  int64_t ms = cg__step_ms(CG_REDIS_TIMEOUT_MS);
+  if (ms != t->tmo_ms) {
+    struct timeval tv = cg__tv(ms);
+    if (redisSetTimeout(t->c, tv) != REDIS_OK)
+      return -1; /* setsockopt(2) refused: the file decides, the connection as it was */
+    t->tmo_ms = ms;
+  }
+  return 0;
+}
+
 /* Drop the thread's connection, back off, and say `msg` once per process per `cause`.
  * `msg` must not point into the connection (it is freed first): callers format it into
  * their own buffer (cg__fail does, from the context's error). */
@@ -451,8 +495,10 @@ static void cg__fail(struct cg__conn *t, const char *during) {
              (strstr(es, "temporarily unavailable") || strstr(es, "timed out") ||
               strstr(es, "would block"))) {
     cause = "redis-timeout";
-    snprintf(msg, sizeof(msg), "redis timed out after %d ms (no answer to %s)",
-             CG_REDIS_TIMEOUT_MS, during);
+    snprintf(msg, sizeof(msg), "redis timed out after %lld ms (no answer to %s%s)",
+             (long long) (t->tmo_ms ? t->tmo_ms : CG_REDIS_TIMEOUT_MS), during,
+             t->tmo_ms && t->tmo_ms < CG_REDIS_TIMEOUT_MS ? ", as long as the call's deadline "
+                                                            "allowed" : "");
   } else if (err == REDIS_ERR_EOF || strstr(es, "reset by peer") || strstr(es, "Broken pipe")) {
     cause = "redis-lost";
     snprintf(msg, sizeof(msg), "redis connection lost (during %s: %s)", during,
@@ -474,11 +520,15 @@ static const char *cg__err(redisContext *c, redisReply *r) {
   return NULL;
 }
 
-/* SCRIPT LOAD every script.  0; -1 (the connection dropped and said why). */
+/* SCRIPT LOAD every script.  0; -1 (the connection dropped and said why); -2 its timeout
+ * could not be set (cg__arm: nothing more sent, the connection kept). */
 static int cg__load_scripts(struct cg__conn *t) {
   int i;
   for (i = 0; i < CG_S_N; i++) {
-    redisReply *r = cg__command(t->c, "SCRIPT LOAD %s", cg__scripts[i]);
+    redisReply *r;
+    if (cg__arm(t) != 0)
+      return -2; /* nothing sent (the caller decides) */
+    r = cg__command(t->c, "SCRIPT LOAD %s", cg__scripts[i]);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
       cg__fail(t, "SCRIPT LOAD");
@@ -508,8 +558,9 @@ static int cg__load_scripts(struct cg__conn *t) {
 
 /* Connect the thread's connection now if it may (backoff).  0 connected, -1 not. */
 static int cg__connect(struct cg__conn *t) {
-  struct timeval tv = cg__tv(CG_REDIS_TIMEOUT_MS);
+  struct timeval tv;
   redisReply *r;
+  int64_t ms;
 
   if (t->c && t->pid == cg_pid()) {
     if (cg__conn_ours(t))
@@ -527,6 +578,10 @@ static int cg__connect(struct cg__conn *t) {
   }
   if (cg_mono_ms() < t->next_try_ms)
     return -1;
+  /* A step bounded by its call's deadline (cg_shared_redis_within) waits no longer for the
+   * connection, nor for its set-up below (cg__arm). */
+  ms = cg__step_ms(CG_REDIS_TIMEOUT_MS);
+  tv = cg__tv(ms);
   pthread_once(&cg__key_once, cg__key_init);
   pthread_setspecific(cg__tc_key, t);
   t->c = cg__url.unix_socket ? redisConnectUnixWithTimeout(cg__url.path, tv)
@@ -568,8 +623,11 @@ static int cg__connect(struct cg__conn *t) {
     t->ino = sb.st_ino;
   }
   redisSetTimeout(t->c, tv);
+  t->tmo_ms = ms;
   cg__bound_reader(t->c);
   if (cg__url.password[0]) {
+    if (cg__arm(t) != 0)
+      goto out_of_time;
     r = cg__auth(t->c, &cg__url);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) { /* no answer (a timeout, a lost connection): not the password's fault */
@@ -586,6 +644,8 @@ static int cg__connect(struct cg__conn *t) {
     freeReplyObject(r);
   }
   if (cg__url.db != 0) {
+    if (cg__arm(t) != 0)
+      goto out_of_time;
     r = cg__command(t->c, "SELECT %d", cg__url.db);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
@@ -601,10 +661,23 @@ static int cg__connect(struct cg__conn *t) {
     }
     freeReplyObject(r);
   }
-  if (cg__load_scripts(t) != 0)
+  switch (cg__load_scripts(t)) {
+  case 0:
+    break;
+  case -2:
+    goto out_of_time;
+  default:
     return -1;
+  }
   t->backoff_ms = 0;
   return 0;
+
+out_of_time:
+  /* A timeout that could not be set (cg__arm): set up only in part, made again by a later
+   * call. */
+  cg__conn_free(t);
+  t->c = NULL;
+  return -1;
 }
 
 int cg_shared_redis_ready(void) {
@@ -619,6 +692,8 @@ int cg_shared_redis_ready(void) {
 static int cg__drain(struct cg__conn *t) {
   while (t->pending > 0) {
     redisReply *r = NULL;
+    if (cg__arm(t) != 0)
+      return -1; /* no timeout set: read by a later step */
     if (cg__get_reply(t->c, &r) != REDIS_OK) {
       cg__fail(t, "an earlier command");
       return -1;
@@ -678,6 +753,8 @@ static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
     argv[argc++] = args[i];
   for (tries = 0; tries < 2; tries++) {
     const char *why;
+    if (cg__arm(t) != 0)
+      return NULL; /* no timeout set: nothing sent, the file decides */
     r = cg__command_argv(t->c, argc, argv);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
@@ -693,7 +770,7 @@ static redisReply *cg__evalv(int s, int nkeys, const char **keys, int nargs,
       freeReplyObject(r);
       r = NULL;
       if (cg__load_scripts(t) != 0)
-        return NULL;
+        return NULL; /* dropped (said why), or no timeout set */
       argv[1] = t->sha[s];
       continue;
     }

@@ -252,6 +252,14 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u);
  * backoff, never a hang).  Says once per process per cause why it may not. */
 int cg_shared_redis_ready(void);
 
+/* The calling thread's next steps are a call's before its send, whose deadline is
+ * `deadline_ms` (monotonic ms; 0: no call's, after its send): each round trip to Redis
+ * (connecting, its set-up, a reply) then waits at most half of what the deadline leaves,
+ * and 2 ms at least (CG_REDIS_TIMEOUT_MS otherwise).  A call with a short deadline so
+ * does not spend it on a Redis that does not answer: it goes by the state file with the
+ * other half (README "Fleets"). */
+void cg_shared_redis_within(int64_t deadline_ms);
+
 /* Key `<prefix>{<pool>}:<what>` into `buf` (one hash slot per pool: Redis Cluster's hash
  * tags).  Returns buf. */
 char *cg_redis_key(char *buf, size_t n, const char *prefix, const char *pool,

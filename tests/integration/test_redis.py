@@ -1228,6 +1228,32 @@ class FleetFailOpenTest(RedisTestCase):
         finally:
             r.stop()
 
+    def test_a_short_deadline_is_not_spent_on_a_stopped_redis(self):
+        """Redis stopped (SIGSTOP: connects, never answers) and calls with a deadline
+        shorter than Redis's 50 ms timeout (`curl -m 0.045`, easy and multi): each call
+        waits on Redis at most half of what its deadline leaves, then goes by the state
+        file, so every request reaches the provider, and the line says the deadline cut
+        the wait.  Before, each call spent 50 ms on Redis and ended with 28, nothing sent
+        (helper-64).  The requests are counted at the mock, not the answers: a slow machine
+        may still let a deadline of 45 ms pass after the send."""
+        url = self.mock.url("/v1/short-deadline", plan="200", key=harness.unique_key("sd"))
+        env = self.machine_env("m")
+        self.redis.kill(signal.SIGSTOP)
+        try:
+            ps = [self.curl([url], env, args=("-m", "0.045")) for _ in range(3)]
+            ps.append(self.curl([url] * 3, env, args=("-Z", "--parallel-immediate", "-m",
+                                                      "0.045")))
+        finally:
+            self.redis.kill(signal.SIGCONT)
+        self.assertEqual(len(self.mock.wait_entries(url=url, count=6, timeout=10)), 6,
+                         [(p.returncode, p.stderr) for p in ps])
+        for p in ps:
+            lines = self.redis_lines(p)
+            self.assertGreaterEqual(len(lines), 1, p.stderr)
+            self.assertTrue(all("local state" in l for l in lines), lines)
+            self.assertTrue(any("as long as the call's deadline allowed" in l
+                                for l in lines), lines)
+
     def test_redis_answering_slowly(self):
         """DEBUG SLEEP 1 from a redis-cli in the background while a process makes 20 calls:
         no call waits on it (gaps far below 1 s), and a line says so."""
