@@ -1708,6 +1708,19 @@ static long long cg__reply_ll(redisReply *r) {
   return 0;
 }
 
+/* Why a command of `stat`'s connection `c` failed, into `err`: the error reply `r`, or
+ * the connection's error, a timeout in words (hiredis 0.14 gives EAGAIN's text). */
+static void cg__view_err(const redisContext *c, const redisReply *r, char *err, size_t errn) {
+  if (r)
+    snprintf(err, errn, "%s", r->str);
+  else if (c->err == REDIS_ERR_IO &&
+           (strstr(c->errstr, "temporarily unavailable") || strstr(c->errstr, "timed out") ||
+            strstr(c->errstr, "would block") || strstr(c->errstr, "not whole")))
+    snprintf(err, errn, "timed out after 500 ms (no answer)");
+  else
+    snprintf(err, errn, "%s", c->errstr[0] ? c->errstr : "no reply");
+}
+
 int cg_redis_view(const char *url, const char *prefix, const char *name,
                   struct cg_redis_view *v, char *err, size_t errn) {
   struct cg_redis_url u;
@@ -1729,7 +1742,10 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   c = u.unix_socket ? redisConnectUnixWithTimeout(u.path, tv)
                     : redisConnectWithTimeout(u.host, u.port, tv);
   if (!c || c->err) {
-    snprintf(err, errn, "%s", c ? c->errstr : "out of memory");
+    if (c)
+      cg__view_err(c, NULL, err, errn);
+    else
+      snprintf(err, errn, "out of memory");
     if (c)
       redisFree(c);
     return -1;
@@ -1740,7 +1756,7 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
   do {                                                                                    \
     r = (reply);                                                                          \
     if (!r || r->type == REDIS_REPLY_ERROR) {                                             \
-      snprintf(err, errn, "%s", r ? r->str : c->errstr);                                  \
+      cg__view_err(c, r, err, errn);                                                      \
       if (r)                                                                              \
         freeReplyObject(r);                                                               \
       redisFree(c);                                                                       \
@@ -1771,12 +1787,16 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
    * or whose key patterns leave the pool's keys out, gets NOPERM, which Redis checks
    * before it looks for the script (a SHA1 of zeros: NOSCRIPT otherwise); the calls of
    * such a user fall back to the file, so it is not a fleet Redis (helper-55, helper-60).
-   * The script loaded is one line that returns 0: nothing else is written. */
-  r = cg__command(c, "SCRIPT LOAD %s", "return 0");
-  if (r && r->type != REDIS_REPLY_ERROR) {
+   * The script writes, as the guard's do: a server out of memory under `noeviction` (OOM)
+   * or a read-only replica (READONLY, an old master after a failover) refuses it as it
+   * refuses every guarded call's, which then goes by the file (helper-64: "reachable"
+   * before).  It sets the pool's key `stat` for one second: nothing else is written. */
+  r = cg__command(c, "SCRIPT LOAD %s", "redis.call('SET', KEYS[1], '1', 'PX', 1000) return 0");
+  if (r && r->type == REDIS_REPLY_STRING && r->len < 64) {
+    char sha[64];
+    memcpy(sha, r->str, (size_t) r->len + 1);
     freeReplyObject(r);
-    r = cg__command(c, "EVALSHA %s 1 %s", "0000000000000000000000000000000000000000",
-                    cg_redis_key(k, sizeof(k), prefix, name, "hold"));
+    r = cg__command(c, "EVALSHA %s 1 %s", sha, cg_redis_key(k, sizeof(k), prefix, name, "stat"));
   }
   if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0) {
     snprintf(err, errn, "the guard's scripts are refused: %s", r->str);

@@ -1579,6 +1579,66 @@ class FleetStatTest(RedisTestCase):
         finally:
             r.stop()
 
+    def stat_json(self, env, redis_url=None):
+        st = harness.run([harness.CLI, "stat", "--json"],
+                         harness.plain_env(CURLGUARD_STATE=env["CURLGUARD_STATE"],
+                                           CURLGUARD_REDIS=redis_url or self.redis.url,
+                                           CURLGUARD_REDIS_PREFIX=self.prefix), timeout=60)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        return json.loads(st.stdout)
+
+    def test_stat_says_when_redis_refuses_the_guard_s_writes(self):
+        """Out of memory under noeviction (OOM) and a read-only replica (READONLY, an old
+        master after a failover): every guarded call falls back to its file with a line,
+        and stat said reachable (its checks wrote nothing; helper-64).  Its script now
+        writes as the guard's do."""
+        r = Redis().start()
+        try:
+            url = self.mock.url("/v1/stat-oom", plan="200")
+            env = self.machine_env("o", CURLGUARD_REDIS=r.url)
+            p = self.curl(url, env)
+            self.assertEqual(p.stdout.strip(), b"200")
+            self.assertIs(self.stat_json(env, r.url)["redis"]["reachable"], True)
+            for on, off, word in ((("CONFIG", "SET", "maxmemory", "1"),
+                                   ("CONFIG", "SET", "maxmemory", "0"), "OOM"),
+                                  (("REPLICAOF", "127.0.0.1", "1"),
+                                   ("REPLICAOF", "NO", "ONE"), "READONLY")):
+                r.cli(*on)
+                try:
+                    p = self.curl(url, self.machine_env("o" + word, CURLGUARD_REDIS=r.url))
+                    self.assertEqual(p.stdout.strip(), b"200")
+                    self.assertTrue(any(word in l for l in self.redis_lines(p)), p.stderr)
+                    j = self.stat_json(env, r.url)
+                    self.assertIs(j["redis"]["reachable"], False, j)
+                    self.assertIn(word, j["redis"]["error"])
+                finally:
+                    r.cli(*off)
+            self.assertIs(self.stat_json(env, r.url)["redis"]["reachable"], True)
+        finally:
+            r.stop()
+
+    def test_stat_of_a_stopped_redis_asks_it_once(self):
+        """12 pools and a stopped Redis (SIGSTOP): stat waits for its 500 ms timeout once,
+        not once a pool (6 s before; 64 pools, half a minute; helper-64), and says it
+        timed out in words (it said "Resource temporarily unavailable")."""
+        env = self.machine_env("s", CURLGUARD_MAX_ATTEMPTS="1")
+        ports = [free_port() for _ in range(11)]
+        p = self.curl([self.mock.url("/v1/stat-stop", plan="200")] +
+                      [f"http://127.0.0.1:{port}/v1/x" for port in ports], env,
+                      args=("--connect-timeout", "2"))
+        self.assertEqual(len(self.stat_json(env)["pools"]), 12, p.stderr)
+        self.redis.kill(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            j = self.stat_json(env)
+            took = time.monotonic() - t0
+        finally:
+            self.redis.kill(signal.SIGCONT)
+        self.assertLess(took, 3.0)
+        self.assertIs(j["redis"]["reachable"], False, j)
+        self.assertIn("timed out after 500 ms", j["redis"]["error"])
+        self.assertEqual([x["fleet"] for x in j["pools"]], [None] * 12)
+
 
 if __name__ == "__main__":
     unittest.main()
