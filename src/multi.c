@@ -850,6 +850,10 @@ CURLMcode cg_multi_cleanup(struct cg_multi *cm) {
   return mrc;
 }
 
+int cg_multi_holds(CURL *e) {
+  return __atomic_load_n(&cg__nentries, __ATOMIC_RELAXED) != 0 && cg__find(e) != NULL;
+}
+
 void cg_multi_forget_easy(CURL *e) {
   struct cg_mentry *en;
   struct cg_multi *cm;

@@ -83,4 +83,11 @@ CURLMcode cg_multi_cleanup(struct cg_multi *cm);
  * Cheap when no multi call exists. */
 void cg_multi_forget_easy(CURL *e);
 
+/* 1 when easy handle `e` is added to a multi handle through the multi driver (while the
+ * guard waits to retry it, it is outside libcurl's multi, whose own check then passes):
+ * curl_easy_perform on it is refused as libcurl refuses it on a handle in a multi
+ * (lib/easy.c easy_perform: CURLE_FAILED_INIT, "easy handle already used in multi
+ * handle").  Cheap when no multi call exists. */
+int cg_multi_holds(CURL *e);
+
 #endif

@@ -236,6 +236,14 @@ CG_EXPORT CURLcode curl_easy_perform(CURL *curl) {
     return CURLE_FAILED_INIT;
   if (!h || h->in_perform || cg__depth > 0)
     return lib->easy_perform(curl);
+  /* Added to a multi: libcurl refuses it while the transfer is inside its multi, and the
+   * guard for the time it holds the call outside (a backoff), where libcurl's check
+   * passed and a possibly billed request went out (helper-63). */
+  if (CG_RARE(cg_multi_holds(curl))) {
+    if (h->errorbuffer)
+      snprintf(h->errorbuffer, CURL_ERROR_SIZE, "easy handle already used in multi handle");
+    return CURLE_FAILED_INIT;
+  }
   cg__depth++;
   rc = cg_guard_perform(h);
   cg__depth--;

@@ -630,6 +630,77 @@ class MultiDriverTest(harness.GuardTestCase):
                                 (2, "deadline", "deadline", "give_up")])
 
 
+    def test_easy_perform_of_a_handle_held_in_a_backoff_is_refused(self):
+        """A C host calls curl_easy_perform on a handle it added to a multi, while the
+        guard holds that handle in a backoff (outside libcurl's multi, whose own check then
+        passes): refused with CURLE_FAILED_INIT and libcurl's words, as plain libcurl
+        refuses it on a handle in a multi, and nothing is sent.  Before, it returned 0
+        after a whole POST went out: one more possibly billed request (helper-63)."""
+        import shutil
+        cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler")
+        src = self.tmp / "readd.c"
+        src.write_text(textwrap.dedent(r'''
+            #include <curl/curl.h>
+            #include <stdio.h>
+            #include <time.h>
+            static double now(void) {
+              struct timespec t;
+              clock_gettime(CLOCK_MONOTONIC, &t);
+              return t.tv_sec + t.tv_nsec / 1e9;
+            }
+            static size_t wr(char *p, size_t s, size_t n, void *u) {
+              (void) p; (void) u;
+              return s * n;
+            }
+            int main(int argc, char **argv) {
+              char eb[CURL_ERROR_SIZE] = "";
+              CURLM *m;
+              CURL *e;
+              int running = 1, tested = 0, nf;
+              double t0;
+              (void) argc;
+              curl_global_init(CURL_GLOBAL_ALL);
+              m = curl_multi_init();
+              e = curl_easy_init();
+              curl_easy_setopt(e, CURLOPT_URL, argv[1]);
+              curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wr);
+              curl_easy_setopt(e, CURLOPT_POSTFIELDS, "bill-me");
+              curl_easy_setopt(e, CURLOPT_ERRORBUFFER, eb);
+              curl_multi_add_handle(m, e);
+              t0 = now();
+              while (running && now() - t0 < 15) {
+                CURLMsg *msg;
+                int q;
+                curl_multi_perform(m, &running);
+                while ((msg = curl_multi_info_read(m, &q))) {
+                  long c = 0;
+                  curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &c);
+                  printf("done %d %ld\n", (int) msg->data.result, c);
+                }
+                if (!tested && now() - t0 > 0.3) {
+                  int rc;
+                  tested = 1;
+                  rc = (int) curl_easy_perform(e);
+                  printf("perform %d %s\n", rc, eb);
+                }
+                curl_multi_poll(m, NULL, 0, 100, &nf);
+              }
+              return 0;
+            }
+        '''))
+        exe = self.tmp / "readd"
+        subprocess.run([cc, "-O1", "-o", str(exe), str(src), "-lcurl"], check=True)
+        url = self.mock.url("/v1/readd", plan="429:ra=2,200")
+        p = harness.run([str(exe), url], self.genv(), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.decode().splitlines()
+        self.assertIn("perform 2 easy handle already used in multi handle", lines)
+        self.assertIn("done 0 200", lines)
+        self.assertEqual(len(self.mock.entries(url=url)), 2)
+
+
 class GitSmartHttpMultiTest(harness.GitTestMixin, harness.GuardTestCase):
     @classmethod
     def setUpClass(cls):
