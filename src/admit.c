@@ -122,12 +122,32 @@ cg__sh_reserve_far(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
 
 /* The steps a request takes on the state file go straight to it (shared.h, "the state
  * file's steps"); the Redis back end's, out of line, through the interface. */
+/* A reservation on the file not spent by an attempt's start: given back (limiter.h
+ * cg_limiter_unreserve) when its turn is still to come.  Out of line: a call ends before
+ * its attempt starts only when something stops it. */
+static __attribute__((noinline, cold)) void cg__unreserve(struct cg_admission *ad) {
+  ad->resv_pending = 0;
+  if (ad->state && ad->pool_index >= 0)
+    cg_limiter_unreserve(ad->state, ad->pool_index, ad->resv_took_req, ad->resv_took_tok,
+                         ad->resv_go_ns, cg_state_now());
+}
+
 static CG__STEP int cg__sh_reserve(struct cg_admission *ad, int64_t tokens,
                                    int64_t max_wait_ns, int64_t *wait_ns, int64_t now) {
+  int r;
   if (ad->sh.ops != &cg_shared_mmap)
     return cg__sh_reserve_far(ad, tokens, max_wait_ns, wait_ns, now);
-  return cg_shared_file_reserve(ad->state, ad->pool_index, ad->pool, tokens, max_wait_ns,
-                                wait_ns, now);
+  if (CG_RARE(ad->resv_pending))
+    cg__unreserve(ad); /* one not spent (asked again for the same attempt) */
+  now = cg_shared_file_now(now);
+  r = cg_limiter_reserve_took(ad->state, ad->pool_index, &ad->pool->lim, tokens, now,
+                              max_wait_ns, wait_ns, &ad->resv_took_req, &ad->resv_took_tok);
+  if (r == 0 && *wait_ns > 0) {
+    /* Only a turn still to come can be given back: one at once is spent now. */
+    ad->resv_pending = 1;
+    ad->resv_go_ns = now + *wait_ns;
+  }
+  return r;
 }
 
 /* When this call may go (the file's holds: the pool's, and its key's; ns). */
@@ -890,6 +910,8 @@ static void cg__finish(struct cg_admission *ad) {
   }
   if (p < 0)
     return;
+  if (ad->resv_pending)
+    cg__unreserve(ad); /* the call ended before its attempt started */
   if (ad->probe)
     cg__sh_brelease(ad);
   ad->probe = 0;
@@ -1317,9 +1339,9 @@ static __attribute__((noinline)) void cg__finish_guarded(struct cg_admission *ad
 }
 
 void cg_admission_finish(struct cg_admission *ad) {
-  /* No probe and no retry slot held (the common call): cg__finish has nothing to give
-   * back, so the region is not opened. */
-  if (!ad->state || (!ad->probe && ad->retry_slot < 0 && !ad->sh.queued))
+  /* No probe, no retry slot and no reservation held (the common call): cg__finish has
+   * nothing to give back, so the region is not opened. */
+  if (!ad->state || (!ad->probe && ad->retry_slot < 0 && !ad->sh.queued && !ad->resv_pending))
     return;
   cg__finish_guarded(ad);
 }

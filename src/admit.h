@@ -61,6 +61,12 @@ struct cg_admission {
   int retry_slot;                  /* the budget's slot of a granted retry; -1 none (set
                                     * -1 before the first attempt) */
   int64_t deadline_ms;             /* the call's (monotonic): a retry slot's deadline */
+  /* The limiter's reservation on the state file for the attempt not started yet (its
+   * turn, state clock, and what it took: limiter.h cg_limiter_reserve_took): given back
+   * when the call ends before the attempt starts (cg_admission_finish; helper-63); the
+   * attempt's start spends it (cg_admission_sent). */
+  int resv_pending;
+  int64_t resv_go_ns, resv_took_req, resv_took_tok;
   /* Waiting for the breaker (open = wait, issue 12): the host's progress callback, run
    * about once a second while parked (non-zero: the host aborted), and the time waited,
    * for the record (guard.c adds it to queue_ms; cg_admission_enter does not reset it). */
@@ -207,6 +213,11 @@ void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered);
 
 /* Give back the slot cg_admission_enter returned (no-op for -2). */
 void cg_admission_leave(struct cg_admission *ad, int slot);
+
+/* The attempt admitted last starts: its reservation is spent (never given back). */
+static inline void cg_admission_sent(struct cg_admission *ad) {
+  ad->resv_pending = 0;
+}
 
 /* Add the usage record `r` about to be written (one per attempt) to the pool's tally in
  * the state file (tally.h: calls, attempts by outcome, tokens, cost, waits, for `stat`

@@ -729,6 +729,7 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   CURLcode rc;
 
   call->admission.attempt_start_ns = cg_state_now();
+  cg_admission_sent(&call->admission); /* its reservation is spent: never given back */
   call->held |= call->admission.breaker_wait_ms > 0;
   /* An attempt sent as the breaker's half-open probe is the breaker's, not the call's: it
    * is not counted toward max_attempts (unless retries are off, max_attempts 1), up to

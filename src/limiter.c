@@ -421,14 +421,45 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
 
 int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
                        int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns) {
+  int64_t took_req, took_tok;
+  return cg_limiter_reserve_took(st, p, lim, tokens, now, max_wait_ns, wait_ns, &took_req,
+                                 &took_tok);
+}
+
+/* Take `took` off TAT `*tat`, never below `now` (unless it was below already). */
+static void cg__untake(int64_t *tat, int64_t took, int64_t now) {
+  int64_t old = cg__load(tat), next;
+  int tries;
+  for (tries = 0; tries < CG_CAS_TRIES && took > 0; tries++) {
+    if (old <= now)
+      return; /* nothing ahead to give back */
+    next = old - took > now ? old - took : now;
+    if (cg__cas(tat, &old, next))
+      return;
+  }
+}
+
+void cg_limiter_unreserve(struct cg_state *st, int p, int64_t took_req, int64_t took_tok,
+                          int64_t go_ns, int64_t now) {
+  struct cg_state_pool *pool = &st->pools[p];
+  if (go_ns <= now)
+    return;
+  cg__untake(&pool->tat_requests, took_req, now);
+  cg__untake(&pool->tat_tokens, took_tok, now);
+}
+
+int cg_limiter_reserve_took(struct cg_state *st, int p, const struct cg_limits *lim,
+                            int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns,
+                            int64_t *took_req_out, int64_t *took_tok_out) {
   struct cg_state_pool *pool = &st->pools[p];
   int64_t hold = cg__load(&pool->hold_until);
   int64_t pace_until = cg__load(&pool->pace_until);
   int64_t floor_ns = hold > now ? hold : now;
-  int64_t w_req = floor_ns - now, w_tok = 0, took_req = 0, took_tok;
+  int64_t w_req = floor_ns - now, w_tok = 0, took_req = 0, took_tok = 0;
   double t_ns = 0, tau_ns = 0;
   int pacing = pace_until > now;
 
+  *took_req_out = *took_tok_out = 0;
   *wait_ns = w_req;
   if (w_req > max_wait_ns)
     return 1;
@@ -458,6 +489,8 @@ int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
     }
   }
   *wait_ns = w_tok > w_req ? w_tok : w_req;
+  *took_req_out = took_req;
+  *took_tok_out = lim->tpm > 0 && tokens > 0 ? took_tok : 0;
   return 0;
 }
 

@@ -53,6 +53,23 @@ uint64_t cg_limiter_name_hash(const char *name);
 int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
                        int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns);
 
+/* cg_limiter_reserve that also says what the reservation took from the pool: `*took_req`
+ * and `*took_tok`, ns added to the request and token TATs (0 when nothing was taken),
+ * for cg_limiter_unreserve. */
+int cg_limiter_reserve_took(struct cg_state *st, int p, const struct cg_limits *lim,
+                            int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns,
+                            int64_t *took_req, int64_t *took_tok);
+
+/* Give back a reservation whose request was never sent: its call ended first (the host
+ * removed the handle or aborted the wait, a hold or the deadline refused it).  `took_req`
+ * and `took_tok` (cg_limiter_reserve_took) come off the pool's TATs when its turn `go_ns`
+ * (state clock) is still to come at `now`, never taking a TAT below `now`; a turn that
+ * came is spent, as a sent request's.  Before, the calls a host cancelled held every
+ * process of the pool back for their turns (10 handles removed at 60 rpm: the next
+ * process's call waited 10 s; helper-63). */
+void cg_limiter_unreserve(struct cg_state *st, int p, int64_t took_req, int64_t took_tok,
+                          int64_t go_ns, int64_t now);
+
 /* Add `delta` tokens (negative: give back) to pool `p`'s token account, once the real
  * usage of a request is known.  The usage comes from the response: one answer moves the
  * account by at most `max_ns` (max_retry_after), so a body claiming 2^53 tokens delays

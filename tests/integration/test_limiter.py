@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import threading
+import textwrap
 import time
 import unittest
 
@@ -295,6 +296,60 @@ class FailFastTest(LimiterTestCase):
         self.assertLess(q["/v1/gb-small"], 1400,
                         f"the rejected call's paced slot was kept: the next call waited "
                         f"{q['/v1/gb-small']} ms instead of about 900 ({q})")
+
+    def test_calls_the_host_cancels_give_their_turns_back(self):
+        """A multi host adds 10 handles at 60 rpm and removes them all after 0.3 s (one
+        sent), or an easy host aborts its wait from its progress callback: the turns
+        reserved for the requests never sent are given back, and the next process's call
+        goes about a second after the one sent.  Before, it waited for all of them: 10 s
+        (helper-63)."""
+        harness.require_pycurl()
+        script = self.tmp / "cancel.py"
+        script.write_text(textwrap.dedent(r'''
+            import pycurl, sys, time
+            mode, urls = sys.argv[1], sys.argv[2:]
+            if mode == "multi":
+                m, hs = pycurl.CurlMulti(), []
+                for u in urls:
+                    c = pycurl.Curl()
+                    c.setopt(pycurl.URL, u)
+                    c.setopt(pycurl.WRITEFUNCTION, lambda d: None)
+                    m.add_handle(c)
+                    hs.append(c)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 0.3:
+                    m.perform()
+                    m.info_read()
+                    m.select(0.05)
+                for c in hs:
+                    m.remove_handle(c)
+            else:
+                t0 = time.monotonic()
+                for u in urls:
+                    c = pycurl.Curl()
+                    c.setopt(pycurl.URL, u)
+                    c.setopt(pycurl.WRITEFUNCTION, lambda d: None)
+                    c.setopt(pycurl.NOPROGRESS, 0)
+                    c.setopt(pycurl.XFERINFOFUNCTION,
+                             lambda *a: 1 if time.monotonic() - t0 > 0.3 else 0)
+                    try:
+                        c.perform()
+                    except pycurl.error:
+                        pass
+        '''))
+        for mode in ("multi", "easy"):
+            with self.subTest(mode=mode):
+                env = self.guard_env(CURLGUARD_RPM="60",
+                                     CURLGUARD_STATE=str(self.tmp / f"{mode}.state"))
+                key = harness.unique_key("cancel")
+                urls = [self.mock.url(f"/v1/cancel/{i}", plan="200", key=key)
+                        for i in range(10 if mode == "multi" else 4)]
+                p = harness.run([harness.PYTHON, str(script), mode, *urls], env, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(len(self.mock.entries(key=key)), 1)
+                t0 = time.monotonic()
+                self.assertOk(self.curl(self.mock.url("/v1/cancel/next", plan="200"), env))
+                self.assertLess(time.monotonic() - t0, 2.5)
 
     def test_hold_longer_than_max_retry_after_fails_fast(self):
         """README: a hold longer than CURLGUARD_MAX_RETRY_AFTER_MS fails the waiting calls

@@ -1196,3 +1196,53 @@ Test(limiter, learn_take_spaces_requests_without_reserving) {
   cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now + 250 * MS), 0);
   cr_assert_eq(cg_limiter_learn_take(&st, p, &l, now + 300 * MS), 50 * MS);
 }
+
+/* ---- giving back a reservation never sent (cg_limiter_unreserve; helper-63) ---- */
+
+/* Reserve as reserve() does, keeping what it took. */
+static int64_t reserve_took(int p, const struct cg_limits *l, int64_t tokens, int64_t now,
+                            int64_t *req, int64_t *tok) {
+  int64_t w = -12345;
+  cr_assert_eq(cg_limiter_reserve_took(&st, p, l, tokens, now, NO_MAX, &w, req, tok), 0);
+  return w;
+}
+
+Test(limiter, a_reservation_never_sent_is_given_back) {
+  struct cg_limits l = limits(60, 1, 600, 10, 0);
+  int p = pool("a", &l), i;
+  int64_t req[4], tok[4];
+  for (i = 0; i < 4; i++)
+    cr_assert_eq(reserve_took(p, &l, 10, NOW0, &req[i], &tok[i]), i * SEC);
+  cr_assert_eq(req[3], SEC);
+  cr_assert_eq(tok[3], SEC);
+  /* Three removed before their turns (1, 2 and 3 s): the next call goes at 1 s, not 4. */
+  for (i = 1; i < 4; i++)
+    cg_limiter_unreserve(&st, p, req[i], tok[i], NOW0 + i * SEC, NOW0 + SEC / 10);
+  cr_assert_eq(reserve(p, &l, 10, NOW0 + SEC / 10), SEC - SEC / 10);
+}
+
+Test(limiter, a_turn_that_came_is_spent) {
+  struct cg_limits l = limits(60, 1, 0, 0, 0);
+  int p = pool("a", &l);
+  int64_t req, tok;
+  cr_assert_eq(reserve_took(p, &l, 0, NOW0, &req, &tok), 0);
+  cr_assert_eq(reserve_took(p, &l, 0, NOW0, &req, &tok), SEC);
+  cr_assert_eq(tok, 0); /* no token limit: nothing taken there */
+  /* Its turn (1 s) came: given back at 1.5 s it is not, the next waits to 2 s. */
+  cg_limiter_unreserve(&st, p, req, tok, NOW0 + SEC, NOW0 + SEC + SEC / 2);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + SEC + SEC / 2), SEC / 2);
+}
+
+Test(limiter, giving_back_never_moves_the_account_below_now) {
+  struct cg_limits l = limits(60, 1, 0, 0, 0);
+  int p = pool("a", &l);
+  int64_t req, tok;
+  cr_assert_eq(reserve_took(p, &l, 0, NOW0, &req, &tok), 0);
+  cr_assert_eq(reserve_took(p, &l, 0, NOW0, &req, &tok), SEC);
+  /* Given back twice (a caller's mistake) or more than was taken: a burst of one, no
+   * more, at the instant it is given back. */
+  cg_limiter_unreserve(&st, p, 10 * req, 0, NOW0 + SEC, NOW0 + SEC / 2);
+  cg_limiter_unreserve(&st, p, req, 0, NOW0 + SEC, NOW0 + SEC / 2);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + SEC / 2), 0);
+  cr_assert_eq(reserve(p, &l, 0, NOW0 + SEC / 2), SEC);
+}
