@@ -42,6 +42,10 @@ int cg_cli_exporter(int argc, char **argv);
  * the config file cannot be used (either said in one line starting with `cmd`). */
 int cg_cli_state_path(const char *cmd, const char *config, char *out, size_t len);
 
+/* The fleet's Redis configured for the last cg_cli_state_path (CURLGUARD_REDIS or the
+ * config's "redis"): URL and key prefix into `url` and `prefix`; 0 when one is, -1 not. */
+int cg_cli_redis_conf(char *url, size_t ulen, char *prefix, size_t plen);
+
 /* `curlguard report [--json] [--html FILE] [LOG...]`: usage-log totals per pool and
  * model, latency percentiles and alerts (report.h has the definitions), as text, JSON or
  * one HTML page with charts (report-html.h).  LOG "-" or none: stdin. */

@@ -81,6 +81,12 @@ static char *cg__render(const char *path, struct cg_metrics *m, char *last_why,
   FILE *f;
   int r = cg_metrics_load(path, m, why, sizeof(why));
 
+  if (r >= 0 && m->ready) {
+    static char url[4096], prefix[256];
+    char fwhy[256];
+    if (cg_cli_redis_conf(url, sizeof(url), prefix, sizeof(prefix)) == 0)
+      cg_metrics_load_fleet(m, url, prefix, fwhy, sizeof(fwhy)); /* said by the gauge */
+  }
   if (r < 0 && strcmp(why, last_why) != 0) {
     cg_cli_error("exporter: %s; serving curlguard_state_ready 0 until it can be read", why);
     snprintf(last_why, why_len, "%s", why);

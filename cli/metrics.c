@@ -27,6 +27,7 @@ void cg_metrics_collect(struct cg_state *st, int64_t now, struct cg_metrics *m) 
     n = strnlen(p->name, sizeof(p->name));
     memcpy(o->name, p->name, n < sizeof(o->name) ? n : sizeof(o->name) - 1);
     o->name[n < sizeof(o->name) ? n : sizeof(o->name) - 1] = '\0';
+    memcpy(o->key_name, o->name, sizeof(o->key_name));
     for (j = 0; j < m->npools; j++)
       if (strcmp(m->pools[j].name, o->name) == 0) {
         char *hash = o->name + strlen(o->name);
@@ -155,6 +156,73 @@ static const struct cg__family cg__families[] = {
    cg__tpm},
 };
 
+/* The fleet's figures (`stat --json` "redis" and each pool's "fleet"), when a Redis is
+ * configured: whether it is reachable, then, when it is, one family per figure. */
+static void cg__fleet_write(FILE *f, const struct cg_metrics *m) {
+  static const struct {
+    const char *name, *type, *help;
+    int what;
+  } fams[] = {
+    {"curlguard_fleet_breaker_state", "gauge",
+     "The fleet's breaker on Redis: 0 closed, 1 open, 2 half-open.", 0},
+    {"curlguard_fleet_inflight", "gauge", "Calls in flight on every machine (Redis leases).", 1},
+    {"curlguard_fleet_admitted_total", "counter",
+     "Attempts admitted through Redis by every machine.", 2},
+    {"curlguard_fleet_hold_seconds", "gauge", "The fleet's 429 hold left, seconds.", 3},
+    {"curlguard_fleet_next_probe_seconds", "gauge",
+     "Open fleet breaker: seconds until a probe may go.", 4},
+    {"curlguard_fleet_window_requests", "gauge",
+     "Results in the fleet breaker's window.", 5},
+    {"curlguard_fleet_window_failures", "gauge",
+     "Failures in the fleet breaker's window.", 6},
+  };
+  size_t k;
+  int i;
+
+  if (!m->redis)
+    return;
+  cg_prom_family(f, "curlguard_redis_reachable", "gauge",
+                 "1 when the fleet's Redis answered for every pool as the guard's calls use "
+                 "it; 0 when they fall back to their state files.");
+  cg_prom_sample(f, "curlguard_redis_reachable", NULL, 0, m->redis_reachable);
+  if (!m->redis_reachable || !m->npools)
+    return;
+  for (k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
+    cg_prom_family(f, fams[k].name, fams[k].type, fams[k].help);
+    for (i = 0; i < m->npools; i++) {
+      const struct cg_redis_view *v = &m->fleet[i];
+      const char *labels[] = {"pool", m->pools[i].name};
+      double x = fams[k].what == 0   ? (double) v->breaker
+               : fams[k].what == 1 ? (double) v->inflight
+               : fams[k].what == 2 ? (double) v->admitted
+               : fams[k].what == 3 ? (double) v->hold_ms / 1e3
+               : fams[k].what == 4 ? (double) v->next_probe_ms / 1e3
+               : fams[k].what == 5 ? (double) (v->window_ok + v->window_failed)
+                                   : (double) v->window_failed;
+      cg_prom_sample(f, fams[k].name, labels, 1, x);
+    }
+  }
+}
+
+void cg_metrics_load_fleet(struct cg_metrics *m, const char *url, const char *prefix,
+                           char *why, size_t whylen) {
+  const char *names[CG_STATE_POOLS];
+  int i;
+
+  m->redis = 1;
+  m->redis_reachable = 0;
+  for (i = 0; i < m->npools; i++)
+    names[i] = m->pools[i].key_name;
+  if (!m->npools) {
+    /* No pool yet: whether the scripts run, as `stat --json` asks (a pool named ""). */
+    names[0] = "";
+    m->redis_reachable = cg_redis_view_all(url, prefix, names, 1, m->fleet, why, whylen) == 0;
+    return;
+  }
+  m->redis_reachable =
+      cg_redis_view_all(url, prefix, names, m->npools, m->fleet, why, whylen) == 0;
+}
+
 void cg_metrics_write(FILE *f, const struct cg_metrics *m) {
   size_t k;
   int i, o;
@@ -187,6 +255,7 @@ void cg_metrics_write(FILE *f, const struct cg_metrics *m) {
         cg_prom_sample_u64(f, fam->name, labels, 1, (uint64_t) fam->get(p));
     }
   }
+  cg__fleet_write(f, m);
   if (!m->npools)
     return;
   /* Attempts by outcome: ok always (so a rate() has a start), the others once seen. */

@@ -282,6 +282,11 @@ static int cg__stat_prometheus(const char *path) {
     free(m);
     return CG_EXIT_ERROR;
   }
+  if (m->ready) {
+    static char url[4096], prefix[256];
+    if (cg__redis_conf(url, sizeof(url), prefix, sizeof(prefix)) == 0)
+      cg_metrics_load_fleet(m, url, prefix, why, sizeof(why)); /* why: in --json only */
+  }
   cg_metrics_write(stdout, m);
   free(m);
   if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -621,6 +626,10 @@ int cg_cli_reset(int argc, char **argv) {
   }
   printf("state file %s re-initialised\n", path);
   return CG_EXIT_OK;
+}
+
+int cg_cli_redis_conf(char *url, size_t ulen, char *prefix, size_t plen) {
+  return cg__redis_conf(url, ulen, prefix, plen);
 }
 
 int cg_cli_state_path(const char *cmd, const char *config, char *out, size_t len) {

@@ -1721,23 +1721,21 @@ static void cg__view_err(const redisContext *c, const redisReply *r, char *err, 
     snprintf(err, errn, "%s", c->errstr[0] ? c->errstr : "no reply");
 }
 
-int cg_redis_view(const char *url, const char *prefix, const char *name,
-                  struct cg_redis_view *v, char *err, size_t errn) {
+/* `stat`'s connection to the Redis at `url`: connected, logged in, its database selected;
+ * NULL with the reason in `err`. */
+static redisContext *cg__view_connect(const char *url, char *err, size_t errn) {
   struct cg_redis_url u;
   struct timeval tv = cg__tv(500);
   redisContext *c;
   redisReply *r;
-  char k[256];
-  long long now_us, now_ms;
   int pr = cg_redis_url_parse(url, &u);
 
-  memset(v, 0, sizeof(*v));
   if (pr != 0) {
     snprintf(err, errn, "%s",
              pr == -2   ? "rediss:// not supported by this build"
              : pr == -3 ? "bad URL: a '%' in the user or password that is not %XX"
                         : "bad URL");
-    return -1;
+    return NULL;
   }
   c = u.unix_socket ? redisConnectUnixWithTimeout(u.path, tv)
                     : redisConnectWithTimeout(u.host, u.port, tv);
@@ -1748,7 +1746,7 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
       snprintf(err, errn, "out of memory");
     if (c)
       redisFree(c);
-    return -1;
+    return NULL;
   }
   redisSetTimeout(c, tv);
   cg__bound_reader(c);
@@ -1760,10 +1758,11 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
       if (r)                                                                              \
         freeReplyObject(r);                                                               \
       redisFree(c);                                                                       \
-      return -1;                                                                          \
+      return CG__FAILED;                                                                  \
     }                                                                                     \
   } while (0)
 #define CG_RUN(...) CG_CHECK(cg__command(c, __VA_ARGS__))
+#define CG__FAILED NULL
   if (u.password[0]) {
     CG_CHECK(cg__auth(c, &u));
     freeReplyObject(r);
@@ -1772,6 +1771,20 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
     CG_RUN("SELECT %d", u.db);
     freeReplyObject(r);
   }
+#undef CG__FAILED
+  return c;
+}
+
+/* Pool `name`'s figures on `stat`'s connection `c`: 0, or -1 with the reason in `err`
+ * (`c` freed then: a failed command leaves a connection out of step). */
+static int cg__view_pool(redisContext *c, const char *prefix, const char *name,
+                         struct cg_redis_view *v, char *err, size_t errn) {
+  redisReply *r;
+  char k[256];
+  long long now_us, now_ms;
+
+  memset(v, 0, sizeof(*v));
+#define CG__FAILED -1
   CG_RUN("TIME");
   now_us = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                    r->element[0]->type == REDIS_REPLY_STRING &&
@@ -1872,8 +1885,36 @@ int cg_redis_view(const char *url, const char *prefix, const char *name,
     }
   }
   freeReplyObject(r);
+#undef CG__FAILED
 #undef CG_RUN
 #undef CG_CHECK
+  return 0;
+}
+
+int cg_redis_view(const char *url, const char *prefix, const char *name,
+                  struct cg_redis_view *v, char *err, size_t errn) {
+  redisContext *c = cg__view_connect(url, err, errn);
+
+  memset(v, 0, sizeof(*v));
+  if (!c)
+    return -1;
+  if (cg__view_pool(c, prefix, name, v, err, errn) != 0)
+    return -1; /* c freed */
+  redisFree(c);
+  return 0;
+}
+
+int cg_redis_view_all(const char *url, const char *prefix, const char *const *names, int n,
+                      struct cg_redis_view *v, char *err, size_t errn) {
+  redisContext *c;
+  int i;
+
+  memset(v, 0, (size_t) (n > 0 ? n : 0) * sizeof(*v));
+  if (!(c = cg__view_connect(url, err, errn)))
+    return -1;
+  for (i = 0; i < n; i++)
+    if (cg__view_pool(c, prefix, names[i], &v[i], err, errn) != 0)
+      return -1; /* c freed; the rest left zero */
   redisFree(c);
   return 0;
 }

@@ -280,6 +280,13 @@ struct cg_redis_view {
 int cg_redis_view(const char *url, const char *prefix, const char *name,
                   struct cg_redis_view *v, char *err, size_t errn);
 
+/* cg_redis_view of the `n` pools `names` into `v[0..n-1]` on one connection (the
+ * Prometheus metrics, one scrape).  0, or -1 at the first failure (the message in `err`;
+ * the figures of that pool and the later ones left zero).  With n 0, whether Redis can be
+ * connected to (and logged in to) at all. */
+int cg_redis_view_all(const char *url, const char *prefix, const char *const *names, int n,
+                      struct cg_redis_view *v, char *err, size_t errn);
+
 /* Through Redis by this process so far (bench, tests): admissions (GCRA reservations
  * made), round trips waited for (connects and their set-up included), commands sent
  * without waiting for the reply (successes for the breaker's window, leases given back). */

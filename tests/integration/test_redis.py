@@ -1617,6 +1617,58 @@ class FleetStatTest(RedisTestCase):
         finally:
             r.stop()
 
+    def prom(self, env, redis_url=None):
+        cenv = harness.plain_env(CURLGUARD_STATE=env["CURLGUARD_STATE"],
+                                 CURLGUARD_REDIS_PREFIX=self.prefix)
+        if redis_url != "":                 # "": no Redis configured
+            cenv["CURLGUARD_REDIS"] = redis_url or self.redis.url
+        st = harness.run([harness.CLI, "stat", "--prometheus"], cenv, timeout=60)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        out = {}
+        for line in st.stdout.decode().splitlines():
+            m = re.match(r'^(\w+)(?:\{pool="([^"]*)"\})? (\S+)$', line)
+            if m:
+                out[(m.group(1), m.group(2))] = float(m.group(3))
+        return out
+
+    def test_prometheus_shows_the_fleet_as_stat_json_does(self):
+        """Machine A opens the fleet's breaker (5 failures): machine B, whose own file's
+        breaker is closed, shows it open in `stat --prometheus` as in `stat --json`, with
+        the fleet's other figures, and whether Redis is reachable.  Before, the metrics had
+        no fleet figures: curlguard_breaker_state 0 and nothing else (helper-64)."""
+        down = self.mock.url("/v1/prom-down", plan="503")
+        env_a = self.machine_env("a", CURLGUARD_MAX_ATTEMPTS="1", CURLGUARD_BREAKER_COOLDOWN_S="30",
+                                 CURLGUARD_BREAKER_COOLDOWN_MAX_S="30")
+        p = self.curl([down] * 5, env_a)
+        self.assertEqual(p.stdout.decode().split(), ["503"] * 5, p.stderr)
+        env_b = self.machine_env("b", CURLGUARD_BREAKER_OPEN="fail")
+        self.curl(self.mock.url("/v1/prom-other", plan="200"), env_b)
+        pool = harness.mock_pool()
+        j = {x["name"]: x for x in self.stat_json(env_b)["pools"]}[pool]
+        prom = self.prom(env_b)
+        self.assertEqual(prom[("curlguard_breaker_state", pool)], 0)   # B's own file
+        self.assertEqual(j["fleet"]["breaker"], "open")
+        self.assertEqual(prom[("curlguard_redis_reachable", None)], 1)
+        self.assertEqual(prom[("curlguard_fleet_breaker_state", pool)], 1)
+        for fam, key in (("curlguard_fleet_admitted_total", "admitted"),
+                         ("curlguard_fleet_inflight", "inflight"),
+                         ("curlguard_fleet_window_requests", "window_requests"),
+                         ("curlguard_fleet_window_failures", "window_failures")):
+            self.assertEqual(prom[(fam, pool)], j["fleet"][key], fam)
+        self.assertGreater(prom[("curlguard_fleet_next_probe_seconds", pool)], 20)
+        self.redis.kill(signal.SIGSTOP)
+        try:
+            prom = self.prom(env_b)
+        finally:
+            self.redis.kill(signal.SIGCONT)
+        self.assertEqual(prom[("curlguard_redis_reachable", None)], 0)
+        self.assertNotIn(("curlguard_fleet_breaker_state", pool), prom)
+        env_c = self.machine_env("c", redis=False)
+        self.curl(self.mock.url("/v1/prom-c", plan="200"), env_c)
+        prom = self.prom(env_c, redis_url="")
+        self.assertEqual(prom[("curlguard_state_ready", None)], 1)
+        self.assertNotIn(("curlguard_redis_reachable", None), prom)
+
     def test_stat_of_a_stopped_redis_asks_it_once(self):
         """12 pools and a stopped Redis (SIGSTOP): stat waits for its 500 ms timeout once,
         not once a pool (6 s before; 64 pools, half a minute; helper-64), and says it
