@@ -216,17 +216,17 @@ static void cg__conf_init(void) {
   r = cg_redis_url_parse(c->redis_url, &cg__url);
   if (r == -2) {
     cg_warn("rediss:// not supported by this build (its hiredis has no TLS); using the "
-            "local state");
+            "local state file");
     return;
   }
   if (r == -3) {
     cg_warn("CURLGUARD_REDIS: a '%%' in the user or password that is not %%XX (two hex "
-            "digits, not %%00; a '%%' itself is %%25); using the local state");
+            "digits, not %%00; a '%%' itself is %%25); using the local state file");
     return;
   }
   if (r != 0) {
     cg_warn("CURLGUARD_REDIS: not a redis://[[user]:password@]host[:port][/db] or unix:///path "
-            "URL; using the local state");
+            "URL; using the local state file");
     return;
   }
   if (c->redis_prefix)
