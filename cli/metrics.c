@@ -175,6 +175,9 @@ static void cg__fleet_write(FILE *f, const struct cg_metrics *m) {
      "Results in the fleet breaker's window.", 5},
     {"curlguard_fleet_window_failures", "gauge",
      "Failures in the fleet breaker's window.", 6},
+    {"curlguard_fleet_held_keys", "gauge", "Limit keys a 429 holds now, fleet-wide.", 7},
+    {"curlguard_fleet_key_hold_seconds", "gauge",
+     "The longest hold of those limit keys left, seconds.", 8},
   };
   size_t k;
   int i;
@@ -198,7 +201,9 @@ static void cg__fleet_write(FILE *f, const struct cg_metrics *m) {
                : fams[k].what == 3 ? (double) v->hold_ms / 1e3
                : fams[k].what == 4 ? (double) v->next_probe_ms / 1e3
                : fams[k].what == 5 ? (double) (v->window_ok + v->window_failed)
-                                   : (double) v->window_failed;
+               : fams[k].what == 6 ? (double) v->window_failed
+               : fams[k].what == 7 ? (double) v->held_keys
+                                   : (double) v->key_hold_ms / 1e3;
       cg_prom_sample(f, fams[k].name, labels, 1, x);
     }
   }

@@ -120,6 +120,8 @@ static cJSON *cg__fleet_json(const char *url, const char *prefix, const char *na
   cJSON_AddNumberToObject(o, "window_requests", (double) (v.window_ok + v.window_failed));
   cJSON_AddNumberToObject(o, "window_failures", (double) v.window_failed);
   cJSON_AddNumberToObject(o, "hold_ms", (double) v.hold_ms);
+  cJSON_AddNumberToObject(o, "held_keys", (double) v.held_keys);
+  cJSON_AddNumberToObject(o, "key_hold_ms", (double) v.key_hold_ms);
   /* Requests that could go now, fleet-wide, from the TAT's lead (limiter.h's rule). */
   if (p->rpm > 0) {
     double t_us = 60e6 / (p->rpm * CG_RATE_MARGIN);

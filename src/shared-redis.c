@@ -1708,6 +1708,19 @@ static long long cg__reply_ll(redisReply *r) {
   return 0;
 }
 
+#define CG__SCAN_ROUNDS 64 /* SCAN rounds of `stat`'s look for keyed holds, at most */
+
+/* `s` with SCAN's glob characters (* ? [ ] \) escaped, into `out` (`n` bytes). */
+static void cg__glob_escape(const char *s, char *out, size_t n) {
+  size_t o = 0;
+  for (; *s && o + 2 < n; s++) {
+    if (strchr("*?[]\\", *s))
+      out[o++] = '\\';
+    out[o++] = *s;
+  }
+  out[o] = '\0';
+}
+
 /* Why a command of `stat`'s connection `c` failed, into `err`: the error reply `r`, or
  * the connection's error, a timeout in words (hiredis 0.14 gives EAGAIN's text). */
 static void cg__view_err(const redisContext *c, const redisReply *r, char *err, size_t errn) {
@@ -1843,6 +1856,46 @@ static int cg__view_pool(redisContext *c, const char *prefix, const char *name,
     v->hold_ms = h > now_us ? (h - now_us) / 1000 : 0;
   }
   freeReplyObject(r);
+  {
+    /* The limit keys' holds ("hold:KEY", cg__key_hold), found with SCAN (at most
+     * CG__SCAN_ROUNDS rounds: a figure for `stat`, not a walk of a large database): a
+     * keyed hold showed as 0 while the fleet's calls of that key were held (helper-64). */
+    char pat[600], cur[32] = "0";
+    int rounds = 0;
+    cg__glob_escape(cg_redis_key(k, sizeof(k), prefix, name, "hold:"), pat, sizeof(pat) - 1);
+    strcat(pat, "*");
+    do {
+      size_t i;
+      CG_RUN("SCAN %s MATCH %s COUNT 1000", cur, pat);
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+          r->element[0]->type != REDIS_REPLY_STRING ||
+          r->element[1]->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        break;
+      }
+      snprintf(cur, sizeof(cur), "%s", r->element[0]->str);
+      for (i = 0; i < r->element[1]->elements; i++) {
+        const redisReply *e = r->element[1]->element[i];
+        redisReply *g;
+        long long h;
+        if (e->type != REDIS_REPLY_STRING)
+          continue;
+        g = cg__command(c, "GET %b", e->str, (size_t) e->len);
+        if (!g) {
+          freeReplyObject(r);
+          CG_CHECK(g); /* no answer: the connection's error */
+        }
+        h = cg__reply_ll(g);
+        freeReplyObject(g);
+        if (h > now_us) {
+          v->held_keys++;
+          if ((h - now_us) / 1000 > v->key_hold_ms)
+            v->key_hold_ms = (h - now_us) / 1000;
+        }
+      }
+      freeReplyObject(r);
+    } while (strcmp(cur, "0") != 0 && ++rounds < CG__SCAN_ROUNDS);
+  }
   CG_RUN("GET %s", cg_redis_key(k, sizeof(k), prefix, name, "tat_req"));
   {
     long long t = cg__reply_ll(r);

@@ -273,6 +273,8 @@ struct cg_redis_view {
   int breaker;            /* CG_BREAKER_CLOSED / OPEN / HALF_OPEN */
   int64_t next_probe_ms;  /* open: ms until a probe may go */
   int64_t hold_ms;        /* 429 hold left */
+  long held_keys;         /* limit keys a 429 holds now (limiter.h keyed holds) */
+  int64_t key_hold_ms;    /* the longest of their holds left */
   int64_t tat_req_ahead_us, tat_tok_ahead_us; /* how far each TAT is ahead of now */
   long window_ok, window_failed; /* the breaker's window */
   long admitted;          /* admissions through Redis (all machines) */

@@ -669,6 +669,22 @@ class FleetKeyedHoldTest(RedisTestCase):
         a_url = self.mock.url(CHAT, plan="429:ra=2", key=k + "a")
         self.assertEqual(post(a_url, env_a, "sk-one").stdout, b"429\n")
         (ea,) = self.mock.wait_entries(url=a_url)
+        # The fleet's stat shows the keyed hold (it showed hold_ms 0 and nothing of the
+        # key; helper-64), in --json and --prometheus alike.
+        st = harness.run([harness.CLI, "stat", "--json"],
+                         harness.plain_env(CURLGUARD_STATE=env_a["CURLGUARD_STATE"],
+                                           CURLGUARD_REDIS=self.redis.url,
+                                           CURLGUARD_REDIS_PREFIX=self.prefix), timeout=30)
+        fleet = {x["name"]: x for x in json.loads(st.stdout)["pools"]}[harness.mock_pool()]["fleet"]
+        self.assertEqual(fleet["held_keys"], 1, fleet)
+        self.assertGreater(fleet["key_hold_ms"], 500, fleet)
+        self.assertLessEqual(fleet["key_hold_ms"], 2000, fleet)
+        st = harness.run([harness.CLI, "stat", "--prometheus"],
+                         harness.plain_env(CURLGUARD_STATE=env_a["CURLGUARD_STATE"],
+                                           CURLGUARD_REDIS=self.redis.url,
+                                           CURLGUARD_REDIS_PREFIX=self.prefix), timeout=30)
+        self.assertIn(f'curlguard_fleet_held_keys{{pool="{harness.mock_pool()}"}} 1'.encode(),
+                      st.stdout)
         for name, key in (("other", "sk-two"), ("same", "sk-one")):
             u = self.mock.url(CHAT, plan="200", key=k + name)
             p = post(u, env_b, key)
