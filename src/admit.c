@@ -128,8 +128,8 @@ cg__sh_reserve_far(struct cg_admission *ad, int64_t tokens, int64_t max_wait_ns,
 static __attribute__((noinline, cold)) void cg__unreserve(struct cg_admission *ad) {
   ad->resv_pending = 0;
   if (ad->state && ad->pool_index >= 0)
-    cg_limiter_unreserve(ad->state, ad->pool_index, ad->resv_took_req, ad->resv_took_tok,
-                         ad->resv_go_ns, cg_state_now());
+    cg_limiter_unreserve(ad->state, ad->pool_index, &ad->resv, ad->resv_go_ns,
+                         cg_state_now());
 }
 
 static CG__STEP int cg__sh_reserve(struct cg_admission *ad, int64_t tokens,
@@ -141,7 +141,7 @@ static CG__STEP int cg__sh_reserve(struct cg_admission *ad, int64_t tokens,
     cg__unreserve(ad); /* one not spent (asked again for the same attempt) */
   now = cg_shared_file_now(now);
   r = cg_limiter_reserve_took(ad->state, ad->pool_index, &ad->pool->lim, tokens, now,
-                              max_wait_ns, wait_ns, &ad->resv_took_req, &ad->resv_took_tok);
+                              max_wait_ns, wait_ns, &ad->resv);
   if (r == 0 && *wait_ns > 0) {
     /* Only a turn still to come can be given back: one at once is spent now. */
     ad->resv_pending = 1;

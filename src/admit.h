@@ -66,7 +66,8 @@ struct cg_admission {
    * when the call ends before the attempt starts (cg_admission_finish; helper-63); the
    * attempt's start spends it (cg_admission_sent). */
   int resv_pending;
-  int64_t resv_go_ns, resv_took_req, resv_took_tok;
+  int64_t resv_go_ns;
+  struct cg_limiter_resv resv;
   /* Waiting for the breaker (open = wait, issue 12): the host's progress callback, run
    * about once a second while parked (non-zero: the host aborted), and the time waited,
    * for the record (guard.c adds it to queue_ms; cg_admission_enter does not reset it). */

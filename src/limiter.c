@@ -384,7 +384,7 @@ static int64_t cg__ns(double v) {
  * bucket is full), not when one unit does. */
 static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost,
                            int64_t floor_ns, int64_t now, int64_t max_wait, int64_t *wait,
-                           int64_t *took) {
+                           int64_t *took, int64_t *after) {
   double burst = tau_ns / t_ns + 1.0;
   double need_ns = (fmin(cost, burst) - 1.0) * t_ns; /* beyond the first unit */
   int tries;
@@ -407,12 +407,15 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
     }
     /* The request goes at `go`: the account moves from there. */
     next = cg__ns((double) (base > go ? base : go) + cost * t_ns);
-    if (cg__cas(tat, &old, next))
+    if (cg__cas(tat, &old, next)) {
+      *after = next;
       return 0;
+    }
   }
   /* Lost every race (a storm of processes): take the place with one atomic add rather
    * than let the request through unaccounted. */
   old = __atomic_fetch_add(tat, *took, __ATOMIC_ACQ_REL);
+  *after = old + *took;
   base = old > now ? old : now;
   go = cg__ns((double) base - tau_ns + need_ns);
   *wait = go > now ? go - now : 0;
@@ -421,45 +424,101 @@ static int cg__reserve_one(int64_t *tat, double t_ns, double tau_ns, double cost
 
 int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
                        int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns) {
-  int64_t took_req, took_tok;
-  return cg_limiter_reserve_took(st, p, lim, tokens, now, max_wait_ns, wait_ns, &took_req,
-                                 &took_tok);
+  struct cg_limiter_resv r;
+  return cg_limiter_reserve_took(st, p, lim, tokens, now, max_wait_ns, wait_ns, &r);
 }
 
-/* Take `took` off TAT `*tat`, never below `now` (unless it was below already). */
-static void cg__untake(int64_t *tat, int64_t took, int64_t now) {
-  int64_t old = cg__load(tat), next;
-  int tries;
-  for (tries = 0; tries < CG_CAS_TRIES && took > 0; tries++) {
-    if (old <= now)
-      return; /* nothing ahead to give back */
-    next = old - took > now ? old - took : now;
-    if (cg__cas(tat, &old, next))
-      return;
-  }
+/* Reservations given back (cg_limiter_unreserve) that were not the last of their pool
+ * then: each is taken off once every reservation after it is given back too, so a
+ * process that cancels many calls gets all their turns back whatever the order.  Per
+ * process; an entry whose turn came, or of another mapping or process, is dropped. */
+#define CG__GIVEN_MAX 64
+static struct cg__given {
+  struct cg_state *st;
+  int p;
+  pid_t pid;
+  int64_t go_ns;
+  struct cg_limiter_resv r;
+} cg__given[CG__GIVEN_MAX];
+static int cg__ngiven;
+static pthread_mutex_t cg__given_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Give back what a reservation moved TAT `*tat` by (`*after`, `took`), when it is still
+ * the last one: the account then is as it was before it.  1 done (or nothing to give),
+ * 0 not the last now. */
+static int cg__give(int64_t *tat, int64_t *after, int64_t took) {
+  int64_t want = *after;
+  if (took <= 0 || !want)
+    return 1;
+  if (!__atomic_compare_exchange_n(tat, &want, *after - took, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return 0;
+  *after = 0;
+  return 1;
 }
 
-void cg_limiter_unreserve(struct cg_state *st, int p, int64_t took_req, int64_t took_tok,
+void cg_limiter_unreserve(struct cg_state *st, int p, const struct cg_limiter_resv *r,
                           int64_t go_ns, int64_t now) {
-  struct cg_state_pool *pool = &st->pools[p];
+  int i, progress;
+  pid_t me = cg_pid();
+
   if (go_ns <= now)
+    return; /* its turn came: spent */
+  /* Never waits: this may run inside a state-file region that a SIGBUS leaves by
+   * siglongjmp, which would leave a waited-for mutex locked for good (then nothing is
+   * given back any more, as before). */
+  if (pthread_mutex_trylock(&cg__given_mu) != 0)
     return;
-  cg__untake(&pool->tat_requests, took_req, now);
-  cg__untake(&pool->tat_tokens, took_tok, now);
+  if (cg__ngiven == CG__GIVEN_MAX) { /* full: the oldest goes */
+    memmove(&cg__given[0], &cg__given[1], sizeof(cg__given[0]) * (CG__GIVEN_MAX - 1));
+    cg__ngiven--;
+  }
+  cg__given[cg__ngiven].st = st;
+  cg__given[cg__ngiven].p = p;
+  cg__given[cg__ngiven].pid = me;
+  cg__given[cg__ngiven].go_ns = go_ns;
+  cg__given[cg__ngiven].r = *r;
+  cg__ngiven++;
+  do {
+    progress = 0;
+    for (i = 0; i < cg__ngiven; i++) {
+      struct cg__given *g = &cg__given[i];
+      int done = g->pid != me || g->st != st || g->go_ns <= now;
+      if (!done) {
+        struct cg_state_pool *pool = &st->pools[g->p];
+        int a = cg__give(&pool->tat_requests, &g->r.after_req, g->r.took_req);
+        int b = cg__give(&pool->tat_tokens, &g->r.after_tok, g->r.took_tok);
+        progress |= (a && g->r.took_req && !g->r.after_req) ||
+                    (b && g->r.took_tok && !g->r.after_tok);
+        if (a)
+          g->r.took_req = 0;
+        if (b)
+          g->r.took_tok = 0;
+        done = a && b;
+      }
+      if (done) {
+        cg__given[i] = cg__given[--cg__ngiven];
+        i--;
+        progress = 1;
+      }
+    }
+  } while (progress);
+  pthread_mutex_unlock(&cg__given_mu);
 }
 
 int cg_limiter_reserve_took(struct cg_state *st, int p, const struct cg_limits *lim,
                             int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns,
-                            int64_t *took_req_out, int64_t *took_tok_out) {
+                            struct cg_limiter_resv *resv) {
   struct cg_state_pool *pool = &st->pools[p];
   int64_t hold = cg__load(&pool->hold_until);
   int64_t pace_until = cg__load(&pool->pace_until);
   int64_t floor_ns = hold > now ? hold : now;
   int64_t w_req = floor_ns - now, w_tok = 0, took_req = 0, took_tok = 0;
+  int64_t after_req = 0, after_tok = 0;
   double t_ns = 0, tau_ns = 0;
   int pacing = pace_until > now;
 
-  *took_req_out = *took_tok_out = 0;
+  memset(resv, 0, sizeof(*resv));
   *wait_ns = w_req;
   if (w_req > max_wait_ns)
     return 1;
@@ -474,13 +533,13 @@ int cg_limiter_reserve_took(struct cg_state *st, int p, const struct cg_limits *
       }
     }
     if (cg__reserve_one(&pool->tat_requests, t_ns, tau_ns, 1.0, floor_ns, now, max_wait_ns,
-                        &w_req, &took_req))
+                        &w_req, &took_req, &after_req))
       return *wait_ns = w_req, 1;
   }
   if (lim->tpm > 0 && tokens > 0) {
     cg__gcra(lim->tpm, lim->burst_tokens, lim->margin, &t_ns, &tau_ns);
     if (cg__reserve_one(&pool->tat_tokens, t_ns, tau_ns, (double) tokens, floor_ns, now,
-                        max_wait_ns, &w_tok, &took_tok)) {
+                        max_wait_ns, &w_tok, &took_tok, &after_tok)) {
       /* Nothing is reserved for a call that does not go: give the request's back. */
       if (took_req)
         __atomic_fetch_sub(&pool->tat_requests, took_req, __ATOMIC_ACQ_REL);
@@ -489,8 +548,12 @@ int cg_limiter_reserve_took(struct cg_state *st, int p, const struct cg_limits *
     }
   }
   *wait_ns = w_tok > w_req ? w_tok : w_req;
-  *took_req_out = took_req;
-  *took_tok_out = lim->tpm > 0 && tokens > 0 ? took_tok : 0;
+  resv->took_req = took_req;
+  resv->after_req = took_req ? after_req : 0;
+  if (lim->tpm > 0 && tokens > 0) {
+    resv->took_tok = took_tok;
+    resv->after_tok = took_tok ? after_tok : 0;
+  }
   return 0;
 }
 

@@ -53,21 +53,33 @@ uint64_t cg_limiter_name_hash(const char *name);
 int cg_limiter_reserve(struct cg_state *st, int p, const struct cg_limits *lim,
                        int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns);
 
-/* cg_limiter_reserve that also says what the reservation took from the pool: `*took_req`
- * and `*took_tok`, ns added to the request and token TATs (0 when nothing was taken),
- * for cg_limiter_unreserve. */
+/* What one reservation moved a pool's TATs by (cg_limiter_reserve_took), for
+ * cg_limiter_unreserve: for requests and for tokens, the ns it took (0: none) and the
+ * TAT's value right after it. */
+struct cg_limiter_resv {
+  int64_t took_req, after_req;
+  int64_t took_tok, after_tok;
+};
+
+/* cg_limiter_reserve that also says what the reservation took from the pool (`*resv`,
+ * all 0 when it reserved nothing or did not wait). */
 int cg_limiter_reserve_took(struct cg_state *st, int p, const struct cg_limits *lim,
                             int64_t tokens, int64_t now, int64_t max_wait_ns, int64_t *wait_ns,
-                            int64_t *took_req, int64_t *took_tok);
+                            struct cg_limiter_resv *resv);
 
-/* Give back a reservation whose request was never sent: its call ended first (the host
- * removed the handle or aborted the wait, a hold or the deadline refused it).  `took_req`
- * and `took_tok` (cg_limiter_reserve_took) come off the pool's TATs when its turn `go_ns`
- * (state clock) is still to come at `now`, never taking a TAT below `now`; a turn that
- * came is spent, as a sent request's.  Before, the calls a host cancelled held every
- * process of the pool back for their turns (10 handles removed at 60 rpm: the next
- * process's call waited 10 s; helper-63). */
-void cg_limiter_unreserve(struct cg_state *st, int p, int64_t took_req, int64_t took_tok,
+/* Give back a reservation `*r` whose request was never sent: its call ended first (the
+ * host removed the handle or aborted the wait, a hold or the deadline refused it), while
+ * its turn `go_ns` (state clock) is still to come at `now` (a turn that came is spent).
+ * Only the pool's last reservation can be: the calls after it sleep until their own
+ * turns, and a turn taken back from under them would let a new call go beside one of
+ * them (helper-65: two requests 1 ms apart, a provider 429).  So what it took comes off
+ * a TAT when the TAT is still where it left it, and one that is not the last is kept (per
+ * process, 64 at most) and comes off once every reservation after it was given back
+ * too: a process cancelling many calls gets all their turns back, in any order.  Never
+ * waits for a lock (it may run inside a state-file region).  Before, the calls a host
+ * cancelled held every process of the pool back for their turns (10 handles removed at
+ * 60 rpm: the next process's call waited 10 s; helper-63). */
+void cg_limiter_unreserve(struct cg_state *st, int p, const struct cg_limiter_resv *r,
                           int64_t go_ns, int64_t now);
 
 /* Add `delta` tokens (negative: give back) to pool `p`'s token account, once the real
