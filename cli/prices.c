@@ -252,7 +252,7 @@ int cg_cli_prices(int argc, char **argv) {
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                     strcmp(argv[1], "help") == 0)) {
     fputs(cg__prices_usage, stdout);
-    return CG_EXIT_OK;
+    return cg_cli_written("prices", CG_EXIT_OK);
   }
   if (argc < 2 || strcmp(argv[1], "check") != 0) {
     if (argc < 2)
@@ -264,7 +264,7 @@ int cg_cli_prices(int argc, char **argv) {
   }
   if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
     fputs(cg__prices_usage, stdout);
-    return CG_EXIT_OK;
+    return cg_cli_written("prices", CG_EXIT_OK);
   }
   return cg__prices_check(argc - 2, argv + 2);
 }

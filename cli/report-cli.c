@@ -319,7 +319,7 @@ int cg_cli_report(int argc, char **argv) {
     } else if (!only_files && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
       puts(cg__report_usage);
       free(names), free(fds);
-      return CG_EXIT_OK;
+      return cg_cli_written("report", CG_EXIT_OK);
     } else if (!only_files && a[0] == '-' && a[1]) {
       cg_cli_error("report: unknown option \"%s\" (%s)", a, cg__report_usage);
       free(names), free(fds);

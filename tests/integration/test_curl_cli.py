@@ -375,7 +375,8 @@ class CliRunTest(CurlTestCase):
                 ([f"--config={tail}"], {}, rb"text after the JSON object"),
                 ([], {"CURLGUARD_LIB": "/nonexistent/libcurlguard.so"},
                  rb"CURLGUARD_LIB=/nonexistent/libcurlguard.so: No such file"),
-                ([], {"CURLGUARD_LIB": "/etc/passwd"}, rb"not a shared library")):
+                ([], {"CURLGUARD_LIB": "/etc/passwd"}, rb"not a shared library"),
+                ([], {"CURLGUARD_CONFIG": str(bad)}, rb"\(CURLGUARD_CONFIG\): not a JSON")):
             with self.subTest(args=args, env=env):
                 p = harness.run([harness.CLI, "run", *args, *cmd], harness.plain_env(**env),
                                 timeout=30)

@@ -470,12 +470,12 @@ class MetricsTest(harness.GuardTestCase):
         nothing written)."""
         plan = ["plan", "--budget", "30", "--attempt-timeout", "5", "--base", "1", "--cap", "8"]
         for args in (["stat"], ["stat", "--json"], plan, plan + ["--json"], ["version"],
-                     ["help"], ["run", "--help"]):
+                     ["help"], ["run", "--help"], ["report", "--help"], ["prices", "--help"]):
             with self.subTest(args=args):
                 p = harness.run(["/bin/sh", "-c", 'exec "$0" "$@" >/dev/full', harness.CLI,
                                  *args], harness.plain_env(CURLGUARD_STATE=str(self.state)))
                 self.assertEqual(p.returncode, 1, p.stderr)
-                self.assertRegex(p.stderr, rb"^curlguard: (stat|plan|version|help|run): writing "
+                self.assertRegex(p.stderr, rb"^curlguard: (stat|plan|version|help|run|report|prices): writing "
                                            rb"the output: No space left on device\n$")
 
     def test_stat_json_of_a_state_file_not_made_yet_escapes_its_path(self):
