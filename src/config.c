@@ -298,8 +298,10 @@ int cg_retry_on_parse(struct cg_config *c, const char *s) {
       p += *p == ',';
       continue;
     }
-    if (!eq || n == CG_RETRY_RULES_MAX)
+    if (!eq)
       return -1;
+    if (n == CG_RETRY_RULES_MAX)
+      return -2;
     name_len = (size_t) (eq - p);
     while (name_len && p[name_len - 1] == ' ')
       name_len--;
@@ -502,8 +504,14 @@ static int cg__apply_text(struct cg_config *c, const struct cg__key *k, const ch
     }
     break;
   case CG_T_RETRY_ON:
-    if (cg_retry_on_parse(c, s) == 0)
+    j = cg_retry_on_parse(c, s);
+    if (j == 0)
       return 0;
+    if (j == -2) {
+      cg_warn("%s: %s has more than %d rules; using the default", origin,
+              origin[0] == 'e' ? k->env : k->json, CG_RETRY_RULES_MAX);
+      return 1;
+    }
     break;
   case CG_T_SWITCH:
     j = cg__switch(s);

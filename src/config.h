@@ -176,8 +176,9 @@ int cg_config_enabled(void);
 /* 1 if `host` matches one of the configured globs (case-insensitive). */
 int cg_config_host_guarded(const struct cg_config *c, const char *host);
 
-/* Parse "outcome=any|idempotent|never,..." into `c->retry_on`.  Returns 0, or -1 (and
- * leaves the rules untouched) when any item is malformed. */
+/* Parse "outcome=any|idempotent|never,..." into `c->retry_on`.  Returns 0, or -1 when
+ * any item is malformed, -2 when there are more than CG_RETRY_RULES_MAX rules (the rules
+ * untouched either way). */
 int cg_retry_on_parse(struct cg_config *c, const char *s);
 
 /* The pool for requests to `host`: the first configured pool with a matching glob, else

@@ -906,3 +906,24 @@ Test(config, text_after_the_object_is_malformed) {
   free(bad);
   free(ok);
 }
+
+/* More rules than CG_RETRY_RULES_MAX: -2 (its own line says so; helper-65: the line said
+ * "malformed value" and showed the list cut short), the rules untouched; a malformed
+ * item: -1. */
+Test(config, too_many_retry_rules_are_told_apart) {
+  struct cg_config c;
+  char text[4096];
+  size_t at = 0;
+  int i;
+  base_env();
+  cg_config_load(&c, fake_getenv);
+  for (i = 0; i <= CG_RETRY_RULES_MAX; i++)
+    at += (size_t) snprintf(text + at, sizeof(text) - at, "%shttp_%d=any", i ? "," : "",
+                            500 + i);
+  cr_assert_eq(cg_retry_on_parse(&c, text), -2);
+  cr_assert_eq(c.nretry_on, 0);
+  cr_assert_eq(cg_retry_on_parse(&c, "http_500=retry"), -1);
+  cr_assert_eq(cg_retry_on_parse(&c, "http_500=any,http_502=never"), 0);
+  cr_assert_eq(c.nretry_on, 2);
+  cg_config_free(&c);
+}
