@@ -158,27 +158,46 @@ static const struct cg__family cg__families[] = {
 
 /* The fleet's figures (`stat --json` "redis" and each pool's "fleet"), when a Redis is
  * configured: whether it is reachable, then, when it is, one family per figure. */
+/* The fleet's families (cg__fleet_write), as cg__families: a figure of each pool's view. */
+#define CG__FGET(fn, expr)                                                                \
+  static double fn(const struct cg_redis_view *v) {                                       \
+    return (double) (expr);                                                               \
+  }
+CG__FGET(cg__f_breaker, v->breaker)
+CG__FGET(cg__f_inflight, v->inflight)
+CG__FGET(cg__f_admitted, v->admitted)
+CG__FGET(cg__f_hold, v->hold_ms / 1e3)
+CG__FGET(cg__f_probe, v->next_probe_ms / 1e3)
+CG__FGET(cg__f_win_req, v->window_ok + v->window_failed)
+CG__FGET(cg__f_win_fail, v->window_failed)
+CG__FGET(cg__f_held_keys, v->held_keys)
+CG__FGET(cg__f_key_hold, v->key_hold_ms / 1e3)
+#undef CG__FGET
+
+static const struct {
+  const char *name, *type, *help;
+  double (*get)(const struct cg_redis_view *v);
+} cg__fleet_families[] = {
+  {"curlguard_fleet_breaker_state", "gauge",
+   "The fleet's breaker on Redis: 0 closed, 1 open, 2 half-open.", cg__f_breaker},
+  {"curlguard_fleet_inflight", "gauge", "Calls in flight on every machine (Redis leases).",
+   cg__f_inflight},
+  {"curlguard_fleet_admitted_total", "counter",
+   "Attempts admitted through Redis by every machine.", cg__f_admitted},
+  {"curlguard_fleet_hold_seconds", "gauge", "The fleet's 429 hold left, seconds.", cg__f_hold},
+  {"curlguard_fleet_next_probe_seconds", "gauge",
+   "Open fleet breaker: seconds until a probe may go.", cg__f_probe},
+  {"curlguard_fleet_window_requests", "gauge", "Results in the fleet breaker's window.",
+   cg__f_win_req},
+  {"curlguard_fleet_window_failures", "gauge", "Failures in the fleet breaker's window.",
+   cg__f_win_fail},
+  {"curlguard_fleet_held_keys", "gauge", "Limit keys a 429 holds now, fleet-wide.",
+   cg__f_held_keys},
+  {"curlguard_fleet_key_hold_seconds", "gauge",
+   "The longest hold of those limit keys left, seconds.", cg__f_key_hold},
+};
+
 static void cg__fleet_write(FILE *f, const struct cg_metrics *m) {
-  static const struct {
-    const char *name, *type, *help;
-    int what;
-  } fams[] = {
-    {"curlguard_fleet_breaker_state", "gauge",
-     "The fleet's breaker on Redis: 0 closed, 1 open, 2 half-open.", 0},
-    {"curlguard_fleet_inflight", "gauge", "Calls in flight on every machine (Redis leases).", 1},
-    {"curlguard_fleet_admitted_total", "counter",
-     "Attempts admitted through Redis by every machine.", 2},
-    {"curlguard_fleet_hold_seconds", "gauge", "The fleet's 429 hold left, seconds.", 3},
-    {"curlguard_fleet_next_probe_seconds", "gauge",
-     "Open fleet breaker: seconds until a probe may go.", 4},
-    {"curlguard_fleet_window_requests", "gauge",
-     "Results in the fleet breaker's window.", 5},
-    {"curlguard_fleet_window_failures", "gauge",
-     "Failures in the fleet breaker's window.", 6},
-    {"curlguard_fleet_held_keys", "gauge", "Limit keys a 429 holds now, fleet-wide.", 7},
-    {"curlguard_fleet_key_hold_seconds", "gauge",
-     "The longest hold of those limit keys left, seconds.", 8},
-  };
   size_t k;
   int i;
 
@@ -190,21 +209,13 @@ static void cg__fleet_write(FILE *f, const struct cg_metrics *m) {
   cg_prom_sample(f, "curlguard_redis_reachable", NULL, 0, m->redis_reachable);
   if (!m->redis_reachable || !m->npools)
     return;
-  for (k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
-    cg_prom_family(f, fams[k].name, fams[k].type, fams[k].help);
+  for (k = 0; k < sizeof(cg__fleet_families) / sizeof(cg__fleet_families[0]); k++) {
+    cg_prom_family(f, cg__fleet_families[k].name, cg__fleet_families[k].type,
+                   cg__fleet_families[k].help);
     for (i = 0; i < m->npools; i++) {
-      const struct cg_redis_view *v = &m->fleet[i];
       const char *labels[] = {"pool", m->pools[i].name};
-      double x = fams[k].what == 0   ? (double) v->breaker
-               : fams[k].what == 1 ? (double) v->inflight
-               : fams[k].what == 2 ? (double) v->admitted
-               : fams[k].what == 3 ? (double) v->hold_ms / 1e3
-               : fams[k].what == 4 ? (double) v->next_probe_ms / 1e3
-               : fams[k].what == 5 ? (double) (v->window_ok + v->window_failed)
-               : fams[k].what == 6 ? (double) v->window_failed
-               : fams[k].what == 7 ? (double) v->held_keys
-                                   : (double) v->key_hold_ms / 1e3;
-      cg_prom_sample(f, fams[k].name, labels, 1, x);
+      cg_prom_sample(f, cg__fleet_families[k].name, labels, 1,
+                     cg__fleet_families[k].get(&m->fleet[i]));
     }
   }
 }

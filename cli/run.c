@@ -413,14 +413,12 @@ int cg_cli_run(int argc, char **argv) {
   /* Read as stat and reset read it: a directory or malformed JSON is refused here, not
    * found by the first guarded call inside the command (helper-62); the one named by
    * CURLGUARD_CONFIG too (helper-65). */
-  if (!config && getenv("CURLGUARD_CONFIG") && getenv("CURLGUARD_CONFIG")[0] &&
-      cg_config_file_usable(getenv("CURLGUARD_CONFIG"), why, sizeof(why)) != 0) {
-    cg_cli_error("run: config file %s (CURLGUARD_CONFIG): %s", getenv("CURLGUARD_CONFIG"), why);
-    return CG_EXIT_ERROR;
-  }
-  if (config && cg_config_file_usable(config, why, sizeof(why)) != 0) {
-    cg_cli_error("run: config file %s: %s", config, why);
-    return CG_EXIT_ERROR; /* curlguard(1): 1 when the configuration file cannot be read */
+  {
+    const char *cf = config ? config : getenv("CURLGUARD_CONFIG");
+    if (cf && (config || cf[0]) && cg_config_file_usable(cf, why, sizeof(why)) != 0) {
+      cg_cli_error("run: config file %s%s: %s", cf, config ? "" : " (CURLGUARD_CONFIG)", why);
+      return CG_EXIT_ERROR; /* curlguard(1): 1 when the configuration file cannot be read */
+    }
   }
   if (cg__find_lib(lib, sizeof(lib)) != 0) {
     if (getenv("CURLGUARD_LIB") && getenv("CURLGUARD_LIB")[0])

@@ -443,18 +443,18 @@ static struct cg__given {
 static int cg__ngiven;
 static pthread_mutex_t cg__given_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Give back what a reservation moved TAT `*tat` by (`*after`, `took`), when it is still
- * the last one: the account then is as it was before it.  1 done (or nothing to give),
- * 0 not the last now. */
-static int cg__give(int64_t *tat, int64_t *after, int64_t took) {
+/* Give back what a reservation moved TAT `*tat` by (`*after`, `*took`), when it is still
+ * the last one: the account then is as it was before it, and both are zeroed.  2 given
+ * now, 1 nothing (left) to give, 0 not the last now. */
+static int cg__give(int64_t *tat, int64_t *after, int64_t *took) {
   int64_t want = *after;
-  if (took <= 0 || !want)
+  if (*took <= 0 || !want)
     return 1;
-  if (!__atomic_compare_exchange_n(tat, &want, *after - took, 0, __ATOMIC_ACQ_REL,
+  if (!__atomic_compare_exchange_n(tat, &want, *after - *took, 0, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     return 0;
-  *after = 0;
-  return 1;
+  *after = *took = 0;
+  return 2;
 }
 
 void cg_limiter_unreserve(struct cg_state *st, int p, const struct cg_limiter_resv *r,
@@ -486,14 +486,9 @@ void cg_limiter_unreserve(struct cg_state *st, int p, const struct cg_limiter_re
       int done = g->pid != me || g->st != st || g->go_ns <= now;
       if (!done) {
         struct cg_state_pool *pool = &st->pools[g->p];
-        int a = cg__give(&pool->tat_requests, &g->r.after_req, g->r.took_req);
-        int b = cg__give(&pool->tat_tokens, &g->r.after_tok, g->r.took_tok);
-        progress |= (a && g->r.took_req && !g->r.after_req) ||
-                    (b && g->r.took_tok && !g->r.after_tok);
-        if (a)
-          g->r.took_req = 0;
-        if (b)
-          g->r.took_tok = 0;
+        int a = cg__give(&pool->tat_requests, &g->r.after_req, &g->r.took_req);
+        int b = cg__give(&pool->tat_tokens, &g->r.after_tok, &g->r.took_tok);
+        progress |= a == 2 || b == 2; /* a TAT moved back: another entry may be last now */
         done = a && b;
       }
       if (done) {

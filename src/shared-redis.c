@@ -627,7 +627,7 @@ static int cg__connect(struct cg__conn *t) {
   cg__bound_reader(t->c);
   if (cg__url.password[0]) {
     if (cg__arm(t) != 0)
-      goto out_of_time;
+      goto set_up_failed;
     r = cg__auth(t->c, &cg__url);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) { /* no answer (a timeout, a lost connection): not the password's fault */
@@ -645,7 +645,7 @@ static int cg__connect(struct cg__conn *t) {
   }
   if (cg__url.db != 0) {
     if (cg__arm(t) != 0)
-      goto out_of_time;
+      goto set_up_failed;
     r = cg__command(t->c, "SELECT %d", cg__url.db);
     __atomic_add_fetch(&cg__round_trips, 1, __ATOMIC_RELAXED);
     if (!r) {
@@ -665,14 +665,14 @@ static int cg__connect(struct cg__conn *t) {
   case 0:
     break;
   case -2:
-    goto out_of_time;
+    goto set_up_failed;
   default:
     return -1;
   }
   t->backoff_ms = 0;
   return 0;
 
-out_of_time:
+set_up_failed:
   /* A timeout that could not be set (cg__arm): set up only in part, made again by a later
    * call. */
   cg__conn_free(t);
