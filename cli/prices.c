@@ -3,17 +3,21 @@
  *
  * The table is CURLGUARD_PRICES when set (either format, price.h), else the shipped one
  * beside this program (PREFIX/share/curlguard/prices.json when installed, data/prices.json
- * from the build tree).  Every record with a "model" is looked up; each model the table
+ * from the build tree).  The records are those `curlguard report` counts (cg_rrec_parse:
+ * a line cut mid-write or a JSON object that is not a whole usage record is malformed,
+ * not a record), so a model's count here is its attempts there; a file named twice is
+ * read once, as there.  Every record with a "model" is looked up; each model the table
  * does not know is one line on stdout, "MODEL<TAB>RECORDS", most records first.  A summary
- * line goes to stderr.  Lines that are not records are ignored (report counts them).
+ * line goes to stderr with the records and malformed lines read (helper-67: a tester saw
+ * 89 records here against the report's 86 when every JSON line with a model counted).
  * Exit 0: every model is priced; 1: some are not, or a LOG or the table cannot be read;
  * 2: usage error.
  */
 #include "cli.h"
 #include "price.h"
 #include "report-rec.h"
+#include "report.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,12 +34,12 @@ static const char cg__prices_usage[] =
     "\n"
     "Lists the models seen in usage logs (LOG \"-\" or none: stdin) that the price table\n"
     "cannot price, one per line with its record count (MODEL<TAB>RECORDS).\n"
+    "Records are counted as curlguard report counts them: lines that are not whole\n"
+    "usage records (cut mid-write, keys missing) are malformed and not counted.\n"
     "The table is CURLGUARD_PRICES when set (curlguard's format or LiteLLM's\n"
     "model_prices_and_context_window.json), else the shipped one.\n"
     "Exit status: 0 every model is priced, 1 some are not (or a LOG or the table\n"
     "cannot be read), 2 usage error.\n";
-
-#define CG__LINE_MAX (1 << 20) /* a record longer than this is not one of ours */
 
 struct cg__model_count {
   char *name;
@@ -105,8 +109,27 @@ static int cg__count_cmp(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
-/* Count the models of every record in `f`: 0, or -1 after the message. */
-static int cg__read_log(FILE *f, const char *name, struct cg__models *m, size_t *records) {
+/* What the logs held, counted as `curlguard report` counts it, so the two agree. */
+struct cg__tally {
+  size_t lines;     /* lines that are not blank */
+  size_t records;   /* whole records (cg_rrec_parse: the report's "records") */
+  size_t malformed; /* lines that are not whole records, too long ones included */
+  size_t modelled;  /* records whose "model" is a non-empty string */
+};
+
+static int cg__blank(const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+      return 0;
+  return 1;
+}
+
+/* Count the models of the records in `f`: 0, or -1 after the message.  A line is what
+ * the report takes for one (cg_report_line): blank lines are skipped, a line that is
+ * not a whole record (cut mid-write, a key missing or of the wrong type, over
+ * CG_REPORT_LINE_MAX bytes, not a usage record at all) is malformed and its "model"
+ * is not counted, however readable. */
+static int cg__read_log(FILE *f, const char *name, struct cg__models *m, struct cg__tally *t) {
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;
@@ -114,19 +137,28 @@ static int cg__read_log(FILE *f, const char *name, struct cg__models *m, size_t 
 
   errno = 0;
   while ((len = getline(&line, &cap, f)) >= 0) {
-    cJSON *rec, *model;
-    if (len == 0 || len > CG__LINE_MAX)
+    struct cg_rrec x;
+    if (len > 0 && line[len - 1] == '\n')
+      len--;
+    if (cg__blank(line, (size_t) len)) {
+      errno = 0;
       continue;
-    rec = cg_json_parse_whole(line, (size_t) len);
-    model = cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "model") : NULL;
-    if (cJSON_IsString(model) && model->valuestring[0]) {
-      if (cg__models_add(m, model->valuestring) != 0) {
+    }
+    t->lines++;
+    if (len > CG_REPORT_LINE_MAX || cg_rrec_parse(line, (size_t) len, &x) != CG_RBAD_NONE) {
+      t->malformed++;
+      errno = 0;
+      continue;
+    }
+    t->records++;
+    if (x.model && x.model[0]) {
+      if (cg__models_add(m, x.model) != 0) {
         cg_cli_error("prices: out of memory");
         rc = -1;
       }
-      (*records)++;
+      t->modelled++;
     }
-    cJSON_Delete(rec);
+    cg_rrec_release(&x);
     if (rc)
       break;
     errno = 0;
@@ -170,7 +202,9 @@ static int cg__prices_check(int argc, char **argv) {
   struct cg__models m = {0};
   struct cg__model_count *unknown = NULL;
   struct cg_prices *table;
-  size_t records = 0, unknown_records = 0, nunknown = 0;
+  struct cg__tally t = {0};
+  struct { dev_t dev; ino_t ino; int set; } *seen;
+  size_t unknown_records = 0, nunknown = 0;
   char why[512], *path;
 
   for (int i = 0; i < nlogs; i++) {
@@ -191,6 +225,12 @@ static int cg__prices_check(int argc, char **argv) {
     free(path);
     return CG_EXIT_ERROR;
   }
+  if (!(seen = calloc((size_t) nlogs, sizeof(*seen)))) {
+    cg_cli_error("prices: out of memory");
+    cg_prices_free(table);
+    free(path);
+    return CG_EXIT_ERROR;
+  }
   for (int i = 0; i < nlogs && rc == CG_EXIT_OK; i++) {
     int is_stdin = strcmp(logs[i], "-") == 0;
     struct stat st;
@@ -203,11 +243,31 @@ static int cg__prices_check(int argc, char **argv) {
       rc = CG_EXIT_ERROR;
       break;
     }
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
+      cg_cli_error("prices: %s: %s", logs[i], strerror(errno));
+      rc = CG_EXIT_ERROR;
+    } else if (S_ISDIR(st.st_mode)) {
       cg_cli_error("prices: %s: is a directory", logs[i]);
       rc = CG_EXIT_ERROR;
-    } else if (cg__read_log(f, logs[i], &m, &records) != 0) {
-      rc = CG_EXIT_ERROR;
+    } else {
+      /* A regular file named again (a link to it) is read once, as the report does
+       * (stdin is not compared, as there). */
+      int named = !is_stdin && S_ISREG(st.st_mode), j = 0;
+      if (named)
+        for (; j < i; j++)
+          if (seen[j].set && seen[j].dev == st.st_dev && seen[j].ino == st.st_ino)
+            break;
+      if (named && j < i) {
+        cg_cli_error("prices check: %s is %s again: read once", logs[i], logs[j]);
+      } else {
+        if (named) {
+          seen[i].dev = st.st_dev;
+          seen[i].ino = st.st_ino;
+          seen[i].set = 1;
+        }
+        if (cg__read_log(f, logs[i], &m, &t) != 0)
+          rc = CG_EXIT_ERROR;
+      }
     }
     if (is_stdin)
       stdin_done = 1;
@@ -232,16 +292,23 @@ static int cg__prices_check(int argc, char **argv) {
     /* the path and the table's date as names are shown: one line, no terminal control */
     cg_cli_shown(path, shown_path, sizeof(shown_path));
     cg_cli_shown(cg_prices_date(table), shown_date, sizeof(shown_date));
+    /* The counts are the report's: its records and malformed lines, then the records
+     * that name a model (a record with a null model, a GET, is a record too). */
     if (nunknown)
-      fprintf(stderr, "curlguard: prices check: %zu of %zu models (%zu of %zu records) have "
-              "no price in %s (dated %s)\n", nunknown, m.n, unknown_records, records,
-              shown_path, shown_date);
+      fprintf(stderr, "curlguard: prices check: %zu of %zu models (%zu of %zu records with "
+              "a model) have no price in %s (dated %s); read %zu records from %zu lines, "
+              "%zu malformed lines skipped (as curlguard report counts them)\n", nunknown,
+              m.n, unknown_records, t.modelled, shown_path, shown_date, t.records, t.lines,
+              t.malformed);
     else
-      fprintf(stderr, "curlguard: prices check: all %zu models (%zu records) are priced by "
-              "%s (dated %s)\n", m.n, records, shown_path, shown_date);
+      fprintf(stderr, "curlguard: prices check: all %zu models (%zu records with a model) "
+              "are priced by %s (dated %s); read %zu records from %zu lines, %zu malformed "
+              "lines skipped (as curlguard report counts them)\n", m.n, t.modelled,
+              shown_path, shown_date, t.records, t.lines, t.malformed);
     rc = cg_cli_written("prices check", nunknown ? CG_EXIT_ERROR : CG_EXIT_OK);
   }
   free(unknown);
+  free(seen);
   cg__models_free(&m);
   cg_prices_free(table);
   free(path);

@@ -25,6 +25,21 @@ CALLS = [("gpt-4o-mini", CHAT), ("gpt-4o", CHAT), ("gpt-4.1-mini", CHAT), ("o3-2
          ("claude-sonnet-4-20250514", MESSAGES), ("gemini-2.5-flash", CHAT)]
 
 
+def whole(model, **fields):
+    """A whole usage record (every key the guard writes) of `model`: what prices check and
+    report count; a JSON line with a "model" and less is malformed, not a record."""
+    rec = {"ts": "2026-11-30T10:00:00.000Z", "pid": 1, "request_id": "r", "task_id": None,
+           "attempt": 1, "final": True, "method": "POST", "host": "h",
+           "path": CHAT, "pool": "p", "status": 200, "curl_code": 0, "outcome": "ok",
+           "decision": "done", "reason": "ok", "queue_ms": 0, "backoff_ms": 0,
+           "connect_ms": 1, "ttfb_ms": 2, "duration_ms": 5, "bytes_sent": 100,
+           "bytes_received": 200, "model": model, "prompt_tokens": 10,
+           "completion_tokens": 2, "total_tokens": 12, "cached_tokens": 0, "cost_usd": None,
+           "possibly_billed": False, "body_digest": None}
+    rec.update(fields)
+    return rec
+
+
 def own_lookup(table, model):
     """The first entry of a curlguard-format table whose glob matches (case-insensitive)."""
     for e in table["models"]:
@@ -175,25 +190,62 @@ class PricesTest(harness.GuardTestCase):
         p = self.cli(["prices", "check", str(self.log)])
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stdout.decode(), "my-private-model-7\t1\n")
-        self.assertIn(b"1 of 3 models (1 of 4 records)", p.stderr)
+        self.assertIn(b"1 of 3 models (1 of 4 records with a model)", p.stderr)
         # the same log from stdin
         p = self.cli(["prices", "check", "-"], input=self.log.read_bytes())
         self.assertEqual((p.returncode, p.stdout), (1, b"my-private-model-7\t1\n"), p.stderr)
 
+    def test_prices_check_counts_the_records_report_counts(self):
+        """Both commands count one population: the whole records (helper-67: a tester saw
+        89 records in prices check against 86 in report, every JSON line with a "model"
+        counted).  The log holds real guard records and what a log can hold besides."""
+        for model, path in [("gpt-4o-mini", CHAT), ("my-private-model-7", CHAT),
+                            ("my-private-model-7", CHAT), ("claude-sonnet-4-20250514", MESSAGES)]:
+            self.call(model, path)
+        lines = self.log.read_text().splitlines()
+        mine = json.loads([l for l in lines if "my-private-model-7" in l][0])
+        line = json.dumps(mine)
+        no_usage = dict(mine, prompt_tokens=None, completion_tokens=None, total_tokens=None,
+                        cached_tokens=None, cost_usd=None)      # a stream without usage
+        no_model = dict(mine, model=None)                      # a GET: a record, no model
+        extra = [line[:len(line) // 2],                        # cut mid-write
+                 json.dumps({"model": "my-private-model-7"}),  # not a usage record
+                 json.dumps(dict(mine, attempt="1")),          # a key of the wrong type
+                 json.dumps({k: v for k, v in mine.items() if k != "ts"}),  # a key missing
+                 json.dumps(dict(mine, pad="x" * (1 << 20))),  # over the line limit
+                 json.dumps(no_usage), json.dumps(no_model), "", "  \r"]
+        log = self.tmp / "mixed.jsonl"
+        log.write_text("\n".join(lines + extra + [line]))     # the last line unterminated
+        rep = json.loads(harness.run([harness.CLI, "report", "--json", str(log), str(log)],
+                                     harness.plain_env(), timeout=60).stdout)
+        p = self.cli(["prices", "check", str(log), str(log)])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        attempts = sum(g["attempts"] for g in rep["groups"]
+                       if g["model"] == "my-private-model-7")
+        self.assertEqual(attempts, 4)                          # two calls, no usage, the last
+        self.assertEqual(p.stdout.decode(), f"my-private-model-7\t{attempts}\n")
+        modelled = sum(g["attempts"] for g in rep["groups"] if g["model"] is not None)
+        err = p.stderr.decode()
+        self.assertIn(f"1 of 3 models ({attempts} of {modelled} records with a model)", err)
+        self.assertIn(f"read {rep['records']} records from {rep['lines']} lines, "
+                      f"{rep['malformed']['total']} malformed lines skipped", err)
+        self.assertEqual((rep["records"], rep["malformed"]["total"]), (len(lines) + 3, 5))
+        self.assertIn("is " + str(log) + " again: read once", err)
+
     def test_prices_check_counts_and_honours_curlguard_prices(self):
         log = self.tmp / "mixed.jsonl"
-        recs = ([{"model": "gpt-4o", "cost_usd": 0.1}] * 3 + [{"model": "mystery-9"}] * 2
-                + [{"model": "zeta-1"}] * 2 + [{"model": None}, {"no": "model"}])
+        recs = ([whole("gpt-4o", cost_usd=0.1)] * 3 + [whole("mystery-9")] * 2
+                + [whole("zeta-1")] * 2 + [whole(None), {"no": "model"}])
         log.write_text("".join(json.dumps(r) + "\n" for r in recs) + "not json\n\n")
         p = self.cli(["prices", "check", str(log)])
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stdout.decode(), "mystery-9\t2\nzeta-1\t2\n")
         # all priced: exit 0, nothing on stdout
         known = self.tmp / "known.jsonl"
-        known.write_text(json.dumps({"model": "GPT-4o-2024-08-06"}) + "\n")
+        known.write_text(json.dumps(whole("GPT-4o-2024-08-06")) + "\n")
         p = self.cli(["prices", "check", str(known)])
         self.assertEqual((p.returncode, p.stdout), (0, b""), p.stderr)
-        self.assertIn(b"all 1 models (1 records) are priced", p.stderr)
+        self.assertIn(b"all 1 models (1 records with a model) are priced", p.stderr)
         # a LiteLLM table named by CURLGUARD_PRICES that knows gpt-4o only as openai/...
         path, _ = self.litellm_file(factor=1)
         env = harness.plain_env(extra={"CURLGUARD_PRICES": path})
@@ -212,7 +264,7 @@ class PricesTest(harness.GuardTestCase):
         # A model name from a log is data: an ESC sequence, a newline (a fake row) and a
         # tab are shown escaped, one row per model (new-user review).
         log = self.tmp / "hostile.jsonl"
-        log.write_text(json.dumps({"model": "x\u001b[31mred\nfake\tline\\"}) + "\n")
+        log.write_text(json.dumps(whole("x\u001b[31mred\nfake\tline\\")) + "\n")
         p = self.cli(["prices", "check", str(log)])
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stdout, b"x\\x1B[31mred\\nfake\\tline\\\\\t1\n")
@@ -223,7 +275,7 @@ class PricesTest(harness.GuardTestCase):
         table.write_text(json.dumps({"date": "\n\u001b[31mred", "models": [
             {"match": "gpt-4o", "input": 1, "output": 1}]}))
         log = self.tmp / "one.jsonl"
-        log.write_text(json.dumps({"model": "mystery"}) + "\n")
+        log.write_text(json.dumps(whole("mystery")) + "\n")
         p = self.cli(["prices", "check", str(log)],
                      harness.plain_env(extra={"CURLGUARD_PRICES": table}))
         self.assertEqual(p.returncode, 1, p.stderr)
