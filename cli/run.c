@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,15 +52,320 @@ static int cg__in_list(const char *list, const char *item) {
   return 0;
 }
 
-/* Whether the file at `path` starts as an ELF file does (elf(5): 0x7f 'E' 'L' 'F'). */
-static int cg__is_elf(const char *path) {
-  unsigned char m[4];
-  FILE *f = fopen(path, "rb");
-  size_t n = f ? fread(m, 1, sizeof(m), f) : 0;
+/* ---- is CURLGUARD_LIB the guard? ----
+ *
+ * ld.so does not refuse a preload it cannot use: it prints its own error and runs the
+ * command unguarded, and it preloads an executable (/bin/true is a PIE, ET_DYN) or
+ * another library (libz, libcurl itself) without a word.  So the file is read first, as
+ * untrusted input (elf(5); every offset and size is checked against the file's size, a
+ * short read is a refusal): an ELF shared object (ET_DYN) of this program's class, byte
+ * order and machine, whose dynamic symbol table exports curl_easy_perform (a defined
+ * global or weak function of default or protected visibility) and whose DT_SONAME is
+ * libcurlguard.so (as the Makefile links it; libcurl exports curl_easy_perform too), and
+ * whose loadable segments lie inside the file.
+ * Both ELF classes are read; the class must be this program's. */
 
-  if (f)
-    fclose(f);
-  return n == sizeof(m) && m[0] == 0x7f && m[1] == 'E' && m[2] == 'L' && m[3] == 'F';
+#define CG__ELF_MAX_TABLE (64u << 20) /* a symbol or string table larger is not ours */
+
+struct cg__elf {
+  int fd;
+  int is64;
+  uint64_t size; /* of the file */
+  uint64_t shoff, phoff;
+  unsigned shnum, shentsize, phnum, phentsize, type, machine;
+};
+
+struct cg__shdr {
+  unsigned type, link;
+  uint64_t offset, size, entsize;
+};
+
+/* Whether [off, off + len) lies inside the file. */
+static int cg__elf_inside(const struct cg__elf *e, uint64_t off, uint64_t len) {
+  return off <= e->size && len <= e->size - off;
+}
+
+/* Read exactly `len` bytes at `off` of the file: 0, or -1 (outside it, short, error). */
+static int cg__elf_read(const struct cg__elf *e, void *buf, uint64_t len, uint64_t off) {
+  return cg__elf_inside(e, off, len) && off <= (uint64_t) INT64_MAX &&
+                 pread(e->fd, buf, len, (off_t) off) == (ssize_t) len
+             ? 0
+             : -1;
+}
+
+/* Section header `i` into `sh`: 0, or -1. */
+static int cg__elf_shdr(const struct cg__elf *e, unsigned i, struct cg__shdr *sh) {
+  uint64_t off = e->shoff + (uint64_t) i * e->shentsize; /* shnum < 2^16: no overflow */
+  if (e->is64) {
+    Elf64_Shdr h;
+    if (cg__elf_read(e, &h, sizeof(h), off) != 0)
+      return -1;
+    *sh = (struct cg__shdr){h.sh_type, h.sh_link, h.sh_offset, h.sh_size, h.sh_entsize};
+  } else {
+    Elf32_Shdr h;
+    if (cg__elf_read(e, &h, sizeof(h), off) != 0)
+      return -1;
+    *sh = (struct cg__shdr){h.sh_type, h.sh_link, h.sh_offset, h.sh_size, h.sh_entsize};
+  }
+  return 0;
+}
+
+/* Section `sh`'s bytes (plus a NUL after them), or NULL: outside the file, too large. */
+static char *cg__elf_load(const struct cg__elf *e, const struct cg__shdr *sh) {
+  char *buf;
+  if (sh->size > CG__ELF_MAX_TABLE || !cg__elf_inside(e, sh->offset, sh->size) ||
+      !(buf = malloc(sh->size + 1)))
+    return NULL;
+  if (cg__elf_read(e, buf, sh->size, sh->offset) != 0) {
+    free(buf);
+    return NULL;
+  }
+  buf[sh->size] = '\0';
+  return buf;
+}
+
+/* The string table linked from `sh` (its sh_link), or NULL; its size in `*len`. */
+static char *cg__elf_linked_strings(const struct cg__elf *e, const struct cg__shdr *sh,
+                                    uint64_t *len) {
+  struct cg__shdr st;
+  if (sh->link == 0 || sh->link >= e->shnum || cg__elf_shdr(e, sh->link, &st) != 0 ||
+      st.type != SHT_STRTAB)
+    return NULL;
+  *len = st.size;
+  return cg__elf_load(e, &st);
+}
+
+/* Whether the SHT_DYNSYM section `sh` exports the function `name`: 1, 0, -1 unreadable. */
+static int cg__elf_exports(const struct cg__elf *e, const struct cg__shdr *sh,
+                           const char *name) {
+  size_t ent = e->is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+  uint64_t strsz = 0;
+  char *syms, *strs;
+  int found = 0;
+
+  if (sh->entsize != ent)
+    return -1;
+  if (!(strs = cg__elf_linked_strings(e, sh, &strsz)))
+    return -1;
+  if (!(syms = cg__elf_load(e, sh))) {
+    free(strs);
+    return -1;
+  }
+  for (uint64_t k = 0; k + ent <= sh->size && !found; k += ent) {
+    unsigned st_name, info, other, shndx;
+    if (e->is64) {
+      Elf64_Sym y;
+      memcpy(&y, syms + k, sizeof(y));
+      st_name = y.st_name, info = y.st_info, other = y.st_other, shndx = y.st_shndx;
+    } else {
+      Elf32_Sym y;
+      memcpy(&y, syms + k, sizeof(y));
+      st_name = y.st_name, info = y.st_info, other = y.st_other, shndx = y.st_shndx;
+    }
+    found = shndx != SHN_UNDEF && st_name < strsz &&
+            (ELF64_ST_BIND(info) == STB_GLOBAL || ELF64_ST_BIND(info) == STB_WEAK) &&
+            (ELF64_ST_TYPE(info) == STT_FUNC || ELF64_ST_TYPE(info) == STT_GNU_IFUNC) &&
+            (ELF64_ST_VISIBILITY(other) == STV_DEFAULT ||
+             ELF64_ST_VISIBILITY(other) == STV_PROTECTED) &&
+            strcmp(strs + st_name, name) == 0;
+  }
+  free(syms);
+  free(strs);
+  return found;
+}
+
+/* The DT_SONAME of the SHT_DYNAMIC section `sh` into `out` ("" when none): 0, -1. */
+static int cg__elf_soname(const struct cg__elf *e, const struct cg__shdr *sh, char *out,
+                          size_t len) {
+  size_t ent = e->is64 ? sizeof(Elf64_Dyn) : sizeof(Elf32_Dyn);
+  uint64_t strsz = 0;
+  char *dyn, *strs;
+
+  out[0] = '\0';
+  if (!(strs = cg__elf_linked_strings(e, sh, &strsz)))
+    return -1;
+  if (!(dyn = cg__elf_load(e, sh))) {
+    free(strs);
+    return -1;
+  }
+  for (uint64_t k = 0; k + ent <= sh->size; k += ent) {
+    int64_t tag;
+    uint64_t val;
+    if (e->is64) {
+      Elf64_Dyn d;
+      memcpy(&d, dyn + k, sizeof(d));
+      tag = d.d_tag, val = d.d_un.d_val;
+    } else {
+      Elf32_Dyn d;
+      memcpy(&d, dyn + k, sizeof(d));
+      tag = d.d_tag, val = d.d_un.d_val;
+    }
+    if (tag == DT_NULL)
+      break;
+    if (tag == DT_SONAME && val < strsz) {
+      snprintf(out, len, "%s", strs + val);
+      break;
+    }
+  }
+  free(dyn);
+  free(strs);
+  return 0;
+}
+
+/* Whether every segment the loader maps (PT_LOAD) lies inside the file: 0, or -1 (a
+ * copy cut short, whose section headers were rewritten, would be mapped past its end). */
+static int cg__elf_segments_inside(const struct cg__elf *e) {
+  int loads = 0;
+
+  if (e->phentsize != (e->is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) || e->phnum == 0)
+    return -1;
+  for (unsigned i = 0; i < e->phnum; i++) {
+    uint64_t off = e->phoff + (uint64_t) i * e->phentsize, type, at, size;
+    if (e->is64) {
+      Elf64_Phdr ph;
+      if (cg__elf_read(e, &ph, sizeof(ph), off) != 0)
+        return -1;
+      type = ph.p_type, at = ph.p_offset, size = ph.p_filesz;
+    } else {
+      Elf32_Phdr ph;
+      if (cg__elf_read(e, &ph, sizeof(ph), off) != 0)
+        return -1;
+      type = ph.p_type, at = ph.p_offset, size = ph.p_filesz;
+    }
+    if (type == PT_LOAD) {
+      if (!cg__elf_inside(e, at, size))
+        return -1;
+      loads++;
+    }
+  }
+  return loads > 0 ? 0 : -1;
+}
+
+/* The ELF identity of this program (class, byte order, machine) from /proc/self/exe:
+ * 0, or -1 when it cannot be read (then any is taken). */
+static int cg__own_elf(unsigned char *cls, unsigned char *data, unsigned *machine) {
+  unsigned char h[sizeof(Elf64_Ehdr)];
+  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? pread(fd, h, sizeof(h), 0) : -1;
+
+  if (fd >= 0)
+    close(fd);
+  if (n < (ssize_t) sizeof(Elf32_Ehdr) || memcmp(h, ELFMAG, SELFMAG) != 0)
+    return -1;
+  *cls = h[EI_CLASS];
+  *data = h[EI_DATA];
+  /* e_machine is at the same offset (18) in both classes */
+  *machine = ((Elf32_Ehdr *) (void *) h)->e_machine;
+  return 0;
+}
+
+/* Whether `path` is a libcurlguard.so this program can preload: 0, or -1 with why not
+ * in `why` (a phrase; errno's text when it cannot be opened). */
+static int cg__is_guard_lib(const char *path, char *why, size_t len) {
+  unsigned char h[sizeof(Elf64_Ehdr)], cls = 0, data = 0;
+  struct cg__elf e = {.fd = -1};
+  unsigned machine = 0;
+  int own = cg__own_elf(&cls, &data, &machine) == 0, exported = 0, dynamic = 0;
+  char soname[256] = "";
+  struct stat st;
+  ssize_t n;
+
+  if ((e.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(e.fd, &st) != 0) {
+    snprintf(why, len, "%s", strerror(errno));
+    if (e.fd >= 0)
+      close(e.fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, len, "not a shared library (not a regular file)");
+    close(e.fd);
+    return -1;
+  }
+  e.size = (uint64_t) st.st_size;
+  n = pread(e.fd, h, sizeof(h), 0);
+  if (n < SELFMAG || memcmp(h, ELFMAG, SELFMAG) != 0) {
+    snprintf(why, len, "not a shared library (not an ELF file)");
+    close(e.fd);
+    return -1;
+  }
+  e.is64 = h[EI_CLASS] == ELFCLASS64;
+  if ((h[EI_CLASS] != ELFCLASS64 && h[EI_CLASS] != ELFCLASS32) ||
+      n < (ssize_t) (e.is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr))) {
+    snprintf(why, len, "not a shared library (a truncated or damaged ELF file)");
+    close(e.fd);
+    return -1;
+  }
+  if (e.is64) {
+    Elf64_Ehdr eh;
+    memcpy(&eh, h, sizeof(eh));
+    e.type = eh.e_type, e.machine = eh.e_machine, e.shoff = eh.e_shoff;
+    e.shnum = eh.e_shnum, e.shentsize = eh.e_shentsize;
+    e.phoff = eh.e_phoff, e.phnum = eh.e_phnum, e.phentsize = eh.e_phentsize;
+  } else {
+    Elf32_Ehdr eh;
+    memcpy(&eh, h, sizeof(eh));
+    e.type = eh.e_type, e.machine = eh.e_machine, e.shoff = eh.e_shoff;
+    e.shnum = eh.e_shnum, e.shentsize = eh.e_shentsize;
+    e.phoff = eh.e_phoff, e.phnum = eh.e_phnum, e.phentsize = eh.e_phentsize;
+  }
+  if (own && (h[EI_CLASS] != cls || h[EI_DATA] != data || e.machine != machine)) {
+    snprintf(why, len, "built for another machine (ELF class %u, byte order %u, machine %u; "
+             "this curlguard's: %u, %u, %u)", h[EI_CLASS], h[EI_DATA], e.machine, cls, data,
+             machine);
+    close(e.fd);
+    return -1;
+  }
+  if (e.type != ET_DYN) {
+    if (e.type == ET_EXEC || e.type == ET_REL)
+      snprintf(why, len, "not a shared library (an ELF %s)",
+               e.type == ET_EXEC ? "executable" : "object file");
+    else
+      snprintf(why, len, "not a shared library (an ELF file of type %u)", e.type);
+    close(e.fd);
+    return -1;
+  }
+  if (cg__elf_segments_inside(&e) != 0) {
+    snprintf(why, len, "not a shared library (a truncated or damaged ELF file: its "
+             "segments lie past its end)");
+    close(e.fd);
+    return -1;
+  }
+  if (e.shentsize != (e.is64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr)) || e.shnum == 0 ||
+      !cg__elf_inside(&e, e.shoff, (uint64_t) e.shnum * e.shentsize)) {
+    snprintf(why, len, "not a shared library (a truncated or damaged ELF file: its "
+             "section headers are missing)");
+    close(e.fd);
+    return -1;
+  }
+  for (unsigned i = 0; i < e.shnum; i++) {
+    struct cg__shdr sh;
+    int r = 0;
+    if (cg__elf_shdr(&e, i, &sh) != 0)
+      r = -1;
+    else if (sh.type == SHT_DYNSYM && exported == 0)
+      r = (exported = cg__elf_exports(&e, &sh, "curl_easy_perform")) < 0 ? -1 : 0;
+    else if (sh.type == SHT_DYNAMIC && !dynamic)
+      r = (dynamic = cg__elf_soname(&e, &sh, soname, sizeof(soname)) == 0) ? 0 : -1;
+    if (r != 0) {
+      snprintf(why, len, "not a shared library (a truncated or damaged ELF file)");
+      close(e.fd);
+      return -1;
+    }
+  }
+  close(e.fd);
+  if (exported != 1) {
+    snprintf(why, len, "not libcurlguard.so: it exports no curl_easy_perform (a program "
+             "or another library)");
+    return -1;
+  }
+  if (strncmp(soname, "libcurlguard.so", 15) != 0) {
+    char shown[256]; /* cut short to fit */
+    cg_cli_shown(soname[0] ? soname : "none", shown, sizeof(shown));
+    snprintf(why, len, "not libcurlguard.so: it exports curl_easy_perform but its soname is "
+             "%s (libcurl itself?)", shown);
+    return -1;
+  }
+  return 0;
 }
 
 /* Locate libcurlguard.so into `out`.  0 on success (errno set otherwise). */
@@ -380,7 +686,7 @@ static void cg__setenv_abs(const char *name, const char *path) {
 int cg_cli_run(int argc, char **argv) {
   const char *config = NULL;
   const char *old;
-  char lib[PATH_MAX], why[160];
+  char lib[PATH_MAX], why[512];
   char *preload;
   int i;
   size_t need;
@@ -428,9 +734,9 @@ int cg_cli_run(int argc, char **argv) {
                    "../lib/curlguard/ (set CURLGUARD_LIB)");
     return CG_EXIT_ERROR;
   }
-  if (!cg__is_elf(lib)) {
-    /* ld.so would print its own errors and run the command unguarded (ld.so(8)) */
-    cg_cli_error("run: cannot preload %s: not a shared library (an ELF file)", lib);
+  if (cg__is_guard_lib(lib, why, sizeof(why)) != 0) {
+    /* ld.so would print its own errors, or none, and run the command unguarded */
+    cg_cli_error("run: cannot preload %s: %s", lib, why);
     return CG_EXIT_ERROR;
   }
   if (strpbrk(lib, " :\t\n")) {

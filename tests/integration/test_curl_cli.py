@@ -8,6 +8,7 @@ a fixed body from a stored JSON step: a guarded `503,200` and a plain `200` answ
 import json
 import os
 import re
+import struct
 import threading
 import time
 import unittest
@@ -388,6 +389,61 @@ class CliRunTest(CurlTestCase):
                          'printf %s "$LD_PRELOAD"'], harness.plain_env(), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.decode().split(":").count(str(harness.LIB)), 1, p.stdout)
+
+
+    def test_run_refuses_a_curlguard_lib_that_is_not_the_guard(self):
+        """CURLGUARD_LIB must be a libcurlguard.so this program can preload: an ELF shared
+        object of its machine that exports curl_easy_perform, with the guard's soname.
+        Before (helper-67), run checked the ELF magic only: /bin/true (a PIE, so ET_DYN),
+        libz, libc, libcurl itself and a truncated copy of the library were preloaded,
+        ld.so printed its own error or nothing, and the command ran unguarded (exit 0)."""
+        listing = harness.run(["ldd", harness.CURL], harness.plain_env(), timeout=30)
+        deps = dict(re.findall(r"^\s*(\S+) => (/\S+)", listing.stdout.decode(), re.M))
+        data = harness.LIB.read_bytes()
+        cases = [("/bin/true", rb"exports no curl_easy_perform"),
+                 (deps["libz.so.1"], rb"exports no curl_easy_perform"),
+                 (deps["libc.so.6"], rb"exports no curl_easy_perform"),
+                 (deps["libcurl.so.4"], rb"soname is libcurl\.so\.4")]
+        for n in (4, 64, len(data) // 2, len(data) - 1):
+            cut = self.tmp / f"cut-{n}.so"                  # a copy cut short
+            cut.write_bytes(data[:n])
+            cases.append((str(cut), rb"truncated or damaged"))
+        # its section headers whole, its last loaded segment said to run past its end
+        grown = bytearray(data)
+        phoff, = struct.unpack_from("<Q", grown, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", grown, 0x36)
+        last = max(phoff + i * phentsize for i in range(phnum)
+                   if struct.unpack_from("<I", grown, phoff + i * phentsize)[0] == 1)
+        struct.pack_into("<QQ", grown, last + 0x20, len(data), len(data))   # filesz, memsz
+        (self.tmp / "grown.so").write_bytes(grown)
+        cases.append((str(self.tmp / "grown.so"), rb"segments lie past its end"))
+        if os.path.exists("/lib32/libc.so.6"):              # i386 libc beside an amd64 one
+            cases.append(("/lib32/libc.so.6", rb"built for another machine"))
+        marker = self.tmp / "ran"
+        cmd = ["--", "/bin/sh", "-c", f'touch "{marker}"']
+        for lib, why in cases:
+            with self.subTest(lib=lib):
+                p = harness.run([harness.CLI, "run", *cmd],
+                                harness.plain_env(CURLGUARD_LIB=str(lib)), timeout=30)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertRegex(p.stderr, rb"^curlguard: run: cannot preload .*" + why)
+                self.assertFalse(marker.exists(), "the command ran")
+        # the real library, and a copy of it under another name, still guard the call
+        copy = self.tmp / "guard-copy.so"
+        copy.write_bytes(data)
+        for lib in (harness.LIB, copy):
+            with self.subTest(lib=lib):
+                self.log.unlink(missing_ok=True)
+                env = harness.plain_env(CURLGUARD_LIB=str(lib), CURLGUARD_LOG=str(self.log),
+                                        CURLGUARD_STATE=str(self.state), **FAST)
+                if harness.SAN_PRELOAD:
+                    env["LD_PRELOAD"] = harness.SAN_PRELOAD
+                url = self.mock.url(CHAT, plan=["503:ra=0", OK])
+                p = harness.run([harness.CLI, "run", "--", harness.CURL, "-sS", url], env,
+                                timeout=30)
+                self.assertEqual((p.returncode, p.stdout), (0, FIXED.encode()), p.stderr)
+                self.assertEqual([r["attempt"] for r in self.records()], [1, 2])
 
 
 class ParallelTest(CurlTestCase):
