@@ -789,9 +789,40 @@ static void cg__free_pools(struct cg_config *c) {
   c->npools = 0;
 }
 
+/* The pool names kept so far, as an open-addressing set of indexes into c->pools
+ * (index + 1; 0: empty), keyed by their name hashes: a duplicate is found in O(1)
+ * instead of by comparing with every earlier pool (helper-67: 20,000 pools cost 0.77 s
+ * of every guarded process).  `cap` is a power of two above twice the pools. */
+struct cg__name_set {
+  size_t *slot;
+  size_t cap;
+};
+
+/* Whether a pool kept before `pc` has its name; if not, `pc` (index `at`) is added.
+ * Without a set (out of memory) every kept pool is compared, as before. */
+static int cg__name_seen(const struct cg_config *c, struct cg__name_set *set,
+                         const struct cg_pool_cfg *pc, size_t at) {
+  size_t j;
+
+  if (!set->slot) {
+    for (j = 0; j < c->npools; j++)
+      if (strcmp(c->pools[j].name, pc->name) == 0)
+        return 1;
+    return 0;
+  }
+  for (j = (size_t) pc->name_hash & (set->cap - 1); set->slot[j]; j = (j + 1) & (set->cap - 1)) {
+    const struct cg_pool_cfg *q = &c->pools[set->slot[j] - 1];
+    if (q->name_hash == pc->name_hash && strcmp(q->name, pc->name) == 0)
+      return 1;
+  }
+  set->slot[j] = at + 1;
+  return 0;
+}
+
 static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
   const cJSON *o;
   int problems = 0, n = cJSON_GetArraySize(arr);
+  struct cg__name_set names = {NULL, 16};
 
   if (!cJSON_IsArray(arr)) {
     cg_warn("config: \"pools\" must be a list of objects; ignored");
@@ -801,6 +832,9 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
   c->pools = calloc((size_t) (n > 0 ? n : 1), sizeof(*c->pools));
   if (!c->pools)
     return 1;
+  while (names.cap < 2 * (size_t) (n > 0 ? n : 1))
+    names.cap *= 2;
+  names.slot = calloc(names.cap, sizeof(*names.slot)); /* NULL: the slow way */
   cJSON_ArrayForEach(o, arr) {
     struct cg_pool_cfg *pc = &c->pools[c->npools];
     if (!cJSON_IsObject(o)) {
@@ -814,22 +848,18 @@ static int cg__load_pools(struct cg_config *c, const cJSON *arr) {
       problems++;
       continue;
     }
-    {
-      size_t j;
-      int dup = 0;
-      for (j = 0; j < c->npools; j++)
-        dup |= strcmp(c->pools[j].name, pc->name) == 0;
-      if (dup) {
-        /* Pools are shared by name in the state file: two would share one bucket. */
-        cg_warn("config: two pools are named \"%s\"; the second is ignored", pc->name);
-        cg__free_pool_hosts(pc);
-        problems++;
-        continue;
-      }
-    }
     pc->name_hash = cg_limiter_name_hash(pc->name);
+    if (cg__name_seen(c, &names, pc, c->npools)) {
+      /* Pools are shared by name in the state file: two would share one bucket. */
+      cg_warn("config: two pools are named \"%s\"; the second is ignored", pc->name);
+      cg__free_pool_hosts(pc);
+      pc->name_hash = 0;
+      problems++;
+      continue;
+    }
     c->npools++;
   }
+  free(names.slot);
   return problems;
 }
 
