@@ -325,7 +325,7 @@ static cJSON *cg__pool_json(const struct cg_state_pool *p, int64_t now) {
   else
     cJSON_AddNumberToObject(o, "tokens_available", tok);
   cJSON_AddNumberToObject(o, "inflight", __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE));
-  cJSON_AddNumberToObject(o, "waiters", __atomic_load_n(&p->waiters, __ATOMIC_ACQUIRE));
+  cJSON_AddNumberToObject(o, "waiters", cg_limiter_waiting(p));
   cJSON_AddNumberToObject(o, "hold_ms", cg__ms(hold));
   {
     /* Limit keys held on their own (limiter.h keyed holds): how many, and the longest. */

@@ -1580,6 +1580,7 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     nb->hold_shared = 0;
     nb->slot_poll_ms = 0;
     nb->reclaim_ms = 0;
+    nb->learn_taken = 0;
     if (cg__sh_reserve(ad, lim->tpm > 0 ? ad->tokens : 0, left_ms * 1000000, &wait_ns,
                        now) != 0) {
       cg_limiter_count(st, p, CG_CNT_REJECTED);
@@ -1616,7 +1617,12 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       nb->hold_shared = 1;
       return CG_NB_WAIT;
     }
-    w = cg__sh_learn_take(ad, now);
+    /* The learned rate's place, once: a call waiting for a slot on the file asks again
+     * every CG_NB_SLOT_POLL_MS, and each ask took a place (of 2 a second, before the
+     * pool's first answers), so 3 such calls asked for their slot every 0.5 s at most
+     * and missed their turns (limiter.h turns).  A blocking call takes one too. */
+    w = nb->learn_taken ? 0 : cg__sh_learn_take(ad, now);
+    nb->learn_taken = w <= 0 && ad->sh.ops == &cg_shared_mmap;
     if (w > 0 && cg__ceil_ms(w) <= deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS) {
       /* As cg__enter_paced: the slow start's guess waits out its share, no more. */
       int64_t share = cg__guess_until(ad, nb->queue_since_ms, deadline_ms) - cg_mono_ms();
@@ -1630,9 +1636,14 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
       }
     }
     if (lim->max_inflight > 0 && nb->slot == -2) {
-      /* Asked once, without waiting (left 0): the back end's slot or lease. */
-      int s = cg__sh_acquire(ad, lim->max_inflight, 0, &waited_ns);
-      if (s == -1 && ad->sh.ops == &cg_shared_mmap) {
+      /* Asked once, without waiting (left 0): the back end's slot or lease; the file's
+       * in turn (limiter.h turns: a place taken when none is free, kept while it asks). */
+      int file = ad->sh.ops == &cg_shared_mmap;
+      int room = deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS > 0;
+      uint32_t seen;
+      int s = file ? cg_limiter_inflight_try(st, p, lim->max_inflight, &nb->turn, room, &seen)
+                   : cg__sh_acquire(ad, lim->max_inflight, 0, &waited_ns);
+      if (s == -1 && file) {
         /* Slots of processes that died holding them come back as a blocking waiter
          * takes them (limiter.c, every CG_INFLIGHT_RECHECK_MS): this waiter looks as
          * often, else it would wait out its deadline behind a kill -9'd holder (and,
@@ -1643,11 +1654,12 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
         } else if (t - nb->reclaim_ms >= CG_INFLIGHT_RECHECK_MS) {
           nb->reclaim_ms = t;
           cg_limiter_reclaim(st, p); /* and the count put back to the live slots */
-          s = cg__sh_acquire(ad, lim->max_inflight, 0, &waited_ns);
+          s = cg_limiter_inflight_try(st, p, lim->max_inflight, &nb->turn, room, &seen);
         }
       }
       if (s == -1) {
-        if (deadline_ms - cg_mono_ms() - CG_MIN_ATTEMPT_MS <= 0) {
+        if (!room) {
+          cg_limiter_turn_drop(st, p, &nb->turn);
           cg_limiter_count(st, p, CG_CNT_REJECTED);
           ad->slot_refused = 1;
           *ms = cg_mono_ms() - nb->queue_since_ms;
@@ -1693,6 +1705,17 @@ static enum cg_nb cg__step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, i
     nb->phase = 0;
     return CG_NB_GO;
   }
+}
+
+void cg_admission_nb_drop(struct cg_admission *ad, struct cg_admit_nb *nb) {
+  if (!nb->turn.ticket)
+    return;
+  if (ad->state) {
+    CG_GUARDED(ad, nb->turn.ticket = 0; return);
+    cg_limiter_turn_drop(ad->state, ad->pool_index, &nb->turn);
+    CG_UNGUARD();
+  }
+  nb->turn.ticket = 0;
 }
 
 enum cg_nb cg_admission_step_nb(struct cg_admission *ad, struct cg_admit_nb *nb, int attempt,

@@ -274,7 +274,16 @@ struct cg_admit_nb {
   int64_t slot_poll_ms;   /* Redis: the last wait for a lease (doubles to 100 ms) */
   int64_t reclaim_ms;     /* file: monotonic ms of the last look for dead holders' slots
                            * (every CG_INFLIGHT_RECHECK_MS, as a blocking waiter), 0 none */
+  int learn_taken;        /* file: the learned rate's place was taken (phase 3 asks once) */
+  struct cg_limiter_turn turn; /* file: its place in turn for a slot (limiter.h turns);
+                                * zeroed: none.  cg_admission_nb_drop gives it up */
 };
+
+/* The nb admission `nb` of `ad` is given up before it went (the host removed the handle,
+ * aborted it, or it turns to another pool): its place in turn for a slot goes, so the
+ * next waiter need not wait until it is passed over (limiter.h turns).  Safe to call
+ * again, and on a zeroed `nb`. */
+void cg_admission_nb_drop(struct cg_admission *ad, struct cg_admit_nb *nb);
 
 /* What cg_admission_step_nb decided. */
 enum cg_nb {

@@ -1192,6 +1192,7 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
           if (call->nb.slot >= 0)
             cg_admission_leave(&call->admission, call->nb.slot);
           call->nb.slot = -2;
+          cg_admission_nb_drop(&call->admission, &call->nb);
           call->nb_started = 0;
           cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
                            "aborted_by_host");
@@ -1203,6 +1204,8 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
       *ms = w > 0 ? w : 1;
       return CG_STEP_WAIT;
     }
+    /* Not waiting any more: its place in turn for a slot, if any, goes. */
+    cg_admission_nb_drop(&call->admission, &call->nb);
     if (r == CG_NB_GATE && gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call)) {
       memset(&call->nb, 0, sizeof(call->nb)); /* the fallback's pool, from its gate */
       call->nb.slot = -2;
@@ -1733,6 +1736,8 @@ void cg_engine_cancel(struct cg_call *call, struct cg_attempt *a, const char *re
   } else {
     if (call->nb_started && call->nb.slot >= 0)
       cg_admission_leave(&call->admission, call->nb.slot); /* held while rechecking */
+    if (call->nb_started)
+      cg_admission_nb_drop(&call->admission, &call->nb); /* its place in turn */
     call->nb_started = 0;
     cg__local_record2(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK, reason, 0);
   }

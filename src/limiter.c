@@ -643,7 +643,7 @@ int cg_limiter_reclaim(struct cg_state *st, int p) {
       if (pool >= 0 && pool < CG_STATE_POOLS) {
         cg__count_down(&st->pools[pool].inflight);
         if (cg__load(&st->pools[pool].waiters))
-          cg__futex(&st->pools[pool].inflight, FUTEX_WAKE, 1, NULL);
+          cg__futex(&st->pools[pool].inflight, FUTEX_WAKE, INT32_MAX, NULL);
       }
       n++;
     }
@@ -656,54 +656,238 @@ int cg_limiter_reclaim(struct cg_state *st, int p) {
   return n;
 }
 
-/* A waiter's count taken back by a thread cancelled in its wait (pthread_cleanup_push). */
-static void cg__waiter_gone(void *w) {
-  cg__count_down((uint32_t *) w);
+/* ---- turns (limiter.h) ---- */
+
+/* The turns' clock: CLOCK_MONOTONIC ms, low 32 bits (every process of the boot reads the
+ * same).  Read only by a call that waits, or finds others waiting. */
+static uint32_t cg__turn_ms(void) {
+  return (uint32_t) cg_mono_ms();
+}
+
+/* ms since turn word `w` last looked, at `now` (wrapping).  A look a little ahead of
+ * `now` is another process's later clock reading (0); one further ahead than
+ * CG_TURN_DROP_MS is garbage, as old as can be. */
+static uint32_t cg__turn_age(uint64_t w, uint32_t now) {
+  int32_t d = (int32_t) (now - (uint32_t) w);
+  if (d < 0)
+    return d > -CG_TURN_DROP_MS ? 0 : UINT32_MAX;
+  return (uint32_t) d;
+}
+
+/* Free turn word `i` of `pool` if it still holds `w`; whoever frees it counts its waiter
+ * off (once: one compare-and-swap wins).  1 when this call did. */
+static int cg__turn_clear(struct cg_state_pool *pool, int i, uint64_t w) {
+  if (!cg__cas(&pool->turns[i], &w, 0))
+    return 0;
+  cg__count_down(&pool->waiters);
+  return 1;
+}
+
+/* Whether turn `t`'s word of `pool` is still its own (not dropped as stale, nor garbage). */
+static int cg__turn_mine(const struct cg_state_pool *pool, const struct cg_limiter_turn *t,
+                         uint64_t *w) {
+  if (!t->ticket || t->at < 0 || t->at >= CG_STATE_TURNS)
+    return 0;
+  *w = cg__load(&pool->turns[t->at]);
+  return (uint32_t) (*w >> 32) == t->ticket;
+}
+
+uint32_t cg_limiter_turns_ahead(struct cg_state_pool *pool, const struct cg_limiter_turn *t,
+                                uint32_t now, uint32_t enough) {
+  uint32_t n = 0;
+  int i;
+  for (i = 0; i < CG_STATE_TURNS && n < enough; i++) {
+    uint64_t w = cg__load(&pool->turns[i]);
+    uint32_t age;
+    if (!w || (t->ticket && i == t->at))
+      continue;
+    age = cg__turn_age(w, now);
+    if (age > CG_TURN_DROP_MS) {
+      cg__turn_clear(pool, i, w); /* a waiter gone for good: its word and count freed */
+      continue;
+    }
+    if (age > CG_TURN_STALE_MS)
+      continue; /* not looking (killed, or its host busy): passed over, its place kept */
+    if (t->ticket && (int32_t) ((uint32_t) (w >> 32) - t->ticket) >= 0)
+      continue; /* came after `t` */
+    n++;
+  }
+  return n;
+}
+
+int cg_limiter_turn_take(struct cg_state_pool *pool, struct cg_limiter_turn *t, uint32_t now) {
+  uint32_t ticket;
+  int i;
+
+  t->ticket = 0;
+  t->at = -1;
+  /* Counted first: a newcomer that reads 0 here came before this waiter anyway. */
+  __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
+  ticket = __atomic_fetch_add(&pool->turn_next, 1, __ATOMIC_ACQ_REL);
+  if (!ticket)
+    ticket = __atomic_fetch_add(&pool->turn_next, 1, __ATOMIC_ACQ_REL);
+  for (i = 0; i < CG_STATE_TURNS; i++) {
+    uint64_t w = cg__load(&pool->turns[i]), zero = 0;
+    if (w && (cg__turn_age(w, now) <= CG_TURN_DROP_MS || !cg__turn_clear(pool, i, w)))
+      continue;
+    if (cg__cas(&pool->turns[i], &zero, (uint64_t) ticket << 32 | now)) {
+      t->ticket = ticket;
+      t->at = i;
+      return 1;
+    }
+  }
+  cg__count_down(&pool->waiters); /* every word taken: the caller waits behind them */
+  return 0;
+}
+
+/* Stamp turn `t` as looking at `now`; 0 (and `t` emptied) when it was lost: not looked at
+ * for CG_TURN_DROP_MS, it was freed by another (who counted it off).  Only the owner
+ * stamps a word and others only free it: two rounds at most. */
+static int cg__turn_stamp(struct cg_state_pool *pool, struct cg_limiter_turn *t, uint32_t now) {
+  uint64_t w;
+  while (cg__turn_mine(pool, t, &w))
+    if ((uint32_t) w == now ||
+        cg__cas(&pool->turns[t->at], &w, (uint64_t) t->ticket << 32 | now))
+      return 1;
+  t->ticket = 0;
+  t->at = -1;
+  return 0;
+}
+
+/* Give up turn `t` (its word and count).  `wake`: the waiters asleep on the pool are
+ * woken when some remain (one of them may go now: the first in turn left). */
+static void cg__turn_leave(struct cg_state_pool *pool, struct cg_limiter_turn *t, int wake) {
+  uint64_t w;
+  if (cg__turn_mine(pool, t, &w))
+    cg__turn_clear(pool, t->at, w);
+  t->ticket = 0;
+  t->at = -1;
+  if (wake && cg__load(&pool->waiters))
+    cg__futex(&pool->inflight, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+uint32_t cg_limiter_waiting(const struct cg_state_pool *pool) {
+  uint32_t n = cg__load(&pool->waiters), now = cg__turn_ms();
+  int i;
+  for (i = 0; i < CG_STATE_TURNS && n > 0; i++) {
+    uint64_t w = cg__load(&pool->turns[i]);
+    if (w && cg__turn_age(w, now) > CG_TURN_STALE_MS)
+      n--;
+  }
+  return n;
+}
+
+void cg_limiter_turn_drop(struct cg_state *st, int p, struct cg_limiter_turn *t) {
+  if (t->ticket)
+    cg__turn_leave(&st->pools[p], t, 1);
+}
+
+int cg_limiter_inflight_try(struct cg_state *st, int p, long max, struct cg_limiter_turn *t,
+                            int wait, uint32_t *seen) {
+  struct cg_state_pool *pool = &st->pools[p];
+  uint32_t now = 0, cur = 0;
+  int tries, slot;
+
+  if (CG_RARE(t->ticket)) {
+    now = cg__turn_ms();
+    cg__turn_stamp(pool, t, now);
+  }
+  for (tries = 0; tries < CG_CAS_TRIES; tries++) {
+    cur = cg__load(&pool->inflight);
+    if ((long) cur >= max)
+      break;
+    /* Calls waiting: a free slot is theirs first (the first `free` of them in turn). */
+    if (CG_RARE(cg__load(&pool->waiters) != 0)) {
+      long room = max - (long) cur; /* > 0; more than CG_STATE_TURNS: room for all */
+      uint32_t free = room > CG_STATE_TURNS ? CG_STATE_TURNS + 1 : (uint32_t) room;
+      if (!now)
+        now = cg__turn_ms();
+      if (cg_limiter_turns_ahead(pool, t, now, free) >= free)
+        break;
+    }
+    if (!cg__cas(&pool->inflight, &cur, cur + 1))
+      continue;
+    slot = cg__claim_slot(st, p);
+    if (slot < 0) {
+      cg__count_down(&pool->inflight);
+      slot = -2;
+    }
+    if (CG_RARE(t->ticket))
+      /* Served: the next in turn may go too when a slot is still free. */
+      cg__turn_leave(pool, t, (long) cg__load(&pool->inflight) < max);
+    return slot;
+  }
+  *seen = cur;
+  if (wait && !t->ticket)
+    cg_limiter_turn_take(pool, t, now ? now : cg__turn_ms());
+  return -1;
+}
+
+/* A blocking waiter's state, for a thread cancelled in its wait (pthread_cleanup_push):
+ * its turn, and its count when it had none. */
+struct cg__waiting {
+  struct cg_state_pool *pool;
+  struct cg_limiter_turn *turn;
+  int counted;
+};
+
+static void cg__waiter_gone(void *arg) {
+  struct cg__waiting *w = arg;
+  if (w->counted)
+    cg__count_down(&w->pool->waiters);
+  w->counted = 0;
+  if (w->turn->ticket)
+    cg__turn_leave(w->pool, w->turn, 1);
 }
 
 int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t deadline_ns,
                                 int64_t *waited_ns) {
   struct cg_state_pool *pool = &st->pools[p];
-  int64_t t0 = cg_state_now();
+  struct cg_limiter_turn turn = {0, -1};
+  int64_t t0 = cg_state_now(), now = t0;
+  int64_t reclaim_at = t0 + (int64_t) CG_INFLIGHT_RECHECK_MS * 1000000;
   int slot;
 
   *waited_ns = 0;
   for (;;) {
-    uint32_t cur = cg__load(&pool->inflight);
-    int64_t now = cg_state_now();
-    if ((long) cur < max) {
-      if (!cg__cas(&pool->inflight, &cur, cur + 1))
-        continue;
-      slot = cg__claim_slot(st, p);
-      if (slot < 0) {
-        cg__count_down(&pool->inflight);
-        slot = -2;
-      }
+    uint32_t cur = 0;
+    slot = cg_limiter_inflight_try(st, p, max, &turn, now < deadline_ns, &cur);
+    if (slot != -1) {
       *waited_ns = now - t0;
       return slot;
     }
     if (now >= deadline_ns) {
+      cg_limiter_turn_drop(st, p, &turn);
       *waited_ns = now - t0;
       return -1;
     }
     {
-      int64_t left = deadline_ns - now, nap = (int64_t) CG_INFLIGHT_RECHECK_MS * 1000000;
+      int64_t left = deadline_ns - now, nap = (int64_t) CG_TURN_BEAT_MS * 1000000;
+      struct cg__waiting w = {pool, &turn, !turn.ticket};
       struct timespec ts;
-      int timed_out;
       if (left < nap)
         nap = left;
       ts.tv_sec = (time_t) (nap / 1000000000);
       ts.tv_nsec = (long) (nap % 1000000000);
-      __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
-      /* A thread cancelled in the wait takes its count back too (a cleanup handler):
-       * left, the pool showed a waiter for good. */
-      pthread_cleanup_push(cg__waiter_gone, &pool->waiters);
-      timed_out = cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT;
+      /* Without a turn (every word taken) the waiter is counted while it sleeps. */
+      if (w.counted)
+        __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
+      /* A thread cancelled in the wait takes its turn and count back too (a cleanup
+       * handler): left, the pool showed a waiter for good. */
+      pthread_cleanup_push(cg__waiter_gone, &w);
+      /* Woken at a release (or a turn given up), else after CG_TURN_BEAT_MS to stamp
+       * its turn: a waiter that stops looking is passed over. */
+      cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts);
+      pthread_cleanup_pop(0);
       /* Never below 0: the file may have been re-initialised (reset, or repaired after a
        * truncation) while we slept, and a wrapped count is what state.c takes for garbage. */
-      pthread_cleanup_pop(1);
-      if (timed_out)
-        cg_limiter_reclaim(st, p); /* a holder may have died without releasing */
+      if (w.counted)
+        cg__count_down(&pool->waiters);
+    }
+    now = cg_state_now();
+    if (now >= reclaim_at) {
+      reclaim_at = now + (int64_t) CG_INFLIGHT_RECHECK_MS * 1000000;
+      cg_limiter_reclaim(st, p); /* a holder may have died without releasing */
     }
   }
 }
@@ -720,8 +904,9 @@ void cg_limiter_inflight_release(struct cg_state *st, int p, int slot) {
     return;
   __atomic_store_n(&st->slots[slot].owner_start, 0, __ATOMIC_RELEASE);
   cg__count_down(&pool->inflight);
+  /* Every sleeper: the first in turn is among them, not the one the kernel would pick. */
   if (cg__load(&pool->waiters))
-    cg__futex(&pool->inflight, FUTEX_WAKE, 1, NULL);
+    cg__futex(&pool->inflight, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
 /* ---- provider signals ---- */

@@ -10,7 +10,8 @@
  *
  * In-flight: a counter per pool (a futex word: waiters sleep in the kernel and are woken
  * on release) and a slot per call recording the owner's pid and start time, so a slot
- * held by a dead process is taken back by the next waiter within CG_INFLIGHT_RECHECK_MS.
+ * held by a dead process is taken back by the next waiter within CG_INFLIGHT_RECHECK_MS;
+ * waiters are served in turn ("turns" below).
  */
 #ifndef CG_LIMITER_H
 #define CG_LIMITER_H
@@ -89,13 +90,71 @@ void cg_limiter_unreserve(struct cg_state *st, int p, const struct cg_limiter_re
 void cg_limiter_tokens_correct(struct cg_state *st, int p, const struct cg_limits *lim,
                                int64_t delta, int64_t max_ns);
 
-/* Take an in-flight slot of pool `p` (limit `max`), waiting until `deadline_ns` at most.
- * Returns the slot index (>= 0), -1 on timeout, -2 when the slot table is full (the call
- * then runs without one).  `*waited_ns` gets the time spent waiting. */
+/* Take an in-flight slot of pool `p` (limit `max`), waiting until `deadline_ns` at most,
+ * in turn (below).  Returns the slot index (>= 0), -1 on timeout, -2 when the slot table
+ * is full (the call then runs without one).  `*waited_ns` gets the time spent waiting. */
 int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t deadline_ns,
                                 int64_t *waited_ns);
 
-/* Give back slot `slot` of pool `p` and wake one waiter. */
+/* ---- turns ----
+ *
+ * Waiters for an in-flight slot are served in the order they came, whichever API they
+ * use and whichever process they are in.  A call that finds no slot free takes a ticket
+ * (the pool's turn_next) and a word of the pool's `turns` (state.h) holding its ticket and
+ * when it last looked, and counts itself in `waiters`.  A slot that is free while calls
+ * wait is theirs: a call may take one only when fewer live waiters came before it than
+ * slots are free (a newcomer: fewer than there are free slots at all).  A waiter looks at
+ * least every CG_TURN_BEAT_MS (an easy-API call sleeps on the count's futex that long at
+ * most, and is woken at every release; a multi-API call looks every CG_NB_SLOT_POLL_MS,
+ * admit.h); one that has not looked for CG_TURN_STALE_MS (killed, or its host's loop
+ * busy) is passed over, keeping its place for when it looks again, and after
+ * CG_TURN_DROP_MS its word is freed (and its count taken off) by whoever finds it.  So a
+ * killed or abandoned waiter holds the others up CG_TURN_STALE_MS + CG_TURN_BEAT_MS at
+ * most, all at once, not one after another.  With every word taken, a waiter waits
+ * behind them all without one, and asks for a word each time it looks.  With nobody
+ * waiting (`waiters` 0: the word beside the count, one load) a free slot is taken as
+ * before: no more clock reads, no system call.  Before, an easy-API waiter woken at once by
+ * every release took each slot ahead of a multi-API call that looks every 20 ms, which
+ * waited out its deadline under a steady load (README: a `curl -Z` went after all 40
+ * calls of 4 serial curls, at 8.1 s).  Redis keeps its own queue (redis-lua.h). */
+#define CG_TURN_BEAT_MS 40   /* a sleeping waiter looks (and stamps its turn) this often */
+#define CG_TURN_STALE_MS 150 /* a waiter not looking for this long is passed over */
+#define CG_TURN_DROP_MS 2000 /* ... and its word freed after this */
+
+/* A caller's place in turn: its ticket (0: none; zeroed memory is none) and its word. */
+struct cg_limiter_turn {
+  uint32_t ticket;
+  int at;
+};
+
+/* One look for an in-flight slot of pool `p` (limit `max`), without waiting: the slot
+ * (>= 0; -2 when the slot table is full: the call runs without one) when one is free and
+ * it is the caller's turn; -1 otherwise.  A caller in turn (`t`) is stamped as looking
+ * and leaves the turn when it gets a slot; one with none takes a place in turn when it
+ * gets no slot and `wait` is set (it must then look again within CG_TURN_STALE_MS, and
+ * cg_limiter_turn_drop its turn when it gives up).  `*seen`: the in-flight count its last
+ * look saw (for a futex wait), set when -1.  Never waits, no lock. */
+int cg_limiter_inflight_try(struct cg_state *st, int p, long max, struct cg_limiter_turn *t,
+                            int wait, uint32_t *seen);
+
+/* Give up turn `t` of pool `p` (nothing when it has none), waking the pool's sleeping
+ * waiters: the next in turn may go now. */
+void cg_limiter_turn_drop(struct cg_state *st, int p, struct cg_limiter_turn *t);
+
+/* The calls waiting for a slot of `pool` now, for `stat`: its `waiters` without those
+ * passed over (not looking for CG_TURN_STALE_MS: killed, or gave up unsaid).  Only
+ * reads. */
+uint32_t cg_limiter_waiting(const struct cg_state_pool *pool);
+
+/* The parts, for unit tests.  A place in turn for `t` at `now` (cg_limiter_inflight_try's
+ * clock: CLOCK_MONOTONIC ms, low 32 bits): 1, or 0 when every word is taken (`t` then has
+ * none).  The live waiters of `pool` that came before `t` (all of them when it has none),
+ * counting up to `enough` at most, freeing words not looked at for CG_TURN_DROP_MS. */
+int cg_limiter_turn_take(struct cg_state_pool *pool, struct cg_limiter_turn *t, uint32_t now);
+uint32_t cg_limiter_turns_ahead(struct cg_state_pool *pool, const struct cg_limiter_turn *t,
+                                uint32_t now, uint32_t enough);
+
+/* Give back slot `slot` of pool `p` and wake the pool's sleeping waiters. */
 void cg_limiter_inflight_release(struct cg_state *st, int p, int slot);
 
 /* Take back the slots of pool `p` (all pools when p < 0) held by processes that are

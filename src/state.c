@@ -26,7 +26,7 @@ _Static_assert(sizeof(struct cg_state_breaker) % 8 == 0, "breaker words must sta
 _Static_assert(sizeof(struct cg_state_budget) % 8 == 0, "budget words must stay aligned");
 _Static_assert(sizeof(struct cg_state_breaker) == 320 && sizeof(struct cg_state_budget) == 736,
                "the sizes documented in state.h");
-_Static_assert(sizeof(struct cg_state_tally) == 480 && CG_STATE_SIZE == 506112,
+_Static_assert(sizeof(struct cg_state_tally) == 480 && CG_STATE_SIZE == 573696,
                "the tally's size and the file's, as documented in state.h");
 
 int64_t cg_state_now(void) {

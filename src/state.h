@@ -33,6 +33,9 @@
  * Version 6: each pool keeps the 429 holds of its limit keys (`keyed`, limiter.h "keyed
  * holds": a provider's limit per API key or model behind one host and port holds only
  * the calls of that key and model): 1912 bytes a pool, 506112 bytes in all.
+ * Version 7: each pool keeps its waiters for an in-flight slot in turn (`turns`,
+ * limiter.h "turns": the first to wait is the first served, easy and multi API alike):
+ * 2176 bytes a pool, 573696 bytes in all.
  */
 #ifndef CG_STATE_H
 #define CG_STATE_H
@@ -43,13 +46,14 @@
 #include <sys/types.h>
 
 #define CG_STATE_MAGIC 0x3144524747434743ull /* "CGCGGRD1" little-endian */
-#define CG_STATE_VERSION 6u
+#define CG_STATE_VERSION 7u
 #define CG_STATE_POOLS 256  /* pools per file: a host per port, for a test suite of many servers */
 #define CG_STATE_SLOTS 1024 /* in-flight slots per file, shared by all pools */
 #define CG_STATE_BUCKETS 20 /* time buckets of a sliding window (window.h) */
 #define CG_STATE_RETRY_SLOTS 64 /* retries outstanding at once per pool, at most */
 #define CG_STATE_OUTCOMES 40 /* outcome counters per pool (tally.h has the names) */
 #define CG_STATE_KEYED_HOLDS 16 /* limit keys a pool holds at once (limiter.h keyed holds) */
+#define CG_STATE_TURNS 32 /* waiters for an in-flight slot a pool keeps in turn (limiter.h turns) */
 
 struct cg_state_header {
   uint64_t magic;            /* CG_STATE_MAGIC, written last when the file is ready */
@@ -81,7 +85,8 @@ struct cg_state_pool {
   int64_t pace_until;        /* provider headers asked for spacing until this, ns */
   int64_t pace_interval;     /* that spacing: ns between requests */
   uint32_t inflight;         /* calls in flight now (futex word) */
-  uint32_t waiters;          /* processes waiting for an in-flight slot */
+  uint32_t waiters;          /* calls waiting for an in-flight slot: the words of `turns`
+                              * taken, and the waiters that found none (version 7) */
   uint64_t admitted;         /* calls let through */
   uint64_t waited;           /* calls that had to wait */
   uint64_t rejected;         /* calls failed fast (wait past their deadline) */
@@ -103,6 +108,12 @@ struct cg_state_pool {
   /* The limit key of the pool's last 429 and when (ms << 24 | key, as a keyed word; the
    * key's bits all set: 429s of several keys), limiter.h cg_limiter_learn_key. */
   uint64_t throttle_key;
+  /* Waiters for an in-flight slot in turn (version 7; limiter.h "turns"): the next
+   * waiter's ticket (never 0), and one compare-and-swap word per waiter, its ticket << 32
+   * | when it last looked (coarse ms, low 32 bits); 0 = free. */
+  uint32_t turn_next;
+  uint32_t turn_pad;
+  uint64_t turns[CG_STATE_TURNS];
 };
 
 /* One in-flight call: who holds it, so a dead holder's slot can be taken back. */

@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import signal
+import subprocess
 import threading
 import textwrap
 import time
@@ -220,6 +221,166 @@ class InflightTest(LimiterTestCase):
         self.assertLess(took, 4.0, f"took {took:.2f} s")
         pool, _ = self.stat_pool(harness.mock_pool())
         self.assertEqual(pool["inflight"], 0, pool)
+
+
+    def fair_load(self, easy_procs=4, easy_calls=10, multi_calls=3, late=0.5, args=()):
+        """README's scenario: `easy_procs` curl processes of `easy_calls` serial calls of
+        200 ms each, and `late` s later one `curl -Z` of `multi_calls`, one slot
+        (CURLGUARD_MAX_INFLIGHT=1).  Returns (easy entries, multi entries) of the mock's
+        ledger, each sorted by arrival."""
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        ke, km = harness.unique_key("fair-e"), harness.unique_key("fair-m")
+        jobs = []
+        for j in range(easy_procs):
+            argv = []
+            for i in range(easy_calls):
+                argv += ["-o", "/dev/null",
+                         self.mock.url(f"/v1/fair-e/{j}/{i}", plan="200:delay=200", key=ke)]
+            jobs.append(argv)
+        margv = [harness.CURL, "-sS", "--no-progress-meter", "-Z", "-m", "60", *args]
+        for i in range(multi_calls):
+            margv += ["-o", "/dev/null",
+                      self.mock.url(f"/v1/fair-m/{i}", plan="200:delay=200", key=km)]
+
+        def easy(argv):
+            return harness.run([harness.CURL, "-sS", "-m", "60", *argv], env, timeout=90)
+
+        with concurrent.futures.ThreadPoolExecutor(easy_procs + 1) as ex:
+            futs = [ex.submit(easy, a) for a in jobs]
+            time.sleep(late)
+            multi = ex.submit(harness.run, margv, env, timeout=90)
+            for f in futs:
+                self.assertOk(f.result())
+            self.assertOk(multi.result())
+        es = sorted(self.mock.wait_entries(key=ke, count=easy_procs * easy_calls),
+                    key=lambda e: e["t"])
+        ms = sorted(self.mock.wait_entries(key=km, count=multi_calls), key=lambda e: e["t"])
+        return es, ms
+
+    def test_a_multi_host_gets_its_turn_among_easy_callers(self):
+        """Slots are handed out in turn (limiter.h "turns"): a `curl -Z` that asks every 20
+        ms is not passed over by easy-API callers that sleep and are woken at once.  Before,
+        its first call went out after all 40 easy calls (8.1 s), and under a load that never
+        ends it failed at its deadline."""
+        es, ms = self.fair_load()
+        # It came 0.5 s in, behind the 3 easy calls waiting then: each of its 3 calls goes
+        # once those ahead of it had theirs (about 7 easy calls before its last; a race it
+        # won now and then before could not make all 3 early).
+        before = [sum(1 for e in es if e["t"] < m["t"]) for m in ms]
+        self.assertLess(before[-1], 15, f"the curl -Z's calls went after {before} of the "
+                                        f"{len(es)} easy calls")
+        # One slot: never two at once.
+        both = es + ms
+        eps = 0.05
+        peak = max(sum(1 for o in both if o["t"] <= e["t"] < o["t_end"] - eps) for e in both)
+        self.assertEqual(peak, 1, [(e["t"], e["t_end"]) for e in both])
+        pool, _ = self.stat_pool(harness.mock_pool())
+        self.assertEqual((pool["inflight"], pool["waiters"]), (0, 0), pool)
+
+
+    def test_stat_counts_multi_waiters_until_the_host_removes_them(self):
+        """`stat` counts the calls waiting for a slot in a multi host (pycurl CurlMulti) too
+        (it counted only easy-API calls asleep on the futex: 0 here), and a handle the host
+        removes leaves its turn at once (limiter.h turns), not once passed over."""
+        harness.require_pycurl()
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        holder = self.start_slow_curl(self.mock.url("/v1/mw-holder", plan="200:delay=3000"), env)
+        script = self.tmp / "mw.py"
+        script.write_text(textwrap.dedent(r'''
+            import json, os, pycurl, subprocess, sys, time
+            cli, urls = sys.argv[1], sys.argv[2:]
+            plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+            def waiters():
+                out = subprocess.run([cli, "stat", "--json"], env=plain, check=True,
+                                     capture_output=True).stdout
+                return [p["waiters"] for p in json.loads(out)["pools"] if p["inflight"]]
+            m, hs = pycurl.CurlMulti(), []
+            for u in urls:
+                c = pycurl.Curl()
+                c.setopt(pycurl.URL, u)
+                c.setopt(pycurl.WRITEFUNCTION, lambda d: None)
+                m.add_handle(c)
+                hs.append(c)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.5:
+                m.perform()
+                m.info_read()
+                m.select(0.05)
+            m.perform()
+            seen = [waiters()]
+            for c in hs:
+                m.remove_handle(c)
+            seen.append(waiters())
+            print(json.dumps(seen))
+        '''))
+        try:
+            urls = [self.mock.url(f"/v1/mw/{i}", plan="200") for i in range(3)]
+            p = harness.run([harness.PYTHON, str(script), str(harness.CLI), *urls], env,
+                            timeout=60)
+        finally:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), [[3], [0]],
+                         "stat's waiters while 3 handles wait, and once they are removed")
+
+    def wait_waiters(self, n, timeout=10):
+        """Poll `stat` until the mock's pool shows at least `n` calls waiting for a slot."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pool, _ = self.stat_pool(harness.mock_pool())
+            if pool["waiters"] >= n:
+                return pool
+            if time.monotonic() > deadline:
+                self.fail(f"{n} waiters never showed: {pool}")
+            time.sleep(0.05)
+
+    def test_waiters_killed_in_turn_do_not_hold_the_next_up(self):
+        """Waiters killed with kill -9 ahead of another, a `curl` and a `curl -Z` of 3, just
+        before the slot is free, hold it up no more than a turn's grace (limiter.h
+        CG_TURN_STALE_MS + CG_TURN_BEAT_MS, 190 ms): they are passed over, and `stat`
+        stops counting them."""
+        harness.skip_unsanitizable([harness.CURL], self.guard_env())
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        holder_url = self.mock.url("/v1/turn-holder", plan="200:delay=2500")
+        holder = self.start_slow_curl(holder_url, env)
+        ends = time.monotonic() + 2.5     # about when the holder gives its slot back
+        procs = []
+        quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            dead_url = self.mock.url("/v1/turn-dead", plan="200")
+            procs.append(subprocess.Popen([harness.CURL, "-sS", "-o", "/dev/null", dead_url],
+                                          **quiet))
+            self.wait_waiters(1)
+            margv = [harness.CURL, "-sS", "--no-progress-meter", "-Z"]
+            for i in range(3):
+                margv += ["-o", "/dev/null", self.mock.url(f"/v1/turn-dead-m/{i}", plan="200")]
+            procs.append(subprocess.Popen(margv, **quiet))
+            self.wait_waiters(4)
+            live_url = self.mock.url("/v1/turn-live", plan="200")
+            with concurrent.futures.ThreadPoolExecutor(1) as ex:
+                live = ex.submit(self.curl, live_url, env, ["-m", "20"], 30)
+                self.wait_waiters(5)
+                # Killed about 0.1 s before the slot is free: still in turn then.
+                time.sleep(max(0, ends - 0.1 - time.monotonic()))
+                for p in procs:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait(10)
+                self.assertOk(live.result())
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(10)
+            holder.wait(20)
+        held = self.mock.wait_entries(url=holder_url)[0]
+        got = self.mock.wait_entries(url=live_url)[0]
+        self.assertEqual(self.mock.entries(url=dead_url), [], "the killed one went")
+        late = got["t"] - held["t_end"]
+        self.assertLess(late, 0.6, f"the live waiter went {late:.2f} s after the slot was free")
+        pool, _ = self.stat_pool(harness.mock_pool())
+        self.assertEqual((pool["inflight"], pool["waiters"]), (0, 0), pool)
 
 
 class FailFastTest(LimiterTestCase):

@@ -278,7 +278,7 @@ class MetricsTest(harness.GuardTestCase):
             f.write(b"CGCGGRD1" + b"\0" * 292)   # a state file cut short
         p = self.cli("stat", "--prometheus")
         self.assertEqual(p.returncode, 1)
-        self.assertRegex(p.stderr, rb"^curlguard: stat: state file .* shorter than layout 6")
+        self.assertRegex(p.stderr, rb"^curlguard: stat: state file .* shorter than layout 7")
         self.assertEqual(p.stdout, b"")
         with open(self.state, "wb") as f:
             f.write(b"\0" * 300)                  # not one: the guard would not re-make it
@@ -440,7 +440,7 @@ class MetricsTest(harness.GuardTestCase):
         self.stop(proc)
         err = (self.tmp / "exporter.err").read_text().splitlines()
         self.assertEqual(len(err), 1, err)
-        self.assertRegex(err[0], r"^curlguard: exporter: state file .* shorter than layout 6.*"
+        self.assertRegex(err[0], r"^curlguard: exporter: state file .* shorter than layout 7.*"
                                  r"serving curlguard_state_ready 0 until it can be read$")
 
     def test_exporter_bad_listen_addresses(self):

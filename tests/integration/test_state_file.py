@@ -81,8 +81,8 @@ class StateFileTestCase(harness.GuardTestCase):
         self.assertEqual(lines, [], "a re-initialised file needs no message")
         st = self.stat(state)
         self.assertTrue(st["exists"])
-        self.assertEqual(st["layout_version"], 6)   # 2: breaker and budget; 3: issue 12; 4: learned rate; 5: used_ms; 6: keyed holds
-        self.assertEqual(st["size"], 506112)        # state.h: 6, with the tallies (issue 17), 256 pools
+        self.assertEqual(st["layout_version"], 7)   # 2: breaker and budget; 3: issue 12; 4: learned rate; 5: used_ms; 6: keyed holds; 7: turns
+        self.assertEqual(st["size"], 573696)        # state.h: 7, with the tallies (issue 17), 256 pools
         self.assertGreaterEqual(os.path.getsize(state), st["size"],
                                 "the file was not grown to its layout")
         pools = {p["name"]: p for p in st["pools"]}
@@ -166,7 +166,7 @@ class UntrustedStateFileTest(StateFileTestCase):
         notes that way, and /etc/passwd as root.)"""
         for name, data in (("notes.txt", b"my precious notes\nline 2\n"),
                            ("random.bin", os.urandom(50000)),
-                           ("full-size.bin", b"\x7fELF" + os.urandom(506112 - 4))):
+                           ("full-size.bin", b"\x7fELF" + os.urandom(573696 - 4))):
             with self.subTest(name):
                 self.log.unlink(missing_ok=True)
                 f = self.tmp / name
@@ -505,8 +505,8 @@ class CliTest(StateFileTestCase):
         # another program's file: stat gave reset's advice, which reset then refused
         # (helper-62); it says what reset says now
         foreign = bytes((i * 131 + 7) % 251 for i in range(len(good)))
-        for content, why in ((bytes(old), rb"has layout 1 in its header, not 6: not read"),
-                             (good[:300], rb"is 300 bytes, shorter than layout 6"),
+        for content, why in ((bytes(old), rb"has layout 1 in its header, not 7: not read"),
+                             (good[:300], rb"is 300 bytes, shorter than layout 7"),
                              (foreign, rb"is not a curlguard state file \(it does not start "
                                        rb"with CGCGGRD1\): not read; name another file")):
             self.state.write_bytes(content)
@@ -577,9 +577,9 @@ class CliTest(StateFileTestCase):
 
 
 class FullFileTest(StateFileTestCase):
-    # state.h, version 6: struct cg_state_pool at 256 + i * 376; name_hash at 0, name at 8
+    # state.h, version 7: struct cg_state_pool at 256 + i * 640; name_hash at 0, name at 8
     # (48 bytes), used_ms at 96.
-    POOLS_OFF, POOL_SIZE, NAME_OFF, USED_OFF = 256, 376, 8, 96
+    POOLS_OFF, POOL_SIZE, NAME_OFF, USED_OFF = 256, 640, 8, 96
 
     def age_pool(self, name):
         """Make pool `name` look unused for a long time (its used_ms far in the past), as

@@ -1045,6 +1045,236 @@ Test(limiter, claimed_pool_without_a_published_name_is_named_again) {
   cr_assert_str_eq(st.pools[p].name, "127.0.0.1");
 }
 
+/* ---- turns: waiters served in the order they came (limiter.h turns) ---- */
+
+/* One look without waiting (cg_limiter_inflight_try), taking a turn when `wait`. */
+static int look(int p, long max, struct cg_limiter_turn *t, int wait) {
+  uint32_t seen = 12345;
+  int s = cg_limiter_inflight_try(&st, p, max, t, wait, &seen);
+  if (s == -1)
+    cr_assert_lt(seen, 12345u, "a look that found no slot says what it saw");
+  return s;
+}
+
+/* A turn word as a waiter `age_ms` silent would have left it. */
+static uint64_t turn_word(uint32_t ticket, int64_t age_ms) {
+  return (uint64_t) ticket << 32 | (uint32_t) (cg_mono_ms() - age_ms);
+}
+
+Test(limiter, turns_serve_waiters_in_order) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s0, s;
+  struct cg_limiter_turn t1 = {0, 0}, t2 = {0, 0}, none = {0, 0};
+  s0 = look(p, 1, &none, 1);
+  cr_assert_geq(s0, 0, "a free slot with nobody waiting is taken at once");
+  cr_assert_eq(none.ticket, 0, "... without a turn");
+  cr_assert_eq(st.pools[p].waiters, 0);
+  cr_assert_eq(look(p, 1, &t1, 1), -1);
+  cr_assert_eq(look(p, 1, &t2, 1), -1);
+  cr_assert_neq(t1.ticket, 0);
+  cr_assert_neq(t2.ticket, 0);
+  cr_assert_neq(t1.at, t2.at);
+  cr_assert_eq(st.pools[p].waiters, 2);
+  cr_assert_eq(st.pools[p].turns[t1.at] >> 32, t1.ticket);
+  cg_limiter_inflight_release(&st, p, s0);
+  /* The slot is free, and it is the first waiter's: not a newcomer's, not the second's. */
+  cr_assert_eq(look(p, 1, &none, 0), -1, "a newcomer went ahead of the waiters");
+  cr_assert_eq(none.ticket, 0, "a look that may not wait takes no turn");
+  cr_assert_eq(look(p, 1, &t2, 1), -1, "the second went ahead of the first");
+  s = look(p, 1, &t1, 1);
+  cr_assert_geq(s, 0, "the first in turn got no slot");
+  cr_assert_eq(t1.ticket, 0, "served: out of turn");
+  cr_assert_eq(st.pools[p].waiters, 1);
+  cg_limiter_inflight_release(&st, p, s);
+  cr_assert_eq(look(p, 1, &none, 0), -1);
+  s = look(p, 1, &t2, 1);
+  cr_assert_geq(s, 0);
+  cr_assert_eq(st.pools[p].waiters, 0);
+  cg_limiter_inflight_release(&st, p, s);
+  s = look(p, 1, &none, 0);
+  cr_assert_geq(s, 0, "nobody waits: the newcomer goes");
+  cg_limiter_inflight_release(&st, p, s);
+}
+
+Test(limiter, turns_as_many_go_as_slots_are_free) {
+  struct cg_limits l = limits(0, 0, 0, 0, 3);
+  int p = pool("a", &l), i, held[3], s;
+  struct cg_limiter_turn t[3], none = {0, 0};
+  memset(t, 0, sizeof(t));
+  for (i = 0; i < 3; i++)
+    cr_assert_geq(held[i] = look(p, 3, &none, 1), 0);
+  for (i = 0; i < 3; i++)
+    cr_assert_eq(look(p, 3, &t[i], 1), -1);
+  cg_limiter_inflight_release(&st, p, held[0]);
+  cg_limiter_inflight_release(&st, p, held[1]);
+  /* Two free, three waiting: the third may not, the second may (one ahead of it). */
+  cr_assert_eq(look(p, 3, &t[2], 1), -1);
+  cr_assert_geq(s = look(p, 3, &t[1], 1), 0);
+  cg_limiter_inflight_release(&st, p, s);
+  cr_assert_geq(s = look(p, 3, &t[0], 1), 0);
+  cr_assert_geq(look(p, 3, &t[2], 1), 0);
+  cr_assert_eq(st.pools[p].inflight, 3);
+  cr_assert_eq(st.pools[p].waiters, 0);
+}
+
+Test(limiter, turns_of_silent_waiters_are_passed_over_then_freed) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s0, s;
+  struct cg_limiter_turn dead = {0, 0}, late = {0, 0}, none = {0, 0};
+  struct cg_state_pool *q = &st.pools[p];
+  s0 = look(p, 1, &none, 1);
+  cr_assert_eq(look(p, 1, &dead, 1), -1);
+  cr_assert_eq(look(p, 1, &late, 1), -1);
+  cg_limiter_inflight_release(&st, p, s0);
+  cr_assert_eq(look(p, 1, &late, 1), -1, "the first one still looks: its turn");
+  cr_assert_eq(cg_limiter_waiting(q), 2);
+  /* The first stops looking (killed): after CG_TURN_STALE_MS it is passed over... */
+  q->turns[dead.at] = turn_word(dead.ticket, CG_TURN_STALE_MS + 20);
+  cr_assert_eq(cg_limiter_waiting(q), 1, "stat counts a waiter passed over");
+  s = look(p, 1, &late, 1);
+  cr_assert_geq(s, 0, "a silent waiter held the next one up");
+  cr_assert_eq(q->turns[dead.at] >> 32, dead.ticket, "... its place kept for a while");
+  cr_assert_eq(q->waiters, 1);
+  /* ... and when it looks again it is first again. */
+  cr_assert_eq(look(p, 1, &dead, 1), -1);
+  cr_assert_eq(dead.ticket, q->turns[dead.at] >> 32);
+  cg_limiter_inflight_release(&st, p, s);
+  cr_assert_eq(look(p, 1, &none, 0), -1, "its turn again: the newcomer waits");
+  /* Silent for CG_TURN_DROP_MS: its word is freed by the next look, and its count. */
+  q->turns[dead.at] = turn_word(dead.ticket, CG_TURN_DROP_MS + 20);
+  s = look(p, 1, &none, 0);
+  cr_assert_geq(s, 0);
+  cr_assert_eq(q->turns[dead.at], 0);
+  cr_assert_eq(q->waiters, 0);
+  cr_assert_eq(cg_limiter_waiting(q), 0);
+  /* Its owner, looking at last, has lost it: a new ticket, at the back. */
+  cr_assert_eq(look(p, 1, &dead, 1), -1);
+  cr_assert_neq(dead.ticket, 0);
+  cr_assert_eq(q->waiters, 1);
+  cg_limiter_turn_drop(&st, p, &dead);
+  cr_assert_eq(dead.ticket, 0);
+  cr_assert_eq(q->waiters, 0);
+  cr_assert_eq(q->turns[dead.at < 0 ? 0 : dead.at], 0);
+  cg_limiter_turn_drop(&st, p, &dead); /* again: nothing */
+  cr_assert_eq(q->waiters, 0);
+  cg_limiter_inflight_release(&st, p, s);
+}
+
+Test(limiter, turns_garbage_words_and_a_full_table) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), i, s;
+  struct cg_state_pool *q = &st.pools[p];
+  struct cg_limiter_turn t = {0, 0}, extra = {0, 0}, none = {0, 0};
+  uint32_t now = (uint32_t) cg_mono_ms();
+  /* Words no waiter wrote (a stamp far ahead, any ticket) and a count beyond them. */
+  for (i = 0; i < CG_STATE_TURNS; i++)
+    q->turns[i] = (uint64_t) (0xF0000000u + (uint32_t) i) << 32 | (now + 0x40000000u);
+  q->waiters = CG_STATE_TURNS + 5;
+  cr_assert_eq(cg_limiter_turns_ahead(q, &none, now, 100), 0, "garbage counted as waiters");
+  for (i = 0; i < CG_STATE_TURNS; i++)
+    cr_assert_eq(q->turns[i], 0, "garbage word %d kept", i);
+  cr_assert_eq(q->waiters, 5, "each word freed counted off once");
+  q->waiters = 0;
+  /* Every word taken by live waiters: one more waits without a word, behind them. */
+  for (i = 0; i < CG_STATE_TURNS; i++) {
+    struct cg_limiter_turn w = {0, 0};
+    cr_assert_eq(cg_limiter_turn_take(q, &w, now), 1);
+  }
+  cr_assert_eq(cg_limiter_turn_take(q, &extra, now), 0);
+  cr_assert_eq(extra.ticket, 0);
+  cr_assert_eq(q->waiters, CG_STATE_TURNS, "a waiter with no word is not counted by take");
+  cr_assert_eq(look(p, 1, &t, 1), -1, "a newcomer went ahead of 32 waiters");
+  cr_assert_eq(t.ticket, 0);
+  /* They all go silent: passed over, the slot is the newcomer's. */
+  for (i = 0; i < CG_STATE_TURNS; i++)
+    q->turns[i] = turn_word((uint32_t) i + 1, CG_TURN_STALE_MS + 20);
+  cr_assert_geq(s = look(p, 1, &t, 1), 0);
+  cg_limiter_inflight_release(&st, p, s);
+}
+
+/* The bug: a waiter that looks every 20 ms (a multi host's) lost every slot to one that
+ * sleeps on the futex and is woken at each release, though it came first. */
+struct blocking {
+  int p;
+  int slot;
+  int64_t got_at;
+};
+
+static void *blocking_waiter(void *arg) {
+  struct blocking *b = arg;
+  int64_t waited;
+  b->slot = cg_limiter_inflight_acquire(&st, b->p, 1, cg_state_now() + 5 * SEC, &waited);
+  b->got_at = cg_state_now();
+  return NULL;
+}
+
+Test(limiter, turns_a_polling_waiter_first_in_turn_goes_first) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s0, s = -1, i;
+  struct cg_limiter_turn t = {0, 0}, none = {0, 0};
+  struct blocking b = {p, -9, 0};
+  pthread_t th;
+  int64_t got_at = 0;
+  s0 = look(p, 1, &none, 1);
+  cr_assert_eq(look(p, 1, &t, 1), -1); /* the poller comes first */
+  cr_assert_eq(pthread_create(&th, NULL, blocking_waiter, &b), 0);
+  for (i = 0; i < 200 && st.pools[p].waiters < 2; i++)
+    usleep(1000);
+  cr_assert_eq(st.pools[p].waiters, 2, "the blocking waiter never waited");
+  usleep(30000);
+  cg_limiter_inflight_release(&st, p, s0);
+  for (i = 0; i < 100 && s < 0; i++) { /* 20 ms apart, as admit.c CG_NB_SLOT_POLL_MS */
+    usleep(20000);
+    s = look(p, 1, &t, 1);
+    got_at = cg_state_now();
+  }
+  cr_assert_geq(s, 0, "the poller never got the slot");
+  usleep(50000);
+  cr_assert_eq(b.slot, -9, "the blocking waiter took the poller's turn");
+  cg_limiter_inflight_release(&st, p, s);
+  pthread_join(th, NULL);
+  cr_assert_geq(b.slot, 0);
+  cr_assert_gt(b.got_at, got_at);
+  cr_assert_lt(b.got_at - got_at, 2 * SEC);
+  cg_limiter_inflight_release(&st, p, b.slot);
+  cr_assert_eq(st.pools[p].waiters, 0);
+}
+
+/* A waiter killed with SIGKILL in its turn holds the next one up CG_TURN_STALE_MS +
+ * CG_TURN_BEAT_MS at most (once the slot is free). */
+Test(limiter, turns_a_killed_waiter_holds_the_next_up_briefly) {
+  struct cg_limits l = limits(0, 0, 0, 0, 1);
+  int p = pool("a", &l), s0, i;
+  struct cg_limiter_turn none = {0, 0};
+  struct blocking b = {p, -9, 0};
+  pthread_t th;
+  int64_t freed;
+  pid_t kid;
+  s0 = look(p, 1, &none, 1);
+  kid = fork();
+  cr_assert_geq(kid, 0);
+  if (kid == 0) {
+    int64_t w;
+    cg_limiter_inflight_acquire(&st, p, 1, cg_state_now() + 10 * SEC, &w);
+    _exit(0);
+  }
+  for (i = 0; i < 500 && st.pools[p].waiters < 1; i++)
+    usleep(1000);
+  cr_assert_eq(st.pools[p].waiters, 1, "the child never waited");
+  cr_assert_eq(pthread_create(&th, NULL, blocking_waiter, &b), 0);
+  for (i = 0; i < 500 && st.pools[p].waiters < 2; i++)
+    usleep(1000);
+  kill(kid, SIGKILL);
+  waitpid(kid, NULL, 0);
+  freed = cg_state_now();
+  cg_limiter_inflight_release(&st, p, s0);
+  pthread_join(th, NULL);
+  cr_assert_geq(b.slot, 0);
+  cr_assert_lt(b.got_at - freed, (CG_TURN_STALE_MS + CG_TURN_BEAT_MS + 150) * MS,
+               "held up %lld ms by a dead waiter", (long long) ((b.got_at - freed) / MS));
+  cg_limiter_inflight_release(&st, p, b.slot);
+}
+
 /* ---- nothing a provider says holds or paces beyond max_ns (issue 11 item 3) ---- */
 
 Test(limiter, pace_is_capped_at_max) {

@@ -136,8 +136,8 @@ Test(state, creates_new_file) {
   cr_assert_null(st.hdr);
 }
 
-/* state.h's layout: the offsets and sizes its comment gives (version 6: the tallies of
- * issue 17, each pool's used_ms and keyed holds), and every part mapped where the
+/* state.h's layout: the offsets and sizes its comment gives (version 7: the tallies of
+ * issue 17, each pool's used_ms, keyed holds and turns), and every part mapped where the
  * offsets say. */
 Test(state, layout_offsets_and_sizes) {
   struct cg_state st;
@@ -147,8 +147,8 @@ Test(state, layout_offsets_and_sizes) {
   cr_assert_eq(sizeof(struct cg_state_budget), 736);
   cr_assert_eq(sizeof(struct cg_state_tally), 480);
   cr_assert_eq(CG_STATE_TALLIES_OFF, CG_STATE_BUDGETS_OFF + CG_STATE_POOLS * 736);
-  cr_assert_eq(sizeof(struct cg_state_pool), 376);
-  cr_assert_eq(CG_STATE_SIZE, 506112);
+  cr_assert_eq(sizeof(struct cg_state_pool), 640);
+  cr_assert_eq(CG_STATE_SIZE, 573696);
   cr_assert_eq(CG_STATE_SIZE - CG_STATE_TALLIES_OFF, CG_STATE_POOLS * 480);
   open_ok(&st);
   cr_assert_eq((char *) st.tallies - (char *) st.hdr, (ptrdiff_t) CG_STATE_TALLIES_OFF);
