@@ -460,9 +460,23 @@ static int cg__arm(struct cg__conn *t) {
   return 0;
 }
 
-/* Drop the thread's connection, back off, and say `msg` once per process per `cause`.
- * `msg` must not point into the connection (it is freed first): callers format it into
- * their own buffer (cg__fail does, from the context's error). */
+/* 1 from a failure that left Redis unreachable (cg__unreachable) until a connection of
+ * any thread of the process is made and set up again (cg__connect): one outage. */
+static int cg__outage;
+
+/* Whether `cause` says Redis could not be reached (connect, lost, timeout, i/o), as
+ * opposed to one that says what it refused (a password, a db, a script). */
+static int cg__unreachable(const char *cause) {
+  return strcmp(cause, "redis-connect") == 0 || strcmp(cause, "redis-lost") == 0 ||
+         strcmp(cause, "redis-timeout") == 0 || strcmp(cause, "redis-io") == 0;
+}
+
+/* Drop the thread's connection, back off, and say `msg` once per process per `cause`,
+ * and of the causes that say Redis is unreachable, only the first of an outage
+ * (cg__outage): a killed Redis said "connection lost", then at the first reconnect
+ * "cannot connect", two lines for one event (helper-66).  `msg` must not point into the
+ * connection (it is freed first): callers format it into their own buffer (cg__fail
+ * does, from the context's error). */
 static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
   char copy[400];
   snprintf(copy, sizeof(copy), "%s", msg && msg[0] ? msg : "redis failed");
@@ -472,6 +486,8 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
   if (t->backoff_ms > CG_REDIS_BACKOFF_MAX_MS)
     t->backoff_ms = CG_REDIS_BACKOFF_MAX_MS;
   t->next_try_ms = cg_mono_ms() + t->backoff_ms;
+  if (cg__unreachable(cause) && __atomic_exchange_n(&cg__outage, 1, __ATOMIC_RELAXED))
+    return; /* the outage's line was said (or its cause was, in an earlier one) */
   cg_warn_once(cause, "%s; using the local state file (will reconnect later)", copy);
 }
 
@@ -670,6 +686,7 @@ static int cg__connect(struct cg__conn *t) {
     return -1;
   }
   t->backoff_ms = 0;
+  __atomic_store_n(&cg__outage, 0, __ATOMIC_RELAXED); /* Redis answers again */
   return 0;
 
 set_up_failed:

@@ -1146,6 +1146,35 @@ class FleetFailOpenTest(RedisTestCase):
         admitted = self.redis.cli("GET", self.key(harness.mock_pool(), "admitted"))
         self.assertTrue(admitted and int(admitted) >= 1, "never back on Redis after the restart")
 
+    def test_one_outage_says_one_line(self):
+        """One process, 100 calls at 10/s.  Redis killed (SIGKILL) for 1.2 s: the process
+        says "connection lost" once, and its refused reconnects during that outage say
+        nothing more; back on Redis after the restart, a second outage (SIGSTOP, 1 s) of
+        another cause says its own line.  Before, the first outage gave two lines
+        ("connection lost", then "cannot connect", one per cause; helper-66)."""
+        env = self.machine_env("m")
+        t, holder, url = self.loop(env, 100)
+        time.sleep(1.0)
+        self.redis.kill()
+        time.sleep(1.2)             # reconnects 0.1, 0.3, 0.7 s after the loss: refused
+        self.redis.start()
+        time.sleep(3.5)             # the next, 1.5 s after the loss (or 3.1 s), finds it
+        back = self.redis.cli("GET", self.key(harness.mock_pool(), "admitted"))
+        self.redis.kill(signal.SIGSTOP)
+        time.sleep(1.0)
+        self.redis.kill(signal.SIGCONT)
+        t.join(70)
+        p = holder["p"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 100)
+        self.assertTrue(back and int(back) >= 1, "not back on Redis after the restart")
+        lines = self.redis_lines(p)
+        self.assertEqual(len(lines), 2, lines)
+        self.assertIn("connection lost", lines[0])
+        self.assertIn("timed out", lines[1])
+        for l in lines:
+            self.assertIn("local state", l)
+
     def test_a_step_back_of_the_redis_clock_holds_no_call(self):
         """The Redis host's wall clock (TIME, which the scripts reckon in) steps back 120 s
         during 40 calls paced at 600 rpm, each with its own 10 s deadline (-m), then 0.9 s
