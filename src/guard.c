@@ -70,6 +70,8 @@ struct cg_call {
   int64_t slept_ms;           /* the backoffs before this call's retries so far, summed */
   int64_t last_attempt_ms;    /* how long the previous attempt took */
   int64_t t_attempt_ms;       /* monotonic: the attempt under way started */
+  int64_t admit_start_ns;     /* state clock: the admission of the attempt under way (or
+                               * to come) began (cg__admit, cg__admit_nb) */
   struct curl_slist *headers; /* host's headers + the request id header, or NULL */
   const char *task_id;        /* task_id_header's value (task_id_buf), else the config's */
   int repeats;
@@ -478,6 +480,16 @@ static const char *cg__request_id(struct cg_call *call) {
   return call->request_id;
 }
 
+/* An attempt's queue_ms (SPEC 5: the time it waited before it was sent): the waits the
+ * admission counted (`counted_ms`: the limiter's, a breaker's hold, ...), or all of the
+ * `span_ns` from the admission's start to the send when that is longer.  The admission's
+ * Redis round trips are waits too: a call whose admission spent 50 ms on a stopped Redis
+ * before it went by the state file said 0 (helper-66). */
+static int64_t cg__queue_ms(int64_t counted_ms, int64_t span_ns) {
+  int64_t span_ms = span_ns / 1000000;
+  return span_ms > counted_ms ? span_ms : counted_ms;
+}
+
 static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
                             const struct cg_info *i, const struct cg_verdict *v,
                             int curl_code, struct cg_record *r, char *outcome_buf,
@@ -487,6 +499,11 @@ static void cg__fill_record(struct cg_call *call, const struct cg_attempt *a,
    * and the usage, whose estimate correction the limiter needs. */
   r->attempt = call->attempt;
   r->queue_ms = call->admission.queue_ms + call->admission.breaker_wait_ms;
+  /* An attempt that went out after its admission began: at least all the time from that
+   * start to its send (cg__queue_ms). */
+  if (call->admission.attempt_start_ns > call->admit_start_ns && call->admit_start_ns > 0)
+    r->queue_ms = cg__queue_ms(r->queue_ms, call->admission.attempt_start_ns -
+                                                call->admit_start_ns);
   r->breaker_wait_ms = call->admission.breaker_wait_ms;
   r->outcome = cg_outcome_name(v->outcome, v->status, outcome_buf, outcome_len);
   r->model = call->model;
@@ -1082,6 +1099,7 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   int round;
 
   call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
+  call->admit_start_ns = cg_state_now();
   for (round = 0; round < 4; round++) {
     int64_t wait_ms;
     enum cg_gate gate;
@@ -1164,7 +1182,8 @@ static enum cg_step cg__admit_nb(struct cg_call *call, int64_t *ms, CURLcode *rc
     call->nb.slot = -2;
     call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
     call->nb_started = 1;
-    call->nb_tick_ms = cg_mono_ms();
+    call->admit_start_ns = cg_state_now(); /* CLOCK_MONOTONIC, as cg_mono_ms() */
+    call->nb_tick_ms = call->admit_start_ns / 1000000;
   }
   for (round = 0; round < 4; round++) {
     enum cg_gate gate;

@@ -1299,6 +1299,30 @@ class FleetFailOpenTest(RedisTestCase):
             self.assertTrue(any("as long as the call's deadline allowed" in l
                                 for l in lines), lines)
 
+    def test_queue_ms_counts_the_round_trips_to_a_stopped_redis(self):
+        """Redis stopped (SIGSTOP): a call's admission waits 50 ms for the set-up's reply
+        (its deadline, -m 5, allows more), then goes by the state file.  Its record's
+        queue_ms (SPEC 5: the time it waited before it was sent) holds those 50 ms, easy
+        and multi (curl -Z) alike; before, it said 0 (helper-66)."""
+        url = self.mock.url("/v1/queue-stopped", plan="200", key=harness.unique_key("qs"))
+        runs = []
+        self.redis.kill(signal.SIGSTOP)
+        try:
+            for name, args in (("easy", ("-m", "5")), ("multi", ("-Z", "-m", "5"))):
+                env = self.machine_env(name)
+                t0 = time.monotonic()
+                p = self.curl([url], env, args=args)
+                runs.append((name, p, time.monotonic() - t0))
+        finally:
+            self.redis.kill(signal.SIGCONT)
+        for name, p, took in runs:
+            self.assertEqual(p.stdout.split(), [b"200"], (name, p.stderr))
+            self.assertTrue(any("timed out after 50 ms" in l for l in self.redis_lines(p)),
+                            (name, p.stderr))
+            (rec,) = harness.read_records(self.tmp / f"{name}.jsonl")
+            self.assertGreaterEqual(rec["queue_ms"], 45, (name, rec))
+            self.assertLessEqual(rec["queue_ms"], took * 1000, (name, rec))
+
     def test_redis_answering_slowly(self):
         """DEBUG SLEEP 1 from a redis-cli in the background while a process makes 20 calls:
         no call waits on it (gaps far below 1 s), and a line says so."""
