@@ -104,29 +104,61 @@ static void cg__redis_shown(const char *url, char *out, size_t len) {
     snprintf(out, len, "%s", url);
 }
 
-/* The fleet-wide figures of pool `name` read from Redis (shared.h cg_redis_view), or
- * null with the error in `err`. */
-static cJSON *cg__fleet_json(const char *url, const char *prefix, const char *name,
-                             const struct cg_state_pool *p, char *err, size_t errn) {
-  struct cg_redis_view v;
-  cJSON *o;
-  if (cg_redis_view(url, prefix, name, &v, err, errn) != 0)
-    return cJSON_CreateNull();
-  o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "admitted", (double) v.admitted);
-  cJSON_AddNumberToObject(o, "inflight", (double) v.inflight);
-  cJSON_AddStringToObject(o, "breaker", cg_breaker_state_name(v.breaker));
-  cJSON_AddNumberToObject(o, "next_probe_ms", (double) v.next_probe_ms);
-  cJSON_AddNumberToObject(o, "window_requests", (double) (v.window_ok + v.window_failed));
-  cJSON_AddNumberToObject(o, "window_failures", (double) v.window_failed);
-  cJSON_AddNumberToObject(o, "hold_ms", (double) v.hold_ms);
-  cJSON_AddNumberToObject(o, "held_keys", (double) v.held_keys);
-  cJSON_AddNumberToObject(o, "key_hold_ms", (double) v.key_hold_ms);
+/* Whether the Redis at `url` is reachable, as the guard's calls use it, and the
+ * fleet-wide figures of the `n` pools `names` into `v[0..n-1]`, all on one connection
+ * (shared.h cg_redis_view_all, as `stat --prometheus` asks: one connection a pool cost
+ * each pool a connect and its set-up; helper-66).  With no pool, whether it answers at
+ * all (a pool named "", as cg_metrics_load_fleet asks).  1 reachable; 0 not, the reason
+ * in `err`. */
+static int cg__redis_ask(const char *url, const char *prefix, const char *const *names,
+                         int n, struct cg_redis_view *v, char *err, size_t errn) {
+  static const char *const none[] = {""};
+  if (n <= 0)
+    return cg_redis_view_all(url, prefix, none, 1, v, err, errn) == 0;
+  return cg_redis_view_all(url, prefix, names, n, v, err, errn) == 0;
+}
+
+/* The "redis" object of `stat --json` into `root`: the URL shown (password masked), the
+ * prefix, whether it is reachable (`ok`) and why not (`err`). */
+static void cg__redis_json(cJSON *root, const char *url, const char *prefix, int ok,
+                           const char *err) {
+  static char shown_url[4200];
+  cJSON *ro = cJSON_AddObjectToObject(root, "redis");
+  cg__redis_shown(url, shown_url, sizeof(shown_url));
+  cJSON_AddStringToObject(ro, "url", shown_url);
+  cJSON_AddStringToObject(ro, "prefix", prefix);
+  cJSON_AddBoolToObject(ro, "reachable", ok);
+  if (!ok)
+    cJSON_AddStringToObject(ro, "error", err);
+  else
+    cJSON_AddNullToObject(ro, "error");
+}
+
+/* The text view's line on the configured Redis. */
+static void cg__redis_text(const char *url, const char *prefix, int ok, const char *err) {
+  static char shown_url[4200];
+  cg__redis_shown(url, shown_url, sizeof(shown_url));
+  printf("\npools shared through redis %s (prefix %s)%s%s\n", shown_url, prefix,
+         ok ? "" : ": unreachable: ", ok ? "" : err);
+}
+
+/* Pool `p`'s fleet-wide figures `v`, read from Redis (cg__redis_ask). */
+static cJSON *cg__fleet_json(const struct cg_redis_view *v, const struct cg_state_pool *p) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "admitted", (double) v->admitted);
+  cJSON_AddNumberToObject(o, "inflight", (double) v->inflight);
+  cJSON_AddStringToObject(o, "breaker", cg_breaker_state_name(v->breaker));
+  cJSON_AddNumberToObject(o, "next_probe_ms", (double) v->next_probe_ms);
+  cJSON_AddNumberToObject(o, "window_requests", (double) (v->window_ok + v->window_failed));
+  cJSON_AddNumberToObject(o, "window_failures", (double) v->window_failed);
+  cJSON_AddNumberToObject(o, "hold_ms", (double) v->hold_ms);
+  cJSON_AddNumberToObject(o, "held_keys", (double) v->held_keys);
+  cJSON_AddNumberToObject(o, "key_hold_ms", (double) v->key_hold_ms);
   /* Requests that could go now, fleet-wide, from the TAT's lead (limiter.h's rule). */
   if (p->rpm > 0) {
     double t_us = 60e6 / (p->rpm * CG_RATE_MARGIN);
     double burst = p->burst_requests > 0 ? p->burst_requests : fmax(1.0, p->rpm / 60.0);
-    double avail = burst - (double) v.tat_req_ahead_us / t_us;
+    double avail = burst - (double) v->tat_req_ahead_us / t_us;
     cJSON_AddNumberToObject(o, "requests_available", avail > 0 ? floor(avail * 10) / 10 : 0);
   } else {
     cJSON_AddNullToObject(o, "requests_available");
@@ -369,7 +401,13 @@ int cg_cli_stat(int argc, char **argv) {
   cJSON *root, *pools;
   int64_t now;
   static char rurl[4096], rprefix[256], rerr[256];
-  volatile int redis_ok = 1, redis_asked = 0;
+  /* The pools in use (index, key, name as Redis has it) and their fleet figures. */
+  static int used[CG_STATE_POOLS];
+  static uint64_t used_key[CG_STATE_POOLS];
+  static char used_name[CG_STATE_POOLS][sizeof(((struct cg_state_pool *) 0)->name) + 1];
+  static const char *names[CG_STATE_POOLS];
+  static struct cg_redis_view views[CG_STATE_POOLS];
+  volatile int redis_ok = 0, nused = 0;
 
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
@@ -435,58 +473,45 @@ int cg_cli_stat(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "layout_version", st.hdr->version);
   cJSON_AddNumberToObject(root, "size", (double) st.hdr->size);
   cJSON_AddNumberToObject(root, "created_ms", (double) st.hdr->created_wall_ms);
-  {
-    cJSON *ro;
-    static char shown_url[4200];
-    if (cg__redis_conf(rurl, sizeof(rurl), rprefix, sizeof(rprefix)) == 0) {
-      ro = cJSON_AddObjectToObject(root, "redis");
-      cg__redis_shown(rurl, shown_url, sizeof(shown_url));
-      cJSON_AddStringToObject(ro, "url", shown_url);
-      cJSON_AddStringToObject(ro, "prefix", rprefix);
-    } else {
-      cJSON_AddNullToObject(root, "redis");
-      rurl[0] = '\0';
-    }
-  }
-  pools = cJSON_AddArrayToObject(root, "pools");
   for (i = 0; i < CG_STATE_POOLS; i++) {
     const struct cg_state_pool *p = &st.pools[i];
     uint64_t key = cg_state_pool_key(p);
     if (key) {
-      cJSON *o = cg__pool_json(p, now);
-      cJSON_AddItemToObject(o, "breaker", cg__breaker_json(&st, i, now));
-      cJSON_AddItemToObject(o, "retry_budget", cg__budget_json(&st, i, now));
-      cJSON_AddItemToObject(o, "tally", cg__tally_json(&st, i));
-      if (rurl[0] && redis_ok) {
-        cJSON *f = cg__fleet_json(rurl, rprefix, p->name, p, rerr, sizeof(rerr));
-        redis_asked = 1;
-        cJSON_AddItemToObject(o, "fleet", f);
-        if (cJSON_IsNull(f))
-          redis_ok = 0;
-      } else {
-        /* No Redis, or it failed for an earlier pool: not asked again (a stopped Redis
-         * cost each pool the 500 ms timeout: 64 pools, half a minute; helper-64). */
-        cJSON_AddNullToObject(o, "fleet");
-      }
-      if (!cg_state_pool_same(p, key)) { /* given to another name while read */
-        cJSON_Delete(o);
-        continue;
-      }
-      cJSON_AddItemToArray(pools, o);
+      size_t n = strnlen(p->name, sizeof(p->name));
+      used[nused] = i;
+      used_key[nused] = key;
+      memcpy(used_name[nused], p->name, n);
+      used_name[nused][n] = '\0';
+      names[nused] = used_name[nused];
+      nused++;
     }
   }
-  if (rurl[0]) {
-    cJSON *ro = cJSON_GetObjectItem(root, "redis");
-    if (!redis_asked) { /* no pool yet: whether Redis answers at all */
-      struct cg_redis_view v;
-      if (cg_redis_view(rurl, rprefix, "", &v, rerr, sizeof(rerr)) != 0)
-        redis_ok = 0;
-    }
-    cJSON_AddBoolToObject(ro, "reachable", redis_ok);
-    if (!redis_ok)
-      cJSON_AddStringToObject(ro, "error", rerr);
+  /* Redis is asked once for all the pools: one connection, and a Redis that does not
+   * answer costs its timeout once (it cost each pool the 500 ms: 64 pools, half a
+   * minute; helper-64).  Its figures stand for none of the pools then. */
+  if (cg__redis_conf(rurl, sizeof(rurl), rprefix, sizeof(rprefix)) == 0) {
+    redis_ok = cg__redis_ask(rurl, rprefix, names, nused, views, rerr, sizeof(rerr));
+    cg__redis_json(root, rurl, rprefix, redis_ok, rerr);
+  } else {
+    cJSON_AddNullToObject(root, "redis");
+    rurl[0] = '\0';
+  }
+  pools = cJSON_AddArrayToObject(root, "pools");
+  for (i = 0; i < nused; i++) {
+    const struct cg_state_pool *p = &st.pools[used[i]];
+    cJSON *o = cg__pool_json(p, now);
+    cJSON_AddItemToObject(o, "breaker", cg__breaker_json(&st, used[i], now));
+    cJSON_AddItemToObject(o, "retry_budget", cg__budget_json(&st, used[i], now));
+    cJSON_AddItemToObject(o, "tally", cg__tally_json(&st, used[i]));
+    if (rurl[0] && redis_ok)
+      cJSON_AddItemToObject(o, "fleet", cg__fleet_json(&views[i], p));
     else
-      cJSON_AddNullToObject(ro, "error");
+      cJSON_AddNullToObject(o, "fleet");
+    if (!cg_state_pool_same(p, used_key[i])) { /* given to another name since */
+      cJSON_Delete(o);
+      continue;
+    }
+    cJSON_AddItemToArray(pools, o);
   }
   if (json) {
     char *text = cJSON_PrintUnformatted(root);
@@ -579,10 +604,7 @@ int cg_cli_stat(int argc, char **argv) {
       }
       /* Fleets (README "Fleets: shared state on Redis"): the figures of every machine. */
       if (rurl[0]) {
-        const cJSON *ro = cJSON_GetObjectItem(root, "redis");
-        printf("\npools shared through redis %s (prefix %s)%s%s\n",
-               cJSON_GetObjectItem(ro, "url")->valuestring, rprefix,
-               redis_ok ? "" : ": unreachable: ", redis_ok ? "" : rerr);
+        cg__redis_text(rurl, rprefix, redis_ok, rerr);
         if (redis_ok) {
           printf("%-24s %9s %9s %9s %8s %6s %6s %8s\n", "pool", "fleet_adm", "fleet_inf",
                  "breaker", "probe_ms", "reqs", "fails", "hold_ms");

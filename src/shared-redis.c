@@ -1961,19 +1961,6 @@ static int cg__view_pool(redisContext *c, const char *prefix, const char *name,
   return 0;
 }
 
-int cg_redis_view(const char *url, const char *prefix, const char *name,
-                  struct cg_redis_view *v, char *err, size_t errn) {
-  redisContext *c = cg__view_connect(url, err, errn);
-
-  memset(v, 0, sizeof(*v));
-  if (!c)
-    return -1;
-  if (cg__view_pool(c, prefix, name, v, err, errn) != 0)
-    return -1; /* c freed */
-  redisFree(c);
-  return 0;
-}
-
 int cg_redis_view_all(const char *url, const char *prefix, const char *const *names, int n,
                       struct cg_redis_view *v, char *err, size_t errn) {
   redisContext *c;

@@ -265,9 +265,8 @@ void cg_shared_redis_within(int64_t deadline_ms);
 char *cg_redis_key(char *buf, size_t n, const char *prefix, const char *pool,
                    const char *what);
 
-/* For `curlguard stat`: the fleet-wide figures of pool `name` read from Redis, with the
- * URL and prefix given (not the process's config).  0, or -1 (Redis unreachable: the
- * message in `err`). */
+/* For `curlguard stat`: the fleet-wide figures of one pool read from Redis
+ * (cg_redis_view_all). */
 struct cg_redis_view {
   long inflight;          /* live leases */
   int breaker;            /* CG_BREAKER_CLOSED / OPEN / HALF_OPEN */
@@ -279,13 +278,13 @@ struct cg_redis_view {
   long window_ok, window_failed; /* the breaker's window */
   long admitted;          /* admissions through Redis (all machines) */
 };
-int cg_redis_view(const char *url, const char *prefix, const char *name,
-                  struct cg_redis_view *v, char *err, size_t errn);
 
-/* cg_redis_view of the `n` pools `names` into `v[0..n-1]` on one connection (the
- * Prometheus metrics, one scrape).  0, or -1 at the first failure (the message in `err`;
- * the figures of that pool and the later ones left zero).  With n 0, whether Redis can be
- * connected to (and logged in to) at all. */
+/* The fleet-wide figures of the `n` pools `names` into `v[0..n-1]`, read on one
+ * connection to the Redis at `url` with key prefix `prefix` (given, not the process's
+ * config): `stat --json`, its text view and `--prometheus`, one connection for all the
+ * pools.  0, or -1 (Redis unreachable, or it refuses what the guard's calls run) at the
+ * first failure (the message in `err`; the figures of that pool and the later ones left
+ * zero).  With n 0, whether Redis can be connected to (and logged in to) at all. */
 int cg_redis_view_all(const char *url, const char *prefix, const char *const *names, int n,
                       struct cg_redis_view *v, char *err, size_t errn);
 

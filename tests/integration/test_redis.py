@@ -1738,6 +1738,41 @@ class FleetStatTest(RedisTestCase):
         self.assertEqual(prom[("curlguard_state_ready", None)], 1)
         self.assertNotIn(("curlguard_redis_reachable", None), prom)
 
+    def connections(self):
+        """Connections the test's redis-server took so far (this redis-cli's included)."""
+        info = self.redis.cli("INFO", "stats")
+        return int(re.search(r"total_connections_received:(\d+)", info).group(1))
+
+    def test_stat_asks_redis_on_one_connection(self):
+        """Three pools with 3, 2 and 1 calls through Redis: `stat --json` and the text view
+        each ask Redis on one connection for all of them, as --prometheus does, and each
+        pool shows its own fleet figures.  Before, each pool had a connection of its own
+        (3 for 3 pools; with a password, a connect and an AUTH each; helper-66)."""
+        env = self.machine_env("c", CURLGUARD_MAX_ATTEMPTS="1")
+        url = self.mock.url("/v1/stat-one", plan="200")
+        refused = f"http://127.0.0.1:{harness.closed_port()}/v1/x"
+        p = self.curl([url] * 3 + [url.replace("127.0.0.1", "localhost")] * 2 + [refused],
+                      env, args=("--connect-timeout", "2"))
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 5 + ["000"], p.stderr)
+        cenv = harness.plain_env(CURLGUARD_STATE=env["CURLGUARD_STATE"],
+                                 CURLGUARD_REDIS=self.redis.url,
+                                 CURLGUARD_REDIS_PREFIX=self.prefix)
+        want = {harness.mock_pool(): 3, "localhost:" + harness.mock_pool().split(":")[1]: 2,
+                refused.split("/")[2]: 1}
+        for args in (("stat", "--json"), ("stat",)):
+            before = self.connections()
+            st = harness.run([harness.CLI, *args], cenv, timeout=30)
+            self.assertEqual(st.returncode, 0, st.stderr)
+            self.assertEqual(self.connections() - before - 1, 1, args)  # - 1: the INFO's
+            if args[-1] == "--json":
+                j = json.loads(st.stdout)
+                self.assertIs(j["redis"]["reachable"], True, j)
+                got = {x["name"]: x["fleet"]["admitted"] for x in j["pools"]}
+            else:
+                rows = st.stdout.decode().split("fleet_adm")[1].splitlines()[1:]
+                got = {r.split()[0]: int(r.split()[1]) for r in rows if r.strip()}
+            self.assertEqual(got, want, st.stdout)
+
     def test_stat_of_a_stopped_redis_asks_it_once(self):
         """12 pools and a stopped Redis (SIGSTOP): stat waits for its 500 ms timeout once,
         not once a pool (6 s before; 64 pools, half a minute; helper-64), and says it
