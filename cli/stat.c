@@ -134,7 +134,8 @@ static void cg__redis_json(cJSON *root, const char *url, const char *prefix, int
     cJSON_AddNullToObject(ro, "error");
 }
 
-/* The text view's line on the configured Redis. */
+/* The text view's line on the configured Redis: the same words whether or not a pool
+ * has been used (before, with none, nothing was said of Redis; helper-66). */
 static void cg__redis_text(const char *url, const char *prefix, int ok, const char *err) {
   static char shown_url[4200];
   cg__redis_shown(url, shown_url, sizeof(shown_url));
@@ -430,14 +431,22 @@ int cg_cli_stat(int argc, char **argv) {
   if (prometheus)
     return cg__stat_prometheus(path);
   if (lstat(path, &sb) != 0) {
-    /* Nothing has used the guard yet: report an empty state without creating a file. */
+    /* Nothing has used the guard yet: report an empty state without creating a file, and
+     * with a Redis configured, whether it answers (as with a file and no pool). */
+    int redis = cg__redis_conf(rurl, sizeof(rurl), rprefix, sizeof(rprefix)) == 0;
+    if (redis)
+      redis_ok = cg__redis_ask(rurl, rprefix, NULL, 0, views, rerr, sizeof(rerr));
     if (json) {
-      /* {"path": ..., "exists": false, "pools": []}: the path escaped by cJSON */
+      /* {"path": ..., "exists": false, "pools": []} (and "redis" with one configured): the
+       * path escaped by cJSON */
       cJSON *o = cJSON_CreateObject();
       char *text = NULL;
       if (o && cJSON_AddStringToObject(o, "path", path) && cJSON_AddFalseToObject(o, "exists") &&
-          cJSON_AddArrayToObject(o, "pools"))
+          cJSON_AddArrayToObject(o, "pools")) {
+        if (redis)
+          cg__redis_json(o, rurl, rprefix, redis_ok, rerr);
         text = cJSON_PrintUnformatted(o);
+      }
       cJSON_Delete(o);
       if (!text) {
         cg_cli_error("stat: out of memory");
@@ -449,6 +458,8 @@ int cg_cli_stat(int argc, char **argv) {
       char shown_path[1024];
       printf("state file %s: not created yet (no guarded call so far)\n",
              cg_cli_shown(path, shown_path, sizeof(shown_path)));
+      if (redis)
+        cg__redis_text(rurl, rprefix, redis_ok, rerr);
     }
     return cg_cli_written("stat", CG_EXIT_OK);
   }
@@ -602,25 +613,25 @@ int cg_cli_stat(int argc, char **argv) {
                cJSON_GetObjectItem(b, "held")->valuedouble,
                cJSON_GetObjectItem(b, "ramp_left_s")->valuedouble);
       }
-      /* Fleets (README "Fleets: shared state on Redis"): the figures of every machine. */
-      if (rurl[0]) {
-        cg__redis_text(rurl, rprefix, redis_ok, rerr);
-        if (redis_ok) {
-          printf("%-24s %9s %9s %9s %8s %6s %6s %8s\n", "pool", "fleet_adm", "fleet_inf",
-                 "breaker", "probe_ms", "reqs", "fails", "hold_ms");
-          cJSON_ArrayForEach(p, pools) {
-            const cJSON *f = cJSON_GetObjectItem(p, "fleet");
-            printf("%-24s %9g %9g %9s %8g %6g %6g %8g\n",
-                   cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown,
-                                sizeof(shown)),
-                   cJSON_GetObjectItem(f, "admitted")->valuedouble,
-                   cJSON_GetObjectItem(f, "inflight")->valuedouble,
-                   cJSON_GetObjectItem(f, "breaker")->valuestring,
-                   cJSON_GetObjectItem(f, "next_probe_ms")->valuedouble,
-                   cJSON_GetObjectItem(f, "window_requests")->valuedouble,
-                   cJSON_GetObjectItem(f, "window_failures")->valuedouble,
-                   cJSON_GetObjectItem(f, "hold_ms")->valuedouble);
-          }
+    }
+    /* Fleets (README "Fleets: shared state on Redis"): the figures of every machine. */
+    if (rurl[0]) {
+      cg__redis_text(rurl, rprefix, redis_ok, rerr);
+      if (redis_ok && cJSON_GetArraySize(pools)) {
+        printf("%-24s %9s %9s %9s %8s %6s %6s %8s\n", "pool", "fleet_adm", "fleet_inf",
+               "breaker", "probe_ms", "reqs", "fails", "hold_ms");
+        cJSON_ArrayForEach(p, pools) {
+          const cJSON *f = cJSON_GetObjectItem(p, "fleet");
+          printf("%-24s %9g %9g %9s %8g %6g %6g %8g\n",
+                 cg_cli_shown(cJSON_GetObjectItem(p, "name")->valuestring, shown,
+                              sizeof(shown)),
+                 cJSON_GetObjectItem(f, "admitted")->valuedouble,
+                 cJSON_GetObjectItem(f, "inflight")->valuedouble,
+                 cJSON_GetObjectItem(f, "breaker")->valuestring,
+                 cJSON_GetObjectItem(f, "next_probe_ms")->valuedouble,
+                 cJSON_GetObjectItem(f, "window_requests")->valuedouble,
+                 cJSON_GetObjectItem(f, "window_failures")->valuedouble,
+                 cJSON_GetObjectItem(f, "hold_ms")->valuedouble);
         }
       }
     }

@@ -1773,6 +1773,38 @@ class FleetStatTest(RedisTestCase):
                 got = {r.split()[0]: int(r.split()[1]) for r in rows if r.strip()}
             self.assertEqual(got, want, st.stdout)
 
+    def test_stat_text_says_whether_redis_answers_with_no_pool(self):
+        """No pool used yet (a state file just reset, or none at all): the text view says
+        whether the configured Redis answers, in the words it uses with pools, as the JSON
+        view does.  Before, it said nothing of Redis then (helper-66)."""
+        state = self.tmp / "nopool.state"
+        shown = f"pools shared through redis {self.redis.url} (prefix {self.prefix})"
+        r = harness.run([harness.CLI, "reset"], harness.plain_env(CURLGUARD_STATE=str(state)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for made in (True, False):
+            if not made:
+                state.unlink()
+            for url, reachable in ((self.redis.url, True),
+                                   (f"redis://127.0.0.1:{harness.closed_port()}", False)):
+                cenv = harness.plain_env(CURLGUARD_STATE=str(state), CURLGUARD_REDIS=url,
+                                         CURLGUARD_REDIS_PREFIX=self.prefix)
+                txt = harness.run([harness.CLI, "stat"], cenv, timeout=30)
+                self.assertEqual(txt.returncode, 0, txt.stderr)
+                out = txt.stdout.decode()
+                if reachable:
+                    self.assertIn(shown + "\n", out)
+                else:
+                    self.assertRegex(out, r"pools shared through redis redis://127\.0\.0\.1:"
+                                          r"\d+ \(prefix .*\): unreachable: .*refused")
+                j = json.loads(harness.run([harness.CLI, "stat", "--json"], cenv,
+                                           timeout=30).stdout)
+                self.assertEqual(j["pools"], [])
+                self.assertIs(j["exists"], made)
+                self.assertIs(j["redis"]["reachable"], reachable, j)
+                if not reachable:
+                    self.assertIn(j["redis"]["error"], out)
+        self.assertFalse(state.exists(), "stat made the state file")
+
     def test_stat_of_a_stopped_redis_asks_it_once(self):
         """12 pools and a stopped Redis (SIGSTOP): stat waits for its 500 ms timeout once,
         not once a pool (6 s before; 64 pools, half a minute; helper-64), and says it
