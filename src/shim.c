@@ -207,9 +207,23 @@ CG_EXPORT CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg
  * CURLOPT_PROTOCOLS(_STR), whose refusal cg__setopt_refused notes, are kept. */
 CURLcode cg__easy_setopt_reg(CURL *curl, CURLoption opt, uintptr_t arg) {
   struct cg_handle *h;
+  int active = __atomic_load_n(&cg_lib_active, __ATOMIC_ACQUIRE);
 
-  if (__builtin_expect(__atomic_load_n(&cg_lib_active, __ATOMIC_ACQUIRE) <= 0, 0))
+  if (__builtin_expect(active <= 0, 0)) {
+    /* Off (or a duplicate copy), known: the caller's libcurl from the call-site cache's
+     * first slot, as cg_lib_for_caller finds it, without the calls of cg__setopt_pass
+     * (50 instructions of the 70 a setopt cost with CURLGUARD unset, issue 16: preloaded
+     * and off costs what a forwarding interposer costs).  Anything else (not yet known,
+     * a site not cached or further down its chain, no libcurl): cg__setopt_unsure. */
+    if (active == 0) {
+      uintptr_t key = cg_lib_site_key(CG_CALLER());
+      const struct cg_lib_site *s = &cg_lib_sites[cg_lib_site_slot(key)];
+      const struct cg_lib *lib;
+      if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == key && (lib = s->lib) != NULL)
+        return lib->easy_setopt(curl, opt, arg);
+    }
     return cg__setopt_unsure(curl, opt, arg, CG_CALLER()); /* cg_lib_guarding's rare side */
+  }
   h = cg_handle_memo_hit(curl);
   if (__builtin_expect(!h || h->in_perform, 0))
     return cg__setopt_slow(curl, opt, arg, CG_CALLER());
