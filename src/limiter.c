@@ -824,18 +824,14 @@ int cg_limiter_inflight_try(struct cg_state *st, int p, long max, struct cg_limi
 }
 
 /* A blocking waiter's state, for a thread cancelled in its wait (pthread_cleanup_push):
- * its turn, and its count when it had none. */
+ * its turn. */
 struct cg__waiting {
   struct cg_state_pool *pool;
   struct cg_limiter_turn *turn;
-  int counted;
 };
 
 static void cg__waiter_gone(void *arg) {
   struct cg__waiting *w = arg;
-  if (w->counted)
-    cg__count_down(&w->pool->waiters);
-  w->counted = 0;
   if (w->turn->ticket)
     cg__turn_leave(w->pool, w->turn, 1);
 }
@@ -863,26 +859,22 @@ int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t de
     }
     {
       int64_t left = deadline_ns - now, nap = (int64_t) CG_TURN_BEAT_MS * 1000000;
-      struct cg__waiting w = {pool, &turn, !turn.ticket};
+      struct cg__waiting w = {pool, &turn};
       struct timespec ts;
       if (left < nap)
         nap = left;
       ts.tv_sec = (time_t) (nap / 1000000000);
       ts.tv_nsec = (long) (nap % 1000000000);
-      /* Without a turn (every word taken) the waiter is counted while it sleeps. */
-      if (w.counted)
-        __atomic_fetch_add(&pool->waiters, 1, __ATOMIC_ACQ_REL);
-      /* A thread cancelled in the wait takes its turn and count back too (a cleanup
-       * handler): left, the pool showed a waiter for good. */
+      /* Without a turn (every word taken) the waiter is not counted in `waiters`, as a
+       * multi-API one is not: a count with no word behind it is never taken off when its
+       * process is killed in the wait (helper-69: 40 waiters killed, `waiters` stayed 8
+       * for good).  It looks every CG_TURN_BEAT_MS all the same, and asks for a word.
+       * A thread cancelled in the wait gives its turn back (a cleanup handler). */
       pthread_cleanup_push(cg__waiter_gone, &w);
       /* Woken at a release (or a turn given up), else after CG_TURN_BEAT_MS to stamp
        * its turn: a waiter that stops looking is passed over. */
       cg__futex(&pool->inflight, FUTEX_WAIT, cur, &ts);
       pthread_cleanup_pop(0);
-      /* Never below 0: the file may have been re-initialised (reset, or repaired after a
-       * truncation) while we slept, and a wrapped count is what state.c takes for garbage. */
-      if (w.counted)
-        cg__count_down(&pool->waiters);
     }
     now = cg_state_now();
     if (now >= reclaim_at) {

@@ -111,7 +111,8 @@ int cg_limiter_inflight_acquire(struct cg_state *st, int p, long max, int64_t de
  * CG_TURN_DROP_MS its word is freed (and its count taken off) by whoever finds it.  So a
  * killed or abandoned waiter holds the others up CG_TURN_STALE_MS + CG_TURN_BEAT_MS at
  * most, all at once, not one after another.  With every word taken, a waiter waits
- * behind them all without one, and asks for a word each time it looks.  With nobody
+ * behind them all without one, uncounted (a count with no word to find it by stayed
+ * for good when its process was killed), and asks for a word each time it looks.  With nobody
  * waiting (`waiters` 0: the word beside the count, one load) a free slot is taken as
  * before: no more clock reads, no system call.  Before, an easy-API waiter woken at once by
  * every release took each slot ahead of a multi-API call that looks every 20 ms, which

@@ -85,8 +85,9 @@ struct cg_state_pool {
   int64_t pace_until;        /* provider headers asked for spacing until this, ns */
   int64_t pace_interval;     /* that spacing: ns between requests */
   uint32_t inflight;         /* calls in flight now (futex word) */
-  uint32_t waiters;          /* calls waiting for an in-flight slot: the words of `turns`
-                              * taken, and the waiters that found none (version 7) */
+  uint32_t waiters;          /* calls waiting for an in-flight slot in turn: the words of
+                              * `turns` taken (version 7; those that found none are not
+                              * counted: nothing would count a killed one off) */
   uint64_t admitted;         /* calls let through */
   uint64_t waited;           /* calls that had to wait */
   uint64_t rejected;         /* calls failed fast (wait past their deadline) */

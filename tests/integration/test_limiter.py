@@ -383,6 +383,50 @@ class InflightTest(LimiterTestCase):
         self.assertEqual((pool["inflight"], pool["waiters"]), (0, 0), pool)
 
 
+    def test_waiters_beyond_the_turns_killed_are_not_counted_for_good(self):
+        """More blocking waiters than a pool keeps in turn (limiter.h CG_STATE_TURNS, 32),
+        all killed with kill -9: once things settle `stat` shows none waiting and a new
+        call goes at once.  Before, the waiters without a turn counted themselves in the
+        pool's `waiters` while asleep, and a killed one was never counted off: 40 killed,
+        `waiters` stayed 8 for good (and every release made a futex wake for nobody)."""
+        harness.skip_unsanitizable([harness.CURL], self.guard_env())
+        env = self.guard_env(CURLGUARD_MAX_INFLIGHT="1")
+        # An answer first: the pool's slow start then lets the 40 reach their wait at once.
+        self.assertOk(self.curl(self.mock.url("/v1/many-warm", plan="200"), env))
+        holder = self.start_slow_curl(self.mock.url("/v1/many-holder", plan="200:delay=20000"),
+                                      env)
+        quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+        procs = []
+        try:
+            for i in range(40):
+                procs.append(subprocess.Popen(
+                    [harness.CURL, "-sS", "-m", "30", "-o", "/dev/null",
+                     self.mock.url(f"/v1/many/{i}", plan="200")], **quiet))
+            self.wait_waiters(32, timeout=20)
+            time.sleep(1)                 # the last of the 40 asleep in their wait too
+            for p in procs:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(10)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(10)
+            holder.kill()
+            holder.wait(10)
+        # Words of killed waiters are freed after limiter.h CG_TURN_DROP_MS (2 s) by whoever
+        # finds them; the dead holder's slot by the next call (CG_INFLIGHT_RECHECK_MS).
+        time.sleep(2.5)
+        t0 = time.monotonic()
+        self.assertOk(self.curl(self.mock.url("/v1/many-after", plan="200"), env, ["-m", "10"]))
+        took = time.monotonic() - t0
+        self.assertLess(took, 1.0, f"a call after the load waited {took:.2f} s")
+        pool, _ = self.stat_pool(harness.mock_pool())
+        self.assertEqual((pool["inflight"], pool["waiters"]), (0, 0), pool)
+        self.assertEqual([e["path"] for e in self.mock.entries() if "/v1/many/" in e["path"]],
+                         [], "a killed waiter went")
+
 class FailFastTest(LimiterTestCase):
     def test_wait_past_deadline_fails_at_once(self):
         env = self.guard_env(CURLGUARD_RPM="1")       # one request a minute, burst 1
