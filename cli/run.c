@@ -265,12 +265,14 @@ static int cg__is_guard_lib(const char *path, char *why, size_t len) {
   unsigned char h[sizeof(Elf64_Ehdr)], cls = 0, data = 0;
   struct cg__elf e = {.fd = -1};
   unsigned machine = 0;
-  int own = cg__own_elf(&cls, &data, &machine) == 0, exported = 0, dynamic = 0;
+  int own = cg__own_elf(&cls, &data, &machine) == 0, exported = 0, symtab = 0, dynamic = 0;
   char soname[256] = "";
   struct stat st;
   ssize_t n;
 
-  if ((e.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(e.fd, &st) != 0) {
+  /* O_NONBLOCK: a FIFO would block the open until a writer came (helper-70); it is
+   * refused below as not a regular file, on which the flag changes nothing. */
+  if ((e.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(e.fd, &st) != 0) {
     snprintf(why, len, "%s", strerror(errno));
     if (e.fd >= 0)
       close(e.fd);
@@ -337,14 +339,18 @@ static int cg__is_guard_lib(const char *path, char *why, size_t len) {
     close(e.fd);
     return -1;
   }
+  /* Only the first SHT_DYNSYM and SHT_DYNAMIC are read (elf(5): an object has one of
+   * each; the loader reads neither through the section headers): 65,535 headers naming
+   * the same table, without the symbol, read it 65,535 times (helper-70: minutes). */
   for (unsigned i = 0; i < e.shnum; i++) {
     struct cg__shdr sh;
     int r = 0;
     if (cg__elf_shdr(&e, i, &sh) != 0)
       r = -1;
-    else if (sh.type == SHT_DYNSYM && exported == 0)
+    else if (sh.type == SHT_DYNSYM && !symtab) {
+      symtab = 1;
       r = (exported = cg__elf_exports(&e, &sh, "curl_easy_perform")) < 0 ? -1 : 0;
-    else if (sh.type == SHT_DYNAMIC && !dynamic)
+    } else if (sh.type == SHT_DYNAMIC && !dynamic)
       r = (dynamic = cg__elf_soname(&e, &sh, soname, sizeof(soname)) == 0) ? 0 : -1;
     if (r != 0) {
       snprintf(why, len, "not a shared library (a truncated or damaged ELF file)");
@@ -425,7 +431,7 @@ static int cg__which(const char *cmd, char *out, size_t len) {
  * ELF file, 1 for a "#!" script (its interpreter path in `interp`), -1 otherwise. */
 static int cg__inspect(const char *path, char *interp, size_t len) {
   unsigned char buf[4096];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: no wait for a writer */
   ssize_t n;
   Elf64_Ehdr eh;
   int i;

@@ -446,6 +446,43 @@ class CliRunTest(CurlTestCase):
                 self.assertEqual([r["attempt"] for r in self.records()], [1, 2])
 
 
+    def test_run_refuses_a_crafted_curlguard_lib_at_once(self):
+        """Reading CURLGUARD_LIB ends quickly whatever the file says.  Before (helper-70):
+        65,535 section headers all naming one 2 MiB .dynsym without curl_easy_perform
+        made run read and search that table 65,535 times (about 110 s on one CPU), and a
+        FIFO named as the library (or as the command) blocked run in open(2) forever."""
+        data = bytearray(harness.LIB.read_bytes())
+        body = data + bytes(max(0, (2 << 20) - len(data)))     # the library, zero-padded
+        n, count = len(body) // 24 * 24, 65535
+        sh = bytearray(64 * count)
+        struct.pack_into("<IIQQQQIIQQ", sh, 64, 0, 3, 0, 0, 0, len(body), 0, 0, 1, 0)
+        for i in range(2, count):                              # .dynsym: the whole file
+            struct.pack_into("<IIQQQQIIQQ", sh, 64 * i, 0, 11, 0, 0, 0, n, 1, 0, 8, 24)
+        struct.pack_into("<Q", body, 0x28, len(body))          # e_shoff
+        struct.pack_into("<HH", body, 0x3c, count, 0)          # e_shnum, e_shstrndx
+        many = self.tmp / "many-dynsym.so"
+        many.write_bytes(body + sh)
+        fifo = self.tmp / "fifo.so"
+        os.mkfifo(fifo)
+        os.chmod(fifo, 0o755)
+        marker = self.tmp / "ran"
+        for lib, cmd, why in (
+                (many, ["/bin/sh", "-c", f'touch "{marker}"'],
+                 rb"cannot preload .*exports no curl_easy_perform"),
+                (fifo, ["/bin/sh", "-c", f'touch "{marker}"'],
+                 rb"cannot preload .*not a regular file"),
+                (harness.LIB, [str(fifo)], rb"cannot run .*Permission denied")):
+            with self.subTest(lib=lib, cmd=cmd):
+                start = time.monotonic()
+                p = harness.run([harness.CLI, "run", "--", *cmd],
+                                harness.plain_env(CURLGUARD_LIB=str(lib)), timeout=30)
+                self.assertLess(time.monotonic() - start, 10)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertRegex(p.stderr, rb"^curlguard: run: " + why)
+                self.assertFalse(marker.exists(), "the command ran")
+
+
 class ParallelTest(CurlTestCase):
     def test_eight_parallel_curls(self):
         n = 8
