@@ -740,6 +740,21 @@ int cg_cli_run(int argc, char **argv) {
                    "../lib/curlguard/ (set CURLGUARD_LIB)");
     return CG_EXIT_ERROR;
   }
+  if (lib[0] != '/') {
+    /* A relative CURLGUARD_LIB is looked up by ld.so from the directory each process
+     * starts in: a command that changes directory (sh -c 'cd /srv && curl ...') ran
+     * unguarded (helper-70), and a bare file name is searched for in the system's
+     * library directories, not here.  Kept relative only when the current directory's
+     * path holds a space or a colon, which LD_PRELOAD cannot carry (checked below). */
+    char cwd[PATH_MAX], abs[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) && !strpbrk(cwd, " :\t\n")) {
+      if ((size_t) snprintf(abs, sizeof(abs), "%s/%s", cwd, lib) < sizeof(abs))
+        memcpy(lib, abs, sizeof(lib));
+    } else if (!strchr(lib, '/') &&
+               (size_t) snprintf(abs, sizeof(abs), "./%s", lib) < sizeof(abs)) {
+      memcpy(lib, abs, sizeof(lib));
+    }
+  }
   if (cg__is_guard_lib(lib, why, sizeof(why)) != 0) {
     /* ld.so would print its own errors, or none, and run the command unguarded */
     cg_cli_error("run: cannot preload %s: %s", lib, why);

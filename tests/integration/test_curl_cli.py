@@ -482,6 +482,29 @@ class CliRunTest(CurlTestCase):
                 self.assertRegex(p.stderr, rb"^curlguard: run: " + why)
                 self.assertFalse(marker.exists(), "the command ran")
 
+    def test_run_makes_a_relative_curlguard_lib_absolute(self):
+        """A relative CURLGUARD_LIB reaches a command that changes directory.  Before
+        (helper-70), LD_PRELOAD got the relative path, ld.so looked it up again from the
+        new directory (a bare file name: in the system's library directories), said
+        "cannot be preloaded ... ignored" and the curl ran unguarded: a 503, no record."""
+        env = harness.plain_env(CURLGUARD_LOG=str(self.log), CURLGUARD_STATE=str(self.state),
+                                **FAST)
+        if harness.SAN_PRELOAD:
+            env["LD_PRELOAD"] = harness.SAN_PRELOAD
+        lib = harness.LIB.resolve()
+        for where, rel in ((lib.parent.parent, f"{lib.parent.name}/{lib.name}"),
+                           (lib.parent, lib.name)):    # a bare name: ld.so searched /usr/lib
+            with self.subTest(rel=rel):
+                self.log.unlink(missing_ok=True)
+                url = self.mock.url(CHAT, plan=["503:ra=0", OK])
+                script = (f'cd "{where}" && CURLGUARD_LIB="{rel}" exec "{harness.CLI}" run '
+                          f'-- /bin/sh -c \'cd / && exec "$0" -sS "$1"\' "{harness.CURL}" '
+                          f'"{url}"')
+                p = harness.run(["/bin/sh", "-c", script], env, timeout=30)
+                self.assertEqual((p.returncode, p.stdout), (0, FIXED.encode()), p.stderr)
+                self.assertNotIn(b"cannot be preloaded", p.stderr)
+                self.assertEqual([r["attempt"] for r in self.records()], [1, 2])
+
 
 class ParallelTest(CurlTestCase):
     def test_eight_parallel_curls(self):
