@@ -124,51 +124,50 @@ static int cg__blank(const char *s, size_t len) {
   return 1;
 }
 
-/* Count the models of the records in `f`: 0, or -1 after the message.  A line is what
- * the report takes for one (cg_report_line): blank lines are skipped, a line that is
- * not a whole record (cut mid-write, a key missing or of the wrong type, over
- * CG_REPORT_LINE_MAX bytes, not a usage record at all) is malformed and its "model"
- * is not counted, however readable. */
-static int cg__read_log(FILE *f, const char *name, struct cg__models *m, struct cg__tally *t) {
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  int rc = 0;
+struct cg__count_ctx {
+  struct cg__models *m;
+  struct cg__tally *t;
+  int oom;
+};
 
-  errno = 0;
-  while ((len = getline(&line, &cap, f)) >= 0) {
-    struct cg_rrec x;
-    if (len > 0 && line[len - 1] == '\n')
-      len--;
-    if (cg__blank(line, (size_t) len)) {
-      errno = 0;
-      continue;
-    }
-    t->lines++;
-    if (len > CG_REPORT_LINE_MAX || cg_rrec_parse(line, (size_t) len, &x) != CG_RBAD_NONE) {
-      t->malformed++;
-      errno = 0;
-      continue;
-    }
-    t->records++;
-    if (x.model && x.model[0]) {
-      if (cg__models_add(m, x.model) != 0) {
-        cg_cli_error("prices: out of memory");
-        rc = -1;
-      }
-      t->modelled++;
-    }
-    cg_rrec_release(&x);
-    if (rc)
-      break;
-    errno = 0;
+/* cg_report_read_lines's callback: one line as the report takes it (cg_report_line):
+ * blank lines are skipped, a line that is not a whole record (cut mid-write, a key
+ * missing or of the wrong type, over CG_REPORT_LINE_MAX bytes: `line` NULL, not a usage
+ * record at all) is malformed and its "model" is not counted, however readable. */
+static void cg__count_line(void *arg, const char *line, size_t len) {
+  struct cg__count_ctx *c = arg;
+  struct cg_rrec x;
+
+  if (line && cg__blank(line, len))
+    return;
+  c->t->lines++;
+  if (!line || len > CG_REPORT_LINE_MAX || cg_rrec_parse(line, len, &x) != CG_RBAD_NONE) {
+    c->t->malformed++;
+    return;
   }
-  if (!rc && ferror(f)) {
-    cg_cli_error("prices: %s: %s", name, strerror(errno ? errno : EIO));
-    rc = -1;
+  c->t->records++;
+  if (x.model && x.model[0]) {
+    if (!c->oom && cg__models_add(c->m, x.model) != 0)
+      c->oom = 1;
+    c->t->modelled++;
   }
-  free(line);
-  return rc;
+  cg_rrec_release(&x);
+}
+
+/* Count the models of the records in `f`, read as the report reads a log (its reader:
+ * memory does not grow with a line's length): 0, or -1 after the message. */
+static int cg__read_log(FILE *f, const char *name, struct cg__models *m, struct cg__tally *t) {
+  struct cg__count_ctx c = {m, t, 0};
+
+  if (cg_report_read_lines(fileno(f), cg__count_line, &c) != 0) {
+    cg_cli_error("prices: %s: %s", name, strerror(errno));
+    return -1;
+  }
+  if (c.oom) {
+    cg_cli_error("prices: out of memory");
+    return -1;
+  }
+  return 0;
 }
 
 /* The shipped table beside this program, or NULL. */

@@ -575,7 +575,20 @@ static void cg__too_long(struct cg_report *r) {
   cg__bad(r, CG_RBAD_LONG);
 }
 
+/* cg_report_read_lines's callback for the report: a line, or a too-long one (NULL). */
+static void cg__report_line(void *arg, const char *line, size_t len) {
+  if (line)
+    cg_report_line(arg, line, len);
+  else
+    cg__too_long(arg);
+}
+
 int cg_report_read_fd(struct cg_report *r, int fd) {
+  return cg_report_read_lines(fd, cg__report_line, r);
+}
+
+int cg_report_read_lines(int fd, void (*line)(void *arg, const char *s, size_t len),
+                         void *arg) {
   char *buf = malloc(CG_READ_BUF);
   size_t have = 0;
   int skipping = 0, rc = 0;
@@ -596,13 +609,13 @@ int cg_report_read_fd(struct cg_report *r, int fd) {
     end = buf + have + n;
     while ((nl = memchr(p, '\n', (size_t) (end - p)))) {
       if (!skipping)
-        cg_report_line(r, p, (size_t) (nl - p));
+        line(arg, p, (size_t) (nl - p));
       skipping = 0; /* the tail of an over-long line ends here */
       p = nl + 1;
     }
     have = (size_t) (end - p);
     if (!skipping && have > CG_REPORT_LINE_MAX) {
-      cg__too_long(r);
+      line(arg, NULL, 0);
       skipping = 1;
     }
     if (skipping)
@@ -611,7 +624,7 @@ int cg_report_read_fd(struct cg_report *r, int fd) {
       memmove(buf, p, have);
   }
   if (have && !skipping)
-    cg_report_line(r, buf, have); /* a last line without a newline */
+    line(arg, buf, have); /* a last line without a newline */
   free(buf);
   return rc;
 }

@@ -150,6 +150,14 @@ enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len);
  * set; what was read is accounted). */
 int cg_report_read_fd(struct cg_report *r, int fd);
 
+/* cg_report_read_fd's reader, for any counter of the same lines (prices check): calls
+ * `line(arg, s, len)` for each line of `fd` without its newline (the last one also when
+ * none ends it) and `line(arg, NULL, 0)` once for a line over CG_REPORT_LINE_MAX bytes,
+ * whose bytes are skipped; memory is 2 MiB whatever the input.  0 at end of input, -1
+ * on a read error (errno set). */
+int cg_report_read_lines(int fd, void (*line)(void *arg, const char *s, size_t len),
+                         void *arg);
+
 /* After the last line: unfinished calls and the window alerts (sorts minute[]; no
  * line may be added afterwards).  Idempotent. */
 void cg_report_finish(struct cg_report *r);

@@ -6,6 +6,7 @@ has that the table cannot price."""
 
 import fnmatch
 import json
+import os
 import re
 import subprocess
 import unittest
@@ -231,6 +232,32 @@ class PricesTest(harness.GuardTestCase):
                       f"{rep['malformed']['total']} malformed lines skipped", err)
         self.assertEqual((rep["records"], rep["malformed"]["total"]), (len(lines) + 3, 5))
         self.assertIn("is " + str(log) + " again: read once", err)
+
+    def test_prices_check_reads_a_huge_line_in_bounded_memory(self):
+        """prices check reads the logs through the report's reader: a line over the
+        limit is skipped, not held.  Before (helper-70), getline held each line whole:
+        a 300 MiB line cost 309 MB of memory (report: 4 MB), and under a 64 MiB
+        address-space limit getline failed on a 96 MiB line and the lines after it were
+        silently not read ("read 5 records from 5 lines" here, the report: 10 of 11)."""
+        if os.environ.get("CG_SANITIZE") == "1":
+            self.skipTest("ASan reserves far more address space than the limit")
+        recs = [whole("mystery-9")] * 3 + [whole("gpt-4o", cost_usd=0.1)] * 2
+        text = "".join(json.dumps(r) + "\n" for r in recs).encode()
+        log = self.tmp / "huge.jsonl"
+        log.write_bytes(text + b'{"model": "' + b"x" * (96 << 20) + b'"}\n' + text)
+        limited = ["/bin/sh", "-c", 'ulimit -v 65536 && exec "$0" "$@"', harness.CLI]
+        rep = harness.run(limited + ["report", "--json", str(log)], harness.plain_env(),
+                          timeout=60)
+        self.assertEqual(rep.returncode, 0, rep.stderr)
+        rep = json.loads(rep.stdout)
+        self.assertEqual((rep["records"], rep["lines"], rep["malformed"]["too_long"]),
+                         (10, 11, 1))
+        p = harness.run(limited + ["prices", "check", str(log)], harness.plain_env(),
+                        timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stdout.decode(), "mystery-9\t6\n")
+        self.assertIn("read 10 records from 11 lines, 1 malformed lines skipped",
+                      p.stderr.decode())
 
     def test_prices_check_counts_and_honours_curlguard_prices(self):
         log = self.tmp / "mixed.jsonl"
