@@ -144,7 +144,7 @@ void cg_report_source(struct cg_report *r, const char *name);
  * A record whose new group cannot be allocated still counts in the totals. */
 enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len);
 
-/* Read `fd` to its end, line by line through a 1 MiB buffer (memory does not depend on
+/* Read `fd` to its end, line by line through a 2 MiB buffer (memory does not depend on
  * the input); a line over CG_REPORT_LINE_MAX bytes is counted as too_long and skipped;
  * a last line without a newline counts.  0 at end of input, -1 on a read error (errno
  * set; what was read is accounted). */
