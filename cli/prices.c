@@ -117,31 +117,25 @@ struct cg__tally {
   size_t modelled;  /* records whose "model" is a non-empty string */
 };
 
-static int cg__blank(const char *s, size_t len) {
-  for (size_t i = 0; i < len; i++)
-    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
-      return 0;
-  return 1;
-}
-
 struct cg__count_ctx {
   struct cg__models *m;
   struct cg__tally *t;
   int oom;
 };
 
-/* cg_report_read_lines's callback: one line as the report takes it (cg_report_line):
+/* cg_report_read_lines's callback: one line as the report takes it (cg_report_take):
  * blank lines are skipped, a line that is not a whole record (cut mid-write, a key
  * missing or of the wrong type, over CG_REPORT_LINE_MAX bytes: `line` NULL, not a usage
  * record at all) is malformed and its "model" is not counted, however readable. */
 static void cg__count_line(void *arg, const char *line, size_t len) {
   struct cg__count_ctx *c = arg;
   struct cg_rrec x;
+  int why = cg_report_take(line, len, &x);
 
-  if (line && cg__blank(line, len))
+  if (why < 0)
     return;
   c->t->lines++;
-  if (!line || len > CG_REPORT_LINE_MAX || cg_rrec_parse(line, len, &x) != CG_RBAD_NONE) {
+  if (why != CG_RBAD_NONE) {
     c->t->malformed++;
     return;
   }

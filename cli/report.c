@@ -515,30 +515,33 @@ static void cg__bad(struct cg_report *r, enum cg_rbad why) {
   }
 }
 
-static int cg__blank(const char *s, size_t len) {
-  for (size_t i = 0; i < len; i++)
-    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
-      return 0;
-  return 1;
+int cg_report_take(const char *line, size_t len, struct cg_rrec *x) {
+  size_t i;
+
+  if (!line)
+    return CG_RBAD_LONG;
+  for (i = 0; i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'); i++)
+    ;
+  if (i == len)
+    return -1;
+  if (len > CG_REPORT_LINE_MAX)
+    return CG_RBAD_LONG;
+  return cg_rrec_parse(line, len, x);
 }
 
 enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len) {
   struct cg_rrec x;
-  enum cg_rbad why;
+  int why;
   long gi;
   size_t oc;
 
   r->source_line++;
-  if (cg__blank(line, len)) {
+  why = cg_report_take(line, len, &x);
+  if (why < 0) {
     r->blank++;
     return CG_RBAD_NONE;
   }
   r->lines++;
-  if (len > CG_REPORT_LINE_MAX) {
-    cg__bad(r, CG_RBAD_LONG);
-    return CG_RBAD_LONG;
-  }
-  why = cg_rrec_parse(line, len, &x);
   if (why != CG_RBAD_NONE) {
     cg__bad(r, why);
     return why;
@@ -568,19 +571,9 @@ enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len) {
   return CG_RBAD_NONE;
 }
 
-/* A line longer than the limit, found by the reader before it is whole. */
-static void cg__too_long(struct cg_report *r) {
-  r->source_line++;
-  r->lines++;
-  cg__bad(r, CG_RBAD_LONG);
-}
-
 /* cg_report_read_lines's callback for the report: a line, or a too-long one (NULL). */
 static void cg__report_line(void *arg, const char *line, size_t len) {
-  if (line)
-    cg_report_line(arg, line, len);
-  else
-    cg__too_long(arg);
+  cg_report_line(arg, line, len);
 }
 
 int cg_report_read_fd(struct cg_report *r, int fd) {

@@ -139,7 +139,16 @@ struct cg_report *cg_report_new(void);
  * resets the line number.  `name` must outlive the report. */
 void cg_report_source(struct cg_report *r, const char *name);
 
-/* Account one line of `len` bytes (without its newline).  Blank lines are ignored.
+/* How the report takes one line of `len` bytes (without its newline; `line` NULL: one
+ * over CG_REPORT_LINE_MAX that the reader skipped): -1 for a blank line (spaces, tabs and
+ * CRs only: not counted), else CG_RBAD_NONE with `*x` a whole record (the caller
+ * releases it, cg_rrec_release), or why the line is not one (CG_RBAD_LONG, or
+ * cg_rrec_parse's reason).  The one rule of what a record is, for every counter of usage
+ * lines (report, prices check). */
+int cg_report_take(const char *line, size_t len, struct cg_rrec *x);
+
+/* Account one line of `len` bytes (without its newline; NULL: a line over
+ * CG_REPORT_LINE_MAX the reader skipped, counted as too_long).  Blank lines are ignored.
  * Returns CG_RBAD_NONE for a record (or a blank line), else why the line was skipped.
  * A record whose new group cannot be allocated still counts in the totals. */
 enum cg_rbad cg_report_line(struct cg_report *r, const char *line, size_t len);
