@@ -125,9 +125,10 @@ class LearnedRateTest(harness.GuardTestCase):
         self.calls(url, 8, 6, env)
         low = self.stat()[harness.mock_pool(m.port)]["learned"]
         self.assertIsNotNone(low["last_cut_s"], low)       # it was cut by the 429s
-        # The rate at the last cut is near the provider's 120 rpm (the rate itself probes
-        # above it, up to twice the measured goodput, until the next 429).
-        self.assertLessEqual(low["w_max_rpm"], 200, low)
+        # The rate at the last cut is near the provider's 120 rpm: the rate itself probes
+        # above it, up to twice the measured goodput, until the next 429, so at most twice
+        # the limit (200 was too tight: 215.6 seen once in 7 runs of the suite, 2026-12-07).
+        self.assertLessEqual(low["w_max_rpm"], 240, low)
         self.assertGreaterEqual(low["w_max_rpm"], 50, low)
         self.assertGreaterEqual(low["rpm"], 15, low)        # never under the floor
         m.post("/__limit?rpm=1200")
