@@ -266,13 +266,14 @@ cg__sh_report_far(struct cg_admission *ad, int failed, int probe, int64_t floor_
   }
 }
 
+/* `now`: the caller's cg_state_now(), or 0 (read when needed). */
 static CG__STEP void cg__sh_report(struct cg_admission *ad, int failed, int probe,
-                                   int64_t floor_ns, int64_t start_ns) {
+                                   int64_t floor_ns, int64_t start_ns, int64_t now) {
   if (ad->sh.ops != &cg_shared_mmap || CG_RARE(probe == 2)) /* Redis, or an early probe */
     cg__sh_report_far(ad, failed, probe, floor_ns, start_ns);
   else
     cg_shared_file_report(ad->state, ad->pool_index, ad->pool, failed, probe, floor_ns,
-                          start_ns);
+                          start_ns, now);
 }
 
 #define CG_EARLY_MIN_MS 300 /* an early probe leaves its attempt at least this long */
@@ -476,16 +477,20 @@ static void cg__windows(const struct cg_admission *ad, int64_t brk_ns, int64_t b
 
 /* The pool's index in the state file, claimed on first use (-1: no room, or no file).
  * Looked up once a call: a call that found no room (pool_index -2) does not look again
- * at each step. */
-static int cg__pool(struct cg_admission *ad) {
+ * at each step.  `*slow` is set to 1 when the lookup may have taken time (a wait in the
+ * limiter's lookup, the file re-made, Redis configured: a connect tried), so that a clock
+ * reading made before it no longer holds (issue 16); else left as it is. */
+static int cg__pool_at(struct cg_admission *ad, int *slow) {
   if (!ad->state)
     return -1;
   if (ad->pool_index == -1) {
     const struct cg_pool_cfg *pc = ad->pool;
     uint64_t h = pc->name_hash ? pc->name_hash : cg_limiter_name_hash(pc->name);
-    ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
+    int s;
+    ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim, &s);
     if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) /* garbage, re-made */
-      ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim);
+      ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim, &s);
+    *slow |= s;
     if (CG_RARE(ad->pool_index < 0)) {
       ad->pool_index = -2;
       cg_warn_once("pools-full", "the state file has no room for pool %s (all %d pools "
@@ -498,9 +503,16 @@ static int cg__pool(struct cg_admission *ad) {
     cg_limiter_learn_start(ad->state, ad->pool_index, &ad->pool->lim);
     CG__WITHIN(ad); /* a connect (and its set-up) fits the call's deadline */
     ad->sh.ops = cg_shared_redis_ready() ? &cg_shared_redis : &cg_shared_mmap;
+    *slow |= cg_shared_redis_configured();
     CG__WITHIN_END();
   }
   return ad->pool_index < 0 ? -1 : ad->pool_index;
+}
+
+/* cg__pool_at for a caller with no clock reading to keep. */
+static int cg__pool(struct cg_admission *ad) {
+  int slow = 0;
+  return cg__pool_at(ad, &slow);
 }
 
 /* Run the host's progress callback once, outside any region.  1: the host aborted. */
@@ -677,31 +689,42 @@ static int64_t cg__wait_room_ms(const struct cg_admission *ad, int64_t deadline_
   return left < 0 && ad->first_attempt && now_ms < deadline_ms ? 0 : left;
 }
 
+/* `*nowp`: as cg_admission_gate_at's. */
 static enum cg_gate cg__gate(struct cg_admission *ad, int attempt, int host_repeat,
-                             int64_t deadline_ms, int64_t *next_probe_ms) {
-  int p;
-  int64_t now;
+                             int64_t deadline_ms, int64_t *next_probe_ms, int64_t *nowp) {
+  int p, slow = 0, file;
+  int64_t now, t0;
+  enum cg_gate r;
 
   ad->first_attempt = attempt == 1;
-  p = cg__pool(ad);
+  p = cg__pool_at(ad, &slow);
 
   *next_probe_ms = 0;
-  if (p < 0)
+  if (p < 0) {
+    if (slow)
+      *nowp = 0;
     return CG_GATE_GO;
-  now = cg_state_now();
-  {
-    enum cg_gate b = cg__breaker_gate(ad, p, &now, deadline_ms, next_probe_ms, 1);
-    if (b != CG_GATE_GO)
-      return b;
   }
-  if (attempt != 1) {
-    cg_limiter_pool_touch(ad->state, p); /* used until the call's last attempt */
-    return CG_GATE_GO; /* the guard's own retry was granted when it was decided */
+  /* The caller's reading, unless the lookup may have taken time (issue 16: a clock read
+   * less a call).  On the file, no step below takes time unless it waits, which reads
+   * the clock again (cg__breaker_refused, cg__ramp_wait). */
+  file = ad->sh.ops == &cg_shared_mmap;
+  now = t0 = *nowp > 0 && !slow ? *nowp : cg_state_now();
+  r = cg__breaker_gate(ad, p, &now, deadline_ms, next_probe_ms, 1);
+  if (r == CG_GATE_GO) {
+    if (attempt != 1)
+      cg_limiter_pool_touch(ad->state, p); /* used until the call's last attempt; the guard's
+                                            * own retry was granted when it was decided */
+    else if (CG_RARE(host_repeat))
+      r = cg__gate_repeat(ad, deadline_ms, now);
+    else
+      cg__sh_bfirst(ad, now);
   }
-  if (CG_RARE(host_repeat))
-    return cg__gate_repeat(ad, deadline_ms, now);
-  cg__sh_bfirst(ad, now);
-  return CG_GATE_GO;
+  /* Still the instant of the gate's end only when nothing waited (the breaker's park or
+   * slow start read the clock anew, and ran the host's callback) and no step was a Redis
+   * round trip. */
+  *nowp = file && now == t0 ? now : 0;
+  return r;
 }
 
 /* The budget's part of cg__gate for a host's repeat of a failed call (repeat.h): take a
@@ -741,8 +764,9 @@ static int cg__probing(const struct cg_admission *ad) {
   return p >= 0 && cg__sh_bstate((struct cg_admission *) ad) == CG_BREAKER_HALF_OPEN;
 }
 
+/* `now`: as cg_admission_result_at's. */
 static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
-                       int hinted, int defer, int64_t hint_ms) {
+                       int hinted, int defer, int64_t hint_ms, int64_t now) {
   int p = ad->state ? ad->pool_index : -1;
   if (p < 0)
     return;
@@ -760,7 +784,7 @@ static void cg__result(struct cg_admission *ad, enum cg_outcome o, long status,
       cg_breaker_note_slow(ad->state, p, 2 * ad->last_attempt_ms);
     if (!(defer && counts == 1 && !ad->probe))
       cg__sh_report(ad, counts, ad->probe, floor_ms > 0 ? floor_ms * 1000000 : 0,
-                    ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now());
+                    ad->attempt_start_ns > 0 ? ad->attempt_start_ns : cg_state_now(), now);
   }
   ad->probe = 0;
   /* Not a retry (granted_ns 0, the common call): both back ends refund nothing. */
@@ -1029,19 +1053,27 @@ cg__enter_paced(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
   return 0;
 }
 
+/* `*nowp`: as cg_admission_enter_at's. */
 static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
-                     void *wait_arg, int64_t *wait_ms) {
+                     void *wait_arg, int64_t *wait_ms, int64_t *nowp) {
   const struct cg_limits *lim = &ad->pool->lim;
   struct cg_state *st = ad->state;
-  int64_t now = cg_state_now(), wait_ns = 0, left_ms, waited_ns, now2, hold, w;
-  int slot = -2, r;
+  int64_t now, wait_ns = 0, left_ms, waited_ns = 0, now2, hold, w;
+  int slot = -2, r, slow = 0, file;
 
   ad->queue_ms = 0;
   *wait_ms = 0;
-  if (cg__pool(ad) < 0)
+  if (cg__pool_at(ad, &slow) < 0) {
+    if (slow)
+      *nowp = 0;
     return -2;
+  }
+  /* The caller's reading when nothing took time since (issue 16: a clock read less). */
+  now = *nowp > 0 && !slow ? *nowp : cg_state_now();
+  *nowp = 0; /* until the end below: a refusal's return vouches for no instant */
   /* A Redis step takes a round trip: as good as a wait for cg_admission_recheck. */
-  ad->waited = ad->sh.ops != &cg_shared_mmap;
+  file = ad->sh.ops == &cg_shared_mmap;
+  ad->waited = !file;
   left_ms = cg__wait_room_ms(ad, deadline_ms, now / 1000000); /* now: CLOCK_MONOTONIC too */
   /* A pool held by a server's hint waits no longer than such a hint may ask of the
    * process that got it (max_retry_after): longer means give up now. */
@@ -1061,7 +1093,7 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
   /* The first round of the wait for a 429 hold or the learned rate (cg__enter_paced).
    * Nothing waited yet, and the reserve was the file's (µs, not a Redis round trip):
    * `now` still is (a read of the clock saved per call). */
-  now2 = wait_ns <= 0 && ad->sh.ops == &cg_shared_mmap ? now : cg_state_now();
+  now2 = wait_ns <= 0 && file ? now : cg_state_now();
   hold = cg__held_until(ad, now2) - now2;
   w = hold > 0 ? hold : cg__sh_learn_take(ad, now2);
   if (CG_RARE(w > 0) &&
@@ -1083,16 +1115,21 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
     }
   }
   cg_limiter_count(st, ad->pool_index, CG_CNT_ADMITTED);
-  ad->sent_ns = cg_state_now();
+  /* Nothing waited and no round trip (on the file, the reserve, the hold's look and the
+   * in-flight slot taken without a wait are microseconds): the admission's end is still
+   * `now` (issue 16: a clock read less a call). */
+  ad->sent_ns = file && wait_ns <= 0 && w <= 0 && waited_ns <= 0 ? now : cg_state_now();
+  *nowp = ad->sent_ns;
   return slot;
 }
 
-static void cg__adapt(struct cg_admission *ad, int throttle, int answered) {
+/* `now`: as cg_admission_adapt_at's. */
+static void cg__adapt(struct cg_admission *ad, int throttle, int answered, int64_t now) {
   int p = ad->state ? ad->pool_index : -1;
-  int64_t now;
   if (p < 0 || !ad->pool->lim.adaptive)
     return;
-  now = cg_state_now();
+  if (now <= 0)
+    now = cg_state_now();
   /* A 429 of one limit key among several (or a key's first) cuts nothing: the provider
    * answered, and the limit that refused was not the pool's (limiter.h
    * cg_limiter_learn_key); an answer as any other, it lets the slow start grow. */
@@ -1186,19 +1223,25 @@ static void cg__leave(struct cg_admission *ad, int slot) {
 
 /* ---- the entry points: each one a guarded region ---- */
 
-enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
-                               int64_t deadline_ms, int64_t *next_probe_ms) {
+enum cg_gate cg_admission_gate_at(struct cg_admission *ad, int attempt, int host_repeat,
+                                  int64_t deadline_ms, int64_t *next_probe_ms, int64_t *nowp) {
   enum cg_gate r;
   if (!ad->state) { /* as cg__gate without a pool */
     *next_probe_ms = 0;
     return CG_GATE_GO;
   }
   {
-    CG_GUARDED(ad, *next_probe_ms = 0; return CG_GATE_GO);
-    r = cg__gate(ad, attempt, host_repeat, deadline_ms, next_probe_ms);
+    CG_GUARDED(ad, *next_probe_ms = 0; *nowp = 0; return CG_GATE_GO);
+    r = cg__gate(ad, attempt, host_repeat, deadline_ms, next_probe_ms, nowp);
     CG_UNGUARD();
   }
   return r;
+}
+
+enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
+                               int64_t deadline_ms, int64_t *next_probe_ms) {
+  int64_t now = 0;
+  return cg_admission_gate_at(ad, attempt, host_repeat, deadline_ms, next_probe_ms, &now);
 }
 
 enum cg_gate cg_admission_recheck(struct cg_admission *ad, int64_t deadline_ms,
@@ -1291,15 +1334,27 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
   cg_admission_result2(ad, o, status, hinted, 0, -1);
 }
 
-void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
-                          int hinted, int defer, int64_t hint_ms) {
+/* cg_admission_result_at's region, out of line as cg__finish_guarded (inline, gcc's
+ * -Wclobbered took `now` for a register live across the sigsetjmp). */
+static __attribute__((noinline)) void cg__result_guarded(struct cg_admission *ad,
+                                                         enum cg_outcome o, long status,
+                                                         int hinted, int defer,
+                                                         int64_t hint_ms, int64_t now) {
+  CG_GUARDED(ad, return);
+  cg__result(ad, o, status, hinted, defer, hint_ms, now);
+  CG_UNGUARD();
+}
+
+void cg_admission_result_at(struct cg_admission *ad, enum cg_outcome o, long status,
+                            int hinted, int defer, int64_t hint_ms, int64_t now) {
   if (!ad->state)
     return;
-  {
-    CG_GUARDED(ad, return);
-    cg__result(ad, o, status, hinted, defer, hint_ms);
-    CG_UNGUARD();
-  }
+  cg__result_guarded(ad, o, status, hinted, defer, hint_ms, now);
+}
+
+void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
+                          int hinted, int defer, int64_t hint_ms) {
+  cg_admission_result_at(ad, o, status, hinted, defer, hint_ms, 0);
 }
 
 const char *cg_admission_retry(struct cg_admission *ad, int64_t need_ms, int64_t sleep_ms,
@@ -1346,8 +1401,8 @@ void cg_admission_finish(struct cg_admission *ad) {
   cg__finish_guarded(ad);
 }
 
-int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
-                       void *wait_arg, int64_t *wait_ms) {
+int cg_admission_enter_at(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                          void *wait_arg, int64_t *wait_ms, int64_t *nowp) {
   int r;
   if (!ad->state) {
     ad->queue_ms = 0;
@@ -1356,11 +1411,17 @@ int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn 
   }
   {
     /* A fault after the wait began keeps the time already waited in queue_ms. */
-    CG_GUARDED(ad, *wait_ms = 0; return -2);
-    r = cg__enter(ad, deadline_ms, wait, wait_arg, wait_ms);
+    CG_GUARDED(ad, *wait_ms = 0; *nowp = 0; return -2);
+    r = cg__enter(ad, deadline_ms, wait, wait_arg, wait_ms, nowp);
     CG_UNGUARD();
   }
   return r;
+}
+
+int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                       void *wait_arg, int64_t *wait_ms) {
+  int64_t now = 0;
+  return cg_admission_enter_at(ad, deadline_ms, wait, wait_arg, wait_ms, &now);
 }
 
 /* cg_admission_learn's region, out of line as cg__finish_guarded. */
@@ -1386,14 +1447,27 @@ void cg_admission_learn(struct cg_admission *ad, const struct cg_hints *hints, l
   cg__learn_guarded(ad, hints, status, sleep_ms, getdate);
 }
 
-void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered) {
+/* cg_admission_adapt_at's region, out of line as cg__result_guarded. */
+static __attribute__((noinline)) void cg__adapt_guarded(struct cg_admission *ad, int throttle,
+                                                        int answered, int64_t now) {
+  CG_GUARDED(ad, return);
+  cg__adapt(ad, throttle, answered, now);
+  CG_UNGUARD();
+}
+
+void cg_admission_adapt_at(struct cg_admission *ad, int throttle, int answered,
+                           int64_t now) {
   if (!ad->state)
     return;
-  {
-    CG_GUARDED(ad, return);
-    cg__adapt(ad, throttle, answered);
-    CG_UNGUARD();
-  }
+  cg__adapt_guarded(ad, throttle, answered, now);
+}
+
+void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered) {
+  cg_admission_adapt_at(ad, throttle, answered, 0);
+}
+
+int cg_admission_far(const struct cg_admission *ad) {
+  return ad->sh.ops == &cg_shared_redis;
 }
 
 /* cg_admission_leave's region, out of line as cg__finish_guarded. */

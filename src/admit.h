@@ -130,6 +130,13 @@ enum cg_gate {
 enum cg_gate cg_admission_gate(struct cg_admission *ad, int attempt, int host_repeat,
                                int64_t deadline_ms, int64_t *next_probe_ms);
 
+/* cg_admission_gate with the caller's clock reading: `*nowp` a cg_state_now() the caller
+ * made with nothing that takes time since (0: none, the gate reads the clock); on return
+ * the reading of the gate's end when nothing took time in it (no wait, no Redis round
+ * trip), else 0.  Issue 16: one reading from the admission's start to the send. */
+enum cg_gate cg_admission_gate_at(struct cg_admission *ad, int attempt, int host_repeat,
+                                  int64_t deadline_ms, int64_t *next_probe_ms, int64_t *nowp);
+
 /* Right before the attempt goes out, after cg_admission_enter's wait (a queued call, or
  * a retry after its backoff): ask the breaker again, so calls that queued while it opened
  * fail fast instead of reaching a provider already known to be down.  Same answers as
@@ -176,6 +183,11 @@ void cg_admission_result(struct cg_admission *ad, enum cg_outcome o, long status
 void cg_admission_result2(struct cg_admission *ad, enum cg_outcome o, long status,
                           int hinted, int defer, int64_t hint_ms);
 
+/* cg_admission_result2 with the caller's cg_state_now() `now` (0: none, read here), made
+ * with nothing that takes time since: the attempt's end (issue 16). */
+void cg_admission_result_at(struct cg_admission *ad, enum cg_outcome o, long status,
+                            int hinted, int defer, int64_t hint_ms, int64_t now);
+
 /* Sleep `ms` for the limiter; non-zero when the host aborted the wait. */
 typedef int (*cg_wait_fn)(void *arg, int64_t ms);
 
@@ -205,12 +217,26 @@ void cg_admission_finish(struct cg_admission *ad);
 int cg_admission_enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
                        void *wait_arg, int64_t *wait_ms);
 
+/* cg_admission_enter with the caller's clock reading `*nowp` (as cg_admission_gate_at's);
+ * on an admission (a slot or -2 with a pool) `*nowp` is `sent_ns`, the admission's end,
+ * else 0 (no state file: left as it is). */
+int cg_admission_enter_at(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wait,
+                          void *wait_arg, int64_t *wait_ms, int64_t *nowp);
+
 /* Teach the pool's learned rate (limiter.h) the attempt's answer: `throttle` (529, 503
  * with a Retry-After above 0, an overloaded_error event; CG_THROTTLE_429 for a 429, which
  * may be one limit key's among several: limiter.h cg_limiter_learn_key) lowers it once per
  * round; another answer that reached the provider (`answered`) raises it. */
 #define CG_THROTTLE_429 2
 void cg_admission_adapt(struct cg_admission *ad, int throttle, int answered);
+
+/* cg_admission_adapt with the caller's cg_state_now() `now`, as cg_admission_result_at. */
+void cg_admission_adapt_at(struct cg_admission *ad, int throttle, int answered,
+                           int64_t now);
+
+/* Whether the call's shared state is on Redis, where a step is a round trip (a reading
+ * of the clock made before one does not hold after it). */
+int cg_admission_far(const struct cg_admission *ad);
 
 /* Give back the slot cg_admission_enter returned (no-op for -2). */
 void cg_admission_leave(struct cg_admission *ad, int slot);

@@ -107,6 +107,12 @@ struct cg_call {
 
   /* The driver's place in the steps (engine.h). */
   int slot;                   /* the in-flight slot of the attempt under way, -2 none */
+  int64_t begin_ns;           /* easy driver: cg_engine_begin's reading (cg_state_now()),
+                               * the first admission's start (cg__admit); 0 none */
+  int64_t end_ns;             /* the attempt's end (cg_state_now(), cg__attempt_end) when
+                               * no Redis step came since, for cg__after; 0 none */
+  int64_t go_ns;              /* easy driver: the admission's end (cg_state_now()) when
+                               * nothing took time since, for cg__attempt_start; 0 none */
   int nb_started;             /* nb (below) is under way for call->attempt */
   int64_t nb_tick_ms;         /* nb: when the host's progress callback last ran during the
                                * attempt's admission (cg__admit_nb), 0: not yet */
@@ -266,7 +272,9 @@ static int cg__body_replayable(const struct cg_call *call, const struct cg_attem
 }
 
 /* Rewind the body for the next attempt, as libcurl rewinds for a resend
- * (lib/transfer.c Curl_readrewind).  Returns 0 on success. */
+ * (lib/transfer.c Curl_readrewind).  Returns 0 on success.  The host's seek callback, or
+ * a seek of its FILE (its lock), may take time: the attempt's end read (call->end_ns) is
+ * no longer now after it. */
 static int cg__rewind_body(struct cg_call *call, const struct cg_attempt *a) {
   struct cg_handle *h = call->h;
 
@@ -274,8 +282,10 @@ static int cg__rewind_body(struct cg_call *call, const struct cg_attempt *a) {
   case CG_BODY_READ_CB:
     if (a->read_bytes == 0)
       return 0;
+    call->end_ns = 0;
     return h->seek_fn && h->seek_fn(h->seek_data, 0, SEEK_SET) == CURL_SEEKFUNC_OK ? 0 : -1;
   case CG_BODY_READ_FILE:
+    call->end_ns = 0;
     return fseek((FILE *) h->read_data, call->file_start, SEEK_SET) == 0 ? 0 : -1;
   case CG_BODY_NONE:
   case CG_BODY_FIELDS:
@@ -745,7 +755,10 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   long timeout_ms, connect_ms;
   CURLcode rc;
 
-  call->admission.attempt_start_ns = cg_state_now();
+  /* The admission's end when nothing took time since (cg__admit; 0: the multi driver's
+   * admission, or a wait), else now. */
+  call->admission.attempt_start_ns = call->go_ns > 0 ? call->go_ns : cg_state_now();
+  call->go_ns = 0;
   cg_admission_sent(&call->admission); /* its reservation is spent: never given back */
   call->held |= call->admission.breaker_wait_ms > 0;
   /* An attempt sent as the breaker's half-open probe is the breaker's, not the call's: it
@@ -809,14 +822,21 @@ static CURLcode cg__attempt_end(struct cg_call *call, struct cg_attempt *a, CURL
   if (call->fallback_url[0])
     call->lib->easy_setopt(h->curl, CURLOPT_URL, h->url); /* the host's URL back */
   h->in_perform = 0;
-  call->last_attempt_ms = cg_mono_ms() - call->t_attempt_ms;
+  /* One reading for the attempt's end: its duration, the state file's check, and (the
+   * easy driver, cg__after) what the limiter and breaker learn of it, unless the shared
+   * state is on Redis, whose steps are round trips (issue 16: 3 clock reads a call). */
+  {
+    int64_t end = cg_state_now(); /* CLOCK_MONOTONIC, as cg_mono_ms() */
+    call->end_ns = cg_admission_far(&call->admission) ? 0 : end;
+    call->last_attempt_ms = end / 1000000 - call->t_attempt_ms;
+  }
   call->admission.last_attempt_ms = call->last_attempt_ms;
   /* The in-flight slot first: its word is written in a guarded region (a page cut away
    * faults harmlessly there).  Dropping the state before it would leave the slot counted
    * while this process lives, and every process of the pool waits for it. */
   cg_admission_leave(&call->admission, call->slot);
   call->slot = -2;
-  if (call->admission.state && !cg_state_intact(call->admission.state)) {
+  if (call->admission.state && !cg_state_intact_at(call->admission.state, call->end_ns)) {
     /* Truncated during the transfer: what it learned is not written (no SIGBUS). */
     cg_warn_once("state-truncated", "state file truncated during a request; this call "
                  "runs on without the shared limiter");
@@ -1098,25 +1118,36 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
   struct cg_handle *h = call->h;
   int round;
 
+  /* One reading from the admission's start to the send while nothing takes time: the
+   * first attempt's is cg_engine_begin's (the state file's check), the gate and the
+   * limiter hand it on (cg_admission_gate_at, 0 once something waited), and the
+   * attempt's start is its end (issue 16: 5 clock reads a call fewer). */
+  int64_t now = call->begin_ns > 0 ? call->begin_ns : cg_state_now();
+
+  call->begin_ns = 0; /* the first attempt's only: a retry's admission starts after its wait */
   call->admission.breaker_wait_ms = 0; /* this attempt's, as queue_ms */
-  call->admit_start_ns = cg_state_now();
-  for (round = 0; round < 4; round++) {
+  call->admit_start_ns = now;
+  call->go_ns = 0;
+  for (round = 0; round < 4; round++, now = 0) {
     int64_t wait_ms;
     enum cg_gate gate;
 
     call->admission.can_divert = !call->fallback_from && call->pool->fallback_url[0];
-    gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
-                                          call->deadline_ms, &wait_ms);
+    gate = cg_admission_gate_at(&call->admission, call->attempt, call->repeats > 0,
+                                call->deadline_ms, &wait_ms, &now);
     int s;
 
     if (gate == CG_GATE_CIRCUIT_OPEN && cg__divert(call) &&
-        !(call->admission.can_divert = 0))
-      gate = cg_admission_gate(&call->admission, call->attempt, call->repeats > 0,
-                               call->deadline_ms, &wait_ms);
+        !(call->admission.can_divert = 0)) {
+      now = 0; /* the diversion is no wait, but a record written */
+      gate = cg_admission_gate_at(&call->admission, call->attempt, call->repeats > 0,
+                                  call->deadline_ms, &wait_ms, &now);
+    }
     if (gate == CG_GATE_BUDGET) {
       /* A host repeat over the budget waits for it while the deadline allows. */
       int64_t waited;
       int w = cg_admission_repeat_wait(&call->admission, cg__wait_fn, call, &waited);
+      now = 0;
       if (w == -3)
         gate = CG_GATE_ABORTED;
       else if (w == 0)
@@ -1133,7 +1164,8 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
       *rc = cg__refused(call, gate, wait_ms);
       return 1;
     }
-    s = cg_admission_enter(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms);
+    s = cg_admission_enter_at(&call->admission, call->deadline_ms, cg__wait_fn, call, &wait_ms,
+                              &now);
     if (s == -3) {
       cg__local_record(call, CG_OUT_ABORTED_BY_HOST, CURLE_ABORTED_BY_CALLBACK,
                        "aborted_by_host");
@@ -1152,6 +1184,7 @@ static int cg__admit(struct cg_call *call, int *slot, CURLcode *rc) {
                : CG_GATE_GO;
     if (gate == CG_GATE_GO) {
       *slot = s;
+      call->go_ns = call->admission.waited ? 0 : now;
       return 0;
     }
     /* The breaker opened while this call waited: it does not go out. */
@@ -1283,6 +1316,7 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
       goto deliver;
   } else {
     int deferred;
+    int64_t now;
     cg__getinfo(call, a, &info);
     if (a->usage)
       cg_usage_finish(a->usage, &call->usage);
@@ -1291,19 +1325,24 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
                        call->lib->getdate);
     /* The learned rate: a throttle lowers it; any other answer, a 5xx too (the provider
      * kept up with the rate; failures are the breaker's), raises it. */
-    cg_admission_adapt(&call->admission,
-                       v.outcome == CG_OUT_HTTP && v.status == 429 ? CG_THROTTLE_429
-                       : (v.outcome == CG_OUT_HTTP &&
-                          (v.status == 529 || (v.status == 503 && call->hint_ms > 0))) ||
-                           v.outcome == CG_OUT_STREAM_ERROR,
-                       a->status > 0);
+    /* The attempt's end read (cg__attempt_end) is still now for the easy driver: since it
+     * only bookkeeping ran, on the file (0 after a host's seek callback, cg__rewind_body;
+     * the multi driver may judge later: it reads). */
+    now = nb ? 0 : call->end_ns;
+    call->end_ns = 0;
+    cg_admission_adapt_at(&call->admission,
+                          v.outcome == CG_OUT_HTTP && v.status == 429 ? CG_THROTTLE_429
+                          : (v.outcome == CG_OUT_HTTP &&
+                             (v.status == 529 || (v.status == 503 && call->hint_ms > 0))) ||
+                              v.outcome == CG_OUT_STREAM_ERROR,
+                          a->status > 0, now);
     /* Issue 12 item 6: a first attempt's failure that a retry may still fix is not told
      * to the breaker yet (a retry's failure, or a host's repeat's, is): it counts only if
      * the call ends with it. */
     deferred = out.decision == CG_RETRY && call->attempt == 1 && call->repeats == 0;
-    cg_admission_result2(&call->admission, v.outcome, v.status,
-                         v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
-                         deferred, call->hint_ms);
+    cg_admission_result_at(&call->admission, v.outcome, v.status,
+                           v.outcome == CG_OUT_HTTP && v.status == 429 && call->hint_ms >= 0,
+                           deferred, call->hint_ms, now);
     /* A call that used up its attempts while the breaker is open (this failure may have
      * opened it) is held over for the probe, as a call that came later is: the attempt
      * it then makes is the breaker's, not counted (cg__attempt_start), and the gate
@@ -1668,7 +1707,13 @@ struct cg_call *cg_engine_begin(struct cg_handle *h, int nb) {
   call->admission.key_fn = cg__limit_key;
   call->admission.key_arg = call;
   call->admission.max_retry_after_ms = cfg->max_retry_after_ms;
-  call->admission.state = cg_state_get(cfg->state_path);
+  {
+    /* One reading for the state file's check and (the easy driver) the admission's start:
+     * from here to cg__admit only assignments run (issue 16: a clock read less a call). */
+    int64_t now = cg_state_now();
+    call->admission.state = cg_state_get_at(cfg->state_path, &now);
+    call->begin_ns = nb ? 0 : now;
+  }
   call->admission.retry_slot = -1;
   call->admission.deadline_ms = call->deadline_ms;
   call->admission.tick = cg__tick_fn;

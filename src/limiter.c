@@ -73,7 +73,7 @@ static __attribute__((noinline, cold)) int cg__name_ready_soon(struct cg_state_p
 }
 
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim) {
-  return cg_limiter_pool_hashed(st, name, cg_limiter_name_hash(name), lim);
+  return cg_limiter_pool_hashed(st, name, cg_limiter_name_hash(name), lim, NULL);
 }
 
 /* Whether an in-flight slot names pool `p` once the slots of dead holders are taken
@@ -287,7 +287,7 @@ void cg_limiter_pool_touch(struct cg_state *st, int p) {
  * turned out to be another name's (claimed first by another) or is being given away. */
 static inline __attribute__((always_inline)) int
 cg__pool_found(struct cg_state *st, int i, uint64_t cur, const char *name, uint64_t h,
-               const struct cg_limits *lim) {
+               const struct cg_limits *lim, int *slow) {
   struct cg_state_pool *p = &st->pools[i];
   uint32_t mi;
 
@@ -304,7 +304,8 @@ cg__pool_found(struct cg_state *st, int i, uint64_t cur, const char *name, uint6
   if (CG_RARE(!cg__pool_stamp(p, h)))
     return -1;
   /* Published long ago (the common call): cg__name_ready_soon's first look, inline. */
-  if (CG_RARE(!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) && !cg__name_ready_soon(p)) {
+  if (CG_RARE(!__atomic_load_n(&p->name_ready, __ATOMIC_ACQUIRE)) &&
+      (*slow = 1, !cg__name_ready_soon(p))) {
     /* Claimed, but the name never published: a claimer that died between the two
      * steps, or a file cut short inside this pool (its hash kept, its name zeroed).
      * The same hash is the same name: writing it again changes no byte a reader of
@@ -326,9 +327,11 @@ cg__pool_found(struct cg_state *st, int i, uint64_t cur, const char *name, uint6
 }
 
 int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
-                           const struct cg_limits *lim) {
-  int i, round = 0, naps = 0, r;
+                           const struct cg_limits *lim, int *slowp) {
+  int i, round = 0, naps = 0, r, slow = 0;
 
+  if (slowp)
+    *slowp = 1; /* until a pool is found: a lookup that fails is the slow one */
   /* Bounded: a round follows a pool given to a name, claimed, or a race lost, a nap
    * another giver at work; at most CG__POOL_NAPS naps (50 ms) wait for givers, which
    * take microseconds unless descheduled (cg__pool_reuse). */
@@ -336,9 +339,12 @@ int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
     for (i = 0; i < CG_STATE_POOLS; i++) {
       uint64_t cur = cg__load(&st->pools[i].name_hash);
       if (cur == h || CG_RARE(cur == 0)) {
-        int found = cg__pool_found(st, i, cur, name, h, lim);
-        if (found >= 0)
+        int found = cg__pool_found(st, i, cur, name, h, lim, &slow);
+        if (found >= 0) {
+          if (slowp)
+            *slowp = slow | (round + naps > 0);
           return found;
+        }
       }
     }
     /* A table with no room may be garbage (state.c cg_state_words_ok): then no pool is

@@ -33,9 +33,12 @@
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim);
 
 /* cg_limiter_pool with the name's hash `hash` (cg_limiter_name_hash(name)) made
- * beforehand: a pool's config keeps it (config.h), so a call does not hash the name. */
+ * beforehand: a pool's config keeps it (config.h), so a call does not hash the name.
+ * `*slow` (when not NULL) is set to 1 when the lookup may have taken time (it waited for
+ * another claimer or giver, or gave a pool away), else 0: a clock reading made before it
+ * still holds after it only then (issue 16, admit.c cg__gate). */
 int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
-                           const struct cg_limits *lim);
+                           const struct cg_limits *lim, int *slow);
 
 /* Mark pool `p` as used now (its `used_ms`, at most once a second): a call's later
  * attempts and its waits for an open breaker, so that a pool is not given away under a

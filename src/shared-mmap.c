@@ -39,7 +39,7 @@ int cg_shared_file_report_early(struct cg_state *st, int p, const struct cg_pool
                                 int failed, int64_t floor_ns, int64_t start_ns,
                                 int64_t open_until) {
   if (failed == 0)
-    return cg_shared_file_report(st, p, cfg, 0, 1, 0, start_ns);
+    return cg_shared_file_report(st, p, cfg, 0, 1, 0, start_ns, 0);
   if (failed > 0 && floor_ns > 0) {
     /* The provider said when to come back: no probe before that (as a regular probe's
      * failure, breaker.c cg__report_probe), however early the cooldown it found ends. */
@@ -59,7 +59,8 @@ static int cg__m_report(struct cg_shared_pool *sp, int failed, int probe, int64_
     return cg_shared_file_report_early(sp->state, sp->p, sp->cfg, failed, floor_ns, start_ns,
                                        until);
   }
-  return cg_shared_file_report(sp->state, sp->p, sp->cfg, failed, probe, floor_ns, start_ns);
+  return cg_shared_file_report(sp->state, sp->p, sp->cfg, failed, probe, floor_ns, start_ns,
+                               0);
 }
 
 static int cg__m_early(struct cg_shared_pool *sp, int64_t probe_ns, int64_t now) {

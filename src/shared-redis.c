@@ -704,6 +704,10 @@ int cg_shared_redis_ready(void) {
   return cg__connect(&cg__tc) == 0;
 }
 
+int cg_shared_redis_configured(void) {
+  return cg__configured; /* set before cg__conf_once completed: read after it (shared.h) */
+}
+
 /* Read the replies of commands sent without waiting (they came back meanwhile: no wait
  * in practice; at most the timeout each).  0, or -1 (connection dropped). */
 static int cg__drain(struct cg__conn *t) {

@@ -197,8 +197,8 @@ static inline int cg_shared_file_admit(struct cg_state *st, int p,
 
 static inline int cg_shared_file_report(struct cg_state *st, int p,
                                         const struct cg_pool_cfg *cfg, int failed, int probe,
-                                        int64_t floor_ns, int64_t start_ns) {
-  int64_t now = cg_state_now();
+                                        int64_t floor_ns, int64_t start_ns, int64_t now) {
+  now = cg_shared_file_now(now);
   cg_breaker_report_at(st, p, &cfg->breaker, failed, probe, now, floor_ns,
                        start_ns > 0 ? start_ns : now);
   return 0;
@@ -251,6 +251,11 @@ int cg_redis_url_parse(const char *s, struct cg_redis_url *u);
  * off 100 ms doubling to 5 s before the next try, so a down server costs one timeout per
  * backoff, never a hang).  Says once per process per cause why it may not. */
 int cg_shared_redis_ready(void);
+
+/* Whether Redis is configured (a valid CURLGUARD_REDIS), so that cg_shared_redis_ready may
+ * have tried a connect, which takes time.  Valid only after a cg_shared_redis_ready() of
+ * the calling thread (issue 16: admit.c cg__pool, whether a clock reading still holds). */
+int cg_shared_redis_configured(void);
 
 /* The calling thread's next steps are a call's before its send, whose deadline is
  * `deadline_ms` (monotonic ms; 0: no call's, after its send): each round trip to Redis

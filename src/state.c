@@ -651,12 +651,14 @@ static int cg__long_enough(const struct cg_state *st) {
  * probe tells, and cg_state_get opens the file again. */
 static int cg__state_fstat_short;
 
-static int cg__long_enough_now(const struct cg_state *st) {
-  int64_t now, at;
+/* `now`: the caller's cg_state_now() (0: none, read here). */
+static int cg__long_enough_now(const struct cg_state *st, int64_t now) {
+  int64_t at;
   int ok;
 
   if (!__atomic_load_n(&cg__state_fstat_short, __ATOMIC_RELAXED)) {
-    now = cg_state_now();
+    if (now <= 0)
+      now = cg_state_now();
     at = __atomic_load_n(&cg__state_fstat_at, __ATOMIC_RELAXED);
     if (at != 0 && now >= at && now - at < CG_STATE_FSTAT_NS)
       return 1;
@@ -673,8 +675,8 @@ static int cg__long_enough_now(const struct cg_state *st) {
 /* Whether the mapping can be touched now: its file still backs every page of it
  * (truncating a mapped file turns every access past the new end into SIGBUS), it still
  * carries the magic, and fstat(2) says it is as long as the layout: on every call when
- * `full`, else as cg__long_enough_now does. */
-static int cg__usable(const struct cg_state *st, int full, int *short_file) {
+ * `full`, else as cg__long_enough_now does (at `now`, as there). */
+static int cg__usable(const struct cg_state *st, int full, int *short_file, int64_t now) {
   int magic_ok;
 
   *short_file = !cg__probe(st, &magic_ok);
@@ -689,17 +691,21 @@ static int cg__usable(const struct cg_state *st, int full, int *short_file) {
       __atomic_store_n(&cg__state_fstat_short, *short_file, __ATOMIC_RELAXED);
       return le == 1 && magic_ok;
     } else if (!full) {
-      *short_file = !cg__long_enough_now(st);
+      *short_file = !cg__long_enough_now(st, now);
     }
   }
   return !*short_file && magic_ok;
 }
 
-int cg_state_intact(const struct cg_state *st) {
+int cg_state_intact_at(const struct cg_state *st, int64_t now) {
   int magic_ok;
   if (!st || !cg__probe(st, &magic_ok))
     return 0;
-  return cg__long_enough_now(st);
+  return cg__long_enough_now(st, now);
+}
+
+int cg_state_intact(const struct cg_state *st) {
+  return cg_state_intact_at(st, 0);
 }
 
 /* A descriptor of `path` (cg__open_own, read and write) when the path still names the
@@ -818,7 +824,7 @@ static int cg__reopen(struct cg_state *st, const char *path) {
   return 1;
 }
 
-struct cg_state *cg_state_get(const char *path) {
+struct cg_state *cg_state_get_at(const char *path, int64_t *nowp) {
   struct cg_state *st;
   char why[512];
   int short_file, fast_short = 0, lost = 0, magic_ok;
@@ -832,7 +838,7 @@ struct cg_state *cg_state_get(const char *path) {
       if (!path || cg_state_now() - __atomic_load_n(&cg__state_failed_ns, __ATOMIC_RELAXED) <
                        (int64_t) CG__STATE_RETRY_MS * 1000000)
         return NULL;
-    } else if (cg__usable(st, 0, &short_file) &&
+    } else if (cg__usable(st, 0, &short_file, *nowp) &&
         !__atomic_load_n(&cg__state_fd_lost, __ATOMIC_RELAXED)) {
       if (__atomic_load_n(&cg__state_bad, __ATOMIC_RELAXED))
         __atomic_store_n(&cg__state_bad, 0, __ATOMIC_RELAXED);
@@ -841,6 +847,7 @@ struct cg_state *cg_state_get(const char *path) {
       fast_short = short_file;
     }
   }
+  *nowp = 0; /* the lock, and what is done under it, may take time */
   pthread_mutex_lock(&cg__state_mutex);
   /* The first opening, or a try again of a file never opened (CG__STATE_RETRY_MS). */
   if (!cg__state_tried ||
@@ -874,7 +881,7 @@ struct cg_state *cg_state_get(const char *path) {
     lost = r == 0;
     __atomic_store_n(&cg__state_fd_lost, 0, __ATOMIC_RELAXED);
   }
-  if (st && !cg__usable(st, 1, &short_file)) {
+  if (st && !cg__usable(st, 1, &short_file, 0)) {
     /* Seen cut short a moment ago, and now grown back by another process's repair still
      * under way (not valid yet): the cut is the reason, as it was when there was only
      * this one check. */
@@ -923,4 +930,9 @@ struct cg_state *cg_state_get(const char *path) {
   }
   pthread_mutex_unlock(&cg__state_mutex);
   return st;
+}
+
+struct cg_state *cg_state_get(const char *path) {
+  int64_t now = 0;
+  return cg_state_get_at(path, &now);
 }

@@ -264,6 +264,12 @@ void cg_state_close(struct cg_state *st);
  * of cg_state_intact). */
 struct cg_state *cg_state_get(const char *path);
 
+/* cg_state_get with the caller's cg_state_now() `*nowp` (0: none), made with nothing that
+ * takes time since, for the usual call's check (issue 16: a clock read less a call).  On
+ * return `*nowp` is 0 when the call took the lock (the first opening, a repair: time may
+ * have passed), else as it was. */
+struct cg_state *cg_state_get_at(const char *path, int64_t *nowp);
+
 /* A pool could not be found or claimed in `st` (limiter.h cg_limiter_pool: -1): check
  * the body under the file's lock and re-initialise it when it is garbage behind a valid
  * header (cg_state_body_ok), with one "curlguard:" line.  Returns 1 when it did (the
@@ -278,6 +284,10 @@ int cg_state_check(struct cg_state *st);
  * (a cut within the last page faults nowhere).  The SIGBUS guard of every access stays
  * what keeps a cut between two checks harmless. */
 int cg_state_intact(const struct cg_state *st);
+
+/* cg_state_intact with the caller's cg_state_now() `now` (0: none, read when the fstat's
+ * time is looked at), made with nothing that takes time since (issue 16). */
+int cg_state_intact_at(const struct cg_state *st, int64_t now);
 
 /* ---- SIGBUS: a file cut short under the mapping ----
  *
