@@ -81,6 +81,12 @@ CURLcode cg_engine_attempt_end(struct cg_call *call, struct cg_attempt *a, CURLc
 enum cg_step cg_engine_judge(struct cg_call *call, struct cg_attempt *a, CURLcode rc, int nb,
                              int64_t *ms, CURLcode *out_rc);
 
+/* The driver judges the attempt later than right after cg_engine_attempt_end (the multi
+ * driver's JUDGE state, a call it ended and judges on a later pass): the clock reading
+ * cg_engine_attempt_end made is not the judge's "now" (issue 16: cg_engine_judge reuses it
+ * otherwise). */
+void cg_engine_end_aged(struct cg_call *call);
+
 /* The host took the call away (curl_multi_remove_handle, curl_multi_cleanup,
  * curl_easy_cleanup of a handle inside a multi).  `a`: the attempt under way, already
  * ended with cg_engine_attempt_end (its transfer info is recorded), or NULL when none was

@@ -110,7 +110,8 @@ struct cg_call {
   int64_t begin_ns;           /* easy driver: cg_engine_begin's reading (cg_state_now()),
                                * the first admission's start (cg__admit); 0 none */
   int64_t end_ns;             /* the attempt's end (cg_state_now(), cg__attempt_end) when
-                               * no Redis step came since, for cg__after; 0 none */
+                               * no Redis step came since, for cg__after; 0 none (or
+                               * aged: cg_engine_end_aged, cg__rewind_body) */
   int64_t go_ns;              /* easy driver: the admission's end (cg_state_now()) when
                                * nothing took time since, for cg__attempt_start; 0 none */
   int nb_started;             /* nb (below) is under way for call->attempt */
@@ -1325,10 +1326,10 @@ static enum cg_step cg__after(struct cg_call *call, struct cg_attempt *a, CURLco
                        call->lib->getdate);
     /* The learned rate: a throttle lowers it; any other answer, a 5xx too (the provider
      * kept up with the rate; failures are the breaker's), raises it. */
-    /* The attempt's end read (cg__attempt_end) is still now for the easy driver: since it
-     * only bookkeeping ran, on the file (0 after a host's seek callback, cg__rewind_body;
-     * the multi driver may judge later: it reads). */
-    now = nb ? 0 : call->end_ns;
+    /* The attempt's end read (cg__attempt_end) is still now: since it only bookkeeping ran,
+     * on the file (0 after a host's seek callback, cg__rewind_body, or when the multi
+     * driver judges on a later pass, cg_engine_end_aged). */
+    now = call->end_ns;
     call->end_ns = 0;
     cg_admission_adapt_at(&call->admission,
                           v.outcome == CG_OUT_HTTP && v.status == 429 ? CG_THROTTLE_429
@@ -1759,6 +1760,10 @@ CURLcode cg_engine_attempt_start(struct cg_call *call, struct cg_attempt *a) {
 
 CURLcode cg_engine_attempt_end(struct cg_call *call, struct cg_attempt *a, CURLcode rc) {
   return cg__attempt_end(call, a, rc);
+}
+
+void cg_engine_end_aged(struct cg_call *call) {
+  call->end_ns = 0;
 }
 
 enum cg_step cg_engine_judge(struct cg_call *call, struct cg_attempt *a, CURLcode rc, int nb,

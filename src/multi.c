@@ -322,6 +322,8 @@ static void cg__judge(struct cg_multi *cm, struct cg_mentry *en, CURLcode rc, in
 
   if (!ended)
     rc = cg__attempt_end(cm, en, rc);
+  else
+    cg_engine_end_aged(en->call); /* ended on an earlier pass: time went by since */
   cm->in_host_cb++; /* a final attempt's held bytes go to the host's callbacks */
   step = cg_engine_judge(en->call, &en->a, rc, 1, &ms, &out);
   cm->in_host_cb--;

@@ -266,6 +266,48 @@ Test(admit, slow_start_guess_waits_a_share_until_a_cut) {
   }
 }
 
+/* The admission hands the caller's clock reading on (issue 16: one reading from the
+ * admission's start to the send) only while nothing took time: with no wait the gate and
+ * the limiter keep it, and it is the admission's end (sent_ns); after the limiter's wait
+ * the end is read anew, later by the wait. */
+Test(admit, reading_handed_on_only_when_nothing_waited) {
+  struct cg_pool_cfg pc;
+  struct cg_admission ad;
+  int64_t wait_ms, t0 = cg_state_now(), now = t0;
+  int s, p;
+
+  learned_pool(&pc, &ad, "reading");
+  cr_assert_eq(cg_admission_gate_at(&ad, 1, 0, ad.deadline_ms, &wait_ms, &now), CG_GATE_GO);
+  cr_assert_eq(now, t0, "the gate waited for nothing: the reading still holds");
+  p = ad.pool_index;
+  cr_assert_geq(p, 0);
+  s = cg_admission_enter_at(&ad, ad.deadline_ms, no_sleep, NULL, &wait_ms, &now);
+  cr_assert_neq(s, -1);
+  cr_assert_eq(now, t0);
+  cr_assert_eq(ad.sent_ns, t0);
+  cg_admission_leave(&ad, s);
+  /* The slow start's next place 200 ms away (2 requests/s, burst 4: 1.5 s of the 1.7 s
+   * are the burst's): the limiter waits for it. */
+  st.pools[p].learn_rate = 2;
+  st.pools[p].learn_wmax = 0;
+  st.pools[p].learn_tat = cg_state_now() + 1700 * (SEC / 1000);
+  real_sleeps = 0;
+  cut_on_first_sleep = 0;
+  t0 = now = cg_state_now();
+  s = cg_admission_enter_at(&ad, cg_mono_ms() + 4000, real_sleep, &p, &wait_ms, &now);
+  cr_assert_neq(s, -1);
+  cr_assert_gt(real_sleeps, 0);
+  cr_assert_eq(now, ad.sent_ns);
+  cr_assert_geq(now - t0, 150 * (SEC / 1000), "sent %lld ns after the reading",
+                (long long) (now - t0));
+  cg_admission_leave(&ad, s);
+  /* A reading of 0 (none): the gate reads the clock itself, and hands that on. */
+  now = 0;
+  t0 = cg_state_now();
+  cr_assert_eq(cg_admission_gate_at(&ad, 2, 0, ad.deadline_ms, &wait_ms, &now), CG_GATE_GO);
+  cr_assert_geq(now, t0);
+}
+
 /* A retry that succeeds is given back to the budget; one that fails stays counted. */
 Test(admit, successful_retry_is_given_back_to_the_budget) {
   struct cg_pool_cfg pc;
