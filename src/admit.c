@@ -486,11 +486,11 @@ static int cg__pool_at(struct cg_admission *ad, int *slow) {
   if (ad->pool_index == -1) {
     const struct cg_pool_cfg *pc = ad->pool;
     uint64_t h = pc->name_hash ? pc->name_hash : cg_limiter_name_hash(pc->name);
-    int s;
-    ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim, &s);
-    if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) /* garbage, re-made */
-      ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim, &s);
-    *slow |= s;
+    ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim, slow);
+    if (CG_RARE(ad->pool_index < 0) && cg__unguarded_check(ad->state)) { /* garbage, re-made */
+      *slow = 1;
+      ad->pool_index = cg_limiter_pool_hashed(ad->state, pc->name, h, &pc->lim, slow);
+    }
     if (CG_RARE(ad->pool_index < 0)) {
       ad->pool_index = -2;
       cg_warn_once("pools-full", "the state file has no room for pool %s (all %d pools "

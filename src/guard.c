@@ -107,13 +107,6 @@ struct cg_call {
 
   /* The driver's place in the steps (engine.h). */
   int slot;                   /* the in-flight slot of the attempt under way, -2 none */
-  int64_t begin_ns;           /* easy driver: cg_engine_begin's reading (cg_state_now()),
-                               * the first admission's start (cg__admit); 0 none */
-  int64_t end_ns;             /* the attempt's end (cg_state_now(), cg__attempt_end) when
-                               * no Redis step came since, for cg__after; 0 none (or
-                               * aged: cg_engine_end_aged, cg__rewind_body) */
-  int64_t go_ns;              /* easy driver: the admission's end (cg_state_now()) when
-                               * nothing took time since, for cg__attempt_start; 0 none */
   int nb_started;             /* nb (below) is under way for call->attempt */
   int64_t nb_tick_ms;         /* nb: when the host's progress callback last ran during the
                                * attempt's admission (cg__admit_nb), 0: not yet */
@@ -135,6 +128,15 @@ struct cg_call {
    * issue 16): each is written before it is read, or its first byte set (cg__call_init). */
   struct cg_admit_nb nb;      /* nb admission of the attempt under way (admit.h): set up
                                * when nb_started is set */
+  /* Clock readings handed on while nothing takes time (issue 16), cg_state_now() ns. */
+  int64_t begin_ns;           /* easy driver: cg_engine_begin's, the first admission's
+                               * start (cg__admit); 0 none.  Written by cg_engine_begin */
+  int64_t go_ns;              /* easy driver: the admission's end, for cg__attempt_start;
+                               * 0 none.  Written by cg_engine_begin, then cg__admit */
+  int64_t end_ns;             /* the attempt's end (cg__attempt_end) when no Redis step
+                               * came since, for cg__after; 0 none (or aged:
+                               * cg_engine_end_aged, cg__rewind_body).  Written by
+                               * cg__attempt_end, the only step before cg__after reads it */
   char request_id[128];       /* written by cg__call_init, or by cg__request_id (rid_later) */
   int rid_later;              /* request_id is still to be made (cg__request_id) */
   char body_digest[CG_DIGEST_HEX]; /* body_hash in hex, written by cg__fill_record */
@@ -1714,6 +1716,7 @@ struct cg_call *cg_engine_begin(struct cg_handle *h, int nb) {
     int64_t now = cg_state_now();
     call->admission.state = cg_state_get_at(cfg->state_path, &now);
     call->begin_ns = nb ? 0 : now;
+    call->go_ns = 0;
   }
   call->admission.retry_slot = -1;
   call->admission.deadline_ms = call->deadline_ms;

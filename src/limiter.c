@@ -73,7 +73,8 @@ static __attribute__((noinline, cold)) int cg__name_ready_soon(struct cg_state_p
 }
 
 int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limits *lim) {
-  return cg_limiter_pool_hashed(st, name, cg_limiter_name_hash(name), lim, NULL);
+  int slow = 0;
+  return cg_limiter_pool_hashed(st, name, cg_limiter_name_hash(name), lim, &slow);
 }
 
 /* Whether an in-flight slot names pool `p` once the slots of dead holders are taken
@@ -327,11 +328,9 @@ cg__pool_found(struct cg_state *st, int i, uint64_t cur, const char *name, uint6
 }
 
 int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
-                           const struct cg_limits *lim, int *slowp) {
-  int i, round = 0, naps = 0, r, slow = 0;
+                           const struct cg_limits *lim, int *slow) {
+  int i, round = 0, naps = 0, r;
 
-  if (slowp)
-    *slowp = 1; /* until a pool is found: a lookup that fails is the slow one */
   /* Bounded: a round follows a pool given to a name, claimed, or a race lost, a nap
    * another giver at work; at most CG__POOL_NAPS naps (50 ms) wait for givers, which
    * take microseconds unless descheduled (cg__pool_reuse). */
@@ -339,18 +338,16 @@ int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t h,
     for (i = 0; i < CG_STATE_POOLS; i++) {
       uint64_t cur = cg__load(&st->pools[i].name_hash);
       if (cur == h || CG_RARE(cur == 0)) {
-        int found = cg__pool_found(st, i, cur, name, h, lim, &slow);
-        if (found >= 0) {
-          if (slowp)
-            *slowp = slow | (round + naps > 0);
+        int found = cg__pool_found(st, i, cur, name, h, lim, slow);
+        if (found >= 0)
           return found;
-        }
       }
     }
     /* A table with no room may be garbage (state.c cg_state_words_ok): then no pool is
      * given away; the caller re-makes the file (admit.c cg__pool). */
     if (round == 0 && naps == 0 && !cg_state_words_ok(st))
       return -1;
+    *slow = 1; /* the fast path's one scan found no pool: what follows may wait */
     r = cg__pool_reuse(st, name, h, naps < CG__POOL_NAPS);
     if (r == 0)
       return -1;

@@ -34,9 +34,9 @@ int cg_limiter_pool(struct cg_state *st, const char *name, const struct cg_limit
 
 /* cg_limiter_pool with the name's hash `hash` (cg_limiter_name_hash(name)) made
  * beforehand: a pool's config keeps it (config.h), so a call does not hash the name.
- * `*slow` (when not NULL) is set to 1 when the lookup may have taken time (it waited for
- * another claimer or giver, or gave a pool away), else 0: a clock reading made before it
- * still holds after it only then (issue 16, admit.c cg__gate). */
+ * `*slow` is set to 1 when the lookup may have taken time (it waited for another claimer
+ * or giver, or gave a pool away), else left as it is: a clock reading made before it
+ * still holds after it only when it stays 0 (issue 16, admit.c cg__gate). */
 int cg_limiter_pool_hashed(struct cg_state *st, const char *name, uint64_t hash,
                            const struct cg_limits *lim, int *slow);
 

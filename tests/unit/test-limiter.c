@@ -391,18 +391,17 @@ Test(limiter, tokens_correct_moves_the_token_account) {
 Test(limiter, pool_by_its_key_is_the_pool_by_its_name) {
   struct cg_limits l = limits(120, 4, 6000, 50, 3);
   uint64_t h = cg_limiter_name_hash("openai");
-  int slow = -1;
+  int slow = 0;
   int a = cg_limiter_pool_hashed(&st, "openai", h, &l, &slow);
   cr_assert_geq(a, 0);
   cr_assert_eq(slow, 0, "a free pool claimed at once waits for nobody");
   cr_assert_eq(st.pools[a].name_hash, h);
   cr_assert_neq(h, 0);
   cr_assert_eq(cg_limiter_pool(&st, "openai", &l), a);
-  slow = -1;
   cr_assert_eq(cg_limiter_pool_hashed(&st, "openai", h, &l, &slow), a);
   cr_assert_eq(slow, 0);
   cr_assert_neq(cg_limiter_pool_hashed(&st, "anthropic", cg_limiter_name_hash("anthropic"), &l,
-                                       NULL),
+                                       &slow),
                 a);
   cr_assert_neq(cg_limiter_name_hash("openai"), cg_limiter_name_hash("openai2"));
 }
