@@ -1536,6 +1536,20 @@ static void cg__attempt_abandoned(void *arg) {
   }
 }
 
+/* The real curl_easy_perform of an attempt that holds an in-flight slot, with
+ * cg__attempt_abandoned as its cancellation cleanup handler.  Out of line and cold: only
+ * a slot needs the handler (without one it does nothing), and pthread_cleanup_push costs a
+ * __sigsetjmp and two calls into libc (issue 16); a pool with no in-flight limit (the
+ * common one) takes no slot.  A thread cancelled or ended in the perform otherwise needs
+ * nothing given back. */
+static __attribute__((noinline, cold)) CURLcode cg__perform_held(struct cg_call *call) {
+  CURLcode rc;
+  pthread_cleanup_push(cg__attempt_abandoned, call);
+  rc = call->lib->easy_perform(call->h->curl);
+  pthread_cleanup_pop(0);
+  return rc;
+}
+
 /* The easy driver: the steps in a loop, every wait slept (engine.h). */
 static CURLcode cg__run(struct cg_call *call) {
   struct cg_handle *h = call->h;
@@ -1548,11 +1562,8 @@ static CURLcode cg__run(struct cg_call *call) {
     if (cg_engine_admit(call, 0, &ms, &rc) == CG_STEP_DONE)
       return rc;
     rc = cg__attempt_start(call, &a);
-    if (rc == CURLE_OK) {
-      pthread_cleanup_push(cg__attempt_abandoned, call);
-      rc = call->lib->easy_perform(h->curl);
-      pthread_cleanup_pop(0);
-    }
+    if (rc == CURLE_OK)
+      rc = call->slot >= 0 ? cg__perform_held(call) : call->lib->easy_perform(h->curl);
     rc = cg__attempt_end(call, &a, rc);
     if (cg__after(call, &a, rc, 0, &ms, &rc) == CG_STEP_DONE)
       return rc;
