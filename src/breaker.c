@@ -166,8 +166,8 @@ static int cg__open(struct cg_state_breaker *b, const struct cg_breaker_cfg *c, 
   return 1;
 }
 
-int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
-                        int64_t now_ns) {
+int64_t cg_breaker_ramp_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                           int64_t now_ns) {
   struct cg_state_breaker *b = &st->breakers[p];
   int64_t start = cg__load(&b->ramp_start_ns), ramp = cg__ns(c->ramp_s), step, t;
   uint64_t n;

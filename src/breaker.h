@@ -213,8 +213,19 @@ int64_t cg_breaker_interval_ns(const struct cg_breaker_cfg *c, uint32_t fails, d
 /* The slow start (issue 12 item 3): within ramp_s after a probe closed the breaker, calls
  * are released 1, 1, 2, 4, 8 ... per ramp_s / CG_BREAKER_RAMP_STEPS, each taking a ticket.
  * Returns the monotonic ns at which this call may go, or 0 for now. */
-int64_t cg_breaker_ramp(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
-                        int64_t now_ns);
+int64_t cg_breaker_ramp_at(struct cg_state *st, int p, const struct cg_breaker_cfg *c,
+                           int64_t now_ns);
+/* cg_breaker_ramp_at after an inline look at the pool's ramp_start_ns: 0 without a call
+ * when no probe has closed the breaker yet, or not before `now_ns` (issue 16: the common
+ * pool's request makes no call for it).  The word is read again inside: an instant later,
+ * as if this look had not been made. */
+static inline int64_t cg_breaker_ramp(struct cg_state *st, int p,
+                                      const struct cg_breaker_cfg *c, int64_t now_ns) {
+  int64_t start = __atomic_load_n(&st->breakers[p].ramp_start_ns, __ATOMIC_ACQUIRE);
+  if (start <= 0 || now_ns < start)
+    return 0;
+  return cg_breaker_ramp_at(st, p, c, now_ns);
+}
 
 /* Parking while the breaker is open (open = wait): read the futex word, ask
  * cg_breaker_admit, and if refused, park on the word for at most `ns` (a probe's end wakes
