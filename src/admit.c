@@ -1063,7 +1063,8 @@ static int cg__enter(struct cg_admission *ad, int64_t deadline_ms, cg_wait_fn wa
 
   ad->queue_ms = 0;
   *wait_ms = 0;
-  if (cg__pool_at(ad, &slow) < 0) {
+  /* Looked up by the gate just before (the drivers' order): no call of cg__pool_at then. */
+  if (ad->pool_index < 0 && cg__pool_at(ad, &slow) < 0) {
     if (slow)
       *nowp = 0;
     return -2;
