@@ -1537,12 +1537,12 @@ static void cg__attempt_abandoned(void *arg) {
 }
 
 /* The real curl_easy_perform of an attempt that holds an in-flight slot, with
- * cg__attempt_abandoned as its cancellation cleanup handler.  Out of line and cold: only
+ * cg__attempt_abandoned as its cancellation cleanup handler.  Out of line: only
  * a slot needs the handler (without one it does nothing), and pthread_cleanup_push costs a
  * __sigsetjmp and two calls into libc (issue 16); a pool with no in-flight limit (the
  * common one) takes no slot.  A thread cancelled or ended in the perform otherwise needs
  * nothing given back. */
-static __attribute__((noinline, cold)) CURLcode cg__perform_held(struct cg_call *call) {
+static __attribute__((noinline)) CURLcode cg__perform_held(struct cg_call *call) {
   CURLcode rc;
   pthread_cleanup_push(cg__attempt_abandoned, call);
   rc = call->lib->easy_perform(call->h->curl);
