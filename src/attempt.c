@@ -1,6 +1,7 @@
 /* attempt.c - one attempt: wrapped callbacks, hold or stream, restore (see attempt.h). */
 #include "attempt.h"
 
+#include "ascii.h"
 #include "clock.h"
 #include "hot.h"
 #include "log.h"
@@ -203,16 +204,16 @@ static inline __attribute__((always_inline)) void cg__hint_copy(char *dst, size_
   dst[n] = '\0';
 }
 
-/* Look at one header line of the current response. */
-/* The header lines the guard reads: name (lower case), and the cg_hints field its value
- * goes to. */
+/* The header lines the guard reads: name (lower case, ascii.h: 'a'-'z' and '-'), and the
+ * cg_hints field its value goes to.  Those of every response first (issue 16: the search
+ * below stops at the first name that matches). */
 #define CG__HINTS(X)                                                                       \
+  X("content-type", content_type)                                                          \
+  X("content-length", content_length)                                                      \
+  X("date", date)                                                                          \
   X("retry-after", retry_after)                                                            \
   X("retry-after-ms", retry_after_ms)                                                      \
   X("x-should-retry", should_retry)                                                        \
-  X("date", date)                                                                          \
-  X("content-type", content_type)                                                          \
-  X("content-length", content_length)                                                      \
   X("content-encoding", content_encoding)                                                  \
   X("www-authenticate", auth_challenge)                                                    \
   X("proxy-authenticate", proxy_challenge)                                                 \
@@ -230,10 +231,44 @@ static inline __attribute__((always_inline)) void cg__hint_copy(char *dst, size_
   X("anthropic-ratelimit-tokens-reset", a_reset_tok)                                       \
   X("ratelimit", ietf)
 
+/* cg_ascii_lower_eq out of line: one copy of its code for every name the guard compares
+ * with a response's (the header names, the content types), not one inlined and unrolled
+ * by the profile at each, nor a copy for each constant length (issue 16: fewer lines of
+ * code a request). */
+static __attribute__((noinline, noclone)) int cg__lower_eq(const char *s, const char *lower,
+                                                          size_t n) {
+  return cg_ascii_lower_eq(s, lower, n);
+}
+
+/* The lengths of the wanted names whose first byte has `k` (0-7) as its low 3 bits, a bit
+ * each (every wanted name is shorter than 64 bytes: checked below).  The low 3 bits are
+ * the same in both cases of a letter. */
+#define CG__HINT_LEN_OF(name, field, k)                                                   \
+  | ((name)[0] % 8 == (k) ? UINT64_C(1) << (sizeof(name) - 1) : 0)
+#define CG__HINT_LENS(k) (0 CG__HINTS(CG__HINT_LEN_ ## k))
+#define CG__HINT_LEN_0(n, f) CG__HINT_LEN_OF(n, f, 0)
+#define CG__HINT_LEN_1(n, f) CG__HINT_LEN_OF(n, f, 1)
+#define CG__HINT_LEN_2(n, f) CG__HINT_LEN_OF(n, f, 2)
+#define CG__HINT_LEN_3(n, f) CG__HINT_LEN_OF(n, f, 3)
+#define CG__HINT_LEN_4(n, f) CG__HINT_LEN_OF(n, f, 4)
+#define CG__HINT_LEN_5(n, f) CG__HINT_LEN_OF(n, f, 5)
+#define CG__HINT_LEN_6(n, f) CG__HINT_LEN_OF(n, f, 6)
+#define CG__HINT_LEN_7(n, f) CG__HINT_LEN_OF(n, f, 7)
+#define CG__HINT_SHORT(name, field) &&sizeof(name) - 1 < 64
+_Static_assert(1 CG__HINTS(CG__HINT_SHORT), "a wanted header name of 64 bytes or more");
+#undef CG__HINT_SHORT
+
+/* Look at one header line of the current response: a wanted name's value into `hints`. */
 static inline __attribute__((always_inline)) void cg__parse_header(struct cg_attempt *a,
                                                                   const char *p, size_t n) {
+  /* The test most lines end at (a header the guard does not read: server, connection,
+   * etag, vary, x-request-id): the length of the name against those of the wanted names
+   * that share the low 3 bits of its first byte.  One 64-byte line of data (issue 16). */
+  static const uint64_t lens[8] __attribute__((aligned(64))) = {
+      CG__HINT_LENS(0), CG__HINT_LENS(1), CG__HINT_LENS(2), CG__HINT_LENS(3),
+      CG__HINT_LENS(4), CG__HINT_LENS(5), CG__HINT_LENS(6), CG__HINT_LENS(7)};
   /* Each wanted name's length and first letter, 2 bytes a name on one cache line: the
-   * loop reads these, and a name's entry below only when both match (issue 16: data
+   * search reads these, and a name's entry below only when both match (issue 16: data
    * lines a request touches). */
 #define CG_HINT_KEY(name, field) (uint16_t) ((sizeof(name) - 1) | (name)[0] << 8),
   static const uint16_t keys[] = {CG__HINTS(CG_HINT_KEY)};
@@ -245,36 +280,30 @@ static inline __attribute__((always_inline)) void cg__parse_header(struct cg_att
     uint16_t off, cap;
   } wanted[] = {CG__HINTS(CG_HINT)};
 #undef CG_HINT
-  /* A bit per length of a wanted name (lengths of 63 and more: none, bit 63 for all of
-   * them): most of an answer's lines (server, connection, etag) have none of them. */
-#define CG_HINT_LEN(name, field)                                                          \
-  | (UINT64_C(1) << (sizeof(name) - 1 < 63 ? sizeof(name) - 1 : 63))
-  static const uint64_t lens = 0 CG__HINTS(CG_HINT_LEN);
-#undef CG_HINT_LEN
   const char *colon = memchr(p, ':', n);
   size_t nl, i;
-  const char *v;
   uint16_t key;
 
   if (!colon)
     return;
   nl = (size_t) (colon - p);
-  v = colon + 1;
-  while (v < p + n && (*v == ' ' || *v == '\t'))
-    v++;
-  if (CG_RARE(nl == 8 && strncasecmp(p, "location", 8) == 0)) { /* a redirect or 201 */
+  if (CG_RARE(nl == 8 && cg__lower_eq(p, "location", 8))) { /* a redirect or 201 */
     a->hints.has_location = a->hints_set = a->saw_location = 1;
     return;
   }
-  if (!(lens >> (nl < 63 ? nl : 63) & 1))
-    return; /* no wanted name has this length (so nl < 63 below) */
+  if (nl >= 64 || !(lens[(unsigned char) p[0] % 8] >> nl & 1))
+    return; /* no wanted name has this length and a first byte like this one */
   /* The first letter in lower case (| 0x20 makes a letter of nothing else): compared
-   * with the length before strncasecmp, which most lines of the same length then skip. */
+   * with the length, then the whole name (ascii.h) for the names that have both. */
   key = (uint16_t) (nl | (unsigned) (unsigned char) (p[0] | 0x20) << 8);
+#pragma GCC unroll 1 /* a line or two of code, not the profile's copies (issue 16) */
   for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-    if (keys[i] == key && strncasecmp(p, wanted[i].name, nl) == 0) {
+    if (keys[i] == key && cg__lower_eq(p, wanted[i].name, nl)) {
       char *dst = (char *) &a->hints + wanted[i].off;
       size_t cap = wanted[i].cap;
+      const char *v = colon + 1;
+      while (v < p + n && (*v == ' ' || *v == '\t'))
+        v++;
       if (CG_RARE(wanted[i].off == offsetof(struct cg_hints, content_encoding) && dst[0])) {
         /* Content-Encoding twice: one list, in order (RFC 9110 5.3), not the last alone
          * (helper-61: "gzip" then "identity" read the gzip body as JSON).  Cut short, the
@@ -318,7 +347,7 @@ static inline __attribute__((always_inline)) long cg__status_line(const char *p,
 static int cg__holdable_body(const struct cg_hints *hints) {
   char *end;
   long long n;
-  if (strncasecmp(hints->content_type, "text/event-stream", 17) == 0 ||
+  if (cg__lower_eq(hints->content_type, "text/event-stream", 17) ||
       !hints->content_length[0])
     return 0;
   n = strtoll(hints->content_length, &end, 10);
@@ -381,12 +410,14 @@ cg__ready_to_stream(struct cg_attempt *a, int status_line, int end_of_headers) {
 }
 
 /* Whether a body can carry token usage: 1 JSON or Server-Sent Events, 2 newline-delimited
- * JSON (a document a line, cg_usage_lines), 0 neither. */
+ * JSON (a document a line, cg_usage_lines), 0 neither.  The type's first bytes as
+ * strncasecmp compares them (ascii.h; content_type's 64 bytes are all there to read, and
+ * a NUL before the end of a name makes it unequal). */
 static int cg__usage_body(const struct cg_hints *hints) {
-  if (strncasecmp(hints->content_type, "application/json", 16) == 0 ||
-      strncasecmp(hints->content_type, "text/event-stream", 17) == 0)
+  if (cg__lower_eq(hints->content_type, "application/json", 16) ||
+      cg__lower_eq(hints->content_type, "text/event-stream", 17))
     return 1;
-  return strncasecmp(hints->content_type, "application/x-ndjson", 20) == 0 ? 2 : 0;
+  return cg__lower_eq(hints->content_type, "application/x-ndjson", 20) ? 2 : 0;
 }
 
 /* ---- libcurl-facing callbacks ---- */
