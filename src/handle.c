@@ -1,6 +1,7 @@
 /* handle.c - per-handle shadow of the host's options (see handle.h). */
 #include "handle.h"
 
+#include "ascii.h"
 #include "hot.h"
 
 #include <pthread.h>
@@ -702,13 +703,17 @@ const char *cg_handle_method(const struct cg_handle *h) {
   }
 }
 
-int cg_handle_header(const struct cg_handle *h, const char *name, char *val, size_t vlen) {
+/* handle.h.  Each of the host's lines is compared with `name` a byte at a time, ASCII
+ * case-insensitively as libcurl compares header names (ascii.h): most of them differ in
+ * their first byte, and cost that one test, not a call of strncasecmp (issue 16: on every
+ * request, "Idempotency-Key" against the host's Content-Type). */
+int cg_handle_header_n(const struct cg_handle *h, const char *name, size_t n, char *val,
+                       size_t vlen) {
   const struct curl_slist *l;
-  size_t n = strlen(name);
 
   for (l = h->httpheader; l; l = l->next) {
     const char *s = l->data;
-    if (s && strncasecmp(s, name, n) == 0 && s[n] == ':') {
+    if (s && cg_ascii_case_eq(s, name, n) && s[n] == ':') {
       const char *p = s + n + 1, *e;
       while (*p == ' ' || *p == '\t')
         p++;

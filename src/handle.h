@@ -250,9 +250,19 @@ const char *cg_handle_body(const struct cg_handle *h, size_t *len);
 /* The request method the options ask for ("GET", "POST", ..., or the custom one). */
 const char *cg_handle_method(const struct cg_handle *h);
 
-/* 1 if the request carries header `name` (case-insensitive); its value (trimmed,
- * NUL-terminated) is copied into `val` of `vlen` bytes when given. */
-int cg_handle_header(const struct cg_handle *h, const char *name, char *val, size_t vlen);
+/* 1 if the request carries header `name` (ASCII case-insensitive, as libcurl compares
+ * header names: ascii.h); its value (trimmed, NUL-terminated) is copied into `val` of
+ * `vlen` bytes when given.  `n` is strlen(name). */
+int cg_handle_header_n(const struct cg_handle *h, const char *name, size_t n, char *val,
+                       size_t vlen);
+
+/* cg_handle_header_n with strlen(name): inline, so that a name written in the code
+ * ("Idempotency-Key") has its length counted by the compiler, not by a call of strlen on
+ * every request (issue 16). */
+static inline int cg_handle_header(const struct cg_handle *h, const char *name, char *val,
+                                   size_t vlen) {
+  return cg_handle_header_n(h, name, strlen(name), val, vlen);
+}
 
 /* An Authorization value signed per request names its account only by the identity in
  * it: AWS SigV4 (Bedrock; curl --aws-sigv4) by the access key id of `Credential=` (before
