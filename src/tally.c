@@ -69,6 +69,8 @@ static uint64_t cg__count(int64_t v) {
   return v > 0 && v != CG_NULL_INT ? (uint64_t) v : 0;
 }
 
+/* tally.h.  With the log off the guard fills only the fields read here (guard.c
+ * cg__fill_record): a field read here that it leaves unset there must be set there too. */
 void cg_tally_add(struct cg_state *st, int p, const struct cg_record *r) {
   struct cg_state_tally *t;
   int o;
