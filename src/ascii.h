@@ -48,7 +48,7 @@ static inline uint64_t cg__ascii_word_miss(uint64_t w, uint64_t l) {
  * case: `lower` has at least `n` bytes, each 'a'-'z' or 0x01-0x3f (cg__ascii_word_miss);
  * `s` has at least `n` bytes to read (a NUL among them makes it unequal, as with
  * strncasecmp).  Eight bytes at a time, the last eight overlapping the ones before, and
- * one test at the end: ~5 instructions a word, no call and no branch a byte (issue 16:
+ * one test at the end: ~7 instructions a word, no call and no branch a byte (issue 16:
  * the header names of every response). */
 static inline int cg_ascii_lower_eq(const char *s, const char *lower, size_t n) {
   uint64_t w, l, miss = 0;
