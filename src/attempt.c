@@ -422,6 +422,21 @@ static int cg__usage_body(const struct cg_hints *hints) {
 
 /* ---- libcurl-facing callbacks ---- */
 
+/* Each of these four gets its attempt as its argument `arg`: it is the callback the multi
+ * driver installs (with the attempt as its *DATA), and the common body the easy driver's
+ * entry point of the same name with _tls (below) jumps to.  Never inlined there: one body
+ * each (issue 16: code lines are the cost). */
+static size_t cg__write_cb(char *p, size_t size, size_t nmemb, void *arg)
+    __attribute__((noinline));
+static size_t cg__header_cb(char *p, size_t size, size_t nmemb, void *arg)
+    __attribute__((noinline));
+static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+                           curl_off_t ultotal, curl_off_t ulnow) __attribute__((noinline));
+static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port)
+    __attribute__((noinline));
+
+CG_TLS struct cg_attempt *cg_attempt_cur;
+
 /* Bytes that are ready to stream while nothing is held (most often a status line that
  * decides at once): handed to the host directly, as holding them and flushing the held
  * list would hand them, without copying them (issue 16: that path is code a request need
@@ -922,6 +937,50 @@ static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
   return r;
 }
 
+/* The easy driver's entry points (cg_attempt_install, by_thread): the attempt is this
+ * thread's cg_attempt_cur; `arg` is whatever libcurl holds as the *DATA option (the
+ * host's own pointer: the guard leaves it), never read.  The guard hands the host's
+ * callbacks the shadow's pointers, as for the multi driver, and no *DATA option holds a
+ * pointer of the guard, so no callback libcurl calls itself can get one.  What libcurl
+ * passes does not matter here (for the record: the write function WRITEDATA, the header
+ * function HEADERDATA, 7.88 lib/sendf.c chop_write, 8.x lib/cw-out.c cw_get_writefunc;
+ * the progress functions XFERINFODATA, lib/progress.c; the prereq function PREREQDATA,
+ * lib/multi.c).  libcurl calls them only inside the attempt's curl_easy_perform, which
+ * runs one transfer on this thread (a multiplexed connection serves one multi handle's
+ * transfers only: 7.88 lib/url.c ConnectionExists, 8.x url_match_multi), between the
+ * install and the restore; a copy made meanwhile (curl_easy_duphandle) gets the host's
+ * callbacks at once (shim.c).  Each is a load and a jump to the body (issue 16), 16 bytes
+ * on x86-64: the four share one section, in this order (GCC's no_reorder, which LTO
+ * keeps too), the first aligned to a line, so that they take one 64-byte line rather than
+ * one each. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CG__TLS_ENTRY                                                                      \
+  __attribute__((section(".text.hot.cg_tls_entry"), aligned(16), no_reorder))
+#else
+#define CG__TLS_ENTRY __attribute__((section(".text.hot.cg_tls_entry"), aligned(16)))
+#endif
+static CG__TLS_ENTRY __attribute__((aligned(64))) size_t
+cg__write_cb_tls(char *p, size_t size, size_t nmemb, void *arg) {
+  (void) arg;
+  return cg__write_cb(p, size, nmemb, cg_attempt_cur);
+}
+
+static CG__TLS_ENTRY size_t cg__header_cb_tls(char *p, size_t size, size_t nmemb, void *arg) {
+  (void) arg;
+  return cg__header_cb(p, size, nmemb, cg_attempt_cur);
+}
+
+static CG__TLS_ENTRY int cg__xferinfo_cb_tls(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+                               curl_off_t ultotal, curl_off_t ulnow) {
+  (void) arg;
+  return cg__xferinfo_cb(cg_attempt_cur, dltotal, dlnow, ultotal, ulnow);
+}
+
+static CG__TLS_ENTRY int cg__prereq_cb_tls(void *arg, char *ip, char *local_ip, int port, int local_port) {
+  (void) arg;
+  return cg__prereq_cb(cg_attempt_cur, ip, local_ip, port, local_port);
+}
+
 /* ---- install and restore ---- */
 
 void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn preview,
@@ -954,12 +1013,15 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
   a->hdr_lines = h->include_header != 0;
 }
 
-/* When an option of cg__opts is set: bits of the mask cg__set_opts is given. */
+/* When an option of cg__opts is set (a group of options). */
 enum {
   CG__W_ALWAYS,    /* every attempt */
+  CG__W_DATA,      /* every attempt of the multi driver (not a->by_thread): the data
+                      pointers of the callbacks set on every attempt */
   CG__W_READ,      /* the host's read callback is wrapped (a->wrap_read) */
   CG__W_HEADERS,   /* the attempt has its own request header list */
   CG__W_PREREQ,    /* the prereq callback is installed (a->watch_resend) */
+  CG__W_PREREQ_DATA, /* its data pointer: the multi driver's (CG__W_DATA) */
   CG__W_RESOLVER,  /* the host set a resolver start callback */
   CG__W_SEEK,      /* the host set a seek callback (curl's tool always does) and libcurl
                       reads the body through the read callback (a->reads_body) */
@@ -984,117 +1046,159 @@ union cg__val {
 
 /* The options an attempt sets, in the order it sets them, and cg__put_back sets back in
  * the same order: XFERINFOFUNCTION and PROGRESSFUNCTION share libcurl's progress.callback
- * flag (lib/setopt.c), which the one set last decides.  Set when bit `when` of the mask is
- * on; the attempt's value is `ours`' slot `ours`, the host's is the handle's field at
- * `host`.  Six bytes an option, the table on three cache lines: it is read twice a
- * request, after libcurl's work has pushed it out of the cache (issue 16). */
+ * flag (lib/setopt.c), which the one set last decides.  X(g, option without CURLOPT_,
+ * group CG__W_*, slot CG__O_* of the attempt's value, the handle's field of the host's
+ * value); `g` is passed through (CG__GROUP). */
+#define CG__OPTS(X, g)                                                                     \
+  X(g, WRITEFUNCTION, ALWAYS, WRITE_CB, write_fn)                                          \
+  /* host NULL: libcurl's fwrite default */                                                \
+  X(g, WRITEDATA, DATA, ATTEMPT, write_data)                                               \
+  X(g, HEADERFUNCTION, ALWAYS, HEADER_CB, header_fn)                                       \
+  X(g, HEADERDATA, DATA, ATTEMPT, header_data)                                             \
+  X(g, XFERINFOFUNCTION, ALWAYS, XFERINFO_CB, xferinfo_fn)                                 \
+  /* The host's xferinfo function is set back first, then its progress function if the   \
+   * flag would otherwise differ from the host's. */                                       \
+  X(g, PROGRESSFUNCTION, PROGRESS, ZERO, progress_fn)                                      \
+  X(g, XFERINFODATA, DATA, ATTEMPT, progress_data)                                         \
+  X(g, NOPROGRESS, ALWAYS, ZERO, noprogress)                                               \
+  X(g, ERRORBUFFER, ALWAYS, ERRBUF, errorbuffer)                                           \
+  X(g, TIMEOUT_MS, ALWAYS, TIMEOUT, timeout_ms)                                            \
+  X(g, CONNECTTIMEOUT_MS, ALWAYS, CONNECT, connecttimeout_ms)                              \
+  /* Host NULL puts libcurl's default back (fread for the read function). */              \
+  X(g, READFUNCTION, READ, READ_CB, read_fn)                                               \
+  X(g, READDATA, READ, ATTEMPT, read_data)                                                 \
+  X(g, HTTPHEADER, HEADERS, HEADERS, httpheader)                                           \
+  /* Refused before 7.80: never set then. */                                               \
+  X(g, PREREQFUNCTION, PREREQ, PREREQ_CB, prereq_fn)                                       \
+  X(g, PREREQDATA, PREREQ_DATA, ATTEMPT, prereq_data)                                      \
+  X(g, RESOLVER_START_FUNCTION, RESOLVER, RESOLVER_CB, resolver_start_fn)                  \
+  X(g, RESOLVER_START_DATA, RESOLVER, ATTEMPT, resolver_start_data)                        \
+  X(g, SEEKFUNCTION, SEEK, SEEK_CB, seek_fn)                                               \
+  X(g, SEEKDATA, SEEK, ATTEMPT, seek_data)                                                 \
+  X(g, OPENSOCKETFUNCTION, SOCKET, SOCKET_CB, opensocket_fn)                               \
+  X(g, OPENSOCKETDATA, SOCKET, ATTEMPT, opensocket_data)                                   \
+  /* libcurl asks the HSTS read callback at the start of every perform (lib/transfer.c    \
+   * Curl_pretransfer -> Curl_hsts_loadcb) and keeps what it got in the handle's cache     \
+   * (data->hsts lives until curl_easy_cleanup): a retry must not ask again (a one-shot    \
+   * iterator, like curl's test 1915, may not be called after it said it was done), so    \
+   * the attempt sets none. */                                                             \
+  X(g, HSTSREADFUNCTION, HSTS, ZERO, hstsread_fn)
+
+/* Each option's index in cg__opts, and its bit in the sets of options cg__set_opts is
+ * given (1u << index). */
+enum {
+#define CG__INDEX(g, o, w, ours, host) CG__I_##o,
+  CG__OPTS(CG__INDEX, 0) CG__I_N
+#undef CG__INDEX
+};
+_Static_assert(CG__I_N <= 32, "an option a bit");
+
+/* The set of the options of group `g` (a constant). */
+#define CG__IN_GROUP(g, o, w, ours, host) | (CG__W_##w == (g) ? 1u << CG__I_##o : 0u)
+#define CG__GROUP(g) (0u CG__OPTS(CG__IN_GROUP, g))
+#define CG__ALL ((unsigned) ((1ull << CG__I_N) - 1))
+
 /* The option's number, which must fit in 16 bits (every CURLoption below 65536 does). */
 #define CG__OPT(o) ((unsigned short) ((o) + 0 * sizeof(char[(o) < 65536 ? 1 : -1])))
 /* The offset of the handle's field `f`, which must be 8 bytes (a pointer or a long). */
 #define CG__HOST(f)                                                                        \
   (offsetof(struct cg_handle, f) +                                                         \
    0 * sizeof(char[sizeof(((struct cg_handle *) 0)->f) == sizeof(union cg__val) ? 1 : -1]))
+/* The attempt's value is `ours`' slot `ours`, the host's is the handle's field at
+ * `host`.  Six bytes an option, the table on three cache lines: it is read twice a
+ * request, after libcurl's work has pushed it out of the cache (issue 16). */
 static const struct cg__opt {
   unsigned short opt;
-  unsigned char when, ours;
+  unsigned char ours;
   unsigned short host;
 } cg__opts[] = {
-  {CG__OPT(CURLOPT_WRITEFUNCTION), CG__W_ALWAYS, CG__O_WRITE_CB, CG__HOST(write_fn)},
-  /* host NULL: libcurl's fwrite default */
-  {CG__OPT(CURLOPT_WRITEDATA), CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(write_data)},
-  {CG__OPT(CURLOPT_HEADERFUNCTION), CG__W_ALWAYS, CG__O_HEADER_CB, CG__HOST(header_fn)},
-  {CG__OPT(CURLOPT_HEADERDATA), CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(header_data)},
-  {CG__OPT(CURLOPT_XFERINFOFUNCTION), CG__W_ALWAYS, CG__O_XFERINFO_CB,
-   CG__HOST(xferinfo_fn)},
-  /* The host's xferinfo function is set back first, then its progress function if the
-   * flag would otherwise differ from the host's. */
-  {CG__OPT(CURLOPT_PROGRESSFUNCTION), CG__W_PROGRESS, CG__O_ZERO, CG__HOST(progress_fn)},
-  {CG__OPT(CURLOPT_XFERINFODATA), CG__W_ALWAYS, CG__O_ATTEMPT, CG__HOST(progress_data)},
-  {CG__OPT(CURLOPT_NOPROGRESS), CG__W_ALWAYS, CG__O_ZERO, CG__HOST(noprogress)},
-  {CG__OPT(CURLOPT_ERRORBUFFER), CG__W_ALWAYS, CG__O_ERRBUF, CG__HOST(errorbuffer)},
-  {CG__OPT(CURLOPT_TIMEOUT_MS), CG__W_ALWAYS, CG__O_TIMEOUT, CG__HOST(timeout_ms)},
-  {CG__OPT(CURLOPT_CONNECTTIMEOUT_MS), CG__W_ALWAYS, CG__O_CONNECT,
-   CG__HOST(connecttimeout_ms)},
-  /* Host NULL puts libcurl's default back (fread for the read function). */
-  {CG__OPT(CURLOPT_READFUNCTION), CG__W_READ, CG__O_READ_CB, CG__HOST(read_fn)},
-  {CG__OPT(CURLOPT_READDATA), CG__W_READ, CG__O_ATTEMPT, CG__HOST(read_data)},
-  {CG__OPT(CURLOPT_HTTPHEADER), CG__W_HEADERS, CG__O_HEADERS, CG__HOST(httpheader)},
-  /* Refused before 7.80: never set then. */
-  {CG__OPT(CURLOPT_PREREQFUNCTION), CG__W_PREREQ, CG__O_PREREQ_CB, CG__HOST(prereq_fn)},
-  {CG__OPT(CURLOPT_PREREQDATA), CG__W_PREREQ, CG__O_ATTEMPT, CG__HOST(prereq_data)},
-  {CG__OPT(CURLOPT_RESOLVER_START_FUNCTION), CG__W_RESOLVER, CG__O_RESOLVER_CB,
-   CG__HOST(resolver_start_fn)},
-  {CG__OPT(CURLOPT_RESOLVER_START_DATA), CG__W_RESOLVER, CG__O_ATTEMPT,
-   CG__HOST(resolver_start_data)},
-  {CG__OPT(CURLOPT_SEEKFUNCTION), CG__W_SEEK, CG__O_SEEK_CB, CG__HOST(seek_fn)},
-  {CG__OPT(CURLOPT_SEEKDATA), CG__W_SEEK, CG__O_ATTEMPT, CG__HOST(seek_data)},
-  {CG__OPT(CURLOPT_OPENSOCKETFUNCTION), CG__W_SOCKET, CG__O_SOCKET_CB,
-   CG__HOST(opensocket_fn)},
-  {CG__OPT(CURLOPT_OPENSOCKETDATA), CG__W_SOCKET, CG__O_ATTEMPT, CG__HOST(opensocket_data)},
-  /* libcurl asks the HSTS read callback at the start of every perform (lib/transfer.c
-   * Curl_pretransfer -> Curl_hsts_loadcb) and keeps what it got in the handle's cache
-   * (data->hsts lives until curl_easy_cleanup): a retry must not ask again (a one-shot
-   * iterator, like curl's test 1915, may not be called after it said it was done), so the
-   * attempt sets none. */
-  {CG__OPT(CURLOPT_HSTSREADFUNCTION), CG__W_HSTS, CG__O_ZERO, CG__HOST(hstsread_fn)},
+#define CG__ENTRY(g, o, w, ours, host) {CG__OPT(CURLOPT_##o), CG__O_##ours, CG__HOST(host)},
+  CG__OPTS(CG__ENTRY, 0)
+#undef CG__ENTRY
 };
 #undef CG__OPT
 #undef CG__HOST
 
-/* The mask of cg__opts' options attempt `a` sets (without CG__W_PROGRESS). */
+/* The set of cg__opts' options attempt `a` sets (without CG__W_PROGRESS's). */
 static unsigned cg__opts_mask(const struct cg_attempt *a) {
   const struct cg_handle *h = a->h;
 
-  return 1u << CG__W_ALWAYS | (unsigned) (a->wrap_read != 0) << CG__W_READ |
-         (unsigned) (a->headers != NULL) << CG__W_HEADERS |
-         (unsigned) (a->watch_resend != 0) << CG__W_PREREQ |
-         (unsigned) (h->resolver_start_fn != NULL) << CG__W_RESOLVER |
-         (unsigned) (h->seek_fn != NULL && a->reads_body) << CG__W_SEEK |
-         (unsigned) (h->opensocket_fn != NULL) << CG__W_SOCKET |
-         (unsigned) (a->skip_hsts_read && h->hstsread_fn) << CG__W_HSTS;
+  return CG__GROUP(CG__W_ALWAYS) | (a->by_thread ? 0u : CG__GROUP(CG__W_DATA)) |
+         (a->wrap_read ? CG__GROUP(CG__W_READ) : 0u) |
+         (a->headers ? CG__GROUP(CG__W_HEADERS) : 0u) |
+         (a->watch_resend ? CG__GROUP(CG__W_PREREQ) : 0u) |
+         (a->watch_resend && !a->by_thread ? CG__GROUP(CG__W_PREREQ_DATA) : 0u) |
+         (h->resolver_start_fn ? CG__GROUP(CG__W_RESOLVER) : 0u) |
+         (h->seek_fn && a->reads_body ? CG__GROUP(CG__W_SEEK) : 0u) |
+         (h->opensocket_fn ? CG__GROUP(CG__W_SOCKET) : 0u) |
+         (a->skip_hsts_read && h->hstsread_fn ? CG__GROUP(CG__W_HSTS) : 0u);
 }
 
-/* Set the options of cg__opts whose bit is in `mask` on `c`, in order: to the attempt's
- * values `ours`, or with NULL to the host's from `h`.  One loop rather than a call per
- * option keeps the code an attempt runs to a few cache lines (issue 16).  Returns
- * CURLE_OK or the first error. */
+/* Set the options of cg__opts in the set `set` on `c`, in order: to the attempt's values
+ * `ours`, or with NULL to the host's from `h`.  One loop over the set's bits rather than
+ * a call per option keeps the code an attempt runs to a few cache lines (issue 16).
+ *
+ * With `ours`, an option whose value is the host's is left alone, and `*same` gets the
+ * set of them: libcurl holds the host's value of every option of cg__opts outside an
+ * attempt (the shim passed it on when the host set it; each attempt's restore sets back
+ * what its install changed, or everything when the host set one of them, or reset the
+ * handle, meanwhile), and setting again the value an option holds changes nothing (its
+ * case of lib/setopt.c stores what it is given), so neither the install nor the restore
+ * needs to (the caller leaves them out of the restore's `set`): e.g. the timeout when
+ * neither the host nor the guard sets one, NOPROGRESS for a host with a progress
+ * function (issue 16: each setopt ~60 instructions and a mispredicted jump of libcurl's
+ * option switch).  Returns CURLE_OK or the first error. */
 static CG__LINE_ALIGNED CURLcode cg__set_opts(const struct cg_handle *h, CURL *c,
-                                              unsigned mask, const union cg__val *ours) {
-  CURLcode (*set)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
+                                              unsigned set, const union cg__val *ours,
+                                              unsigned *same) {
+  CURLcode (*setopt)(CURL *, CURLoption, ...) = h->lib->easy_setopt;
   CURLcode rc = CURLE_OK, r;
-  const struct cg__opt *o;
-  union cg__val v;
+  unsigned found = 0;
 
-  for (o = cg__opts; o < cg__opts + sizeof(cg__opts) / sizeof(cg__opts[0]); o++) {
-    if (!(mask >> o->when & 1))
-      continue;
-    if (ours)
+  for (; set; set &= set - 1) {
+    unsigned i = (unsigned) __builtin_ctz(set);
+    const struct cg__opt *o = &cg__opts[i];
+    union cg__val v;
+
+    memcpy(&v, (const char *) h + o->host, sizeof(v));
+    if (ours) {
+      if (memcmp(&ours[o->ours], &v, sizeof(v)) == 0) {
+        found |= 1u << i;
+        continue;
+      }
       v = ours[o->ours];
-    else
-      memcpy(&v, (const char *) h + o->host, sizeof(v));
+    }
     if (o->opt < CURLOPTTYPE_OBJECTPOINT)
-      r = set(c, (CURLoption) o->opt, v.l);
+      r = setopt(c, (CURLoption) o->opt, v.l);
     else if (o->opt < CURLOPTTYPE_FUNCTIONPOINT)
-      r = set(c, (CURLoption) o->opt, v.p);
+      r = setopt(c, (CURLoption) o->opt, v.p);
     else
-      r = set(c, (CURLoption) o->opt, v.f);
+      r = setopt(c, (CURLoption) o->opt, v.f);
     if (r != CURLE_OK && rc == CURLE_OK)
       rc = r;
   }
+  if (ours)
+    *same = found;
   return rc;
 }
 
-/* The attempt's callbacks, in the order of their slots from CG__O_WRITE_CB on. */
+/* The attempt's callbacks, in the order of their slots from CG__O_WRITE_CB on: the multi
+ * driver's, which take the attempt as their *DATA, and the easy driver's (by_thread),
+ * which find it as cg_attempt_cur.  The four set on every attempt differ; the others,
+ * set only for some hosts, take the attempt as their *DATA in both. */
 #define CG__CB(fn) {.f = (void (*)(void)) (fn)}
-static const union cg__val cg__cbs[] = {
-  CG__CB(cg__write_cb), CG__CB(cg__header_cb), CG__CB(cg__xferinfo_cb), CG__CB(cg__read_cb),
-  CG__CB(cg__prereq_cb), CG__CB(cg__resolver_start_cb), CG__CB(cg__seek_cb),
-  CG__CB(cg__opensocket_cb)};
+static const union cg__val cg__cbs[2][CG__O_N - CG__O_WRITE_CB] = {
+  {CG__CB(cg__write_cb), CG__CB(cg__header_cb), CG__CB(cg__xferinfo_cb), CG__CB(cg__read_cb),
+   CG__CB(cg__prereq_cb), CG__CB(cg__resolver_start_cb), CG__CB(cg__seek_cb),
+   CG__CB(cg__opensocket_cb)},
+  {CG__CB(cg__write_cb_tls), CG__CB(cg__header_cb_tls), CG__CB(cg__xferinfo_cb_tls),
+   CG__CB(cg__read_cb), CG__CB(cg__prereq_cb_tls), CG__CB(cg__resolver_start_cb),
+   CG__CB(cg__seek_cb), CG__CB(cg__opensocket_cb)}};
 #undef CG__CB
-_Static_assert(sizeof(cg__cbs) / sizeof(cg__cbs[0]) == CG__O_N - CG__O_WRITE_CB,
-               "a callback for each slot");
+_Static_assert(CG__O_N - CG__O_WRITE_CB == 8, "a callback for each slot");
 
-CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms) {
+CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms,
+                            int by_thread) {
   union cg__val ours[CG__O_N] = {{0}};
 
   ours[CG__O_ATTEMPT].p = a;
@@ -1102,21 +1206,28 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
   ours[CG__O_TIMEOUT].l = timeout_ms;
   ours[CG__O_CONNECT].l = connect_timeout_ms;
   ours[CG__O_HEADERS].p = a->headers;
-  memcpy(&ours[CG__O_WRITE_CB], cg__cbs, sizeof(cg__cbs));
+  memcpy(&ours[CG__O_WRITE_CB], cg__cbs[by_thread != 0], sizeof(cg__cbs[0]));
+  a->by_thread = by_thread != 0;
+  if (by_thread) {
+    /* Before any option names the _tls callbacks; cg_attempt_restore puts `outer` back
+     * (an easy perform from a callback of the multi driver's: nested). */
+    a->outer = cg_attempt_cur;
+    cg_attempt_cur = a;
+  }
   a->h->set_in_perform = 0;
-  return cg__set_opts(a->h, a->h->curl, cg__opts_mask(a), ours);
+  return cg__set_opts(a->h, a->h->curl, cg__opts_mask(a), ours, &a->same);
 }
 
 /* The host's values back on `c`: with `a`, only what cg_attempt_install changed for that
- * attempt (issue 16: 10 to 22 setopts per attempt; the rest still holds the host's
- * values, which libcurl was given by the shim); with NULL, all of them, wrapped or not
- * (cg_attempt_put_back). */
+ * attempt (issue 16: the rest still holds the host's values, which libcurl was given by
+ * the shim; under curl's tool 7 setopts of the 12 an attempt once set back); with NULL,
+ * all of them, wrapped or not (cg_attempt_put_back). */
 static void cg__put_back(const struct cg_handle *h, CURL *c, const struct cg_attempt *a) {
-  unsigned mask = a ? cg__opts_mask(a) : ~(1u << CG__W_PROGRESS);
+  unsigned set = a ? cg__opts_mask(a) & ~a->same : CG__ALL & ~CG__GROUP(CG__W_PROGRESS);
 
   if ((h->xferinfo_fn != NULL) != (h->progress_callback_set != 0))
-    mask |= 1u << CG__W_PROGRESS;
-  cg__set_opts(h, c, mask, NULL);
+    set |= CG__GROUP(CG__W_PROGRESS);
+  cg__set_opts(h, c, set, NULL, NULL);
 }
 
 void cg_attempt_restore(struct cg_attempt *a) {
@@ -1127,6 +1238,10 @@ void cg_attempt_restore(struct cg_attempt *a) {
   /* The host set one of the overridden options meanwhile (the shim only recorded it,
    * cg_handle_overridden), or reset the handle: all of them. */
   cg__put_back(a->h, a->h->curl, a->h->set_in_perform ? NULL : a);
+  /* After the options: until they no longer name the _tls callbacks, the attempt stays
+   * the thread's. */
+  if (a->by_thread)
+    cg_attempt_cur = a->outer;
 }
 
 void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {

@@ -39,6 +39,7 @@
 #include "config.h"
 #include "digest.h"
 #include "handle.h"
+#include "tls.h"
 #include "usage.h"
 
 #include <curl/curl.h>
@@ -158,7 +159,25 @@ struct cg_attempt {
   /* A request header list the guard installs for the attempt (host's + its own), or
    * NULL to leave the host's. */
   struct curl_slist *headers;
+
+  /* Installed for the easy driver (cg_attempt_install's `by_thread`): the write, header,
+   * progress and prereq callbacks find the attempt as cg_attempt_cur, and their *DATA
+   * options keep the host's pointers; `outer` is cg_attempt_cur before the install, put
+   * back by cg_attempt_restore. */
+  int by_thread;
+  struct cg_attempt *outer;
+  /* Bits (by index in attempt.c's cg__opts) of the options cg_attempt_install left alone
+   * because the attempt's value was the host's, which libcurl holds already: the restore
+   * leaves them too (issue 16). */
+  unsigned same;
 };
+
+/* The attempt of the easy driver's perform under way on this thread (issue 16), or a
+ * stale value: only the callbacks of an attempt installed `by_thread` read it, and
+ * libcurl calls those only inside that attempt's curl_easy_perform, on the thread that
+ * runs it (libcurl-thread(3): a handle is used by one thread at a time, curl_easy_pause(3)
+ * "cannot" be called from another), between its install and its restore. */
+extern CG_TLS struct cg_attempt *cg_attempt_cur __attribute__((visibility("hidden")));
 /* How the body the attempt reads for usage came when compressed past libcurl (a
  * Content-Encoding other than identity, and the handle without CURLOPT_ACCEPT_ENCODING
  * or with CURLOPT_HTTP_CONTENT_DECODING 0, so libcurl handed the encoded bytes on: a host
@@ -208,17 +227,26 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
                      void *preview_arg, struct cg_digest *digest);
 
 /* Point the handle's callbacks, error buffer and limits at the attempt.  Limits in ms;
- * 0 leaves libcurl's default.  Returns CURLE_OK or the first setopt error (then
- * nothing needs restoring beyond cg_attempt_restore). */
-CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms);
+ * 0 leaves libcurl's default.  `by_thread` (the easy driver, whose perform runs the
+ * callbacks on this thread, strictly between this and cg_attempt_restore): the attempt
+ * becomes this thread's cg_attempt_cur, and the write, header, progress and prereq
+ * callbacks find it there, so their *DATA options are neither set nor set back (8
+ * setopts an attempt fewer, issue 16); 0 (the multi driver, which runs the callbacks of
+ * many transfers on one thread): the callbacks get it as their *DATA.  Returns CURLE_OK
+ * or the first setopt error (then nothing needs restoring beyond cg_attempt_restore). */
+CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms,
+                            int by_thread);
 
 /* Put back every option cg_attempt_install changed, from the shadow; every option
- * cg_handle_overridden lists when the host set one during the attempt (set_in_perform). */
+ * cg_handle_overridden lists when the host set one during the attempt (set_in_perform).
+ * An attempt installed by_thread is no longer cg_attempt_cur. */
 void cg_attempt_restore(struct cg_attempt *a);
 
 /* The same on handle `c` from shadow `h`: also for a copy the host made with
  * curl_easy_duphandle from inside a callback, which libcurl made with the attempt's
- * callbacks, data pointers (the attempt's, gone after it), error buffer, headers. */
+ * callbacks (the easy driver's find the attempt through the thread that runs it, the
+ * multi driver's through their data pointers: both gone after it), error buffer,
+ * headers. */
 void cg_attempt_put_back(const struct cg_handle *h, CURL *c);
 
 /* Hand the held response to the host's callbacks, in order, as libcurl would have,

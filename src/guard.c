@@ -780,9 +780,11 @@ static void cg__limits(const struct cg_call *call, int64_t now_ms, long *timeout
   *connect_ms = conn;
 }
 
-/* Start the attempt under way on the handle: prepare `a`, install it (engine.h).
- * Returns CURLE_OK or the setopt error. */
-static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
+/* Start the attempt under way on the handle: prepare `a`, install it (engine.h), for the
+ * blocking driver (`nb` 0: its callbacks find it through this thread, attempt.h
+ * cg_attempt_install's by_thread) or the non-blocking one.  Returns CURLE_OK or the
+ * setopt error. */
+static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a, int nb) {
   struct cg_handle *h = call->h;
   long timeout_ms, connect_ms;
   CURLcode rc;
@@ -839,7 +841,7 @@ static CURLcode cg__attempt_start(struct cg_call *call, struct cg_attempt *a) {
   cg__limits(call, call->t_attempt_ms, &timeout_ms, &connect_ms);
 
   h->in_perform = 1;
-  rc = cg_attempt_install(a, timeout_ms, connect_ms);
+  rc = cg_attempt_install(a, timeout_ms, connect_ms, !nb);
   if (rc == CURLE_OK && call->fallback_url[0])
     rc = call->lib->easy_setopt(h->curl, CURLOPT_URL, call->fallback_url);
   return rc;
@@ -1590,7 +1592,7 @@ static CURLcode cg__run(struct cg_call *call) {
 
     if (cg_engine_admit(call, 0, &ms, &rc) == CG_STEP_DONE)
       return rc;
-    rc = cg__attempt_start(call, &a);
+    rc = cg__attempt_start(call, &a, 0);
     if (rc == CURLE_OK)
       rc = call->slot >= 0 ? cg__perform_held(call) : call->lib->easy_perform(h->curl);
     rc = cg__attempt_end(call, &a, rc);
@@ -1798,7 +1800,7 @@ enum cg_step cg_engine_admit(struct cg_call *call, int nb, int64_t *ms, CURLcode
 }
 
 CURLcode cg_engine_attempt_start(struct cg_call *call, struct cg_attempt *a) {
-  return cg__attempt_start(call, a);
+  return cg__attempt_start(call, a, 1);
 }
 
 CURLcode cg_engine_attempt_end(struct cg_call *call, struct cg_attempt *a, CURLcode rc) {
