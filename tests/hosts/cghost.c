@@ -83,6 +83,8 @@ struct config {
     bool curlu;                    /* the URL through CURLOPT_CURLU, not CURLOPT_URL */
     bool dup_in_callback;          /* duphandle inside the header callback, run the copy
                                       through the multi API afterwards */
+    bool swap_data_in_callback;    /* the first header callback points WRITEDATA,
+                                      HEADERDATA and XFERINFODATA at second sinks */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -110,6 +112,9 @@ struct header_sink {
     CURL *info;                    /* --header-info: the handle to ask, or NULL */
     CURL *dup_from;                /* --dup-in-callback: the handle being performed */
     CURL *dup;                     /* its copy, made in the first header callback */
+    CURL *swap_on;                 /* --swap-data-in-callback: the handle being performed,
+                                      until the first header callback swapped its data */
+    void *swap_body, *swap_headers, *swap_progress; /* the second sinks */
 };
 
 /* READDATA / SEEKDATA: the request body. */
@@ -167,6 +172,10 @@ struct scenario {
     struct header_sink headers;
     struct body_source source;
     struct progress_state progress;
+    /* --swap-data-in-callback: the sinks the data options point at after the swap. */
+    struct body_sink body2;
+    struct header_sink headers2;
+    struct progress_state progress2;
     struct hooks hooks;
     struct curl_httppost *form;    /* --form-stream */
     int performs;
@@ -222,6 +231,9 @@ static void usage(FILE *fp)
 "  --closesocket            close-socket callback prints [CLOSE] to stdout\n"
 "  --share-locks            connection share; lock/unlock print to stdout\n"
 "  --curlu                  give the URL with CURLOPT_CURLU (a curl_url handle)\n"
+"  --swap-data-in-callback the first header callback sets WRITEDATA, HEADERDATA and\n"
+"                           XFERINFODATA to second sinks (header prefix H2:); their\n"
+"                           counts follow each summary line\n"
 "  --dup-in-callback        duphandle in the first header callback; the copy is\n"
 "                           then run through the multi API and reported\n",
         fp);
@@ -360,6 +372,7 @@ static bool parse_flag(struct config *cfg, const char *opt)
         { "--closesocket", offsetof(struct config, closesocket) },
         { "--share-locks", offsetof(struct config, share_locks) },
         { "--dup-in-callback", offsetof(struct config, dup_in_callback) },
+        { "--swap-data-in-callback", offsetof(struct config, swap_data_in_callback) },
         { "--curlu",      offsetof(struct config, curlu) },
     };
     size_t k;
@@ -423,6 +436,12 @@ static void check_config(const struct config *cfg)
                                  cfg->dup || cfg->twice || cfg->reset))
         usage_error("--dup-in-callback needs --headers cb, and no --threads, --dup, "
                     "--twice or --reset");
+    if (cfg->swap_data_in_callback &&
+        (cfg->header_mode != HEADERS_CB || cfg->write_mode != WRITE_CB ||
+         cfg->progress_mode == PROGRESS_NONE || cfg->threads || cfg->dup ||
+         cfg->dup_in_callback || cfg->reset || cfg->pause_once))
+        usage_error("--swap-data-in-callback needs --headers cb, --write cb and --progress, "
+                    "and no --threads, --dup, --dup-in-callback, --reset or --pause-once");
     if (cfg->seek_fail && !cfg->seek)
         usage_error("--seek-fail needs --seek");
     if (cfg->hsts_oneshot && cfg->hsts_fail)
@@ -485,9 +504,12 @@ static struct body_sink *find_body_sink(void *p)
 {
     long i;
 
-    for (i = 0; i < g_scenario_count; i++)
+    for (i = 0; i < g_scenario_count; i++) {
         if (p == &g_scenarios[i].body)
             return &g_scenarios[i].body;
+        if (p == &g_scenarios[i].body2)
+            return &g_scenarios[i].body2;
+    }
     return NULL;
 }
 
@@ -542,6 +564,15 @@ static size_t header_cb(char *data, size_t size, size_t nitems, void *userdata)
     if (!hs || hs->magic != HEADER_SINK_MAGIC)
         die_bad_pointer("header", userdata);
     hs->calls++;
+    if (hs->swap_on) {
+        /* From now on the transfer's bytes go to the second sinks (libcurl: at once). */
+        CURL *h = hs->swap_on;
+
+        hs->swap_on = NULL;
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, hs->swap_body);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, hs->swap_headers);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, hs->swap_progress); /* == PROGRESSDATA */
+    }
     if (hs->dup_from && !hs->dup) {
         hs->dup = curl_easy_duphandle(hs->dup_from);
         if (!hs->dup)
@@ -1043,6 +1074,10 @@ static void report_perform(struct scenario *s, CURL *h, CURLcode rc)
                        cfg->progress_mode != PROGRESS_NONE, s->progress.calls),
             count_text(seeks, sizeof seeks, cfg->seek, s->source.seeks),
             s->source.handed_out);
+    if (cfg->swap_data_in_callback)
+        fprintf(s->err, "cghost: after the swap: writes=%ld bytes=%" CURL_FORMAT_CURL_OFF_T
+                " headers=%ld progress=%ld\n", s->body2.calls, s->body2.bytes,
+                s->headers2.calls, s->progress2.calls);
     fflush(s->err);
 }
 
@@ -1128,6 +1163,8 @@ static void run_scenario(struct scenario *s)
     }
     if (cfg->dup_in_callback)
         s->headers.dup_from = h;
+    if (cfg->swap_data_in_callback)
+        s->headers.swap_on = h;
     perform_and_report(s, h);
     if (s->headers.dup) {
         CURL *copy = s->headers.dup;
@@ -1250,6 +1287,18 @@ static void init_scenario(struct scenario *s, const struct config *cfg,
     s->progress.abort_after = cfg->abort_progress_after;
     s->progress.body = cfg->pause_once ? &s->body : NULL;
     s->progress.err = s->err;
+
+    if (cfg->swap_data_in_callback) {
+        s->body2 = s->body;
+        s->body2.calls = 0;
+        s->body2.bytes = 0;
+        s->headers2 = s->headers;
+        s->headers2.prefix = "H2: ";
+        s->progress2 = s->progress;
+        s->headers.swap_body = &s->body2;
+        s->headers.swap_headers = &s->headers2;
+        s->headers.swap_progress = &s->progress2;
+    }
 }
 
 /* Threaded mode: print each capture kind in thread order, then free it. */

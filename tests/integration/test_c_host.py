@@ -220,6 +220,34 @@ class CHostTest(harness.GuardTestCase):
                 self.assertRegex(g.stderr.decode(), r"progress=[1-9]\d*")
                 self.assertRetried(gurl)
 
+    def test_data_pointers_set_from_a_callback(self):
+        """The host points WRITEDATA, HEADERDATA and XFERINFODATA at other sinks from its
+        first header callback. While an attempt runs the shim only records them (the
+        attempt's callbacks stand in for the host's), and the easy driver leaves libcurl's
+        copies as they were before the perform (issue 16: the attempt's callbacks find it
+        through the thread, not through these options): every later header line, body byte
+        and progress call must still go to the new pointers at once, as without the guard,
+        and the next perform (retried too) uses them from its start. A held answer (GET,
+        after a retry: handed over at its end) and a streamed one (POST)."""
+        opts = ["--headers", "cb", "--progress", "xferinfo", "--swap-data-in-callback",
+                "--twice"]
+        for how, gplan, url2 in ((["--method", "GET"], RETRY, (RETRY, [OK])),
+                                 (["--post-fields", "x"], (OK,), ([OK], [OK]))):
+            with self.subTest(how=how):
+                g, p, gurl, _, _, gurl2 = self.both(opts + how, gplan=gplan, url2=url2,
+                                                    path="/v1/swap%d" % len(how[1]))
+                self.assertSame(g, p)
+                self.assertNotIn(b"FATAL", g.stderr)
+                self.assertEqual(summaries(g.stderr), [(1, 0, 200), (2, 0, 200)])
+                self.assertEqual(g.stdout, FIXED.encode() * 2)
+                # the first status line to the first sinks, all the rest to the second
+                # ones (their counts run on across both performs)
+                self.assertRegex(g.stderr, rb"perform=1 .* writes=0 bytes=0 headers=1 ")
+                self.assertRegex(g.stderr, rb"perform=2 .* writes=0 bytes=0 headers=0 ")
+                self.assertRegex(g.stderr, rb"after the swap: writes=2 bytes=%d headers=9 "
+                                 % (2 * len(FIXED)))
+                self.assertIn(b"H2: HTTP/1.1 200", g.stderr)
+
     def test_progress_abort_is_final(self):
         for mode in ("xferinfo", "progress"):
             with self.subTest(mode=mode):
