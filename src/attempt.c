@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "hot.h"
 #include "log.h"
+#include "tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,7 +436,16 @@ static int cg__xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port)
     __attribute__((noinline));
 
-CG_TLS struct cg_attempt *cg_attempt_cur;
+/* The attempt of the easy driver's perform under way on this thread (issue 16), or a
+ * stale value: only the callbacks of an attempt installed by_thread read it, and libcurl
+ * calls those only inside that attempt's curl_easy_perform, on the thread that runs it
+ * (libcurl-thread(3): a handle is used by one thread at a time; curl_easy_pause(3): it
+ * "cannot" be called from another thread), between its install and its restore.  Set
+ * only by an easy perform of the guard, of which a thread runs one at a time (shim.c
+ * cg__depth: a perform from inside a callback passes through): the multi driver's
+ * callbacks never read it, so a host that switches stacks inside a callback (a
+ * coroutine running another handle) cannot make one see another's attempt. */
+static CG_TLS struct cg_attempt *cg_attempt_cur;
 
 /* Bytes that are ready to stream while nothing is held (most often a status line that
  * decides at once): handed to the host directly, as holding them and flushing the held

@@ -39,7 +39,6 @@
 #include "config.h"
 #include "digest.h"
 #include "handle.h"
-#include "tls.h"
 #include "usage.h"
 
 #include <curl/curl.h>
@@ -161,9 +160,9 @@ struct cg_attempt {
   struct curl_slist *headers;
 
   /* Installed for the easy driver (cg_attempt_install's `by_thread`): the write, header,
-   * progress and prereq callbacks find the attempt as cg_attempt_cur, and their *DATA
-   * options keep the host's pointers; `outer` is cg_attempt_cur before the install, put
-   * back by cg_attempt_restore. */
+   * progress and prereq callbacks find the attempt as the thread's current one
+   * (attempt.c cg_attempt_cur), and their *DATA options keep the host's pointers; `outer`
+   * is the thread's current attempt before the install, put back by cg_attempt_restore. */
   int by_thread;
   struct cg_attempt *outer;
   /* Bits (by index in attempt.c's cg__opts) of the options cg_attempt_install left alone
@@ -172,12 +171,6 @@ struct cg_attempt {
   unsigned same;
 };
 
-/* The attempt of the easy driver's perform under way on this thread (issue 16), or a
- * stale value: only the callbacks of an attempt installed `by_thread` read it, and
- * libcurl calls those only inside that attempt's curl_easy_perform, on the thread that
- * runs it (libcurl-thread(3): a handle is used by one thread at a time, curl_easy_pause(3)
- * "cannot" be called from another), between its install and its restore. */
-extern CG_TLS struct cg_attempt *cg_attempt_cur __attribute__((visibility("hidden")));
 /* How the body the attempt reads for usage came when compressed past libcurl (a
  * Content-Encoding other than identity, and the handle without CURLOPT_ACCEPT_ENCODING
  * or with CURLOPT_HTTP_CONTENT_DECODING 0, so libcurl handed the encoded bytes on: a host
@@ -229,7 +222,7 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
 /* Point the handle's callbacks, error buffer and limits at the attempt.  Limits in ms;
  * 0 leaves libcurl's default.  `by_thread` (the easy driver, whose perform runs the
  * callbacks on this thread, strictly between this and cg_attempt_restore): the attempt
- * becomes this thread's cg_attempt_cur, and the write, header, progress and prereq
+ * becomes this thread's current one, and the write, header, progress and prereq
  * callbacks find it there, so their *DATA options are neither set nor set back (8
  * setopts an attempt fewer, issue 16); 0 (the multi driver, which runs the callbacks of
  * many transfers on one thread): the callbacks get it as their *DATA.  Returns CURLE_OK
@@ -239,7 +232,7 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
 
 /* Put back every option cg_attempt_install changed, from the shadow; every option
  * cg_handle_overridden lists when the host set one during the attempt (set_in_perform).
- * An attempt installed by_thread is no longer cg_attempt_cur. */
+ * An attempt installed by_thread is no longer the thread's current one. */
 void cg_attempt_restore(struct cg_attempt *a);
 
 /* The same on handle `c` from shadow `h`: also for a copy the host made with
