@@ -975,18 +975,21 @@ cg__write_cb_tls(char *p, size_t size, size_t nmemb, void *arg) {
   return cg__write_cb(p, size, nmemb, cg_attempt_cur);
 }
 
-static CG__TLS_ENTRY size_t cg__header_cb_tls(char *p, size_t size, size_t nmemb, void *arg) {
+static CG__TLS_ENTRY size_t cg__header_cb_tls(char *p, size_t size, size_t nmemb,
+                                              void *arg) {
   (void) arg;
   return cg__header_cb(p, size, nmemb, cg_attempt_cur);
 }
 
-static CG__TLS_ENTRY int cg__xferinfo_cb_tls(void *arg, curl_off_t dltotal, curl_off_t dlnow,
-                               curl_off_t ultotal, curl_off_t ulnow) {
+static CG__TLS_ENTRY int cg__xferinfo_cb_tls(void *arg, curl_off_t dltotal,
+                                             curl_off_t dlnow, curl_off_t ultotal,
+                                             curl_off_t ulnow) {
   (void) arg;
   return cg__xferinfo_cb(cg_attempt_cur, dltotal, dlnow, ultotal, ulnow);
 }
 
-static CG__TLS_ENTRY int cg__prereq_cb_tls(void *arg, char *ip, char *local_ip, int port, int local_port) {
+static CG__TLS_ENTRY int cg__prereq_cb_tls(void *arg, char *ip, char *local_ip, int port,
+                                           int local_port) {
   (void) arg;
   return cg__prereq_cb(cg_attempt_cur, ip, local_ip, port, local_port);
 }
@@ -1194,7 +1197,7 @@ static CG__LINE_ALIGNED CURLcode cg__set_opts(const struct cg_handle *h, CURL *c
 
 /* The attempt's callbacks, in the order of their slots from CG__O_WRITE_CB on: the multi
  * driver's, which take the attempt as their *DATA, and the easy driver's (by_thread),
- * which find it as cg_attempt_cur.  The four set on every attempt differ; the others,
+ * which find it as cg_attempt_cur (their _tls entry points).  The four set on every attempt differ; the others,
  * set only for some hosts, take the attempt as their *DATA in both. */
 #define CG__CB(fn) {.f = (void (*)(void)) (fn)}
 static const union cg__val cg__cbs[2][CG__O_N - CG__O_WRITE_CB] = {
