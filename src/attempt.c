@@ -962,7 +962,11 @@ static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
  * callbacks at once (shim.c).  Each is a load and a jump to the body (issue 16), 16 bytes
  * on x86-64: the four share one section, in this order (GCC's no_reorder, which LTO
  * keeps too), the first aligned to a line, so that they take one 64-byte line rather than
- * one each. */
+ * one each.  No attempt on the thread: libcurl called on a thread other than the
+ * perform's, which only a host breaking libcurl's rule of one thread a handle at a time
+ * could bring about (libcurl-thread(3); curl_easy_pause(3) from another thread while the
+ * transfer runs): the body and header callbacks refuse the bytes (the transfer fails
+ * with CURLE_WRITE_ERROR) and the others go on, rather than crash the host. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define CG__TLS_ENTRY                                                                      \
   __attribute__((section(".text.hot.cg_tls_entry"), aligned(16), no_reorder))
@@ -971,27 +975,32 @@ static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
 #endif
 static CG__TLS_ENTRY __attribute__((aligned(64))) size_t
 cg__write_cb_tls(char *p, size_t size, size_t nmemb, void *arg) {
+  struct cg_attempt *a = cg_attempt_cur;
   (void) arg;
-  return cg__write_cb(p, size, nmemb, cg_attempt_cur);
+  return CG_RARE(!a) ? 0 : cg__write_cb(p, size, nmemb, a);
 }
 
 static CG__TLS_ENTRY size_t cg__header_cb_tls(char *p, size_t size, size_t nmemb,
                                               void *arg) {
+  struct cg_attempt *a = cg_attempt_cur;
   (void) arg;
-  return cg__header_cb(p, size, nmemb, cg_attempt_cur);
+  return CG_RARE(!a) ? 0 : cg__header_cb(p, size, nmemb, a);
 }
 
 static CG__TLS_ENTRY int cg__xferinfo_cb_tls(void *arg, curl_off_t dltotal,
                                              curl_off_t dlnow, curl_off_t ultotal,
                                              curl_off_t ulnow) {
+  struct cg_attempt *a = cg_attempt_cur;
   (void) arg;
-  return cg__xferinfo_cb(cg_attempt_cur, dltotal, dlnow, ultotal, ulnow);
+  return CG_RARE(!a) ? 0 : cg__xferinfo_cb(a, dltotal, dlnow, ultotal, ulnow);
 }
 
 static CG__TLS_ENTRY int cg__prereq_cb_tls(void *arg, char *ip, char *local_ip, int port,
                                            int local_port) {
+  struct cg_attempt *a = cg_attempt_cur;
   (void) arg;
-  return cg__prereq_cb(cg_attempt_cur, ip, local_ip, port, local_port);
+  return CG_RARE(!a) ? CURL_PREREQFUNC_OK
+                     : cg__prereq_cb(a, ip, local_ip, port, local_port);
 }
 
 /* ---- install and restore ---- */
@@ -1197,8 +1206,9 @@ static CG__LINE_ALIGNED CURLcode cg__set_opts(const struct cg_handle *h, CURL *c
 
 /* The attempt's callbacks, in the order of their slots from CG__O_WRITE_CB on: the multi
  * driver's, which take the attempt as their *DATA, and the easy driver's (by_thread),
- * which find it as cg_attempt_cur (their _tls entry points).  The four set on every attempt differ; the others,
- * set only for some hosts, take the attempt as their *DATA in both. */
+ * which find it as cg_attempt_cur (their _tls entry points).  The four set on every
+ * attempt differ; the others, set only for some hosts, take the attempt as their *DATA in
+ * both. */
 #define CG__CB(fn) {.f = (void (*)(void)) (fn)}
 static const union cg__val cg__cbs[2][CG__O_N - CG__O_WRITE_CB] = {
   {CG__CB(cg__write_cb), CG__CB(cg__header_cb), CG__CB(cg__xferinfo_cb), CG__CB(cg__read_cb),
