@@ -1236,6 +1236,7 @@ CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_
      * (an easy perform from a callback of the multi driver's: nested). */
     a->outer = cg_attempt_cur;
     cg_attempt_cur = a;
+    a->h->thread_attempt = a;
   }
   a->h->set_in_perform = 0;
   return cg__set_opts(a->h, a->h->curl, cg__opts_mask(a), ours, &a->same);
@@ -1263,8 +1264,17 @@ void cg_attempt_restore(struct cg_attempt *a) {
   cg__put_back(a->h, a->h->curl, a->h->set_in_perform ? NULL : a);
   /* After the options: until they no longer name the _tls callbacks, the attempt stays
    * the thread's. */
-  if (a->by_thread)
+  if (a->by_thread) {
     cg_attempt_cur = a->outer;
+    a->h->thread_attempt = NULL;
+  }
+}
+
+struct cg_attempt *cg_attempt_lend(struct cg_attempt *a) {
+  struct cg_attempt *prev = cg_attempt_cur;
+
+  cg_attempt_cur = a;
+  return prev;
 }
 
 void cg_attempt_put_back(const struct cg_handle *h, CURL *c) {

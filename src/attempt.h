@@ -230,6 +230,15 @@ void cg_attempt_init(struct cg_attempt *a, struct cg_handle *h, cg_preview_fn pr
 CURLcode cg_attempt_install(struct cg_attempt *a, long timeout_ms, long connect_timeout_ms,
                             int by_thread);
 
+/* Make `a` this thread's current attempt (the one the easy driver's callbacks find, or
+ * NULL for none) and return the previous one: for curl_easy_pause() called on another
+ * thread than the perform's (shim.c), inside which libcurl may call the write and header
+ * callbacks on the caller's thread (7.88 lib/easy.c curl_easy_pause -> Curl_client_unpause;
+ * curl_easy_pause(3) says it "cannot" be called from another thread, yet hosts do, and
+ * without the guard it works).  The host then runs the attempt's callbacks on two
+ * threads, as it runs its own without the guard. */
+struct cg_attempt *cg_attempt_lend(struct cg_attempt *a);
+
 /* Put back every option cg_attempt_install changed, from the shadow; every option
  * cg_handle_overridden lists when the host set one during the attempt (set_in_perform).
  * An attempt installed by_thread is no longer the thread's current one. */

@@ -349,6 +349,7 @@ void cg_handle_reset(struct cg_handle *h) {
   const struct cg_lib *lib = h->lib;
   uint64_t serial = h->serial; /* the same handle */
   int in_perform = h->in_perform;
+  struct cg_attempt *thread_attempt = h->thread_attempt; /* reset from a callback */
 
   cg__free_owned_but_url(h); /* the URL buffer is kept for the next URL */
   cg__zero_but_url(h);
@@ -357,6 +358,7 @@ void cg_handle_reset(struct cg_handle *h) {
   h->serial = serial;
   h->in_perform = in_perform;
   h->set_in_perform = in_perform; /* libcurl's options are all its defaults now */
+  h->thread_attempt = thread_attempt;
   cg__defaults(h);
 }
 
@@ -409,6 +411,7 @@ struct cg_handle *cg_handle_dup(const struct cg_handle *src, CURL *dup) {
     h->serial = serial;
     h->in_perform = 0;
     h->set_in_perform = 0;
+    h->thread_attempt = NULL; /* the original's attempt, not the copy's */
     h->url_buf = url_buf;
     h->url_cap = url_cap;
   }

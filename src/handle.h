@@ -31,6 +31,8 @@
 /* libcurl's HTTPREQ_* of lib/urldata.h: what request the options ask for. */
 enum cg_method { CG_M_GET, CG_M_POST, CG_M_POST_FORM, CG_M_POST_MIME, CG_M_PUT, CG_M_HEAD };
 
+struct cg_attempt; /* attempt.h */
+
 struct cg_handle {
   CURL *curl;
   const struct cg_lib *lib; /* the libcurl that created the handle, for its whole life */
@@ -122,6 +124,11 @@ struct cg_handle {
    * callback's CURL_WRITEFUNC_PAUSE the guard passed on (attempt.c): header lines may then
    * come back several in one call (cg__header_lines).  Kept until curl_easy_reset. */
   int host_paused;
+  /* The attempt of the easy driver installed on this handle (attempt.c, by_thread) while
+   * it runs, else NULL: curl_easy_pause() called on another thread than the perform's
+   * lends it to that thread for the call (shim.c), since libcurl may run the write and
+   * header callbacks from inside it there. */
+  struct cg_attempt *thread_attempt;
 };
 
 /* Create the shadow of a new handle (all defaults) and add it to the map, replacing a

@@ -1,7 +1,9 @@
 /* shim.c - the interposed libcurl symbols, and nothing else.
  *
- * curl_easy_pause is interposed only so that a host pausing while the guard replays a
- * held response gets the answer libcurl would give for a running transfer.
+ * curl_easy_pause is interposed so that a host pausing while the guard replays a held
+ * response gets the answer libcurl would give for a running transfer, and so that one
+ * unpausing from another thread than the perform's finds the attempt's callbacks working
+ * (cg_attempt_lend).
  *
  * These are the only symbols libcurlguard.so exports (everything else is built with
  * -fvisibility=hidden).  Each entry point stays thin: find the real function (lib.h),
@@ -327,5 +329,18 @@ CG_EXPORT CURLcode curl_easy_pause(CURL *curl, int bitmask) {
    * still running.  The guard offers the bytes again right away. */
   if (h && h->replaying)
     return CURLE_OK;
+  if (h && h->thread_attempt) {
+    /* The easy driver's attempt runs on this handle: its callbacks find it through the
+     * thread (attempt.c cg_attempt_cur), and libcurl may call them from inside this call,
+     * which may come from another thread than the perform's (a host breaking
+     * curl_easy_pause(3)'s rule, that the guard must not punish: without the lend the
+     * held-back bytes were refused, the body lost, and 23 returned here).  On the
+     * perform's own thread the lend changes nothing. */
+    struct cg_attempt *prev = cg_attempt_lend(h->thread_attempt);
+    CURLcode rc = lib->easy_pause(curl, bitmask);
+
+    cg_attempt_lend(prev);
+    return rc;
+  }
   return lib->easy_pause(curl, bitmask);
 }

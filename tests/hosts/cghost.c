@@ -68,6 +68,7 @@ struct config {
     long abort_progress_after;     /* 0: never */
     curl_off_t abort_write_after;  /* -1: never */
     bool pause_once;
+    bool unpause_from_thread;      /* --pause-once resumed by another thread, not progress */
     bool errbuf;
     long timeout_ms, timeout_s, connect_timeout_ms; /* -1: not set */
     bool follow, include, verbose, nosignal;
@@ -136,6 +137,7 @@ struct progress_state {
     struct body_sink *body;        /* to resume a paused transfer */
     CURL *handle;                  /* the handle being performed */
     FILE *err;
+    bool from_thread;              /* --unpause-from-thread: not the progress callback */
 };
 
 /* HSTSREADDATA, RESOLVER_START_DATA, OPENSOCKETDATA, CLOSESOCKETDATA, SHAREDATA. */
@@ -211,6 +213,8 @@ static void usage(FILE *fp)
 "  --abort-progress-after N progress callback returns 1 on its N-th call\n"
 "  --abort-write-after N    write callback stops after N body bytes\n"
 "  --pause-once             write callback pauses once, progress resumes\n"
+"  --unpause-from-thread    write callback pauses once, another thread resumes (as some\n"
+"                           hosts do, though curl_easy_pause(3) says it cannot be done)\n"
 "  --errbuf                 set CURLOPT_ERRORBUFFER (pre-filled with 'Z')\n"
 "  --timeout-ms N | --timeout S | --connect-timeout-ms N\n"
 "  --follow | --include | --verbose | --nosignal\n"
@@ -356,6 +360,7 @@ static bool parse_flag(struct config *cfg, const char *opt)
         { "--seek",       offsetof(struct config, seek) },
         { "--seek-fail",  offsetof(struct config, seek_fail) },
         { "--pause-once", offsetof(struct config, pause_once) },
+        { "--unpause-from-thread", offsetof(struct config, unpause_from_thread) },
         { "--errbuf",     offsetof(struct config, errbuf) },
         { "--follow",     offsetof(struct config, follow) },
         { "--include",    offsetof(struct config, include) },
@@ -477,7 +482,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
             usage_error("unknown option '%s'", a);
         }
     }
-    if (cfg->pause_once && cfg->progress_mode == PROGRESS_NONE)
+    if (cfg->unpause_from_thread)
+        cfg->pause_once = true;
+    if (cfg->pause_once && !cfg->unpause_from_thread &&
+        cfg->progress_mode == PROGRESS_NONE)
         cfg->progress_mode = PROGRESS_XFERINFO;
     check_config(cfg);
 }
@@ -541,7 +549,8 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *userdata)
 
     body->calls++;
     if (body->pause == PAUSE_ARMED) {
-        body->pause = PAUSE_WAITING;     /* the progress callback resumes */
+        /* the progress callback resumes (or --unpause-from-thread's thread) */
+        __atomic_store_n(&body->pause, PAUSE_WAITING, __ATOMIC_RELEASE);
         return CURL_WRITEFUNC_PAUSE;
     }
     if (body->limit >= 0 && (curl_off_t)n > body->limit - body->bytes) {
@@ -720,7 +729,7 @@ static int progress_tick(void *userdata)
     if (!p || p->magic != PROGRESS_MAGIC)
         die_bad_pointer("progress", userdata);
     p->calls++;
-    if (p->body && p->body->pause == PAUSE_WAITING) {
+    if (p->body && p->body->pause == PAUSE_WAITING && !p->from_thread) {
         CURLcode rc;
 
         /* Set first: libcurl may call the write callback from inside. */
@@ -1108,13 +1117,37 @@ static CURLcode perform_multi(CURL *h)
     return rc;
 }
 
+/* --unpause-from-thread: wait for the write callback's pause, then resume the transfer
+ * from this thread while curl_easy_perform runs on the other. */
+static void *unpause_thread(void *arg)
+{
+    struct progress_state *p = arg;
+    CURLcode rc;
+
+    while (__atomic_load_n(&p->body->pause, __ATOMIC_ACQUIRE) != PAUSE_WAITING)
+        usleep(1000);
+    usleep(50000);
+    p->body->pause = PAUSE_DONE;
+    rc = curl_easy_pause(p->handle, CURLPAUSE_CONT);
+    if (rc != CURLE_OK)
+        fprintf(p->err, "cghost: curl_easy_pause(CONT) returned %d\n", (int)rc);
+    return NULL;
+}
+
 static void perform_and_report(struct scenario *s, CURL *h)
 {
     CURLcode rc;
+    pthread_t unpauser;
 
     start_perform(s);
     s->progress.handle = h;
+    s->progress.from_thread = s->cfg->unpause_from_thread;
+    if (s->cfg->unpause_from_thread &&
+        pthread_create(&unpauser, NULL, unpause_thread, &s->progress) != 0)
+        usage_error("--unpause-from-thread: pthread_create failed");
     rc = curl_easy_perform(h);
+    if (s->cfg->unpause_from_thread)
+        pthread_join(unpauser, NULL);
     s->performs++;
     if (rc != CURLE_OK)
         s->failed = true;

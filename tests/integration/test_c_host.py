@@ -328,6 +328,28 @@ class CHostTest(harness.GuardTestCase):
                 self.assertSame(g, p)
                 self.assertRetried(gurl, 2 if gplan is RETRY else 1)
 
+    def test_unpause_from_thread(self):
+        # The write callback pauses once and another thread resumes the transfer while
+        # curl_easy_perform runs (curl_easy_pause(3) says this "cannot" be done, yet it
+        # works in libcurl 7.88 and hosts do it): libcurl then calls the write callback
+        # from inside curl_easy_pause, on that thread.  The guard's callbacks find their
+        # attempt through the thread that performs (attempt.c cg_attempt_cur), so
+        # curl_easy_pause lends it to the other thread for the call (shim.c): without,
+        # the streamed POST's body was lost (perform 0, pause 23, no bytes).
+        cases = (("GET retried", [], RETRY), ("GET 200 at once", [], (OK,)),
+                 ("POST 200 at once", ["--post-fields", BODY], (OK,)),
+                 ("POST retried", ["--post-fields", BODY,
+                                   "--header", "Idempotency-Key: k-unpause"], RETRY))
+        for what, extra, gplan in cases:
+            with self.subTest(what):
+                g, p, gurl, *_ = self.both(["--unpause-from-thread", "--headers", "cb",
+                                            *extra], gplan=gplan)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stdout, FIXED.encode())
+                self.assertNotIn(b"curl_easy_pause", p.stderr)
+                self.assertSame(g, p)
+                self.assertRetried(gurl, 2 if gplan is RETRY else 1)
+
     def test_errbuf(self):
         g, p, gurl, *_ = self.both(["--errbuf"])
         self.assertSame(g, p)
