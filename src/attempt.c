@@ -439,9 +439,11 @@ static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int loca
 /* The attempt of the easy driver's perform under way on this thread (issue 16), or a
  * stale value: only the callbacks of an attempt installed by_thread read it, and libcurl
  * calls those only inside that attempt's curl_easy_perform, on the thread that runs it
- * (libcurl-thread(3): a handle is used by one thread at a time; curl_easy_pause(3): it
- * "cannot" be called from another thread), between its install and its restore.  Set
- * only by an easy perform of the guard, of which a thread runs one at a time (shim.c
+ * (libcurl-thread(3): a handle is used by one thread at a time), between its install and
+ * its restore, or inside curl_easy_pause() called on another thread meanwhile, which
+ * lends it to that thread for the call (cg_attempt_lend: curl_easy_pause(3) says it
+ * "cannot" be called from there, yet it works without the guard and hosts do it).  Set
+ * only by an easy perform of the guard (and that lend), of which a thread runs one at a time (shim.c
  * cg__depth: a perform from inside a callback passes through): the multi driver's
  * callbacks never read it, so a host that switches stacks inside a callback (a
  * coroutine running another handle) cannot make one see another's attempt. */
@@ -963,10 +965,12 @@ static size_t cg__read_cb(char *p, size_t size, size_t nmemb, void *arg) {
  * on x86-64: the four share one section, in this order (GCC's no_reorder, which LTO
  * keeps too), the first aligned to a line, so that they take one 64-byte line rather than
  * one each.  No attempt on the thread: libcurl called on a thread other than the
- * perform's, which only a host breaking libcurl's rule of one thread a handle at a time
- * could bring about (libcurl-thread(3); curl_easy_pause(3) from another thread while the
- * transfer runs): the body and header callbacks refuse the bytes (the transfer fails
- * with CURLE_WRITE_ERROR) and the others go on, rather than crash the host. */
+ * perform's other than through curl_easy_pause (which lends the attempt, shim.c), which
+ * only a host breaking libcurl's rule of one thread a handle at a time could bring about
+ * (libcurl-thread(3)): the body and header callbacks refuse the bytes and the others go
+ * on, rather than crash the host.  (Refused bytes inside curl_easy_pause, as 7.88 runs
+ * it, fail only that call, with CURLE_WRITE_ERROR: the perform still ends CURLE_OK
+ * with the bytes lost, so that path must not be taken for a pause.) */
 #if defined(__GNUC__) && !defined(__clang__)
 #define CG__TLS_ENTRY                                                                      \
   __attribute__((section(".text.hot.cg_tls_entry"), aligned(16), no_reorder))
