@@ -443,9 +443,9 @@ static int cg__prereq_cb(void *arg, char *ip, char *local_ip, int port, int loca
  * its restore, or inside curl_easy_pause() called on another thread meanwhile, which
  * lends it to that thread for the call (cg_attempt_lend: curl_easy_pause(3) says it
  * "cannot" be called from there, yet it works without the guard and hosts do it).  Set
- * only by an easy perform of the guard (and that lend), of which a thread runs one at a time (shim.c
- * cg__depth: a perform from inside a callback passes through): the multi driver's
- * callbacks never read it, so a host that switches stacks inside a callback (a
+ * only by an easy perform of the guard (and that lend), of which a thread runs one at a
+ * time (shim.c cg__depth: a perform from inside a callback passes through): the multi
+ * driver's callbacks never read it, so a host that switches stacks inside a callback (a
  * coroutine running another handle) cannot make one see another's attempt. */
 static CG_TLS struct cg_attempt *cg_attempt_cur;
 
