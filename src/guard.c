@@ -351,6 +351,7 @@ static void cg__policy_in(struct cg_call *call, const struct cg_attempt *a,
     in->hint_jitter_ms = cg_rand_range(1, spread > 1 ? spread : 1);
   }
   in->time_left_ms = call->deadline_ms - cg_mono_ms();
+  _Static_assert(CG_POLICY_SPENT_MS == CG_MIN_ATTEMPT_MS, "policy.h: the same 100 ms");
   /* Attempts are planned from the deadline: the next one is only started if the wait
    * plus as long as this one took (at least CG_MIN_ATTEMPT_MS) still fits. */
   in->min_attempt_ms =

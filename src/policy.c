@@ -148,7 +148,7 @@ void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out) 
    * each attempt gets as libcurl's timeout) ended this attempt, a stream that was still
    * flowing among them.  Nothing can follow, whatever the method: that is the reason,
    * not the method the matrix would have asked about. */
-  if (in->time_left_ms <= 0)
+  if (in->time_left_ms < CG_POLICY_SPENT_MS)
     return cg__set(out, CG_GIVE_UP, "deadline");
   if (cls == CG_RC_IDEMPOTENT && !in->idempotent)
     return cg__set(out, CG_GIVE_UP, "not_idempotent");

@@ -74,6 +74,15 @@ struct cg_policy_out {
  * wait that leaves less than CG_MIN_ATTEMPT_MS (admit.h, the same 100 ms). */
 #define CG_POLICY_ADMIT_ROOM_MS 100
 
+/* Less than this left of the deadline after an attempt: no attempt can follow (admit.h
+ * CG_MIN_ATTEMPT_MS, the same 100 ms: a retry with less left is not started), so the
+ * deadline is what ends the call, whatever the method.  A timeout set from the deadline
+ * can end the attempt a little before the deadline by the guard's clock (libcurl counts
+ * whole ms from its own start, lib/timeval.c Curl_timediff); asked "is the deadline
+ * past?", such an attempt was put down to its method under load (`curl -m 2` cutting a
+ * POST stream: "not_idempotent", 2 runs of 12 with both CPUs busy). */
+#define CG_POLICY_SPENT_MS 100
+
 /* Decide what to do after one attempt. */
 void cg_policy_decide(const struct cg_policy_in *in, struct cg_policy_out *out);
 

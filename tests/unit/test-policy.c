@@ -450,3 +450,22 @@ Test(policy, retry_on_rules_override_the_matrix) {
   in.nrules = 4;
   cr_expect_eq(decide(&in).decision, CG_RETRY, "read_timeout=any retries a POST");
 }
+
+/* A timeout set from the deadline ended the attempt within a few ms of it by the guard's
+ * clock: with less than an attempt's minimum left nothing can follow, so the deadline is
+ * the reason, not the method (a POST stream cut by `curl -m 2` said "not_idempotent"
+ * under load); with more left the matrix's reason stands. */
+Test(policy, deadline_all_but_spent_is_the_reason) {
+  struct cg_policy_in in = base(CG_OUT_READ_TIMEOUT, 0, 1, 0);
+  struct cg_policy_out out;
+  static const int64_t spent[] = {-5, 0, 1, CG_POLICY_SPENT_MS - 1};
+  size_t i;
+  for (i = 0; i < sizeof(spent) / sizeof(spent[0]); i++) {
+    in.time_left_ms = spent[i];
+    out = decide(&in);
+    cr_assert_eq(out.decision, CG_GIVE_UP);
+    cr_assert_str_eq(out.reason, "deadline", "left %lld", (long long) spent[i]);
+  }
+  in.time_left_ms = CG_POLICY_SPENT_MS;
+  cr_assert_str_eq(decide(&in).reason, "not_idempotent");
+}
