@@ -236,8 +236,13 @@ static inline __attribute__((always_inline)) void cg__hint_copy(char *dst, size_
  * with a response's (the header names, the content types), not one inlined and unrolled
  * by the profile at each, nor a copy for each constant length (issue 16: fewer lines of
  * code a request). */
-static __attribute__((noinline, noclone)) int cg__lower_eq(const char *s, const char *lower,
-                                                          size_t n) {
+#if defined(__GNUC__) && !defined(__clang__)
+#define CG__NOCLONE __attribute__((noclone)) /* GCC's; clang makes no such copies */
+#else
+#define CG__NOCLONE
+#endif
+static __attribute__((noinline)) CG__NOCLONE int cg__lower_eq(const char *s, const char *lower,
+                                                             size_t n) {
   return cg_ascii_lower_eq(s, lower, n);
 }
 
