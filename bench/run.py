@@ -2804,12 +2804,20 @@ def main():
     ap.add_argument("--drill-failfast", action="store_true",
                     help="the drill also runs the guard with CURLGUARD_BREAKER_OPEN=fail (the "
                     "fail-fast breaker of before issue 12; about 90 s more in the full run)")
+    ap.add_argument("--overhead-rounds", type=int, metavar="N",
+                    help="rounds of pairs of scenario 1 (overhead; default 5, with --quick 2): "
+                    "each round about 100 s in the full run; more rounds narrow the medians "
+                    "on a machine whose speed drifts (see the null pairs' noise)")
     ap.add_argument("--without", default="",
                     help="comma list of tools scenario 1 (overhead) is to treat as missing, to "
                     "check its 'not measured' cells: " + ", ".join(OVH_TOOLS))
     args = ap.parse_args()
     cfg = dict(QUICK if args.quick else FULL, drill_failfast=args.drill_failfast,
                without={x.strip() for x in args.without.split(",") if x.strip()})
+    if args.overhead_rounds is not None:
+        if not 1 <= args.overhead_rounds <= 100:
+            ap.error("--overhead-rounds: 1 to 100")
+        cfg["ovh_runs"] = args.overhead_rounds
     build = (ROOT / args.build).resolve()
     only = set(x.strip() for x in args.only.split(",") if x.strip()) if args.only else None
     if only and only - {k for k, *_ in SCENARIOS}:
