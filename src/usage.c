@@ -826,12 +826,16 @@ static int cg__is_num_byte(unsigned char c) {
  * short names, where a memchr call costs more than the bytes), a byte at a time without.
  * One loop, no wider or unrolled rounds for long strings (a model's text): on a host whose
  * own code overflows the instruction cache, the code lines a request runs cost more than
- * the instructions they save (half a microsecond for the 15 lines they took). */
+ * the instructions they save (half a microsecond for the 15 lines they took).  Nor does
+ * the profile's build peel or unroll them (#pragma GCC unroll 1: its copies of the byte
+ * loop took six lines a request); the byte loop tests `s < end` alone at its head, as
+ * GCC 12 ignores the pragma on a loop whose condition is an && of tests. */
 static inline __attribute__((always_inline)) const unsigned char *
 cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned char *lim16,
                 int nul) {
 #ifdef __SSE2__
   const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
+#pragma GCC unroll 1 /* one round a line of code (issue 16) */
   for (; s < lim16; s += 16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned mask = (unsigned) _mm_movemask_epi8(CG__STOP16(x));
@@ -842,8 +846,10 @@ cg__string_stop(const unsigned char *s, const unsigned char *end, const unsigned
 #else
   (void) lim16;
 #endif
-  while (s < end && *s != '"' && *s != '\\' && (!nul || *s))
-    s++;
+#pragma GCC unroll 1 /* up to 15 bytes */
+  for (; s < end; s++)
+    if (*s == '"' || *s == '\\' || (nul && !*s))
+      break;
   return s;
 }
 
@@ -1031,8 +1037,14 @@ value_tok: /* s: the value's first byte */
       uint64_t v = (uint64_t) (c - '0');
       /* read as they are found, kept or not (one loop): up to 16 digits, v is
        * cg__count_digits' */
-      for (q = s; q < end && *q >= '0' && *q <= '9'; q++)
-        v = v * 10 + (uint64_t) (*q - '0');
+#pragma GCC unroll 1 /* a line of code, not the profile's four (issue 16; the test
+                      * of a digit in the body: see cg__string_stop) */
+      for (q = s; q < end; q++) {
+        unsigned d = (unsigned) (*q - '0');
+        if (d > 9)
+          break;
+        v = v * 10 + d;
+      }
       if (q < end && !cg__is_num_byte(*q)) {
         if (num >= 0) {
           j->f.num[num] = q - s >= 16 ? cg__count_digits(s - 1, q)
