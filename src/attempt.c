@@ -195,13 +195,25 @@ static int cg__flush(struct cg_attempt *a) {
 
 /* ---- response headers the guard reads ---- */
 
+/* libc's memcpy under another name, which the compiler calls rather than expands inline.
+ * Given the profile, GCC made of a copy of unknown length an 8-byte loop with 4-, 2- and
+ * 1-byte tails: 4 code lines and 6 taken branches a request for an answer's hint values,
+ * where libc's copy is one libcurl runs on every request already (issue 16). */
+void *cg__libc_memcpy(void *dst, const void *src, size_t n) __asm__("memcpy");
+
+/* A header's value [v, v + n) (its line end included) into the hint `dst` of `cap` bytes:
+ * without the line end and the blanks before it, cut to cap - 1 bytes, NUL-terminated. */
 static inline __attribute__((always_inline)) void cg__hint_copy(char *dst, size_t cap,
                                                                const char *v, size_t n) {
+  /* The line's end, "\r\n" (or a bare "\n"), first, without the loop's jump back for
+   * each of its bytes; then anything the loop cuts before it (its result either way). */
+  n -= n > 0 && v[n - 1] == '\n';
+  n -= n > 0 && v[n - 1] == '\r';
   while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ' || v[n - 1] == '\t'))
     n--;
   if (n >= cap)
     n = cap - 1;
-  memcpy(dst, v, n);
+  cg__libc_memcpy(dst, v, n);
   dst[n] = '\0';
 }
 
