@@ -173,6 +173,7 @@ static inline const unsigned char *cg__plain(const unsigned char *s, const unsig
 #ifdef __SSE2__
   const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), zero = _mm_setzero_si128();
   const __m128i lead = _mm_set1_epi8((char) 0xC0); /* signed: 10xxxxxx is below it */
+#pragma GCC unroll 1 /* a loop of two lines, not the profile's copies of it (issue 16) */
   while (end - s >= 16) {
     __m128i x = _mm_loadu_si128((const __m128i *) (const void *) s);
     unsigned stop = (unsigned) _mm_movemask_epi8(_mm_or_si128(
@@ -189,8 +190,12 @@ static inline const unsigned char *cg__plain(const unsigned char *s, const unsig
     s += 16;
   }
 #endif
-  for (; s < end && *s != '"' && *s != '\\' && *s; s++)
+#pragma GCC unroll 1 /* a test without && in the for: gcc would drop the annotation */
+  for (; s < end; s++) {
+    if (*s == '"' || *s == '\\' || !*s)
+      break;
     cont += (*s & 0xC0) == 0x80;
+  }
   *chars = (s - s0) - cont;
   return s;
 }
@@ -369,8 +374,10 @@ static const unsigned char cg__num_byte[256] = {
   ['+'] = 1, ['-'] = 1, ['e'] = 1, ['E'] = 1, ['.'] = 1};
 
 static const unsigned char *cg__ws(const unsigned char *p, const unsigned char *end) {
-  while (p < end && *p <= ' ')
-    p++;
+#pragma GCC unroll 1 /* a blank or two: one line, not the profile's copies */
+  for (; p < end; p++)
+    if (*p > ' ')
+      break;
   return p;
 }
 
@@ -456,8 +463,12 @@ value:
     /* Plain digits (a count, a max_tokens), up to 15 and followed by a byte no number
      * holds, are read here: exact in a double, what strtod reads.  A sign, a fraction,
      * an exponent or a long run go to cg__number, out of the loop's lines. */
-    for (; q < end && *q >= '0' && *q <= '9'; q++)
+#pragma GCC unroll 1 /* a few digits: a line or two, not the profile's copies */
+    for (; q < end; q++) {
+      if (*q < '0' || *q > '9')
+        break;
       x = x * 10 + (uint64_t) (*q - '0');
+    }
     if (CG_RARE(q == p || q - p > 15 || q == end || cg__num_byte[*q])) {
       if (!(p = cg__number(p, end, max ? &v : NULL)))
         return 0;
