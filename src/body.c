@@ -381,6 +381,16 @@ static const unsigned char *cg__ws(const unsigned char *p, const unsigned char *
   return p;
 }
 
+/* cg__ws after a ',' or a ':', where Python's json.dumps (requests, aiohttp, the bench's
+ * body) writes one blank: that blank is passed without a branch, so such a body does not
+ * enter the loop, which the profile (compact JSON) keeps out of line (issue 16: 4 taken
+ * branches a request fewer for the bench's body). */
+static const unsigned char *cg__ws_sep(const unsigned char *p, const unsigned char *end) {
+  if (p < end)
+    p += *p == ' ';
+  return cg__ws(p, end);
+}
+
 
 /* The names of the members the estimate reads, by slot; each is the only one of its
  * length, so a name's length finds the one it may be (cg__name_tab: slot + 1, or 0). */
@@ -494,7 +504,7 @@ after:
   if (p >= end)
     return 0;
   if (*p == ',') {
-    p = cg__ws(p + 1, end);
+    p = cg__ws_sep(p + 1, end);
     if (in_arr) {
       slot = CG__M_NONE, is_model = 0;
       goto value;
@@ -563,7 +573,7 @@ string: /* a name (is_key) or a value: one scan for both, its characters counted
   p = cg__ws(p, end);
   if (p >= end || *p != ':')
     return 0;
-  p = cg__ws(p + 1, end);
+  p = cg__ws_sep(p + 1, end);
   goto value;
 }
 

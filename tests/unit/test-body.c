@@ -32,6 +32,15 @@ static const struct body_case cases[] = {
   {"{\"max_completion_tokens\":9223372036854775808}", NULL, CG_BODY_OUTPUT_MAX},
   {"{\"generationConfig\":{\"maxOutputTokens\":1e20}}", NULL, CG_BODY_OUTPUT_MAX},
   {"{\"max_tokens\":-1e300}", NULL, 0},
+  /* Python's json.dumps: a blank after each ':' and ',' (body.c cg__ws_sep), the same
+   * facts as the first case; other blanks there, and a body that ends in them */
+  {"{\"model\": \"gpt-4o-mini\", \"messages\": [{\"role\": \"user\", \"content\": "
+   "\"hello there!\"}]}",
+   "gpt-4o-mini", 4},
+  {"{\"model\":  \"m\" ,\t\"max_tokens\":\n 7 , \"x\":[ 1, 2 ]}", "m", 7},
+  {"{\"model\": \"m\", ", NULL, -1},
+  {"{\"model\": ", NULL, -1},
+  {"{\"model\":\"m\",\"max_tokens\": 5}", "m", 5},
   /* not JSON objects: nothing */
   {"model=gpt-4o&x=1", NULL, -1},
   {"[1,2,3]", NULL, -1},
