@@ -176,8 +176,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # The man pages (doc/*.scd, scdoc(5)): curlguard(1) and libcurlguard(7).
 MAN_PAGES := $(BUILD)/curlguard.1 $(BUILD)/libcurlguard.7
 
-all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/tests/cghost $(BUILD)/tests/rsshost \
-  $(BUILD)/tests/cgmulti $(MAN_PAGES)
+all: $(BUILD)/libcurlguard.so $(BUILD)/curlguard $(BUILD)/prices.json $(BUILD)/tests/cghost \
+  $(BUILD)/tests/rsshost $(BUILD)/tests/cgmulti $(MAN_PAGES)
 
 $(FLAGS_FILE): ;
 
@@ -199,7 +199,7 @@ endif
 # "profile written" in train.log (which .ci/run requires) is make's, once the profiles are
 # beside the objects.
 $(BUILD)/obj/pgo.stamp: $(LIB_SRCS) $(wildcard src/*.h) scripts/pgo-train scripts/mock-provider \
-  $(BUILD)/bench/batch-host $(FLAGS_FILE) | $(BUILD)/obj
+  $(BUILD)/bench/batch-host $(PGO_DIR)/prices.json $(FLAGS_FILE) | $(BUILD)/obj
 	$(say) PGO "$(PGO_DIR)/libcurlguard.so (instrumented; training: scripts/pgo-train)"
 	$(Q)mkdir -p $(PGO_DIR) && touch $(PGO_DIR)/started $(BUILD)/obj/pgo.gen
 	$(Q)rm -f $(LIB_OBJS) $(BUILD)/obj/*.gcda $(PGO_DIR)/train.log
@@ -216,6 +216,17 @@ $(BUILD)/obj/pgo.stamp: $(LIB_SRCS) $(wildcard src/*.h) scripts/pgo-train script
 	    "$${why:-scripts/pgo-train failed without a word}" >&2; \
 	  touch -r $(PGO_DIR)/started $@ $(BUILD)/obj/pgo.failed; fi
 	$(Q)rm -f $(LIB_OBJS) $(BUILD)/obj/pgo.gen
+
+# The shipped price table beside the library and the CLI.  A build in the tree finds
+# data/prices.json itself (../data from build/); a build directory elsewhere (make
+# BUILD=/tmp/b) finds this copy (src/guard.c cg__prices_init, cli/prices.c
+# cg__shipped_table), and so does the training library in $(PGO_DIR): the profile then
+# holds the pricing of every record, which it lacked (the code a request runs to price its
+# record was laid out as never run: issue 16).
+$(BUILD)/prices.json $(PGO_DIR)/prices.json: data/prices.json
+	@mkdir -p $(@D)
+	$(say) CP $@
+	$(Q)cp $< $@
 
 # The instrumented library of the training run (PGO=gen only).
 $(PGO_DIR)/libcurlguard.so: $(LIB_OBJS)

@@ -3,7 +3,8 @@
  *
  * The table is CURLGUARD_PRICES when set (either format, price.h), else the shipped one
  * beside this program (PREFIX/share/curlguard/prices.json when installed, data/prices.json
- * from the build tree).  The records are those `curlguard report` counts (cg_rrec_parse:
+ * from the build tree, else the copy `make` puts beside the program in a build directory
+ * outside the tree).  The records are those `curlguard report` counts (cg_rrec_parse:
  * a line cut mid-write or a JSON object that is not a whole usage record is malformed,
  * not a record), so a model's count here is its attempts there; a file named twice is
  * read once, as there.  Every record with a "model" is looked up; each model the table
@@ -166,7 +167,8 @@ static int cg__read_log(FILE *f, const char *name, struct cg__models *m, struct 
 
 /* The shipped table beside this program, or NULL. */
 static char *cg__shipped_table(void) {
-  static const char *const rel[] = {"../share/curlguard/prices.json", "../data/prices.json"};
+  static const char *const rel[] = {"../share/curlguard/prices.json", "../data/prices.json",
+                                    "prices.json"};
   char exe[4096], path[4200];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   char *slash;

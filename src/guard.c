@@ -425,9 +425,12 @@ static struct cg_prices *cg__prices;
 static pthread_once_t cg__prices_once = PTHREAD_ONCE_INIT;
 
 /* The shipped table, found from this library's own path: PREFIX/share/curlguard/ when
- * installed (the library is PREFIX/lib/curlguard/), data/ in the build tree (build/). */
+ * installed (the library is PREFIX/lib/curlguard/), data/ in the build tree (build/), else
+ * the copy `make` puts beside the library (a build directory outside the tree: make
+ * BUILD=/tmp/b; without it such a build priced nothing and its cost_usd was null). */
 static void cg__prices_init(void) {
-  static const char *const rel[] = {"../../share/curlguard/prices.json", "../data/prices.json"};
+  static const char *const rel[] = {"../../share/curlguard/prices.json", "../data/prices.json",
+                                    "prices.json"};
   char path[4096], why[512];
   /* The process's one config snapshot (config.h), read here under pthread_once: no
    * shared variable is written by every call (a data race under TSan, issue 11 item 9). */

@@ -122,6 +122,38 @@ class PricesTest(harness.GuardTestCase):
                 self.assertGreater(want, 0)
                 self.assertAlmostEqual(rec["cost_usd"], want, places=12)
 
+    def test_a_build_directory_outside_the_tree_prices_with_the_copy_beside_it(self):
+        """make puts data/prices.json beside the library and the CLI; a build directory that
+        has no ../data (make BUILD=/tmp/b) finds that copy.  Without it such a build priced
+        nothing (cost_usd null, prices check without a table), and so did the profiled
+        build's training library in BUILD/pgo."""
+        made = harness.BUILD / "prices.json"
+        self.assertEqual(made.read_bytes(), SHIPPED.read_bytes(), f"{made}: not make's copy")
+        b = self.tmp / "elsewhere" / "b"
+        b.mkdir(parents=True)
+        for f in (harness.LIB, harness.CLI):
+            (b / f.name).write_bytes(f.read_bytes())
+            os.chmod(b / f.name, 0o755)
+        lib = (harness.SAN_PRELOAD + ":" if harness.SAN_PRELOAD else "") + str(b / harness.LIB.name)
+        e = own_lookup(json.loads(SHIPPED.read_text()), "gpt-4o-mini")
+        for beside in (False, True):
+            with self.subTest(copy_beside=beside):
+                if beside:
+                    (b / "prices.json").write_bytes(made.read_bytes())
+                rec = self.call("gpt-4o-mini", CHAT, self.guard_env(extra={"LD_PRELOAD": lib}))
+                if beside:
+                    self.assertIsNotNone(rec["cost_usd"], "the copy beside it was not found")
+                    self.assertAlmostEqual(rec["cost_usd"], own_cost(
+                        e, rec["prompt_tokens"], rec["cached_tokens"] or 0,
+                        rec["completion_tokens"]), places=12)
+                else:
+                    self.assertIsNone(rec["cost_usd"])
+                p = harness.run([str(b / harness.CLI.name), "prices", "check", str(self.log)],
+                                harness.plain_env(), timeout=30)
+                self.assertEqual(p.returncode, 0 if beside else 1, p.stderr)
+                if not beside:
+                    self.assertIn(b"no price table", p.stderr)
+
     # -- CURLGUARD_PRICES in LiteLLM's format
 
     def litellm_file(self, factor=3):
