@@ -8,6 +8,7 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import subprocess
 import unittest
 
@@ -132,8 +133,7 @@ class PricesTest(harness.GuardTestCase):
         b = self.tmp / "elsewhere" / "b"
         b.mkdir(parents=True)
         for f in (harness.LIB, harness.CLI):
-            (b / f.name).write_bytes(f.read_bytes())
-            os.chmod(b / f.name, 0o755)
+            shutil.copy(f, b)
         lib = (harness.SAN_PRELOAD + ":" if harness.SAN_PRELOAD else "") + str(b / harness.LIB.name)
         e = own_lookup(json.loads(SHIPPED.read_text()), "gpt-4o-mini")
         for beside in (False, True):
