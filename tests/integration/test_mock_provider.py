@@ -136,6 +136,53 @@ class MockProviderTest(unittest.TestCase):
         self.assertTrue(entry["stream"] and entry["completed"])
         self.assertEqual(entry["billed_tokens"], usage["total_tokens"])
 
+    def test_gemini_answers_json_sse_and_array(self):
+        # Google's Gemini API: the model from the path, usageMetadata in every chunk
+        # (running totals), alt=sse for "data:" events, else one JSON array; Google-style
+        # errors.
+        gem = "/v1beta/models/gemini-2.5-flash:"
+        body = json.dumps({"contents": [{"role": "user", "parts": [{"text": PROMPT}]}],
+                           "systemInstruction": {"parts": [{"text": "Be terse."}]},
+                           "generationConfig": {"maxOutputTokens": 4}}).encode()
+        prompt = math.ceil((len(PROMPT) + len("Be terse.")) / 4)
+        url = self.mock.url(gem + "generateContent", key=True)
+        status, headers, raw = request(url, body)
+        self.assertEqual(status, 200)
+        ans = json.loads(raw)
+        self.assertEqual(ans["modelVersion"], "gemini-2.5-flash")
+        self.assertEqual(ans["candidates"][0]["finishReason"], "MAX_TOKENS")
+        self.assertEqual(len(ans["candidates"][0]["content"]["parts"][0]["text"].split()), 4)
+        self.assertEqual(ans["usageMetadata"]["promptTokenCount"], prompt)
+        self.assertEqual(ans["usageMetadata"]["candidatesTokenCount"], 4)
+        self.assertEqual(ans["usageMetadata"]["totalTokenCount"], prompt + 4)
+        entry = self.mock.wait_entries(url=url)[0]
+        self.assertEqual((entry["model"], entry["stream"], entry["billed_tokens"]),
+                         ("gemini-2.5-flash", False, prompt + 4))
+        url = self.mock.url(gem + "streamGenerateContent?alt=sse", key=True)
+        status, headers, raw = request(url, body)
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/event-stream"))
+        chunks = [json.loads(line[6:]) for line in raw.decode().split("\n")
+                  if line.startswith("data: ")]
+        self.assertEqual([c["usageMetadata"]["candidatesTokenCount"] for c in chunks],
+                         [1, 2, 3, 4])
+        self.assertEqual(chunks[-1]["candidates"][0]["finishReason"], "MAX_TOKENS")
+        self.assertNotIn("finishReason", chunks[0]["candidates"][0])
+        entry = self.mock.wait_entries(url=url)[0]
+        self.assertEqual((entry["stream"], entry["billed_tokens"]), (True, prompt + 4))
+        status, headers, raw = request(self.mock.url(gem + "streamGenerateContent", key=True),
+                                       body)
+        self.assertEqual((status, headers["Transfer-Encoding"]), (200, "chunked"))
+        arr = json.loads(raw)
+        self.assertEqual(["".join(p["text"] for p in c["candidates"][0]["content"]["parts"])
+                          for c in arr], [c["candidates"][0]["content"]["parts"][0]["text"]
+                                          for c in chunks])
+        status, _, raw = request(self.mock.url(gem + "generateContent", plan="429"), body)
+        self.assertEqual(status, 429)
+        self.assertEqual(json.loads(raw)["error"]["status"], "RESOURCE_EXHAUSTED")
+        status, _, raw = request(self.mock.url(gem + "generateContent", key=True), b"not json")
+        self.assertEqual((status, json.loads(raw)["error"]["code"]), (400, 400))
+
     def test_stored_plan_with_http_date(self):
         steps = [{"action": "status", "status": 429, "date_offset_s": -120,
                   "headers": {"Retry-After": "{date+30}"}}, "200"]

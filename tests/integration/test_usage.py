@@ -100,6 +100,28 @@ class UsageTest(harness.GuardTestCase):
         self.assertEqual(rec["outcome"], "ok")
         self.assertFalse(rec["possibly_billed"])
 
+    def test_gemini_answers_of_the_mock_json_sse_and_array(self):
+        # Google's three shapes from the mock provider (the model in the path): one JSON
+        # answer; a stream of "data:" events with running usageMetadata (alt=sse); the
+        # same chunks as one JSON array.  Every record has what the provider billed.
+        body = {"contents": [{"role": "user", "parts": [{"text": "Say hello, please."}]}],
+                "generationConfig": {"maxOutputTokens": 64}}
+        for how in ("generateContent", "streamGenerateContent?alt=sse",
+                    "streamGenerateContent"):
+            url = self.mock.url("/v1beta/models/gemini-2.5-flash:" + how, plan="200:words=9")
+            p = harness.run([harness.CURL, "-sS", "-o", "/dev/null", "--data-binary",
+                             json.dumps(body), url], self.guard_env(), timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            usage = self.mock.wait_entries(url=url)[-1]["usage"]
+            rec = self.records()[-1]
+            self.assertEqual((rec["outcome"], rec["model"]), ("ok", "gemini-2.5-flash"), how)
+            self.assertEqual((rec["prompt_tokens"], rec["completion_tokens"],
+                              rec["total_tokens"]),
+                             (usage["prompt_tokens"], 9, usage["total_tokens"]), how)
+            # gemini-2.5-flash: 0.30 USD in, 2.50 out per million tokens (data/prices.json)
+            self.assertAlmostEqual(rec["cost_usd"], (usage["prompt_tokens"] * 0.30 +
+                                                     9 * 2.50) / 1e6, places=12, msg=how)
+
     def test_unknown_model_keeps_its_name_and_has_no_cost(self):
         rec, _ = self.call({"model": "my-private-model-7",
                             "messages": [{"role": "user", "content": "hi"}]})
