@@ -50,6 +50,8 @@
 #define CG_REDIS_REFUSED_CAP_NS (86400 * INT64_C(1000000000)) /* a refused reserve's wait */
 #define CG_REDIS_BACKOFF_MIN_MS 100
 #define CG_REDIS_BACKOFF_MAX_MS 5000
+#define CG_REDIS_OUTAGE_LINES 10    /* outages said a process: a flapping Redis is not a line a
+                                     * second in the host's stderr */
 #define CG_REDIS_LEASE_MS 3000      /* an in-flight lease lives this long unless renewed */
 #define CG_REDIS_RENEW_MS 1000      /* ... and the renewer renews them this often */
 #define CG_REDIS_LEASES 4096        /* leases one process may hold at once */
@@ -463,6 +465,7 @@ static int cg__arm(struct cg__conn *t) {
 /* 1 from a failure that left Redis unreachable (cg__unreachable) until a connection of
  * any thread of the process is made and set up again (cg__connect): one outage. */
 static int cg__outage;
+static int cg__outages; /* outages begun in this process (cg__drop) */
 
 /* Whether `cause` says Redis could not be reached (connect, lost, timeout, i/o), as
  * opposed to one that says what it refused (a password, a db, a script). */
@@ -472,9 +475,11 @@ static int cg__unreachable(const char *cause) {
 }
 
 /* Drop the thread's connection, back off, and say `msg` once per process per `cause`,
- * and of the causes that say Redis is unreachable, only the first of an outage
- * (cg__outage): a killed Redis said "connection lost", then at the first reconnect
- * "cannot connect", two lines for one event (helper-66).  `msg` must not point into the
+ * except for the causes that say Redis is unreachable: of those, the first of each outage
+ * (cg__outage), up to CG_REDIS_OUTAGE_LINES outages a process.  A killed Redis said
+ * "connection lost", then at the first reconnect "cannot connect", two lines for one
+ * event (helper-66); and once per cause, a second outage of the same cause (Redis killed
+ * again, after it had come back) said nothing.  `msg` must not point into the
  * connection (it is freed first): callers format it into their own buffer (cg__fail
  * does, from the context's error). */
 static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
@@ -486,8 +491,18 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
   if (t->backoff_ms > CG_REDIS_BACKOFF_MAX_MS)
     t->backoff_ms = CG_REDIS_BACKOFF_MAX_MS;
   t->next_try_ms = cg_mono_ms() + t->backoff_ms;
-  if (cg__unreachable(cause) && __atomic_exchange_n(&cg__outage, 1, __ATOMIC_RELAXED))
-    return; /* the outage's line was said (or its cause was, in an earlier one) */
+  if (cg__unreachable(cause)) {
+    int k;
+    if (__atomic_exchange_n(&cg__outage, 1, __ATOMIC_RELAXED))
+      return; /* the outage's line was said */
+    k = __atomic_add_fetch(&cg__outages, 1, __ATOMIC_RELAXED);
+    if (k == 1)
+      cg_warn("%s; using the local state file (will reconnect later)", copy);
+    else if (k <= CG_REDIS_OUTAGE_LINES)
+      cg_warn("%s; using the local state file (will reconnect later; outage %d of this "
+              "process%s)", copy, k, k == CG_REDIS_OUTAGE_LINES ? ", the last one said" : "");
+    return;
+  }
   cg_warn_once(cause, "%s; using the local state file (will reconnect later)", copy);
 }
 

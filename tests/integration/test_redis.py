@@ -1175,6 +1175,35 @@ class FleetFailOpenTest(RedisTestCase):
         for l in lines:
             self.assertIn("local state", l)
 
+    def test_a_second_outage_of_the_same_cause_says_its_line(self):
+        """One process, 100 calls at 10/s.  Redis killed for 1.2 s, back for 3.5 s, killed
+        again for 1.2 s: two outages, both "connection lost", two lines (the second
+        numbered), and back on Redis after each.  Before, the second said nothing (one
+        line per cause and process), so a service's later outages went unseen."""
+        env = self.machine_env("m")
+        t, holder, url = self.loop(env, 100)
+        backs = []
+        time.sleep(1.0)
+        for _ in range(2):
+            self.redis.kill()
+            time.sleep(1.2)
+            self.redis.start()
+            time.sleep(3.0)         # the reconnect 1.5 s (or 3.1 s) after the loss finds it
+            backs.append(self.redis.cli("GET", self.key(harness.mock_pool(), "admitted")))
+        t.join(70)
+        p = holder["p"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.decode().split(), ["200"] * 100)
+        for back in backs:
+            self.assertTrue(back and int(back) >= 1, "not back on Redis after a restart")
+        lines = self.redis_lines(p)
+        self.assertEqual(len(lines), 2, lines)
+        for l in lines:
+            self.assertIn("connection lost", l)
+            self.assertIn("local state", l)
+        self.assertNotIn("outage", lines[0])
+        self.assertIn("outage 2 of this process", lines[1])
+
     def test_a_step_back_of_the_redis_clock_holds_no_call(self):
         """The Redis host's wall clock (TIME, which the scripts reckon in) steps back 120 s
         during 40 calls paced at 600 rpm, each with its own 10 s deadline (-m), then 0.9 s
