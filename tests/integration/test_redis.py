@@ -1176,7 +1176,7 @@ class FleetFailOpenTest(RedisTestCase):
             self.assertIn("local state", l)
 
     def test_a_second_outage_of_the_same_cause_says_its_line(self):
-        """One process, 100 calls at 10/s.  Redis killed for 1.2 s, back for 3.5 s, killed
+        """One process, 100 calls at 10/s.  Redis killed for 1.2 s, back for 3 s, killed
         again for 1.2 s: two outages, both "connection lost", two lines (the second
         numbered), and back on Redis after each.  Before, the second said nothing (one
         line per cause and process), so a service's later outages went unseen."""
