@@ -1470,7 +1470,9 @@ class HostileRedis:
     "bigbulk" (4 MiB of a 1 GB bulk string, fast), "bigarray" (an array of 2^31 - 1
     elements announced), "admit_late" (an admission after a wait of 9 * 10^12 µs),
     "int64max" and "int64min" (every script's answer 8 integers of that value), "ints"
-    (every command's answer an array of 4 small integers, where Redis gives strings)."""
+    (every command's answer an array of 4 small integers, where Redis gives strings),
+    "hangup" (the connection closed at the first command after SCRIPT LOAD: a flapping
+    Redis, each connection made and set up, then lost)."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -1519,6 +1521,8 @@ class HostileRedis:
                     if argv[0].upper() == b"SCRIPT":
                         c.sendall(b"$40\r\n" + (b"%02d" % n).ljust(40, b"f") + b"\r\n")
                         n += 1
+                    elif self.mode == "hangup":
+                        return
                     elif self.mode == "drip":
                         c.sendall(b"$100000000\r\n")
                         while not self.stop.is_set():
@@ -1578,6 +1582,27 @@ class HostileRedisTest(harness.GuardTestCase):
                 lines = [x for x in p.stderr.decode().splitlines() if x]
                 self.assertEqual(len(lines), 1, lines)
                 self.assertTrue(lines[0].startswith("curlguard: redis"), lines)
+
+    def test_a_flapping_redis_says_ten_outages_at_most(self):
+        """A Redis lost right after each connection is set up: every call (120 ms each)
+        begins an outage, and each says its line, numbered, up to the tenth, which says it
+        is the last; the calls themselves go on with the state file."""
+        server = HostileRedis("hangup")
+        try:
+            url = self.mock.url("/v1/hostile-redis/hangup", plan="200:delay=120")
+            env = self.guard_env(CURLGUARD_REDIS=f"redis://127.0.0.1:{server.port}",
+                                 CURLGUARD_STATE=str(self.tmp / "hangup.state"))
+            p = harness.run([harness.CURL, "-sS", "-w", "%{http_code}\n"] +
+                            ["-o", "/dev/null", url] * 30, env, timeout=60)
+        finally:
+            server.close()
+        self.assertEqual((p.returncode, p.stdout), (0, b"200\n" * 30), p.stderr)
+        lines = [x for x in p.stderr.decode().splitlines() if x]
+        self.assertEqual(len(lines), 10, lines)
+        for k, line in enumerate(lines, 1):
+            self.assertTrue(line.startswith("curlguard: redis connection lost"), line)
+            self.assertEqual(f"outage {k} of this process" in line, k > 1, line)
+        self.assertIn("the last one said", lines[-1])
 
     def test_stat_survives_replies_of_the_wrong_type(self):
         """`curlguard stat` against a server that answers with integers where Redis gives
