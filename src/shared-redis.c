@@ -496,11 +496,13 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
     if (__atomic_exchange_n(&cg__outage, 1, __ATOMIC_RELAXED))
       return; /* the outage's line was said */
     k = __atomic_add_fetch(&cg__outages, 1, __ATOMIC_RELAXED);
-    if (k == 1)
-      cg_warn("%s; using the local state file (will reconnect later)", copy);
-    else if (k <= CG_REDIS_OUTAGE_LINES)
-      cg_warn("%s; using the local state file (will reconnect later; outage %d of this "
-              "process%s)", copy, k, k == CG_REDIS_OUTAGE_LINES ? ", the last one said" : "");
+    if (k <= CG_REDIS_OUTAGE_LINES) {
+      char nth[64] = ""; /* the first outage's line as before; the later ones numbered */
+      if (k > 1)
+        snprintf(nth, sizeof(nth), "; outage %d of this process%s", k,
+                 k == CG_REDIS_OUTAGE_LINES ? ", the last one said" : "");
+      cg_warn("%s; using the local state file (will reconnect later%s)", copy, nth);
+    }
     return;
   }
   cg_warn_once(cause, "%s; using the local state file (will reconnect later)", copy);
