@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -50,8 +51,6 @@
 #define CG_REDIS_REFUSED_CAP_NS (86400 * INT64_C(1000000000)) /* a refused reserve's wait */
 #define CG_REDIS_BACKOFF_MIN_MS 100
 #define CG_REDIS_BACKOFF_MAX_MS 5000
-#define CG_REDIS_OUTAGE_LINES 10    /* outages said a process: a flapping Redis is not a line a
-                                     * second in the host's stderr */
 #define CG_REDIS_LEASE_MS 3000      /* an in-flight lease lives this long unless renewed */
 #define CG_REDIS_RENEW_MS 1000      /* ... and the renewer renews them this often */
 #define CG_REDIS_LEASES 4096        /* leases one process may hold at once */
@@ -465,7 +464,32 @@ static int cg__arm(struct cg__conn *t) {
 /* 1 from a failure that left Redis unreachable (cg__unreachable) until a connection of
  * any thread of the process is made and set up again (cg__connect): one outage. */
 static int cg__outage;
-static int cg__outages; /* outages begun in this process (cg__drop) */
+/* The outage lines said so far (cg_redis_outage_say), by the thread that begins an outage
+ * (cg__outage's exchange): two only meet when one outage ends and the next begins while
+ * the first's line is still being said, which at worst miscounts an unsaid one. */
+static struct cg_redis_outages cg__outages;
+
+int cg_redis_outage_say(struct cg_redis_outages *o, int64_t now_ms, char *suffix, size_t n) {
+  int k = o->begun < INT_MAX ? ++o->begun : o->begun;
+  if (n)
+    suffix[0] = '\0';
+  if (k > CG_REDIS_OUTAGE_LINES && now_ms - o->said_ms < CG_REDIS_OUTAGE_QUIET_MS) {
+    if (o->unsaid < INT_MAX)
+      o->unsaid++;
+    return 0;
+  }
+  if (k == CG_REDIS_OUTAGE_LINES)
+    snprintf(suffix, n, "; outage %d of this process; later ones are said one an hour at most",
+             k);
+  else if (k > CG_REDIS_OUTAGE_LINES)
+    snprintf(suffix, n, "; outage %d of this process, %d not said since the last line", k,
+             o->unsaid);
+  else if (k > 1)
+    snprintf(suffix, n, "; outage %d of this process", k);
+  o->said_ms = now_ms;
+  o->unsaid = 0;
+  return 1;
+}
 
 /* Whether `cause` says Redis could not be reached (connect, lost, timeout, i/o), as
  * opposed to one that says what it refused (a password, a db, a script). */
@@ -476,7 +500,7 @@ static int cg__unreachable(const char *cause) {
 
 /* Drop the thread's connection, back off, and say `msg` once per process per `cause`,
  * except for the causes that say Redis is unreachable: of those, the first of each outage
- * (cg__outage), up to CG_REDIS_OUTAGE_LINES outages a process.  A killed Redis said
+ * (cg__outage), as cg_redis_outage_say allows (shared.h).  A killed Redis said
  * "connection lost", then at the first reconnect "cannot connect", two lines for one
  * event (helper-66); and once per cause, a second outage of the same cause (Redis killed
  * again, after it had come back) said nothing.  `msg` must not point into the
@@ -492,17 +516,11 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
     t->backoff_ms = CG_REDIS_BACKOFF_MAX_MS;
   t->next_try_ms = cg_mono_ms() + t->backoff_ms;
   if (cg__unreachable(cause)) {
-    int k;
+    char nth[128]; /* the first outage's line as before; the later ones numbered */
     if (__atomic_exchange_n(&cg__outage, 1, __ATOMIC_RELAXED))
       return; /* the outage's line was said */
-    k = __atomic_add_fetch(&cg__outages, 1, __ATOMIC_RELAXED);
-    if (k <= CG_REDIS_OUTAGE_LINES) {
-      char nth[64] = ""; /* the first outage's line as before; the later ones numbered */
-      if (k > 1)
-        snprintf(nth, sizeof(nth), "; outage %d of this process%s", k,
-                 k == CG_REDIS_OUTAGE_LINES ? ", the last one said" : "");
+    if (cg_redis_outage_say(&cg__outages, cg_mono_ms(), nth, sizeof(nth)))
       cg_warn("%s; using the local state file (will reconnect later%s)", copy, nth);
-    }
     return;
   }
   cg_warn_once(cause, "%s; using the local state file (will reconnect later)", copy);

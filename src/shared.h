@@ -265,6 +265,29 @@ int cg_shared_redis_configured(void);
  * other half (README "Fleets"). */
 void cg_shared_redis_within(int64_t deadline_ms);
 
+/* How many outage lines a process says (README "Fleets", libcurlguard(7) DIAGNOSTICS): a
+ * Redis out of reach is said once per outage, the first CG_REDIS_OUTAGE_LINES of a process
+ * each, then one an hour at most (CG_REDIS_OUTAGE_QUIET_MS after the last line said), so a
+ * flapping Redis is not a line a second in the host's stderr and a daemon that saw ten
+ * outages in its first week still says the one it meets a month later. */
+#define CG_REDIS_OUTAGE_LINES 10
+#define CG_REDIS_OUTAGE_QUIET_MS (3600 * INT64_C(1000))
+
+/* The allowance of outage lines (above) of one process: outages begun, the time of the
+ * last line said, the outages not said since it. */
+struct cg_redis_outages {
+  int begun;
+  int unsaid;
+  int64_t said_ms;
+};
+
+/* Outage `o->begun + 1` begins at `now_ms` (monotonic ms): 1 when its line is said, with
+ * what ends the line in `suffix` (n bytes: "" for the first outage, then "; outage K of this
+ * process", which the tenth follows with when later ones are said and a later one with
+ * how many went unsaid since the line before it); 0 when it is not said (counted).  Not
+ * thread-safe: shared-redis.c calls it for the one thread that began the outage.  Pure. */
+int cg_redis_outage_say(struct cg_redis_outages *o, int64_t now_ms, char *suffix, size_t n);
+
 /* Key `<prefix>{<pool>}:<what>` into `buf` (one hash slot per pool: Redis Cluster's hash
  * tags).  Returns buf. */
 char *cg_redis_key(char *buf, size_t n, const char *prefix, const char *pool,

@@ -3,6 +3,7 @@
 #include "shared.h"
 
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -175,4 +176,53 @@ Test(redis_key, one_slot_per_pool) {
   cr_assert_str_eq(cg_redis_key(k, sizeof(k), "fleetB:", "127.0.0.1:8080", "inflight"),
                    "fleetB:{127.0.0.1:8080}:inflight");
   cr_assert_str_eq(cg_redis_key(k, sizeof(k), NULL, "p", "brk"), "curlguard:{p}:brk");
+}
+
+/* Outage lines (cg_redis_outage_say): the first ten each, numbered from the second, the
+ * tenth saying what comes after it; then one an hour at most, with the unsaid counted. */
+Test(redis_outages, ten_then_one_an_hour) {
+  struct cg_redis_outages o = {0};
+  char sfx[128];
+  int64_t t = 5000; /* monotonic ms: any start */
+  int k;
+
+  cr_assert_eq(cg_redis_outage_say(&o, t, sfx, sizeof(sfx)), 1);
+  cr_assert_str_eq(sfx, ""); /* the first outage's line as it always was */
+  for (k = 2; k <= 9; k++) {
+    char want[64];
+    cr_assert_eq(cg_redis_outage_say(&o, t + k, sfx, sizeof(sfx)), 1, "outage %d", k);
+    snprintf(want, sizeof(want), "; outage %d of this process", k);
+    cr_assert_str_eq(sfx, want);
+  }
+  cr_assert_eq(cg_redis_outage_say(&o, t + 10, sfx, sizeof(sfx)), 1);
+  cr_assert_str_eq(sfx, "; outage 10 of this process; later ones are said one an hour at most");
+  /* a flapping Redis: the next 500 outages within the hour say nothing */
+  for (k = 11; k <= 510; k++) {
+    cr_assert_eq(cg_redis_outage_say(&o, t + 10 + k * 1000, sfx, sizeof(sfx)), 0, "%d", k);
+    cr_assert_str_eq(sfx, "");
+  }
+  /* one ms short of the hour after the tenth line: still quiet; at the hour: said */
+  cr_assert_eq(cg_redis_outage_say(&o, t + 10 + CG_REDIS_OUTAGE_QUIET_MS - 1, sfx, sizeof(sfx)),
+               0);
+  cr_assert_eq(cg_redis_outage_say(&o, t + 10 + CG_REDIS_OUTAGE_QUIET_MS, sfx, sizeof(sfx)), 1);
+  cr_assert_str_eq(sfx, "; outage 512 of this process, 501 not said since the last line");
+  /* the hour counts from that line; a month later the next one is said at once */
+  cr_assert_eq(cg_redis_outage_say(&o, t + 20 + CG_REDIS_OUTAGE_QUIET_MS, sfx, sizeof(sfx)), 0);
+  cr_assert_eq(cg_redis_outage_say(&o, t + 30 * 86400 * INT64_C(1000), sfx, sizeof(sfx)), 1);
+  cr_assert_str_eq(sfx, "; outage 514 of this process, 1 not said since the last line");
+  /* a short buffer is cut, never overrun; n 0 writes nothing */
+  cr_assert_eq(cg_redis_outage_say(&o, t + 60 * 86400 * INT64_C(1000), sfx, 8), 1);
+  cr_assert_str_eq(sfx, "; outag");
+  cr_assert_eq(cg_redis_outage_say(&o, t + 90 * 86400 * INT64_C(1000), NULL, 0), 1);
+}
+
+/* The counts stop at INT_MAX rather than wrap to a negative outage number. */
+Test(redis_outages, counts_saturate) {
+  struct cg_redis_outages o = {INT_MAX, INT_MAX, 0};
+  char sfx[128];
+  cr_assert_eq(cg_redis_outage_say(&o, 1000, sfx, sizeof(sfx)), 0);
+  cr_assert_eq(o.begun, INT_MAX);
+  cr_assert_eq(o.unsaid, INT_MAX);
+  cr_assert_eq(cg_redis_outage_say(&o, CG_REDIS_OUTAGE_QUIET_MS, sfx, sizeof(sfx)), 1);
+  cr_assert(strstr(sfx, "of this process, 2147483647 not said") != NULL, "%s", sfx);
 }
