@@ -465,9 +465,12 @@ static int cg__arm(struct cg__conn *t) {
  * any thread of the process is made and set up again (cg__connect): one outage. */
 static int cg__outage;
 /* The outage lines said so far (cg_redis_outage_say), by the thread that begins an outage
- * (cg__outage's exchange): two only meet when one outage ends and the next begins while
- * the first's line is still being said, which at worst miscounts an unsaid one. */
+ * (cg__outage's exchange).  Two only meet when one outage ends and the next begins while
+ * the first's line is being decided: the mutex is only tried, never waited for, so the
+ * second outage then goes unsaid and uncounted, and a child forked meanwhile, which
+ * inherits it held, says no more outages rather than hang on it. */
 static struct cg_redis_outages cg__outages;
+static pthread_mutex_t cg__outages_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int cg_redis_outage_say(struct cg_redis_outages *o, int64_t now_ms, char *suffix, size_t n) {
   int k = o->begun < INT_MAX ? ++o->begun : o->begun;
@@ -517,9 +520,14 @@ static void cg__drop(struct cg__conn *t, const char *cause, const char *msg) {
   t->next_try_ms = cg_mono_ms() + t->backoff_ms;
   if (cg__unreachable(cause)) {
     char nth[128]; /* the first outage's line as before; the later ones numbered */
+    int say;
     if (__atomic_exchange_n(&cg__outage, 1, __ATOMIC_RELAXED))
       return; /* the outage's line was said */
-    if (cg_redis_outage_say(&cg__outages, cg_mono_ms(), nth, sizeof(nth)))
+    if (pthread_mutex_trylock(&cg__outages_mu) != 0)
+      return;
+    say = cg_redis_outage_say(&cg__outages, cg_mono_ms(), nth, sizeof(nth));
+    pthread_mutex_unlock(&cg__outages_mu);
+    if (say)
       cg_warn("%s; using the local state file (will reconnect later%s)", copy, nth);
     return;
   }

@@ -284,8 +284,8 @@ struct cg_redis_outages {
 /* Outage `o->begun + 1` begins at `now_ms` (monotonic ms): 1 when its line is said, with
  * what ends the line in `suffix` (n bytes: "" for the first outage, then "; outage K of this
  * process", which the tenth follows with when later ones are said and a later one with
- * how many went unsaid since the line before it); 0 when it is not said (counted).  Not
- * thread-safe: shared-redis.c calls it for the one thread that began the outage.  Pure. */
+ * how many went unsaid since the line before it); 0 when it is not said (counted).  No
+ * clock read, lock or I/O of its own: shared-redis.c calls it under a mutex. */
 int cg_redis_outage_say(struct cg_redis_outages *o, int64_t now_ms, char *suffix, size_t n);
 
 /* Key `<prefix>{<pool>}:<what>` into `buf` (one hash slot per pool: Redis Cluster's hash
