@@ -34,14 +34,16 @@ except ImportError:          # discovered with tests/integration as the top-leve
 # child forked while another thread holds it spins in its own curl_easy_init for good,
 # with or without the guard (plain libcurl 7.88.1, four threads making and freeing
 # handles: 3 of the first 209 children hung, 3 of 46 with libcurl-gnutls).  This host made
-# a handle per GET, and 2 runs of 70 on a busy machine hung so (the child's stack:
-# curl_easy_init alone): libcurl's hang, not one of the guard's locks this test is about.
+# a handle per GET, and 2 runs of 73 on a busy machine had a hung child (the one stack
+# kept: curl_easy_init alone): libcurl's hang, not one of the guard's locks this test is
+# about.  Should a thread die before its first GET, the others' wait times out (60 s,
+# BrokenBarrierError) and the host fails rather than hangs.
 HOST = textwrap.dedent(r'''
     import os, shutil, signal, subprocess, sys, threading, time, pycurl
     url1, url2, forks, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     stacks = sys.argv[5]
     stop = False
-    ready = threading.Barrier(5)
+    ready = threading.Barrier(5, timeout=60)
     def loop(i):
         n = 0
         c = pycurl.Curl()
