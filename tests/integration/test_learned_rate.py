@@ -4,6 +4,7 @@ and no limit configured."""
 import concurrent.futures
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -44,6 +45,7 @@ class OwnMock:
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class LearnedRateTest(harness.GuardTestCase):
