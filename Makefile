@@ -351,8 +351,12 @@ check-peers-report:
 deb: $(BUILD)/libcurlguard.so $(BUILD)/curlguard
 	@scripts/make-deb $(BUILD)
 
+# lintian (2.116) leaves two mldbm-elf-* directories in $$TMPDIR each run: it gets one of
+# its own under the build directory, removed after it, whatever lintian's verdict.
 deb-lint: deb
-	@lintian --info --display-info --tag-display-limit 0 $$(scripts/make-deb --path $(BUILD))
+	@t=$(BUILD)/lintian-tmp; rm -rf $$t && mkdir -p $$t && \
+	  TMPDIR=$$(cd $$t && pwd) lintian --info --display-info --tag-display-limit 0 \
+	    $$(scripts/make-deb --path $(BUILD)); rc=$$?; rm -rf $$t; exit $$rc
 
 # The same suite against ASan+UBSan builds in build-asan/.
 check-asan: deps
