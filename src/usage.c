@@ -1373,16 +1373,49 @@ static void cg__release(struct cg_usage_parser *p) {
  *   event without a backslash (so every '"' starts or ends a string): a member named
  *   ...model whose value is the same string, so a model rule that reads it sets what is
  *   set already.
+ * Either with JSON's blanks (RFC 8259 section 2: space, tab, LF, CR) before and after its
+ * colon, `usage" : null`, as a server that writes its JSON with Python's json.dumps
+ * defaults sends them (cg__spaced_place): the same member with the same value.
  * With only these, the event's object, should it parse, sets nothing (cg__object: no
  * usage object, no error, no "type" holding one of the words, no other model) and leaves
  * the counts as they are; when it does not parse it sets nothing anyway. */
+/* JSON's blanks between tokens (RFC 8259 section 2). */
+static int cg__json_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* cg__word_at's place at `p` ("usage" or "model", the word's 5 bytes there) spelt with
+ * blanks before or after its colon, `usage" : null` or `model":  "M"` (`model`/`mlen` as
+ * cg__word_at's; mlen 0: no model place): the end of the place, or NULL when the bytes up
+ * to `e` are not one.  It reads exactly the place's bytes when it finds one.  Out of line:
+ * a compact event (OpenAI's) finds its places without it. */
+static __attribute__((noinline)) const char *cg__spaced_place(const char *p, const char *e,
+                                                              const char *model, size_t mlen) {
+  const char *v = p + 5;
+  int is_model = *p == 'm';
+  if (v == e || *v++ != '"')
+    return NULL;
+  while (v < e && cg__json_blank(*v))
+    v++;
+  if (v == e || *v++ != ':')
+    return NULL;
+  while (v < e && cg__json_blank(*v))
+    v++;
+  if (!is_model)
+    return e - v >= 4 && memcmp(v, "null", 4) == 0 ? v + 4 : NULL;
+  if (!mlen || (size_t) (e - v) < mlen + 2 || *v != '"' || !cg__same(v + 1, model, mlen) ||
+      v[1 + mlen] != '"')
+    return NULL;
+  return v + 2 + mlen;
+}
+
 /* Whether a word of cg__may_matter starts at s[q] (the first 'r' of "error"): 1 when it
  * may matter, 0 when there is none or it is one of the two kinds of place that say
  * nothing new (then `*skip` is set past that place). */
 static inline __attribute__((always_inline)) int cg__word_at(const char *s, size_t n, size_t q,
                                                             const char *model, size_t mlen,
                                                             const char **skip) {
-  const char *p = s + q;
+  const char *p = s + q, *v;
   size_t after = n - q; /* bytes from p on */
   switch (*p) {
   case 'u':
@@ -1392,7 +1425,7 @@ static inline __attribute__((always_inline)) int cg__word_at(const char *s, size
       *skip = p + 11; /* no usage object */
       return 0;
     }
-    return 1;
+    break;
   case 'm':
     if (after < 5 || memcmp(p, "model", 5) != 0)
       return 0;
@@ -1401,12 +1434,19 @@ static inline __attribute__((always_inline)) int cg__word_at(const char *s, size
       *skip = p + 9 + mlen; /* the model known already */
       return 0;
     }
-    return 1;
+    break;
   case 'f':
     return after >= 6 && memcmp(p, "failed", 6) == 0;
   default: /* 'r' */
     return q >= 1 && after >= 4 && memcmp(p - 1, "error", 5) == 0;
   }
+  /* "usage" or "model", not compact: blanks around the colon, or a place that matters
+   * (a longer name, usageMetadata or modelVersion, is not asked) */
+  if (after > 5 && p[5] == '"' && (v = cg__spaced_place(p, s + n, model, mlen))) {
+    *skip = v;
+    return 0;
+  }
+  return 1;
 }
 
 /* A place cg__word_at passed over (`usage":null` or the known model), [a, b), noted in
@@ -1757,7 +1797,8 @@ static __attribute__((noinline)) int cg__may_matter_all(const char *s, size_t n,
  * [q - 1, q + 4) (only when q >= 1), "usage" and "model" that are no such word
  * [q, q + 5), the first letters [q, q + 2) ("usage" or "model" followed by anything but
  * what it passes over answers 1, which the kept event did not); when it passes over
- * [q, b) it reads exactly [q, b) (`usage":null`, `model":"M"`); never a byte past the
+ * [q, b) it reads exactly [q, b) (`usage":null`, `model":"M"`, blanks around the colon or
+ * not: a compact place's compare of the spaced one reads no further); never a byte past the
  * event's end; and its tests of how many bytes follow q hold alike in two events
  * wherever the bytes read lie in what both share at the same distance from the start (or
  * from the end).  For the next event, let P be the length of the prefix it shares with

@@ -222,6 +222,18 @@ static const struct usage_case cases[] = {
    "data: {\"model\":\"m\",\"usage\":null,\"usage\":{\"prompt_tokens\":5}}\n\n"
    "data: {\"model\":\"m\",\"usage\" :{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
    "data: {\"model\":\"m\",\"usage\":null,\"error\":{}}\n\n", 3, -1, -1, 1, -1, 4, "m", 1},
+  {"sse: blanks around the colon (json.dumps defaults), then the usage",
+   "data: {\"model\": \"m\", \"usage\": null}\n\n"
+   "data: {\"model\" :\t\"m\", \"usage\"\ndata: :\ndata:  null, \"choices\": []}\n\n"
+   "data: {\"model\": \"m\", \"usage\": null}\n\n"
+   "data: {\"model\": \"m\", \"usage\" : {\"prompt_tokens\": 3, \"completion_tokens\": 1}}\n\n",
+   3, -1, -1, 1, -1, 4, "m", 0},
+  {"sse: blanks around the colon, another model, a blank JSON has and RFC 8259 not",
+   "data: {\"model\": \"m-1\", \"usage\": null}\n\n"
+   "data: {\"model\":  \"m-10\", \"usage\": null}\n\n"
+   "data: {\"model\": \"m-1\", \"usage\"\v: {\"total_tokens\": 9}}\n\n"
+   "data: {\"model\": \"m-1\", \"usage\": nul}\n\n",
+   -1, -1, -1, -1, -1, 9, "m-1", 0},
   {"sse: the same model spelt with an escape, or in a message",
    "data: {\"model\":\"a/b\"}\n\n"
    "data: {\"model\":\"a\\/b\",\"x\":\"\\\"\",\"usage\":{\"total_tokens\":7}}\n\n"
@@ -1067,19 +1079,32 @@ Test(usage, sse_pre_check_at_every_offset) {
     {"\\\"\",\"model\":\"m\",\"usage\":null}", -1, -1, "m", 0},
     {"\\u0041\",\"model\":\"m\"}", -1, -1, "m", 0},
     {"\",\"usage\":{\"total_tokens\":5},\"x\":\"\\/\"}", -1, -1, "m", 0},
+    /* blanks around the colon (cg__spaced_place) */
+    {"\", \"model\" : \"m\", \"usage\" :\tnull}", -1, -1, "m", 0},
+    {"\", \"model\" : \"m2\"}", -1, -1, "m2", 0},
+    {"\", \"usage\" : {\"prompt_tokens\": 1, \"completion_tokens\": 2}}", 1, 2, "m", 0},
+    {"\", \"model\":\t\"m\", \"usage\" : nul}", -1, -1, "m", 0},
+    {"\", \"model\":\ndata: \"m\", \"usage\"\ndata:  :\tnull}", -1, -1, "m", 0},
+    {"\", \"model\" : \"mm\", \"usage\"  :  null}", -1, -1, "mm", 0},
+    {"\", \"model\" :\ndata: \"n\"}", -1, -1, "n", 0},
   };
-  size_t t, pad, cut;
-  for (t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
+  /* the event before: compact, and with blanks around its colons */
+  static const char *const firsts[] = {"{\"model\":\"m\",\"usage\":null}",
+                                       "{\"model\" : \"m\", \"usage\": null}"};
+  const size_t ntails = sizeof(tails) / sizeof(tails[0]);
+  size_t ft, t, pad, cut, f;
+  for (ft = 0; ft < 2 * ntails; ft++) {
+    f = ft / ntails;
+    t = ft % ntails;
     for (pad = 0; pad <= 100; pad++) {
       char body[512], how[64];
       struct cg_usage u;
-      int n = snprintf(body, sizeof(body),
-                       "data: {\"model\":\"m\",\"usage\":null}\n\ndata: {\"p\":\"%.*s%s\n\n",
+      int n = snprintf(body, sizeof(body), "data: %s\n\ndata: {\"p\":\"%.*s%s\n\n", firsts[f],
                        (int) pad, ZEROS100, tails[t].tail);
       cr_assert_lt((size_t) n, sizeof(body));
       for (cut = 0; cut <= (size_t) n; cut++) {
         run_cut(body, (size_t) n, cut, &u);
-        snprintf(how, sizeof(how), "tail %zu, pad %zu, cut at %zu", t, pad, cut);
+        snprintf(how, sizeof(how), "first %zu, tail %zu, pad %zu, cut at %zu", f, t, pad, cut);
         cr_expect_eq(u.input, tails[t].input, "%s: input %lld", how, (long long) u.input);
         cr_expect_eq(u.output, tails[t].output, "%s: output %lld", how, (long long) u.output);
         cr_expect_eq(u.total, t == 9 ? 5 : tails[t].input < 0 ? -1 : 3, "%s: total", how);
