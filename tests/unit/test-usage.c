@@ -228,7 +228,7 @@ static const struct usage_case cases[] = {
    "data: {\"model\": \"m\", \"usage\": null}\n\n"
    "data: {\"model\": \"m\", \"usage\" : {\"prompt_tokens\": 3, \"completion_tokens\": 1}}\n\n",
    3, -1, -1, 1, -1, 4, "m", 0},
-  {"sse: blanks around the colon, another model, a blank JSON has and RFC 8259 not",
+  {"sse: blanks around the colon, another model, a \\v (a blank to cJSON, not to RFC 8259)",
    "data: {\"model\": \"m-1\", \"usage\": null}\n\n"
    "data: {\"model\":  \"m-10\", \"usage\": null}\n\n"
    "data: {\"model\": \"m-1\", \"usage\"\v: {\"total_tokens\": 9}}\n\n"
